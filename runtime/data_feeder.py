@@ -1,0 +1,5 @@
+"""DataFeeder (arrives in a later commit)."""
+
+
+class DataFeeder:
+    pass

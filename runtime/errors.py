@@ -1,0 +1,51 @@
+"""Exception types of the runtime: every error names the culprit and, where possible, the fix."""
+
+
+class EnforceNotMet(Exception):
+    """Base of the runtime's errors (Paddle's name for a failed runtime check)."""
+
+
+class FlagError(EnforceNotMet, ValueError):
+    """An unknown FLAG or a value outside its valid range."""
+
+
+class ShapeError(EnforceNotMet, ValueError):
+    """An op was given inputs whose shapes do not fit together (raised when the layer is built)."""
+
+
+class FeedError(EnforceNotMet, ValueError):
+    """A feed is missing a variable, or a fed value has the wrong shape or dtype."""
+
+
+class FetchError(EnforceNotMet, KeyError):
+    """A fetch target does not exist in the program or is never computed."""
+
+    def __str__(self):  # KeyError would quote the message; keep it readable
+        return str(self.args[0]) if self.args else ""
+
+
+class UninitializedVariableError(EnforceNotMet, RuntimeError):
+    """A persistable variable (parameter, optimizer state) is read before the startup program ran."""
+
+
+class OpRuntimeError(EnforceNotMet, RuntimeError):
+    """A kernel failed while running an op; the message says which op, where it was built, and why."""
+
+
+class NanInfError(OpRuntimeError):
+    """FLAGS_check_nan_inf found a NaN or Inf in an op's output."""
+
+
+class PlaceUnavailableError(EnforceNotMet, RuntimeError):
+    """A CUDAPlace was requested but CuPy or a GPU is not available."""
+
+
+class SerializationError(EnforceNotMet, ValueError):
+    """A saved model/persistables file is corrupt or does not match the program."""
+
+
+def where(callsite):
+    """Format a (filename, lineno) call site as ' (created at file:line)', or '' when unknown."""
+    if not callsite:
+        return ""
+    return f" (created at {callsite[0]}:{callsite[1]})"

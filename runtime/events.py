@@ -1,0 +1,143 @@
+"""Instrumentation hooks: the runtime announces what it does; paddletune's probes listen.
+
+Each event is a Channel. Emitting sites test `channel.subs` (a list) first, so a channel nobody
+listens to costs one attribute load and a truth test. A subscriber that raises is removed with a
+warning: a broken probe must never break training.
+
+Events and their payloads:
+  step_begin(StepBegin)            Executor.run entered
+  step_end(StepRecord)             Executor.run finished (timings in seconds, perf_counter clock)
+  op_end(OpRecord)                 one op ran (only emitted while someone subscribes)
+  compile(CompileRecord)           a program was compiled into a kernel plan
+Later parts of the runtime add reader, allocator and scope events on the same pattern.
+"""
+
+import warnings
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+
+class Channel:
+    __slots__ = ("name", "subs")
+
+    def __init__(self, name):
+        self.name = name
+        self.subs: List[Callable] = []
+
+    def emit(self, payload):
+        for fn in tuple(self.subs):
+            try:
+                fn(payload)
+            except Exception as err:  # a probe bug must not stop the job
+                self._drop(fn, err)
+
+    def _drop(self, fn, err):
+        if fn in self.subs:
+            self.subs.remove(fn)
+        warnings.warn(f"event subscriber {getattr(fn, '__qualname__', fn)!r} on {self.name!r} "
+                      f"raised {type(err).__name__}: {err}; it was unsubscribed",
+                      RuntimeWarning, stacklevel=3)
+
+    def __repr__(self):
+        return f"<Channel {self.name}: {len(self.subs)} subscriber(s)>"
+
+
+CHANNELS: Dict[str, Channel] = {}
+
+
+def channel(name) -> Channel:
+    """The channel called `name` (created on first use)."""
+    ch = CHANNELS.get(name)
+    if ch is None:
+        ch = CHANNELS[name] = Channel(name)
+    return ch
+
+
+step_begin = channel("step_begin")
+step_end = channel("step_end")
+op_end = channel("op_end")
+compile = channel("compile")  # noqa: A001  (the event's name)
+
+
+class Subscription:
+    """Returned by subscribe(); close() (or leaving a `with` block) unsubscribes."""
+
+    def __init__(self, ch, fn):
+        self.channel, self.fn = ch, fn
+
+    def close(self):
+        if self.fn in self.channel.subs:
+            self.channel.subs.remove(self.fn)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def subscribe(name, fn) -> Subscription:
+    ch = channel(name)
+    ch.subs.append(fn)
+    return Subscription(ch, fn)
+
+
+def subscribers(name) -> int:
+    return len(channel(name).subs)
+
+
+@dataclass
+class StepBegin:
+    executor_id: int
+    program_id: int
+    step: int  # per executor and program, from 0
+    t_begin: float
+
+
+@dataclass
+class StepRecord:
+    """What one Executor.run cost. Times are perf_counter seconds."""
+
+    executor_id: int
+    program_id: int
+    step: int
+    t_begin: float
+    t_end: float
+    feed_s: float  # converting and checking the feed
+    compute_s: float  # running the ops
+    fetch_s: float  # copying fetched values out (device->host on GPU)
+    batch_size: Optional[int]
+    n_ops: int
+    feed_bytes: int
+    fetch_bytes: int
+    fetch_names: Tuple[str, ...]
+    place: str
+    is_startup: bool  # the program only initialises persistables (no feed, no reads)
+
+    @property
+    def wall_s(self):
+        return self.t_end - self.t_begin
+
+
+@dataclass
+class OpRecord:
+    program_id: int
+    step: int
+    index: int
+    type: str
+    role: int
+    t_begin: float
+    t_end: float
+
+    @property
+    def dur_s(self):
+        return self.t_end - self.t_begin
+
+
+@dataclass
+class CompileRecord:
+    program_id: int
+    n_ops: int
+    op_types: Tuple[str, ...]
+    compile_s: float
+    extra: Any = None

@@ -1,0 +1,456 @@
+"""Executor: compiles a Program once into a flat kernel plan, then runs it per step.
+
+A plan numbers every variable (a slot in a Python list), resolves each op's kernel, attrs and
+input/output slots ahead of time, and lists which persistables it reads from and writes back to
+the scope. A step is then: convert the feed, loop over the kernels, copy the fetches out.
+Plans are cached by (program, its modification counter, feed names, fetch names), so caching
+is always on and always safe; `use_program_cache` is accepted for compatibility.
+"""
+
+import itertools
+import time
+import weakref
+
+import numpy as np
+
+from . import events
+from .backend import cupy_status
+from .errors import (EnforceNotMet, FeedError, FetchError, NanInfError, OpRuntimeError,
+                     UninitializedVariableError, where)
+from .flags import FLAGS
+from .framework import EMPTY_VAR_NAME, Program, Variable, default_main_program, _suggest
+from .ops.registry import get_op_def
+from .place import CPUPlace, is_gpu
+from .scope import global_scope
+from .tensor import LoDTensor, SelectedRows
+
+_executor_ids = itertools.count()
+_perf = time.perf_counter
+
+
+class KernelCtx:
+    """What a kernel may use besides its inputs and attrs."""
+
+    __slots__ = ("xp", "rng", "want", "op", "place")
+
+    def __init__(self, xp, rng, want, op, place):
+        self.xp, self.rng, self.want, self.op, self.place = xp, rng, want, op, place
+
+
+class PlanOp:
+    """One compiled op: kernel, context, attrs and its input/output slot numbers."""
+
+    __slots__ = ("fn", "ctx", "attrs", "ins1", "insN", "outs1", "outsN", "op", "index", "type",
+                 "role")
+
+    def __init__(self, op, index, slot_of, xp, rng, place):
+        opdef = get_op_def(op.type)
+        self.op, self.index, self.type, self.role = op, index, op.type, op.role
+        self.fn = opdef.fn
+        self.attrs = op.attrs
+        dup_in = {s.name for s in opdef.inputs if s.duplicable}
+        dup_out = {s.name for s in opdef.outputs if s.duplicable}
+        self.ins1 = tuple((k, slot_of[v[0]]) for k, v in op.inputs.items()
+                          if k not in dup_in and v and v[0] != EMPTY_VAR_NAME)
+        self.insN = tuple((k, tuple(slot_of.get(n, -1) for n in v))
+                          for k, v in op.inputs.items() if k in dup_in)
+        self.outs1 = tuple((k, slot_of[v[0]]) for k, v in op.outputs.items()
+                           if k not in dup_out and v and v[0] != EMPTY_VAR_NAME)
+        self.outsN = tuple((k, tuple(slot_of.get(n, -1) for n in v))
+                           for k, v in op.outputs.items() if k in dup_out and v)
+        want = frozenset(k for k, _ in self.outs1) | frozenset(
+            k for k, idx in self.outsN if any(i >= 0 for i in idx))
+        self.ctx = KernelCtx(xp, rng, want, op, place)
+
+
+class Plan:
+    """A program compiled for one feed/fetch signature."""
+
+    def __init__(self, program, feed_names, fetch_names, xp, place):
+        block = program.global_block()
+        self.program = program
+        self.slot_of = {}
+        self.rng = np.random.default_rng(program.random_seed or None)
+        produced, reads = set(), []
+        fed = set(feed_names)
+        for name in feed_names:
+            self._slot(name)
+        for op in block.ops:
+            for name in op.input_arg_names:
+                if name not in produced and name not in fed and name not in self.slot_of:
+                    reads.append(name)
+                self._slot(name)
+            for name in op.output_arg_names:
+                self._slot(name)
+                produced.add(name)
+        self.steps = [PlanOp(op, i, self.slot_of, xp, self.rng, place)
+                      for i, op in enumerate(block.ops)]
+        for name in fetch_names:
+            if name not in produced and name not in fed and name not in self.slot_of:
+                reads.append(name)
+            self._slot(name)
+        self.n_slots = len(self.slot_of)
+        self.feed_slots = [(self.slot_of[n], block.var(n)) for n in feed_names]
+        self.fetch_slots = [self.slot_of[n] for n in fetch_names]
+        self.fetch_names = tuple(fetch_names)
+        self.reads = self._check_reads(block, reads)
+        self.writes = [n for n in dict.fromkeys(produced) if block.vars[n].persistable]
+        self.is_startup = not feed_names and not self.reads
+        self._bindings = weakref.WeakKeyDictionary()
+
+    def _slot(self, name):
+        if name not in self.slot_of:
+            self.slot_of[name] = len(self.slot_of)
+
+    def _check_reads(self, block, reads):
+        """Every value read before any op writes it must be persistable (it comes from the
+        scope); anything else had to be fed."""
+        for name in reads:
+            var = block.vars.get(name)
+            if var is None:
+                raise FeedError(f"variable {name!r} is used by the program but not declared in it")
+            if not var.persistable:
+                users = [op for op in block.ops if name in op.input_arg_names]
+                user = f"op {users[0].type}{users[0].where()}" if users else "a fetch"
+                kind = "data variable" if var.is_data else "variable"
+                raise FeedError(f"{kind} {name!r}{where(var.callsite)} is needed by {user} but "
+                                f"was not fed and no op computes it. Feed it: "
+                                f"exe.run(feed={{{name!r}: array, ...}})")
+        return reads
+
+    def bind(self, scope):
+        """(slot, scope variable) pairs for reads and writes, cached per scope."""
+        bound = self._bindings.get(scope)
+        if bound is None:
+            reads = [(self.slot_of[n], scope.find_var(n) or scope.var(n)) for n in self.reads]
+            writes = [(self.slot_of[n], scope.find_var(n) or scope.var(n)) for n in self.writes]
+            bound = self._bindings[scope] = (reads, writes)
+        return bound
+
+
+class Executor:
+    """Runs Programs on a place: `Executor(place).run(program, feed, fetch_list)`."""
+
+    def __init__(self, place=None):
+        self.place = place if place is not None else CPUPlace()
+        if is_gpu(self.place):
+            self.xp = cupy_status()[0]
+        else:
+            self.xp = np
+        self._plans = {}
+        self._steps = {}
+        self._id = next(_executor_ids)
+        self._closed = False
+
+    def close(self):
+        """Release cached plans; the executor cannot run afterwards."""
+        self._plans.clear()
+        self._closed = True
+
+    def run(self, program=None, feed=None, fetch_list=None, feed_var_name="feed",
+            fetch_var_name="fetch", scope=None, return_numpy=True, use_program_cache=False,
+            return_merged=True, use_prune=False):
+        if self._closed:
+            raise RuntimeError("this Executor was closed; create a new one")
+        program = default_main_program() if program is None else program
+        runner = getattr(program, "_run_with_executor", None)
+        if runner is not None:  # CompiledProgram and friends
+            return runner(self, feed=feed, fetch_list=fetch_list, scope=scope,
+                          return_numpy=return_numpy)
+        if not isinstance(program, Program):
+            raise TypeError(f"Executor.run expects a fluid.Program, got {type(program).__name__}")
+        scope = global_scope() if scope is None else scope
+        feed = _normalize_feed(feed)
+        fetch_names = _fetch_names(fetch_list)
+        t_begin = _perf()
+        plan = self._plan(program, feed, fetch_names)
+        step = self._steps.get(plan, 0)
+        self._steps[plan] = step + 1
+        if events.step_begin.subs:
+            events.step_begin.emit(events.StepBegin(self._id, program._uid, step, t_begin))
+        env = [None] * plan.n_slots
+        feed_bytes = self._feed(plan, feed, env)
+        reads, writes = plan.bind(scope)
+        for slot, holder in reads:
+            value = holder.value
+            if value is None:
+                raise _uninitialized(program, holder.name)
+            env[slot] = value
+        t_feed = _perf()
+        if events.op_end.subs or FLAGS.get("check_nan_inf"):
+            self._run_instrumented(plan, env, step)
+        else:
+            self._run_plain(plan, env)
+        for slot, holder in writes:
+            holder.value = env[slot]
+        t_compute = _perf()
+        results = [_fetch(env[slot], return_numpy) for slot in plan.fetch_slots]
+        if events.step_end.subs:
+            t_end = _perf()
+            events.step_end.emit(events.StepRecord(
+                self._id, program._uid, step, t_begin, t_end, t_feed - t_begin,
+                t_compute - t_feed, t_end - t_compute, _batch_size(plan, env), len(plan.steps),
+                feed_bytes, sum(_nbytes(r) for r in results), plan.fetch_names, repr(self.place),
+                plan.is_startup))
+        return results
+
+    # --- compile ---------------------------------------------------------------------------
+    def _plan(self, program, feed, fetch_names):
+        key = (program._uid, program._version, tuple(sorted(feed)), fetch_names)
+        plan = self._plans.get(key)
+        if plan is None:
+            t0 = _perf()
+            block = program.global_block()
+            for name in feed:
+                if name not in block.vars:
+                    raise FeedError(f"feed target {name!r} is not a variable of the program"
+                                    f"{_suggest(name, block.vars)}")
+            for name in fetch_names:
+                if name not in block.vars:
+                    raise _unknown_fetch(block, name)
+            plan = Plan(program, sorted(feed), fetch_names, self.xp, self.place)
+            self._drop_stale_plans(program)
+            self._plans[key] = plan
+            if events.compile.subs:
+                events.compile.emit(events.CompileRecord(
+                    program._uid, len(plan.steps), tuple(s.type for s in plan.steps),
+                    _perf() - t0))
+        return plan
+
+    def _drop_stale_plans(self, program):
+        stale = [k for k in self._plans if k[0] == program._uid and k[1] != program._version]
+        for k in stale:
+            self._steps.pop(self._plans.pop(k), None)
+
+    # --- feed ------------------------------------------------------------------------------
+    def _feed(self, plan, feed, env):
+        total = 0
+        for slot, var in plan.feed_slots:
+            value = _check_feed(var, feed[var.name])
+            if self.xp is not np:
+                value = self.xp.asarray(value)
+            env[slot] = value
+            total += value.nbytes
+        return total
+
+    # --- run -------------------------------------------------------------------------------
+    def _run_plain(self, plan, env):
+        step = None
+        try:
+            for step in plan.steps:
+                ins = {k: env[i] for k, i in step.ins1}
+                for k, idx in step.insN:
+                    ins[k] = [env[i] for i in idx]
+                res = step.fn(step.ctx, ins, step.attrs)
+                for k, i in step.outs1:
+                    env[i] = res[k]
+                for k, idx in step.outsN:
+                    for i, v in zip(idx, res[k]):
+                        if i >= 0:
+                            env[i] = v
+        except (EnforceNotMet, MemoryError, KeyboardInterrupt):
+            raise
+        except Exception as err:
+            raise _op_failed(step, env, plan, err) from err
+
+    def _run_instrumented(self, plan, env, step_no):
+        """The same loop, timing each op for op_end subscribers and checking NaN/Inf when
+        FLAGS_check_nan_inf is on."""
+        emit = events.op_end.emit if events.op_end.subs else None
+        check = FLAGS.get("check_nan_inf")
+        uid = plan.program._uid
+        step = None
+        try:
+            for step in plan.steps:
+                t0 = _perf()
+                ins = {k: env[i] for k, i in step.ins1}
+                for k, idx in step.insN:
+                    ins[k] = [env[i] for i in idx]
+                res = step.fn(step.ctx, ins, step.attrs)
+                for k, i in step.outs1:
+                    env[i] = res[k]
+                for k, idx in step.outsN:
+                    for i, v in zip(idx, res[k]):
+                        if i >= 0:
+                            env[i] = v
+                if emit is not None:
+                    emit(events.OpRecord(uid, step_no, step.index, step.type, step.role, t0,
+                                         _perf()))
+                if check:
+                    _check_finite(step, env, plan)
+        except (EnforceNotMet, MemoryError, KeyboardInterrupt):
+            raise
+        except Exception as err:
+            raise _op_failed(step, env, plan, err) from err
+
+
+# --- helpers -----------------------------------------------------------------------------------
+def _normalize_feed(feed):
+    if feed is None:
+        return {}
+    if isinstance(feed, (list, tuple)):
+        if len(feed) == 1 and isinstance(feed[0], dict):
+            return feed[0]
+        raise FeedError("a list of feed dicts (one per device) needs a data-parallel "
+                        "CompiledProgram; for a plain Program pass one dict")
+    if not isinstance(feed, dict):
+        raise FeedError(f"feed must be a dict {{name: array}}, got {type(feed).__name__}")
+    return {(k.name if isinstance(k, Variable) else k): v for k, v in feed.items()}
+
+
+def _fetch_names(fetch_list):
+    if fetch_list is None:
+        return ()
+    if isinstance(fetch_list, (str, Variable)):
+        fetch_list = [fetch_list]
+    names = []
+    for item in fetch_list:
+        if isinstance(item, Variable):
+            names.append(item.name)
+        elif isinstance(item, str):
+            names.append(item)
+        else:
+            raise FetchError(f"fetch_list items must be Variables or names, got {item!r}")
+    return tuple(names)
+
+
+def _check_feed(var, value):
+    """The fed value as an array of var's dtype and a compatible shape, or a FeedError."""
+    if isinstance(value, LoDTensor):
+        value = value._array()
+    elif not isinstance(value, np.ndarray) and not hasattr(value, "__cuda_array_interface__"):
+        try:
+            value = np.asarray(value, dtype=var.dtype)
+        except (TypeError, ValueError) as err:
+            raise FeedError(f"cannot convert the value fed to {var.name!r} to "
+                            f"{var.dtype.name}: {err}") from None
+    if var.dtype is not None and value.dtype != var.dtype:
+        raise FeedError(f"the data type of fed variable {var.name!r} must be {var.dtype.name}, "
+                        f"but received {value.dtype.name}{where(var.callsite)}. Convert it: "
+                        f"array.astype('{var.dtype.name}')")
+    if var.shape is not None and not _shape_ok(var.shape, value.shape):
+        hint = ""
+        if len(value.shape) + 1 == len(var.shape) and var.shape[-1] == 1:
+            hint = " Add the trailing dimension: array.reshape(-1, 1)."
+        raise FeedError(f"the fed variable {var.name!r} expects shape {list(var.shape)} "
+                        f"(-1 = any), but received shape {list(value.shape)}"
+                        f"{where(var.callsite)}.{hint}")
+    if var.persistable:
+        value = value.copy()  # the runtime may update persistables in place
+    return value
+
+
+def _shape_ok(expected, actual):
+    return len(expected) == len(actual) and all(
+        e < 0 or e == a for e, a in zip(expected, actual))
+
+
+def _fetch(value, return_numpy):
+    if value is None:
+        return None
+    if isinstance(value, SelectedRows):
+        value = value.to_dense()
+    if not isinstance(value, np.ndarray):
+        value = value.get() if hasattr(value, "get") else np.asarray(value)
+        return value if return_numpy else _as_tensor(value)
+    value = value.copy()  # never hand out a buffer the runtime may reuse or update
+    return value if return_numpy else _as_tensor(value)
+
+
+def _as_tensor(array):
+    tensor = LoDTensor()
+    tensor._holder.value = array
+    return tensor
+
+
+def _nbytes(value):
+    return getattr(value, "nbytes", 0) if value is not None else 0
+
+
+def _batch_size(plan, env):
+    for slot, var in plan.feed_slots:
+        value = env[slot]
+        if value is not None and getattr(value, "ndim", 0) > 0:
+            return int(value.shape[0])
+    return None
+
+
+def _unknown_fetch(block, name):
+    base = name[:-len("@GRAD")] if name.endswith("@GRAD") else None
+    if base is not None and base in block.vars:
+        var = block.vars[base]
+        why = ("it has stop_gradient=True; set `var.stop_gradient = False` before "
+               "append_backward/minimize" if var.stop_gradient else
+               "no gradient reaches it from the loss, or append_backward/minimize was not called")
+        return FetchError(f"cannot fetch {name!r}: no gradient variable exists for {base!r} "
+                          f"({why})")
+    return FetchError(f"cannot fetch {name!r}: no such variable in the program"
+                      f"{_suggest(name, block.vars)}")
+
+
+def _uninitialized(program, name):
+    var = program.global_block().vars.get(name)
+    kind = "parameter" if var is not None and hasattr(var, "trainable") else "persistable variable"
+    return UninitializedVariableError(
+        f"{kind} {name!r} has no value in this scope{where(getattr(var, 'callsite', None))}. "
+        f"Run the startup program first (exe.run(fluid.default_startup_program())), "
+        f"with the same scope as this run.")
+
+
+def _describe_inputs(step, env):
+    parts = []
+    for k, names in step.op.inputs.items():
+        for name in names:
+            value = env[_slot_index(step, name)] if name != EMPTY_VAR_NAME else None
+            shape = list(getattr(value, "shape", [])) if value is not None else "unset"
+            dtype = getattr(value, "dtype", "")
+            parts.append(f"{k}={name!r} {shape} {dtype}".rstrip())
+    return ", ".join(parts)
+
+
+def _slot_index(step, name):
+    for k, i in step.ins1:
+        if step.op.inputs[k][0] == name:
+            return i
+    for k, idx in step.insN:
+        for n, i in zip(step.op.inputs[k], idx):
+            if n == name:
+                return i
+    return -1
+
+
+def _op_failed(step, env, plan, err):
+    if step is None:
+        return OpRuntimeError(f"executor failed before running any op: {err}")
+    try:
+        inputs = _describe_inputs(step, env)
+    except Exception:  # never hide the real error behind a formatting problem
+        inputs = "?"
+    return OpRuntimeError(f"op {step.type} (#{step.index} in the program){step.op.where()} "
+                          f"failed: {type(err).__name__}: {err}\n  inputs: {inputs}")
+
+
+def _check_finite(step, env, plan):
+    for k, i in step.outs1:
+        _finite_or_raise(step, env[i], step.op.outputs[k][0])
+    for k, idx in step.outsN:
+        for name, i in zip(step.op.outputs[k], idx):
+            if i >= 0:
+                _finite_or_raise(step, env[i], name)
+
+
+def _finite_or_raise(step, value, name):
+    if isinstance(value, SelectedRows):
+        value = value.value
+    if value is None or getattr(value, "dtype", None) is None or value.dtype.kind != "f":
+        return
+    xp = np if isinstance(value, np.ndarray) else cupy_status()[0]
+    finite = xp.isfinite(value)
+    if bool(finite.all()):
+        return
+    n_nan = int(xp.isnan(value).sum())
+    n_inf = int(value.size - int(finite.sum()) - n_nan)
+    raise NanInfError(f"FLAGS_check_nan_inf: op {step.type} (#{step.index}){step.op.where()} "
+                      f"produced {n_nan} NaN and {n_inf} Inf in output {name!r} "
+                      f"(shape {list(value.shape)}). Common causes: log of 0, division by 0, "
+                      f"exploding gradients (try grad_clip or a lower learning rate), bad data.")

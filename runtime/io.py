@@ -1,0 +1,1 @@
+"""fluid.io: saving/loading persistables (arrives in a later commit)."""

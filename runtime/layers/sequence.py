@@ -1,0 +1,1 @@
+"""(placeholder: layers arrive in a later commit)."""

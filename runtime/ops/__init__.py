@@ -1,0 +1,7 @@
+"""Op kernels. Importing this package registers every op in ops.registry.REGISTRY."""
+
+from . import registry  # noqa: F401
+from . import math, fill, activation, loss, optim, embedding  # noqa: F401
+from . import tensor, sequence, conv, norm  # noqa: F401
+
+REGISTRY = registry.REGISTRY

@@ -1,0 +1,1 @@
+"""(placeholder: ops arrive in a later commit)."""

@@ -1,0 +1,121 @@
+"""Ops that create values: fill_constant, fill_any_like/fill_zeros_like, assign, assign_value,
+and the random initialisers (uniform_random, gaussian_random, truncated_gaussian_random)."""
+
+import numpy as np
+
+from ..dtypes import convert_dtype
+from .registry import defop, infer_same_as
+
+fill_constant = defop("fill_constant", outputs=("Out",),
+                      attrs={"shape": [1], "dtype": "float32", "value": 0.0, "force_cpu": False})
+
+
+@fill_constant.infer
+def _fill_constant_shape(ic):
+    ic.set_output("Out", ic.attr("shape"), convert_dtype(ic.attr("dtype")))
+
+
+@fill_constant.kernel
+def _fill_constant(ctx, ins, attrs):
+    shape = [int(d) for d in attrs["shape"]]
+    if any(d < 0 for d in shape):
+        raise ValueError(f"fill_constant needs a fully known shape, got {shape}")
+    return {"Out": ctx.xp.full(shape, attrs["value"], dtype=convert_dtype(attrs["dtype"]))}
+
+
+fill_any_like = defop("fill_any_like", inputs=("X",), outputs=("Out",),
+                      attrs={"value": 0.0, "dtype": -1})
+
+
+@fill_any_like.infer
+def _fill_any_like_shape(ic):
+    x = ic.input("X")
+    dtype = x.dtype if ic.attr("dtype") in (-1, None) else convert_dtype(ic.attr("dtype"))
+    ic.set_output("Out", x.shape, dtype)
+
+
+@fill_any_like.kernel
+def _fill_any_like(ctx, ins, attrs):
+    x = ins["X"]
+    dtype = x.dtype if attrs["dtype"] in (-1, None) else convert_dtype(attrs["dtype"])
+    return {"Out": ctx.xp.full(x.shape, attrs["value"], dtype=dtype)}
+
+
+fill_zeros_like = defop("fill_zeros_like", inputs=("X",), outputs=("Out",))
+fill_zeros_like.infer(infer_same_as())
+
+
+@fill_zeros_like.kernel
+def _fill_zeros_like(ctx, ins, attrs):
+    return {"Out": ctx.xp.zeros_like(ins["X"])}
+
+
+assign = defop("assign", inputs=("X",), outputs=("Out",))
+assign.infer(infer_same_as())
+
+
+@assign.kernel
+def _assign(ctx, ins, attrs):
+    return {"Out": ins["X"].copy()}
+
+
+@assign.grad(uses=())
+def _assign_grad(ctx, ins, attrs):
+    return {"X@GRAD": ins["Out@GRAD"]}
+
+
+assign_value = defop("assign_value", outputs=("Out",),
+                     attrs={"shape": [], "dtype": "float32", "values": None})
+
+
+@assign_value.infer
+def _assign_value_shape(ic):
+    ic.set_output("Out", ic.attr("shape"), convert_dtype(ic.attr("dtype")))
+
+
+@assign_value.kernel
+def _assign_value(ctx, ins, attrs):
+    values = np.asarray(attrs["values"], dtype=convert_dtype(attrs["dtype"]))
+    return {"Out": ctx.xp.asarray(values.reshape(attrs["shape"])).copy()}
+
+
+# --- random initialisers --------------------------------------------------------------------
+def _generator(ctx, attrs):
+    """A fixed seed attr gives the same numbers every time (Paddle's semantics); seed 0 draws
+    from the executor's generator, itself seeded by Program.random_seed when that is set."""
+    seed = attrs.get("seed", 0)
+    return np.random.default_rng(seed) if seed else ctx.rng
+
+
+def _random_op(name, attrs, draw):
+    opdef = defop(name, outputs=("Out",), attrs=dict(attrs, shape=[], dtype="float32", seed=0),
+                  random=True)
+
+    @opdef.infer
+    def _shape(ic):
+        ic.set_output("Out", ic.attr("shape"), convert_dtype(ic.attr("dtype")))
+
+    @opdef.kernel
+    def _kernel(ctx, ins, attrs):
+        shape = [int(d) for d in attrs["shape"]]
+        values = draw(_generator(ctx, attrs), shape, attrs)
+        return {"Out": ctx.xp.asarray(values.astype(convert_dtype(attrs["dtype"])))}
+
+    return opdef
+
+
+def _truncated(rng, shape, attrs):
+    """Normal values, redrawn until within two standard deviations of the mean."""
+    values = rng.standard_normal(shape)
+    bad = np.abs(values) > 2.0
+    while bad.any():
+        values[bad] = rng.standard_normal(int(bad.sum()))
+        bad = np.abs(values) > 2.0
+    return values * attrs["std"] + attrs["mean"]
+
+
+_random_op("uniform_random", {"min": -1.0, "max": 1.0},
+           lambda rng, shape, a: rng.uniform(a["min"], a["max"], shape))
+_random_op("gaussian_random", {"mean": 0.0, "std": 1.0},
+           lambda rng, shape, a: rng.normal(a["mean"], a["std"], shape))
+_random_op("truncated_gaussian_random", {"mean": 0.0, "std": 1.0}, _truncated)

@@ -1,0 +1,152 @@
+"""Loss ops: cross_entropy (on probabilities) and the fused, numerically stable
+softmax_with_cross_entropy (on logits). Hard labels are int64 with a trailing dimension of 1."""
+
+import numpy as np
+
+from .registry import defop, dims_match
+
+_TINY = 1e-20  # Paddle clips log(0) to a large finite value instead of inf
+
+
+def _check_labels(xp, label, n_classes, ignore_index, what):
+    """Raise a clear error when a hard label is outside [0, n_classes)."""
+    flat = label.reshape(-1)
+    valid = flat[flat != ignore_index] if ignore_index is not None else flat
+    if valid.size == 0:
+        return
+    lo, hi = int(valid.min()), int(valid.max())
+    if lo < 0 or hi >= n_classes:
+        bad = lo if lo < 0 else hi
+        pos = int(xp.nonzero(flat == bad)[0][0])
+        raise ValueError(f"label value {bad} (at row {pos}) is out of range [0, {n_classes}) "
+                         f"for {what} with {n_classes} classes; check the labels of your data "
+                         f"or the size of the last layer")
+
+
+def _infer_loss(ic, x_slot, label_slot):
+    x, label = ic.input(x_slot), ic.input(label_slot)
+    soft = ic.attr("soft_label")
+    axis = ic.attrs.get("axis", -1)
+    rank = len(x.shape)
+    axis = axis + rank if axis < 0 else axis
+    ic.check(0 <= axis < rank, f"axis is out of range for {ic.describe(x_slot)}")
+    ic.check(len(label.shape) == rank,
+             f"{ic.describe(label_slot)} must have the rank of {ic.describe(x_slot)}; for hard "
+             f"labels use shape [batch, 1] (reshape labels with .reshape(-1, 1))")
+    for i, (a, b) in enumerate(zip(x.shape, label.shape)):
+        if i == axis:
+            ok = dims_match(a, b) if soft else b == 1 or b < 0
+        else:
+            ok = dims_match(a, b)
+        ic.check(ok, f"{ic.describe(label_slot)} does not fit {ic.describe(x_slot)} "
+                     f"(soft_label={soft}): {'same shape' if soft else 'size 1 on the class axis'} "
+                     f"expected")
+    if not soft:
+        ic.check(label.dtype.kind in "iu",
+                 f"hard labels must be integers (int64), got {label.dtype.name}; pass "
+                 f"soft_label=True for probability labels")
+    loss_shape = list(x.shape)
+    loss_shape[axis] = 1
+    return loss_shape
+
+
+def _pick(xp, values, label, axis):
+    """values[..., label, ...] along axis (label has size 1 on that axis)."""
+    return xp.take_along_axis(values, label.astype(np.int64, copy=False), axis=axis)
+
+
+# --- cross_entropy on probabilities -----------------------------------------------------------
+cross_entropy = defop("cross_entropy", inputs=("X", "Label"), outputs=("Y",),
+                      attrs={"soft_label": False, "ignore_index": -100})
+
+
+@cross_entropy.infer
+def _ce_shape(ic):
+    x = ic.input("X")
+    ic.set_output("Y", _infer_loss(ic, "X", "Label"), x.dtype)
+
+
+@cross_entropy.kernel
+def _ce(ctx, ins, attrs):
+    xp, x, label = ctx.xp, ins["X"], ins["Label"]
+    if attrs["soft_label"]:
+        y = -(label * xp.log(xp.maximum(x, _TINY))).sum(axis=-1, keepdims=True)
+        return {"Y": y.astype(x.dtype, copy=False)}
+    ignore = attrs["ignore_index"]
+    _check_labels(xp, label, x.shape[-1], ignore, "cross_entropy")
+    safe = xp.where(label == ignore, 0, label)
+    y = -xp.log(xp.maximum(_pick(xp, x, safe, -1), _TINY))
+    y[label == ignore] = 0
+    return {"Y": y.astype(x.dtype, copy=False)}
+
+
+@cross_entropy.grad(uses=("X", "Label"), inputs=("X",))
+def _ce_grad(ctx, ins, attrs):
+    xp, x, label, dy = ctx.xp, ins["X"], ins["Label"], ins["Y@GRAD"]
+    if attrs["soft_label"]:
+        return {"X@GRAD": -dy * label / xp.maximum(x, _TINY)}
+    ignore = attrs["ignore_index"]
+    safe = xp.where(label == ignore, 0, label).astype(np.int64, copy=False)
+    picked = _pick(xp, x, safe, -1)
+    g = -dy / xp.maximum(picked, _TINY)
+    g = xp.where(label == ignore, 0, g).astype(x.dtype, copy=False)
+    dx = xp.zeros_like(x)
+    xp.put_along_axis(dx, safe, g, axis=-1)
+    return {"X@GRAD": dx}
+
+
+# --- softmax_with_cross_entropy on logits -------------------------------------------------------
+swce = defop("softmax_with_cross_entropy", inputs=("Logits", "Label"),
+             outputs=("Softmax", "Loss"),
+             attrs={"soft_label": False, "ignore_index": -100, "numeric_stable_mode": True,
+                    "axis": -1})
+
+
+@swce.infer
+def _swce_shape(ic):
+    logits = ic.input("Logits")
+    loss_shape = _infer_loss(ic, "Logits", "Label")
+    ic.set_output("Softmax", logits.shape, logits.dtype)
+    ic.set_output("Loss", loss_shape, logits.dtype)
+
+
+@swce.kernel
+def _swce(ctx, ins, attrs):
+    xp, logits, label = ctx.xp, ins["Logits"], ins["Label"]
+    axis = attrs["axis"]
+    shifted = logits - logits.max(axis=axis, keepdims=True)
+    exp = xp.exp(shifted)
+    total = exp.sum(axis=axis, keepdims=True)
+    log_total = xp.log(total)
+    softmax = exp
+    softmax /= total
+    if attrs["soft_label"]:
+        loss = (label * (log_total - shifted)).sum(axis=axis, keepdims=True)
+        return {"Softmax": softmax, "Loss": loss.astype(logits.dtype, copy=False)}
+    ignore = attrs["ignore_index"]
+    _check_labels(xp, label, logits.shape[axis], ignore, "softmax_with_cross_entropy")
+    ignored = label == ignore
+    has_ignored = bool(ignored.any())
+    safe = xp.where(ignored, 0, label) if has_ignored else label
+    loss = log_total - _pick(xp, shifted, safe, axis)
+    if has_ignored:
+        loss[ignored] = 0
+    return {"Softmax": softmax, "Loss": loss}
+
+
+@swce.grad(uses=("Softmax", "Label"), inputs=("Logits",), outputs=("Loss",))
+def _swce_grad(ctx, ins, attrs):
+    xp, softmax, label, dloss = ctx.xp, ins["Softmax"], ins["Label"], ins["Loss@GRAD"]
+    axis = attrs["axis"]
+    if attrs["soft_label"]:
+        return {"Logits@GRAD": (softmax - label) * dloss}
+    ignore = attrs["ignore_index"]
+    ignored = label == ignore
+    safe = xp.where(ignored, 0, label).astype(np.int64, copy=False)
+    grad = softmax.copy()
+    picked = _pick(xp, grad, safe, axis)
+    xp.put_along_axis(grad, safe, picked - 1, axis=axis)
+    grad *= dloss
+    if ignored.any():
+        grad *= ~ignored
+    return {"Logits@GRAD": grad}

@@ -1,0 +1,259 @@
+"""Arithmetic ops: mul, elementwise_{add,sub,mul,div,max,min,pow}, scale, sum, mean, sign."""
+
+import numpy as np
+
+from ..dtypes import VarType
+from ..tensor import SelectedRows
+from .registry import defop, dims_match, infer_same_as, shape_product
+
+
+# --- broadcasting helpers (Fluid's `axis` rule) ------------------------------------------------
+def aligned_shape(x_shape, y_shape, axis):
+    """y's shape padded with 1s so that it lines up with x starting at dimension `axis`
+    (axis=-1: trailing alignment). Trailing 1-dims of y are dropped first, as Fluid does."""
+    y_shape = list(y_shape)
+    if axis == -1 or axis is None:
+        axis = len(x_shape) - len(y_shape)
+    while len(y_shape) > 1 and len(y_shape) + axis > len(x_shape) and y_shape[-1] == 1:
+        y_shape.pop()
+    return [1] * axis + y_shape + [1] * (len(x_shape) - axis - len(y_shape))
+
+
+def broadcast_operands(x, y, axis):
+    """(x, y) reshaped so NumPy broadcasting implements Fluid's rule."""
+    if x.ndim >= y.ndim:
+        if axis == -1 or axis == x.ndim - y.ndim:
+            return x, y
+        return x, y.reshape(aligned_shape(x.shape, y.shape, axis))
+    if axis == -1 or axis == y.ndim - x.ndim:
+        return x, y
+    return x.reshape(aligned_shape(y.shape, x.shape, axis)), y
+
+
+def reduce_to(grad, shape):
+    """Sum `grad` over the dimensions that broadcasting expanded, giving `shape`."""
+    shape = tuple(shape)
+    if grad.shape == shape:
+        return grad
+    lead = grad.ndim - len(shape)
+    axes = tuple(range(lead)) + tuple(
+        lead + i for i, d in enumerate(shape) if d == 1 and grad.shape[lead + i] != 1)
+    return grad.sum(axis=axes, keepdims=True).reshape(shape) if axes else grad.reshape(shape)
+
+
+def _infer_elementwise(ic):
+    x, y = ic.input("X"), ic.input("Y")
+    axis = ic.attr("axis")
+    big, small = (x, y) if len(x.shape) >= len(y.shape) else (y, x)
+    if axis != -1 and not 0 <= axis <= len(big.shape) - 1:
+        ic.fail(f"axis={axis} is out of range for {ic.describe('X')} and {ic.describe('Y')}")
+    aligned = aligned_shape(big.shape, small.shape, axis)
+    if len(aligned) != len(big.shape):
+        ic.fail(f"cannot broadcast {ic.describe('Y')} onto {ic.describe('X')} at axis={axis}")
+    out = []
+    for b, s in zip(big.shape, aligned):
+        if not (dims_match(b, s) or b == 1 or s == 1):
+            ic.fail(f"shapes do not broadcast: {ic.describe('X')}, {ic.describe('Y')} "
+                    f"(axis={axis}); dimension {b} vs {s}")
+        out.append(s if b == 1 else b)
+    ic.set_output("Out", out, x.dtype, lod_level=x.lod_level)
+
+
+def _elementwise(name, forward, grad_x, grad_y, uses):
+    """Register elementwise_<name>. grad_x/grad_y(x, y, out, dout) give the unreduced grads."""
+    opdef = defop(f"elementwise_{name}", inputs=("X", "Y"), outputs=("Out",),
+                  attrs={"axis": -1, "use_mkldnn": False})
+    opdef.infer(_infer_elementwise)
+
+    @opdef.kernel
+    def kernel(ctx, ins, attrs):
+        x, y = broadcast_operands(ins["X"], ins["Y"], attrs["axis"])
+        return {"Out": forward(x, y)}
+
+    @opdef.grad(uses=uses)
+    def grad(ctx, ins, attrs):
+        x0, y0, dout = ins.get("X"), ins.get("Y"), ins["Out@GRAD"]
+        x, y = (broadcast_operands(x0, y0, attrs["axis"]) if x0 is not None and y0 is not None
+                else (x0, y0))
+        out = ins.get("Out")
+        result = {}
+        if "X@GRAD" in ctx.want:
+            result["X@GRAD"] = reduce_to(grad_x(x, y, out, dout), x0.shape)
+        if "Y@GRAD" in ctx.want:
+            result["Y@GRAD"] = reduce_to(grad_y(x, y, out, dout), y0.shape)
+        return result
+
+    return opdef
+
+
+_elementwise("add", lambda x, y: x + y,
+             lambda x, y, o, d: d, lambda x, y, o, d: d, uses=("X", "Y"))
+_elementwise("sub", lambda x, y: x - y,
+             lambda x, y, o, d: d, lambda x, y, o, d: -d, uses=("X", "Y"))
+_elementwise("mul", lambda x, y: x * y,
+             lambda x, y, o, d: d * y, lambda x, y, o, d: d * x, uses=("X", "Y"))
+_elementwise("div", lambda x, y: x / y,
+             lambda x, y, o, d: d / y, lambda x, y, o, d: -d * o / y, uses=("X", "Y", "Out"))
+_elementwise("max", lambda x, y: np.maximum(x, y),
+             lambda x, y, o, d: d * (x > y), lambda x, y, o, d: d * (x <= y), uses=("X", "Y"))
+_elementwise("min", lambda x, y: np.minimum(x, y),
+             lambda x, y, o, d: d * (x < y), lambda x, y, o, d: d * (x >= y), uses=("X", "Y"))
+_elementwise("pow", lambda x, y: x ** y,
+             lambda x, y, o, d: d * y * x ** (y - 1),
+             lambda x, y, o, d: d * o * np.log(np.where(x > 0, x, 1)), uses=("X", "Y", "Out"))
+
+
+# --- mul: flatten both operands to matrices, multiply -----------------------------------------
+mul = defop("mul", inputs=("X", "Y"), outputs=("Out",),
+            attrs={"x_num_col_dims": 1, "y_num_col_dims": 1})
+
+
+@mul.infer
+def _mul_shape(ic):
+    x, y = ic.input("X"), ic.input("Y")
+    xk, yk = ic.attr("x_num_col_dims"), ic.attr("y_num_col_dims")
+    ic.check(0 < xk < len(x.shape) + (len(x.shape) == 1),
+             f"x_num_col_dims={xk} must be in [1, rank(X)) for {ic.describe('X')}")
+    ic.check(0 < yk < len(y.shape) + (len(y.shape) == 1),
+             f"y_num_col_dims={yk} must be in [1, rank(Y)) for {ic.describe('Y')}")
+    inner_x, inner_y = shape_product(x.shape[xk:]), shape_product(y.shape[:yk])
+    ic.check(dims_match(inner_x, inner_y),
+             f"the flattened inner dimensions differ: {ic.describe('X')} gives {inner_x} "
+             f"columns (x_num_col_dims={xk}) but {ic.describe('Y')} gives {inner_y} rows "
+             f"(y_num_col_dims={yk})")
+    ic.set_output("Out", list(x.shape[:xk]) + list(y.shape[yk:]), x.dtype)
+
+
+def _as_matrix(a, k):
+    rows = 1
+    for d in a.shape[:k]:
+        rows *= d
+    return a.reshape(rows, -1)
+
+
+@mul.kernel
+def _mul(ctx, ins, attrs):
+    x, y = ins["X"], ins["Y"]
+    xk, yk = attrs["x_num_col_dims"], attrs["y_num_col_dims"]
+    if x.ndim == 2 and y.ndim == 2:
+        return {"Out": x @ y}
+    out = _as_matrix(x, xk) @ _as_matrix(y, yk)
+    return {"Out": out.reshape(x.shape[:xk] + y.shape[yk:])}
+
+
+@mul.grad(uses=("X", "Y"))
+def _mul_grad(ctx, ins, attrs):
+    x, y, dout = ins["X"], ins["Y"], ins["Out@GRAD"]
+    xk, yk = attrs["x_num_col_dims"], attrs["y_num_col_dims"]
+    x2, y2 = _as_matrix(x, xk), _as_matrix(y, yk)
+    d2 = dout.reshape(x2.shape[0], y2.shape[1])
+    result = {}
+    if "X@GRAD" in ctx.want:
+        result["X@GRAD"] = (d2 @ y2.T).reshape(x.shape)
+    if "Y@GRAD" in ctx.want:
+        result["Y@GRAD"] = (x2.T @ d2).reshape(y.shape)
+    return result
+
+
+# --- scale ------------------------------------------------------------------------------------
+scale = defop("scale", inputs=("X", "ScaleTensor?"), outputs=("Out",),
+              attrs={"scale": 1.0, "bias": 0.0, "bias_after_scale": True})
+scale.infer(infer_same_as())
+
+
+@scale.kernel
+def _scale(ctx, ins, attrs):
+    x, s, b = ins["X"], attrs["scale"], attrs["bias"]
+    factor = ins.get("ScaleTensor")
+    if factor is not None:  # a [1] tensor computed by the graph (e.g. a clipping factor)
+        s = factor.reshape(())
+    if isinstance(x, SelectedRows):
+        return {"Out": SelectedRows(x.ids, _affine(x.value, s, b, attrs), x.full_height)}
+    return {"Out": _affine(x, s, b, attrs)}
+
+
+def _affine(x, s, b, attrs):
+    dtype = x.dtype
+    if attrs["bias_after_scale"]:
+        out = x * s + b if b else x * s
+    else:
+        out = (x + b) * s
+    return out.astype(dtype, copy=False)
+
+
+@scale.grad(uses=(), inputs=("X",))
+def _scale_grad(ctx, ins, attrs):
+    dout = ins["Out@GRAD"]
+    return {"X@GRAD": (dout * attrs["scale"]).astype(dout.dtype, copy=False)}
+
+
+# --- sum of a list (also accumulates gradients; handles SelectedRows) --------------------------
+sum_op = defop("sum", inputs=("X*",), outputs=("Out",), attrs={"use_mkldnn": False})
+
+
+@sum_op.infer
+def _sum_shape(ic):
+    xs = ic.inputs("X")
+    first = xs[0]
+    for x in xs[1:]:
+        ic.check(len(x.shape) == len(first.shape) and all(map(dims_match, x.shape, first.shape)),
+                 f"all inputs must have one shape: {first.name!r} {list(first.shape)} vs "
+                 f"{x.name!r} {list(x.shape)}")
+    sparse = all(x.type == VarType.SELECTED_ROWS for x in xs)
+    ic.set_output("Out", first.shape, first.dtype,
+                  type=VarType.SELECTED_ROWS if sparse else VarType.LOD_TENSOR)
+
+
+@sum_op.kernel
+def _sum(ctx, ins, attrs):
+    xs = [x for x in ins["X"] if x is not None]
+    sparse = [x for x in xs if isinstance(x, SelectedRows)]
+    if sparse and len(sparse) == len(xs):  # concatenate rows; duplicates add up when applied
+        xp = ctx.xp
+        return {"Out": SelectedRows(xp.concatenate([s.ids for s in sparse]),
+                                    xp.concatenate([s.value for s in sparse]),
+                                    sparse[0].full_height)}
+    dense = [x for x in xs if not isinstance(x, SelectedRows)]
+    out = dense[0] + dense[1] if len(dense) > 1 else dense[0].copy()
+    for x in dense[2:]:
+        out += x
+    for s in sparse:
+        ctx.xp.add.at(out, s.ids, s.value)
+    return {"Out": out}
+
+
+@sum_op.grad(uses=())
+def _sum_grad(ctx, ins, attrs):
+    dout = ins["Out@GRAD"]
+    return {"X@GRAD": [dout] * len(ctx.op.outputs["X@GRAD"])}
+
+
+# --- mean: the average of all elements, shape [1] ----------------------------------------------
+mean = defop("mean", inputs=("X",), outputs=("Out",))
+
+
+@mean.infer
+def _mean_shape(ic):
+    ic.set_output("Out", [1], ic.input("X").dtype)
+
+
+@mean.kernel
+def _mean(ctx, ins, attrs):
+    x = ins["X"]
+    return {"Out": x.mean(dtype=x.dtype).reshape(1)}
+
+
+@mean.grad(uses=("X",))
+def _mean_grad(ctx, ins, attrs):
+    x, dout = ins["X"], ins["Out@GRAD"]
+    return {"X@GRAD": ctx.xp.full(x.shape, dout.reshape(-1)[0] / x.size, dtype=x.dtype)}
+
+
+# --- sign (used by L1 decay; no gradient) ------------------------------------------------------
+sign = defop("sign", inputs=("X",), outputs=("Out",))
+sign.infer(infer_same_as())
+
+
+@sign.kernel
+def _sign(ctx, ins, attrs):
+    return {"Out": ctx.xp.sign(ins["X"])}

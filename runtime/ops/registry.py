@@ -1,0 +1,216 @@
+"""The op registry: each op's forward kernel, shape inference and gradient rule, side by side.
+
+An op is declared once:
+
+    mul = defop("mul", inputs=("X", "Y"), outputs=("Out",), attrs={"x_num_col_dims": 1, ...})
+
+    @mul.kernel
+    def _mul(ctx, ins, attrs): ...          # -> {"Out": array}
+
+    @mul.infer
+    def _mul_shape(ic): ...                 # build-time shapes; ic.fail(...) on bad input
+
+    @mul.grad(uses=("X", "Y"))
+    def _mul_grad(ctx, ins, attrs): ...     # ins: forward inputs/outputs named in `uses` plus
+                                            # "Out@GRAD"; returns {"X@GRAD": ..., "Y@GRAD": ...}
+
+Slot specs: "X" one variable, "X*" a list (duplicable), "X?" optional (dispensable).
+A kernel gets `ctx` (array module `ctx.xp`, random generator `ctx.rng`, the set of output slots
+actually wanted `ctx.want`, and the Operator `ctx.op`), a dict of input arrays by slot (lists for
+duplicable slots, None for missing optional ones) and the op's attrs.
+"""
+
+from dataclasses import dataclass, field
+from typing import Callable, Dict, Optional, Tuple
+
+from ..errors import ShapeError, where
+from ..framework import EMPTY_VAR_NAME, GRAD_SUFFIX
+
+REGISTRY: Dict[str, "OpDef"] = {}
+
+
+@dataclass(frozen=True)
+class Slot:
+    name: str
+    duplicable: bool = False
+    dispensable: bool = False
+
+    @staticmethod
+    def parse(spec):
+        name = spec.rstrip("*?")
+        return Slot(name, "*" in spec, "?" in spec)
+
+
+@dataclass
+class OpDef:
+    """Everything the runtime knows about one op type."""
+
+    type: str
+    inputs: Tuple[Slot, ...]
+    outputs: Tuple[Slot, ...]
+    attrs: dict = field(default_factory=dict)
+    fn: Optional[Callable] = None
+    infer_fn: Optional[Callable] = None
+    grad_def: Optional["OpDef"] = None
+    forward_def: Optional["OpDef"] = None  # set on grad ops
+    diff_inputs: Tuple[str, ...] = ()  # input slots that receive gradients
+    diff_outputs: Tuple[str, ...] = ()  # output slots whose gradients the grad op reads
+    grad_uses: Tuple[str, ...] = ()  # forward input/output slots the grad kernel reads
+    grad_var_type: Optional[Callable] = None  # (slot, attrs) -> VarType of that input's grad
+    inplace: Dict[str, str] = field(default_factory=dict)  # output slot -> input slot it may reuse
+    random: bool = False  # draws from ctx.rng
+    no_grad_reason: str = ""
+
+    # --- declaration decorators ----------------------------------------------------------
+    def kernel(self, fn):
+        self.fn = fn
+        return fn
+
+    def infer(self, fn):
+        self.infer_fn = fn
+        return fn
+
+    def grad(self, uses=(), inputs=None, outputs=None, var_type=None):
+        """Declare the gradient rule. inputs: slots that get gradients (default: all inputs);
+        outputs: slots whose gradients flow in (default: all outputs)."""
+        def decorate(fn):
+            self.diff_inputs = tuple(inputs if inputs is not None else
+                                     [s.name for s in self.inputs])
+            self.diff_outputs = tuple(outputs if outputs is not None else
+                                      [s.name for s in self.outputs])
+            self.grad_uses = tuple(uses)
+            self.grad_var_type = var_type
+            slot_of = {s.name: s for s in self.inputs + self.outputs}
+            grad_inputs = [Slot(u, slot_of[u].duplicable, True) for u in self.grad_uses]
+            grad_inputs += [Slot(o + GRAD_SUFFIX, slot_of[o].duplicable, True)
+                            for o in self.diff_outputs]
+            grad_outputs = [Slot(i + GRAD_SUFFIX, slot_of[i].duplicable, True)
+                            for i in self.diff_inputs]
+            gdef = OpDef(self.type + "_grad", tuple(grad_inputs), tuple(grad_outputs),
+                         dict(self.attrs), fn, _infer_nothing, forward_def=self,
+                         random=self.random)
+            self.grad_def = gdef
+            REGISTRY[gdef.type] = gdef
+            return fn
+        return decorate
+
+    # --- used when an op is appended to a block ------------------------------------------
+    def check_slots(self, op):
+        known = {s.name for s in self.inputs}
+        for slot in op.inputs:
+            if slot not in known:
+                raise ShapeError(f"op {self.type} has no input slot {slot!r}; its inputs are "
+                                 f"{sorted(known)}{where(op.callsite)}")
+        for s in self.inputs:
+            names = [n for n in op.inputs.get(s.name, ()) if n != EMPTY_VAR_NAME]
+            if not names and not s.dispensable:
+                raise ShapeError(f"op {self.type} needs input {s.name!r}{where(op.callsite)}")
+            if len(names) > 1 and not s.duplicable:
+                raise ShapeError(f"op {self.type} input {s.name!r} takes one variable, "
+                                 f"got {len(names)}{where(op.callsite)}")
+        known_out = {s.name for s in self.outputs}
+        for slot in op.outputs:
+            if slot not in known_out:
+                raise ShapeError(f"op {self.type} has no output slot {slot!r}; its outputs are "
+                                 f"{sorted(known_out)}{where(op.callsite)}")
+
+    def infer_shapes(self, op):
+        if self.infer_fn is not None:
+            self.infer_fn(InferCtx(op, self))
+
+
+def _infer_nothing(ic):
+    """Grad ops: the backward builder creates grad variables with their forward shapes."""
+
+
+def defop(type, inputs=(), outputs=(), attrs=None, inplace=None, random=False):
+    """Declare an op type; returns its OpDef for the kernel/infer/grad decorators."""
+    if type in REGISTRY:
+        raise ValueError(f"op {type!r} is registered twice")
+    opdef = OpDef(type, tuple(Slot.parse(s) for s in inputs),
+                  tuple(Slot.parse(s) for s in outputs), dict(attrs or {}),
+                  inplace=dict(inplace or {}), random=random)
+    REGISTRY[type] = opdef
+    return opdef
+
+
+def get_op_def(type):
+    try:
+        return REGISTRY[type]
+    except KeyError:
+        import difflib
+        close = difflib.get_close_matches(type, list(REGISTRY), n=3)
+        hint = f"; did you mean {', '.join(close)}?" if close else ""
+        raise ShapeError(f"unknown op type {type!r}{hint}") from None
+
+
+class InferCtx:
+    """Build-time view of an op for shape inference: its input Variables and attrs."""
+
+    def __init__(self, op, opdef):
+        self.op = op
+        self.opdef = opdef
+        self.block = op.block
+        self.attrs = op.attrs
+
+    def input(self, slot):
+        names = [n for n in self.op.inputs.get(slot, ()) if n != EMPTY_VAR_NAME]
+        return self.block.var(names[0]) if names else None
+
+    def inputs(self, slot):
+        return [self.block.var(n) for n in self.op.inputs.get(slot, ()) if n != EMPTY_VAR_NAME]
+
+    def has_output(self, slot):
+        return bool(self.op.outputs.get(slot))
+
+    def attr(self, name):
+        return self.op.attrs[name]
+
+    def set_output(self, slot, shape, dtype, index=0, type=None, lod_level=None):
+        names = self.op.outputs.get(slot, ())
+        if index >= len(names) or names[index] == EMPTY_VAR_NAME:
+            return
+        var = self.block.var(names[index])
+        if var.persistable and var.shape is not None:
+            return  # an op updating a parameter/state in place keeps its declared shape
+        var.shape = tuple(int(d) for d in shape)
+        var.dtype = dtype
+        if type is not None:
+            var.type = type
+        if lod_level is not None:
+            var.lod_level = lod_level
+
+    def same_as(self, out_slot="Out", in_slot="X"):
+        x = self.input(in_slot)
+        self.set_output(out_slot, x.shape, x.dtype, lod_level=x.lod_level)
+
+    def fail(self, message):
+        raise ShapeError(f"{self.op.type}: {message}{where(self.op.callsite)}")
+
+    def check(self, condition, message):
+        if not condition:
+            self.fail(message)
+
+    def describe(self, slot):
+        var = self.input(slot)
+        return f"{slot}={var.name!r} with shape {list(var.shape)}" if var else f"{slot}=None"
+
+
+def infer_same_as(in_slot="X", out_slot="Out"):
+    def infer(ic):
+        ic.same_as(out_slot, in_slot)
+    return infer
+
+
+def dims_match(a, b):
+    """Two dimensions agree when equal or either is unknown (-1)."""
+    return a == b or a < 0 or b < 0
+
+
+def shape_product(shape):
+    total = 1
+    for d in shape:
+        if d < 0:
+            return -1
+        total *= d
+    return total
