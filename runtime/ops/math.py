@@ -77,10 +77,10 @@ def _elementwise(name, forward, grad_x, grad_y, uses):
                 else (x0, y0))
         out = ins.get("Out")
         result = {}
-        if "X@GRAD" in ctx.want:
-            result["X@GRAD"] = reduce_to(grad_x(x, y, out, dout), x0.shape)
+        if "X@GRAD" in ctx.want:  # reduce to the aligned shape, then back to x's own
+            result["X@GRAD"] = reduce_to(grad_x(x, y, out, dout), x.shape).reshape(x0.shape)
         if "Y@GRAD" in ctx.want:
-            result["Y@GRAD"] = reduce_to(grad_y(x, y, out, dout), y0.shape)
+            result["Y@GRAD"] = reduce_to(grad_y(x, y, out, dout), y.shape).reshape(y0.shape)
         return result
 
     return opdef

@@ -1,0 +1,40 @@
+"""Every registered op: forward vs a NumPy reference, gradient vs central finite differences."""
+
+import importlib
+import pkgutil
+
+import pytest
+
+import cases
+from opcheck import CASES, check_forward, check_gradient
+from runtime.ops.registry import REGISTRY
+
+for _mod in pkgutil.iter_modules(cases.__path__):
+    importlib.import_module(f"cases.{_mod.name}")
+
+# Ops whose outputs are random draws: their distribution is tested in test_initializers.py.
+NO_REFERENCE = {"uniform_random", "gaussian_random", "truncated_gaussian_random"}
+
+FORWARD_OPS = sorted(t for t, d in REGISTRY.items() if d.forward_def is None)
+GRAD_CASES = [c for c in CASES if c.check_grad and REGISTRY[c.op].grad_def is not None]
+
+
+@pytest.mark.parametrize("c", CASES, ids=[c.id for c in CASES])
+def test_forward_matches_reference(c):
+    check_forward(c)
+
+
+@pytest.mark.parametrize("c", GRAD_CASES, ids=[c.id for c in GRAD_CASES])
+def test_gradient_matches_finite_differences(c):
+    check_gradient(c)
+
+
+@pytest.mark.parametrize("op_type", FORWARD_OPS)
+def test_every_op_has_cases(op_type):
+    mine = [c for c in CASES if c.op == op_type]
+    assert mine, f"op {op_type} is registered but has no case in tests/cases/"
+    if op_type not in NO_REFERENCE:
+        assert any(c.reference for c in mine), f"op {op_type} has no case with a NumPy reference"
+    if REGISTRY[op_type].grad_def is not None:
+        assert any(c.check_grad for c in mine), f"op {op_type} has a gradient rule but no " \
+                                                f"gradient case"
