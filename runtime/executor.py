@@ -1,15 +1,14 @@
-"""Executor: compiles a Program once into a flat kernel plan, then runs it per step.
+"""Executor: compiles a Program once into a kernel plan (runtime/plan.py), then runs it.
 
-A plan numbers every variable (a slot in a Python list), resolves each op's kernel, attrs and
-input/output slots ahead of time, and lists which persistables it reads from and writes back to
-the scope. A step is then: convert the feed, loop over the kernels, copy the fetches out.
-Plans are cached by (program, its modification counter, feed names, fetch names), so caching
-is always on and always safe; `use_program_cache` is accepted for compatibility.
+A step is: convert and check the feed, load persistables from the scope, loop over the
+kernels (freeing and reusing temporaries as the plan says), write persistables back, copy the
+fetches out. Plans are cached by (program, its modification counter, feed names, fetch names,
+GC on/off), so caching is always on and always safe; `use_program_cache` is accepted for
+compatibility.
 """
 
 import itertools
 import time
-import weakref
 
 import numpy as np
 
@@ -18,114 +17,14 @@ from .backend import cupy_status
 from .errors import (EnforceNotMet, FeedError, FetchError, NanInfError, OpRuntimeError,
                      UninitializedVariableError, where)
 from .flags import FLAGS
-from .framework import EMPTY_VAR_NAME, Program, Variable, default_main_program, _suggest
-from .ops.registry import get_op_def
+from .framework import EMPTY_VAR_NAME, Program, Variable, _suggest, default_main_program
 from .place import CPUPlace, is_gpu
+from .plan import KernelCtx, Plan, exclusive, shape_only  # noqa: F401  (KernelCtx re-exported)
 from .scope import global_scope
 from .tensor import LoDTensor, SelectedRows
 
 _executor_ids = itertools.count()
 _perf = time.perf_counter
-
-
-class KernelCtx:
-    """What a kernel may use besides its inputs and attrs."""
-
-    __slots__ = ("xp", "rng", "want", "op", "place")
-
-    def __init__(self, xp, rng, want, op, place):
-        self.xp, self.rng, self.want, self.op, self.place = xp, rng, want, op, place
-
-
-class PlanOp:
-    """One compiled op: kernel, context, attrs and its input/output slot numbers."""
-
-    __slots__ = ("fn", "ctx", "attrs", "ins1", "insN", "outs1", "outsN", "op", "index", "type",
-                 "role")
-
-    def __init__(self, op, index, slot_of, xp, rng, place):
-        opdef = get_op_def(op.type)
-        self.op, self.index, self.type, self.role = op, index, op.type, op.role
-        self.fn = opdef.fn
-        self.attrs = op.attrs
-        dup_in = {s.name for s in opdef.inputs if s.duplicable}
-        dup_out = {s.name for s in opdef.outputs if s.duplicable}
-        self.ins1 = tuple((k, slot_of[v[0]]) for k, v in op.inputs.items()
-                          if k not in dup_in and v and v[0] != EMPTY_VAR_NAME)
-        self.insN = tuple((k, tuple(slot_of.get(n, -1) for n in v))
-                          for k, v in op.inputs.items() if k in dup_in)
-        self.outs1 = tuple((k, slot_of[v[0]]) for k, v in op.outputs.items()
-                           if k not in dup_out and v and v[0] != EMPTY_VAR_NAME)
-        self.outsN = tuple((k, tuple(slot_of.get(n, -1) for n in v))
-                           for k, v in op.outputs.items() if k in dup_out and v)
-        want = frozenset(k for k, _ in self.outs1) | frozenset(
-            k for k, idx in self.outsN if any(i >= 0 for i in idx))
-        self.ctx = KernelCtx(xp, rng, want, op, place)
-
-
-class Plan:
-    """A program compiled for one feed/fetch signature."""
-
-    def __init__(self, program, feed_names, fetch_names, xp, place):
-        block = program.global_block()
-        self.program = program
-        self.slot_of = {}
-        self.rng = np.random.default_rng(program.random_seed or None)
-        produced, reads = set(), []
-        fed = set(feed_names)
-        for name in feed_names:
-            self._slot(name)
-        for op in block.ops:
-            for name in op.input_arg_names:
-                if name not in produced and name not in fed and name not in self.slot_of:
-                    reads.append(name)
-                self._slot(name)
-            for name in op.output_arg_names:
-                self._slot(name)
-                produced.add(name)
-        self.steps = [PlanOp(op, i, self.slot_of, xp, self.rng, place)
-                      for i, op in enumerate(block.ops)]
-        for name in fetch_names:
-            if name not in produced and name not in fed and name not in self.slot_of:
-                reads.append(name)
-            self._slot(name)
-        self.n_slots = len(self.slot_of)
-        self.feed_slots = [(self.slot_of[n], block.var(n)) for n in feed_names]
-        self.fetch_slots = [self.slot_of[n] for n in fetch_names]
-        self.fetch_names = tuple(fetch_names)
-        self.reads = self._check_reads(block, reads)
-        self.writes = [n for n in dict.fromkeys(produced) if block.vars[n].persistable]
-        self.is_startup = not feed_names and not self.reads
-        self._bindings = weakref.WeakKeyDictionary()
-
-    def _slot(self, name):
-        if name not in self.slot_of:
-            self.slot_of[name] = len(self.slot_of)
-
-    def _check_reads(self, block, reads):
-        """Every value read before any op writes it must be persistable (it comes from the
-        scope); anything else had to be fed."""
-        for name in reads:
-            var = block.vars.get(name)
-            if var is None:
-                raise FeedError(f"variable {name!r} is used by the program but not declared in it")
-            if not var.persistable:
-                users = [op for op in block.ops if name in op.input_arg_names]
-                user = f"op {users[0].type}{users[0].where()}" if users else "a fetch"
-                kind = "data variable" if var.is_data else "variable"
-                raise FeedError(f"{kind} {name!r}{where(var.callsite)} is needed by {user} but "
-                                f"was not fed and no op computes it. Feed it: "
-                                f"exe.run(feed={{{name!r}: array, ...}})")
-        return reads
-
-    def bind(self, scope):
-        """(slot, scope variable) pairs for reads and writes, cached per scope."""
-        bound = self._bindings.get(scope)
-        if bound is None:
-            reads = [(self.slot_of[n], scope.find_var(n) or scope.var(n)) for n in self.reads]
-            writes = [(self.slot_of[n], scope.find_var(n) or scope.var(n)) for n in self.writes]
-            bound = self._bindings[scope] = (reads, writes)
-        return bound
 
 
 class Executor:
@@ -196,7 +95,8 @@ class Executor:
 
     # --- compile ---------------------------------------------------------------------------
     def _plan(self, program, feed, fetch_names):
-        key = (program._uid, program._version, tuple(sorted(feed)), fetch_names)
+        gc = FLAGS.get("eager_delete_tensor_gb") >= 0
+        key = (program._uid, program._version, tuple(sorted(feed)), fetch_names, gc)
         plan = self._plans.get(key)
         if plan is None:
             t0 = _perf()
@@ -208,7 +108,7 @@ class Executor:
             for name in fetch_names:
                 if name not in block.vars:
                     raise _unknown_fetch(block, name)
-            plan = Plan(program, sorted(feed), fetch_names, self.xp, self.place)
+            plan = Plan(program, sorted(feed), fetch_names, self.xp, self.place, gc)
             self._drop_stale_plans(program)
             self._plans[key] = plan
             if events.compile.subs:
@@ -238,16 +138,7 @@ class Executor:
         step = None
         try:
             for step in plan.steps:
-                ins = {k: env[i] for k, i in step.ins1}
-                for k, idx in step.insN:
-                    ins[k] = [env[i] for i in idx]
-                res = step.fn(step.ctx, ins, step.attrs)
-                for k, i in step.outs1:
-                    env[i] = res[k]
-                for k, idx in step.outsN:
-                    for i, v in zip(idx, res[k]):
-                        if i >= 0:
-                            env[i] = v
+                _run_op(step, env)
         except (EnforceNotMet, MemoryError, KeyboardInterrupt):
             raise
         except Exception as err:
@@ -263,25 +154,37 @@ class Executor:
         try:
             for step in plan.steps:
                 t0 = _perf()
-                ins = {k: env[i] for k, i in step.ins1}
-                for k, idx in step.insN:
-                    ins[k] = [env[i] for i in idx]
-                res = step.fn(step.ctx, ins, step.attrs)
-                for k, i in step.outs1:
-                    env[i] = res[k]
-                for k, idx in step.outsN:
-                    for i, v in zip(idx, res[k]):
-                        if i >= 0:
-                            env[i] = v
+                _run_op(step, env, check)
                 if emit is not None:
                     emit(events.OpRecord(uid, step_no, step.index, step.type, step.role, t0,
                                          _perf()))
-                if check:
-                    _check_finite(step, env, plan)
         except (EnforceNotMet, MemoryError, KeyboardInterrupt):
             raise
         except Exception as err:
             raise _op_failed(step, env, plan, err) from err
+
+
+def _run_op(step, env, check_finite=False):
+    """Run one compiled op: grant inplace reuse, gather inputs, call the kernel, store its
+    outputs, then apply the plan's frees."""
+    if step.inplace:
+        step.ctx.inplace = [o for o, i in step.inplace if exclusive(env[i])]
+    ins = {k: env[i] for k, i in step.ins1}
+    for k, idx in step.insN:
+        ins[k] = [env[i] for i in idx]
+    res = step.fn(step.ctx, ins, step.attrs)
+    for k, i in step.outs1:
+        env[i] = res[k]
+    for k, idx in step.outsN:
+        for i, v in zip(idx, res[k]):
+            if i >= 0:
+                env[i] = v
+    if check_finite:
+        _check_finite(step, env)
+    for i in step.frees:
+        env[i] = None
+    for i in step.shrinks:
+        env[i] = shape_only(env[i])
 
 
 # --- helpers -----------------------------------------------------------------------------------
@@ -430,7 +333,7 @@ def _op_failed(step, env, plan, err):
                           f"failed: {type(err).__name__}: {err}\n  inputs: {inputs}")
 
 
-def _check_finite(step, env, plan):
+def _check_finite(step, env):
     for k, i in step.outs1:
         _finite_or_raise(step, env[i], step.op.outputs[k][0])
     for k, idx in step.outsN:

@@ -41,15 +41,20 @@ class Flag:
                 return False
             raise self._bad(raw, "a boolean (true/false, 1/0)")
         if self.type in (int, float):
+            expected = (f"{'an integer' if self.type is int else 'a number'}"
+                        f"{', ' + self.valid if self.valid else ''}")
             if isinstance(raw, bool):
-                raise self._bad(raw, f"a number, {self.valid or 'any value'}")
+                raise self._bad(raw, expected)
             try:
                 number = self.type(raw) if self.type is float else _to_int(raw)
             except (TypeError, ValueError):
-                raise self._bad(raw, f"{'an integer' if self.type is int else 'a number'}"
-                                     f"{', ' + self.valid if self.valid else ''}") from None
+                raise self._bad(raw, expected) from None
+            if number != number:  # NaN
+                raise self._bad(raw, expected)
             return number
-        return str(raw)
+        if not isinstance(raw, str):
+            raise self._bad(raw, "a string")
+        return raw
 
     def validate(self, value):
         if self.check is not None and not self.check(value):
@@ -58,7 +63,7 @@ class Flag:
 
     def _bad(self, raw, expected):
         return FlagError(f"invalid value {raw!r} for {PREFIX}{self.name}: expected {expected}. "
-                         f"{self.doc.split('.')[0]}. Default: {self.default!r}.")
+                         f"{self.doc.split('. ')[0]}. Default: {self.default!r}.")
 
 
 def _to_int(raw):
@@ -96,6 +101,8 @@ class FlagRegistry:
         self.version = 0  # bumped on every change, so caches can tell when flags moved
 
     def define(self, name, type_, default, doc, rule=None, implemented=True):
+        if name in self._flags:
+            raise ValueError(f"flag {PREFIX}{name} is defined twice")
         check, valid = rule if rule else (None, "")
         flag = Flag(name, type_, default, doc, valid, check, implemented, default)
         self._flags[name] = flag
@@ -103,7 +110,7 @@ class FlagRegistry:
         return flag
 
     def __contains__(self, name):
-        return _strip(name) in self._flags
+        return isinstance(name, str) and _strip(name) in self._flags
 
     def __iter__(self):
         return iter(self._flags.values())
@@ -126,9 +133,13 @@ class FlagRegistry:
         return value
 
     def on_change(self, fn):
-        """Call fn(name, value) after each change; returns fn so it can be removed later."""
+        """Call fn(name, value) after each change; returns fn (see remove_listener)."""
         self._listeners.append(fn)
         return fn
+
+    def remove_listener(self, fn):
+        if fn in self._listeners:
+            self._listeners.remove(fn)
 
     def reset(self, name):
         flag = self._lookup(name)
@@ -211,8 +222,9 @@ _d("init_allocated_mem", bool, False,
 
 # --- garbage collection and scopes ---------------------------------------------------------
 _d("eager_delete_tensor_gb", float, 0.0,
-   "Garbage collection of temporaries: < 0 off; 0 frees each variable right after its last use; "
-   "> 0 frees in batches once this many GB of garbage exist", **_later)
+   "Garbage collection of temporaries: < 0 off (kept until the step ends); 0 frees each "
+   "variable right after its last use; > 0 frees in batches once this many GB of garbage exist "
+   "(until the memory pools land, > 0 behaves like 0)")
 _d("memory_fraction_of_eager_deletion", float, 1.0,
    "Fraction of temporaries (largest first) that GC frees; 1 all, 0 none (ParallelExecutor)",
    in_range(0.0, 1.0), **_later)
@@ -268,6 +280,9 @@ def set_flags(flags: Dict[str, Any]):
     if not isinstance(flags, dict):
         raise FlagError(f"set_flags expects a dict like {{'FLAGS_check_nan_inf': True}}, "
                         f"got {type(flags).__name__}")
+    for name, value in flags.items():  # validate everything first: all or nothing
+        flag = FLAGS.flag(name)
+        flag.validate(flag.parse(value))
     for name, value in flags.items():
         FLAGS.set(name, value)
 

@@ -20,6 +20,7 @@ from typing import Callable, Dict, Optional, Sequence
 import numpy as np
 
 import runtime as fluid
+from runtime.dtypes import VarType
 from runtime.executor import KernelCtx
 from runtime.framework import GRAD_SUFFIX, Operator
 from runtime.ops.registry import get_op_def
@@ -65,13 +66,18 @@ def build_op(c: OpCase):
         names = []
         for i, v in enumerate(values):
             name = f"{slot}_{i}"
-            shape = c.var_shapes.get(slot, np.shape(v))
-            block.create_var(name=name, shape=shape, dtype=np.asarray(v).dtype,
-                             persistable=False)
+            sparse = isinstance(v, SelectedRows)
+            shape = c.var_shapes.get(slot, v.shape if sparse else np.shape(v))
+            block.create_var(name=name, shape=shape, dtype=v.dtype if sparse else
+                             np.asarray(v).dtype, persistable=False,
+                             type=VarType.SELECTED_ROWS if sparse else VarType.LOD_TENSOR)
             names.append(name)
         ins[slot] = names
     outs = {}
     for s in opdef.outputs:
+        if s.name.endswith("Out") and s.name[:-3] in ins:  # Paddle's in-place state: XOut is X
+            outs[s.name] = list(ins[s.name[:-3]])
+            continue
         n_out = _dup_out_count(c) if s.duplicable else 1
         outs[s.name] = [block.create_var(name=f"{s.name}_{i}").name for i in range(n_out)]
     op = block.append_op(c.op, inputs=ins, outputs=outs, attrs=dict(c.attrs))

@@ -2,6 +2,6 @@
 
 from . import registry  # noqa: F401
 from . import math, fill, activation, loss, optim, embedding  # noqa: F401
-from . import tensor, sequence, conv, norm  # noqa: F401
+from . import tensor, reduce, sequence, conv, pool, norm  # noqa: F401
 
 REGISTRY = registry.REGISTRY

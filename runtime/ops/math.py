@@ -19,6 +19,13 @@ def aligned_shape(x_shape, y_shape, axis):
     return [1] * axis + y_shape + [1] * (len(x_shape) - axis - len(y_shape))
 
 
+def operand_shapes(x_shape, y_shape, axis):
+    """The shapes x and y take so that NumPy broadcasting implements Fluid's rule."""
+    if len(x_shape) >= len(y_shape):
+        return tuple(x_shape), tuple(aligned_shape(x_shape, y_shape, axis))
+    return tuple(aligned_shape(y_shape, x_shape, axis)), tuple(y_shape)
+
+
 def broadcast_operands(x, y, axis):
     """(x, y) reshaped so NumPy broadcasting implements Fluid's rule."""
     if x.ndim >= y.ndim:
@@ -30,6 +37,12 @@ def broadcast_operands(x, y, axis):
     return x.reshape(aligned_shape(y.shape, x.shape, axis)), y
 
 
+def reshaped(array, shape):
+    """array.reshape(shape), but the array itself (not a view) when the shape already fits,
+    so the executor can still reuse its buffer."""
+    return array if array.shape == tuple(shape) else array.reshape(shape)
+
+
 def reduce_to(grad, shape):
     """Sum `grad` over the dimensions that broadcasting expanded, giving `shape`."""
     shape = tuple(shape)
@@ -38,7 +51,7 @@ def reduce_to(grad, shape):
     lead = grad.ndim - len(shape)
     axes = tuple(range(lead)) + tuple(
         lead + i for i, d in enumerate(shape) if d == 1 and grad.shape[lead + i] != 1)
-    return grad.sum(axis=axes, keepdims=True).reshape(shape) if axes else grad.reshape(shape)
+    return reshaped(grad.sum(axis=axes, keepdims=True), shape) if axes else reshaped(grad, shape)
 
 
 def _infer_elementwise(ic):
@@ -59,46 +72,51 @@ def _infer_elementwise(ic):
     ic.set_output("Out", out, x.dtype, lod_level=x.lod_level)
 
 
-def _elementwise(name, forward, grad_x, grad_y, uses):
-    """Register elementwise_<name>. grad_x/grad_y(x, y, out, dout) give the unreduced grads."""
+def _elementwise(name, forward, grad_x, grad_y, uses, shape_only=()):
+    """Register elementwise_<name>. forward is a ufunc (it may write into a granted buffer);
+    grad_x/grad_y(x, y, out, dout) give the unreduced gradients."""
     opdef = defop(f"elementwise_{name}", inputs=("X", "Y"), outputs=("Out",),
-                  attrs={"axis": -1, "use_mkldnn": False})
+                  attrs={"axis": -1, "use_mkldnn": False}, inplace={"Out": "X"})
     opdef.infer(_infer_elementwise)
 
     @opdef.kernel
     def kernel(ctx, ins, attrs):
-        x, y = broadcast_operands(ins["X"], ins["Y"], attrs["axis"])
-        return {"Out": forward(x, y)}
+        x0 = ins["X"]
+        x, y = broadcast_operands(x0, ins["Y"], attrs["axis"])
+        buf = ctx.reuse("Out", x0, np.broadcast_shapes(x.shape, y.shape), x0.dtype) \
+            if ctx.inplace else None
+        return {"Out": forward(x, y, out=buf)}
 
-    @opdef.grad(uses=uses)
+    @opdef.grad(uses=uses, shape_only=shape_only)
     def grad(ctx, ins, attrs):
-        x0, y0, dout = ins.get("X"), ins.get("Y"), ins["Out@GRAD"]
-        x, y = (broadcast_operands(x0, y0, attrs["axis"]) if x0 is not None and y0 is not None
-                else (x0, y0))
+        x0, y0, dout = ins["X"], ins["Y"], ins["Out@GRAD"]
+        x_shape, y_shape = operand_shapes(x0.shape, y0.shape, attrs["axis"])
+        x, y = (x0, y0) if shape_only else broadcast_operands(x0, y0, attrs["axis"])
         out = ins.get("Out")
         result = {}
         if "X@GRAD" in ctx.want:  # reduce to the aligned shape, then back to x's own
-            result["X@GRAD"] = reduce_to(grad_x(x, y, out, dout), x.shape).reshape(x0.shape)
+            result["X@GRAD"] = reshaped(reduce_to(grad_x(x, y, out, dout), x_shape), x0.shape)
         if "Y@GRAD" in ctx.want:
-            result["Y@GRAD"] = reduce_to(grad_y(x, y, out, dout), y.shape).reshape(y0.shape)
+            result["Y@GRAD"] = reshaped(reduce_to(grad_y(x, y, out, dout), y_shape), y0.shape)
         return result
 
     return opdef
 
 
-_elementwise("add", lambda x, y: x + y,
-             lambda x, y, o, d: d, lambda x, y, o, d: d, uses=("X", "Y"))
-_elementwise("sub", lambda x, y: x - y,
-             lambda x, y, o, d: d, lambda x, y, o, d: -d, uses=("X", "Y"))
-_elementwise("mul", lambda x, y: x * y,
-             lambda x, y, o, d: d * y, lambda x, y, o, d: d * x, uses=("X", "Y"))
-_elementwise("div", lambda x, y: x / y,
+_SHAPES = ("X", "Y")
+_elementwise("add", np.add, lambda x, y, o, d: d, lambda x, y, o, d: d, uses=_SHAPES,
+             shape_only=_SHAPES)
+_elementwise("sub", np.subtract, lambda x, y, o, d: d, lambda x, y, o, d: -d, uses=_SHAPES,
+             shape_only=_SHAPES)
+_elementwise("mul", np.multiply,
+             lambda x, y, o, d: d * y, lambda x, y, o, d: d * x, uses=_SHAPES)
+_elementwise("div", np.divide,
              lambda x, y, o, d: d / y, lambda x, y, o, d: -d * o / y, uses=("X", "Y", "Out"))
-_elementwise("max", lambda x, y: np.maximum(x, y),
-             lambda x, y, o, d: d * (x > y), lambda x, y, o, d: d * (x <= y), uses=("X", "Y"))
-_elementwise("min", lambda x, y: np.minimum(x, y),
-             lambda x, y, o, d: d * (x < y), lambda x, y, o, d: d * (x >= y), uses=("X", "Y"))
-_elementwise("pow", lambda x, y: x ** y,
+_elementwise("max", np.maximum,
+             lambda x, y, o, d: d * (x > y), lambda x, y, o, d: d * (x <= y), uses=_SHAPES)
+_elementwise("min", np.minimum,
+             lambda x, y, o, d: d * (x < y), lambda x, y, o, d: d * (x >= y), uses=_SHAPES)
+_elementwise("pow", np.power,
              lambda x, y, o, d: d * y * x ** (y - 1),
              lambda x, y, o, d: d * o * np.log(np.where(x > 0, x, 1)), uses=("X", "Y", "Out"))
 
@@ -128,7 +146,7 @@ def _as_matrix(a, k):
     rows = 1
     for d in a.shape[:k]:
         rows *= d
-    return a.reshape(rows, -1)
+    return reshaped(a, (rows, a.size // rows if rows else 0))
 
 
 @mul.kernel
@@ -146,12 +164,12 @@ def _mul_grad(ctx, ins, attrs):
     x, y, dout = ins["X"], ins["Y"], ins["Out@GRAD"]
     xk, yk = attrs["x_num_col_dims"], attrs["y_num_col_dims"]
     x2, y2 = _as_matrix(x, xk), _as_matrix(y, yk)
-    d2 = dout.reshape(x2.shape[0], y2.shape[1])
+    d2 = reshaped(dout, (x2.shape[0], y2.shape[1]))
     result = {}
     if "X@GRAD" in ctx.want:
-        result["X@GRAD"] = (d2 @ y2.T).reshape(x.shape)
+        result["X@GRAD"] = reshaped(d2 @ y2.T, x.shape)
     if "Y@GRAD" in ctx.want:
-        result["Y@GRAD"] = (x2.T @ d2).reshape(y.shape)
+        result["Y@GRAD"] = reshaped(x2.T @ d2, y.shape)
     return result
 
 
@@ -243,7 +261,7 @@ def _mean(ctx, ins, attrs):
     return {"Out": x.mean(dtype=x.dtype).reshape(1)}
 
 
-@mean.grad(uses=("X",))
+@mean.grad(uses=("X",), shape_only=("X",))
 def _mean_grad(ctx, ins, attrs):
     x, dout = ins["X"], ins["Out@GRAD"]
     return {"X@GRAD": ctx.xp.full(x.shape, dout.reshape(-1)[0] / x.size, dtype=x.dtype)}

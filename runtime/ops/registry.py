@@ -15,6 +15,11 @@ An op is declared once:
                                             # "Out@GRAD"; returns {"X@GRAD": ..., "Y@GRAD": ...}
 
 Slot specs: "X" one variable, "X*" a list (duplicable), "X?" optional (dispensable).
+
+Memory: `defop(..., inplace={"Out": "X"})` says the kernel may write Out into X's buffer. The
+executor grants it per call (`"Out" in ctx.inplace`) only when X is a temporary that nothing
+else uses afterwards and no other array shares its memory; kernels then pass `out=x`. A grad
+rule's `shape_only` inputs are read only for their shape (Paddle's "no need buffer" inputs).
 A kernel gets `ctx` (array module `ctx.xp`, random generator `ctx.rng`, the set of output slots
 actually wanted `ctx.want`, and the Operator `ctx.op`), a dict of input arrays by slot (lists for
 duplicable slots, None for missing optional ones) and the op's attrs.
@@ -58,6 +63,7 @@ class OpDef:
     grad_uses: Tuple[str, ...] = ()  # forward input/output slots the grad kernel reads
     grad_var_type: Optional[Callable] = None  # (slot, attrs) -> VarType of that input's grad
     inplace: Dict[str, str] = field(default_factory=dict)  # output slot -> input slot it may reuse
+    shape_only: Tuple[str, ...] = ()  # input slots read only for their shape/dtype
     random: bool = False  # draws from ctx.rng
     no_grad_reason: str = ""
 
@@ -70,9 +76,13 @@ class OpDef:
         self.infer_fn = fn
         return fn
 
-    def grad(self, uses=(), inputs=None, outputs=None, var_type=None):
+    def grad(self, uses=(), inputs=None, outputs=None, var_type=None, shape_only=(),
+             inplace=None):
         """Declare the gradient rule. inputs: slots that get gradients (default: all inputs);
-        outputs: slots whose gradients flow in (default: all outputs)."""
+        outputs: slots whose gradients flow in (default: all outputs); shape_only: slots of
+        `uses` the grad kernel reads only for .shape/.dtype (their memory can be freed before
+        the grad op runs; the kernel then gets a ShapeOnly stand-in); inplace: {grad output:
+        grad input} buffers the grad kernel may reuse (see OpDef.inplace)."""
         def decorate(fn):
             self.diff_inputs = tuple(inputs if inputs is not None else
                                      [s.name for s in self.inputs])
@@ -88,7 +98,8 @@ class OpDef:
                             for i in self.diff_inputs]
             gdef = OpDef(self.type + "_grad", tuple(grad_inputs), tuple(grad_outputs),
                          dict(self.attrs), fn, _infer_nothing, forward_def=self,
-                         random=self.random)
+                         random=self.random, inplace=dict(inplace or {}),
+                         shape_only=tuple(shape_only))
             self.grad_def = gdef
             REGISTRY[gdef.type] = gdef
             return fn

@@ -1,0 +1,264 @@
+"""Runtime Executor vs a hand-written NumPy step vs PyTorch eager on the reference MLP.
+
+Reference model: MLP 784-512-512-10, relu, softmax cross entropy, Momentum(0.01, 0.9),
+float32, batch 128. The contenders run interleaved in one process (round after round, each
+contender K steps per round) under the same BLAS/intra-op thread count, so machine drift hits
+them alike; the median over rounds is reported. Also measured: per-step framework overhead on
+a tiny model (where kernels cost nothing) and the cost of the event hooks.
+
+    python benchmarks/bench_runtime.py                 # threads 1 and all cores
+    python benchmarks/bench_runtime.py --threads 2 --rounds 7 --steps 40
+
+Prints a table, the ratios, and one JSON line (the last line of output).
+"""
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir))
+
+import runtime as fluid  # noqa: E402
+from runtime import blas, events  # noqa: E402
+
+try:
+    import torch
+except ImportError:  # PyTorch is optional: the comparison is skipped without it
+    torch = None
+
+SIZES = (784, 512, 512, 10)
+LR, MU = 0.01, 0.9
+
+
+# --- contenders ---------------------------------------------------------------------------------
+def make_data(batch, n_batches, seed=0):
+    rng = np.random.default_rng(seed)
+    xs = rng.standard_normal((n_batches, batch, SIZES[0]), dtype=np.float32)
+    ys = rng.integers(0, SIZES[-1], (n_batches, batch, 1)).astype(np.int64)
+    return xs, ys
+
+
+class RuntimeMLP:
+    name = "runtime"
+
+    def __init__(self, sizes=SIZES, seed=1):
+        self.main, startup = fluid.Program(), fluid.Program()
+        self.main.random_seed = startup.random_seed = seed
+        with fluid.program_guard(self.main, startup), fluid.unique_name.guard():
+            x = fluid.data("x", [None, sizes[0]])
+            y = fluid.data("y", [None, 1], dtype="int64")
+            h = x
+            for width in sizes[1:-1]:
+                h = fluid.layers.fc(h, width, act="relu")
+            logits = fluid.layers.fc(h, sizes[-1])
+            self.loss = fluid.layers.mean(fluid.layers.softmax_with_cross_entropy(logits, y))
+            fluid.optimizer.Momentum(LR, MU).minimize(self.loss)
+        self.scope = fluid.Scope()
+        self.exe = fluid.Executor(fluid.CPUPlace())
+        self.exe.run(startup, scope=self.scope)
+        self.n_ops = len(self.main.global_block().ops)
+
+    def step(self, x, y):
+        return self.exe.run(self.main, feed={"x": x, "y": y}, fetch_list=[self.loss],
+                            scope=self.scope)[0][0]
+
+
+class NumpyMLP:
+    """A competent hand-written NumPy training step: same math, in-place where natural."""
+
+    name = "numpy"
+
+    def __init__(self, sizes=SIZES, seed=1):
+        rng = np.random.default_rng(seed)
+        self.params = []
+        for fan_in, fan_out in zip(sizes[:-1], sizes[1:]):
+            limit = np.sqrt(6.0 / (fan_in + fan_out))
+            w = rng.uniform(-limit, limit, (fan_in, fan_out)).astype(np.float32)
+            self.params += [w, np.zeros(fan_out, np.float32)]
+        self.velocity = [np.zeros_like(p) for p in self.params]
+
+    def step(self, x, y):
+        ws, bs = self.params[0::2], self.params[1::2]
+        acts = [x]
+        for w, b in zip(ws[:-1], bs[:-1]):
+            h = acts[-1] @ w
+            h += b
+            np.maximum(h, 0, out=h)
+            acts.append(h)
+        logits = acts[-1] @ ws[-1]
+        logits += bs[-1]
+        n, rows, labels = len(x), np.arange(len(x)), y[:, 0]
+        shifted = logits - logits.max(axis=1, keepdims=True)
+        exp = np.exp(shifted)
+        total = exp.sum(axis=1, keepdims=True)
+        loss = float(np.mean(np.log(total[:, 0]) - shifted[rows, labels]))
+        d = exp / total
+        d[rows, labels] -= 1
+        d /= n
+        grads = []
+        for i in range(len(ws) - 1, -1, -1):
+            grads = [acts[i].T @ d, d.sum(axis=0)] + grads
+            if i:
+                d = d @ ws[i].T
+                d *= acts[i] > 0
+        for p, g, v in zip(self.params, grads, self.velocity):
+            v *= MU
+            v += g
+            p -= LR * v
+        return loss
+
+
+class TorchMLP:
+    name = "torch"
+
+    def __init__(self, sizes=SIZES, seed=1):
+        torch.manual_seed(seed)
+        layers = []
+        for fan_in, fan_out in zip(sizes[:-2], sizes[1:-1]):
+            layers += [torch.nn.Linear(fan_in, fan_out), torch.nn.ReLU()]
+        layers.append(torch.nn.Linear(sizes[-2], sizes[-1]))
+        self.model = torch.nn.Sequential(*layers)
+        self.opt = torch.optim.SGD(self.model.parameters(), lr=LR, momentum=MU)
+        self.loss_fn = torch.nn.CrossEntropyLoss()
+        self._cache = {}
+
+    def step(self, x, y):
+        key = id(x)
+        if key not in self._cache:  # conversion is free in torch (shares memory); keep it out
+            self._cache[key] = (torch.from_numpy(x), torch.from_numpy(y[:, 0]))
+        tx, ty = self._cache[key]
+        self.opt.zero_grad(set_to_none=True)
+        loss = self.loss_fn(self.model(tx), ty)
+        loss.backward()
+        self.opt.step()
+        return loss.item()
+
+
+# --- measurement ----------------------------------------------------------------------------
+def set_threads(n):
+    blas.set_blas_threads(n)
+    if torch is not None:
+        torch.set_num_threads(n)
+
+
+def time_steps(model, xs, ys, steps):
+    t0 = time.perf_counter()
+    for i in range(steps):
+        model.step(xs[i % len(xs)], ys[i % len(ys)])
+    return time.perf_counter() - t0
+
+
+def interleaved(models, xs, ys, steps, rounds, warmup):
+    for m in models:
+        time_steps(m, xs, ys, warmup)
+    times = {m.name: [] for m in models}
+    for _ in range(rounds):
+        for m in models:
+            times[m.name].append(time_steps(m, xs, ys, steps) / steps)
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+def throughput(args, threads):
+    set_threads(threads)
+    xs, ys = make_data(args.batch_size, 8)
+    models = [RuntimeMLP(), NumpyMLP()] + ([TorchMLP()] if torch is not None else [])
+    step_s = interleaved(models, xs, ys, args.steps, args.rounds, args.warmup)
+    rate = {k: args.batch_size / v for k, v in step_s.items()}
+    result = {"threads": threads, "samples_per_s": {k: round(v, 1) for k, v in rate.items()},
+              "runtime_vs_numpy": round(rate["runtime"] / rate["numpy"], 3)}
+    if "torch" in rate:
+        result["runtime_vs_torch"] = round(rate["runtime"] / rate["torch"], 3)
+    return result
+
+
+def overhead(args):
+    """Framework cost per step and per op on a tiny model, and the event hooks' cost."""
+    set_threads(1)
+    sizes = (8, 8, 2)
+    xs, ys = make_data(4, 8)
+    xs = np.ascontiguousarray(xs[:, :, :8])
+    ys = ys % 2
+    rt, hand = RuntimeMLP(sizes), NumpyMLP(sizes)
+    steps = args.steps * 20
+    base = interleaved([rt, hand], xs, ys, steps, args.rounds, args.warmup)
+    per_step_us = (base["runtime"] - base["numpy"]) * 1e6
+    with_step = _with_subscriber(rt, "step_end", xs, ys, steps, args)
+    with_ops = _with_subscriber(rt, "op_end", xs, ys, steps, args)
+    checks_ns = _hook_check_ns()
+    return {"tiny_model_ops": rt.n_ops,
+            "runtime_step_us": round(base["runtime"] * 1e6, 1),
+            "numpy_step_us": round(base["numpy"] * 1e6, 1),
+            "framework_overhead_us_per_step": round(per_step_us, 1),
+            "framework_overhead_us_per_op": round(per_step_us / rt.n_ops, 2),
+            "idle_hook_checks_ns_per_step": round(checks_ns, 1),
+            "step_end_subscriber_us_per_step": round((with_step - base["runtime"]) * 1e6, 1),
+            "op_end_subscriber_us_per_step": round((with_ops - base["runtime"]) * 1e6, 1)}
+
+
+def _with_subscriber(model, channel, xs, ys, steps, args):
+    with events.subscribe(channel, lambda record: None):
+        return interleaved([model], xs, ys, steps, args.rounds, args.warmup)["runtime"]
+
+
+def _hook_check_ns(n=200_000):
+    """What Executor.run pays per step for its hook sites when nobody listens: three channel
+    tests and one flag lookup, timed in a loop against an empty loop."""
+    from runtime.flags import FLAGS
+    get = FLAGS.get
+    t0 = time.perf_counter()
+    for _ in range(n):
+        if events.step_begin.subs or events.op_end.subs or get("check_nan_inf"):
+            pass
+        if events.step_end.subs:
+            pass
+    t1 = time.perf_counter()
+    for _ in range(n):
+        pass
+    t2 = time.perf_counter()
+    return ((t1 - t0) - (t2 - t1)) / n * 1e9
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--threads", default=f"1,{os.cpu_count()}",
+                        help="comma-separated thread counts (BLAS and torch intra-op)")
+    parser.add_argument("--batch-size", type=int, default=128)
+    parser.add_argument("--steps", type=int, default=30, help="steps per contender per round")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--warmup", type=int, default=10)
+    args = parser.parse_args(argv)
+    threads = sorted({int(t) for t in args.threads.split(",")})
+    report = {"bench": "runtime_mlp", "model": "MLP 784-512-512-10 Momentum float32",
+              "batch_size": args.batch_size, "cpu": platform.processor() or platform.machine(),
+              "cores": os.cpu_count(), "blas": blas.blas_info()["version"],
+              "torch": getattr(torch, "__version__", None), "results": []}
+    print(f"{report['model']}, batch {args.batch_size}; BLAS: {report['blas']}; "
+          f"torch: {report['torch'] or 'not installed'}")
+    for t in threads:
+        r = throughput(args, t)
+        report["results"].append(r)
+        rates = "  ".join(f"{k} {v:>9.0f}" for k, v in r["samples_per_s"].items())
+        ratios = f"runtime/numpy {r['runtime_vs_numpy']:.3f}"
+        if "runtime_vs_torch" in r:
+            ratios += f"  runtime/torch {r['runtime_vs_torch']:.3f}"
+        print(f"threads {t}: samples/s  {rates}   | {ratios}")
+    report["overhead"] = overhead(args)
+    o = report["overhead"]
+    print(f"tiny model ({o['tiny_model_ops']} ops): runtime {o['runtime_step_us']} us/step, "
+          f"numpy {o['numpy_step_us']} us/step -> framework overhead "
+          f"{o['framework_overhead_us_per_step']} us/step "
+          f"({o['framework_overhead_us_per_op']} us/op)")
+    print(f"event hooks: idle checks {o['idle_hook_checks_ns_per_step']} ns/step; "
+          f"a step_end subscriber adds {o['step_end_subscriber_us_per_step']} us/step; "
+          f"an op_end subscriber adds {o['op_end_subscriber_us_per_step']} us/step")
+    print(json.dumps(report))
+
+
+if __name__ == "__main__":
+    main()

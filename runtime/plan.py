@@ -1,0 +1,211 @@
+"""The kernel plan: a Program compiled once for one feed/fetch signature.
+
+A plan numbers every variable (a slot in a Python list), resolves each op's kernel, attrs and
+input/output slots ahead of time, and lists which persistables it reads from and writes back to
+the scope. It also decides, once, how memory is reused during a step:
+
+- Garbage collection (FLAGS_eager_delete_tensor_gb >= 0, Paddle's default): a temporary is
+  dropped right after the last op that needs its *value*. If a later op needs only its shape
+  (a grad rule's `shape_only` inputs), a ShapeOnly stand-in takes its place.
+- Inplace: an op declaring `inplace={out: in}` is a candidate to write `out` into `in`'s
+  buffer when `in` is a temporary (not persistable, fed or fetched) whose value no later op
+  needs. At run time the executor grants it only if no other array shares that buffer
+  (`exclusive()`), so a kernel returning a view can never be corrupted by a later reuse.
+Persistables and fetch targets are never freed or reused.
+"""
+
+import sys
+import weakref
+
+import numpy as np
+
+from .errors import FeedError, where
+from .framework import EMPTY_VAR_NAME
+from .ops.registry import get_op_def
+
+
+class ShapeOnly:
+    """Stands in for a freed array whose shape/dtype a later op still reads."""
+
+    __slots__ = ("shape", "dtype")
+
+    def __init__(self, shape, dtype):
+        self.shape, self.dtype = shape, dtype
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    @property
+    def size(self):
+        return int(np.prod(self.shape))
+
+    def __repr__(self):
+        return f"ShapeOnly({list(self.shape)}, {self.dtype})"
+
+
+def shape_only(value):
+    return ShapeOnly(value.shape, value.dtype) if value is not None else None
+
+
+def exclusive(value):
+    """True when `value` is an array that owns its memory and only the executor's slot holds
+    it. References counted: the slot, this function's argument, getrefcount's argument."""
+    return (type(value) is np.ndarray and value.base is None
+            and sys.getrefcount(value) <= 3)
+
+
+class KernelCtx:
+    """What a kernel may use besides its inputs and attrs."""
+
+    __slots__ = ("xp", "rng", "want", "op", "place", "inplace")
+
+    def __init__(self, xp, rng, want, op, place):
+        self.xp, self.rng, self.want, self.op, self.place = xp, rng, want, op, place
+        self.inplace = ()  # output slots allowed to reuse their input, this call
+
+    def reuse(self, out_slot, array, shape, dtype):
+        """`array` when the kernel may write `out_slot` into it (granted, same shape/dtype)."""
+        if out_slot in self.inplace and array.shape == shape and array.dtype == dtype:
+            return array
+        return None
+
+
+class PlanOp:
+    """One compiled op: kernel, context, attrs, input/output slots and memory actions."""
+
+    __slots__ = ("fn", "ctx", "attrs", "ins1", "insN", "outs1", "outsN", "op", "index", "type",
+                 "role", "frees", "shrinks", "inplace")
+
+    def __init__(self, op, index, slot_of, xp, rng, place):
+        opdef = get_op_def(op.type)
+        self.op, self.index, self.type, self.role = op, index, op.type, op.role
+        self.fn = opdef.fn
+        self.attrs = op.attrs
+        dup_in = {s.name for s in opdef.inputs if s.duplicable}
+        dup_out = {s.name for s in opdef.outputs if s.duplicable}
+        self.ins1 = tuple((k, slot_of[v[0]]) for k, v in op.inputs.items()
+                          if k not in dup_in and v and v[0] != EMPTY_VAR_NAME)
+        self.insN = tuple((k, tuple(slot_of.get(n, -1) for n in v))
+                          for k, v in op.inputs.items() if k in dup_in)
+        self.outs1 = tuple((k, slot_of[v[0]]) for k, v in op.outputs.items()
+                           if k not in dup_out and v and v[0] != EMPTY_VAR_NAME)
+        self.outsN = tuple((k, tuple(slot_of.get(n, -1) for n in v))
+                           for k, v in op.outputs.items() if k in dup_out and v)
+        want = frozenset(k for k, _ in self.outs1) | frozenset(
+            k for k, idx in self.outsN if any(i >= 0 for i in idx))
+        self.ctx = KernelCtx(xp, rng, want, op, place)
+        self.frees = ()  # slots dropped after this op (their last use)
+        self.shrinks = ()  # slots replaced by a ShapeOnly after this op
+        self.inplace = ()  # (output slot name, input slot number) candidates
+
+
+class Plan:
+    """A program compiled for one feed/fetch signature."""
+
+    def __init__(self, program, feed_names, fetch_names, xp, place, gc=True):
+        block = program.global_block()
+        self.program = program
+        self.slot_of = {}
+        self.rng = np.random.default_rng(program.random_seed or None)
+        for name in feed_names:
+            self._slot(name)
+        produced, reads = self._number_vars(block, set(feed_names))
+        self.steps = [PlanOp(op, i, self.slot_of, xp, self.rng, place)
+                      for i, op in enumerate(block.ops)]
+        for name in fetch_names:
+            if name not in produced and name not in feed_names and name not in self.slot_of:
+                reads.append(name)
+            self._slot(name)
+        self.n_slots = len(self.slot_of)
+        self.feed_slots = [(self.slot_of[n], block.var(n)) for n in feed_names]
+        self.fetch_slots = [self.slot_of[n] for n in fetch_names]
+        self.fetch_names = tuple(fetch_names)
+        self.reads = self._check_reads(block, reads)
+        self.writes = [n for n in dict.fromkeys(produced) if block.vars[n].persistable]
+        self.is_startup = not feed_names and not self.reads
+        self._bindings = weakref.WeakKeyDictionary()
+        keep = set(fetch_names) | set(feed_names)
+        self._plan_memory(block, keep, gc)
+
+    def _slot(self, name):
+        if name not in self.slot_of:
+            self.slot_of[name] = len(self.slot_of)
+
+    def _number_vars(self, block, fed):
+        produced, reads = set(), []
+        for op in block.ops:
+            for name in op.input_arg_names:
+                if name not in produced and name not in fed and name not in self.slot_of:
+                    reads.append(name)
+                self._slot(name)
+            for name in op.output_arg_names:
+                self._slot(name)
+                produced.add(name)
+        return produced, reads
+
+    def _check_reads(self, block, reads):
+        """Every value read before any op writes it must be persistable (it comes from the
+        scope); anything else had to be fed."""
+        for name in reads:
+            var = block.vars.get(name)
+            if var is None:
+                raise FeedError(f"variable {name!r} is used by the program but not declared in it")
+            if not var.persistable:
+                users = [op for op in block.ops if name in op.input_arg_names]
+                user = f"op {users[0].type}{users[0].where()}" if users else "a fetch"
+                kind = "data variable" if var.is_data else "variable"
+                raise FeedError(f"{kind} {name!r}{where(var.callsite)} is needed by {user} but "
+                                f"was not fed and no op computes it. Feed it: "
+                                f"exe.run(feed={{{name!r}: array, ...}})")
+        return reads
+
+    # --- memory plan -------------------------------------------------------------------------
+    def _last_uses(self):
+        """name -> (index of the last op needing its value, index of its last use at all)."""
+        last_value, last_any = {}, {}
+        for step in self.steps:
+            shape_slots = get_op_def(step.type).shape_only
+            for slot, names in step.op.inputs.items():
+                for name in names:
+                    last_any[name] = step.index
+                    if slot not in shape_slots:
+                        last_value[name] = step.index
+            for name in step.op.output_arg_names:
+                last_any[name] = last_value[name] = step.index
+        return last_value, last_any
+
+    def _plan_memory(self, block, keep, gc):
+        last_value, last_any = self._last_uses()
+        temporaries = {n for n in last_any if n != EMPTY_VAR_NAME and n not in keep
+                       and n in block.vars and not block.vars[n].persistable}
+        frees, shrinks = {}, {}
+        for name in temporaries if gc else ():
+            at = last_value[name]
+            target = shrinks if last_any[name] > at else frees
+            target.setdefault(at, []).append(self.slot_of[name])
+        for step in self.steps:
+            step.frees = tuple(frees.get(step.index, ()))
+            step.shrinks = tuple(shrinks.get(step.index, ()))
+            step.inplace = self._inplace_candidates(step, block, temporaries, last_value)
+
+    def _inplace_candidates(self, step, block, temporaries, last_value):
+        found = []
+        for out_slot, in_slot in get_op_def(step.type).inplace.items():
+            ins, outs = step.op.inputs.get(in_slot, ()), step.op.outputs.get(out_slot, ())
+            if len(ins) != 1 or len(outs) != 1 or outs[0] == EMPTY_VAR_NAME:
+                continue
+            src, dst = block.vars.get(ins[0]), block.vars.get(outs[0])
+            if (ins[0] in temporaries and last_value.get(ins[0]) == step.index
+                    and src.shape == dst.shape and src.dtype == dst.dtype):
+                found.append((out_slot, self.slot_of[ins[0]]))
+        return tuple(found)
+
+    def bind(self, scope):
+        """(slot, scope variable) pairs for reads and writes, cached per scope."""
+        bound = self._bindings.get(scope)
+        if bound is None:
+            reads = [(self.slot_of[n], scope.find_var(n) or scope.var(n)) for n in self.reads]
+            writes = [(self.slot_of[n], scope.find_var(n) or scope.var(n)) for n in self.writes]
+            bound = self._bindings[scope] = (reads, writes)
+        return bound

@@ -1,0 +1,194 @@
+"""Executor behaviour: feed/fetch checks and their messages, scopes, plan caching, NaN checks,
+and the event hooks."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+import runtime as fluid
+from runtime import events
+from runtime.errors import (FeedError, FetchError, NanInfError, OpRuntimeError, ShapeError,
+                            UninitializedVariableError)
+
+HERE = "test_executor.py"
+
+
+@pytest.fixture
+def net():
+    main, startup = fluid.Program(), fluid.Program()
+    main.random_seed = startup.random_seed = 1
+    with fluid.program_guard(main, startup), fluid.unique_name.guard():
+        x = fluid.data("x", [None, 4])
+        y = fluid.data("label", [None, 1], dtype="int64")
+        logits = fluid.layers.fc(x, 3)
+        loss = fluid.layers.mean(fluid.layers.softmax_with_cross_entropy(logits, y))
+        fluid.optimizer.SGD(0.1).minimize(loss)
+    scope = fluid.Scope()
+    exe = fluid.Executor(fluid.CPUPlace())
+    exe.run(startup, scope=scope)
+    feed = {"x": np.ones((2, 4), np.float32), "label": np.array([[0], [2]], np.int64)}
+    return main, startup, exe, scope, feed, loss
+
+
+def test_missing_feed_names_the_variable_and_the_fix(net):
+    main, _, exe, scope, feed, loss = net
+    with pytest.raises(FeedError) as err:
+        exe.run(main, feed={"x": feed["x"]}, fetch_list=[loss], scope=scope)
+    msg = str(err.value)
+    assert "'label'" in msg and "feed" in msg and HERE in msg
+
+
+def test_wrong_dtype_says_expected_actual_and_astype(net):
+    main, _, exe, scope, feed, loss = net
+    with pytest.raises(FeedError, match=r"float32.*float64.*astype\('float32'\)"):
+        exe.run(main, feed=dict(feed, x=feed["x"].astype(np.float64)), scope=scope)
+
+
+def test_wrong_shape_and_missing_trailing_dim(net):
+    main, _, exe, scope, feed, loss = net
+    with pytest.raises(FeedError, match=r"\[-1, 4\].*\[2, 5\]"):
+        exe.run(main, feed=dict(feed, x=np.ones((2, 5), np.float32)), scope=scope)
+    with pytest.raises(FeedError, match=r"reshape\(-1, 1\)"):
+        exe.run(main, feed=dict(feed, label=np.array([0, 2], np.int64)), scope=scope)
+
+
+def test_unknown_feed_and_fetch_names_suggest_close_matches(net):
+    main, _, exe, scope, feed, loss = net
+    with pytest.raises(FeedError, match="did you mean 'label'"):
+        exe.run(main, feed=dict(feed, lable=feed["label"]), scope=scope)
+    with pytest.raises(FetchError, match="fc_0.w_0"):
+        exe.run(main, feed=feed, fetch_list=["fc_0.w_O"], scope=scope)
+
+
+def test_running_before_startup_says_run_the_startup_program(net):
+    main, _, exe, _, feed, loss = net
+    with pytest.raises(UninitializedVariableError, match="startup program"):
+        exe.run(main, feed=feed, fetch_list=[loss], scope=fluid.Scope())
+
+
+def test_label_out_of_range_names_op_value_and_callsite(net):
+    main, _, exe, scope, feed, loss = net
+    with pytest.raises(OpRuntimeError) as err:
+        exe.run(main, feed=dict(feed, label=np.array([[0], [7]], np.int64)), scope=scope)
+    msg = str(err.value)
+    assert "softmax_with_cross_entropy" in msg and "label value 7" in msg
+    assert "[0, 3)" in msg and HERE in msg
+
+
+def test_incompatible_shapes_fail_at_build_time_with_callsite():
+    main = fluid.Program()
+    with fluid.program_guard(main, fluid.Program()):
+        a = fluid.data("a", [None, 4])
+        b = fluid.data("b", [None, 5])
+        with pytest.raises(ShapeError) as err:
+            fluid.layers.elementwise_add(a, b)
+    assert "elementwise_add" in str(err.value) and HERE in str(err.value)
+    with fluid.program_guard(fluid.Program(), fluid.Program()):
+        a = fluid.data("a", [None, 4])
+        w = fluid.data("w", [5, 2])
+        with pytest.raises(ShapeError, match=r"mul.*4 columns.*5 rows"):
+            fluid.layers.mul(a, w)
+
+
+def test_fetch_returns_copies_and_lod_tensors(net):
+    main, _, exe, scope, feed, loss = net
+    (w,) = exe.run(main, feed=feed, fetch_list=["fc_0.w_0"], scope=scope)
+    w[:] = 123.0
+    assert not np.any(scope.find_var("fc_0.w_0").value == 123.0)
+    (t,) = exe.run(main, feed=feed, fetch_list=[loss], scope=scope, return_numpy=False)
+    assert isinstance(t, fluid.LoDTensor) and np.array(t).shape == (1,)
+
+
+def test_program_changed_after_a_run_is_recompiled(net):
+    main, startup, exe, scope, feed, loss = net
+    exe.run(main, feed=feed, fetch_list=[loss], scope=scope)
+    with fluid.program_guard(main, startup):
+        doubled = loss * 2.0
+    a, b = exe.run(main.clone(for_test=True), feed=feed, fetch_list=[loss, doubled], scope=scope)
+    np.testing.assert_allclose(b, 2 * a, rtol=1e-6)
+
+
+def test_scope_guard_and_separate_scopes(net):
+    main, startup, exe, scope, feed, loss = net
+    other = fluid.Scope()
+    with fluid.scope_guard(other):
+        exe.run(startup)
+        exe.run(main, feed=feed)
+    assert other.find_var("fc_0.w_0") is not None
+    assert fluid.global_scope().find_var("fc_0.w_0") is None or fluid.global_scope() is not other
+
+
+def test_feed_accepts_lists_lodtensors_and_a_single_dict_list(net):
+    main, _, exe, scope, feed, loss = net
+    tensor = fluid.LoDTensor()
+    tensor.set(feed["x"], fluid.CPUPlace())
+    exe.run(main, feed=[{"x": tensor, "label": [[0], [1]]}], fetch_list=[loss], scope=scope)
+    with pytest.raises(FeedError, match="data-parallel"):
+        exe.run(main, feed=[feed, feed], scope=scope)
+
+
+def test_check_nan_inf_names_the_op():
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x = fluid.data("x", [None, 2])
+        out = fluid.layers.mean(fluid.layers.log(x))
+    exe = fluid.Executor()
+    fluid.set_flags({"FLAGS_check_nan_inf": True})
+    try:
+        with pytest.raises(NanInfError, match=r"op log .*1 NaN"), np.errstate(invalid="ignore"):
+            exe.run(main, feed={"x": np.array([[1.0, -1.0]], np.float32)}, fetch_list=[out])
+    finally:
+        fluid.set_flags({"FLAGS_check_nan_inf": False})
+    with np.errstate(invalid="ignore"):
+        (v,) = exe.run(main, feed={"x": np.array([[1.0, -1.0]], np.float32)}, fetch_list=[out])
+    assert np.isnan(v[0])
+
+
+def test_step_events_report_timings_and_batch_size(net):
+    main, _, exe, scope, feed, loss = net
+    records = []
+    with events.subscribe("step_end", records.append):
+        exe.run(main, feed=feed, fetch_list=[loss], scope=scope)
+        exe.run(main, feed=feed, fetch_list=[loss], scope=scope)
+    exe.run(main, feed=feed, fetch_list=[loss], scope=scope)  # unsubscribed: not recorded
+    assert len(records) == 2
+    r = records[1]
+    assert r.step == records[0].step + 1 and r.batch_size == 2 and not r.is_startup
+    assert r.feed_s >= 0 and r.compute_s > 0 and r.fetch_s >= 0
+    assert r.wall_s >= r.feed_s + r.compute_s
+    assert r.fetch_names == (loss.name,) and r.fetch_bytes == 4
+
+
+def test_op_events_only_while_subscribed(net):
+    main, _, exe, scope, feed, loss = net
+    ops = []
+    with events.subscribe("op_end", ops.append):
+        exe.run(main, feed=feed, fetch_list=[loss], scope=scope)
+    types = [o.type for o in ops]
+    assert types == [op.type for op in main.global_block().ops]
+    assert all(o.dur_s >= 0 for o in ops)
+    exe.run(main, feed=feed, fetch_list=[loss], scope=scope)
+    assert len(ops) == len(types)
+
+
+def test_a_failing_subscriber_is_dropped_with_a_warning(net):
+    main, _, exe, scope, feed, loss = net
+
+    def broken(record):
+        raise RuntimeError("probe bug")
+
+    sub = events.subscribe("step_end", broken)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        exe.run(main, feed=feed, fetch_list=[loss], scope=scope)
+    assert any("probe bug" in str(w.message) for w in caught)
+    assert events.subscribers("step_end") == 0
+    sub.close()
+
+
+def test_closed_executor_refuses_to_run(net):
+    main, _, exe, scope, feed, loss = net
+    exe.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        exe.run(main, feed=feed, scope=scope)
