@@ -44,6 +44,10 @@ class SerializationError(EnforceNotMet, ValueError):
     """A saved model/persistables file is corrupt or does not match the program."""
 
 
+class UnsavedValueError(UninitializedVariableError, SerializationError):
+    """save_* found a variable with no value in the scope (the startup program has not run)."""
+
+
 def where(callsite):
     """Format a (filename, lineno) call site as ' (created at file:line)', or '' when unknown."""
     if not callsite:
