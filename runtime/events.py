@@ -140,4 +140,4 @@ class CompileRecord:
     n_ops: int
     op_types: Tuple[str, ...]
     compile_s: float
-    extra: Any = None
+    program: Any = None  # the Program compiled (read its ops; never mutate it)

@@ -114,7 +114,7 @@ class Executor:
             if events.compile.subs:
                 events.compile.emit(events.CompileRecord(
                     program._uid, len(plan.steps), tuple(s.type for s in plan.steps),
-                    _perf() - t0))
+                    _perf() - t0, program))
         return plan
 
     def _drop_stale_plans(self, program):

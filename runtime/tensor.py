@@ -100,9 +100,15 @@ class LoDTensor:
 
     def __array__(self, dtype=None, copy=None):
         value = self._array()
-        if not isinstance(value, np.ndarray):  # a device array
+        if not isinstance(value, np.ndarray):  # a device array: .get() is already a fresh copy
             value = value.get()
-        return value.astype(dtype) if dtype is not None else value
+            return value.astype(dtype, copy=False) if dtype is not None else value
+        if dtype is not None and value.dtype != np.dtype(dtype):
+            return value.astype(dtype)
+        if copy is False:
+            return value
+        # like Paddle's LoDTensor: np.array(t) is a snapshot, never a view the next run overwrites
+        return value.copy()
 
     def shape(self):
         return list(self._array().shape)

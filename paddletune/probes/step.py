@@ -1,0 +1,72 @@
+"""The step probe: one `step` record per Executor.run (feed / compute / fetch, and the gap
+since the same executor's previous run ended), and one `program` record per compiled program.
+
+The gap is the training loop's time outside the runtime: in a synchronous loop, preparing
+the next batch. Its callbacks run on the training thread, so their cost is this probe's
+overhead (timed around each callback).
+"""
+
+import time
+
+from runtime import events
+
+from .base import Probe
+
+
+class StepProbe(Probe):
+    name = "step"
+    in_step = True
+
+    def __init__(self, sink, clock):
+        super().__init__(sink, clock)
+        self._last_end = {}  # executor id -> perf time its last run ended
+        self._seen_programs = set()
+        self._subs = []
+        self.n_steps = 0  # training (non-startup) steps
+        self.last = None
+
+    def _start(self):
+        self._subs = [events.subscribe("step_end", self._on_step),
+                      events.subscribe("compile", self._on_compile)]
+
+    def _stop(self):
+        for sub in self._subs:
+            sub.close()
+        self._subs = []
+        return {"steps": self.n_steps}
+
+    def _on_step(self, r):
+        t0 = time.perf_counter()
+        prev = self._last_end.get(r.executor_id)
+        self._last_end[r.executor_id] = r.t_end
+        gap = r.t_begin - prev if prev is not None else None
+        if not r.is_startup:
+            self.n_steps += 1
+        self.last = record = {
+            "type": "step", "t": r.t_begin - self.clock.t0, "program": r.program_id,
+            "executor": r.executor_id, "step": r.step, "wall_s": r.t_end - r.t_begin,
+            "feed_s": r.feed_s, "compute_s": r.compute_s, "fetch_s": r.fetch_s, "gap_s": gap,
+            "batch_size": r.batch_size, "n_ops": r.n_ops, "feed_bytes": r.feed_bytes,
+            "fetch_bytes": r.fetch_bytes, "fetch": list(r.fetch_names),
+            "startup": r.is_startup, "place": r.place}
+        self.sink(record)
+        self.overhead_s += time.perf_counter() - t0
+
+    def _on_compile(self, r):
+        t0 = time.perf_counter()
+        if r.program is not None and r.program_id not in self._seen_programs:
+            self._seen_programs.add(r.program_id)
+            self.sink({"type": "program", "t": self.clock.now(), "program": r.program_id,
+                       "compile_s": r.compile_s, "ops": describe_ops(r.program)})
+        self.overhead_s += time.perf_counter() - t0
+
+    def snapshot(self):
+        return {"steps": self.n_steps, "last": self.last}
+
+
+def describe_ops(program):
+    """The ops of a program's global block as plain dicts (type, role, inputs, outputs)."""
+    return [{"type": op.type, "role": int(op.attrs.get("op_role", 0) or 0),
+             "inputs": {k: list(v) for k, v in op.inputs.items()},
+             "outputs": {k: list(v) for k, v in op.outputs.items()}}
+            for op in program.global_block().ops]

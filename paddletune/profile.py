@@ -1,0 +1,250 @@
+"""The profile: a JSON Lines stream written while the job runs, and `load()` that reads it back.
+
+A profile is one `.jsonl` file. Every line is one JSON object with a "type":
+
+  header   first line: {"schema", "tool", "created" (ISO time), "t0_unix", "command", "options",
+           "env"}. Every `t` below is seconds since the header's t0 (a perf_counter clock).
+  step     one Executor.run: {"t", "program", "executor", "step", "wall_s", "feed_s",
+           "compute_s", "fetch_s", "gap_s" (time since the previous step of the same executor
+           ended: the loop's time outside the runtime; null for the first), "batch_size",
+           "n_ops", "feed_bytes", "fetch_bytes", "fetch" (names), "startup", "place"}
+  ops      per-op timings of one step (with --ops): {"program", "step", "ops": [[index, type,
+           t, dur_s], ...]}
+  program  a compiled program's ops: {"t", "program", "compile_s", "ops": [{"type", "role",
+           "inputs": {slot: [names]}, "outputs": {...}}]}
+  sample   one background measurement: {"probe", "t", ...probe fields}
+  event    something that happened: {"t", "kind", "message", ...}
+  probe    a probe's own result when it stopped: {"name", "available", "reason",
+           "overhead_s", "result"}
+  summary  last line: figures computed from the records (see summary.py). A profile cut short
+           (crash, kill) has none; load() computes it.
+
+Records are queued by the measuring thread and written by a background flusher, so the job
+pays an append per record; a kill loses at most the last flush interval. A truncated last
+line is ignored on load; a bad line anywhere else is an error naming it.
+"""
+
+import json
+import os
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+SCHEMA_VERSION = 1
+RUNS_DIR = "paddletune-runs"
+
+
+class ProfileError(Exception):
+    """A profile that cannot be read (missing, corrupt, newer schema) or written."""
+
+
+# --- writing -------------------------------------------------------------------------------------
+class ProfileWriter:
+    """Append records to `path` from any thread; a daemon thread writes them every interval.
+
+    A write that fails (disk full, file gone) warns once on stderr and turns the writer off:
+    the job itself goes on untouched.
+    """
+
+    def __init__(self, path, flush_interval_s=0.5, warn=None):
+        self.path = Path(path)
+        self._file = open(self.path, "w", encoding="utf-8")  # errors here: caller reports them
+        self._pending: List[dict] = []
+        self._lock = threading.Lock()  # serialises the file, not the producers
+        self._interval = flush_interval_s
+        self._stop = threading.Event()
+        self._warn = warn or (lambda msg: print(f"paddletune: warning: {msg}", file=sys.stderr))
+        self.failed: Optional[str] = None
+        self.n_written = 0
+        self._thread = threading.Thread(target=self._loop, name="paddletune-writer", daemon=True)
+        self._thread.start()
+
+    def submit(self, record: dict):
+        """Queue one record (cheap: a list append)."""
+        self._pending.append(record)
+
+    def flush(self):
+        """Write every queued record now."""
+        with self._lock:
+            batch, self._pending = self._pending, []
+            if not batch or self.failed or self._file is None:
+                return
+            try:
+                self._file.write("".join(_dumps(r) + "\n" for r in batch))
+                self._file.flush()
+                self.n_written += len(batch)
+            except (OSError, ValueError) as err:
+                self.failed = str(err)
+                self._warn(f"could not write the profile {self.path}: {err}; profiling output "
+                           f"stops here (the job goes on)")
+
+    def close(self):
+        """Write what is queued and close the file (idempotent)."""
+        self._stop.set()
+        if self._thread is not threading.current_thread():
+            self._thread.join(timeout=5)
+        self.flush()
+        with self._lock:
+            if self._file is not None:
+                try:
+                    self._file.close()
+                except OSError as err:
+                    if not self.failed:
+                        self._warn(f"could not close the profile {self.path}: {err}")
+                self._file = None
+
+    def _loop(self):
+        while not self._stop.wait(self._interval):
+            self.flush()
+
+
+def _dumps(record):
+    return json.dumps(record, separators=(",", ":"), default=_jsonable)
+
+
+def _jsonable(value):
+    """numpy scalars and other odd values become plain JSON."""
+    if hasattr(value, "item"):
+        return value.item()
+    if isinstance(value, (set, frozenset, tuple)):
+        return list(value)
+    return str(value)
+
+
+def default_path(script_name: str, runs_dir=RUNS_DIR) -> Path:
+    """./paddletune-runs/<YYYYmmdd-HHMMSS>-<script>.jsonl (a suffix keeps it unique)."""
+    stem = Path(script_name).stem or "run"
+    base = Path(runs_dir) / f"{time.strftime('%Y%m%d-%H%M%S')}-{stem}"
+    path, n = base.with_suffix(".jsonl"), 1
+    while path.exists():
+        n += 1
+        path = Path(f"{base}-{n}.jsonl")
+    return path
+
+
+def latest(runs_dir=RUNS_DIR) -> Path:
+    """The newest profile in `runs_dir`, or ProfileError saying how to make one."""
+    runs = sorted(Path(runs_dir).glob("*.jsonl"), key=lambda p: p.stat().st_mtime)
+    if not runs:
+        raise ProfileError(f"no profile found in ./{runs_dir}/; make one with "
+                           f"`paddletune profile train.py` or pass a profile path")
+    return runs[-1]
+
+
+# --- reading -------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Profile:
+    """A loaded profile. Records keep the field names of the file (see the module docstring)."""
+
+    path: str
+    header: dict
+    steps: Tuple[dict, ...]  # every step record, startup programs included, in file order
+    ops: Tuple[dict, ...] = ()
+    programs: Dict[int, dict] = field(default_factory=dict)  # program id -> its first record
+    samples: Dict[str, Tuple[dict, ...]] = field(default_factory=dict)  # probe -> samples
+    events: Tuple[dict, ...] = ()
+    probes: Dict[str, dict] = field(default_factory=dict)  # name -> probe record
+    summary: dict = field(default_factory=dict)
+    complete: bool = True  # the job's own summary record was there
+    truncated: bool = False  # the last line was cut off (job killed mid-write)
+
+    @property
+    def env(self) -> dict:
+        return self.header.get("env", {})
+
+    @property
+    def options(self) -> dict:
+        return self.header.get("options", {})
+
+    def events_of(self, kind) -> List[dict]:
+        return [e for e in self.events if e.get("kind") == kind]
+
+
+def load(path) -> Profile:
+    """Read a profile. ProfileError names the file, the line and what to do."""
+    path = Path(path)
+    if path.is_dir():
+        raise ProfileError(f"{path} is a directory, not a profile (.jsonl file)")
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ProfileError(f"no such profile: {path}") from None
+    except (OSError, UnicodeDecodeError) as err:
+        raise ProfileError(f"cannot read the profile {path}: {err}") from None
+    records, truncated = _parse_lines(path, text)
+    return _assemble(str(path), records, truncated)
+
+
+def _parse_lines(path, text):
+    lines = text.split("\n")
+    ends_cleanly = text.endswith("\n")
+    records, truncated = [], False
+    for lineno, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+            if not isinstance(record, dict) or "type" not in record:
+                raise ValueError("not a JSON object with a 'type'")
+        except ValueError as err:
+            if lineno == len(lines) and not ends_cleanly:  # cut off mid-write: keep the rest
+                truncated = True
+                break
+            raise ProfileError(f"{path}:{lineno}: corrupt profile record ({err}); the lines "
+                               f"before it are intact — re-run `paddletune profile` for a "
+                               f"clean one") from None
+        records.append(record)
+    return records, truncated
+
+
+def _assemble(path, records, truncated) -> Profile:
+    if not records or records[0].get("type") != "header":
+        raise ProfileError(f"{path}:1: not a paddletune profile (the first line must be the "
+                           f"header record)")
+    header = records[0]
+    schema = header.get("schema")
+    if not isinstance(schema, int) or schema > SCHEMA_VERSION:
+        raise ProfileError(f"{path} was written by a newer paddletune (profile schema {schema}; "
+                           f"this version reads up to {SCHEMA_VERSION}): upgrade paddletune "
+                           f"(pip install -U paddletune) to read it")
+    parts = {"step": [], "ops": [], "event": []}
+    programs, samples, probes, summary = {}, {}, {}, None
+    for r in records[1:]:
+        kind = r["type"]
+        if kind in parts:
+            parts[kind].append(r)
+        elif kind == "program":
+            programs.setdefault(r.get("program"), r)
+        elif kind == "sample":
+            samples.setdefault(r.get("probe", "?"), []).append(r)
+        elif kind == "probe":
+            probes[r.get("name", "?")] = r
+        elif kind == "summary":
+            summary = r
+        # other types: written by a newer minor version; ignored
+    profile = Profile(path, header, tuple(parts["step"]), tuple(parts["ops"]), programs,
+                      {k: tuple(v) for k, v in samples.items()}, tuple(parts["event"]), probes,
+                      summary or {}, complete=summary is not None, truncated=truncated)
+    if summary is None:
+        from .summary import summarize  # here: summary imports this module
+        object.__setattr__(profile, "summary", summarize(profile))
+    return profile
+
+
+def write_records(path, records):
+    """Write `records` as a profile file in one go (tests, converters)."""
+    with open(path, "w", encoding="utf-8") as f:
+        for r in records:
+            f.write(_dumps(r) + "\n")
+    return Path(path)
+
+
+def header_record(command: dict, options: dict, env: dict, t0_unix: float) -> dict:
+    from . import __version__
+    return {"type": "header", "schema": SCHEMA_VERSION, "tool": f"paddletune {__version__}",
+            "created": time.strftime("%Y-%m-%dT%H:%M:%S%z", time.localtime(t0_unix)),
+            "t0_unix": t0_unix, "pid": os.getpid(), "command": command, "options": options,
+            "env": env}

@@ -1,0 +1,76 @@
+"""Build synthetic profiles for tests: `make_profile(path, ...)` writes a JSONL profile file
+with exactly the records the session would write, and returns its path (load it with
+paddletune.profile.load)."""
+
+from paddletune import profile as prof
+from paddletune.summary import summarize
+
+DEFAULT_ENV = {"python": "3.11.7", "platform": "Linux-x86_64",
+               "numpy": {"version": "2.0.0", "blas": "openblas", "blas_threads": 1},
+               "cpu": {"model": "Test CPU", "logical_cores": 2, "physical_cores": 2},
+               "gpu": {"available": False, "reason": "no NVIDIA driver", "devices": []},
+               "cupy": {"available": False, "reason": "not installed"},
+               "flags": {}}
+
+
+def step_records(n_steps=40, wall_s=0.010, feed_s=0.0005, fetch_s=0.0002, gap_s=0.0,
+                 batch_size=64, program=1, executor=1, warmup=1, warmup_factor=5.0,
+                 fetch=("mean_0.tmp_0",), fetch_bytes=4, t_start=0.1):
+    """`n_steps` training steps of `program` (preceded by one startup step), the first
+    `warmup` of them `warmup_factor` times slower."""
+    rows = [{"type": "step", "t": 0.0, "program": 0, "executor": executor, "step": 0,
+             "wall_s": 0.001, "feed_s": 0.0, "compute_s": 0.001, "fetch_s": 0.0,
+             "gap_s": None, "batch_size": None, "n_ops": 3, "feed_bytes": 0,
+             "fetch_bytes": 0, "fetch": [], "startup": True, "place": "CPUPlace"}]
+    t = t_start
+    for i in range(n_steps):
+        scale = warmup_factor if i < warmup else 1.0
+        wall = wall_s * scale
+        compute = max(wall - feed_s - fetch_s, 0.0)
+        rows.append({"type": "step", "t": t, "program": program, "executor": executor,
+                     "step": i, "wall_s": wall, "feed_s": feed_s, "compute_s": compute,
+                     "fetch_s": fetch_s, "gap_s": gap_s, "batch_size": batch_size,
+                     "n_ops": 20, "feed_bytes": batch_size * 4 * 785,
+                     "fetch_bytes": fetch_bytes, "fetch": list(fetch), "startup": False,
+                     "place": "CPUPlace"})
+        t += wall + gap_s
+    return rows
+
+
+def program_record(op_types_io, program=1):
+    """A `program` record from [(type, inputs, outputs), ...] (dicts slot -> [names])."""
+    return {"type": "program", "t": 0.05, "program": program, "compile_s": 0.001,
+            "ops": [{"type": t, "role": 0, "inputs": i, "outputs": o}
+                    for t, i, o in op_types_io]}
+
+
+def ops_records(steps, op_durations, program=1):
+    """One `ops` record per step index in `steps`, ops [(type, dur_s), ...] in order."""
+    out = []
+    for step in steps:
+        t, rows = 0.0, []
+        for index, (op_type, dur) in enumerate(op_durations):
+            rows.append([index, op_type, t, dur])
+            t += dur
+        out.append({"type": "ops", "program": program, "step": step, "ops": rows})
+    return out
+
+
+def make_profile(path, steps=None, env=None, options=None, extra=(), exit_status=0,
+                 exit_reason="returned", summary=True, command=None):
+    """Write a profile to `path`: header, `steps` (default: step_records()), `extra` records
+    (program/ops/sample/event/probe), the exit event and (if `summary`) the summary."""
+    header = prof.header_record(command or {"argv": ["train.py"], "script": "train.py"},
+                                {"warmup": None, **(options or {})},
+                                {**DEFAULT_ENV, **(env or {})}, t0_unix=1.7e9)
+    steps = step_records() if steps is None else steps
+    end_t = max([s["t"] + s["wall_s"] for s in steps] or [0.0]) + 0.01
+    records = [header, *steps, *extra]
+    if exit_reason is not None:
+        records.append({"type": "event", "t": end_t, "kind": "exit", "status": exit_status,
+                        "reason": exit_reason, "message": None})
+    prof.write_records(path, records)
+    if summary:
+        records.append(summarize(prof.load(path)))
+        prof.write_records(path, records)
+    return path
