@@ -7,13 +7,15 @@ A profile is one `.jsonl` file. Every line is one JSON object with a "type":
   step     one Executor.run: {"t", "program", "executor", "step", "wall_s", "feed_s",
            "compute_s", "fetch_s", "gap_s" (time since the previous step of the same executor
            ended: the loop's time outside the runtime; null for the first), "batch_size",
-           "n_ops", "feed_bytes", "fetch_bytes", "fetch" (names), "startup", "place"}
+           "n_ops", "feed_bytes", "fetch_bytes", "fetch" and "feed" (names), "startup", "place"}
   ops      per-op timings of one step (with --ops): {"program", "step", "ops": [[index, type,
            t, dur_s], ...]}
   program  a compiled program's ops: {"t", "program", "compile_s", "ops": [{"type", "role",
            "inputs": {slot: [names]}, "outputs": {...}}]}
   sample   one background measurement: {"probe", "t", ...probe fields}
-  event    something that happened: {"t", "kind", "message", ...}
+  event    something that happened: {"t", "kind", "message", ...}; kinds: "exit" (status,
+           reason, train_steps), "error" (exception, where), "step_limit" (steps), "nan_inf"
+           (op_type, op_index, output, inputs, n_nan, n_inf, step), "probe_unavailable"
   probe    a probe's own result when it stopped: {"name", "available", "reason",
            "overhead_s", "result"}
   summary  last line: figures computed from the records (see summary.py). A profile cut short

@@ -27,7 +27,7 @@ WARMUP_FACTOR = 1.5  # a step slower than this x the steady median is still warm
 
 def summarize(profile) -> dict:
     """The summary record for `profile` (a paddletune.profile.Profile)."""
-    train = training_steps(profile.steps)
+    train = [s for s in training_steps(profile.steps) if _finite_step(s)]
     main_program = train[0]["program"] if train else None
     warmup = profile.options.get("warmup")
     if warmup is None:
@@ -41,7 +41,9 @@ def summarize(profile) -> dict:
     out.update(step_figures(steady))
     out["verdict"] = verdict(out)
     out["ops"] = op_totals(profile.ops, main_program, {s["step"] for s in steady})
-    out["samples"] = {name: sample_figures(rows) for name, rows in profile.samples.items()}
+    out["samples"] = {name: sample_figures(rows) for name, rows in profile.samples.items()
+                      if name != "nvml"}
+    out["gpus"] = gpu_figures(profile.samples.get("nvml", ()))
     out["overhead"] = probe_overhead(profile.probes, out)
     out["exit"] = _exit(profile)
     return out
@@ -155,6 +157,14 @@ def sample_figures(rows: Sequence[dict]) -> Dict[str, dict]:
             for k, v in fields.items()}
 
 
+def gpu_figures(rows: Sequence[dict]) -> List[dict]:
+    """sample_figures per GPU: [{"gpu": index, "util_percent": {...}, ...}] by index."""
+    by_gpu = defaultdict(list)
+    for r in rows:
+        by_gpu[r.get("gpu")].append({k: v for k, v in r.items() if k != "gpu"})
+    return [{"gpu": g, **sample_figures(v)} for g, v in sorted(by_gpu.items(), key=str)]
+
+
 def probe_overhead(probes: Dict[str, dict], figures: dict) -> dict:
     """Each probe's self-measured cost, and its share of the time the job ran steps."""
     cycles = figures.get("cycle_s")
@@ -193,6 +203,14 @@ def _median(values):
     return _quantile(sorted(values), 0.5) if values else 0.0
 
 
+def _finite_step(step):
+    """False for a step with a NaN/inf/missing time (a clock or writer bug): it is skipped."""
+    times = (step.get("wall_s"), step.get("feed_s"), step.get("compute_s"), step.get("fetch_s"))
+    gap = step.get("gap_s")
+    return all(isinstance(v, (int, float)) and math.isfinite(v) for v in times) and (
+        gap is None or (isinstance(gap, (int, float)) and math.isfinite(gap)))
+
+
 def _cycle(step):
     return step["wall_s"] + (step.get("gap_s") or 0.0)
 
@@ -206,8 +224,11 @@ def _duration(profile):
     exits = profile.events_of("exit")
     if exits:
         return exits[-1]["t"]
-    last = [r["t"] + r.get("wall_s", 0.0) for r in profile.steps[-1:]]
-    return last[0] if last else 0.0
+    ends = [r["t"] + r.get("wall_s", 0.0) for r in profile.steps[-1:]]  # killed: last record
+    ends += [r["t"] for rows in profile.samples.values() for r in rows[-1:]]
+    ends += [r["t"] for r in profile.events[-1:]]
+    return max((t for t in ends if isinstance(t, (int, float)) and math.isfinite(t)),
+               default=0.0)
 
 
 def _exit(profile):

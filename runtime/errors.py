@@ -33,7 +33,17 @@ class OpRuntimeError(EnforceNotMet, RuntimeError):
 
 
 class NanInfError(OpRuntimeError):
-    """FLAGS_check_nan_inf found a NaN or Inf in an op's output."""
+    """FLAGS_check_nan_inf found a NaN or Inf in an op's output.
+
+    Attributes (for tools): op_type, op_index, output, inputs (the op's input variable
+    names), n_nan, n_inf, step (the Executor.run count of that program, from 0).
+    """
+
+    def __init__(self, message, **details):
+        super().__init__(message)
+        self.details = details
+        for key, value in details.items():
+            setattr(self, key, value)
 
 
 class PlaceUnavailableError(EnforceNotMet, RuntimeError):

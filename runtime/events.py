@@ -9,6 +9,7 @@ Events and their payloads:
   step_end(StepRecord)             Executor.run finished (timings in seconds, perf_counter clock)
   op_end(OpRecord)                 one op ran (only emitted while someone subscribes)
   compile(CompileRecord)           a program was compiled into a kernel plan
+  nan_inf(dict)                    FLAGS_check_nan_inf found NaN/Inf (op, inputs, step, counts)
 Later parts of the runtime add reader, allocator and scope events on the same pattern.
 """
 
@@ -57,6 +58,7 @@ step_begin = channel("step_begin")
 step_end = channel("step_end")
 op_end = channel("op_end")
 compile = channel("compile")  # noqa: A001  (the event's name)
+nan_inf = channel("nan_inf")  # FLAGS_check_nan_inf caught one: a dict of NanInfError's details
 
 
 class Subscription:
@@ -113,6 +115,7 @@ class StepRecord:
     fetch_names: Tuple[str, ...]
     place: str
     is_startup: bool  # the program only initialises persistables (no feed, no reads)
+    feed_names: Tuple[str, ...] = ()  # the variables fed, in the feed dict's order
 
     @property
     def wall_s(self):

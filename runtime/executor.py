@@ -90,7 +90,7 @@ class Executor:
                 self._id, program._uid, step, t_begin, t_end, t_feed - t_begin,
                 t_compute - t_feed, t_end - t_compute, _batch_size(plan, env), len(plan.steps),
                 feed_bytes, sum(_nbytes(r) for r in results), plan.fetch_names, repr(self.place),
-                plan.is_startup))
+                plan.is_startup, tuple(feed)))
         return results
 
     # --- compile ---------------------------------------------------------------------------
@@ -154,7 +154,7 @@ class Executor:
         try:
             for step in plan.steps:
                 t0 = _perf()
-                _run_op(step, env, check)
+                _run_op(step, env, check and step_no)
                 if emit is not None:
                     emit(events.OpRecord(uid, step_no, step.index, step.type, step.role, t0,
                                          _perf()))
@@ -179,8 +179,8 @@ def _run_op(step, env, check_finite=False):
         for i, v in zip(idx, res[k]):
             if i >= 0:
                 env[i] = v
-    if check_finite:
-        _check_finite(step, env)
+    if check_finite is not False and check_finite is not None:  # the step number (int)
+        _check_finite(step, env, check_finite)
     for i in step.frees:
         env[i] = None
     for i in step.shrinks:
@@ -333,16 +333,16 @@ def _op_failed(step, env, plan, err):
                           f"failed: {type(err).__name__}: {err}\n  inputs: {inputs}")
 
 
-def _check_finite(step, env):
+def _check_finite(step, env, step_no):
     for k, i in step.outs1:
-        _finite_or_raise(step, env[i], step.op.outputs[k][0])
+        _finite_or_raise(step, env[i], step.op.outputs[k][0], step_no)
     for k, idx in step.outsN:
         for name, i in zip(step.op.outputs[k], idx):
             if i >= 0:
-                _finite_or_raise(step, env[i], name)
+                _finite_or_raise(step, env[i], name, step_no)
 
 
-def _finite_or_raise(step, value, name):
+def _finite_or_raise(step, value, name, step_no):
     if isinstance(value, SelectedRows):
         value = value.value
     if value is None or getattr(value, "dtype", None) is None or value.dtype.kind != "f":
@@ -353,7 +353,14 @@ def _finite_or_raise(step, value, name):
         return
     n_nan = int(xp.isnan(value).sum())
     n_inf = int(value.size - int(finite.sum()) - n_nan)
+    inputs = step.op.input_arg_names
+    details = dict(op_type=step.type, op_index=step.index, output=name, inputs=inputs,
+                   n_nan=n_nan, n_inf=n_inf, step=step_no)
+    if events.nan_inf.subs:
+        events.nan_inf.emit(details)
     raise NanInfError(f"FLAGS_check_nan_inf: op {step.type} (#{step.index}){step.op.where()} "
                       f"produced {n_nan} NaN and {n_inf} Inf in output {name!r} "
-                      f"(shape {list(value.shape)}). Common causes: log of 0, division by 0, "
-                      f"exploding gradients (try grad_clip or a lower learning rate), bad data.")
+                      f"(shape {list(value.shape)}) at step {step_no}; its inputs: "
+                      f"{', '.join(inputs) or 'none'}. Common causes: log of 0, division by 0, "
+                      f"exploding gradients (try grad_clip or a lower learning rate), bad data.",
+                      **details)

@@ -74,3 +74,43 @@ def make_profile(path, steps=None, env=None, options=None, extra=(), exit_status
         records.append(summarize(prof.load(path)))
         prof.write_records(path, records)
     return path
+
+
+def system_samples(n=5, interval_s=0.1, cpu_percent=95.0, rss_bytes=200 * 2 ** 20, threads=4,
+                   t_start=0.1, **fields):
+    """`n` samples of the "system" probe, every `interval_s`; `fields` override the rest
+    (e.g. steal_percent=3.0)."""
+    rows = []
+    for i in range(n):
+        row = {"type": "sample", "probe": "system", "t": t_start + i * interval_s,
+               "cpu_percent": cpu_percent + i, "cpu_total_percent": 50.0,
+               "per_core_percent": [50.0, 50.0], "rss_bytes": rss_bytes + i * 2 ** 20,
+               "threads": threads, "ctx_switches_per_s": 100.0, "load1": 1.0,
+               "steal_percent": 0.0, "blas_threads": 1, "mem_available_bytes": 8 * 2 ** 30}
+        row.update(fields)
+        rows.append(row)
+    return rows
+
+
+def nvml_samples(n=3, gpus=(0,), interval_s=0.1, util_percent=80.0, t_start=0.1):
+    """`n` rounds of "nvml" samples, one record per GPU in `gpus`."""
+    return [{"type": "sample", "probe": "nvml", "t": t_start + i * interval_s, "gpu": g,
+             "util_percent": util_percent + g, "mem_used_bytes": (2 + i) * 2 ** 30,
+             "mem_total_bytes": 16 * 2 ** 30, "proc_mem_bytes": 2 ** 30, "sm_clock_mhz": 1400,
+             "power_w": 250.0, "temperature_c": 70.0}
+            for i in range(n) for g in gpus]
+
+
+def ops_records_in_steps(steps, op_durations):
+    """`ops` records for the training `steps` (step records), each op timed on the session
+    clock from its step's compute start, as the ops probe writes them."""
+    out = []
+    for s in steps:
+        if s.get("startup"):
+            continue
+        t, rows = s["t"] + s["feed_s"], []
+        for index, (op_type, dur) in enumerate(op_durations):
+            rows.append([index, op_type, t, dur])
+            t += dur
+        out.append({"type": "ops", "program": s["program"], "step": s["step"], "ops": rows})
+    return out

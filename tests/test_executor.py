@@ -136,8 +136,17 @@ def test_check_nan_inf_names_the_op():
     exe = fluid.Executor()
     fluid.set_flags({"FLAGS_check_nan_inf": True})
     try:
-        with pytest.raises(NanInfError, match=r"op log .*1 NaN"), np.errstate(invalid="ignore"):
-            exe.run(main, feed={"x": np.array([[1.0, -1.0]], np.float32)}, fetch_list=[out])
+        feed = {"x": np.array([[1.0, -1.0]], np.float32)}
+        with np.errstate(invalid="ignore"):
+            exe.run(main, feed={"x": np.ones((1, 2), np.float32)}, fetch_list=[out])  # step 0
+            seen = []
+            with fluid.events.subscribe("nan_inf", seen.append):
+                with pytest.raises(NanInfError, match=r"op log .*1 NaN.* at step 1; its "
+                                                      r"inputs: x\.") as info:
+                    exe.run(main, feed=feed, fetch_list=[out])
+        assert (info.value.op_type, info.value.step, info.value.inputs) == ("log", 1, ["x"])
+        assert (info.value.n_nan, info.value.n_inf) == (1, 0)
+        assert seen == [info.value.details]
     finally:
         fluid.set_flags({"FLAGS_check_nan_inf": False})
     with np.errstate(invalid="ignore"):

@@ -32,6 +32,7 @@ class Probe:
         self.available, self.reason = True, None
         self.overhead_s = 0.0
         self.running = False
+        self.stopped = None  # the probe record, once stop() sent it
 
     def start(self):
         if self.available and not self.running:
@@ -40,7 +41,10 @@ class Probe:
         return self
 
     def stop(self) -> dict:
-        """Stop measuring, send the probe record and return it."""
+        """Stop measuring, send the probe record and return it (once; later calls return it
+        again without sending it)."""
+        if self.stopped is not None:
+            return self.stopped
         result = {}
         if self.running:
             self.running = False
@@ -49,6 +53,7 @@ class Probe:
                   "reason": self.reason, "overhead_s": self.overhead_s,
                   "in_step": self.in_step, "result": result}
         self.sink(record)
+        self.stopped = record
         return record
 
     def snapshot(self) -> dict:
@@ -77,8 +82,9 @@ class SamplingProbe(Probe):
         self._halt = threading.Event()
         self._thread = None
 
-    def sample(self) -> dict:
-        """One measurement: a dict of JSON-able fields (None for what is not available)."""
+    def sample(self):
+        """One measurement: a dict of JSON-able fields (None for what is not available), or
+        a list of such dicts (one per device), each sent as its own record with the same t."""
         raise NotImplementedError
 
     def take(self):
@@ -87,10 +93,12 @@ class SamplingProbe(Probe):
         self.overhead_s += time.perf_counter() - t0
         self.n_samples += 1
         self.last = fields
-        self.sink({"type": "sample", "probe": self.name, "t": self.clock.rel(t0), **fields})
+        t = self.clock.rel(t0)
+        for row in (fields if isinstance(fields, list) else [fields]):
+            self.sink({"type": "sample", "probe": self.name, "t": t, **row})
 
-    def snapshot(self) -> dict:
-        return dict(self.last)
+    def snapshot(self):
+        return self.last
 
     def _start(self):
         self._halt.clear()
@@ -102,7 +110,8 @@ class SamplingProbe(Probe):
         self._halt.set()
         if self._thread is not None:
             self._thread.join(timeout=max(2.0, 2 * self.interval_s))
-        if self.available:  # a last sample, so even a short job has one
+        stuck = self._thread is not None and self._thread.is_alive()  # a hung sample()
+        if self.available and not stuck:  # a last sample, so even a short job has one
             try:
                 self.take()
             except Exception as err:

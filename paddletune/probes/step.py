@@ -48,6 +48,7 @@ class StepProbe(Probe):
             "feed_s": r.feed_s, "compute_s": r.compute_s, "fetch_s": r.fetch_s, "gap_s": gap,
             "batch_size": r.batch_size, "n_ops": r.n_ops, "feed_bytes": r.feed_bytes,
             "fetch_bytes": r.fetch_bytes, "fetch": list(r.fetch_names),
+            "feed": list(r.feed_names),
             "startup": r.is_startup, "place": r.place}
         self.sink(record)
         self.overhead_s += time.perf_counter() - t0

@@ -1,0 +1,101 @@
+"""What profiling costs: the reference MLP of bench_runtime.py (784-512-512-10, Momentum,
+batch 128) trained with no probes, with the default probes (step + system + nvml, writing a
+real profile file), with --ops added, and with FLAGS_check_nan_inf on, interleaved in one
+process so that machine noise hits every configuration alike.
+
+Targets (issue 3): default probes < 1% of step time, --ops < 5%.
+Prints a table and, last, one JSON line. Run: python benchmarks/bench_probe_overhead.py
+[--rounds 7 --steps 40 --threads 1]
+"""
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import bench_runtime as ref  # noqa: E402  (the reference model and data)
+import runtime as fluid  # noqa: E402
+from paddletune.profile import ProfileWriter  # noqa: E402
+from paddletune.probes.base import Clock  # noqa: E402
+from paddletune.probes.nvml import NvmlProbe  # noqa: E402
+from paddletune.probes.ops import OpsProbe  # noqa: E402
+from paddletune.probes.step import StepProbe  # noqa: E402
+from paddletune.probes.system import SystemProbe  # noqa: E402
+from runtime import blas  # noqa: E402
+
+
+@contextmanager
+def probes(kind, directory):
+    """Run the block with the probes of configuration `kind` writing a profile."""
+    if kind == "none":
+        yield
+        return
+    writer = ProfileWriter(Path(directory) / f"{kind}.jsonl")
+    clock, sink = Clock(), writer.submit
+    active = [StepProbe(sink, clock), SystemProbe(sink, clock, 0.5), NvmlProbe(sink, clock, 0.5)]
+    if kind == "ops":
+        active.append(OpsProbe(sink, clock))
+    if kind == "check_nan":
+        active, previous = [], fluid.get_flags(["FLAGS_check_nan_inf"])
+        fluid.set_flags({"FLAGS_check_nan_inf": True})
+    for p in active:
+        p.start()
+    try:
+        yield
+    finally:
+        for p in active:
+            p.stop()
+        if kind == "check_nan":
+            fluid.set_flags(previous)
+        writer.close()
+
+
+def run_rounds(model, xs, ys, args, kinds, directory):
+    times = {k: [] for k in kinds}
+    for _ in range(args.rounds):
+        for kind in kinds:
+            with probes(kind, directory):
+                times[kind].append(ref.time_steps(model, xs, ys, args.steps) / args.steps)
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--batch-size", type=int, default=128)
+    parser.add_argument("--steps", type=int, default=40, help="steps per configuration per round")
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--threads", type=int, default=1, help="BLAS threads")
+    args = parser.parse_args(argv)
+    blas.set_blas_threads(args.threads)
+    xs, ys = ref.make_data(args.batch_size, 8)
+    model = ref.RuntimeMLP()
+    ref.time_steps(model, xs, ys, args.warmup)
+    kinds = ["none", "default", "ops", "check_nan"]
+    with tempfile.TemporaryDirectory() as directory:
+        step_s = run_rounds(model, xs, ys, args, kinds, directory)
+    base = step_s["none"]
+    cost = {k: (v - base) / base for k, v in step_s.items() if k != "none"}
+    print(f"reference MLP, batch {args.batch_size}, {args.threads} BLAS thread(s), "
+          f"{args.rounds} rounds x {args.steps} steps; median step time per configuration")
+    for kind in kinds:
+        extra = "" if kind == "none" else f"   overhead {cost[kind]:+.2%}"
+        print(f"  {kind:<10} {step_s[kind] * 1e3:8.3f} ms/step{extra}")
+    print(f"targets: default < 1% -> {'met' if cost['default'] < 0.01 else 'NOT met'}; "
+          f"--ops < 5% -> {'met' if cost['ops'] < 0.05 else 'NOT met'}")
+    print(json.dumps({"bench": "probe_overhead", "batch_size": args.batch_size,
+                      "threads": args.threads, "cores": os.cpu_count(),
+                      "step_ms": {k: round(v * 1e3, 4) for k, v in step_s.items()},
+                      "overhead": {k: round(v, 4) for k, v in cost.items()},
+                      "time": time.strftime("%Y-%m-%dT%H:%M:%S")}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,11 @@
+"""Advisors: pure rules turning a loaded profile into ranked, evidence-backed advice."""
+
+# importing a rule module registers its rules, in ADVICE.md row order
+from . import input  # noqa: F401  (#1)
+from . import fusion  # noqa: F401  (#9)
+from . import threads  # noqa: F401  (#21)
+from . import fetch  # noqa: F401  (#22)
+from . import nan  # noqa: F401  (#23)
+from .base import Advice, advise, checks, rank, rule, rules
+
+__all__ = ["Advice", "advise", "checks", "rank", "rule", "rules"]

@@ -1,0 +1,121 @@
+"""The Advice model, the rule registry, and advise(): run every rule, rank the advice."""
+
+import re
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, List, Optional
+
+SEVERITIES = ("high", "medium", "low", "info")  # most important first
+CONFIDENCES = ("high", "medium", "low")
+_ID = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
+
+
+@dataclass(frozen=True)
+class Advice:
+    """One recommendation, backed by measured figures.
+
+    id            stable kebab-case name (the same problem always gets the same id)
+    evidence      a sentence quoting the measured figures; `figures` holds the raw numbers
+    change        the exact code line(s), env var or flag to change
+    expected_gain what the change should bring, in words ("up to 1.3x steps/s")
+    expected_speedup  the same as a factor on steps/s when it can be estimated, else None
+    blocking      the training is wrong, not slow (NaN/Inf): ranked before any speed advice
+    source        the row of ADVICE.md the advice implements
+    """
+
+    id: str
+    title: str
+    severity: str
+    evidence: str
+    change: str
+    expected_gain: str
+    confidence: str
+    source: Optional[int] = None
+    figures: dict = field(default_factory=dict, hash=False)  # raw numbers behind the evidence
+    expected_speedup: Optional[float] = None
+    blocking: bool = False
+
+    def __post_init__(self):
+        if not _ID.match(self.id):
+            raise ValueError(f"advice id must be kebab-case, got {self.id!r}")
+        if self.severity not in SEVERITIES:
+            raise ValueError(f"severity must be one of {SEVERITIES}, got {self.severity!r}")
+        if self.confidence not in CONFIDENCES:
+            raise ValueError(f"confidence must be one of {CONFIDENCES}, got {self.confidence!r}")
+
+    def to_dict(self) -> dict:
+        """A JSON-ready dict (the `--json` form), fields in reading order."""
+        return {"id": self.id, "title": self.title, "severity": self.severity,
+                "confidence": self.confidence, "evidence": self.evidence,
+                "change": self.change, "expected_gain": self.expected_gain,
+                "expected_speedup": self.expected_speedup, "blocking": self.blocking,
+                "source": self.source,
+                "figures": dict(self.figures)}
+
+
+Rule = Callable[..., object]  # profile -> Advice | list[Advice] | None
+_RULES: List[Rule] = []
+
+
+def rule(fn: Rule) -> Rule:
+    """Register `fn` as a rule; its docstring's first line names what it checks."""
+    _RULES.append(fn)
+    return fn
+
+
+def rules() -> tuple:
+    """The registered rules, in registration order."""
+    return tuple(_RULES)
+
+
+def checks(selected: Optional[Iterable[Rule]] = None) -> List[str]:
+    """What each rule checks (its docstring's first line, without the final period)."""
+    return [_what(fn) for fn in (_RULES if selected is None else selected)]
+
+
+def advise(profile, selected: Optional[Iterable[Rule]] = None) -> List[Advice]:
+    """Run every rule (or `selected`) on `profile`; the advice ranked, most important first.
+
+    A rule that raises or returns something odd yields an "advisor-error" info advice and
+    the other rules still run.
+    """
+    found: List[Advice] = []
+    for fn in _RULES if selected is None else selected:
+        found.extend(_run(fn, profile))
+    return rank(found)
+
+
+def rank(advices: Iterable[Advice]) -> List[Advice]:
+    """Blocking problems first, then severity, then the larger expected speedup (unknown
+    last), then ADVICE.md row."""
+    return sorted(advices, key=lambda a: (not a.blocking, SEVERITIES.index(a.severity),
+                                          -(a.expected_speedup or 0.0),
+                                          a.source if a.source is not None else 1 << 30))
+
+
+def _run(fn: Rule, profile) -> List[Advice]:
+    try:
+        result = fn(profile)
+        out = [] if result is None else [result] if isinstance(result, Advice) else list(result)
+        bad = [a for a in out if not isinstance(a, Advice)]
+        if bad:
+            raise TypeError(f"returned {type(bad[0]).__name__}, not Advice")
+        return out
+    except Exception as err:  # one broken rule must not hide the others' advice
+        return [_error_advice(fn, err)]
+
+
+def _error_advice(fn: Rule, err: Exception) -> Advice:
+    name = getattr(fn, "__name__", repr(fn))
+    return Advice(
+        id="advisor-error", title=f"The {name} advisor failed",
+        severity="info",
+        evidence=f"rule {name} ({_what(fn)}) raised {type(err).__name__}: {err}",
+        change="nothing in your job; report this paddletune bug with the profile attached",
+        expected_gain="none (this check was skipped; the other advice is unaffected)",
+        confidence="high", figures={"rule": name, "error": f"{type(err).__name__}: {err}"})
+
+
+def _what(fn: Rule) -> str:
+    doc = (getattr(fn, "__doc__", None) or "").strip()
+    line = doc.splitlines()[0].strip().rstrip(".") if doc else ""
+    return line or getattr(fn, "__name__", "?")

@@ -1,0 +1,177 @@
+"""ADVICE.md #21: CPU threads: BLAS x runtime threads vs cores, steal time, idle cores."""
+
+from typing import List, Optional
+
+from .base import Advice, rule
+from .facts import enough_steps, op_types_share, sample_mean
+
+STEAL_PERCENT = 10.0  # mean steal at or above this: the VM shares its cores (medium)
+HIGH_STEAL_PERCENT = 25.0  # ... and at or above this: high
+IDLE_FRACTION = 0.5  # process CPU below this share of the usable cores: cores idle
+MIN_BLAS_SHARE = 0.3  # raise BLAS threads only when BLAS ops take at least this op time
+BLAS_FAMILIES = (("openblas", "OpenBLAS", "OPENBLAS_NUM_THREADS"),  # (match, name, env var)
+                 ("mkl", "MKL", "MKL_NUM_THREADS"), ("blis", "BLIS", "BLIS_NUM_THREADS"))
+BLAS_OPS = tuple(t + g for t in ("mul", "matmul", "conv2d", "depthwise_conv2d",
+                                 "conv2d_transpose", "depthwise_conv2d_transpose")
+                 for g in ("", "_grad"))
+
+
+@rule
+def cpu_threads(profile) -> List[Advice]:
+    """CPU threads (#21)
+
+    BLAS x runtime threads vs usable cores, hypervisor steal time, idle cores.
+    """
+    cpu = cpu_facts(profile)
+    if not cpu["cores"]:
+        return []
+    found = [_steal(profile, cpu), _oversubscribed(profile, cpu)]
+    if found[1] is None:
+        found.append(_underused(profile, cpu))
+    return [a for a in found if a is not None]
+
+
+def cpu_facts(profile) -> dict:
+    """Usable cores, BLAS family/threads (last sampled value, else the header's) and runtime
+    threads (threads per executor x executors running at the same time)."""
+    cpu, numpy = profile.env.get("cpu") or {}, profile.env.get("numpy") or {}
+    sampled = ((profile.summary.get("samples") or {}).get("system") or {}).get("blas_threads")
+    blas = sampled["last"] if sampled else numpy.get("blas_threads")
+    per_executor = profile.options.get("num_threads") or max(
+        [s.get("threads") or 1 for s in profile.steps] or [1])
+    return {"cores": cpu.get("usable_cores") or cpu.get("logical_cores"),
+            "blas_threads": int(blas) if blas else None,
+            **blas_family(numpy),
+            "runtime_threads": int(per_executor) * concurrent_executors(profile.steps)}
+
+
+def concurrent_executors(steps) -> int:
+    """The most executors whose training runs overlap in time (1 for the usual single loop)."""
+    runs = [(s["t"], s["t"] + s["wall_s"]) for s in steps if not s.get("startup")]
+    edges = sorted([(t0, 1) for t0, _ in runs] + [(t1, -1) for _, t1 in runs])
+    running = peak = 0
+    for _t, delta in edges:  # at equal times ends (-1) sort first: touching runs don't overlap
+        running += delta
+        peak = max(peak, running)
+    return max(peak, 1)
+
+
+def blas_family(numpy: dict) -> dict:
+    """{'blas': short name, 'blas_env': its thread-count variable} from the header's numpy
+    entry ('blas' may be a family or a whole config string, 'blas_path' the library)."""
+    text = f"{numpy.get('blas') or ''} {numpy.get('blas_path') or ''}".lower()
+    for match, name, var in BLAS_FAMILIES:
+        if match in text:
+            return {"blas": name, "blas_env": var}
+    return {"blas": "BLAS", "blas_env": "OMP_NUM_THREADS"}
+
+
+def blas_setting(cpu: dict, n: int) -> str:
+    """The env var line that sets NumPy's BLAS threads, and the in-script equivalent."""
+    return (f"export {cpu['blas_env']}={n}\n# or in the script, before training: "
+            f"from runtime import blas; blas.set_blas_threads({n})")
+
+
+def _per_runtime_thread(cpu: dict, cores: float) -> int:
+    return max(1, int(cores) // cpu["runtime_threads"])
+
+
+def _oversubscribed(profile, cpu) -> Optional[Advice]:
+    blas, rt, cores = cpu["blas_threads"], cpu["runtime_threads"], cpu["cores"]
+    if not blas or blas * rt <= cores:
+        return None
+    total, share = blas * rt, op_types_share(profile, BLAS_OPS)
+    ratio = total / cores
+    ctx = sample_mean(profile, "system", "ctx_involuntary_per_s")
+    severity = "medium"  # high only when measured: BLAS ops a large share of op time
+    if share is not None:
+        severity = "low" if share < 0.1 else "high" if ratio >= 2 and share >= MIN_BLAS_SHARE \
+            else "medium"
+    evidence = (f"NumPy's {cpu['blas']} runs {blas} threads in each of {rt} runtime "
+                f"thread(s): {total} threads on {cores} usable cores ({ratio:.1f}x "
+                f"oversubscribed)")
+    if share is not None:
+        evidence += f"; BLAS ops take {share:.1%} of the op time"
+    if ctx is not None:
+        evidence += f"; {ctx:.0f} involuntary context switches/s"
+    n = _per_runtime_thread(cpu, cores)
+    return Advice(
+        id="cpu-oversubscribed", source=21, severity=severity, confidence="medium",
+        title=f"CPU oversubscribed: {total} math threads on {cores} cores",
+        evidence=evidence + ".", change=blas_setting(cpu, n),
+        expected_gain=(f"not measurable from this profile: at {n} BLAS thread(s) per runtime "
+                       f"thread they stop preempting and waiting for one another; typically "
+                       f"1.1-2x on BLAS-heavy steps (verify with a second profile)"),
+        figures={"usable_cores": cores, "blas_threads": blas, "runtime_threads": rt,
+                 "threads": total, "blas_op_share": share, "ctx_involuntary_per_s": ctx,
+                 "suggested_blas_threads": n})
+
+
+def _steal(profile, cpu) -> Optional[Advice]:
+    steal = sample_mean(profile, "system", "steal_percent")
+    if steal is None or steal < STEAL_PERCENT:
+        return None
+    fields = profile.summary["samples"]["system"]["steal_percent"]
+    n = _per_runtime_thread(cpu, cpu["cores"] * (1 - steal / 100))
+    speedup = 1 / (1 - min(steal, 90.0) / 100)
+    return Advice(
+        id="cpu-steal", source=21, confidence="medium",
+        severity="high" if steal >= HIGH_STEAL_PERCENT else "medium",
+        title=f"The hypervisor steals {steal:.0f}% of the CPU",
+        evidence=(f"steal time averaged {steal:.1f}% of CPU time (peak {fields['max']:.1f}%) "
+                  f"over {fields['n']} samples: this VM's {cpu['cores']} cores are shared "
+                  f"with other tenants, and threads stall while descheduled."),
+        change=_steal_change(cpu, n),
+        expected_gain=f"up to {speedup:.2f}x on CPU-bound steps if the stolen time comes back",
+        expected_speedup=speedup,
+        figures={"steal_percent_mean": steal, "steal_percent_max": fields["max"],
+                 "samples": fields["n"], "usable_cores": cpu["cores"],
+                 "suggested_blas_threads": n})
+
+
+def _steal_change(cpu: dict, n: int) -> str:
+    move = "# run on a dedicated (non-shared, non-burstable) instance"
+    if cpu["blas_threads"] and cpu["blas_threads"] <= n:
+        return f"{move}; your {cpu['blas_threads']} BLAS thread(s) per runtime thread fit"
+    return f"{move}; until then use fewer threads:\n{blas_setting(cpu, n)}"
+
+
+def _underused(profile, cpu) -> Optional[Advice]:
+    """Conservative: compute-bound, BLAS-heavy (or unknown), process far below the cores."""
+    blas, rt, cores = cpu["blas_threads"], cpu["runtime_threads"], cpu["cores"]
+    busy = sample_mean(profile, "system", "cpu_percent")
+    verdict = (profile.summary.get("verdict") or {}).get("kind")
+    if not enough_steps(profile) or verdict != "compute-bound" or busy is None or not blas \
+            or cores < 2 or blas * rt * 2 > cores or busy >= IDLE_FRACTION * cores * 100:
+        return None
+    share = op_types_share(profile, BLAS_OPS)
+    if share is not None and share < MIN_BLAS_SHARE:
+        return None
+    n = _per_runtime_thread(cpu, cores)
+    factor = n / blas
+    speedup = _amdahl(profile, share, factor)
+    return Advice(
+        id="cpu-underused", source=21, severity="low",
+        confidence="medium" if share is not None else "low",
+        title=f"Cores idle: {blas} BLAS thread(s) on {cores} cores",
+        evidence=(f"the job is compute-bound, yet the process used {busy:.0f}% CPU on "
+                  f"average (100% = one core) of {cores * 100}% available; NumPy's "
+                  f"{cpu['blas']} runs {blas} thread(s) per runtime thread ({rt})"
+                  + (f"; BLAS ops take {share:.1%} of the op time" if share is not None
+                     else "") + "."),
+        change=blas_setting(cpu, n), expected_speedup=speedup,
+        expected_gain=(f"up to {speedup:.2f}x steps/s (Amdahl: BLAS ops {factor:.0f}x faster "
+                       f"at best)" if speedup else f"up to {factor:.0f}x on the BLAS ops "
+                       f"only (profile with --ops to size the gain)"),
+        figures={"usable_cores": cores, "blas_threads": blas, "runtime_threads": rt,
+                 "cpu_percent_mean": busy, "blas_op_share": share,
+                 "suggested_blas_threads": n})
+
+
+def _amdahl(profile, share, factor) -> Optional[float]:
+    """Steps/s factor if BLAS ops (`share` of op time) ran `factor` x faster (None: unknown)."""
+    compute = (profile.summary.get("shares") or {}).get("compute")
+    if share is None or compute is None:
+        return None
+    part = compute * share
+    return 1 / ((1 - part) + part / factor)

@@ -1,0 +1,70 @@
+"""The `paddletune advise` view: ranked advice as numbered rich panels, or a JSON array."""
+
+import json
+from collections import Counter
+from typing import List, Optional, Sequence
+
+from rich.console import Console, Group
+from rich.padding import Padding
+from rich.panel import Panel
+from rich.text import Text
+
+from ..advisors import Advice, checks, rank
+
+BADGE_STYLE = {"high": "bold white on red", "medium": "bold black on yellow",
+               "low": "bold black on cyan", "info": "bold white on blue"}
+BORDER_STYLE = {"high": "red", "medium": "yellow", "low": "cyan", "info": "blue"}
+
+
+def advice_json(advices: Sequence[Advice]) -> str:
+    """A JSON array of the advice (to_dict()), most important first."""
+    return json.dumps([a.to_dict() for a in rank(advices)], indent=2)
+
+
+def render_advice(advices: Sequence[Advice], console: Optional[Console] = None,
+                 checked: Optional[Sequence[str]] = None):
+    """Print the advice, most important first; one line naming the checks when there is none."""
+    console = console or Console()
+    ranked = rank(advices)
+    if not ranked:
+        console.print(no_problems_line(checked), soft_wrap=True)  # one line, however long
+        return
+    console.print(Text(headline(ranked), style="bold"))
+    for number, advice in enumerate(ranked, 1):
+        console.print(advice_panel(number, advice))
+
+
+def no_problems_line(checked: Optional[Sequence[str]] = None) -> Text:
+    done = checks() if checked is None else list(checked)
+    return Text(f"No problems found (checked: {', '.join(done) or 'nothing'}).")
+
+
+def headline(ranked: List[Advice]) -> str:
+    """'3 pieces of advice (1 high, 2 medium), most important first:'."""
+    counts = Counter(a.severity for a in ranked)
+    parts = ", ".join(f"{counts[s]} {s}" for s in BADGE_STYLE if counts[s])
+    noun = "piece" if len(ranked) == 1 else "pieces"
+    return f"{len(ranked)} {noun} of advice ({parts}), most important first:"
+
+
+def advice_panel(number: int, advice: Advice) -> Panel:
+    """One advice: badge and title on the border; evidence, change, gain, confidence inside."""
+    title = Text.assemble(f" {number}. ", (f" {advice.severity.upper()} ",
+                                           BADGE_STYLE[advice.severity]),
+                          " ", (advice.title, "bold"), " ")
+    return Panel(Group(*_body(advice)), title=title, title_align="left",
+                 border_style=BORDER_STYLE[advice.severity])
+
+
+def _body(advice: Advice) -> list:
+    source = f"ADVICE.md #{advice.source} · " if advice.source is not None else ""
+    return [_labelled("Evidence", advice.evidence),
+            Text("Change:", style="bold"),
+            Padding(Text(advice.change, style="cyan"), (0, 0, 0, 2)),  # wrapped lines too
+            _labelled("Expected gain", advice.expected_gain),
+            Text.assemble(("Confidence: ", "bold"), advice.confidence,
+                          (f" · {source}id {advice.id}", "dim"))]
+
+
+def _labelled(label: str, value: str) -> Text:
+    return Text.assemble((f"{label}: ", "bold"), value)

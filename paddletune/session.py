@@ -1,0 +1,318 @@
+"""The profiling session: run a training script exactly as `python SCRIPT ARGS` would, with the
+probes subscribed, and leave a readable profile however the script ends.
+
+`run(options)` returns an `Outcome`: the script's exit status as Python would have set it, how
+it ended, and the profile path. The CLI renders the report and exits with that status (an
+interrupted job re-raises SIGINT, as Python does). Nothing here prints except the script's
+own traceback (printed as Python would print it) and one-line warnings.
+"""
+
+import os
+import runpy
+import signal
+import sys
+import threading
+import time
+import traceback
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import List, Optional
+
+from . import profile as prof
+from .env import collect_env
+from .probes.base import Clock
+from .probes.nvml import NvmlProbe
+from .probes.ops import OpsProbe
+from .probes.step import StepProbe
+from .probes.system import SystemProbe
+
+
+class SessionError(Exception):
+    """The session cannot start (bad script, bad output path): nothing was run."""
+
+
+class StepLimitReached(BaseException):
+    """Raised inside Executor.run after the --steps-th training step: stops the job cleanly.
+    A BaseException, so the script's own `except Exception` does not swallow it."""
+
+
+class Terminated(BaseException):
+    """SIGTERM arrived: unwind the script so the profile is finished, then exit 143."""
+
+
+@dataclass
+class Options:
+    target: str  # script path, or module name with module=True
+    args: List[str] = field(default_factory=list)
+    module: bool = False
+    out: Optional[str] = None
+    steps: Optional[int] = None
+    warmup: Optional[int] = None
+    ops: bool = False
+    interval_s: float = 0.5
+    fluid_compat: bool = False
+    check_nan: bool = False
+    stdout_to_stderr: bool = False  # keep stdout clean for --json
+
+
+@dataclass
+class Outcome:
+    status: int  # the exit status `python SCRIPT` would have had
+    reason: str  # returned | exit | exception | interrupted | terminated | step_limit
+    path: Path
+    message: Optional[str] = None
+
+
+def prepare(options: Options) -> Path:
+    """Check the target and the output path before anything runs; SessionError if bad."""
+    if options.module:
+        if not options.target or options.target.startswith("-"):
+            raise SessionError(f"-m needs a module name, got {options.target!r}")
+    else:
+        _check_script(Path(options.target))
+    path = Path(options.out) if options.out else prof.default_path(
+        options.target.rsplit(".", 1)[-1] if options.module else options.target)
+    path = path.resolve()  # a script that chdir()s still writes here
+    if path.is_dir():
+        raise SessionError(f"--out {path} is a directory; give a file name such as "
+                           f"{path / 'run.jsonl'}")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise SessionError(f"cannot create the output directory {path.parent}: "
+                           f"{err.strerror or err}") from None
+    if not os.access(path.parent, os.W_OK):
+        raise SessionError(f"cannot write the profile: {path.parent} is not writable; pass "
+                           f"--out with a writable location")
+    return path
+
+
+def _check_script(script: Path):
+    if not script.exists():
+        raise SessionError(f"can't open file '{script}': no such file")
+    if script.is_dir():
+        raise SessionError(f"'{script}' is a directory; give the training script (.py)")
+    try:
+        with open(script, "rb") as f:
+            head = f.read(4096)
+    except OSError as err:
+        raise SessionError(f"can't open file '{script}': {err.strerror or err}") from None
+    if b"\0" in head:
+        raise SessionError(f"'{script}' is not a Python script (it looks binary)")
+
+
+def run(options: Options, path: Optional[Path] = None) -> Outcome:
+    """Profile the target. The profile at the returned path is complete and readable."""
+    path = path or prepare(options)
+    import runtime  # noqa: F401  (FLAGS are read from the environment here)
+    clock, t0_unix = Clock(), time.time()
+    try:
+        writer = prof.ProfileWriter(path)
+    except OSError as err:
+        raise SessionError(f"cannot write the profile {path}: {err.strerror or err}") from None
+    session = _Session(options, writer, clock)
+    writer.submit(prof.header_record(_command(options), _options_record(options),
+                                     collect_env(), t0_unix))
+    with session.probes_running():
+        status, reason, message = session.execute()
+    outcome = Outcome(status, reason, path, message)
+    session.finish(outcome)
+    return outcome
+
+
+class _Session:
+    def __init__(self, options, writer, clock):
+        self.options, self.writer, self.clock = options, writer, clock
+        sink = writer.submit
+        self.probes = [StepProbe(sink, clock)]
+        if options.ops:
+            self.probes.append(OpsProbe(sink, clock))
+        self.probes += [SystemProbe(sink, clock, options.interval_s),
+                        NvmlProbe(sink, clock, options.interval_s)]
+        self.n_train_steps = 0
+
+    def event(self, kind, **fields):
+        self.writer.submit({"type": "event", "t": self.clock.now(), "kind": kind, **fields})
+
+    @contextmanager
+    def probes_running(self):
+        from runtime import events
+        subs = []
+        for probe in self.probes:
+            probe.start()
+            if not probe.available:
+                self.event("probe_unavailable", probe=probe.name, message=probe.reason)
+        subs.append(events.subscribe("nan_inf", self._on_nan_inf))
+        subs.append(events.subscribe("step_end", self._count_step))  # last: after the probes
+        try:
+            with _flags_for(self.options):
+                yield
+        finally:
+            for sub in subs:
+                sub.close()
+            for probe in self.probes:
+                probe.stop()
+
+    def _on_nan_inf(self, details):
+        self.event("nan_inf", **details, message=f"op {details['op_type']} "
+                   f"(#{details['op_index']}) produced {details['n_nan']} NaN and "
+                   f"{details['n_inf']} Inf in {details['output']!r} at step {details['step']}")
+
+    def _count_step(self, record):
+        if record.is_startup:
+            return
+        self.n_train_steps += 1
+        limit = self.options.steps
+        if limit is not None and self.n_train_steps >= limit:
+            raise StepLimitReached(limit)
+
+    def execute(self):
+        """Run the target like Python; returns (status, reason, message)."""
+        with _as_main(self.options), _sigterm_raises():
+            try:
+                _run_target(self.options)
+                return 0, "returned", None
+            except SystemExit as exc:
+                return _exit_status(exc)
+            except StepLimitReached as exc:
+                self.event("step_limit", steps=exc.args[0],
+                           message=f"stopped after {exc.args[0]} training steps (--steps)")
+                return 0, "step_limit", None
+            except Terminated:
+                return 143, "terminated", "terminated by SIGTERM"
+            except KeyboardInterrupt:
+                _print_script_traceback(*sys.exc_info())
+                return 130, "interrupted", "interrupted (Ctrl-C)"
+            except BaseException as exc:  # the script's own error: print it as Python would
+                _print_script_traceback(*sys.exc_info())
+                self.event("error", exception=type(exc).__name__,
+                           message=_first_line(exc), where=_where(exc.__traceback__))
+                return 1, "exception", f"{type(exc).__name__}: {_first_line(exc)}"
+
+    def finish(self, outcome: Outcome):
+        """Write the exit event and the summary; a second Ctrl-C from here kills at once."""
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, signal.SIG_DFL)
+        self.event("exit", status=outcome.status, reason=outcome.reason,
+                   message=outcome.message, train_steps=self.n_train_steps)
+        self.writer.flush()
+        if not self.writer.failed:
+            try:
+                from .summary import summarize
+                self.writer.submit(summarize(prof.load(outcome.path)))
+            except prof.ProfileError as err:
+                print(f"paddletune: warning: could not summarise {outcome.path}: {err}",
+                      file=sys.stderr)
+        self.writer.close()
+
+
+def _run_target(options):
+    if options.module:
+        runpy.run_module(options.target, run_name="__main__", alter_sys=True)
+    else:
+        runpy.run_path(options.target, run_name="__main__")
+
+
+@contextmanager
+def _as_main(options):
+    """sys.argv and sys.path[0] as `python SCRIPT ARGS` / `python -m MODULE ARGS` set them."""
+    saved_argv, saved_path0 = sys.argv[:], sys.path[0] if sys.path else None
+    saved_stdout = sys.stdout
+    if options.module:
+        sys.argv = [options.target] + list(options.args)  # run_module puts the file path here
+        path0 = os.getcwd()
+    else:
+        sys.argv = [options.target] + list(options.args)
+        path0 = str(Path(options.target).resolve().parent)
+    if sys.path:
+        sys.path[0] = path0
+    else:
+        sys.path.append(path0)
+    if options.stdout_to_stderr:
+        sys.stdout = sys.stderr
+    try:
+        yield
+    finally:
+        sys.stdout = saved_stdout
+        sys.argv = saved_argv
+        if saved_path0 is not None and sys.path:
+            sys.path[0] = saved_path0
+
+
+@contextmanager
+def _sigterm_raises():
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        raise Terminated()
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+@contextmanager
+def _flags_for(options):
+    import runtime
+    if options.fluid_compat:
+        runtime.compat.install()
+    previous = runtime.get_flags(["FLAGS_check_nan_inf"])
+    if options.check_nan:
+        runtime.set_flags({"FLAGS_check_nan_inf": True})
+    try:
+        yield
+    finally:
+        runtime.set_flags(previous)
+
+
+def _exit_status(exc: SystemExit):
+    """Python's rules: None -> 0, int -> itself, anything else printed to stderr -> 1."""
+    code = exc.code
+    if code is None:
+        return 0, "exit", None
+    if isinstance(code, int):
+        return code, "exit", f"sys.exit({code})"
+    print(code, file=sys.stderr)
+    return 1, "exit", str(code)
+
+
+def _print_script_traceback(etype, value, tb):
+    """The traceback Python would print: without runpy's and paddletune's own frames."""
+    internal = {os.path.abspath(runpy.__file__), os.path.abspath(__file__)}
+
+    def ours(filename):
+        return filename.startswith("<frozen runpy") or os.path.abspath(filename) in internal
+
+    while tb is not None and ours(tb.tb_frame.f_code.co_filename):
+        tb = tb.tb_next
+    traceback.print_exception(etype, value, tb)
+    sys.stderr.flush()
+
+
+def _first_line(exc):
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else ""
+
+
+def _where(tb):
+    """'file:line in function' of the innermost frame."""
+    last = traceback.extract_tb(tb)[-1:] if tb is not None else []
+    return f"{last[0].filename}:{last[0].lineno} in {last[0].name}" if last else None
+
+
+def _command(options):
+    return {"argv": [options.target] + list(options.args), "module": options.module,
+            "script": None if options.module else str(Path(options.target).resolve()),
+            "cwd": os.getcwd(), "python": sys.executable}
+
+
+def _options_record(options):
+    record = asdict(options)
+    for key in ("target", "args", "module", "stdout_to_stderr"):
+        record.pop(key)
+    return record

@@ -1,0 +1,216 @@
+"""The Chrome trace exporter: structure, nesting, counters, strict JSON."""
+
+import json
+import math
+
+import pytest
+
+from paddletune.export import json_safe, to_chrome_trace, write_chrome_trace
+from paddletune.export import chrome
+from paddletune.profile import load
+from profiles import (make_profile, nvml_samples, ops_records_in_steps, step_records,
+                      system_samples)
+
+OPS = [("mul", 0.004), ("elementwise_add", 0.001), ("relu", 0.0005)]
+
+
+@pytest.fixture
+def profile(tmp_path):
+    steps = step_records(n_steps=6, gap_s=0.002)
+    extra = [*ops_records_in_steps(steps, OPS), *system_samples(n=3),
+             *nvml_samples(n=2, gpus=(0, 1)),
+             {"type": "event", "t": 0.12, "kind": "nan_inf", "message": "op mul produced NaN"},
+             {"type": "event", "t": 0.13, "kind": "error", "exception": "ValueError",
+              "message": "bad"}]
+    return load(make_profile(tmp_path / "p.jsonl", steps=steps, extra=extra,
+                             command={"argv": ["examples/mlp.py", "--epochs", "1"],
+                                      "script": "/abs/examples/mlp.py"}))
+
+
+def events(trace, ph=None, tid=None):
+    return [e for e in trace["traceEvents"]
+            if (ph is None or e["ph"] == ph) and (tid is None or e["tid"] == tid)]
+
+
+def thread_ids(trace):
+    return {e["args"]["name"]: e["tid"] for e in events(trace, "M")
+            if e["name"] == "thread_name"}
+
+
+def test_top_level_and_every_event_has_the_required_fields(profile):
+    trace = to_chrome_trace(profile)
+    assert trace["displayTimeUnit"] == "ms"
+    assert trace["otherData"]["profile"] == profile.path
+    assert trace["otherData"]["t0_unix"] == profile.header["t0_unix"]
+    for e in trace["traceEvents"]:
+        assert {"ph", "ts", "pid", "tid", "name"} <= set(e), e
+        assert e["ts"] >= 0
+        if e["ph"] == "X":
+            assert e["dur"] >= 0
+
+
+def test_metadata_names_the_process_and_rows(profile):
+    trace = to_chrome_trace(profile)
+    meta = events(trace, "M")
+    names = {(e["name"], e["args"].get("name")) for e in meta}
+    assert ("process_name", "paddletune: mlp.py") in names
+    assert list(thread_ids(trace)) == ["steps", "outside runtime", "ops", "events"]
+    sort = {e["tid"]: e["args"]["sort_index"] for e in meta if e["name"] == "thread_sort_index"}
+    assert sort == {tid: tid for tid in thread_ids(trace).values()}
+
+
+def test_steps_are_complete_events_in_microseconds(profile):
+    trace = to_chrome_trace(profile)
+    tids = thread_ids(trace)
+    steps = [e for e in events(trace, "X", tids["steps"]) if e["cat"] in ("step", "startup")]
+    assert [e["name"] for e in steps] == ["step 0 (program 0)"] + [
+        f"step {i} (program 1)" for i in range(6)]
+    first = steps[1]
+    record = profile.steps[1]
+    assert first["ts"] == pytest.approx(record["t"] * 1e6)
+    assert first["dur"] == pytest.approx(record["wall_s"] * 1e6)
+    assert first["args"]["wall_ms"] == pytest.approx(50.0)
+    assert first["args"]["feed_ms"] == pytest.approx(0.5)
+    assert first["args"]["batch_size"] == 64 and first["args"]["startup"] is False
+    assert steps[0]["args"]["startup"] is True and steps[0]["cat"] == "startup"
+
+
+def test_segments_nest_inside_their_step(profile):
+    trace = to_chrome_trace(profile)
+    row = events(trace, "X", thread_ids(trace)["steps"])
+    steps = [e for e in row if e["cat"] != "segment"]
+    for step in steps:
+        inside = [e for e in row if e["cat"] == "segment"
+                  and step["ts"] <= e["ts"] and e["ts"] + e["dur"] <= step["ts"] + step["dur"]]
+        expected = ["compute"] if step["cat"] == "startup" else ["feed", "compute", "fetch"]
+        assert [e["name"] for e in inside] == expected
+        assert all(a["ts"] + a["dur"] <= b["ts"] + 1e-6 for a, b in zip(inside, inside[1:]))
+    assert len(row) == len(steps) + 1 + 3 * (len(steps) - 1)
+
+
+def test_segments_are_clipped_to_a_step_shorter_than_its_parts(tmp_path):
+    steps = step_records(n_steps=2)
+    steps[1]["compute_s"] = steps[1]["wall_s"] * 2  # measured parts exceed the wall time
+    trace = to_chrome_trace(load(make_profile(tmp_path / "p.jsonl", steps=steps)))
+    row = events(trace, "X", thread_ids(trace)["steps"])
+    step = next(e for e in row if e["name"] == "step 0 (program 1)")
+    end = step["ts"] + step["dur"]
+    segments = [e for e in row if e["cat"] == "segment" and e["ts"] >= step["ts"]
+                and e["ts"] < end]
+    assert [e["name"] for e in segments] == ["feed", "compute"]
+    assert segments[-1]["ts"] + segments[-1]["dur"] == pytest.approx(end)
+
+
+def test_outside_runtime_gaps_end_where_the_next_step_starts(profile):
+    trace = to_chrome_trace(profile)
+    gaps = events(trace, "X", thread_ids(trace)["outside runtime"])
+    steps = {e["args"].get("before_step"): e for e in gaps}
+    assert len(gaps) == 6 and set(steps) == set(range(6))
+    records = [s for s in profile.steps if not s["startup"]]
+    for record in records:
+        gap = steps[record["step"]]
+        assert gap["ts"] + gap["dur"] == pytest.approx(record["t"] * 1e6)
+        assert gap["dur"] == pytest.approx(2000.0)
+
+
+def test_ops_row(profile):
+    trace = to_chrome_trace(profile)
+    ops = events(trace, "X", thread_ids(trace)["ops"])
+    assert len(ops) == 6 * len(OPS)
+    assert [e["name"] for e in ops[:3]] == ["mul", "elementwise_add", "relu"]
+    assert ops[1]["args"] == {"index": 1, "program": 1, "step": 0}
+    assert ops[1]["dur"] == pytest.approx(1000.0)
+
+
+def test_events_are_instants(profile):
+    trace = to_chrome_trace(profile)
+    instants = events(trace, "i")
+    assert [e["name"] for e in instants] == ["nan_inf", "error: ValueError",
+                                             "exit 0 (returned)"]
+    assert all(e["s"] == "t" and e["tid"] == thread_ids(trace)["events"] for e in instants)
+    assert instants[0]["ts"] == pytest.approx(120000.0)
+    assert instants[0]["args"]["message"] == "op mul produced NaN"
+
+
+def test_counters_from_samples(profile):
+    trace = to_chrome_trace(profile)
+    counters = events(trace, "C")
+    by_name = {}
+    for e in counters:
+        by_name.setdefault(e["name"], []).append(e)
+    assert set(by_name) == {"CPU % (process)", "RSS MiB", "threads", "GPU 0 util %",
+                            "GPU 1 util %", "GPU 0 memory MiB", "GPU 1 memory MiB"}
+    assert [e["args"] for e in by_name["RSS MiB"]] == [{"rss": 200.0}, {"rss": 201.0},
+                                                        {"rss": 202.0}]
+    assert by_name["GPU 1 util %"][0]["args"] == {"util": 81.0}
+    assert by_name["GPU 0 memory MiB"][1]["args"] == {"used": 3072.0, "this process": 1024.0}
+    assert [e["ts"] for e in by_name["threads"]] == pytest.approx([1e5, 2e5, 3e5])
+
+
+def test_a_new_probe_is_one_counter_entry(profile, monkeypatch):
+    rows = ({"type": "sample", "probe": "reader", "t": 0.2, "queue_size": 3},)
+    monkeypatch.setitem(profile.samples, "reader", rows)
+    monkeypatch.setattr(chrome, "COUNTERS", chrome.COUNTERS + (
+        chrome.Counter("reader", "reader queue", (("batches", "queue_size", 1.0),)),))
+    queue = [e for e in events(to_chrome_trace(profile), "C") if e["name"] == "reader queue"]
+    assert queue == [{"ph": "C", "name": "reader queue", "ts": 200000.0,
+                      "pid": queue[0]["pid"], "tid": 0, "args": {"batches": 3.0}}]
+
+
+def test_nan_values_give_strict_json(tmp_path):
+    nan = float("nan")
+    steps = step_records(n_steps=4)
+    steps[2]["wall_s"], steps[3]["feed_s"], steps[3]["t"] = nan, float("inf"), nan  # steps 1, 2
+    extra = [*system_samples(n=2, cpu_percent=nan),
+             {"type": "event", "t": 0.2, "kind": "nan_inf", "loss": nan, "message": "loss"}]
+    profile = load(make_profile(tmp_path / "p.jsonl", steps=steps, extra=extra))
+    trace = to_chrome_trace(profile)
+    text = json.dumps(trace, allow_nan=False)
+    assert "NaN" not in text and "Infinity" not in text
+    assert not [e for e in events(trace) if e["name"] == "step 2 (program 1)"]  # no time
+    broken = next(e for e in events(trace, "X") if e["name"] == "step 1 (program 1)")
+    assert broken["dur"] == 0.0 and broken["args"]["wall_ms"] is None
+    nan_event = next(e for e in events(trace, "i") if e["name"] == "nan_inf")
+    assert nan_event["args"]["loss"] is None
+    assert not [e for e in events(trace, "C") if e["name"] == "CPU % (process)"]
+
+
+def test_write_and_read_back(profile, tmp_path):
+    out = write_chrome_trace(profile, tmp_path / "trace.json")
+    assert out == tmp_path / "trace.json"
+    with open(out, encoding="utf-8") as f:
+        assert json.load(f) == json.loads(json.dumps(to_chrome_trace(profile)))
+
+
+def test_empty_profile_still_has_a_named_process(tmp_path):
+    profile = load(make_profile(tmp_path / "p.jsonl", steps=[], exit_reason=None,
+                                summary=False))
+    trace = to_chrome_trace(profile)
+    assert [e["name"] for e in trace["traceEvents"]] == ["process_name", "process_sort_index"]
+    json.dumps(trace, allow_nan=False)
+
+
+def test_json_safe():
+    value = {"a": [1.0, float("nan"), (float("-inf"), 2)], "b": {"c": float("inf")}, "d": "x"}
+    assert json_safe(value) == {"a": [1.0, None, [None, 2]], "b": {"c": None}, "d": "x"}
+    assert not math.isnan(json_safe(0.5))
+
+
+def partial_overlaps(trace):
+    """Pairs of X events on one row that overlap without nesting (viewers mis-draw them)."""
+    bad, rows = [], {}
+    for e in events(trace, "X"):
+        rows.setdefault((e["pid"], e["tid"]), []).append(e)
+    for row in rows.values():
+        open_ends = []  # ends of the enclosing events, innermost last
+        for e in sorted(row, key=lambda e: (e["ts"], -e["dur"])):
+            while open_ends and open_ends[-1] <= e["ts"] + 1e-6:
+                open_ends.pop()
+            if open_ends and e["ts"] + e["dur"] > open_ends[-1] + 1e-6:
+                bad.append(e)
+            open_ends.append(e["ts"] + e["dur"])
+    return bad
+
+
+def test_rows_nest_properly(profile):
+    assert partial_overlaps(to_chrome_trace(profile)) == []

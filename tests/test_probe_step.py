@@ -1,0 +1,84 @@
+"""The step and ops probes: records from the runtime's events (gap per executor, program
+description, per-step op grouping, overhead bookkeeping), on fake events and on real runs."""
+
+import numpy as np
+
+import runtime as fluid
+from paddletune.probes.base import Clock
+from paddletune.probes.ops import OpsProbe
+from paddletune.probes.step import StepProbe
+from runtime import events
+
+
+def fake_step(executor, step, t_begin, t_end, startup=False, program=1):
+    return events.StepRecord(executor, program, step, t_begin, t_end, 0.001, t_end - t_begin
+                             - 0.002, 0.001, None if startup else 16, 5, 64, 4, ("loss",),
+                             "CPUPlace", startup)
+
+
+def test_gap_is_per_executor_and_none_at_first():
+    sink, clock = [], Clock(t0=100.0)
+    probe = StepProbe(sink.append, clock).start()
+    events.step_end.emit(fake_step(1, 0, 100.0, 100.010))
+    events.step_end.emit(fake_step(2, 0, 100.011, 100.020))
+    events.step_end.emit(fake_step(1, 1, 100.030, 100.040))
+    record = probe.stop()
+    steps = [r for r in sink if r["type"] == "step"]
+    assert [s["gap_s"] for s in steps] == [None, None, pytest_approx(0.020)]
+    assert steps[0]["t"] == 0.0 and steps[2]["wall_s"] == pytest_approx(0.010)
+    assert steps[0]["fetch"] == ["loss"] and steps[0]["batch_size"] == 16
+    assert record["name"] == "step" and record["overhead_s"] > 0 and record["in_step"]
+    assert record["result"] == {"steps": 3}
+    events.step_end.emit(fake_step(1, 2, 100.05, 100.06))  # stopped: no longer listening
+    assert len([r for r in sink if r["type"] == "step"]) == 3
+
+
+def pytest_approx(x):
+    import pytest
+    return pytest.approx(x)
+
+
+def tiny_program():
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x = fluid.data("x", [None, 3])
+        loss = fluid.layers.mean(fluid.layers.fc(x, 2, act="relu"))
+        fluid.optimizer.SGD(0.1).minimize(loss)
+    return main, startup, loss
+
+
+def test_real_runs_give_steps_programs_and_ops():
+    sink, clock = [], Clock()
+    main, startup, loss = tiny_program()
+    exe = fluid.Executor(fluid.CPUPlace())
+    probes = [StepProbe(sink.append, clock).start(), OpsProbe(sink.append, clock).start()]
+    with fluid.scope_guard(fluid.Scope()):
+        exe.run(startup)
+        for _ in range(3):
+            exe.run(main, feed={"x": np.ones((4, 3), "float32")}, fetch_list=[loss])
+    results = [p.stop() for p in probes]
+    steps = [r for r in sink if r["type"] == "step"]
+    assert [s["startup"] for s in steps] == [True, False, False, False]
+    assert [s["batch_size"] for s in steps[1:]] == [4, 4, 4]
+    programs = [r for r in sink if r["type"] == "program"]
+    assert {p["program"] for p in programs} == {main._uid, startup._uid}
+    main_ops = next(p for p in programs if p["program"] == main._uid)["ops"]
+    assert [o["type"] for o in main_ops][:3] == ["mul", "elementwise_add", "relu"]
+    assert main_ops[0]["inputs"]["X"] == ["x"]
+    ops = [r for r in sink if r["type"] == "ops" and r["program"] == main._uid]
+    assert [r["step"] for r in ops] == [0, 1, 2]
+    n_ops = len(main.global_block().ops)
+    assert all(len(r["ops"]) == n_ops for r in ops)
+    assert all(dur >= 0 for r in ops for _, _, _, dur in r["ops"])
+    assert results[1]["result"]["op_types"] >= 5 and results[1]["overhead_s"] > 0
+    assert set(probes[1].snapshot()) >= {"mul", "sgd"}
+
+
+def test_ops_of_a_step_cut_short_are_kept():
+    sink = []
+    probe = OpsProbe(sink.append, Clock(t0=0.0)).start()
+    events.op_end.emit(events.OpRecord(1, 0, 0, "mul", 0, 1.0, 1.5))
+    events.op_end.emit(events.OpRecord(1, 0, 1, "log", 0, 1.5, 1.6))
+    probe.stop()
+    (record,) = [r for r in sink if r["type"] == "ops"]
+    assert record["ops"] == [[0, "mul", 1.0, 0.5], [1, "log", 1.5, pytest_approx(0.1)]]

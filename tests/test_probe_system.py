@@ -1,0 +1,157 @@
+"""The system probe: real psutil sampling, the fields and their units, None where the OS is silent."""
+
+import time
+from collections import namedtuple
+
+import psutil
+
+from paddletune.probes import system
+from paddletune.probes.base import Clock, SamplingProbe
+from paddletune.probes.system import SystemProbe
+
+FIELDS = {"cpu_percent", "cpu_total_percent", "per_core_percent", "rss_bytes", "threads",
+          "ctx_switches_per_s", "ctx_involuntary_per_s", "load1", "steal_percent",
+          "iowait_percent", "mem_available_bytes", "blas_threads"}
+RATES = {"cpu_percent", "cpu_total_percent", "per_core_percent", "ctx_switches_per_s",
+         "ctx_involuntary_per_s", "steal_percent", "iowait_percent"}
+
+# cpu_times() as macOS reports it: no iowait, steal or guest fields
+MacTimes = namedtuple("MacTimes", "user nice system idle")
+
+
+def _probe(interval_s=0.05):
+    records = []
+    return SystemProbe(records.append, Clock(), interval_s=interval_s), records
+
+
+def _busy(cpu_s, max_wall_s=2.0):
+    """Burn `cpu_s` of this process's CPU time (capped in wall time on a crowded machine)."""
+    start_cpu, end_wall = time.process_time(), time.perf_counter() + max_wall_s
+    while time.process_time() - start_cpu < cpu_s and time.perf_counter() < end_wall:
+        sum(range(1000))
+
+
+def test_real_sampling_in_the_background():
+    probe, records = _probe()
+    probe.start()
+    _busy(0.3)
+    result = probe.stop()
+    samples = [r for r in records if r["type"] == "sample"]
+    assert len(samples) >= 2
+    assert all(r["probe"] == "system" and FIELDS <= set(r) for r in samples)
+    assert [r["t"] for r in samples] == sorted(r["t"] for r in samples)
+    assert all(r["rss_bytes"] > 0 and r["threads"] >= 2 for r in samples)  # main + sampler
+    assert records[-1] is result and result["type"] == "probe"
+    assert result["name"] == "system" and result["available"] and result["reason"] is None
+    assert 0 < result["overhead_s"] < 0.25
+    assert result["result"]["samples"] == len(samples)
+    assert probe.snapshot() == {k: v for k, v in samples[-1].items()
+                                if k not in ("type", "probe", "t")}
+
+
+def test_first_sample_has_no_rates_and_later_ones_do():
+    probe, _ = _probe()
+    first = probe.sample()
+    assert set(first) == FIELDS
+    assert all(first[k] is None for k in RATES)
+    assert first["rss_bytes"] > 0 and first["mem_available_bytes"] > 0
+    _busy(0.06)  # several clock ticks of CPU time, so /proc has moved
+    second = probe.sample()
+    assert second["cpu_percent"] > 0
+    assert 0 <= second["cpu_total_percent"] <= 100
+    assert len(second["per_core_percent"]) == psutil.cpu_count()
+    assert second["ctx_switches_per_s"] >= second["ctx_involuntary_per_s"] >= 0
+
+
+def test_blas_threads_and_load_come_from_their_sources(monkeypatch):
+    monkeypatch.setattr(system.blas, "get_blas_threads", lambda: 7)
+    monkeypatch.setattr(system.os, "getloadavg", lambda: (1.5, 1.0, 0.5), raising=False)
+    fields = _probe()[0].sample()
+    assert fields["blas_threads"] == 7 and fields["load1"] == 1.5
+
+
+def test_cpu_times_without_steal_or_iowait_read_none(monkeypatch):
+    times = iter([MacTimes(10.0, 0.0, 5.0, 85.0), MacTimes(15.0, 0.0, 5.0, 90.0)])
+    monkeypatch.setattr(psutil, "cpu_times", lambda percpu=False: next(times) if not percpu
+                        else [MacTimes(1.0, 0.0, 1.0, 1.0)])
+    probe, _ = _probe()
+    probe.sample()
+    fields = probe.sample()
+    assert fields["steal_percent"] is None and fields["iowait_percent"] is None
+    assert fields["cpu_total_percent"] == 50.0  # 5 s busy of 10 s
+    assert fields["per_core_percent"] == [None]  # no tick passed on the core
+
+
+def test_steal_and_iowait_are_shares_of_all_cpu_time():
+    T = namedtuple("T", "user nice system idle iowait irq softirq steal guest guest_nice")
+    before = T(100, 0, 0, 100, 0, 0, 0, 0, 50, 0)  # guest time is inside user: not counted twice
+    after = T(130, 0, 0, 150, 10, 0, 0, 10, 60, 0)
+    assert system.field_percent(before, after, "steal") == 10.0
+    assert system.field_percent(before, after, "iowait") == 10.0
+    assert system.busy_percent(before, after) == 40.0  # user + steal; iowait counts as idle
+    assert system.busy_percent(after, after) is None  # no tick: nothing measured
+
+
+def test_failing_os_calls_become_none(monkeypatch):
+    def fail(*_args, **_kwargs):
+        raise psutil.AccessDenied(pid=1)
+
+    for name in ("cpu_times", "virtual_memory"):
+        monkeypatch.setattr(psutil, name, fail)
+    for name in ("cpu_times", "num_ctx_switches", "memory_info", "num_threads"):
+        monkeypatch.setattr(psutil.Process, name, fail)
+    monkeypatch.setattr(system.os, "getloadavg", fail, raising=False)
+    monkeypatch.setattr(system.blas, "get_blas_threads", fail)
+    probe, _ = _probe()
+    probe.sample()
+    fields = probe.sample()
+    assert set(fields) == FIELDS
+    assert all(v is None for v in fields.values())
+
+
+def test_no_process_handle_still_samples_the_machine(monkeypatch):
+    def no_process():
+        raise psutil.NoSuchProcess(pid=1)
+
+    monkeypatch.setattr(psutil, "Process", no_process)
+    probe, _ = _probe()
+    probe.sample()
+    fields = probe.sample()
+    assert fields["rss_bytes"] is None and fields["cpu_percent"] is None
+    assert fields["mem_available_bytes"] > 0
+
+
+class Broken(SamplingProbe):
+    name = "broken"
+
+    def sample(self):
+        raise RuntimeError("sensor fell off")
+
+
+def test_a_failing_sampler_marks_itself_unavailable_and_stops_quietly():
+    records = []
+    probe = Broken(records.append, Clock(), interval_s=0.01).start()
+    probe._thread.join(timeout=2)
+    assert not probe._thread.is_alive()
+    result = probe.stop()
+    assert result["available"] is False
+    assert result["reason"] == "sampling failed: sensor fell off"
+    assert [r["type"] for r in records] == ["probe"]
+
+
+def test_sample_is_cheap():
+    probe, _ = _probe()
+    probe.sample()
+    times_s = []
+    for _ in range(20):
+        t0 = time.perf_counter()
+        probe.sample()
+        times_s.append(time.perf_counter() - t0)
+    assert sorted(times_s)[10] < 0.02  # typically ~0.15 ms; generous for loaded CI machines
+
+
+def test_stop_right_after_start_still_has_a_sample():
+    probe, records = _probe(interval_s=0.5)
+    probe.start()
+    probe.stop()
+    assert sum(r["type"] == "sample" for r in records) >= 1

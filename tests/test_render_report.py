@@ -1,0 +1,220 @@
+"""The report view: exact text from a fixed-width, colourless console, and summary_json."""
+
+import json
+
+import pytest
+from rich.console import Console
+
+from paddletune.profile import load, write_records
+from paddletune.render.report import bar, command_line, render_report, summary_json
+from profiles import (make_profile, nvml_samples, ops_records_in_steps, step_records,
+                      system_samples)
+
+OPS = [("mul", 0.004), ("elementwise_add", 0.001), ("relu", 0.0005), ("mul_grad", 0.003)]
+ENV_4_CORES = {"cpu": {"model": "Test CPU", "logical_cores": 8, "physical_cores": 4,
+                       "usable_cores": 4}}
+
+
+def render(path, width=100, **kwargs):
+    console = Console(width=width, record=True, force_terminal=False, color_system=None)
+    render_report(load(path), console, **kwargs)
+    return [line.rstrip() for line in console.export_text().splitlines()]
+
+
+def when(path):
+    created = load(path).header["created"]  # local time of the test machine
+    return created[:10] + " " + created[11:19]
+
+
+def test_compute_bound_report(tmp_path):
+    path = make_profile(tmp_path / "p.jsonl", steps=step_records(feed_s=0.0001))
+    lines = render(path)
+    assert lines[:2] == ["paddletune report · train.py",
+                         f"{when(path)} · ran 550 ms · exit 0 (returned)"]
+    assert lines[3:5] == ["Verdict: Compute-bound: 1.0% of each 10.00 ms step waits for input "
+                          "(0.00 ms outside the runtime +",
+                          "0.10 ms feeding), 97.0% computes."]
+    assert lines[6:11] == [
+        "Steps: 40 measured · 1 warm-up excluded · 39 steady (program 1)",
+        "step time (ms)    mean     p50     p90     max   CV",
+        "───────────────────────────────────────────────────",
+        "Executor.run     10.00   10.00   10.00   10.00   0%",
+        "loop iteration   10.00   10.00   10.00   10.00   0%"]
+    assert "Throughput: 100.0 steps/s · 6,400 samples/s (batch size 64)" in lines
+    i = lines.index("outside the runtime    0.00     0.0%")
+    assert lines[i - 2].split() == ["Time", "per", "step", "ms", "share"]
+    assert lines[i + 1:i + 5] == ["feed                   0.10     1.0%   ▎",
+                                  "compute                9.70    97.0%   " + "█" * 23 + "▎",
+                                  "fetch                  0.20     2.0%   ▌",
+                                  "loop iteration        10.00   100.0%"]
+    assert "No training steps observed" not in "\n".join(lines)
+
+
+def test_input_bound_report_shows_the_time_outside_the_runtime(tmp_path):
+    path = make_profile(tmp_path / "p.jsonl", steps=step_records(gap_s=0.010))
+    text = "\n".join(render(path, width=200))
+    assert ("Verdict: Highly input-bound: 52.5% of each 20.00 ms step waits for input "
+            "(10.00 ms outside the runtime + 0.50 ms feeding), 46.5% computes.") in text
+    assert "outside the runtime   10.00    50.0%   ████████████\n" in text
+    assert "loop iteration   20.00   20.00   20.00   20.00   0%" in text
+    assert "Throughput: 50.0 steps/s · 3,200 samples/s (batch size 64)" in text
+
+
+@pytest.mark.parametrize("steps, why", [
+    ([], "the script never called Executor.run."),
+    (step_records(n_steps=0), "the script only ran startup programs (1 run of program 0)."),
+])
+def test_no_training_steps_is_said_plainly(tmp_path, steps, why):
+    path = make_profile(tmp_path / "p.jsonl", steps=steps)
+    text = " ".join(render(path, width=200))
+    assert "Verdict: Too few steps to tell: no training steps observed." in text
+    assert f"No training steps observed: {why}" in text
+    assert "Steps:" not in text and "Time per step" not in text
+
+
+def test_killed_profile_is_flagged(tmp_path):
+    path = make_profile(tmp_path / "p.jsonl", exit_reason=None, summary=False)
+    lines = render(path)
+    assert lines[1] == f"{when(path)} · ran 540 ms · no exit record"
+    assert lines[2] == ("Incomplete profile: the job was killed or the profiler crashed (no "
+                        "exit record; no summary record);")
+    assert "Steps: 40 measured · 1 warm-up excluded · 39 steady (program 1)" in lines
+
+
+def test_truncated_last_line_is_flagged(tmp_path):
+    path = make_profile(tmp_path / "p.jsonl", exit_reason=None, summary=False)
+    with open(path, "a", encoding="utf-8") as f:
+        f.write('{"type": "step", "t": 0.5, "wal')
+    text = " ".join(render(path, width=200))
+    assert "(no exit record; no summary record; the last line was cut off)" in text
+
+
+def test_nonzero_exit_is_shown_with_its_message(tmp_path):
+    path = make_profile(tmp_path / "p.jsonl", exit_status=1, exit_reason="exception")
+    assert render(path)[1] == f"{when(path)} · ran 550 ms · exit 1 (exception)"
+    events = [{"type": "event", "t": 0.2, "kind": "error", "exception": "ValueError",
+               "message": "bad shape"}]
+    path = make_profile(tmp_path / "q.jsonl", extra=events, exit_status=1,
+                        exit_reason="exception")
+    old = '"reason":"exception","message":null'  # in the exit event and the summary's "exit"
+    assert path.read_text().count(old) == 2
+    path.write_text(path.read_text().replace(
+        old, '"reason":"exception","message":"ValueError: bad shape"'))
+    lines = render(path)
+    assert lines[1].endswith("exit 1 (exception): ValueError: bad shape")
+    assert "Events: error at 200 ms: bad shape" in lines
+
+
+def test_ops_and_system_samples(tmp_path):
+    steps = step_records(feed_s=0.0001)
+    extra = [*ops_records_in_steps(steps, OPS), *system_samples(steal_percent=2.0),
+             {"type": "probe", "name": "step", "available": True, "reason": None,
+              "overhead_s": 0.001, "in_step": True, "result": {}},
+             {"type": "probe", "name": "system", "available": True, "reason": None,
+              "overhead_s": 0.002, "in_step": False, "result": {}}]
+    path = make_profile(tmp_path / "p.jsonl", steps=steps, extra=extra, env=ENV_4_CORES)
+    lines = render(path, top_ops=2)
+    i = lines.index("Op types (top 2 by time, 39 steady steps)")
+    assert lines[i + 1:i + 5] == ["type       total ms   calls   mean µs   share",
+                                  "─" * 45,
+                                  "mul          156.00      39   4,000.0   47.1%",
+                                  "mul_grad     117.00      39   3,000.0   35.3%"]
+    assert lines[i + 5] == ""
+    assert lines[i + 6] == "Single ops"
+    assert lines[i + 9:i + 11] == ["#0 mul          156.00      39   4,000.0   47.1%",
+                                   "#3 mul_grad     117.00      39   3,000.0   35.3%"]
+    j = lines.index("System")
+    assert lines[j + 1:j + 8] == [
+        "CPU (process)  mean 97% · peak 99% of 400% (4 usable cores)",
+        "CPU (machine)  mean 50% · peak 50%",
+        "memory         peak RSS 204.0 MiB · 8.0 GiB available",
+        "threads        peak 4 · BLAS threads 1",
+        "load (1 min)   mean 1.00 · peak 1.00",
+        "CPU steal      mean 2.0% · peak 2.0% (time taken by other VMs)",
+        "GPU            N/A — no NVIDIA driver"]
+    assert ("Probe overhead (share of step time): step 0.26% · system 0.51% (background)"
+            in lines)
+
+
+def test_gpu_rows_one_per_device(tmp_path):
+    path = make_profile(tmp_path / "p.jsonl", extra=nvml_samples(gpus=(0, 1)))
+    lines = render(path, width=120)
+    assert ("GPU 0          util mean 80% · peak 80% · memory peak 4.0 GiB of 16.0 GiB · "
+            "this process 1.0 GiB · peak 250 W, 70 °C") in lines
+    assert any(line.startswith("GPU 1          util mean 81% · peak 81%") for line in lines)
+    assert not any(line.startswith("GPU   ") for line in lines)
+
+
+def test_hint_names_the_profile(tmp_path):
+    path = make_profile(tmp_path / "p.jsonl")
+    lines = render(path, width=200)
+    assert lines[-2:] == [f"Next: paddletune advise {path} for recommendations",
+                          f"      paddletune export {path} --format chrome for a timeline "
+                          f"(Perfetto)"]
+
+
+@pytest.mark.parametrize("width", [80, 120])
+def test_fits_the_width(tmp_path, width):
+    steps = step_records()
+    extra = [*ops_records_in_steps(steps, OPS), *system_samples(), *nvml_samples(gpus=(0, 1))]
+    path = make_profile(tmp_path / "p.jsonl", steps=steps, extra=extra, env=ENV_4_CORES)
+    lines = render(path, width=width)
+    assert max(len(line) for line in lines) <= width
+    assert sum(line.startswith("Verdict: ") for line in lines) == 1
+
+
+def test_verdict_is_coloured_by_kind(tmp_path):
+    path = make_profile(tmp_path / "p.jsonl", steps=step_records(gap_s=0.010))
+    console = Console(width=100, record=True, force_terminal=True, color_system="standard")
+    render_report(load(path), console)
+    assert "\x1b[1;31mHighly input-bound" in console.export_text(styles=True)
+
+
+def test_old_or_partial_summary_does_not_crash(tmp_path):
+    path = make_profile(tmp_path / "p.jsonl", summary=False)
+    with open(path, "a", encoding="utf-8") as f:  # a summary from an older writer
+        f.write(json.dumps({"type": "summary", "n_steps": 3, "verdict": None, "exit": None,
+                            "step_s": None, "throughput": {"steps_per_s": None},
+                            "breakdown_s": {"feed": None}, "shares": None,
+                            "ops": {"by_type": [{"type": "mul"}]},
+                            "samples": {"system": {}}, "overhead": {"x": {}}}) + "\n")
+    text = "\n".join(render(path))
+    assert "Verdict: unknown (the profile has no summary figures)." in text
+    assert "Steps: 3 measured · 0 warm-up excluded · 0 steady\n" in text
+    assert "Executor.run        —     —     —     —    —" in text
+    assert "mul           —       —         —       —" in text
+    assert "Single ops" not in text and "Probe overhead" not in text
+
+
+def test_summary_json_is_strict_sorted_and_complete(tmp_path):
+    steps = step_records()
+    steps[5]["wall_s"] = float("nan")
+    path = make_profile(tmp_path / "p.jsonl", steps=steps)
+    profile = load(path)
+    text = summary_json(profile)
+    data = json.loads(text)
+    assert list(data) == sorted(data)
+    assert set(data) == set(profile.summary)
+    assert data["n_steps"] == 39  # the step with a NaN time is skipped, not averaged in
+    assert abs(data["step_s"]["mean"] - 0.010) < 1e-12 and "NaN" not in text
+    object.__setattr__(profile, "summary", {**profile.summary, "odd": float("nan")})
+    assert json.loads(summary_json(profile))["odd"] is None
+    clean = load(make_profile(tmp_path / "q.jsonl"))
+    assert json.loads(summary_json(clean)) == json.loads(json.dumps(clean.summary))
+
+
+def test_bar_and_command_line():
+    assert bar(1.0, width=4) == "████"
+    assert bar(0.5 + 1 / 16, width=4) == "██▎"
+    assert bar(0.0) == bar(None) == bar(float("nan")) == ""
+    assert command_line({"argv": ["train.py", "--lr", "0.1 0.2"]}) == "train.py --lr '0.1 0.2'"
+    assert command_line({"argv": ["pkg.train"], "module": True}) == "-m pkg.train"
+    assert command_line(None) == "?"
+
+
+def test_a_bare_header_renders(tmp_path):
+    path = write_records(tmp_path / "p.jsonl", [{"type": "header", "schema": 1}])
+    lines = render(path)
+    assert lines[:2] == ["paddletune report · ?", "unknown time · ran 0 ms · no exit record"]
+    assert "No training steps observed: the script never called Executor.run." in " ".join(lines)
+    assert "GPU            N/A — no NVML samples recorded" in lines
