@@ -7,7 +7,9 @@ A profile is one `.jsonl` file. Every line is one JSON object with a "type":
   step     one Executor.run: {"t", "program", "executor", "step", "wall_s", "feed_s",
            "compute_s", "fetch_s", "gap_s" (time since the previous step of the same executor
            ended: the loop's time outside the runtime; null for the first), "batch_size",
-           "n_ops", "feed_bytes", "fetch_bytes", "fetch" and "feed" (names), "startup", "place"}
+           "feed_bytes", "fetch_bytes", and "n_ops", "fetch" and "feed" (names), "startup",
+           "place" -- these five only when they differ from the previous step of the same
+           executor and program; load() fills them in}
   ops      per-op timings of one step (with --ops): {"program", "step", "ops": [[index, type,
            t, dur_s], ...]}
   program  a compiled program's ops: {"t", "program", "compile_s", "ops": [{"type", "role",
@@ -57,6 +59,7 @@ class ProfileWriter:
         self._pending: List[dict] = []
         self._lock = threading.Lock()  # serialises the file, not the producers
         self._interval = flush_interval_s
+        self._last_flush = time.monotonic()
         self._stop = threading.Event()
         self._warn = warn or (lambda msg: print(f"paddletune: warning: {msg}", file=sys.stderr))
         self.failed: Optional[str] = None
@@ -65,12 +68,21 @@ class ProfileWriter:
         self._thread.start()
 
     def submit(self, record: dict):
-        """Queue one record (cheap: a list append)."""
-        self._pending.append(record)
+        """Queue one record (cheap: a list append).
+
+        Every 64 records it checks that the flusher thread kept up: a training loop that
+        drops and retakes the GIL very often (NumPy's random generators do) can starve
+        other threads for seconds, so then the records are written from here.
+        """
+        pending = self._pending
+        pending.append(record)
+        if not len(pending) & 63 and time.monotonic() - self._last_flush > 2 * self._interval:
+            self.flush()
 
     def flush(self):
         """Write every queued record now."""
         with self._lock:
+            self._last_flush = time.monotonic()
             batch, self._pending = self._pending, []
             if not batch or self.failed or self._file is None:
                 return
@@ -213,10 +225,13 @@ def _assemble(path, records, truncated) -> Profile:
                            f"this version reads up to {SCHEMA_VERSION}): upgrade paddletune "
                            f"(pip install -U paddletune) to read it")
     parts = {"step": [], "ops": [], "event": []}
+    sticky = {}  # (executor, program) -> the rarely-changing step fields last seen
     programs, samples, probes, summary = {}, {}, {}, None
     for r in records[1:]:
         kind = r["type"]
-        if kind in parts:
+        if kind == "step":
+            parts[kind].append(_fill_step(r, sticky))
+        elif kind in parts:
             parts[kind].append(r)
         elif kind == "program":
             programs.setdefault(r.get("program"), r)
@@ -234,6 +249,21 @@ def _assemble(path, records, truncated) -> Profile:
         from .summary import summarize  # here: summary imports this module
         object.__setattr__(profile, "summary", summarize(profile))
     return profile
+
+
+STEP_STICKY = {"n_ops": None, "fetch": [], "feed": [], "startup": False, "place": None}
+
+
+def _fill_step(record, sticky):
+    """A step record with the fields the writer left out (unchanged) filled in."""
+    key = (record.get("executor"), record.get("program"))
+    known = sticky.setdefault(key, dict(STEP_STICKY))
+    for name in STEP_STICKY:
+        if name in record:
+            known[name] = record[name]
+        else:
+            record[name] = known[name]
+    return record
 
 
 def write_records(path, records):

@@ -5,6 +5,7 @@ import numpy as np
 
 import runtime as fluid
 from paddletune.probes.base import Clock
+from paddletune.profile import STEP_STICKY, _fill_step
 from paddletune.probes.ops import OpsProbe
 from paddletune.probes.step import StepProbe
 from runtime import events
@@ -57,8 +58,12 @@ def test_real_runs_give_steps_programs_and_ops():
         for _ in range(3):
             exe.run(main, feed={"x": np.ones((4, 3), "float32")}, fetch_list=[loss])
     results = [p.stop() for p in probes]
-    steps = [r for r in sink if r["type"] == "step"]
+    written = [r for r in sink if r["type"] == "step"]
+    assert [set(STEP_STICKY) <= set(r) for r in written] == [True, True, False, False]
+    sticky = {}
+    steps = [_fill_step(dict(r), sticky) for r in written]  # what load() gives
     assert [s["startup"] for s in steps] == [True, False, False, False]
+    assert [s["feed"] for s in steps] == [[], ["x"], ["x"], ["x"]]
     assert [s["batch_size"] for s in steps[1:]] == [4, 4, 4]
     programs = [r for r in sink if r["type"] == "program"]
     assert {p["program"] for p in programs} == {main._uid, startup._uid}

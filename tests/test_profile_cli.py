@@ -309,3 +309,13 @@ def test_report_of_a_corrupt_profile_names_the_line(tmp_path):
                           capture_output=True, text=True, timeout=TIMEOUT_S)
     assert proc.returncode == 1
     assert f"{bad}:3: corrupt profile record" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_sigkill_leaves_a_profile_readable_to_its_last_full_line(tmp_path):
+    proc = _start_endless(tmp_path)
+    time.sleep(2.5)  # flushes happen every 0.5 s (at most 1 s late when starved)
+    proc.kill()
+    proc.communicate(timeout=TIMEOUT_S)
+    prof = load(tmp_path / "p.jsonl")
+    assert not prof.complete and prof.summary["n_steps"] >= 20
+    assert prof.summary["exit"]["reason"] == "unknown"

@@ -21,6 +21,7 @@ class StepProbe(Probe):
         super().__init__(sink, clock)
         self._last_end = {}  # executor id -> perf time its last run ended
         self._seen_programs = set()
+        self._sticky = {}  # (executor, program) -> the rarely-changing fields last written
         self._subs = []
         self.n_steps = 0  # training (non-startup) steps
         self.last = None
@@ -43,15 +44,28 @@ class StepProbe(Probe):
         if not r.is_startup:
             self.n_steps += 1
         self.last = record = {
-            "type": "step", "t": r.t_begin - self.clock.t0, "program": r.program_id,
-            "executor": r.executor_id, "step": r.step, "wall_s": r.t_end - r.t_begin,
-            "feed_s": r.feed_s, "compute_s": r.compute_s, "fetch_s": r.fetch_s, "gap_s": gap,
-            "batch_size": r.batch_size, "n_ops": r.n_ops, "feed_bytes": r.feed_bytes,
-            "fetch_bytes": r.fetch_bytes, "fetch": list(r.fetch_names),
-            "feed": list(r.feed_names),
-            "startup": r.is_startup, "place": r.place}
+            "type": "step", "t": _ns(r.t_begin - self.clock.t0), "program": r.program_id,
+            "executor": r.executor_id, "step": r.step, "wall_s": _ns(r.t_end - r.t_begin),
+            "feed_s": _ns(r.feed_s), "compute_s": _ns(r.compute_s), "fetch_s": _ns(r.fetch_s),
+            "gap_s": None if gap is None else _ns(gap), "batch_size": r.batch_size,
+            "feed_bytes": r.feed_bytes, "fetch_bytes": r.fetch_bytes}
+        self._add_changed(record, r)
         self.sink(record)
         self.overhead_s += time.perf_counter() - t0
+
+    def _add_changed(self, record, r):
+        """The fields that rarely change, only when they differ from this executor and
+        program's previous step (load() carries them forward): keeps fast loops' profiles
+        small."""
+        fields = {"n_ops": r.n_ops, "fetch": list(r.fetch_names), "feed": list(r.feed_names),
+                  "startup": r.is_startup, "place": r.place}
+        key = (r.executor_id, r.program_id)
+        previous = self._sticky.get(key)
+        if previous != fields:
+            self._sticky[key] = fields
+            record.update(fields if previous is None else
+                          {k: v for k, v in fields.items() if previous[k] != v})
+        self.last = {**record, **fields}
 
     def _on_compile(self, r):
         t0 = time.perf_counter()
@@ -71,3 +85,8 @@ def describe_ops(program):
              "inputs": {k: list(v) for k, v in op.inputs.items()},
              "outputs": {k: list(v) for k, v in op.outputs.items()}}
             for op in program.global_block().ops]
+
+
+def _ns(seconds):
+    """Seconds rounded to the nanosecond: the clock's resolution, and a shorter JSON number."""
+    return round(seconds, 9)
