@@ -154,12 +154,20 @@ def time_steps(model, xs, ys, steps):
     return time.perf_counter() - t0
 
 
+# An untimed pause before each contender's run, so that the previous one's worker threads
+# (OpenMP/BLAS pools spin-wait for a while after their last task) are idle again.
+SETTLE_S = 0.2
+
+
 def interleaved(models, xs, ys, steps, rounds, warmup):
     for m in models:
         time_steps(m, xs, ys, warmup)
     times = {m.name: [] for m in models}
-    for _ in range(rounds):
-        for m in models:
+    for r in range(rounds):
+        # rotate the order: each contender follows each other equally often (a contender's
+        # thread pool, e.g. torch's OpenMP workers, can still spin when the next one starts)
+        for m in models[r % len(models):] + models[:r % len(models)]:
+            time.sleep(SETTLE_S)
             times[m.name].append(time_steps(m, xs, ys, steps) / steps)
     return {k: statistics.median(v) for k, v in times.items()}
 
