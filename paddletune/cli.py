@@ -153,16 +153,17 @@ def _after_profile(outcome, quiet, as_json):
     """Report, then leave as the script would have: its status, or death by SIGINT."""
     from .profile import ProfileError, load
     from .render import report as report_view
-    try:
-        loaded = load(outcome.path)
-    except ProfileError as err:
-        typer.echo(f"paddletune: warning: {err}", err=True)
-        loaded = None
+    loaded = None
+    if outcome.write_error is None:  # else the writer already warned; the job's status stands
+        try:
+            loaded = load(outcome.path)
+        except ProfileError as err:
+            typer.echo(f"paddletune: warning: {err}", err=True)
     if loaded is not None and as_json:
         typer.echo(report_view.summary_json(loaded))
     elif loaded is not None and not quiet:
         report_view.render_report(loaded, _console(stderr=True))
-    if not quiet:
+    if not quiet and outcome.write_error is None:
         typer.echo(f"paddletune: profile written to {outcome.path}", err=True)
     if outcome.reason == "interrupted":
         import os

@@ -182,6 +182,8 @@ def load(path) -> Profile:
     path = Path(path)
     if path.is_dir():
         raise ProfileError(f"{path} is a directory, not a profile (.jsonl file)")
+    if path.exists() and not path.is_file():
+        raise ProfileError(f"{path} is not a regular file (a device or pipe), not a profile")
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:

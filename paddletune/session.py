@@ -62,6 +62,7 @@ class Outcome:
     reason: str  # returned | exit | exception | interrupted | terminated | step_limit
     path: Path
     message: Optional[str] = None
+    write_error: Optional[str] = None  # the profile could not be written (disk full, ...)
 
 
 def prepare(options: Options) -> Path:
@@ -82,8 +83,9 @@ def prepare(options: Options) -> Path:
     except OSError as err:
         raise SessionError(f"cannot create the output directory {path.parent}: "
                            f"{err.strerror or err}") from None
-    if not os.access(path.parent, os.W_OK):
-        raise SessionError(f"cannot write the profile: {path.parent} is not writable; pass "
+    target = path if path.exists() else path.parent
+    if not os.access(target, os.W_OK):
+        raise SessionError(f"cannot write the profile: {target} is not writable; pass "
                            f"--out with a writable location")
     return path
 
@@ -118,6 +120,7 @@ def run(options: Options, path: Optional[Path] = None) -> Outcome:
         status, reason, message = session.execute()
     outcome = Outcome(status, reason, path, message)
     session.finish(outcome)
+    outcome.write_error = writer.failed
     return outcome
 
 

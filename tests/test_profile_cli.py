@@ -319,3 +319,20 @@ def test_sigkill_leaves_a_profile_readable_to_its_last_full_line(tmp_path):
     prof = load(tmp_path / "p.jsonl")
     assert not prof.complete and prof.summary["n_steps"] >= 20
     assert prof.summary["exit"]["reason"] == "unknown"
+
+
+@pytest.mark.skipif(not os.access("/dev/full", os.W_OK), reason="needs a writable /dev/full")
+@pytest.mark.parametrize("tail, status", [("", 0), ("sys.exit(4)\n", 4)])
+def test_disk_full_warns_once_and_keeps_the_result(tmp_path, tail, status):
+    script = write_script(tmp_path, f"train(10)\nprint('done')\n{tail}")
+    proc = profile(tmp_path, "--out", "/dev/full", str(script))
+    assert proc.returncode == status
+    assert proc.stdout == "done\n"
+    assert proc.stderr.count("No space left on device") == 1, proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def test_load_refuses_a_device(tmp_path):
+    from paddletune.profile import ProfileError
+    with pytest.raises(ProfileError, match="not a regular file"):
+        load("/dev/null")
