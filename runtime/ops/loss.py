@@ -50,6 +50,16 @@ def _infer_loss(ic, x_slot, label_slot):
     return loss_shape
 
 
+def _plain_labels(label, n_classes, ignore_index):
+    """True when every hard label is a class index in [0, n_classes) and none can equal
+    ignore_index (which then lies outside that range): no masking or checking needed."""
+    if label.size == 0 or label.dtype.kind not in "iu":
+        return False
+    if ignore_index is not None and 0 <= ignore_index < n_classes:
+        return False
+    return int(label.min()) >= 0 and int(label.max()) < n_classes
+
+
 def _pick(xp, values, label, axis):
     """values[..., label, ...] along axis (label has size 1 on that axis)."""
     if values.ndim == 2 and axis in (-1, 1):  # the common [batch, classes] case, 5x faster
@@ -135,7 +145,10 @@ def _swce(ctx, ins, attrs):
         loss = (label * (log_total - shifted)).sum(axis=axis, keepdims=True)
         return {"Softmax": softmax, "Loss": loss.astype(logits.dtype, copy=False)}
     ignore = attrs["ignore_index"]
-    _check_labels(xp, label, logits.shape[axis], ignore, "softmax_with_cross_entropy")
+    n_classes = logits.shape[axis]
+    if _plain_labels(label, n_classes, ignore):  # the common case: two reductions, no masks
+        return {"Softmax": softmax, "Loss": log_total - _pick(xp, shifted, label, axis)}
+    _check_labels(xp, label, n_classes, ignore, "softmax_with_cross_entropy")
     ignored = label == ignore
     has_ignored = bool(ignored.any())
     safe = xp.where(ignored, 0, label) if has_ignored else label
@@ -153,13 +166,14 @@ def _swce_grad(ctx, ins, attrs):
     if attrs["soft_label"]:
         return {"Logits@GRAD": (softmax - label) * dloss}
     ignore = attrs["ignore_index"]
-    ignored = label == ignore
-    safe = xp.where(ignored, 0, label).astype(np.int64, copy=False)
+    plain = _plain_labels(label, softmax.shape[axis], ignore)
+    ignored = None if plain else label == ignore
+    safe = label if plain else xp.where(ignored, 0, label).astype(np.int64, copy=False)
     grad = ctx.reuse("Logits@GRAD", softmax, softmax.shape, softmax.dtype)
     grad = softmax.copy() if grad is None else grad
     picked = _pick(xp, grad, safe, axis)
     _put(xp, grad, safe, picked - 1, axis)
     grad *= dloss
-    if ignored.any():
+    if not plain and ignored.any():
         grad *= ~ignored
     return {"Logits@GRAD": grad}
