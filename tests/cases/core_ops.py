@@ -133,6 +133,9 @@ case("softmax_with_cross_entropy", {"Logits": logits, "Label": soft},
      attrs={"soft_label": True}, reference=_swce_ref, name="soft")
 case("softmax_with_cross_entropy", {"Logits": logits, "Label": np.array([[0], [-100], [2], [1]])},
      reference=_swce_ref, name="ignore")
+# an ignore_index that is also a valid class: those rows must still be ignored
+case("softmax_with_cross_entropy", {"Logits": logits, "Label": labels},
+     attrs={"ignore_index": 3}, reference=_swce_ref, name="ignore_a_class")
 case("softmax_with_cross_entropy",
      {"Logits": np.array([[1000.0, 0.0, -1000.0]]), "Label": np.array([[2]])},
      reference=lambda i, a: {"Loss": np.array([[2000.0]])}, check_grad=False, name="stable")
