@@ -25,6 +25,7 @@ class StepProbe(Probe):
         self._subs = []
         self.n_steps = 0  # training (non-startup) steps
         self.last = None
+        self._last_fields = {}
 
     def _start(self):
         self._subs = [events.subscribe("step_end", self._on_step),
@@ -65,7 +66,7 @@ class StepProbe(Probe):
             self._sticky[key] = fields
             record.update(fields if previous is None else
                           {k: v for k, v in fields.items() if previous[k] != v})
-        self.last = {**record, **fields}
+        self._last_fields = fields
 
     def _on_compile(self, r):
         t0 = time.perf_counter()
@@ -76,7 +77,8 @@ class StepProbe(Probe):
         self.overhead_s += time.perf_counter() - t0
 
     def snapshot(self):
-        return {"steps": self.n_steps, "last": self.last}
+        last = None if self.last is None else {**self.last, **self._last_fields}
+        return {"steps": self.n_steps, "last": last}
 
 
 def describe_ops(program):
