@@ -87,3 +87,14 @@ def test_ops_of_a_step_cut_short_are_kept():
     probe.stop()
     (record,) = [r for r in sink if r["type"] == "ops"]
     assert record["ops"] == [[0, "mul", 1.0, 0.5], [1, "log", 1.5, pytest_approx(0.1)]]
+
+
+def test_step_snapshot_has_the_full_last_step():
+    probe = StepProbe([].append, Clock(t0=100.0)).start()
+    assert probe.snapshot() == {"steps": 0, "last": None}
+    events.step_end.emit(fake_step(1, 0, 100.0, 100.010))
+    events.step_end.emit(fake_step(1, 1, 100.020, 100.030))  # sticky fields not re-sent
+    snap = probe.snapshot()
+    probe.stop()
+    assert snap["steps"] == 2 and snap["last"]["step"] == 1
+    assert snap["last"]["fetch"] == ["loss"] and snap["last"]["place"] == "CPUPlace"
