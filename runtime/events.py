@@ -10,7 +10,10 @@ Events and their payloads:
   op_end(OpRecord)                 one op ran (only emitted while someone subscribes)
   compile(CompileRecord)           a program was compiled into a kernel plan
   nan_inf(dict)                    FLAGS_check_nan_inf found NaN/Inf (op, inputs, step, counts)
-Later parts of the runtime add reader, allocator and scope events on the same pattern.
+  reader_state(ReaderState)        a DataLoader pass started, ended, was reset or failed
+  reader_push(ReaderPush)          a batch entered a DataLoader's queue (producer thread)
+  reader_pop(ReaderPop)            the consumer took a batch (or peeked at it in speed-test mode)
+Later parts of the runtime add allocator and scope events on the same pattern.
 """
 
 import warnings
@@ -59,6 +62,9 @@ step_end = channel("step_end")
 op_end = channel("op_end")
 compile = channel("compile")  # noqa: A001  (the event's name)
 nan_inf = channel("nan_inf")  # FLAGS_check_nan_inf caught one: a dict of NanInfError's details
+reader_state = channel("reader_state")
+reader_push = channel("reader_push")
+reader_pop = channel("reader_pop")
 
 
 class Subscription:
@@ -116,6 +122,7 @@ class StepRecord:
     place: str
     is_startup: bool  # the program only initialises persistables (no feed, no reads)
     feed_names: Tuple[str, ...] = ()  # the variables fed, in the feed dict's order
+    read_s: float = 0.0  # waiting for a non-iterable DataLoader's next batch (inside run)
 
     @property
     def wall_s(self):
@@ -144,3 +151,50 @@ class CompileRecord:
     op_types: Tuple[str, ...]
     compile_s: float
     program: Any = None  # the Program compiled (read its ops; never mutate it)
+
+
+@dataclass
+class ReaderState:
+    """A DataLoader pass changed state. `what`: start | end | reset | error. `config` (on
+    start): capacity, iterable, use_double_buffer, num_workers (0: a thread), source kind,
+    batch_size, feed names, places, drop_last, use_shared_memory, name."""
+
+    loader_id: int
+    pass_no: int
+    t: float
+    what: str
+    config: Optional[dict] = None
+    detail: str = ""
+    batches: int = 0  # batches pushed in this pass so far
+
+
+@dataclass
+class ReaderPush:
+    """One batch entered the queue. Emitted on the producer thread."""
+
+    loader_id: int
+    pass_no: int
+    index: int  # the batch's position in the pass
+    worker: int  # -1: the loader's thread; else the worker process's id
+    t: float  # when the push completed
+    produce_s: float  # generating and converting the batch
+    put_wait_s: float  # blocked on a full queue
+    size: int  # queue size after the push
+    capacity: int
+    nbytes: int
+    shapes: Tuple[Tuple[int, ...], ...]  # one shape per feed variable
+
+
+@dataclass
+class ReaderPop:
+    """The consumer took the batch at the head of the queue. Emitted on the consumer thread."""
+
+    loader_id: int
+    pass_no: int
+    index: int
+    t: float  # when the pop completed
+    wait_s: float  # blocked on an empty queue
+    size: int  # queue size before the pop (0: the consumer had to wait)
+    capacity: int
+    speed_test: bool  # peeked without popping (FLAGS_reader_queue_speed_test_mode)
+    copy_s: float = 0.0  # moving the batch to the place on the consumer (no double buffer)

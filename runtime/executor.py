@@ -62,6 +62,10 @@ class Executor:
         feed = _normalize_feed(feed)
         fetch_names = _fetch_names(fetch_list)
         t_begin = _perf()
+        read_s = 0.0
+        if program._py_readers:
+            feed = _read_batches(program._py_readers, feed)
+            read_s = _perf() - t_begin
         plan = self._plan(program, feed, fetch_names)
         step = self._steps.get(plan, 0)
         self._steps[plan] = step + 1
@@ -87,10 +91,10 @@ class Executor:
         if events.step_end.subs:
             t_end = _perf()
             events.step_end.emit(events.StepRecord(
-                self._id, program._uid, step, t_begin, t_end, t_feed - t_begin,
+                self._id, program._uid, step, t_begin, t_end, t_feed - t_begin - read_s,
                 t_compute - t_feed, t_end - t_compute, _batch_size(plan, env), len(plan.steps),
                 feed_bytes, sum(_nbytes(r) for r in results), plan.fetch_names, repr(self.place),
-                plan.is_startup, tuple(feed)))
+                plan.is_startup, tuple(feed), read_s))
         return results
 
     # --- compile ---------------------------------------------------------------------------
@@ -199,6 +203,15 @@ def _normalize_feed(feed):
     if not isinstance(feed, dict):
         raise FeedError(f"feed must be a dict {{name: array}}, got {type(feed).__name__}")
     return {(k.name if isinstance(k, Variable) else k): v for k, v in feed.items()}
+
+
+def _read_batches(readers, feed):
+    """The feed with the next batch of each non-iterable DataLoader of the program whose
+    variables the caller did not feed (raises fluid.core.EOFException at a pass's end)."""
+    for reader in readers:
+        if not all(name in feed for name in reader.feed_names):
+            feed = {**feed, **reader._executor_feed()}
+    return feed
 
 
 def _fetch_names(fetch_list):

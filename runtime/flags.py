@@ -237,7 +237,7 @@ _d("eager_delete_scope", bool, True, "Delete local scopes synchronously", **_lat
 _d("reader_queue_speed_test_mode", bool, False,
    "PROFILING ONLY: the executor reads the batch at the head of the reader queue without popping "
    "it, so data loading costs nothing and the no-data throughput ceiling shows. Turn off for "
-   "training", **_later)
+   "training")
 
 # --- execution -----------------------------------------------------------------------------
 _d("check_nan_inf", bool, False,

@@ -323,6 +323,7 @@ class Program:
         self._uid = next(_program_ids)
         self._current_role = OpRole.Forward
         self._is_test = False
+        self._py_readers = []  # non-iterable DataLoaders: Executor.run pops their batches
 
     def _bump(self):
         self._version += 1

@@ -50,6 +50,8 @@ class StepProbe(Probe):
             "feed_s": _ns(r.feed_s), "compute_s": _ns(r.compute_s), "fetch_s": _ns(r.fetch_s),
             "gap_s": None if gap is None else _ns(gap), "batch_size": r.batch_size,
             "feed_bytes": r.feed_bytes, "fetch_bytes": r.fetch_bytes}
+        if r.read_s:  # a non-iterable DataLoader's batch was awaited inside the run
+            record["read_s"] = _ns(r.read_s)
         self._add_changed(record, r)
         self.sink(record)
         self.overhead_s += time.perf_counter() - t0

@@ -1,0 +1,572 @@
+"""fluid.io.DataLoader.from_generator and fluid.io.PyReader: the asynchronous reader.
+
+A pass runs a producer (a thread, or `num_workers` worker processes) that turns the user's
+generator into batches, one array per feed variable, and pushes them into a bounded
+`BlockingQueue` of `capacity` batches; the consumer pops them:
+
+* iterable mode (`iterable=True`, the default): `for data in loader(): exe.run(feed=data)`.
+  `data` is a list with one `{name: LoDTensor}` dict per place (with `return_list=True`, the
+  arrays as a list per place; for one place just the list). The pass resets itself at its end.
+* non-iterable mode: `loader.start()`, then `exe.run(program)` pops a batch itself and raises
+  `fluid.core.EOFException` when the pass is over; catch it and call `loader.reset()`.
+
+`loader.queue.size()` shows how many batches wait at any time.
+
+Paddle 1.x semantics kept: capacity is required and counted in batches; `drop_last` (1.8)
+drops trailing batches that cannot fill every place; the order of batches is the generator's;
+FLAGS_reader_queue_speed_test_mode makes the consumer read the head batch without popping it
+(profiling only: the pass then never ends and trains on one batch over and over).
+
+Differences, deliberate and documented:
+* `places` may be omitted in iterable mode (Paddle required it): the batches stay host arrays
+  and the executor moves them to its place.
+* A failing generator (or worker) stops training at the next pop with the original exception
+  and its traceback, instead of a hang or a silently shorter pass; a dead worker process is
+  reported with its exit signal. `timeout=` (seconds) raises ReaderTimeout when no batch comes.
+* Every batch is checked against the feed variables on the producer side, so a wrong shape or
+  dtype names the variable and the batch index.
+* `num_workers=N` (or `use_multiprocess=True`, one worker) prepares batches in N processes
+  whose batches reach the trainer through shared memory, in the generator's order; see
+  `runtime.reader.workers` for how a generator shards itself with `fluid.io.get_worker_info()`.
+* An empty generator warns "the reader produced 0 batches" (it is nearly always a bug).
+* On a CPU place the double buffer has nothing to do (batches already are host arrays); on a
+  GPU place it copies the next batch to the device on a separate stream while a step runs.
+* Starting a new pass while an old one is unfinished (e.g. its loop was left by an exception)
+  resets the old one first; a non-iterable loader may be start()ed again after its pass ended
+  without an explicit reset().
+* PyReader's `decorate_*` names are aliases of DataLoader's `set_*` methods.
+"""
+
+import itertools
+import threading
+import time
+import warnings
+import weakref
+
+from .. import events
+from ..core import EOFException
+from ..data_feeder import DataFeeder
+from ..errors import EnforceNotMet, FeedError
+from ..flags import FLAGS
+from ..framework import Variable, default_main_program
+from ..place import CPUPlace, is_gpu
+from ..tensor import LoDTensor
+from .blocking_queue import BlockingQueue, QueueClosed
+
+__all__ = ["DataLoader", "PyReader", "GeneratorLoader", "ReaderTimeout", "live_loaders"]
+
+_perf = time.perf_counter
+_loader_ids = itertools.count()
+_LIVE = weakref.WeakSet()
+_JOIN_S = 2.0  # how long reset() waits for a producer thread still inside the user's generator
+
+
+class ReaderTimeout(EnforceNotMet, TimeoutError):
+    """No batch reached the consumer within the loader's `timeout`."""
+
+
+def live_loaders():
+    """The DataLoaders alive now (for probes sampling queue sizes)."""
+    return list(_LIVE)
+
+
+class _Batch:
+    __slots__ = ("arrays", "index", "worker", "produce_s", "nbytes")
+
+    def __init__(self, arrays, index, worker, produce_s):
+        self.arrays, self.index, self.worker, self.produce_s = arrays, index, worker, produce_s
+        self.nbytes = sum(getattr(a, "nbytes", 0) for a in arrays)
+
+
+class _Pass:
+    """One pass over the generator: its queue, producer and counters."""
+
+    def __init__(self, number, capacity):
+        self.number = number
+        self.queue = BlockingQueue(capacity)
+        self.stop = threading.Event()
+        self.thread = None
+        self.pool = None
+        self.device = None  # the GPU double-buffer stage, when there is one
+        self.popped = 0
+        self.over = False
+
+
+class GeneratorLoader:
+    """What `DataLoader.from_generator(...)` returns."""
+
+    def __init__(self, feed_list=None, capacity=None, use_double_buffer=True, iterable=True,
+                 return_list=False, use_multiprocess=False, drop_last=True, num_workers=None,
+                 timeout=0, use_shared_memory=True, name=None):
+        if not feed_list:
+            raise ValueError("DataLoader: feed_list is required: the fluid.data variables the "
+                             "batches feed, e.g. feed_list=[image, label]")
+        if capacity is None:
+            raise ValueError("DataLoader: capacity is required: how many batches the queue "
+                             "holds, e.g. capacity=64")
+        self._queue_capacity = _positive_int(capacity, "capacity")
+        program = default_main_program()
+        self._feed_vars = [_resolve(v, program) for v in feed_list]
+        self.feed_names = [v.name for v in self._feed_vars]
+        if num_workers is None:
+            num_workers = 1 if use_multiprocess else 0
+        self._num_workers = _positive_int(num_workers, "num_workers", allow_zero=True)
+        if timeout is None or isinstance(timeout, bool) or not timeout >= 0:
+            raise ValueError(f"DataLoader: timeout must be a number of seconds >= 0 (0: wait "
+                             f"forever), got {timeout!r}")
+        self._timeout = float(timeout)
+        self._use_double_buffer = bool(use_double_buffer)
+        self._iterable = bool(iterable)
+        self._return_list = bool(return_list)
+        self._drop_last = bool(drop_last)
+        self._use_shared_memory = bool(use_shared_memory)
+        self.id = next(_loader_ids)
+        self.name = name or f"DataLoader#{self.id}"
+        self._source = None  # (kind, reader, batch_size, drop_last)
+        self._places = [CPUPlace()]
+        self._pass = None
+        self._passes = 0
+        self._lock = threading.Lock()
+        if not self._iterable:
+            program._py_readers.append(self)
+        _LIVE.add(self)
+
+    # --- configuration ---------------------------------------------------------------------------
+    def set_sample_generator(self, reader, batch_size, drop_last=True, places=None):
+        """`reader()` yields one sample at a time (a tuple with one field per feed variable);
+        the loader groups `batch_size` of them into a batch (the last, shorter one is dropped
+        unless drop_last=False)."""
+        _check_reader(reader, "set_sample_generator")
+        batch_size = _positive_int(batch_size, "batch_size")
+        return self._set(("sample", reader, batch_size, bool(drop_last)), places)
+
+    def set_sample_list_generator(self, reader, places=None):
+        """`reader()` yields lists of samples (as `paddle.batch` makes them)."""
+        _check_reader(reader, "set_sample_list_generator")
+        return self._set(("sample_list", reader, None, False), places)
+
+    def set_batch_generator(self, reader, places=None):
+        """`reader()` yields whole batches: a list/tuple with one array per feed variable (or
+        a dict keyed by variable name)."""
+        _check_reader(reader, "set_batch_generator")
+        return self._set(("batch", reader, None, False), places)
+
+    def _set(self, source, places):
+        self._source = source
+        if places is not None:
+            self._places = _as_places(places)
+        return self
+
+    # --- the queue ---------------------------------------------------------------------------------
+    @property
+    def queue(self):
+        """The current pass's BlockingQueue (size(), capacity()); an empty closed one when no
+        pass has started."""
+        p = self._pass
+        if p is None:
+            q = BlockingQueue(self._queue_capacity)
+            q.close()
+            return q
+        return p.queue
+
+    @property
+    def capacity(self):
+        return self._queue_capacity
+
+    @property
+    def iterable(self):
+        return self._iterable
+
+    def config(self):
+        kind, _, batch_size, _ = self._source or (None, None, None, None)
+        return {"name": self.name, "capacity": self._queue_capacity,
+                "iterable": self._iterable, "use_double_buffer": self._use_double_buffer,
+                "num_workers": self._num_workers, "use_shared_memory": self._use_shared_memory,
+                "source": kind, "batch_size": batch_size, "feed": list(self.feed_names),
+                "places": [repr(p) for p in self._places], "drop_last": self._drop_last,
+                "timeout": self._timeout}
+
+    # --- iterable mode ---------------------------------------------------------------------------
+    def __call__(self):
+        if not self._iterable:
+            raise RuntimeError(f"{self.name} is not iterable (iterable=False): call "
+                               f"loader.start(), run exe.run(program) until it raises "
+                               f"fluid.core.EOFException, then loader.reset()")
+        return self._iterate()
+
+    def __iter__(self):
+        return self.__call__()
+
+    def _iterate(self):
+        p = self._begin()
+        places = len(self._places)
+        try:
+            while True:
+                group = []
+                for _ in range(places):
+                    batch = self._take(p)
+                    if batch is None:
+                        break
+                    group.append(batch)
+                if not group or (len(group) < places and self._drop_last):
+                    return
+                yield self._present(group)
+        finally:
+            self._end(p, "end" if p.over else "reset")
+
+    def _present(self, group):
+        if self._return_list:
+            lists = [list(b.arrays) for b in group]
+            return lists[0] if len(self._places) == 1 else lists
+        return [{name: _tensor(a) for name, a in zip(self.feed_names, b.arrays)}
+                for b in group]
+
+    # --- non-iterable mode -------------------------------------------------------------------------
+    def start(self):
+        if self._iterable:
+            raise RuntimeError(f"{self.name} is iterable: loop over it (`for data in "
+                               f"loader():`) instead of calling start()")
+        p = self._pass
+        if p is not None and not p.over:
+            raise RuntimeError(f"{self.name}: a pass is already running; call reset() before "
+                               f"start()")
+        self._begin()
+
+    def reset(self):
+        """Stop the current pass: the producer thread and worker processes exit, the queue
+        is emptied. Safe to call at any time, also mid-pass."""
+        p = self._pass
+        if p is not None:
+            self._end(p, "end" if p.over else "reset")
+
+    def _executor_feed(self):
+        """The next batch as a feed dict, for Executor.run (non-iterable mode)."""
+        p = self._pass
+        if p is None or (p.over and p.thread is None):
+            raise RuntimeError(f"{self.name} (non-iterable) was not started: call "
+                               f"loader.start() before exe.run, and again after each "
+                               f"reset()")
+        batch = self._take(p)
+        if batch is None:
+            self._end(p, "end")
+            raise EOFException(f"{self.name}: the pass is over (no more batches). Catch "
+                               f"fluid.core.EOFException, call loader.reset(), then "
+                               f"loader.start() for the next pass")
+        return dict(zip(self.feed_names, batch.arrays))
+
+    # --- pass life cycle ---------------------------------------------------------------------------
+    def _begin(self):
+        if self._source is None:
+            raise RuntimeError(f"{self.name} has no data source: call set_sample_generator, "
+                               f"set_sample_list_generator or set_batch_generator first")
+        with self._lock:
+            old = self._pass
+            if old is not None:
+                self._end(old, "end" if old.over else "reset")
+            self._passes += 1
+            p = self._pass = _Pass(self._passes, self._queue_capacity)
+        if events.reader_state.subs:
+            events.reader_state.emit(events.ReaderState(self.id, p.number, _perf(), "start",
+                                                        self.config()))
+        if self._num_workers:
+            from .workers import WorkerPool  # imported late: it pulls in multiprocessing
+            kind, reader, batch_size, drop_last = self._source
+            feed_vars = self._feed_vars
+            p.pool = WorkerPool(lambda info: _batches(kind, reader, batch_size, drop_last,
+                                                      feed_vars),
+                                self._num_workers, use_shared_memory=self._use_shared_memory,
+                                name=self.name)
+        p.thread = threading.Thread(target=self._produce, args=(p,), daemon=True,
+                                    name=f"{self.name}-producer")
+        p.thread.start()
+        if self._use_double_buffer and any(is_gpu(pl) for pl in self._places):
+            p.device = _DeviceStage(p.queue, self._places[0])
+        return p
+
+    def _end(self, p, how, detail=""):
+        """Finish pass `p`: stop its producer and workers and record how it ended."""
+        if p.thread is None:
+            return
+        p.stop.set()
+        p.queue.close(drop=True)
+        if p.device is not None:
+            p.device.close()
+        if p.pool is not None:
+            p.pool.close()
+        thread, p.thread = p.thread, None
+        if thread is not threading.current_thread():
+            thread.join(_JOIN_S)
+            if thread.is_alive():
+                warnings.warn(f"{self.name}: the reader thread is still inside your generator "
+                              f"after {_JOIN_S:.0f} s; it exits when the generator yields its "
+                              f"next item", RuntimeWarning, stacklevel=3)
+        p.over = True
+        if events.reader_state.subs:
+            events.reader_state.emit(events.ReaderState(self.id, p.number, _perf(), how,
+                                                        detail=detail, batches=p.popped))
+
+    def _produce(self, p):
+        """The producer thread: batches from the generator (or the worker pool) into the
+        queue, until the source ends, the pass is reset, or the source fails."""
+        emit = events.reader_push
+        index = 0
+        source = None
+        try:
+            if p.pool is not None:
+                source = iter(p.pool)
+            else:
+                kind, reader, batch_size, drop_last = self._source
+                source = iter(_batches(kind, reader, batch_size, drop_last, self._feed_vars))
+            while not p.stop.is_set():
+                t0 = _perf()
+                try:
+                    item = next(source)
+                except StopIteration:
+                    break
+                t1 = _perf()
+                if p.pool is not None:
+                    batch = _Batch(item.arrays, index, item.worker, item.produce_s)
+                else:
+                    batch = _Batch(item, index, -1, t1 - t0)
+                size = p.queue.push(batch)
+                if not size:
+                    return
+                if emit.subs:
+                    emit.emit(events.ReaderPush(
+                        self.id, p.number, index, batch.worker, _perf(), batch.produce_s,
+                        _perf() - t1, size, self._queue_capacity, batch.nbytes,
+                        tuple(tuple(getattr(a, "shape", ())) for a in batch.arrays)))
+                index += 1
+        except BaseException as err:  # noqa: B036  (handed to the consumer)
+            if not p.stop.is_set():
+                where = (f"a worker process of {self.name}" if p.pool is not None else
+                         f"the generator of {self.name} (reader thread)")
+                err.add_note(f"raised in {where} while preparing batch {index}")
+                p.queue.kill(err)
+            return
+        finally:
+            _close_source(source)
+        if index == 0 and not p.stop.is_set():
+            warnings.warn(f"{self.name}: the reader produced 0 batches in pass {p.number}: "
+                          f"is the generator empty (or did it return instead of yield)? ",
+                          RuntimeWarning, stacklevel=1)
+        p.queue.close()
+
+    def _take(self, p):
+        """The next batch of pass `p`, or None at the end of the pass; a failure of the
+        producer is raised here (and ends the pass)."""
+        speed_test = FLAGS.get("reader_queue_speed_test_mode")
+        source = p.device.queue if p.device is not None else p.queue
+        t0 = _perf()
+        try:
+            batch, size = source.pop(peek=speed_test and p.device is None,
+                                     timeout=self._timeout)
+            if p.device is not None:
+                size = p.queue.size()
+        except QueueClosed:
+            p.over = True
+            return None
+        except TimeoutError:
+            self._end(p, "error", f"timeout after {self._timeout:g} s")
+            raise ReaderTimeout(f"{self.name}: no batch arrived within timeout="
+                                f"{self._timeout:g} s ({p.popped} batches taken so far this "
+                                f"pass). The generator or a worker is stuck or too slow; raise "
+                                f"timeout= or make the reader faster") from None
+        except BaseException as err:
+            self._end(p, "error", f"{type(err).__name__}: {err}")
+            raise
+        t1 = _perf()
+        p.popped += 1
+        if events.reader_pop.subs:
+            events.reader_pop.emit(events.ReaderPop(
+                self.id, p.number, batch.index, t1, t1 - t0, size, self._queue_capacity,
+                bool(speed_test)))
+        return batch
+
+    def __del__(self):
+        p = self.__dict__.get("_pass")
+        if p is not None and p.thread is not None:
+            try:
+                self._end(p, "reset")
+            except Exception:  # interpreter shutdown: nothing more to do
+                pass
+
+    def __repr__(self):
+        mode = "iterable" if self._iterable else "non-iterable"
+        return f"<{type(self).__name__} {self.name!r} {mode}, {self.queue!r}>"
+
+
+class DataLoader:
+    """fluid.io.DataLoader: `DataLoader.from_generator(...)` builds a GeneratorLoader."""
+
+    @staticmethod
+    def from_generator(feed_list=None, capacity=None, use_double_buffer=True, iterable=True,
+                       return_list=False, use_multiprocess=False, drop_last=True,
+                       num_workers=None, timeout=0, use_shared_memory=True, name=None):
+        return GeneratorLoader(feed_list, capacity, use_double_buffer, iterable, return_list,
+                               use_multiprocess, drop_last, num_workers, timeout,
+                               use_shared_memory, name)
+
+
+class PyReader(GeneratorLoader):
+    """fluid.io.PyReader (Fluid 1.5): the same loader with the `decorate_*` method names."""
+
+    def __init__(self, feed_list=None, capacity=None, use_double_buffer=True, iterable=True,
+                 return_list=False):
+        super().__init__(feed_list, capacity, use_double_buffer, iterable, return_list)
+
+    def decorate_sample_generator(self, sample_generator, batch_size, drop_last=True,
+                                  places=None):
+        return self.set_sample_generator(sample_generator, batch_size, drop_last, places)
+
+    def decorate_sample_list_generator(self, reader, places=None):
+        return self.set_sample_list_generator(reader, places)
+
+    def decorate_batch_generator(self, reader, places=None):
+        return self.set_batch_generator(reader, places)
+
+    decorate_paddle_reader = decorate_sample_list_generator
+    decorate_tensor_provider = decorate_batch_generator
+
+
+# --- the GPU double buffer ------------------------------------------------------------------------
+class _DeviceStage:
+    """use_double_buffer on a GPU place: a thread that takes host batches from the queue,
+    copies them to the device on a non-blocking stream and keeps up to two ready."""
+
+    def __init__(self, host_queue, place):
+        from ..backend import cupy_status
+        self.cupy = cupy_status()[0]
+        self.device_id = getattr(place, "device_id", 0) or 0
+        self.host = host_queue
+        self.queue = BlockingQueue(2)
+        self.thread = threading.Thread(target=self._run, daemon=True, name="double-buffer")
+        self.thread.start()
+
+    def _run(self):
+        cupy = self.cupy
+        try:
+            with cupy.cuda.Device(self.device_id):
+                stream = cupy.cuda.Stream(non_blocking=True)
+                while True:
+                    try:
+                        batch, _ = self.host.pop(peek=FLAGS.get("reader_queue_speed_test_mode"))
+                    except QueueClosed:
+                        break
+                    with stream:
+                        arrays = [cupy.asarray(a) for a in batch.arrays]
+                    stream.synchronize()
+                    moved = _Batch(arrays, batch.index, batch.worker, batch.produce_s)
+                    if not self.queue.push(moved):
+                        return
+        except BaseException as err:  # noqa: B036  (handed to the consumer)
+            self.queue.kill(err)
+            return
+        self.queue.close()
+
+    def close(self):
+        self.queue.close()
+        self.thread.join(_JOIN_S)
+
+
+# --- batches from the user's generator ------------------------------------------------------------
+def _batches(kind, reader, batch_size, drop_last, feed_vars):
+    """The generator's output as batches: lists with one checked array per feed variable."""
+    if kind == "batch":
+        for index, item in enumerate(reader()):
+            yield _check_batch(item, feed_vars, index)
+        return
+    feeder = DataFeeder(feed_vars, CPUPlace())
+    names = feeder.feed_names
+    if kind == "sample":
+        groups = _group(reader(), batch_size, drop_last)
+    else:
+        groups = reader()
+    for index, samples in enumerate(groups):
+        try:
+            feed = feeder.feed(samples)
+        except FeedError as err:
+            raise FeedError(f"DataLoader batch {index}: {err}") from None
+        yield [feed[name] for name in names]
+
+
+def _group(samples, batch_size, drop_last):
+    group = []
+    for sample in samples:
+        group.append(sample)
+        if len(group) == batch_size:
+            yield group
+            group = []
+    if group and not drop_last:
+        yield group
+
+
+def _check_batch(item, feed_vars, index):
+    from ..executor import _check_feed  # the executor's own checks and messages
+    names = [v.name for v in feed_vars]
+    if isinstance(item, dict):
+        missing = [n for n in names if n not in item]
+        if missing:
+            raise FeedError(f"DataLoader batch {index}: the batch dict has no value for "
+                            f"{missing} (its keys: {sorted(map(str, item))})")
+        item = [item[n] for n in names]
+    elif not isinstance(item, (list, tuple)):
+        raise FeedError(f"DataLoader batch {index}: the batch generator yielded a "
+                        f"{type(item).__name__}; yield a list with one array per feed "
+                        f"variable {names}")
+    if len(item) != len(feed_vars):
+        raise FeedError(f"DataLoader batch {index}: the batch has {len(item)} array(s) but "
+                        f"the feed_list has {len(feed_vars)} variables {names}; yield one "
+                        f"array per variable, in that order")
+    try:
+        return [_check_feed(var, value) for var, value in zip(feed_vars, item)]
+    except FeedError as err:
+        raise FeedError(f"DataLoader batch {index}: {err}") from None
+
+
+def _close_source(source):
+    close = getattr(source, "close", None)
+    if close is not None:
+        try:
+            close()
+        except Exception:  # closing must not hide the pass's own outcome
+            pass
+
+
+# --- small helpers ---------------------------------------------------------------------------------
+def _tensor(array):
+    tensor = LoDTensor()
+    tensor._holder.value = array
+    return tensor
+
+
+def _positive_int(value, what, allow_zero=False):
+    low = 0 if allow_zero else 1
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        kind = "a non-negative" if allow_zero else "a positive"
+        raise ValueError(f"DataLoader: {what} must be {kind} integer, got {value!r}")
+    return value
+
+
+def _check_reader(reader, method):
+    if not callable(reader):
+        raise TypeError(f"DataLoader.{method}: pass the generator function itself (a "
+                        f"zero-argument callable returning an iterable), got "
+                        f"{type(reader).__name__}; e.g. {method}(reader), not "
+                        f"{method}(reader())")
+
+
+def _resolve(item, program):
+    if isinstance(item, Variable):
+        return item
+    if isinstance(item, str):
+        return program.global_block().var(item)
+    raise TypeError(f"DataLoader: feed_list items must be Variables or names, got {item!r}")
+
+
+def _as_places(places):
+    if not isinstance(places, (list, tuple)):
+        places = [places]
+    if not places:
+        raise ValueError("DataLoader: places is empty; pass e.g. fluid.cpu_places()")
+    return list(places)
