@@ -120,6 +120,12 @@ def profile(
     check_nan: Annotated[bool, typer.Option(
         "--check-nan", help="Turn on FLAGS_check_nan_inf: stop at the first op making NaN/Inf."
     )] = False,
+    speed_test: Annotated[bool, typer.Option(
+        "--speed-test", help="Measure the no-data ceiling: after the warm-up, N steps as usual, "
+        "then N steps with FLAGS_reader_queue_speed_test_mode on (the reader queue is never "
+        "popped), then off again. Needs a DataLoader/PyReader.")] = False,
+    speed_test_steps: Annotated[int, typer.Option(
+        "--speed-test-steps", min=1, help="N, the steps in each --speed-test window.")] = 20,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print no report.")] = False,
     as_json: Annotated[bool, typer.Option(
         "--json", help="Print the summary as JSON on stdout (the script's stdout goes to "
@@ -141,7 +147,9 @@ def profile(
         args = args[1:]
     import_runtime()
     options = session.Options(target, args, module is not None, out, steps, warmup, ops,
-                              interval, fluid_compat, check_nan, stdout_to_stderr=as_json)
+                              interval, fluid_compat, check_nan,
+                              speed_test_steps if speed_test else None,
+                              stdout_to_stderr=as_json)
     try:
         outcome = session.run(options)
     except session.SessionError as err:

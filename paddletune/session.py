@@ -53,6 +53,7 @@ class Options:
     interval_s: float = 0.5
     fluid_compat: bool = False
     check_nan: bool = False
+    speed_test: Optional[int] = None  # steps per speed-test window (None: no speed test)
     stdout_to_stderr: bool = False  # keep stdout clean for --json
 
 
@@ -65,8 +66,24 @@ class Outcome:
     write_error: Optional[str] = None  # the profile could not be written (disk full, ...)
 
 
+SPEED_TEST_START = 10  # training steps before the speed test's baseline window (or --warmup)
+
+
+def speed_test_start(options: Options) -> int:
+    """The training step at which the speed test's baseline window begins."""
+    return options.warmup if options.warmup is not None else SPEED_TEST_START
+
+
 def prepare(options: Options) -> Path:
     """Check the target and the output path before anything runs; SessionError if bad."""
+    if options.speed_test is not None:
+        needed = speed_test_start(options) + 2 * options.speed_test
+        if options.steps is not None and options.steps < needed:
+            raise SessionError(f"--speed-test {options.speed_test} needs {needed} training "
+                               f"steps ({speed_test_start(options)} warm-up + "
+                               f"{options.speed_test} baseline + {options.speed_test} with "
+                               f"the queue never popped), but --steps is {options.steps}: "
+                               f"raise --steps or lower the window")
     if options.module:
         if not options.target or options.target.startswith("-"):
             raise SessionError(f"-m needs a module name, got {options.target!r}")
@@ -134,6 +151,7 @@ class _Session:
         self.probes += [SystemProbe(sink, clock, options.interval_s),
                         NvmlProbe(sink, clock, options.interval_s)]
         self.n_train_steps = 0
+        self.speed_test = _SpeedTest(self, options) if options.speed_test else None
 
     def event(self, kind, **fields):
         self.writer.submit({"type": "event", "t": self.clock.now(), "kind": kind, **fields})
@@ -147,11 +165,15 @@ class _Session:
             if not probe.available:
                 self.event("probe_unavailable", probe=probe.name, message=probe.reason)
         subs.append(events.subscribe("nan_inf", self._on_nan_inf))
+        if self.speed_test is not None:
+            subs.append(events.subscribe("step_end", self.speed_test.on_step))
         subs.append(events.subscribe("step_end", self._count_step))  # last: after the probes
         try:
             with _flags_for(self.options):
                 yield
         finally:
+            if self.speed_test is not None:
+                self.speed_test.finish()
             for sub in subs:
                 sub.close()
             for probe in self.probes:
@@ -257,6 +279,52 @@ def _sigterm_raises():
         yield
     finally:
         signal.signal(signal.SIGTERM, previous)
+
+
+class _SpeedTest:
+    """--speed-test: after the warm-up, a baseline window of `window` training steps, then a
+    window with FLAGS_reader_queue_speed_test_mode on (the reader queue is peeked, never
+    popped: the no-data ceiling), then the flag back off. Each switch is an event record
+    {"kind": "speed_test", "phase": baseline|ceiling|done, "step"}; the flag is never left on,
+    whatever way the job ends."""
+
+    def __init__(self, session, options):
+        self.session, self.window = session, options.speed_test
+        self.start = speed_test_start(options)
+        self.steps = 0
+        self.phase = None
+        self.previous = None
+
+    def on_step(self, record):
+        if record.is_startup:
+            return
+        self.steps += 1
+        if self.steps == self.start:
+            self._switch("baseline", "speed test: baseline window "
+                         f"({self.window} steps, reader queue popped as usual)")
+        elif self.steps == self.start + self.window:
+            import runtime
+            self.previous = runtime.get_flags(["FLAGS_reader_queue_speed_test_mode"])
+            runtime.set_flags({"FLAGS_reader_queue_speed_test_mode": True})
+            self._switch("ceiling", f"speed test: FLAGS_reader_queue_speed_test_mode on for "
+                         f"{self.window} steps (the same batch is re-read: the no-data ceiling)")
+        elif self.steps == self.start + 2 * self.window:
+            self.finish()
+
+    def finish(self):
+        """Turn the flag back off (idempotent): the ceiling window's end, or the job's."""
+        if self.phase != "ceiling":
+            return
+        import runtime
+        runtime.set_flags(self.previous)
+        complete = self.steps >= self.start + 2 * self.window
+        self._switch("done", "speed test: flag off again" if complete else
+                     f"speed test cut short after {self.steps - self.start - self.window} of "
+                     f"{self.window} ceiling steps (the job ended); flag off again")
+
+    def _switch(self, phase, message):
+        self.phase = phase
+        self.session.event("speed_test", phase=phase, step=self.steps, message=message)
 
 
 @contextmanager
