@@ -422,3 +422,15 @@ class TestCleanup:
         next(stale)
         assert first_values(loader) == list(range(100))
         assert list(stale) == []  # its pass was reset
+
+
+def test_gil_switch_interval_is_lowered_only_while_a_thread_producer_runs(prog):
+    import sys
+    from runtime.reader.loader import GIL_SWITCH_INTERVAL_S
+    before = sys.getswitchinterval()
+    loader = loader_for(prog, capacity=2).set_batch_generator(batch_gen(5))
+    it = loader()
+    next(it)
+    assert sys.getswitchinterval() == pytest.approx(min(before, GIL_SWITCH_INTERVAL_S))
+    list(it)
+    assert sys.getswitchinterval() == pytest.approx(before)
