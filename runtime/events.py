@@ -157,7 +157,8 @@ class CompileRecord:
 class ReaderState:
     """A DataLoader pass changed state. `what`: start | end | reset | error. `config` (on
     start): capacity, iterable, use_double_buffer, num_workers (0: a thread), source kind,
-    batch_size, feed names, places, drop_last, use_shared_memory, name."""
+    batch_size, feed names, places, drop_last, use_shared_memory, name, timeout, and
+    worker_pids (the pass's worker processes; [] for a thread producer)."""
 
     loader_id: int
     pass_no: int
@@ -183,6 +184,7 @@ class ReaderPush:
     capacity: int
     nbytes: int
     shapes: Tuple[Tuple[int, ...], ...]  # one shape per feed variable
+    cpu_s: Optional[float] = None  # CPU time the producer spent on it (thread or worker)
 
 
 @dataclass

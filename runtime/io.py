@@ -32,15 +32,18 @@ from .dtypes import VarType
 from .errors import SerializationError, UnsavedValueError
 from .framework import Parameter, Program, Variable, default_main_program
 from .reader import (ComposeNotAligned, batch, buffered, cache, chain, compose, firstn,
-                     map_readers, shuffle, xmap_readers)
+                     map_readers, multiprocess_reader, shuffle, xmap_readers)
 from .reader.loader import DataLoader, GeneratorLoader, PyReader, ReaderTimeout
+from .reader.worker_main import SharedMemoryExhausted, WorkerInfo, get_worker_info
+from .reader.workers import ReaderWorkerError
 from .scope import global_scope
 from .tensor import SelectedRows
 
 __all__ = ["save_vars", "save_params", "save_persistables", "load_vars", "load_params",
            "load_persistables", "is_parameter", "is_persistable", "batch", "shuffle",
-           "buffered", "xmap_readers", "firstn", "chain", "compose", "map_readers", "cache",
-           "ComposeNotAligned", "DataLoader", "PyReader", "GeneratorLoader", "ReaderTimeout"]
+           "buffered", "xmap_readers", "multiprocess_reader", "firstn", "chain", "compose", "map_readers", "cache",
+           "ComposeNotAligned", "DataLoader", "PyReader", "GeneratorLoader", "ReaderTimeout",
+           "get_worker_info", "WorkerInfo", "ReaderWorkerError", "SharedMemoryExhausted"]
 
 FORMAT_NAME = "paddletune-vars"
 FORMAT_VERSION = 1

@@ -22,7 +22,7 @@ import random
 import threading
 
 __all__ = ["map_readers", "buffered", "compose", "chain", "shuffle", "ComposeNotAligned",
-           "firstn", "xmap_readers", "cache", "batch"]
+           "firstn", "xmap_readers", "multiprocess_reader", "cache", "batch"]
 
 _POLL_S = 0.05  # how often a blocked worker thread checks whether the consumer has gone
 
@@ -328,3 +328,45 @@ class _XMap:
                     yield item
         finally:
             _stop_threads(self.stop, threads, self.turn)
+
+
+# --- processes ---------------------------------------------------------------------------------
+def multiprocess_reader(readers, use_pipe=True, queue_size=1000):
+    """A reader yielding the samples of every reader in `readers`, each read in its own
+    (forked) process. use_pipe=True takes one sample from each process in turn (round robin,
+    Paddle's pipe order: deterministic); use_pipe=False takes them as they come. `queue_size`
+    bounds the samples read ahead, across all processes.
+
+    Unlike Paddle 1.x, an exception in a reader process reaches the consumer as itself, with
+    that process's traceback (Paddle raised "multiprocess reader raises an exception"); a
+    process that dies is reported with its signal; leaving the loop early stops and reaps the
+    processes. Samples are pickled: they must be picklable."""
+    if isinstance(readers, (list, tuple)):
+        readers = list(readers)
+    else:
+        raise TypeError(f"multiprocess_reader: readers must be a list of readers, got "
+                        f"{type(readers).__name__}")
+    if not readers:
+        raise ValueError("multiprocess_reader: readers is empty; give one reader per process")
+    _check_readers(readers, "multiprocess_reader")
+    queue_size = _positive_int(queue_size, "multiprocess_reader: queue_size")
+    prefetch = max(1, queue_size // len(readers))
+
+    def multiprocess_reader_():
+        from .workers import WorkerPool  # imported late: it pulls in multiprocessing
+        pool = WorkerPool([_ignoring_info(r) for r in readers], "multiprocess_reader",
+                          use_shared_memory=False, prefetch=prefetch,
+                          order="round_robin" if use_pipe else "arrival",
+                          what="multiprocess_reader process")
+        items = iter(pool)
+        try:
+            for item in items:
+                yield item.value
+        finally:
+            items.close()
+            pool.close()
+    return multiprocess_reader_
+
+
+def _ignoring_info(reader):
+    return lambda info: reader()

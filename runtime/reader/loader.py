@@ -62,6 +62,7 @@ from .blocking_queue import BlockingQueue, QueueClosed
 __all__ = ["DataLoader", "PyReader", "GeneratorLoader", "ReaderTimeout", "live_loaders"]
 
 _perf = time.perf_counter
+_cpu = time.thread_time  # the producer thread's own CPU time
 _loader_ids = itertools.count()
 _LIVE = weakref.WeakSet()
 _JOIN_S = 2.0  # how long reset() waits for a producer thread still inside the user's generator
@@ -78,10 +79,11 @@ def live_loaders():
 
 
 class _Batch:
-    __slots__ = ("arrays", "index", "worker", "produce_s", "nbytes")
+    __slots__ = ("arrays", "index", "worker", "produce_s", "cpu_s", "nbytes")
 
-    def __init__(self, arrays, index, worker, produce_s):
+    def __init__(self, arrays, index, worker, produce_s, cpu_s=None):
         self.arrays, self.index, self.worker, self.produce_s = arrays, index, worker, produce_s
+        self.cpu_s = cpu_s
         self.nbytes = sum(getattr(a, "nbytes", 0) for a in arrays)
 
 
@@ -273,17 +275,16 @@ class GeneratorLoader:
                 self._end(old, "end" if old.over else "reset")
             self._passes += 1
             p = self._pass = _Pass(self._passes, self._queue_capacity)
-        if events.reader_state.subs:
-            events.reader_state.emit(events.ReaderState(self.id, p.number, _perf(), "start",
-                                                        self.config()))
         if self._num_workers:
             from .workers import WorkerPool  # imported late: it pulls in multiprocessing
-            kind, reader, batch_size, drop_last = self._source
-            feed_vars = self._feed_vars
-            p.pool = WorkerPool(lambda info: _batches(kind, reader, batch_size, drop_last,
-                                                      feed_vars),
-                                self._num_workers, use_shared_memory=self._use_shared_memory,
-                                name=self.name)
+            source = _WorkerSource(self._source, self._feed_vars)
+            p.pool = WorkerPool([source] * self._num_workers, self.name,
+                                use_shared_memory=self._use_shared_memory)
+        if events.reader_state.subs:
+            config = self.config()
+            config["worker_pids"] = p.pool.pids if p.pool is not None else []
+            events.reader_state.emit(events.ReaderState(self.id, p.number, _perf(), "start",
+                                                        config))
         p.thread = threading.Thread(target=self._produce, args=(p,), daemon=True,
                                     name=f"{self.name}-producer")
         if p.pool is None:
@@ -331,16 +332,16 @@ class GeneratorLoader:
                 kind, reader, batch_size, drop_last = self._source
                 source = iter(_batches(kind, reader, batch_size, drop_last, self._feed_vars))
             while not p.stop.is_set():
-                t0 = _perf()
+                t0, c0 = _perf(), _cpu()
                 try:
                     item = next(source)
                 except StopIteration:
                     break
                 t1 = _perf()
                 if p.pool is not None:
-                    batch = _Batch(item.arrays, index, item.worker, item.produce_s)
+                    batch = _Batch(item.arrays, index, item.worker, item.produce_s, item.cpu_s)
                 else:
-                    batch = _Batch(item, index, -1, t1 - t0)
+                    batch = _Batch(item, index, -1, t1 - t0, _cpu() - c0)
                 size = p.queue.push(batch)
                 if not size:
                     return
@@ -348,7 +349,8 @@ class GeneratorLoader:
                     emit.emit(events.ReaderPush(
                         self.id, p.number, index, batch.worker, _perf(), batch.produce_s,
                         _perf() - t1, size, self._queue_capacity, batch.nbytes,
-                        tuple(tuple(getattr(a, "shape", ())) for a in batch.arrays)))
+                        tuple(tuple(getattr(a, "shape", ())) for a in batch.arrays),
+                        batch.cpu_s))
                 index += 1
         except BaseException as err:  # noqa: B036  (handed to the consumer)
             if not p.stop.is_set():
@@ -516,22 +518,68 @@ class _DeviceStage:
 # --- batches from the user's generator ------------------------------------------------------------
 def _batches(kind, reader, batch_size, drop_last, feed_vars):
     """The generator's output as batches: lists with one checked array per feed variable."""
+    convert = _converter(kind, feed_vars)
+    for index, item in enumerate(_raw_batches(kind, reader, batch_size, drop_last)):
+        yield convert(item, index)
+
+
+def _raw_batches(kind, reader, batch_size, drop_last):
+    """What the generator yields, grouped into batches (still unchecked)."""
+    return _group(reader(), batch_size, drop_last) if kind == "sample" else reader()
+
+
+def _converter(kind, feed_vars):
+    """(item, index) -> the batch as checked arrays, one per feed variable."""
     if kind == "batch":
-        for index, item in enumerate(reader()):
-            yield _check_batch(item, feed_vars, index)
-        return
+        return lambda item, index: _check_batch(item, feed_vars, index)
     feeder = DataFeeder(feed_vars, CPUPlace())
     names = feeder.feed_names
-    if kind == "sample":
-        groups = _group(reader(), batch_size, drop_last)
-    else:
-        groups = reader()
-    for index, samples in enumerate(groups):
+
+    def convert(samples, index):
         try:
             feed = feeder.feed(samples)
         except FeedError as err:
             raise FeedError(f"DataLoader batch {index}: {err}") from None
-        yield [feed[name] for name in names]
+        return [feed[name] for name in names]
+    return convert
+
+
+class _WorkerSource:
+    """What each worker process runs: its share of the batches.
+
+    A generator that calls fluid.io.get_worker_info() before its first item shards itself:
+    the worker sends all it yields. One that does not would make every worker yield every
+    batch, so then worker i keeps batches i, i+N, i+2N... of the full stream (correct data,
+    but only the conversion runs in parallel) and the trainer is warned once."""
+
+    def __init__(self, source, feed_vars):
+        self.source, self.feed_vars = source, feed_vars
+
+    def __call__(self, info):
+        kind, reader, batch_size, drop_last = self.source
+        convert = _converter(kind, self.feed_vars)
+        raw = iter(_raw_batches(kind, reader, batch_size, drop_last))
+        try:
+            first = next(raw)
+        except StopIteration:
+            return
+        n, me = info.num_workers, info.id
+        stride = n > 1 and not info.consulted
+        if stride and me == 0:
+            from .worker_main import warn_trainer
+            warn_trainer(_UNSHARDED.format(name=info.name, n=n))
+        for k, item in enumerate(itertools.chain([first], raw)):
+            if stride and k % n != me:
+                continue
+            yield convert(item, k if stride else k * n + me)
+
+
+_UNSHARDED = ("{name}: the generator does not shard itself (it never calls "
+              "fluid.io.get_worker_info() before its first batch), so each of the {n} worker "
+              "processes runs all of it and keeps one batch in {n}: the batches are right, "
+              "but the generator's own work is repeated {n} times. Shard it: "
+              "`info = fluid.io.get_worker_info()` and yield only items "
+              "info.id, info.id + info.num_workers, ...")
 
 
 def _group(samples, batch_size, drop_last):

@@ -1,0 +1,290 @@
+"""What runs inside a reader worker process: the user's generator, batches written to shared
+memory, and the messages to the trainer (see `workers.py` for the protocol).
+
+Everything here runs in the forked child. It touches no lock the parent's other threads may
+have held at fork time (no events, no profile writer) and never imports a GPU library.
+"""
+
+import mmap
+import os
+import pickle
+import random
+import signal
+import threading
+import time
+import traceback
+from multiprocessing.reduction import ForkingPickler, send_handle
+
+import numpy as np
+
+ALIGN = 64  # byte alignment of each array inside a slot
+_PAGE = mmap.PAGESIZE
+PARENT_POLL_S = 0.2  # how often a worker checks that the trainer is still alive
+
+_current_info = None  # this process's WorkerInfo (None in the trainer)
+_conn = None  # this worker's channel to the trainer
+_fallocate = getattr(os, "posix_fallocate", None)  # tests swap it to inject ENOSPC
+
+
+class WorkerInfo:
+    """What `fluid.io.get_worker_info()` returns inside a reader worker process.
+
+    id           this worker's number, 0 .. num_workers-1
+    num_workers  how many workers the DataLoader runs
+    seed         this worker's seed; Python's `random` and NumPy's global RNG are seeded with
+                 it, so workers do not repeat each other's random augmentations
+    name         the DataLoader's name
+    """
+
+    def __init__(self, id, num_workers, seed, name):  # noqa: A002  (Paddle's field name)
+        self.id, self.num_workers, self.seed, self.name = id, num_workers, seed, name
+        self.consulted = False  # the generator asked for it (so it shards itself)
+
+    def __repr__(self):
+        return (f"WorkerInfo(id={self.id}, num_workers={self.num_workers}, seed={self.seed}, "
+                f"name={self.name!r})")
+
+
+def get_worker_info():
+    """Inside a DataLoader worker process: its WorkerInfo (id, num_workers, seed, name); in
+    the trainer process: None. A generator shards itself with it, e.g.
+    `for i in range(info.id, n, info.num_workers)`."""
+    info = _current_info
+    if info is not None:
+        info.consulted = True
+    return info
+
+
+def warn_trainer(text):
+    """From inside a worker: a RuntimeWarning the trainer shows (once per call)."""
+    if _conn is not None:
+        _conn.send(("warn", text))
+
+
+class _Stop(BaseException):
+    """SIGTERM from the trainer (reset, end of pass, exit): leave quietly."""
+
+
+# --- the worker's main loop --------------------------------------------------------------------
+def run(source, conn, info, use_shm, prefetch, parent_pid):
+    """The worker process's target: produce items from `source(info)` until it ends, the
+    trainer stops us, or it fails (the failure is sent, not printed)."""
+    global _current_info, _conn
+    _settle_process(info, parent_pid)
+    _current_info, _conn = info, conn
+    sender = _Sender(conn, use_shm, prefetch)
+    items, produced = None, 0
+    try:
+        items = iter(source(info))
+        while True:
+            slot = sender.free_slot()
+            t0, c0 = time.perf_counter(), time.process_time()
+            try:
+                item = next(items)
+            except StopIteration:
+                break
+            sender.send_item(item, slot, time.perf_counter() - t0, time.process_time() - c0)
+            produced += 1
+        sender.send(("end", produced))
+    except (_Stop, BrokenPipeError, EOFError, ConnectionError):
+        pass  # the trainer stopped us or has gone
+    except BaseException as err:  # noqa: B036  (sent to the trainer, which raises it)
+        _send_error(conn, err, produced)
+    finally:
+        _close_quietly(items)
+        sender.release()
+
+
+def _settle_process(info, parent_pid):
+    """Signals, RNG seeds, BLAS threads and a watchdog for a freshly forked worker."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the trainer's to handle
+    signal.signal(signal.SIGTERM, _on_sigterm)
+    from .. import events  # the trainer's probes must not hear a worker
+    for channel in events.CHANNELS.values():
+        channel.subs = []
+    random.seed(info.seed)
+    np.random.seed(info.seed % (1 << 32))
+    try:
+        from ..blas import set_blas_threads
+        set_blas_threads(1)  # N workers x BLAS threads would oversubscribe the cores
+    except Exception:  # BLAS unknown: leave it
+        pass
+    threading.Thread(target=_watch_parent, args=(parent_pid,), daemon=True).start()
+
+
+def _on_sigterm(signum, frame):
+    raise _Stop()
+
+
+def _watch_parent(parent_pid):
+    """Exit when the trainer dies (SIGKILL leaves no one to send us SIGTERM)."""
+    while True:
+        time.sleep(PARENT_POLL_S)
+        if os.getppid() != parent_pid:
+            os._exit(0)
+
+
+def _close_quietly(items):
+    close = getattr(items, "close", None)
+    if close is not None:
+        try:
+            close()
+        except BaseException:  # noqa: B036  (the generator's own cleanup failed: nothing to do)
+            pass
+
+
+# --- sending -----------------------------------------------------------------------------------
+class _Sender:
+    """The worker's side of the channel: `prefetch` slots (credits), each a shared-memory
+    buffer the trainer copies out of and hands back."""
+
+    def __init__(self, conn, use_shm, prefetch):
+        self.conn, self.use_shm = conn, use_shm
+        self.free = list(range(prefetch))
+        self.slots = [_Slot(i) for i in range(prefetch)] if use_shm else []
+
+    def send(self, message):
+        self.conn.send(message)
+
+    def free_slot(self):
+        """A slot the trainer is not reading; waits for one to come back."""
+        while self.conn.poll(0) or not self.free:
+            message = self.conn.recv()  # EOFError: the trainer closed the channel
+            if message[0] == "free":
+                self.free.append(message[1])
+        return self.free.pop(0)
+
+    def send_item(self, item, slot, produce_s, cpu_s):
+        payload = self._encode(item, slot)
+        try:  # pickled here, so a failure is the item's fault, not the channel's
+            blob = ForkingPickler.dumps(("item", slot, payload, produce_s, cpu_s))
+        except Exception as err:
+            raise _unpicklable(err) from None
+        self.conn.send_bytes(blob)
+
+    def _encode(self, item, slot):
+        if not self.use_shm or not isinstance(item, list):
+            return ("pickle", item)
+        layout, size = _layout(item)
+        buf = self.slots[slot]
+        if buf.ensure(size):
+            self.send(("slot", slot, buf.size))
+            send_handle(self.conn, buf.fd, os.getppid())
+        for (kind, value), array in zip(layout, item):
+            if kind == "nd":
+                dtype, shape, offset = value
+                np.ndarray(shape, dtype, buffer=buf.map, offset=offset)[...] = array
+        return ("shm", [(kind, value) if kind == "nd" else (kind, array)
+                        for (kind, value), array in zip(layout, item)])
+
+    def release(self):
+        for slot in self.slots:
+            slot.close()
+
+
+def _layout(arrays):
+    """[(kind, info)] per element: ("nd", (dtype, shape, offset)) for plain NumPy arrays,
+    ("obj", None) for anything else (pickled); and the bytes the arrays need."""
+    layout, offset = [], 0
+    for a in arrays:
+        if isinstance(a, np.ndarray) and not a.dtype.hasobject:
+            offset = -(-offset // ALIGN) * ALIGN
+            layout.append(("nd", (a.dtype.str, a.shape, offset)))
+            offset += a.nbytes
+        else:
+            layout.append(("obj", None))
+    return layout, offset
+
+
+class _Slot:
+    """One shared-memory buffer: an anonymous memfd (no name in /dev/shm, so nothing can
+    leak: the kernel frees it when the last process holding it goes), grown on demand."""
+
+    def __init__(self, index):
+        self.index, self.fd, self.map, self.size = index, None, None, 0
+
+    def ensure(self, nbytes):
+        """Make room for `nbytes`; True when a new buffer was made (the trainer needs it)."""
+        if nbytes <= self.size:
+            return False
+        size = max(_PAGE, -(-max(nbytes, self.size * 2 if self.size else 0) // _PAGE) * _PAGE)
+        fd = os.memfd_create(f"paddletune-reader-slot{self.index}", os.MFD_CLOEXEC)
+        try:
+            os.ftruncate(fd, size)
+            if _fallocate is not None:  # reserve the pages now: a clean ENOSPC, not SIGBUS
+                _fallocate(fd, 0, size)
+            new_map = mmap.mmap(fd, size)
+        except OSError as err:
+            os.close(fd)
+            raise shm_exhausted(nbytes, err) from None
+        self.close()
+        self.fd, self.map, self.size = fd, new_map, size
+        return True
+
+    def close(self):
+        if self.map is not None:
+            self.map.close()
+            os.close(self.fd)
+            self.fd, self.map, self.size = None, None, 0
+
+
+# --- errors ------------------------------------------------------------------------------------
+class SharedMemoryExhausted(MemoryError):
+    """A worker could not get the shared memory a batch needs."""
+
+
+def shm_exhausted(nbytes, err):
+    free = _available_bytes()
+    free_text = f"{free / 2**20:.1f} MiB available" if free is not None else "unknown free"
+    return SharedMemoryExhausted(
+        f"out of shared memory: the batch needs {nbytes / 2**20:.1f} MiB "
+        f"({free_text}; {err.strerror or err}). Reader workers pass batches through memfd "
+        f"shared memory, which counts against RAM and the container's memory limit (not "
+        f"/dev/shm's size). Use fewer workers or a smaller batch, free memory, or pass "
+        f"use_shared_memory=False to send batches through a pipe instead")
+
+
+def _available_bytes():
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+def _unpicklable(err):
+    return TypeError(f"the item cannot be sent from the worker process to the trainer: "
+                     f"pickling it failed with {type(err).__name__}: {err}. Yield NumPy "
+                     f"arrays (or other picklable values)")
+
+
+def _send_error(conn, err, produced):
+    """Send `err` with its traceback; it must reach the trainer even when it cannot be
+    pickled (or unpickled: an exception whose __init__ takes two required arguments)."""
+    text = "".join(traceback.format_exception(type(err), err, err.__traceback__))
+    description = {"type": type(err).__name__, "module": type(err).__module__,
+                   "qualname": type(err).__qualname__, "message": _safe_str(err),
+                   "traceback": text, "batch": produced, "pickled": None, "args": None}
+    try:
+        blob = pickle.dumps(err)
+        pickle.loads(blob)
+        description["pickled"] = blob
+    except Exception:  # rebuilt from its class and args in the trainer, or described
+        try:
+            description["args"] = pickle.dumps(err.args)
+        except Exception:
+            pass
+    try:
+        conn.send(("error", description))
+    except (OSError, EOFError):
+        pass  # the trainer has gone
+
+
+def _safe_str(err):
+    try:
+        return str(err)
+    except Exception as inner:  # a broken __str__
+        return f"<str() failed: {type(inner).__name__}>"

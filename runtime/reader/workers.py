@@ -1,0 +1,377 @@
+"""Reader worker processes, the trainer's side: start them, take their batches in a fixed
+order, notice when one fails or dies, and stop them without leaving anything behind.
+
+Used by `DataLoader.from_generator(num_workers=N)` (and `use_multiprocess=True`: one worker)
+and by `paddle.reader.multiprocess_reader`.
+
+How it works:
+* Workers are forked (the `fork` start method, Linux), so the generator may be any callable,
+  a closure or a lambda included: nothing is pickled to start them. Each worker's Python
+  `random` and NumPy global RNG are seeded with `WorkerInfo.seed` (a fresh base seed per pass
+  from Python's `random`, plus the worker id), and its BLAS runs one thread.
+* A worker runs ahead by `prefetch` items (2, like PyTorch's prefetch_factor). Each item has
+  a slot: with shared memory, a memfd buffer (anonymous, never named in /dev/shm, freed by the
+  kernel when the last process using it exits, so even a SIGKILL leaks nothing) that the
+  trainer maps once and copies the batch out of, on the reader thread, before handing the
+  slot back. Without shared memory (or for non-array items) items are pickled through a pipe.
+* Order: round robin, item k comes from worker k mod N (a worker that finished leaves the
+  rotation), so a generator that shards itself with `range(info.id, n, info.num_workers)`
+  gives exactly its single-process order. `order="arrival"` takes items as they come.
+* Failures reach the trainer as exceptions, at the failing item's turn: the worker's own
+  exception (rebuilt even when it cannot be unpickled) with the worker's traceback as a note;
+  a worker that died (signal, os._exit) is reported with its pid and signal; no hang.
+* close() sends SIGTERM (the worker closes the generator, so its `finally` blocks run), and
+  SIGKILL after GRACE_S; every process is reaped. Workers ignore SIGINT (Ctrl-C is the
+  trainer's) and exit on their own when the trainer dies.
+"""
+
+import errno
+import os
+import pickle
+import random
+import signal
+import threading
+import time
+import warnings
+from multiprocessing.connection import wait
+from multiprocessing.reduction import recv_handle
+
+import numpy as np
+
+from ..errors import EnforceNotMet
+from . import worker_main
+
+__all__ = ["WorkerPool", "ReaderWorkerError", "PREFETCH", "GRACE_S"]
+
+PREFETCH = 2  # items each worker prepares ahead
+GRACE_S = 0.5  # how long a stopped worker may take to exit before SIGKILL
+POLL_S = 0.1  # the longest the reader thread sleeps before checking for close()
+
+
+class ReaderWorkerError(EnforceNotMet, RuntimeError):
+    """A reader worker process died, or failed with an error the trainer could not rebuild."""
+
+
+class Item:
+    """One item from a worker: `value` (a list of arrays for a DataLoader batch), the worker's
+    number, and what producing it cost there (wall and CPU seconds)."""
+
+    __slots__ = ("value", "worker", "produce_s", "cpu_s")
+
+    def __init__(self, value, worker, produce_s, cpu_s):
+        self.value, self.worker, self.produce_s, self.cpu_s = value, worker, produce_s, cpu_s
+
+    @property
+    def arrays(self):
+        return self.value
+
+
+class _Worker:
+    """The trainer's handle on one worker process."""
+
+    def __init__(self, index, proc, conn):
+        self.index, self.proc, self.conn = index, proc, conn
+        self.maps = {}  # slot -> the trainer's mapping of the worker's shared buffer
+        self.exited = False
+
+
+class WorkerPool:
+    """Run `sources[i](info)` in worker process i; iterate to get their items in order."""
+
+    def __init__(self, sources, name, use_shared_memory=True, order="round_robin",
+                 prefetch=PREFETCH, what="reader worker"):
+        if order not in ("round_robin", "arrival"):
+            raise ValueError(f"order must be 'round_robin' or 'arrival', got {order!r}")
+        self.name, self.order, self.what = name, order, what
+        self._closing = False
+        self._iterating = False
+        self._reaped = self._released = False
+        self._lock = threading.Lock()
+        use_shm = bool(use_shared_memory) and hasattr(os, "memfd_create")
+        seed = random.getrandbits(31)
+        self._workers = []
+        try:
+            for index, source in enumerate(sources):
+                info = worker_main.WorkerInfo(index, len(sources), seed + index, name)
+                self._workers.append(self._start(index, source, info, use_shm, prefetch))
+        except OSError as err:
+            self.close()
+            if err.errno in (errno.EMFILE, errno.ENFILE):
+                raise ReaderWorkerError(self._too_many_files(len(self._workers))) from err
+            raise
+        except BaseException:
+            self.close()
+            raise
+
+    def _start(self, index, source, info, use_shm, prefetch):
+        ctx = _fork_context(self.name)
+        conn, child_conn = ctx.Pipe(duplex=True)
+        inherited = [w.conn for w in self._workers]  # the child closes the others' channels
+        proc = ctx.Process(target=_child, name=f"{self.name}-worker{index}", daemon=True,
+                           args=(source, child_conn, info, use_shm, prefetch, os.getpid(),
+                                 inherited))
+        with warnings.catch_warnings():  # 3.12+: fork with threads; the child touches none
+            warnings.filterwarnings("ignore", ".*fork.*", DeprecationWarning)
+            proc.start()
+        child_conn.close()
+        return _Worker(index, proc, conn)
+
+    def _too_many_files(self, index):
+        try:
+            import resource
+            soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        except (ImportError, OSError, ValueError):
+            soft = hard = None
+        target = 4096 if hard in (None, -1) or hard >= 4096 else hard
+        return (f"cannot start {self.what} {index} of {self.name}: too many open files (the "
+                f"process's limit, RLIMIT_NOFILE, is {soft}; each worker needs about 4 file "
+                f"descriptors). Raise it before starting the job: `ulimit -n {target}` in the "
+                f"shell, or resource.setrlimit(resource.RLIMIT_NOFILE, ({target}, hard)) in "
+                f"the script; or use fewer workers")
+
+    @property
+    def pids(self):
+        return [w.proc.pid for w in self._workers]
+
+    # --- receiving ---------------------------------------------------------------------------
+    def __iter__(self):
+        self._iterating = True
+        try:
+            live = [w for w in self._workers]
+            turn = 0
+            while live:
+                turn %= len(live)
+                candidates = [live[turn]] if self.order == "round_robin" else \
+                    live[turn:] + live[:turn]
+                got = self._receive(candidates)
+                if got is None:
+                    return  # close() was called
+                worker, message = got
+                if message[0] == "item":
+                    yield self._unpack(worker, message)
+                    turn = live.index(worker) + 1
+                elif message[0] == "end":
+                    turn = live.index(worker)
+                    live.remove(worker)
+                else:  # "error"
+                    raise self._rebuild(worker, message[1])
+        finally:
+            with self._lock:
+                self._iterating = False
+                release = self._reaped
+            if release:
+                self._release()
+
+    def _receive(self, candidates):
+        """(worker, message): the next item/end/error message of the first candidate that
+        has one; None once close() is called. Raises ReaderWorkerError for a dead worker."""
+        while not self._closing:
+            for worker in candidates:
+                if self._pending(worker):
+                    message = self._read(worker)
+                    if message is not None:
+                        return worker, message
+                    break  # a slot or warning was handled: look again
+                if worker.exited:
+                    raise self._death(worker)
+            else:
+                self._wait(candidates)
+        return None
+
+    def _pending(self, worker):
+        try:
+            return worker.conn.poll(0)
+        except (OSError, EOFError):
+            return False
+
+    def _wait(self, candidates):
+        sentinels = {w.proc.sentinel: w for w in self._workers if not w.exited}
+        try:
+            ready = wait([w.conn for w in candidates] + list(sentinels), POLL_S)
+        except (OSError, ValueError):  # closed under us by close()
+            return
+        for obj in ready:
+            if obj in sentinels:
+                sentinels[obj].exited = True
+
+    def _read(self, worker):
+        """The next message; a new shared buffer or a warning is handled here (None)."""
+        try:
+            message = worker.conn.recv()
+        except (EOFError, OSError):
+            worker.exited = True  # gone mid-message
+            if self._closing:
+                return None
+            raise self._death(worker) from None
+        if message[0] == "slot":
+            _, slot, size = message
+            try:
+                fd = recv_handle(worker.conn)
+            except (EOFError, OSError, RuntimeError):
+                worker.exited = True
+                raise self._death(worker) from None
+            worker.maps[slot] = _map(fd, size)
+            return None
+        if message[0] == "warn":
+            warnings.warn(message[1], RuntimeWarning, stacklevel=2)
+            return None
+        return message
+
+    def _unpack(self, worker, message):
+        _, slot, payload, produce_s, cpu_s = message
+        kind, data = payload
+        if kind == "shm":
+            buf = worker.maps[slot]
+            data = [np.ndarray(v[1], v[0], buffer=buf, offset=v[2]).copy() if k == "nd" else v
+                    for k, v in data]
+        try:
+            worker.conn.send(("free", slot))
+        except OSError:
+            pass  # the worker is gone: its turn reports it
+        return Item(data, worker.index, produce_s, cpu_s)
+
+    # --- failures ----------------------------------------------------------------------------
+    def _rebuild(self, worker, d):
+        err = _unpickle(d.get("pickled")) or _from_class(d) or ReaderWorkerError(
+            f"{d['type']}: {d['message']}")
+        trace = d["traceback"].rstrip("\n")
+        note = (f"--- the traceback in {self.what} {worker.index} (pid {worker.proc.pid}) of "
+                f"{self.name} ---\n{trace}")
+        if hasattr(err, "add_note"):
+            err.add_note(note)
+        return err
+
+    def _death(self, worker):
+        worker.proc.join(1.0)
+        code = worker.proc.exitcode
+        who = f"{self.what} {worker.index} (pid {worker.proc.pid}) of {self.name}"
+        if code is None:
+            return ReaderWorkerError(f"{who} closed its channel but is still running")
+        if code < 0:
+            return ReaderWorkerError(f"{who} was killed by signal {_signal_text(-code)} "
+                                     f"while preparing data{_signal_hint(-code)}")
+        return ReaderWorkerError(f"{who} exited with status {code} before its data was "
+                                 f"complete (os._exit or sys.exit in the generator?)")
+
+    # --- stopping ----------------------------------------------------------------------------
+    def close(self):
+        """Stop every worker (SIGTERM, then SIGKILL after GRACE_S) and reap it. Idempotent;
+        safe from any thread while another one iterates."""
+        with self._lock:
+            if self._closing:
+                return
+            self._closing = True
+        for w in self._workers:
+            if w.proc.is_alive():
+                _signal(w.proc, signal.SIGTERM)
+        deadline = time.monotonic() + GRACE_S
+        for w in self._workers:
+            w.proc.join(max(0.0, deadline - time.monotonic()))
+        for w in self._workers:
+            if w.proc.is_alive():
+                w.proc.kill()
+                w.proc.join(5.0)
+        with self._lock:
+            self._reaped = True
+            release = not self._iterating
+        if release:
+            self._release()
+
+    def _release(self):
+        """Close the channels, mappings and process handles (once every process is reaped
+        and no thread iterates)."""
+        with self._lock:
+            if self._released:
+                return
+            self._released = True
+        for w in self._workers:
+            w.conn.close()
+            for buf in w.maps.values():
+                try:
+                    buf.close()
+                except BufferError:  # an array still views it: unmapped when that goes
+                    pass
+            w.maps.clear()
+            if w.proc.exitcode is not None:
+                w.proc.close()
+
+    def __del__(self):
+        if not self.__dict__.get("_closing", True):
+            self.close()
+
+
+# --- helpers -----------------------------------------------------------------------------------
+def _child(source, conn, info, use_shm, prefetch, parent_pid, inherited):
+    for other in inherited:
+        other.close()
+    worker_main.run(source, conn, info, use_shm, prefetch, parent_pid)
+
+
+def _fork_context(name):
+    import multiprocessing
+    try:
+        return multiprocessing.get_context("fork")
+    except ValueError:
+        raise ReaderWorkerError(f"{name}: reader worker processes need the 'fork' start "
+                                f"method, which this platform lacks; use num_workers=0 (a "
+                                f"reader thread)") from None
+
+
+def _map(fd, size):
+    import mmap
+    try:
+        return mmap.mmap(fd, size)
+    finally:
+        os.close(fd)
+
+
+def _signal(proc, signum):
+    try:
+        os.kill(proc.pid, signum)
+    except (ProcessLookupError, TypeError):
+        pass
+
+
+def _unpickle(blob):
+    if blob is None:
+        return None
+    try:
+        return pickle.loads(blob)
+    except Exception:
+        return None
+
+
+def _from_class(d):
+    """The exception rebuilt from its class and args without calling __init__ (which may
+    need other arguments); None when the class or args are not available here."""
+    import importlib
+    try:
+        cls = importlib.import_module(d["module"])
+        for part in d["qualname"].split("."):
+            cls = getattr(cls, part)
+        if not (isinstance(cls, type) and issubclass(cls, BaseException)) or d["args"] is None:
+            return None
+        err = cls.__new__(cls)
+        err.args = pickle.loads(d["args"])
+        return err if str(err) == d["message"] else None
+    except Exception:
+        return None
+
+
+def _signal_text(signum):
+    try:
+        return f"{signal.Signals(signum).name} ({signal.strsignal(signum)})"
+    except ValueError:
+        return str(signum)
+
+
+_SIGNAL_HINTS = {
+    signal.SIGKILL: "; a SIGKILL nobody sent is usually the kernel's out-of-memory killer "
+                    "(see `dmesg`)",
+    signal.SIGSEGV: ": native code called by the generator crashed",
+    signal.SIGBUS: ": often shared memory ran out; try use_shared_memory=False",
+}
+
+
+def _signal_hint(signum):
+    return _SIGNAL_HINTS.get(signum, "")
