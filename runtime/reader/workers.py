@@ -25,7 +25,9 @@ How it works:
   trainer's) and exit on their own when the trainer dies.
 """
 
+import contextlib
 import errno
+import gc
 import os
 import pickle
 import random
@@ -110,8 +112,8 @@ class WorkerPool:
         proc = ctx.Process(target=_child, name=f"{self.name}-worker{index}", daemon=True,
                            args=(source, child_conn, info, use_shm, prefetch, os.getpid(),
                                  inherited))
-        with warnings.catch_warnings():  # 3.12+: fork with threads; the child touches none
-            warnings.filterwarnings("ignore", ".*fork.*", DeprecationWarning)
+        with warnings.catch_warnings(), _frozen_for_the_child():
+            warnings.filterwarnings("ignore", ".*fork.*", DeprecationWarning)  # 3.12+
             proc.start()
         child_conn.close()
         return _Worker(index, proc, conn)
@@ -301,6 +303,19 @@ class WorkerPool:
 
 
 # --- helpers -----------------------------------------------------------------------------------
+@contextlib.contextmanager
+def _frozen_for_the_child():
+    """Fork with every existing object in the GC's permanent generation, then thaw them in
+    the trainer only: the worker's garbage collector then never walks (and so never copies
+    the pages of) the trainer's objects. Reference counts still copy what the worker reads."""
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+
+
+
 def _child(source, conn, info, use_shm, prefetch, parent_pid, inherited):
     for other in inherited:
         other.close()
