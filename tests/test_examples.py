@@ -60,7 +60,7 @@ def test_word2vec_script(dense):
 
 
 @pytest.mark.skipif(fluid.is_compiled_with_cuda(), reason="a GPU is available here")
-@pytest.mark.parametrize("name", ["fit_a_line", "mlp", "cnn", "word2vec"])
+@pytest.mark.parametrize("name", ["fit_a_line", "mlp", "cnn", "word2vec", "input_pipeline"])
 def test_gpu_place_without_a_gpu_is_a_one_line_error(name):
     proc = run_script(name, "--place", "gpu", "--steps", "1")
     assert proc.returncode == 2
@@ -68,3 +68,15 @@ def test_gpu_place_without_a_gpu_is_a_one_line_error(name):
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and re.search(r"CuPy|GPU", lines[0]), proc.stderr
     assert "final:" not in proc.stdout
+
+
+def test_input_pipeline_script_learns_the_same_through_every_reader():
+    finals = {}
+    for reader in (["--reader", "sync"], ["--reader", "loader"],
+                   ["--reader", "loader", "--num-workers", "2"]):
+        proc = run_script("input_pipeline", *reader, "--steps", "150", "--decode-us", "5",
+                          "--log-every", "0")
+        assert proc.returncode == 0, proc.stderr
+        finals[" ".join(reader)] = final_metrics(proc.stdout)
+    assert all(m["accuracy"] > 0.9 for m in finals.values()), finals
+    assert len({tuple(m.values()) for m in finals.values()}) == 1, finals  # same batches
