@@ -86,14 +86,25 @@ def run_case(tmp_path, body, profile_out=None, env=None):
         result = subprocess.run(cmd, capture_output=True, text=True, timeout=HARD_TIMEOUT_S,
                                 cwd=tmp_path, env=full_env)
     finally:
-        leftovers = _processes_of(script)
+        leftovers = _processes_of(script, settle_s=1.0)
         for p in leftovers:
             p.kill()
     assert not leftovers, f"processes of the case outlived it: {leftovers}"
     return Case(result, time.monotonic() - t0, script)
 
 
-def _processes_of(script):
+def _processes_of(script, settle_s=0.0):
+    """Live processes running `script`, after giving them `settle_s` to exit (a worker whose
+    trainer died notices within its 0.2 s poll)."""
+    deadline = time.monotonic() + settle_s
+    while True:
+        found = _scan(script)
+        if not found or time.monotonic() >= deadline:
+            return found
+        time.sleep(0.05)
+
+
+def _scan(script):
     found = []
     for p in psutil.process_iter(["cmdline", "status"]):
         try:
@@ -444,3 +455,42 @@ def test_running_out_of_descriptors_says_how_to_raise_the_limit(tmp_path):
     assert case.rc == 1
     assert "too many open files" in case.err and "RLIMIT_NOFILE, is 64" in case.err
     assert "ulimit -n" in case.err
+
+
+# --- the trainer ends while workers run ------------------------------------------------------
+def test_ctrl_c_under_profile_writes_the_profile_and_reaps_the_workers(tmp_path):
+    body = '''
+    def gen():
+        info = fluid.io.get_worker_info()
+        for i in range(info.id, 10**6, info.num_workers):
+            time.sleep(0.002)
+            yield batch(i)
+
+    for step, data in enumerate(make_loader(num_workers=2).set_batch_generator(gen)()):
+        exe.run(main, feed=data, fetch_list=[total])
+        if step == 20:
+            os.kill(os.getpid(), signal.SIGINT)  # what Ctrl-C sends the trainer
+    '''
+    out = tmp_path / "run.jsonl"
+    case = run_case(tmp_path, body, profile_out=out)
+    assert case.rc == -2, case.err  # died by SIGINT, as Python does
+    assert "KeyboardInterrupt" in case.err
+    loaded = prof.load(out)
+    assert loaded.complete and len(training_steps(out)) >= 20
+    assert loaded.events_of("exit")[0]["reason"] == "interrupted"
+
+
+@pytest.mark.parametrize("how", ["sys.exit(3)", "os._exit(5)"])
+def test_the_trainer_exiting_mid_pass_leaves_no_worker(tmp_path, how):
+    body = f'''
+    def gen():
+        info = fluid.io.get_worker_info()
+        for i in range(info.id, 10**6, info.num_workers):
+            yield batch(i)
+
+    for step, data in enumerate(make_loader(num_workers=2).set_batch_generator(gen)()):
+        if step == 5:
+            {how}
+    '''
+    case = run_case(tmp_path, body)  # which checks that no worker outlives it
+    assert case.rc == int(how[-2])
