@@ -412,3 +412,13 @@ def test_shared_memory_exhaustion_is_a_clear_error(prog, monkeypatch):
         values(loader)
     loader = loader_for(prog, num_workers=1, use_shared_memory=False)
     assert values(loader.set_batch_generator(sharded(2))) == [0, 1]
+
+
+def test_the_generators_own_oserror_is_reported_not_taken_for_a_gone_trainer(prog):
+    def gen():
+        fluid.io.get_worker_info()
+        yield [np.zeros((1, 3), "float32"), np.zeros((1, 1), "int64")]
+        raise BrokenPipeError("the data server hung up")
+    loader = loader_for(prog, num_workers=1).set_batch_generator(gen)
+    with pytest.raises(BrokenPipeError, match="data server hung up"):
+        list(loader())

@@ -5,6 +5,7 @@ Everything here runs in the forked child. It touches no lock the parent's other 
 have held at fork time (no events, no profile writer) and never imports a GPU library.
 """
 
+import contextlib
 import mmap
 import os
 import pickle
@@ -65,6 +66,10 @@ class _Stop(BaseException):
     """SIGTERM from the trainer (reset, end of pass, exit): leave quietly."""
 
 
+class _ChannelGone(BaseException):
+    """The trainer closed our channel (it has gone, or stopped reading): leave quietly."""
+
+
 # --- the worker's main loop --------------------------------------------------------------------
 def run(source, conn, info, use_shm, prefetch, parent_pid):
     """The worker process's target: produce items from `source(info)` until it ends, the
@@ -86,8 +91,8 @@ def run(source, conn, info, use_shm, prefetch, parent_pid):
             sender.send_item(item, slot, time.perf_counter() - t0, time.process_time() - c0)
             produced += 1
         sender.send(("end", produced))
-    except (_Stop, BrokenPipeError, EOFError, ConnectionError):
-        pass  # the trainer stopped us or has gone
+    except (_Stop, _ChannelGone):
+        pass  # the trainer stopped us or has gone (the generator's own OSErrors are sent)
     except BaseException as err:  # noqa: B036  (sent to the trainer, which raises it)
         _send_error(conn, err, produced)
     finally:
@@ -144,14 +149,16 @@ class _Sender:
         self.slots = [_Slot(i) for i in range(prefetch)] if use_shm else []
 
     def send(self, message):
-        self.conn.send(message)
+        with _channel():
+            self.conn.send(message)
 
     def free_slot(self):
         """A slot the trainer is not reading; waits for one to come back."""
-        while self.conn.poll(0) or not self.free:
-            message = self.conn.recv()  # EOFError: the trainer closed the channel
-            if message[0] == "free":
-                self.free.append(message[1])
+        with _channel():
+            while self.conn.poll(0) or not self.free:
+                message = self.conn.recv()
+                if message[0] == "free":
+                    self.free.append(message[1])
         return self.free.pop(0)
 
     def send_item(self, item, slot, produce_s, cpu_s):
@@ -160,7 +167,8 @@ class _Sender:
             blob = ForkingPickler.dumps(("item", slot, payload, produce_s, cpu_s))
         except Exception as err:
             raise _unpicklable(err) from None
-        self.conn.send_bytes(blob)
+        with _channel():
+            self.conn.send_bytes(blob)
 
     def _encode(self, item, slot):
         if not self.use_shm or not isinstance(item, list):
@@ -169,7 +177,8 @@ class _Sender:
         buf = self.slots[slot]
         if buf.ensure(size):
             self.send(("slot", slot, buf.size))
-            send_handle(self.conn, buf.fd, os.getppid())
+            with _channel():
+                send_handle(self.conn, buf.fd, os.getppid())
         for (kind, value), array in zip(layout, item):
             if kind == "nd":
                 dtype, shape, offset = value
@@ -180,6 +189,15 @@ class _Sender:
     def release(self):
         for slot in self.slots:
             slot.close()
+
+
+@contextlib.contextmanager
+def _channel():
+    """Failures of the channel itself mean the trainer has gone: not the generator's error."""
+    try:
+        yield
+    except (OSError, EOFError) as err:
+        raise _ChannelGone() from err
 
 
 def _layout(arrays):
