@@ -18,7 +18,14 @@ A profile is one `.jsonl` file. Every line is one JSON object with a "type":
   sample   one background measurement: {"probe", "t", ...probe fields}
   event    something that happened: {"t", "kind", "message", ...}; kinds: "exit" (status,
            reason, train_steps), "error" (exception, where), "step_limit" (steps), "nan_inf"
-           (op_type, op_index, output, inputs, n_nan, n_inf, step), "probe_unavailable"
+           (op_type, op_index, output, inputs, n_nan, n_inf, step), "probe_unavailable",
+           "speed_test" (phase: baseline|ceiling|done, step: training steps so far)
+  reader   the reader probe's DataLoader/PyReader records, aggregated per interval (never
+           one per batch): {"what": "start", "t", "loader", "pass", "config"} when a pass
+           starts; {"what": "end"|"reset"|"error", "t", "loader", "pass", "batches",
+           "detail"}; and {"what": "interval", "t0", "t", "loader", "pass", "speed_test",
+           pushes, pops, empty_pops, wait_s, wait_hist, occupancy, workers, shapes, cost,
+           ...} every interval (see paddletune/probes/reader.py for every counter)
   probe    a probe's own result when it stopped: {"name", "available", "reason",
            "overhead_s", "result"}
   summary  last line: figures computed from the records (see summary.py). A profile cut short
@@ -165,6 +172,7 @@ class Profile:
     summary: dict = field(default_factory=dict)
     complete: bool = True  # the job's own summary record was there
     truncated: bool = False  # the last line was cut off (job killed mid-write)
+    reader: Tuple[dict, ...] = ()  # the reader probe's records, in file order
 
     @property
     def env(self) -> dict:
@@ -227,7 +235,7 @@ def _assemble(path, records, truncated) -> Profile:
         raise ProfileError(f"{path} was written by a newer paddletune (profile schema {schema}; "
                            f"this version reads up to {SCHEMA_VERSION}): upgrade paddletune "
                            f"(pip install -U paddletune) to read it")
-    parts = {"step": [], "ops": [], "event": []}
+    parts = {"step": [], "ops": [], "event": [], "reader": []}
     sticky = {}  # (executor, program) -> the rarely-changing step fields last seen
     programs, samples, probes, summary = {}, {}, {}, None
     for r in records[1:]:
@@ -247,7 +255,8 @@ def _assemble(path, records, truncated) -> Profile:
         # other types: written by a newer minor version; ignored
     profile = Profile(path, header, tuple(parts["step"]), tuple(parts["ops"]), programs,
                       {k: tuple(v) for k, v in samples.items()}, tuple(parts["event"]), probes,
-                      summary or {}, complete=summary is not None, truncated=truncated)
+                      summary or {}, complete=summary is not None, truncated=truncated,
+                      reader=tuple(parts["reader"]))
     if summary is None:
         from .summary import summarize  # here: summary imports this module
         object.__setattr__(profile, "summary", summarize(profile))

@@ -24,6 +24,7 @@ from .env import collect_env
 from .probes.base import Clock
 from .probes.nvml import NvmlProbe
 from .probes.ops import OpsProbe
+from .probes.reader import ReaderProbe
 from .probes.step import StepProbe
 from .probes.system import SystemProbe
 
@@ -148,7 +149,8 @@ class _Session:
         self.probes = [StepProbe(sink, clock)]
         if options.ops:
             self.probes.append(OpsProbe(sink, clock))
-        self.probes += [SystemProbe(sink, clock, options.interval_s),
+        self.probes += [ReaderProbe(sink, clock, options.interval_s),
+                        SystemProbe(sink, clock, options.interval_s),
                         NvmlProbe(sink, clock, options.interval_s)]
         self.n_train_steps = 0
         self.speed_test = _SpeedTest(self, options) if options.speed_test else None

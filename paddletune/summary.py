@@ -6,18 +6,23 @@ for a profile cut short. It reads only the records, so a report can always be re
 
 Definitions (all per training step of the main program, the non-startup program that ran the
 most steps):
-  wall      one Executor.run: feed + compute + fetch
+  wall      one Executor.run: read + feed + compute + fetch
+  read      waiting inside the run for a non-iterable DataLoader's batch (0 otherwise)
   outside   the gap between the previous run's end and this run's start: data preparation in
-            a synchronous loop, logging, Python
+            a synchronous loop, waiting for an iterable DataLoader's batch, logging, Python
   cycle     wall + outside: what one iteration of the training loop costs
-  input     outside + feed: time the device waits for the next batch (TF Profiler's "input")
+  input     outside + read + feed: time the device waits for the next batch (TF Profiler's
+            "input")
 Warm-up steps (compile, first-touch allocation, caches) are reported but excluded from the
-steady-state figures: see `detect_warmup`.
+steady-state figures: see `detect_warmup`; so are the steps of a --speed-test ceiling window.
+Reader and speed-test figures: see summary_reader.py.
 """
 
 import math
 from collections import Counter, defaultdict
 from typing import Dict, List, Optional, Sequence
+
+from .summary_reader import ceiling_span, reader_figures, speed_test_figures
 
 HIGHLY_INPUT_BOUND = 0.20  # input share of a step: TensorFlow Profiler's thresholds
 MODERATELY_INPUT_BOUND = 0.05
@@ -29,17 +34,22 @@ def summarize(profile) -> dict:
     """The summary record for `profile` (a paddletune.profile.Profile)."""
     train = [s for s in training_steps(profile.steps) if _finite_step(s)]
     main_program = train[0]["program"] if train else None
+    usable, ceiling_steps = _without_ceiling(train, ceiling_span(profile))
     warmup = profile.options.get("warmup")
     if warmup is None:
-        warmup = detect_warmup([_cycle(s) for s in train])
-    warmup = min(int(warmup), len(train))
-    steady = train[warmup:]
+        warmup = detect_warmup([_cycle(s) for s in usable])
+    warmup = min(int(warmup), len(usable))
+    steady = usable[warmup:]
     out = {"type": "summary", "n_steps": len(train), "main_program": main_program,
            "warmup_steps": warmup, "steady_steps": len(steady),
+           "speed_test_steps_excluded": ceiling_steps,
            "programs": _programs(profile.steps),
            "duration_s": _duration(profile)}
     out.update(step_figures(steady))
     out["verdict"] = verdict(out)
+    cycle = out["cycle_s"]["mean"] if out["cycle_s"] else None
+    out["reader"] = reader_figures(profile, _span(steady), (main_program, cycle))
+    out["speed_test"] = speed_test_figures(profile, train, _cycle, out["reader"] is not None)
     out["ops"] = op_totals(profile.ops, main_program, {s["step"] for s in steady})
     out["samples"] = {name: sample_figures(rows) for name, rows in profile.samples.items()
                       if name != "nvml"}
@@ -47,6 +57,20 @@ def summarize(profile) -> dict:
     out["overhead"] = probe_overhead(profile.probes, out)
     out["exit"] = _exit(profile)
     return out
+
+
+def _without_ceiling(steps, span):
+    """The steps outside the speed test's ceiling window (training on one re-read batch is
+    not the job's real step), and how many were left out."""
+    if span is None:
+        return steps, 0
+    kept = [s for s in steps if not span[0] <= s["t"] < span[1]]
+    return kept, len(steps) - len(kept)
+
+
+def _span(steps):
+    """(first step's begin, last step's end) of `steps`, None without steps."""
+    return (steps[0]["t"], steps[-1]["t"] + steps[-1]["wall_s"]) if steps else None
 
 
 def training_steps(steps: Sequence[dict]) -> List[dict]:
@@ -80,7 +104,8 @@ def step_figures(steady: Sequence[dict]) -> dict:
     if not steady:
         return {"step_s": None, "cycle_s": None, "breakdown_s": None, "shares": None,
                 "input_share": None, "throughput": None}
-    parts = {"feed": [s["feed_s"] for s in steady],
+    parts = {"read": [s.get("read_s") or 0.0 for s in steady],
+             "feed": [s["feed_s"] for s in steady],
              "compute": [s["compute_s"] for s in steady],
              "fetch": [s["fetch_s"] for s in steady],
              "outside": [s.get("gap_s") or 0.0 for s in steady]}
@@ -98,7 +123,8 @@ def step_figures(steady: Sequence[dict]) -> dict:
                   / len(steady)}
     return {"step_s": distribution([s["wall_s"] for s in steady]),
             "cycle_s": distribution(cycles), "breakdown_s": breakdown, "shares": shares,
-            "input_share": shares["outside"] + shares["feed"], "throughput": throughput}
+            "input_share": shares["outside"] + shares["read"] + shares["feed"],
+            "throughput": throughput}
 
 
 def verdict(figures: dict) -> dict:
@@ -111,9 +137,11 @@ def verdict(figures: dict) -> dict:
         return {"kind": "too-few-steps", "input_share": share,
                 "text": f"Too few steps to tell: {why}."}
     b = figures["breakdown_s"]
+    read = (f" + {b['read'] * 1e3:.2f} ms waiting for the DataLoader inside exe.run"
+            if b.get("read") else "")
     numbers = (f"{share:.1%} of each {figures['cycle_s']['mean'] * 1e3:.2f} ms step waits for "
-               f"input ({b['outside'] * 1e3:.2f} ms outside the runtime + {b['feed'] * 1e3:.2f}"
-               f" ms feeding), {figures['shares']['compute']:.1%} computes")
+               f"input ({b['outside'] * 1e3:.2f} ms outside the runtime{read} + "
+               f"{b['feed'] * 1e3:.2f} ms feeding), {figures['shares']['compute']:.1%} computes")
     if share >= HIGHLY_INPUT_BOUND:
         kind, head = "highly-input-bound", "Highly input-bound"
     elif share >= MODERATELY_INPUT_BOUND:

@@ -114,3 +114,62 @@ def ops_records_in_steps(steps, op_durations):
             t += dur
         out.append({"type": "ops", "program": s["program"], "step": s["step"], "ops": rows})
     return out
+
+
+
+READER_CONFIG = {"name": "DataLoader#0", "capacity": 8, "iterable": True,
+                 "use_double_buffer": True, "num_workers": 0, "use_shared_memory": True,
+                 "source": "batch", "batch_size": None, "feed": ["img", "label"],
+                 "places": ["CPUPlace"], "drop_last": True, "timeout": 0.0}
+
+
+def reader_records(steps, config=None, intervals=4, loader=0, cost=None, speed_test=(),
+                   **per_batch):
+    """What the reader probe writes for one DataLoader pass feeding the training `steps`
+    (step records): a start record, `intervals` interval records splitting the steps (one
+    batch per step), an end record. `per_batch` overrides READER_BATCH (seconds per batch,
+    the share of empty pops, the fill every queue sample read, drains, shapes per feed
+    {"64x784": batches per step}, worker ids sharing the pushes). `cost` ({elements:
+    [steps, compute_s]}) goes to the last interval; intervals whose index is in
+    `speed_test` hold peeks instead of pops."""
+    config = {**READER_CONFIG, **(config or {})}
+    per = {**READER_BATCH, **per_batch}
+    per["shapes"] = per["shapes"] or {name: {"64x784" if name == "img" else "64x1": 1}
+                                      for name in config["feed"]}
+    train = [s for s in steps if not s.get("startup")]
+    size = -(-len(train) // intervals)
+    t0 = train[0]["t"] - 0.002
+    rows = [{"type": "reader", "what": "start", "t": t0, "loader": loader, "pass": 1,
+             "config": config}]
+    for i in range(0, len(train), size):
+        chunk = train[i:i + size]
+        t = chunk[-1]["t"] + chunk[-1]["wall_s"]
+        rows.append(reader_interval(t0, t, len(chunk), per, loader, i // size in speed_test))
+        t0 = t
+    if cost:
+        rows[-1]["cost"] = {str(k): v for k, v in cost.items()}
+    return rows + [{"type": "reader", "what": "end", "t": t0, "loader": loader, "pass": 1,
+                    "batches": len(train), "detail": ""}]
+
+
+READER_BATCH = {"wait_s": 0.0, "empty_ratio": 0.0, "produce_s": 0.002, "cpu_s": 0.001,
+                "copy_s": 0.0, "fill": 8, "swings": 0, "shapes": None, "workers": (-1,)}
+
+
+def reader_interval(t0, t, n, per, loader=0, peeking=False):
+    """One interval record of `n` batches pushed and popped (peeked when `peeking`)."""
+    from paddletune import loghist
+    pops, ids, wait_s = (0 if peeking else n), per["workers"], per["wait_s"]
+    share = [n / len(ids), per["produce_s"] * n / len(ids), per["cpu_s"] * n / len(ids)]
+    return {"type": "reader", "what": "interval", "t0": t0, "t": t, "loader": loader,
+            "pass": 1, "speed_test": peeking, "pushes": n, "produce_s": per["produce_s"] * n,
+            "cpu_s": per["cpu_s"] * n, "cpu_n": n, "put_wait_s": 0.0, "nbytes": n * 1000,
+            "workers": {str(w): share for w in ids}, "pops": pops, "peeks": n - pops,
+            "empty_pops": round(per["empty_ratio"] * pops), "wait_s": wait_s * pops,
+            "wait_max_s": wait_s * 1.5 if pops else 0.0, "copy_s": per["copy_s"] * pops,
+            "wait_hist": {str(loghist.bucket(wait_s)): pops} if pops else {},
+            "pop_sizes": {"0" if per["empty_ratio"] >= 0.5 else "3": pops} if pops else {},
+            "occupancy": {str(per["fill"]): 10}, "swings": 0 if peeking else per["swings"],
+            "shapes": {k: {s: c * n for s, c in v.items()} for k, v in per["shapes"].items()},
+            "cost": {}, "steps": pops, "step_wait_s": wait_s * pops,
+            "programs": {"1": pops} if pops else {}}

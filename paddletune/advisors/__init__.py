@@ -2,7 +2,9 @@
 
 # importing a rule module registers its rules, in ADVICE.md row order
 from . import input  # noqa: F401  (#1)
+from . import reader  # noqa: F401  (#2-#5)
 from . import fusion  # noqa: F401  (#9)
+from . import sequences  # noqa: F401  (#18)
 from . import threads  # noqa: F401  (#21)
 from . import fetch  # noqa: F401  (#22)
 from . import nan  # noqa: F401  (#23)

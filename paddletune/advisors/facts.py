@@ -84,3 +84,27 @@ def human_bytes(n: float) -> str:
         if abs(n) < 1024 or unit == "GiB":
             break
     return f"{n:.1f} {unit}"
+
+
+def main_loader(profile) -> Optional[dict]:
+    """The summary's figures of the DataLoader that delivered the most batches (None when the
+    job has none): see summary_reader.py."""
+    loaders = [f for f in ((profile.summary.get("reader") or {}).get("loaders") or [])
+               if f.get("batches")]
+    return max(loaders, key=lambda f: f["batches"]) if loaders else None
+
+
+def free_cores(profile) -> Optional[dict]:
+    """Usable cores, and how many are free for reader workers: all but the trainer's own
+    core and the CPU other processes used (machine busy - this process busy, from the system
+    samples). None when the core count is unknown."""
+    cpu = profile.env.get("cpu") or {}
+    cores = cpu.get("usable_cores") or cpu.get("logical_cores")
+    if not cores:
+        return None
+    machine = sample_mean(profile, "system", "cpu_total_percent")
+    process = sample_mean(profile, "system", "cpu_percent")
+    busy = machine * cores / 100 if machine is not None else None
+    others = max(busy - process / 100, 0.0) if busy is not None and process is not None else 0.0
+    return {"cores": cores, "free": max(cores - 1 - others, 0.0), "others": others,
+            "idle": cores - busy if busy is not None else None}

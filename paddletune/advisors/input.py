@@ -4,7 +4,8 @@ from typing import List, Optional
 
 from ..summary import HIGHLY_INPUT_BOUND, MIN_STEADY_STEPS, MODERATELY_INPUT_BOUND
 from .base import Advice, rule
-from .facts import code_name, enough_steps, loss_name, main_ops, ms, names, startup_outputs
+from .facts import (code_name, enough_steps, loss_name, main_loader, main_ops, ms, names,
+                    startup_outputs)
 
 SUGGESTED_STEPS = 50  # what to ask for when a profile has too few steady steps
 MIN_INPUT_S = 0.0002  # less input than this per step is loop overhead, not data: low severity
@@ -14,11 +15,14 @@ MIN_INPUT_S = 0.0002  # less input than this per step is loop overhead, not data
 def input_bound(profile) -> Optional[Advice]:
     """input wait (#1)
 
-    Fires when outside-the-runtime + feed time is a visible share of the step cycle.
+    Fires when outside-the-runtime + feed time is a visible share of the step cycle, unless
+    the job already feeds through a DataLoader (the reader rules then judge its queue).
     """
     s = profile.summary
     if not enough_steps(profile):
         return _too_few_steps(profile)
+    if main_loader(profile) is not None:  # already an async reader: advisors/reader.py judges
+        return None                       # it with the queue's own waits (#2-#5)
     share = s.get("input_share")
     if share is None or share < MODERATELY_INPUT_BOUND:
         return None

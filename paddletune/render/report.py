@@ -1,7 +1,6 @@
 """The `paddletune report` view: a loaded profile's summary as rich text, or as JSON."""
 
 import json
-import math
 import shlex
 from datetime import datetime
 from typing import List, Optional
@@ -13,15 +12,17 @@ from rich.text import Text
 
 from ..export import json_safe
 from ..summary import sample_figures
+from .fmt import NA, bar, label_table as _table, pct0 as _pct0
+from .fmt import duration as _duration, finite as _finite, ms as _ms, nbytes as _bytes
+from .fmt import num as _num, pct as _pct
+from .reader import reader_sections
 
 VERDICT_STYLES = {"compute-bound": "bold green", "moderately-input-bound": "bold yellow",
                   "highly-input-bound": "bold red", "too-few-steps": "bold yellow"}
-BREAKDOWN = (("outside", "outside the runtime"), ("feed", "feed"), ("compute", "compute"),
-             ("fetch", "fetch"))
+BREAKDOWN = (("outside", "outside the runtime"), ("read", "reader wait in run"),
+             ("feed", "feed"), ("compute", "compute"), ("fetch", "fetch"))
+OPTIONAL_PARTS = ("read",)  # rows shown only when non-zero
 GPU_PEAKS = (("power_w", "W"), ("temperature_c", "°C"))
-BAR_WIDTH = 24  # characters for a 100% share
-_EIGHTHS = " ▏▎▍▌▋▊▉"
-NA = "—"
 KILLED = "the job was killed or the profiler crashed"
 
 
@@ -29,8 +30,8 @@ def render_report(profile, console: Console, top_ops: int = 10):
     """Print the report of `profile` (a paddletune.profile.Profile) on `console`."""
     s = profile.summary or {}
     sections = [_header(profile, s), _verdict(s), _no_steps(profile, s), _steps(s),
-                _breakdown(s), *_ops(s, top_ops), _system(profile, s), _events(profile),
-                _overhead(s), _hint(profile)]
+                _breakdown(s), *reader_sections(profile, s), *_ops(s, top_ops),
+                _system(profile, s), _events(profile), _overhead(s), _hint(profile)]
     for i, section in enumerate(x for x in sections if x is not None):
         if i:
             console.print()
@@ -136,6 +137,8 @@ def _steps(s) -> Optional[Group]:
                 f"{s.get('steady_steps', 0)} steady")
     if s.get("main_program") is not None:
         head.append(f" (program {s['main_program']})")
+    if s.get("speed_test_steps_excluded"):
+        head.append(f" · {s['speed_test_steps_excluded']} speed-test ceiling steps excluded")
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
     table.add_column("step time (ms)", style="bold")
     for name in ("mean", "p50", "p90", "max", "CV"):
@@ -174,20 +177,14 @@ def _breakdown(s) -> Optional[Table]:
     table.add_column("share", justify="right")
     table.add_column("", no_wrap=True)
     for key, label in BREAKDOWN:
+        if key in OPTIONAL_PARTS and not b.get(key):
+            continue
         share = shares.get(key)
         table.add_row(label, _ms(b.get(key)), _pct(share), bar(share))
     cycle = (s.get("cycle_s") or {}).get("mean")
     table.add_row("loop iteration", _ms(cycle), _pct(1.0 if _finite(cycle) else None), "",
                   style="bold")
     return table
-
-
-def bar(share, width: int = BAR_WIDTH) -> str:
-    """A text bar of `share` (0..1) in eighths of a block."""
-    if not _finite(share) or share <= 0:
-        return ""
-    eighths = int(round(min(share, 1.0) * width * 8))
-    return "█" * (eighths // 8) + _EIGHTHS[eighths % 8].strip()
 
 
 # --- ops -----------------------------------------------------------------------------------------
@@ -295,7 +292,7 @@ def _gpu_value(f) -> str:
 
 
 def _events(profile) -> Optional[Text]:
-    shown_elsewhere = ("exit", "probe_unavailable", None)  # header line, GPU/system rows
+    shown_elsewhere = ("exit", "probe_unavailable", "speed_test", None)  # header, rows, sections
     notable = [e for e in profile.events if e.get("kind") not in shown_elsewhere]
     if not notable:
         return None
@@ -333,53 +330,3 @@ def _hint(profile) -> Text:
     text.append(f"paddletune export {path} --format chrome", style="cyan")
     text.append(" for a timeline (Perfetto)")
     return text
-
-
-# --- formatting ----------------------------------------------------------------------------------
-def _table(title, first_label, first_value) -> Table:
-    table = Table(box=None, show_header=False, pad_edge=False, title=title,
-                  title_justify="left", title_style="bold")
-    table.add_column(style="bold", no_wrap=True)
-    table.add_column()
-    table.add_row(first_label, first_value)
-    return table
-
-
-def _finite(x) -> bool:
-    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x)
-
-
-def _ms(seconds) -> str:
-    return f"{seconds * 1e3:,.2f}" if _finite(seconds) else NA
-
-
-def _pct(share, digits=1) -> str:
-    return f"{share:.{digits}%}" if _finite(share) else NA
-
-
-def _pct0(percent) -> str:
-    return f"{percent:.0f}%" if _finite(percent) else NA
-
-
-def _num(x) -> str:
-    return f"{x:,.0f}" if _finite(x) else NA
-
-
-def _bytes(n) -> str:
-    if not _finite(n):
-        return NA
-    for unit, size in (("GiB", 2 ** 30), ("MiB", 2 ** 20), ("KiB", 2 ** 10)):
-        if abs(n) >= size:
-            return f"{n / size:.1f} {unit}"
-    return f"{n:.0f} B"
-
-
-def _duration(seconds) -> str:
-    if not _finite(seconds):
-        return NA
-    if seconds < 1:
-        return f"{seconds * 1e3:.0f} ms"
-    if seconds < 60:
-        return f"{seconds:.2f} s"
-    minutes, rest = divmod(seconds, 60)
-    return f"{minutes:.0f} min {rest:.0f} s" if minutes < 60 else f"{seconds / 3600:.1f} h"

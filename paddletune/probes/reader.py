@@ -1,0 +1,368 @@
+"""The reader probe: each DataLoader/PyReader queue's fill, waits, producer and consumer.
+
+It listens to the runtime's reader_state / reader_push / reader_pop events (and, once a
+loader has started, step_end, to pair each step with the size of the batch it consumed) and
+samples `loader.queue.size()` of the running passes every `sample_s` on a daemon thread
+started by the first pass. A job without a DataLoader costs nothing.
+
+Records (type "reader"; `t` seconds on the session clock, `loader` the loader's id, `pass`
+its pass number from 1):
+
+  {"what": "start", "t", "loader", "pass", "config": loader.config()}   a pass began
+  {"what": "end" | "reset" | "error", "t", "loader", "pass", "batches", "detail"}
+  {"what": "interval", "t0", "t", "loader", "pass", "speed_test", ...counters}
+
+An interval record aggregates one pass over [t0, t) (every `interval_s`, and cut at the
+pass's end and wherever FLAGS_reader_queue_speed_test_mode switches, so `speed_test` marks
+intervals whose pops were peeks). Counters:
+  pushes, produce_s, cpu_s (sums over the batches that reported it), cpu_n, put_wait_s,
+  nbytes                          the producer side
+  workers {worker: [batches, produce_s, cpu_s]}   per producer (-1: the loader's thread)
+  pops, peeks, empty_pops, wait_s, wait_max_s, copy_s     the consumer side
+  wait_hist {bucket: pops}        bucket k holds waits in [10^(k/10), 10^((k+1)/10)) s;
+                                  bucket -60 also holds every wait under 1 µs (loghist.py)
+  pop_sizes {size: pops}          the queue size each pop reported
+  occupancy {size: samples}       the periodic queue-size samples (time-weighted fill)
+  swings                          drains: an empty pop after the queue was seen full
+  shapes {feed name: {"64x100": batches}}    the pushed batches' shapes
+  cost {elements: [steps, compute_s]}        each training step's compute time, keyed by
+                                  the elements (sum of sizes) of the batches it popped
+  steps, step_wait_s, programs    the training steps that popped batches of this pass, the
+                                  waits of those pops (the consumer's wait per step), and
+                                  {program id: steps}
+A pop "found the queue empty" when the reported size is 0, or when it waited at least
+EMPTY_WAIT_S for a batch that was pushed after it began waiting.
+
+overhead_s counts every callback and queue sample; the result's overhead_by_thread_s splits
+it between the training loop ("consumer"), the producer thread and the sampler. The producer
+and the training loop count under separate locks, so neither ever waits for the other.
+"""
+
+import math
+import threading
+import time
+
+from runtime import events
+from runtime.flags import FLAGS
+from runtime.reader.loader import live_loaders
+
+from .. import loghist
+from .base import Probe
+
+SAMPLE_S = 0.01  # how often the running queues' sizes are sampled
+EMPTY_WAIT_S = 5e-5  # a shorter wait is the queue's lock, not an empty queue
+_perf = time.perf_counter
+
+
+class _Produced:
+    """The producer side's counters since the last record (the producer thread writes them)."""
+
+    def __init__(self):
+        self.pushes = self.cpu_n = self.nbytes = 0
+        self.produce_s = self.cpu_s = self.put_wait_s = 0.0
+        self.workers, self.shapes = {}, {}
+
+    def add(self, r):
+        self.pushes += 1
+        self.produce_s += r.produce_s
+        self.put_wait_s += r.put_wait_s
+        self.nbytes += r.nbytes
+        if r.cpu_s is not None:
+            self.cpu_s += r.cpu_s
+            self.cpu_n += 1
+        row = self.workers.setdefault(r.worker, [0, 0.0, 0.0])
+        row[0] += 1
+        row[1] += r.produce_s
+        row[2] += r.cpu_s or 0.0
+        _count(self.shapes, r.shapes)
+
+    def fields(self, feeds) -> dict:
+        return {"pushes": self.pushes, "produce_s": self.produce_s, "cpu_s": self.cpu_s,
+                "cpu_n": self.cpu_n, "put_wait_s": self.put_wait_s, "nbytes": self.nbytes,
+                "workers": _keyed(self.workers), "shapes": _shape_names(self.shapes, feeds)}
+
+
+class _Consumed:
+    """The consumer side's counters since the last record (the training thread writes them)."""
+
+    def __init__(self, speed_test=False):
+        self.speed_test = speed_test
+        self.pops = self.peeks = self.empty_pops = self.swings = self.steps = 0
+        self.wait_s = self.wait_max_s = self.copy_s = self.step_wait_s = 0.0
+        self.wait_hist, self.pop_sizes, self.cost, self.programs = {}, {}, {}, {}
+
+    def add_pop(self, r, empty):
+        self.pops += 1
+        self.empty_pops += empty
+        self.wait_s += r.wait_s
+        self.wait_max_s = max(self.wait_max_s, r.wait_s)
+        self.copy_s += r.copy_s
+        _count(self.wait_hist, loghist.bucket(r.wait_s))
+        _count(self.pop_sizes, r.size)
+
+    def add_step(self, program, elements, wait_s, compute_s):
+        self.steps += 1
+        _count(self.programs, program)
+        self.step_wait_s += wait_s
+        row = self.cost.setdefault(elements, [0, 0.0])
+        row[0] += 1
+        row[1] += compute_s
+
+    def fields(self) -> dict:
+        return {"speed_test": self.speed_test, "pops": self.pops, "peeks": self.peeks,
+                "empty_pops": self.empty_pops, "wait_s": self.wait_s,
+                "wait_max_s": self.wait_max_s, "copy_s": self.copy_s,
+                "wait_hist": _keyed(self.wait_hist), "pop_sizes": _keyed(self.pop_sizes),
+                "swings": self.swings, "cost": _keyed(self.cost), "steps": self.steps,
+                "step_wait_s": self.step_wait_s, "programs": _keyed(self.programs)}
+
+
+class _PassState:
+    """A running pass: its config, the batches queued now, and the open interval's counters,
+    one set (and one lock) per writing thread, so the producer and the training loop never
+    wait for each other; only a record's cut takes all three locks."""
+
+    def __init__(self, loader, number, config, t0):
+        self.loader, self.number, self.config = loader, number, config or {}
+        self.capacity = self.config.get("capacity")
+        self.t0 = t0
+        self.produced, self.consumed, self.occupancy = _Produced(), _Consumed(), {}
+        self.push_lock, self.pop_lock = threading.Lock(), threading.Lock()
+        self.sample_lock = threading.Lock()
+        self.queued = {}  # batch index -> (push time, elements): read by its pop
+        self.full = False  # seen full since the last empty pop
+        self.pending = 0  # elements popped since the last step ended
+        self.pending_wait_s = 0.0  # and the waits of those pops
+        self.popped = False
+        self.size = 0  # the last sampled queue size
+
+    def cut(self, t, speed_test=None):
+        """The open interval's (produced, consumed, occupancy, t0), fresh counters from `t`
+        (marked `speed_test` when given)."""
+        with self.push_lock:
+            produced, self.produced = self.produced, _Produced()
+        with self.pop_lock:
+            consumed = self.consumed
+            self.consumed = _Consumed(consumed.speed_test if speed_test is None else speed_test)
+        with self.sample_lock:
+            occupancy, self.occupancy = self.occupancy, {}
+        t0, self.t0 = self.t0, t
+        return produced, consumed, occupancy, t0
+
+
+class ReaderProbe(Probe):
+    name = "reader"
+    in_step = True  # the pop and step callbacks run in the training loop
+
+    def __init__(self, sink, clock, interval_s: float = 0.5, sample_s: float = SAMPLE_S):
+        super().__init__(sink, clock)
+        self.interval_s, self.sample_s = interval_s, sample_s
+        self._lock = threading.Lock()  # pass starts and ends, totals
+        self._passes = {}  # loader id -> _PassState of its running pass
+        self._subs, self._step_sub = [], None
+        self._halt, self._sampler = threading.Event(), None
+        self._last_flush = 0.0
+        self.totals = {}  # loader id -> cumulative counters (snapshot, result)
+        self.cost_s = {"consumer": 0.0, "producer": 0.0, "sampler": 0.0}  # one writer each
+        self.n_records = 0
+
+    # --- life cycle ------------------------------------------------------------------------------
+    def _start(self):
+        self._subs = [events.subscribe("reader_state", self._on_state),
+                      events.subscribe("reader_push", self._on_push),
+                      events.subscribe("reader_pop", self._on_pop)]
+
+    def _stop(self):
+        for sub in self._subs + ([self._step_sub] if self._step_sub else []):
+            sub.close()
+        self._subs, self._step_sub = [], None
+        self._halt.set()
+        if self._sampler is not None:
+            self._sampler.join(timeout=2.0)
+        self._emit(self._flush_all(_perf()))
+        self.overhead_s = sum(self.cost_s.values())
+        return {"loaders": {str(k): v for k, v in self.totals.items()},
+                "records": self.n_records, "interval_s": self.interval_s,
+                "sample_s": self.sample_s,
+                "overhead_by_thread_s": dict(self.cost_s)}
+
+    def snapshot(self) -> dict:
+        """Live figures: per running loader its last sampled queue size and the counters up to
+        its last record."""
+        return {"loaders": [{"loader": st.loader, "pass": st.number, "size": st.size,
+                             "capacity": st.capacity, **self.totals.get(st.loader, {})}
+                            for st in list(self._passes.values())]}
+
+    # --- event callbacks -------------------------------------------------------------------------
+    def _on_state(self, r):
+        t0 = _perf()
+        if r.what == "start":
+            self._begin(r)
+        else:
+            self._end(r)
+        self.cost_s["consumer"] += _perf() - t0
+
+    def _begin(self, r):
+        st = _PassState(r.loader_id, r.pass_no, r.config, self.clock.rel(r.t))
+        with self._lock:
+            old = self._passes.pop(r.loader_id, None)
+            self._passes[r.loader_id] = st
+        records = [self._flush(old, self.clock.rel(r.t))] if old is not None else []
+        records.append({"type": "reader", "what": "start", "t": self.clock.rel(r.t),
+                        "loader": r.loader_id, "pass": r.pass_no, "config": r.config})
+        totals = self.totals.setdefault(r.loader_id, _new_totals())
+        totals["name"], totals["passes"] = (r.config or {}).get("name"), r.pass_no
+        self._emit(records)
+        self._run_sampler()
+        if self._step_sub is None:
+            self._step_sub = events.subscribe("step_end", self._on_step)
+
+    def _end(self, r):
+        t = self.clock.rel(r.t)
+        with self._lock:
+            st = self._passes.get(r.loader_id)
+            if st is None or st.number != r.pass_no:
+                return
+            del self._passes[r.loader_id]
+        records = [self._flush(st, t)]
+        records.append({"type": "reader", "what": r.what, "t": t, "loader": r.loader_id,
+                        "pass": r.pass_no, "batches": r.batches, "detail": r.detail})
+        self._emit(records)
+
+    def _on_push(self, r):
+        t0 = _perf()
+        st = self._passes.get(r.loader_id)
+        if st is not None and st.number == r.pass_no:
+            st.queued[r.index] = (r.t, sum(math.prod(s) for s in r.shapes))
+            if st.capacity and r.size >= st.capacity:
+                st.full = True
+            with st.push_lock:
+                st.produced.add(r)
+        self.cost_s["producer"] += _perf() - t0
+
+    def _on_pop(self, r):
+        t0 = _perf()
+        st = self._passes.get(r.loader_id)
+        if st is not None and st.number == r.pass_no:
+            if r.speed_test != st.consumed.speed_test:  # the flag switched: a new interval
+                self._emit([self._flush(st, self.clock.rel(r.t - r.wait_s), r.speed_test)])
+            with st.pop_lock:
+                self._pop(st, r)
+        self.cost_s["consumer"] += _perf() - t0
+
+    def _pop(self, st, r):
+        if r.speed_test:
+            st.consumed.peeks += 1
+            return
+        pushed_t, elements = st.queued.pop(r.index, (None, 0))
+        began = r.t - r.wait_s
+        empty = r.size == 0 or (r.wait_s >= EMPTY_WAIT_S and
+                                (pushed_t is None or pushed_t > began))
+        st.consumed.add_pop(r, empty)
+        if empty and st.full:
+            st.consumed.swings += 1
+        if empty:
+            st.full = False
+        st.pending += elements
+        st.pending_wait_s += r.wait_s
+        st.popped = True
+
+    def _on_step(self, r):
+        t0 = _perf()
+        if not r.is_startup:
+            for st in list(self._passes.values()):
+                if st.popped:
+                    with st.pop_lock:
+                        st.consumed.add_step(r.program_id, st.pending, st.pending_wait_s,
+                                             r.compute_s)
+                    st.pending, st.pending_wait_s, st.popped = 0, 0.0, False
+        self.cost_s["consumer"] += _perf() - t0
+
+    # --- the sampler -----------------------------------------------------------------------------
+    def _run_sampler(self):
+        if self._sampler is None and not self._halt.is_set():
+            self._last_flush = _perf()
+            self._sampler = threading.Thread(target=self._sample_loop, daemon=True,
+                                             name="paddletune-reader")
+            self._sampler.start()
+
+    def _sample_loop(self):
+        while not self._halt.wait(self.sample_s):
+            t0 = _perf()
+            try:
+                self._emit(self.sample(t0))
+            except Exception as err:  # a broken sampler stops itself, never the job
+                self.reason = f"queue sampling failed: {err}"
+                return
+            finally:
+                self.cost_s["sampler"] += _perf() - t0
+
+    def sample(self, now) -> list:
+        """Count each running queue's size; every interval_s, the records of all passes."""
+        sizes = {ld.id: ld.queue.size() for ld in live_loaders() if ld.id in self._passes}
+        speed_test = FLAGS.get("reader_queue_speed_test_mode")
+        for loader, size in sizes.items():
+            st = self._passes.get(loader)
+            if st is not None and not speed_test:
+                st.size = size
+                st.full = st.full or bool(st.capacity and size >= st.capacity)
+                with st.sample_lock:
+                    _count(st.occupancy, size)
+        if now - self._last_flush < self.interval_s:
+            return []
+        self._last_flush = now
+        return self._flush_all(now)
+
+    # --- records ---------------------------------------------------------------------------------
+    def _flush_all(self, now) -> list:
+        return [self._flush(st, self.clock.rel(now)) for st in list(self._passes.values())]
+
+    def _flush(self, st, t, speed_test=None):
+        """The open interval's record (None when nothing happened); counting goes on in
+        fresh counters from `t`."""
+        produced, consumed, occupancy, t0 = st.cut(t, speed_test)
+        if not (produced.pushes or consumed.pops or consumed.peeks or occupancy):
+            return None
+        with self._lock:
+            _add_totals(self.totals.setdefault(st.loader, _new_totals()), produced, consumed)
+        return {"type": "reader", "what": "interval", "t0": t0, "t": t, "loader": st.loader,
+                "pass": st.number, **consumed.fields(),
+                **produced.fields(st.config.get("feed")), "occupancy": _keyed(occupancy)}
+
+    def _emit(self, records):
+        for record in records:
+            if record is not None:
+                self.n_records += 1
+                self.sink(record)
+
+
+def _count(counter: dict, key, n=1):
+    counter[key] = counter.get(key, 0) + n
+
+
+def _keyed(counter: dict) -> dict:
+    """JSON object keys are strings."""
+    return {str(k): v for k, v in counter.items()}
+
+
+def _new_totals() -> dict:
+    return {"name": None, "passes": 0, "pushes": 0, "pops": 0, "peeks": 0, "empty_pops": 0,
+            "wait_s": 0.0, "produce_s": 0.0, "swings": 0}
+
+
+def _add_totals(totals, produced, consumed):
+    for key in ("pushes", "produce_s"):
+        totals[key] += getattr(produced, key)
+    for key in ("pops", "peeks", "empty_pops", "wait_s", "swings"):
+        totals[key] += getattr(consumed, key)
+
+
+def _shape_names(shapes: dict, feeds) -> dict:
+    """{(shape of each array): batches} -> {feed name: {"64x100": batches}}."""
+    feeds = list(feeds or [])
+    out = {}
+    for shape, n in shapes.items():
+        names = feeds if len(feeds) == len(shape) else [str(i) for i in range(len(shape))]
+        for name, dims in zip(names, shape):
+            _count(out.setdefault(name, {}), "x".join(map(str, dims)), n)
+    return out

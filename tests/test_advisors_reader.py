@@ -1,0 +1,201 @@
+"""The reader rules (#2-#5, #18) and #1's deferral to them: each fired and not fired."""
+
+import pytest
+
+from paddletune.advisors import advise, input, reader, sequences
+from paddletune.profile import load
+from profiles import make_profile, reader_records, step_records, system_samples
+from test_advisors import ids, only
+from test_render_reader import speed_test_profile
+
+CORES_4 = {"cpu": {"model": "Test CPU", "logical_cores": 4, "physical_cores": 4,
+                   "usable_cores": 4}}
+CORES_2 = {"cpu": {"model": "Test CPU", "logical_cores": 2, "physical_cores": 2,
+                   "usable_cores": 2}}
+READER_RULES = [reader.reader_starved, reader.speed_test_ceiling, reader.double_buffer_off,
+                sequences.long_sequence_outliers]
+
+
+def profile_with(tmp_path, steps, env=CORES_4, machine_percent=25.0, system=True,
+                 extra=(), **per_batch):
+    """`steps` fed by one DataLoader (reader_records(**per_batch)); system samples where the
+    process keeps one core busy and the machine `machine_percent` of all cores."""
+    samples = system_samples(cpu_percent=100.0, cpu_total_percent=machine_percent) \
+        if system else []
+    records = reader_records(steps, **per_batch) + samples + list(extra)
+    return load(make_profile(tmp_path / "p.jsonl", steps=steps, env=env, extra=records))
+
+
+def starved(tmp_path, **kw):
+    """A 12 ms step waiting 29 ms per step for a 41 ms-per-batch thread producer."""
+    steps = step_records(wall_s=0.012, gap_s=0.030)
+    per_batch = {"wait_s": 0.029, "empty_ratio": 0.9, "produce_s": 0.041, "cpu_s": 0.037,
+                 "fill": 0, **kw}
+    return profile_with(tmp_path, steps, **per_batch)
+
+
+# --- #2 / #5 the queue runs empty: how many workers -----------------------------------------------
+def test_starved_reader_gets_a_computed_worker_count(tmp_path):
+    a = only(advise(starved(tmp_path), READER_RULES), "reader-starved")
+    assert (a.severity, a.confidence, a.source) == ("high", "high", 2)
+    assert a.title == "Reader-starved: the queue was empty in 90% of the pops"
+    assert a.evidence == (
+        "the queue of DataLoader#0 (capacity 8, a thread producer) was empty in 90% of 30 "
+        "pops; the loop waited 29.00 ms per step, 69% of its 42.00 ms step; producer "
+        "41.00 ms/batch vs compute 13.00 ms/step (cycle - wait); 3.0 of 4 cores idle.")
+    f = a.figures
+    assert (f["workers_needed"], f["worker_cap"], f["workers"]) == (4, 3, 3)
+    assert f["free_cores"] == pytest.approx(3.0) and f["suggested_capacity"] == 8
+    assert a.change.splitlines()[0] == ("loader = fluid.io.DataLoader.from_generator("
+                                        "feed_list=[img, label], capacity=8, num_workers=3)")
+    assert "fluid.io.get_worker_info()" in a.change
+    assert a.expected_speedup == pytest.approx(0.042 / (0.041 / 3))
+    assert a.expected_gain == (
+        "up to 3.07x steps/s (42.00 ms -> 13.67 ms per step) with 3 worker(s); the no-data "
+        "ceiling is 77 steps/s; reaching it takes 4 workers, but the 3.0 free core(s) run 3: "
+        "make each batch cheaper too")
+
+
+def test_io_bound_producer_needs_little_cpu_per_worker(tmp_path):
+    a = only(advise(starved(tmp_path, cpu_s=0.001), READER_RULES), "reader-starved")
+    assert (a.figures["workers"], a.figures["worker_cap"]) == (4, 16)
+    assert a.expected_speedup == pytest.approx(0.042 / 0.013)
+
+
+def test_unknown_cores_do_not_cap_the_workers(tmp_path):
+    steps = step_records(wall_s=0.012, gap_s=0.030)
+    p = profile_with(tmp_path, steps, env={"cpu": {}}, system=False, wait_s=0.029,
+                     empty_ratio=0.9, produce_s=0.041, cpu_s=0.037, fill=0)
+    a = only(advise(p, READER_RULES), "reader-starved")
+    assert (a.figures["workers"], a.figures["cores"]) == (4, None)
+    assert a.evidence.endswith("(cycle - wait).")
+
+
+def test_no_free_core_says_what_is_achievable(tmp_path):
+    steps = step_records(wall_s=0.012, gap_s=0.030)
+    p = profile_with(tmp_path, steps, env=CORES_2, machine_percent=100.0, wait_s=0.029,
+                     empty_ratio=0.9, produce_s=0.041, cpu_s=0.037, fill=0)
+    a = only(advise(p, READER_RULES), "reader-starved")
+    assert a.figures["free_cores"] < 0.1 and a.figures["workers"] == 1
+    assert a.change.startswith("# no core is free for more reader workers: 0.0 of the 2 cores "
+                               "once the trainer and other processes are served, and a worker "
+                               "needs 0.90 of one.\n# Make each batch cheaper")
+    assert a.expected_gain == ("none from more workers on these cores; the no-data ceiling is "
+                               "77 steps/s, which 4 workers would reach")
+    assert a.evidence.endswith("0.0 of 2 cores idle, other processes busy on 1.0.")
+
+
+def test_workers_that_keep_up_on_average_get_a_larger_queue(tmp_path):
+    a = only(advise(starved(tmp_path, produce_s=0.020, swings=2, workers=(0, 1),
+                            config={"num_workers": 2}), READER_RULES), "reader-starved")
+    assert a.figures["workers_needed"] == 2
+    assert a.change == ("loader = fluid.io.DataLoader.from_generator(feed_list=[img, label], "
+                        "capacity=16)\n# the producer keeps up on average: a larger queue "
+                        "absorbs its bursts")
+    assert "it swung 6 times from full to empty" in a.evidence
+
+
+def full_queue(tmp_path, gap_s=0.005, **kw):
+    """Well fed: the queue stays full, no pop waits; the loop spends `gap_s` on its own."""
+    return profile_with(tmp_path, step_records(gap_s=gap_s), fill=8, **kw)
+
+
+def test_a_queue_that_stays_full_gets_no_reader_advice(tmp_path):
+    found = advise(full_queue(tmp_path))
+    assert not [i for i in ids(found) if i.startswith(("reader", "input", "double", "long"))]
+    assert all(a.severity != "high" for a in found)
+
+
+def test_too_few_steps_or_a_mild_wait_give_no_starved_advice(tmp_path):
+    few = profile_with(tmp_path, step_records(n_steps=4, gap_s=0.030), wait_s=0.029,
+                       empty_ratio=0.9)
+    assert reader.reader_starved(few) is None
+    mild = profile_with(tmp_path, step_records(gap_s=0.0003), wait_s=0.0003, empty_ratio=0.9)
+    assert reader.reader_starved(mild) is None  # 3% of the step: not visible
+
+
+def test_input_bound_defers_to_the_reader_rules(tmp_path):
+    p = starved(tmp_path)
+    assert p.summary["verdict"]["kind"] == "highly-input-bound"
+    assert input.input_bound(p) is None
+    no_loader = load(make_profile(tmp_path / "q.jsonl", steps=step_records(gap_s=0.030)))
+    assert input.input_bound(no_loader).id == "input-bound"
+
+
+# --- #3 the speed test ----------------------------------------------------------------------------
+def test_speed_test_quantifies_what_data_costs(tmp_path):
+    a = only(advise(load(speed_test_profile(tmp_path)), READER_RULES), "reader-data-cost")
+    assert (a.severity, a.source, a.confidence) == ("medium", 3, "high")
+    assert a.title == "Data costs 67% of the throughput (speed test)"
+    assert a.evidence == (
+        "with FLAGS_reader_queue_speed_test_mode on (the queue peeked, never popped) the job "
+        "ran 200.0 steps/s (12,800 samples/s) against 66.7 steps/s (4,267 samples/s) in the "
+        "baseline window: data costs 67% of your throughput; ceiling 12,800 samples/s.")
+    assert a.expected_speedup == pytest.approx(3.0)
+    assert a.change.startswith("loader = fluid.io.DataLoader.from_generator(feed_list=[img, "
+                               "label], capacity=8, num_workers=1)")
+
+
+def test_speed_test_within_10_percent_gives_nothing(tmp_path):
+    p = load(speed_test_profile(tmp_path, ceiling_wall_s=0.0139))
+    assert p.summary["speed_test"]["ratio"] < 1.1
+    assert reader.speed_test_ceiling(p) is None
+
+
+def test_a_speed_test_is_suggested_only_for_a_suspicious_reader(tmp_path):
+    a = reader.speed_test_ceiling(starved(tmp_path))
+    assert (a.id, a.severity) == ("reader-speed-test", "info")
+    assert a.change == "paddletune profile --speed-test --steps 60 train.py"
+    assert reader.speed_test_ceiling(full_queue(tmp_path)) is None
+
+
+# --- #4 the double buffer -------------------------------------------------------------------------
+def test_double_buffer_off_with_a_visible_copy(tmp_path):
+    p = full_queue(tmp_path, copy_s=0.001, config={"use_double_buffer": False})
+    a = only(advise(p, READER_RULES), "double-buffer-off")
+    assert (a.severity, a.source) == ("medium", 4)
+    assert a.evidence == ("DataLoader#0 runs with use_double_buffer=False and copies each batch "
+                          "to the device on the training thread: 1.00 ms per step, 6.7% of the "
+                          "15.00 ms step.")
+    assert a.change == ("loader = fluid.io.DataLoader.from_generator(feed_list=[img, label], "
+                        "capacity=8, use_double_buffer=True)")
+    assert a.expected_speedup == pytest.approx(15 / 14)
+
+
+def test_double_buffer_on_or_no_copy_gives_nothing(tmp_path):
+    on = full_queue(tmp_path, copy_s=0.001)
+    assert reader.double_buffer_off(on) is None
+    no_copy = profile_with(tmp_path, step_records(gap_s=0.005), fill=8,
+                           config={"use_double_buffer": False})
+    assert reader.double_buffer_off(no_copy) is None
+
+
+# --- #18 long-sequence outliers -------------------------------------------------------------------
+OUTLIERS = {"words": {"64x100": 19, "64x5000": 1}, "label": {"64x1": 20}}
+LONG_COST = {6400: [95, 95 * 0.010], 320000: [5, 5 * 0.200]}
+
+
+def sequences_profile(tmp_path, shapes=OUTLIERS, cost=LONG_COST):
+    return profile_with(tmp_path, step_records(gap_s=0.001), fill=8, shapes=shapes, cost=cost,
+                        config={"feed": ["words", "label"]})
+
+
+def test_long_sequence_outliers_that_slow_their_steps(tmp_path):
+    a = only(advise(sequences_profile(tmp_path), READER_RULES), "long-sequence-outliers")
+    assert (a.severity, a.source) == ("medium", 18)
+    assert a.title == "A few long batches of 'words' cost 51% of the compute"
+    assert a.evidence == (
+        "'words' dim 1 varies from 100 to 5,000 (p50 100, p95 100: the max is 50.0x the p95); "
+        "the 5 of 100 steps on batches above the p95 size took 200.00 ms of compute each "
+        "against 10.00 ms for the others (20.0x), 51% of all compute time.")
+    assert a.change.splitlines()[0] == ("MAX_LEN = 100  # the p95 of 'words' dim 1 measured in "
+                                        "this run")
+    assert "if sample[0].shape[0] <= MAX_LEN:" in a.change
+    assert a.expected_speedup == pytest.approx(0.011 / (0.011 - 5 * 0.190 / 100))
+
+
+def test_no_outliers_or_steps_that_do_not_follow_give_nothing(tmp_path):
+    flat_cost = {6400: [95, 0.95], 320000: [5, 0.05]}
+    assert sequences.long_sequence_outliers(sequences_profile(tmp_path, cost=flat_cost)) is None
+    even = {"words": {"64x100": 10, "64x150": 10}, "label": {"64x1": 20}}
+    assert sequences.long_sequence_outliers(sequences_profile(tmp_path, shapes=even)) is None

@@ -1,0 +1,150 @@
+"""The reader probe: interval records from fake reader events (empty pops, drains, shapes,
+step costs, speed-test intervals) and from real thread-producer DataLoaders."""
+
+import time
+
+import numpy as np
+import pytest
+
+import runtime as fluid
+from paddletune.probes.base import Clock
+from paddletune.probes.reader import ReaderProbe
+from runtime import events
+
+CONFIG = {"name": "L", "capacity": 2, "feed": ["x", "y"], "num_workers": 0}
+SHAPES = ((4, 3), (4, 1))  # 16 elements
+
+
+def push(index, t, size, produce_s=0.001):
+    events.reader_push.emit(events.ReaderPush(7, 1, index, -1, t, produce_s, 0.0, size, 2,
+                                              64, SHAPES, produce_s / 2))
+
+
+def pop(index, t, wait_s, size, speed_test=False):
+    events.reader_pop.emit(events.ReaderPop(7, 1, index, t, wait_s, size, 2, speed_test))
+
+
+def step(compute_s=0.002, startup=False):
+    events.step_end.emit(events.StepRecord(1, 3, 0, 0.0, 0.01, 0.0, compute_s, 0.0, 4, 5, 0,
+                                           0, (), "CPUPlace", startup))
+
+
+def state(what, t, **kw):
+    events.reader_state.emit(events.ReaderState(7, 1, t, what, **kw))
+
+
+def intervals(sink):
+    return [r for r in sink if r.get("what") == "interval"]
+
+
+def test_fake_events_give_compact_interval_records():
+    sink = []
+    probe = ReaderProbe(sink.append, Clock(t0=100.0), interval_s=100, sample_s=100).start()
+    state("start", 100.0, config=CONFIG)
+    push(0, 100.001, 1)
+    push(1, 100.002, 2)  # the queue is full
+    assert probe.snapshot() == {"loaders": [{"loader": 7, "pass": 1, "size": 0, "capacity": 2,
+                                             "name": "L", "passes": 1, "pushes": 0, "pops": 0,
+                                             "peeks": 0, "empty_pops": 0, "wait_s": 0.0,
+                                             "produce_s": 0.0, "swings": 0}]}
+    pop(0, 100.003, 0.001, 2)  # a slow pop of a batch already queued: not an empty queue
+    step()
+    pop(1, 100.004, 0.0, 1)
+    step(startup=True)  # startup programs pair with nothing
+    step()
+    push(2, 100.009, 1)
+    pop(2, 100.010, 0.004, 1)  # began at 100.006, before the push: it found the queue empty
+    step(compute_s=0.003)
+    push(3, 100.011, 1)
+    pop(3, 100.012, 0.0, 1, speed_test=True)  # the flag switched: a new interval
+    pop(3, 100.013, 0.0, 1, speed_test=True)
+    state("end", 100.02, batches=3)
+    result = probe.stop()
+    assert [r["what"] for r in sink if r["type"] == "reader"] == \
+        ["start", "interval", "interval", "end"]
+    first, second = intervals(sink)
+    assert (first["t0"], first["t"]) == (0.0, pytest.approx(0.012))  # the first peek began
+    assert (first["pushes"], first["pops"], first["empty_pops"], first["swings"]) == (4, 3, 1, 1)
+    assert first["wait_s"] == pytest.approx(0.005) and first["step_wait_s"] == pytest.approx(0.005)
+    assert first["shapes"] == {"x": {"4x3": 4}, "y": {"4x1": 4}}
+    assert first["cost"] == {"16": [3, pytest.approx(0.007)]} and first["steps"] == 3
+    assert first["programs"] == {"3": 3} and first["workers"]["-1"][0] == 4
+    assert first["cpu_s"] == pytest.approx(0.002) and first["cpu_n"] == 4
+    assert sum(first["wait_hist"].values()) == 3 and first["pop_sizes"] == {"2": 1, "1": 2}
+    assert (second["speed_test"], second["peeks"], second["pops"]) == (True, 2, 0)
+    assert sink[-2]["batches"] == 3 and sink[-1]["type"] == "probe"
+    assert result["in_step"] and result["overhead_s"] > 0
+    totals = result["result"]["loaders"]["7"]
+    assert (totals["pushes"], totals["pops"], totals["peeks"], totals["empty_pops"]) == \
+        (4, 3, 2, 1)
+
+
+def test_no_dataloader_costs_nothing():
+    before = events.subscribers("step_end")
+    probe = ReaderProbe([].append, Clock()).start()
+    assert events.subscribers("step_end") == before and probe._sampler is None
+    step()
+    record = probe.stop()
+    assert record["result"]["loaders"] == {} and record["result"]["records"] == 0
+    assert events.subscribers("reader_pop") == 0
+
+
+def loader_over(gen, capacity):
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x = fluid.data("x", [-1, 3], "float32")
+        total = fluid.layers.reduce_sum(x)
+        loader = fluid.io.DataLoader.from_generator(feed_list=[x], capacity=capacity)
+    return main, total, loader.set_batch_generator(gen)
+
+
+def run_loader(gen, capacity=4, step_sleep_s=0.0, interval_s=0.02):
+    """Train on `gen` through a thread-producer DataLoader with the probe on; its records."""
+    main, total, loader = loader_over(gen, capacity)
+    sink = []
+    probe = ReaderProbe(sink.append, Clock(), interval_s=interval_s, sample_s=0.002).start()
+    exe = fluid.Executor(fluid.CPUPlace())
+    with fluid.scope_guard(fluid.Scope()):
+        for data in loader():
+            exe.run(main, feed=data, fetch_list=[total])
+            time.sleep(step_sleep_s)
+    probe.stop()
+    rows = intervals(sink)
+    return rows, {k: sum(r[k] for r in rows) for k in ("pushes", "pops", "empty_pops",
+                                                       "steps", "swings")}
+
+
+def queue_samples(rows):
+    """{queue size: samples} over the interval records."""
+    occupancy = {}
+    for r in rows:
+        for size, n in r["occupancy"].items():
+            occupancy[int(size)] = occupancy.get(int(size), 0) + n
+    return occupancy
+
+
+def batches(n, sleep_s=0.0, rows=4):
+    def gen():
+        for i in range(n):
+            time.sleep(sleep_s)
+            yield [np.full((rows, 3), i, "float32")]
+    return gen
+
+
+def test_slow_producer_starves_the_queue():
+    rows, total = run_loader(batches(30, sleep_s=0.003))
+    assert total["pushes"] == total["pops"] == total["steps"] == 30
+    assert total["empty_pops"] >= 20  # loose: a noisy machine
+    assert len(rows) >= 2  # the sampler cut intervals every 20 ms
+    occupancy = queue_samples(rows)
+    assert occupancy and min(occupancy) == 0
+
+
+def test_fast_producer_keeps_the_queue_full():
+    rows, total = run_loader(batches(30), step_sleep_s=0.003)
+    assert total["pops"] == 30 and total["empty_pops"] <= 3
+    occupancy = queue_samples(rows)
+    assert max(occupancy) == 4
+    full = sum(n for size, n in occupancy.items() if size >= 3)
+    assert full >= 0.5 * sum(occupancy.values())
+    assert rows[0]["shapes"] == {"x": {"4x3": rows[0]["pushes"]}}

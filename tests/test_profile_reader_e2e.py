@@ -1,0 +1,65 @@
+"""End to end in real subprocesses: a training script whose thread-producer DataLoader is slower
+than its step gets the Reader section, the starved-reader advice with a worker count, and
+with --speed-test a ceiling above the actual throughput."""
+
+import json
+import subprocess
+import sys
+import textwrap
+
+TIMEOUT_S = 120
+SCRIPT = '''
+import time
+import numpy as np
+import runtime as fluid
+
+main, startup = fluid.Program(), fluid.Program()
+with fluid.program_guard(main, startup):
+    x = fluid.data("x", [None, 8])
+    y = fluid.data("y", [None, 1])
+    loss = fluid.layers.mean(fluid.layers.square_error_cost(fluid.layers.fc(x, 1), y))
+    fluid.optimizer.SGD(0.01).minimize(loss)
+    loader = fluid.io.DataLoader.from_generator(feed_list=[x, y], capacity=4)
+
+def reader():  # 5 ms per batch: far slower than the step
+    while True:
+        time.sleep(0.005)
+        x = np.ones((16, 8), "float32")
+        yield [x, x[:, :1]]
+
+loader.set_batch_generator(reader)
+exe = fluid.Executor(fluid.CPUPlace())
+exe.run(startup)
+for data in loader():
+    exe.run(main, feed=data, fetch_list=[loss])
+'''
+
+
+def paddletune(tmp_path, *argv):
+    done = subprocess.run([sys.executable, "-m", "paddletune", *argv], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=TIMEOUT_S)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done
+
+
+def test_starved_reader_end_to_end(tmp_path):
+    (tmp_path / "train.py").write_text(textwrap.dedent(SCRIPT))
+    run = paddletune(tmp_path, "profile", "--steps", "60", "--interval", "0.1", "-o",
+                     "p.jsonl", "train.py")
+    assert "Reader: DataLoader#0 · thread producer · capacity 4" in run.stderr
+    assert "found the queue empty" in run.stderr
+    advice = json.loads(paddletune(tmp_path, "advise", "--json", "p.jsonl").stdout)
+    starved = [a for a in advice if a["id"] == "reader-starved"]
+    assert len(starved) == 1 and starved[0]["severity"] in ("high", "medium")
+    f = starved[0]["figures"]
+    assert f["workers_needed"] >= 2 and isinstance(f["workers"], int) and f["workers"] >= 1
+    assert f["producer_s_per_step"] > f["consumer_s_per_step"]
+    assert "input-bound" not in [a["id"] for a in advice]  # #1 defers to the reader rules
+
+    speed = paddletune(tmp_path, "profile", "--steps", "50", "--speed-test",
+                       "--speed-test-steps", "15", "--interval", "0.1", "--json", "-o",
+                       "s.jsonl", "train.py")
+    st = json.loads(speed.stdout)["speed_test"]
+    assert st["has_loader"] and st["complete"]
+    assert st["ceiling"]["steps_per_s"] > st["baseline"]["steps_per_s"]
+    assert st["ratio"] > 1.1 and 0 < st["data_share"] < 1

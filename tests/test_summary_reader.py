@@ -1,0 +1,138 @@
+"""Reader and speed-test figures of the summary, from canned reader-probe records."""
+
+import pytest
+
+from paddletune import loghist
+from paddletune import summary_reader as R
+from paddletune.profile import load
+from profiles import make_profile, reader_records, step_records
+
+
+def speed_test_events(baseline_t, ceiling_t, done_t, start=10, window=10, done_step=None):
+    rows = [{"type": "event", "t": baseline_t, "kind": "speed_test", "phase": "baseline",
+             "step": start, "message": "baseline"},
+            {"type": "event", "t": ceiling_t, "kind": "speed_test", "phase": "ceiling",
+             "step": start + window, "message": "ceiling"}]
+    if done_t is not None:
+        rows.append({"type": "event", "t": done_t, "kind": "speed_test", "phase": "done",
+                     "step": done_step or start + 2 * window, "message": "done"})
+    return rows
+
+
+def starved(tmp_path, **per_batch):
+    """40 steps of 10 ms + a 5 ms gap, the loop waiting 4 ms per step for a 12 ms producer."""
+    steps = step_records(gap_s=0.005)
+    extra = reader_records(steps, **{"wait_s": 0.004, "empty_ratio": 0.9, "produce_s": 0.012,
+                                     "cpu_s": 0.006, "fill": 0, **per_batch})
+    return load(make_profile(tmp_path / "p.jsonl", steps=steps, extra=extra)).summary
+
+
+def test_no_dataloader_no_reader_figures(tmp_path):
+    s = load(make_profile(tmp_path / "p.jsonl")).summary
+    assert s["reader"] is None and s["speed_test"] is None
+    assert s["speed_test_steps_excluded"] == 0
+
+
+def test_starved_loader_figures(tmp_path):
+    s = starved(tmp_path)
+    reader = s["reader"]
+    f = reader["loaders"][0]
+    assert reader["main"] == 0 and reader["errors"] == []
+    assert (f["name"], f["passes"], f["scope"]) == ("DataLoader#0", 1, "steady")
+    assert f["batches"] == 30  # the first interval holds the start-up: left out
+    assert f["empty_ratio"] == pytest.approx(0.9)
+    w = f["wait"]
+    assert w["mean_s"] == pytest.approx(0.004) and w["per_step_s"] == pytest.approx(0.004)
+    assert w["share"] == pytest.approx(0.004 / 0.015)  # of the steady 15 ms cycle
+    assert w["p50_s"] == pytest.approx(0.004, rel=0.15) and w["max_s"] == pytest.approx(0.006)
+    p, c = f["producer"], f["consumer"]
+    assert p["s_per_batch"] == pytest.approx(0.012) and p["rate_per_s"] == pytest.approx(1 / 0.012)
+    assert p["cpu_share"] == pytest.approx(0.5) and p["producers"] == 1
+    assert c["s_per_batch"] == pytest.approx(0.011) and c["batches_per_step"] == 1
+    assert c["actual_per_s"] == pytest.approx(1 / 0.015)
+    assert f["occupancy"]["empty_share"] == 1.0 and f["occupancy"]["source"] == "samples"
+    assert not f["oscillating"]
+
+
+def test_full_queue_occupancy_and_oscillation(tmp_path):
+    f = starved(tmp_path, fill=8, empty_ratio=0.0, wait_s=0.0, swings=2)["reader"]["loaders"][0]
+    o = f["occupancy"]
+    assert (o["mean"], o["min"], o["max"], o["capacity"]) == (8, 8, 8, 8)
+    assert (o["full_share"], o["empty_share"]) == (1.0, 0.0)
+    assert f["swings"] == 6 and f["oscillating"]  # 2 per steady interval
+    assert [round(fill) for _, fill in f["timeline"]] == [8, 8, 8, 8]
+
+
+def test_workers_and_shapes(tmp_path):
+    shapes = {"img": {"64x100": 18, "64x230": 1, "64x5000": 1}, "label": {"64x1": 20}}
+    f = starved(tmp_path, workers=(0, 1), shapes=shapes)["reader"]["loaders"][0]
+    assert [(r["worker"], r["batches"]) for r in f["workers"]] == [(0, 15), (1, 15)]
+    assert f["workers"][0]["s_per_batch"] == pytest.approx(0.012)
+    img = f["shapes"]["img"]
+    assert img["shape"] == [64, None] and not img["rank_varies"]
+    assert img["varying"] == [{"dim": 1, "min": 100, "p50": 100, "p95": 230, "max": 5000}]
+    assert f["shapes"]["label"] == {"batches": 600, "rank_varies": False, "shape": [64, 1],
+                                    "varying": []}
+
+
+def test_long_batches_against_the_others():
+    cost = {6400: [95, 95 * 0.010], 320000: [5, 5 * 0.200]}
+    f = R.long_batches(cost)
+    assert (f["steps"], f["p95_elements"], f["max_elements"], f["long_steps"]) == \
+        (100, 6400, 320000, 5)
+    assert f["slowdown"] == pytest.approx(20.0)
+    assert f["long_share"] == pytest.approx(1.0 / 1.95)
+    assert R.long_batches({6400: [10, 0.1]}) is None
+
+
+def test_loghist_quantiles():
+    hist = {loghist.bucket(0.001): 50, loghist.bucket(0.01): 50}
+    assert loghist.quantile(hist, 0.25) == pytest.approx(0.001, rel=0.3)
+    assert loghist.quantile(hist, 0.9) == pytest.approx(0.01, rel=0.3)
+    assert loghist.bucket(0.0) == loghist.FLOOR and loghist.value(loghist.FLOOR) == 0.0
+    assert loghist.quantile({}, 0.5) is None
+
+
+def test_speed_test_windows_and_ceiling_steps_left_out(tmp_path):
+    # 40 steps: 15 ms cycles, but steps 20..29 (the ceiling window) take 5 ms
+    steps = step_records(gap_s=0.005)
+    t = steps[1]["t"]
+    for i, st in enumerate(steps[1:]):
+        if 20 <= i < 30:
+            st["wall_s"], st["compute_s"], st["gap_s"] = 0.004, 0.0033, 0.001
+        st["t"] = t
+        t += st["wall_s"] + st["gap_s"]
+    events = speed_test_events(steps[11]["t"] - 1e-4, steps[21]["t"] - 1e-4,
+                               steps[31]["t"] - 1e-4)
+    p = load(make_profile(tmp_path / "p.jsonl", steps=steps, options={"speed_test": 10},
+                          extra=events + reader_records(steps)))
+    st = p.summary["speed_test"]
+    assert st["has_loader"] and st["complete"] and st["reached"] == "done"
+    assert st["baseline"]["steps"] == st["ceiling"]["steps"] == 10
+    assert st["baseline"]["steps_per_s"] == pytest.approx(1 / 0.015)
+    assert st["ceiling"]["samples_per_s"] == pytest.approx(64 / 0.005)
+    assert st["ratio"] == pytest.approx(3.0) and st["data_share"] == pytest.approx(2 / 3)
+    assert p.summary["speed_test_steps_excluded"] == 10 and p.summary["steady_steps"] == 29
+    assert p.summary["cycle_s"]["max"] == pytest.approx(0.015)
+
+
+def test_speed_test_cut_short_and_without_a_loader(tmp_path):
+    steps = step_records(gap_s=0.005)
+    events = speed_test_events(steps[11]["t"] - 1e-4, steps[36]["t"] - 1e-4, None)
+    p = load(make_profile(tmp_path / "p.jsonl", steps=steps, options={"speed_test": 10},
+                          extra=events))
+    st = p.summary["speed_test"]
+    assert not st["has_loader"] and not st["complete"] and st["reached"] == "ceiling"
+    assert st["baseline"]["steps"] == 25 and st["ceiling"]["steps"] == 5
+    requested = load(make_profile(tmp_path / "q.jsonl", options={"speed_test": 20}))
+    assert requested.summary["speed_test"]["baseline"] is None
+
+
+def test_non_iterable_wait_inside_the_run_counts_as_input(tmp_path):
+    steps = step_records(wall_s=0.014)
+    for st in steps[1:]:
+        st["read_s"] = 0.004
+    s = load(make_profile(tmp_path / "p.jsonl", steps=steps)).summary
+    assert s["breakdown_s"]["read"] == pytest.approx(0.004)
+    assert s["input_share"] == pytest.approx((0.004 + 0.0005) / 0.014)
+    assert "+ 4.00 ms waiting for the DataLoader inside exe.run" in s["verdict"]["text"]
