@@ -53,7 +53,7 @@ def test_fake_events_give_compact_interval_records():
     step(startup=True)  # startup programs pair with nothing
     step()
     push(2, 100.009, 1)
-    pop(2, 100.010, 0.004, 1)  # began at 100.006, before the push: it found the queue empty
+    pop(2, 100.010, 0.004, 0)  # it waited for the push: the queue was empty when it asked
     step(compute_s=0.003)
     push(3, 100.011, 1)
     pop(3, 100.012, 0.0, 1, speed_test=True)  # the flag switched: a new interval

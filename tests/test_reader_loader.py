@@ -74,6 +74,13 @@ class TestBlockingQueue:
         with pytest.raises(QueueClosed):
             q.pop()
 
+    def test_a_pop_that_had_to_wait_reports_size_0(self):
+        q = BlockingQueue(2)
+        threading.Timer(0.05, q.push, args=("late",)).start()
+        assert q.pop() == ("late", 0)  # the queue was empty when the consumer asked
+        q.push("ready")
+        assert q.pop() == ("ready", 1)
+
     def test_push_blocks_while_full_until_pop(self):
         q = BlockingQueue(1)
         q.push(1)

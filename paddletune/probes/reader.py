@@ -30,8 +30,8 @@ intervals whose pops were peeks). Counters:
   steps, step_wait_s, programs    the training steps that popped batches of this pass, the
                                   waits of those pops (the consumer's wait per step), and
                                   {program id: steps}
-A pop "found the queue empty" when the reported size is 0, or when it waited at least
-EMPTY_WAIT_S for a batch that was pushed after it began waiting.
+A pop "found the queue empty" when the queue was empty as the consumer asked (the event's
+size is 0: it had to wait for the producer).
 
 overhead_s counts every callback and queue sample; the result's overhead_by_thread_s splits
 it between the training loop ("consumer"), the producer thread and the sampler. The producer
@@ -50,7 +50,6 @@ from .. import loghist
 from .base import Probe
 
 SAMPLE_S = 0.01  # how often the running queues' sizes are sampled
-EMPTY_WAIT_S = 5e-5  # a shorter wait is the queue's lock, not an empty queue
 _perf = time.perf_counter
 
 
@@ -254,10 +253,8 @@ class ReaderProbe(Probe):
         if r.speed_test:
             st.consumed.peeks += 1
             return
-        pushed_t, elements = st.queued.pop(r.index, (None, 0))
-        began = r.t - r.wait_s
-        empty = r.size == 0 or (r.wait_s >= EMPTY_WAIT_S and
-                                (pushed_t is None or pushed_t > began))
+        _, elements = st.queued.pop(r.index, (None, 0))
+        empty = r.size == 0  # the queue was empty when the consumer asked
         st.consumed.add_pop(r, empty)
         if empty and st.full:
             st.consumed.swings += 1

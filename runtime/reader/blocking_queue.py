@@ -81,10 +81,13 @@ class BlockingQueue:
 
     # --- consumer side ---------------------------------------------------------------------------
     def pop(self, peek=False, timeout=None):
-        """(item, size before the pop). Blocks while empty; raises the kill() error, QueueClosed
-        at the end of the pass, or TimeoutError after `timeout` seconds without a batch."""
+        """(item, size when pop was called: 0 when it had to wait). Blocks while empty; raises
+        the kill() error, QueueClosed at the end of the pass, or TimeoutError after `timeout`
+        seconds without a batch."""
         with self._cond:
+            waited = False
             if not self._items and self._error is None and not self._closed:
+                waited = True
                 deadline = None if not timeout else time.monotonic() + timeout
                 while not self._items and self._error is None and not self._closed:
                     if deadline is None:
@@ -100,10 +103,10 @@ class BlockingQueue:
             if not size:
                 raise QueueClosed()
             if peek:
-                return self._items[0], size
+                return self._items[0], 0 if waited else size
             item = self._items.popleft()
             self._cond.notify_all()
-            return item, size
+            return item, 0 if waited else size
 
     def __repr__(self):
         state = "killed" if self._error is not None else "closed" if self._closed else "open"
