@@ -70,7 +70,7 @@ def test_fake_events_give_compact_interval_records():
     assert first["cost"] == {"16": [3, pytest.approx(0.007)]} and first["steps"] == 3
     assert first["programs"] == {"3": 3} and first["workers"]["-1"][0] == 4
     assert first["cpu_s"] == pytest.approx(0.002) and first["cpu_n"] == 4
-    assert sum(first["wait_hist"].values()) == 3 and first["pop_sizes"] == {"2": 1, "1": 2}
+    assert sum(first["wait_hist"].values()) == 3 and first["pop_sizes"] == {"2": 1, "1": 1, "0": 1}
     assert (second["speed_test"], second["peeks"], second["pops"]) == (True, 2, 0)
     assert sink[-2]["batches"] == 3 and sink[-1]["type"] == "probe"
     assert result["in_step"] and result["overhead_s"] > 0
