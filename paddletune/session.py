@@ -27,6 +27,7 @@ from .probes.ops import OpsProbe
 from .probes.reader import ReaderProbe
 from .probes.step import StepProbe
 from .probes.system import SystemProbe
+from .probes.workers import WorkerProbe
 
 
 class SessionError(Exception):
@@ -150,6 +151,7 @@ class _Session:
         if options.ops:
             self.probes.append(OpsProbe(sink, clock))
         self.probes += [ReaderProbe(sink, clock, options.interval_s),
+                        WorkerProbe(sink, clock, options.interval_s),
                         SystemProbe(sink, clock, options.interval_s),
                         NvmlProbe(sink, clock, options.interval_s)]
         self.n_train_steps = 0

@@ -26,6 +26,7 @@ from .summary_reader import ceiling_span, reader_figures, speed_test_figures
 
 HIGHLY_INPUT_BOUND = 0.20  # input share of a step: TensorFlow Profiler's thresholds
 MODERATELY_INPUT_BOUND = 0.05
+PER_ENTITY_SAMPLES = ("nvml", "workers")  # one row per GPU / worker: summarised on their own
 MIN_STEADY_STEPS = 5  # fewer steady steps than this: too few to tell
 WARMUP_FACTOR = 1.5  # a step slower than this x the steady median is still warming up
 
@@ -52,7 +53,7 @@ def summarize(profile) -> dict:
     out["speed_test"] = speed_test_figures(profile, train, _cycle, out["reader"] is not None)
     out["ops"] = op_totals(profile.ops, main_program, {s["step"] for s in steady})
     out["samples"] = {name: sample_figures(rows) for name, rows in profile.samples.items()
-                      if name != "nvml"}
+                      if name not in PER_ENTITY_SAMPLES}
     out["gpus"] = gpu_figures(profile.samples.get("nvml", ()))
     out["overhead"] = probe_overhead(profile.probes, out)
     out["exit"] = _exit(profile)

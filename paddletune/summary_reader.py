@@ -44,6 +44,9 @@ def reader_figures(profile, window, main_cycle=None) -> Optional[dict]:
                               [r for r in profile.reader if r.get("what") == "interval"
                                and r.get("loader") == loader])
                for loader, config in configs.items()]
+    workers = profile.samples.get("workers") or ()
+    for f in loaders:
+        f["processes"] = process_figures([r for r in workers if r.get("loader") == f["loader"]])
     main = max(loaders, key=lambda f: f["batches"])
     errors = [r for r in profile.reader if r.get("what") == "error"]
     return {"loaders": loaders, "main": main["loader"],
@@ -56,7 +59,7 @@ def loader_figures(loader, config, passes, window, main_cycle, intervals) -> dic
     capacity = config.get("capacity")
     producers = max(int(config.get("num_workers") or 0), 1)
     pops = c["pops"]
-    step = _per_step(c, main_cycle)
+    step = _per_step(c, main_cycle) if scope == "steady" else None  # same steps only
     return {"loader": loader, "name": config.get("name"), "config": config, "passes": passes,
             "scope": scope, "span_s": c["span_s"], "batches": pops, "pushes": c["pushes"],
             "peeks": c["peeks"], "empty_pops": c["empty_pops"],
@@ -118,6 +121,38 @@ def _add_rows(total, rows):
         into = total[int(key)]
         for i, v in enumerate(row):
             into[i] += v
+
+
+def process_figures(samples) -> Optional[dict]:
+    """Memory and CPU of a loader's worker processes, from the workers probe's samples: for
+    each worker of each pass, its USS growth since its first sample (taken as the pass
+    started: copy-on-read shows here) and the cores it kept busy; then per worker index
+    (the largest growth, the mean cores over passes) and in total. None without samples."""
+    lives = defaultdict(list)
+    for r in samples:
+        lives[(r.get("pass"), r.get("worker"))].append(r)
+    per_worker = defaultdict(lambda: {"uss_growth_bytes": 0, "uss_max_bytes": 0, "cores": []})
+    for (_, worker), rows in lives.items():
+        rows.sort(key=lambda r: r["t"])
+        into = per_worker[worker]
+        growth = max(r["uss_bytes"] for r in rows) - rows[0]["uss_bytes"]
+        into["uss_growth_bytes"] = max(into["uss_growth_bytes"], growth)
+        into["uss_max_bytes"] = max(into["uss_max_bytes"], max(r["uss_bytes"] for r in rows))
+        span = rows[-1]["t"] - rows[0]["t"]
+        if span > 0:
+            into["cores"].append((rows[-1]["cpu_s"] - rows[0]["cpu_s"]) / span)
+    if not per_worker:
+        return None
+    rows = [{"worker": w, "uss_growth_bytes": v["uss_growth_bytes"],
+             "uss_max_bytes": v["uss_max_bytes"],
+             "cores": sum(v["cores"]) / len(v["cores"]) if v["cores"] else None}
+            for w, v in sorted(per_worker.items())]
+    growths = [r["uss_growth_bytes"] for r in rows]
+    cores = [r["cores"] for r in rows if r["cores"] is not None]
+    return {"workers": len(rows), "uss_growth_bytes": {"mean": sum(growths) / len(growths),
+                                                       "max": max(growths)},
+            "uss_max_bytes": max(r["uss_max_bytes"] for r in rows),
+            "cores": sum(cores) if cores else None, "per_worker": rows}
 
 
 def _per_step(c, main_cycle) -> Optional[dict]:

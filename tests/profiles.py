@@ -173,3 +173,15 @@ def reader_interval(t0, t, n, per, loader=0, peeking=False):
             "shapes": {k: {s: c * n for s, c in v.items()} for k, v in per["shapes"].items()},
             "cost": {}, "steps": pops, "step_wait_s": wait_s * pops,
             "programs": {"1": pops} if pops else {}}
+
+
+def worker_samples(workers=2, uss_start=8 * 2 ** 20, growth=0, n=5, interval_s=0.1,
+                   cores=0.9, loader=0, t_start=0.1):
+    """`n` samples of the "workers" probe per worker of one pass, the first at the pass's
+    start; each worker's USS grows by `growth` bytes over them and its CPU runs at `cores`."""
+    return [{"type": "sample", "probe": "workers", "t": t_start + i * interval_s,
+             "loader": loader, "pass": 1, "worker": w, "pid": 1000 + w,
+             "uss_bytes": uss_start + growth * i // (n - 1), "rss_bytes": 64 * 2 ** 20,
+             "cpu_s": round(cores * i * interval_s, 4)}
+            for i in range(n) for w in range(workers)]
+

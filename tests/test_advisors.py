@@ -142,6 +142,7 @@ def test_rule_decorator_registers_and_checks_use_docstrings(monkeypatch):
 def test_every_rule_is_registered_in_advice_row_order():
     assert advisors.checks() == ["input wait (#1)", "reader queue and workers (#2, #5)",
                                  "no-data ceiling (#3)", "double buffer (#4)",
+                                 "reader worker memory (#7)",
                                  "softmax + cross_entropy fusion (#9)",
                                  "long-sequence outliers (#18)", "CPU threads (#21)",
                                  "fetch cost (#22)", "NaN/Inf (#23)"]

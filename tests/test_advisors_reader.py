@@ -35,17 +35,22 @@ def starved(tmp_path, **kw):
 
 
 # --- #2 / #5 the queue runs empty: how many workers -----------------------------------------------
+ONE_WORKER = {"workers": (0,), "config": {"num_workers": 1}}
+
+
 def test_starved_reader_gets_a_computed_worker_count(tmp_path):
-    a = only(advise(starved(tmp_path), READER_RULES), "reader-starved")
+    a = only(advise(starved(tmp_path, **ONE_WORKER), READER_RULES), "reader-starved")
     assert (a.severity, a.confidence, a.source) == ("high", "high", 2)
     assert a.title == "Reader-starved: the queue was empty in 90% of the pops"
     assert a.evidence == (
-        "the queue of DataLoader#0 (capacity 8, a thread producer) was empty in 90% of 30 "
+        "the queue of DataLoader#0 (capacity 8, 1 worker process) was empty in 90% of 30 "
         "pops; the loop waited 29.00 ms per step, 69% of its 42.00 ms step; producer "
-        "41.00 ms/batch vs compute 13.00 ms/step (cycle - wait); 3.0 of 4 cores idle.")
+        "41.00 ms/batch (CPU 37.00 ms) vs compute 13.00 ms/step (cycle - wait); 3.0 of 4 "
+        "cores idle.")
     f = a.figures
     assert (f["workers_needed"], f["worker_cap"], f["workers"]) == (4, 3, 3)
-    assert f["free_cores"] == pytest.approx(3.0) and f["suggested_capacity"] == 8
+    # 4 cores less the trainer's measured 1.02 (at least one core is kept for it)
+    assert f["free_cores"] == pytest.approx(2.98) and f["suggested_capacity"] == 8
     assert a.change.splitlines()[0] == ("loader = fluid.io.DataLoader.from_generator("
                                         "feed_list=[img, label], capacity=8, num_workers=3)")
     assert "fluid.io.get_worker_info()" in a.change
@@ -65,7 +70,7 @@ def test_io_bound_producer_needs_little_cpu_per_worker(tmp_path):
 def test_unknown_cores_do_not_cap_the_workers(tmp_path):
     steps = step_records(wall_s=0.012, gap_s=0.030)
     p = profile_with(tmp_path, steps, env={"cpu": {}}, system=False, wait_s=0.029,
-                     empty_ratio=0.9, produce_s=0.041, cpu_s=0.037, fill=0)
+                     empty_ratio=0.9, produce_s=0.041, cpu_s=0.037, fill=0, **ONE_WORKER)
     a = only(advise(p, READER_RULES), "reader-starved")
     assert (a.figures["workers"], a.figures["cores"]) == (4, None)
     assert a.evidence.endswith("(cycle - wait).")
@@ -74,7 +79,7 @@ def test_unknown_cores_do_not_cap_the_workers(tmp_path):
 def test_no_free_core_says_what_is_achievable(tmp_path):
     steps = step_records(wall_s=0.012, gap_s=0.030)
     p = profile_with(tmp_path, steps, env=CORES_2, machine_percent=100.0, wait_s=0.029,
-                     empty_ratio=0.9, produce_s=0.041, cpu_s=0.037, fill=0)
+                     empty_ratio=0.9, produce_s=0.041, cpu_s=0.037, fill=0, **ONE_WORKER)
     a = only(advise(p, READER_RULES), "reader-starved")
     assert a.figures["free_cores"] < 0.1 and a.figures["workers"] == 1
     assert a.change.startswith("# no core is free for more reader workers: 0.0 of the 2 cores "
@@ -83,6 +88,44 @@ def test_no_free_core_says_what_is_achievable(tmp_path):
     assert a.expected_gain == ("none from more workers on these cores; the no-data ceiling is "
                                "77 steps/s, which 4 workers would reach")
     assert a.evidence.endswith("0.0 of 2 cores idle, other processes busy on 1.0.")
+
+
+def test_a_gil_bound_reader_thread_moves_to_a_worker_process(tmp_path):
+    a = only(advise(starved(tmp_path), READER_RULES), "reader-starved")
+    assert "producer 41.00 ms/batch (CPU 37.00 ms)" in a.evidence
+    f = a.figures  # a worker does the thread's 37 ms of CPU without waiting for the GIL
+    assert f["gil_bound_thread"] and f["worker_s_per_step"] == pytest.approx(0.037)
+    assert (f["workers_needed"], f["workers"]) == (3, 3)
+    lines = a.change.splitlines()
+    assert lines[0] == ("loader = fluid.io.DataLoader.from_generator(feed_list=[img, label], "
+                        "capacity=8, num_workers=3)")
+    assert lines[1].startswith("# the reader thread computes 90% of its time, holding the GIL")
+    assert a.expected_gain.startswith("up to 3.23x steps/s (42.00 ms -> 13.00 ms per step) "
+                                      "with 3 worker process(es), the training loop no longer "
+                                      "waiting for the GIL")
+
+
+def test_a_gil_bound_thread_moves_out_even_without_a_free_core(tmp_path):
+    steps = step_records(wall_s=0.012, gap_s=0.030)
+    p = profile_with(tmp_path, steps, env=CORES_2, machine_percent=100.0, wait_s=0.029,
+                     empty_ratio=0.9, produce_s=0.041, cpu_s=0.037, fill=0)
+    a = only(advise(p, READER_RULES), "reader-starved")
+    assert a.figures["workers"] == 1 and "num_workers=1" in a.change.splitlines()[0]
+    assert a.expected_speedup == pytest.approx(0.042 / 0.037)
+    assert a.expected_gain.endswith("reaching it takes 3 workers, but the 0.0 free core(s) run "
+                                    "1: make each batch cheaper too")
+
+
+def test_a_trainer_busy_with_blas_threads_is_told_so_when_workers_lack_cores(tmp_path):
+    steps = step_records(wall_s=0.012, gap_s=0.030)
+    samples = system_samples(cpu_percent=180.0, cpu_total_percent=95.0, blas_threads=2)
+    p = load(make_profile(tmp_path / "p.jsonl", steps=steps, env=CORES_2, extra=reader_records(
+        steps, wait_s=0.029, empty_ratio=0.9, produce_s=0.041, cpu_s=0.037, fill=0,
+        **ONE_WORKER) + samples))
+    a = only(advise(p, READER_RULES), "reader-starved")
+    assert a.figures["trainer_cores"] == pytest.approx(1.82, abs=0.05)
+    assert "# the trainer itself kept 1.8 cores busy: NumPy's BLAS runs 2 threads" in a.change
+    assert a.change.endswith("# export OPENBLAS_NUM_THREADS=1")
 
 
 def test_workers_that_keep_up_on_average_get_a_larger_queue(tmp_path):
@@ -199,3 +242,47 @@ def test_no_outliers_or_steps_that_do_not_follow_give_nothing(tmp_path):
     assert sequences.long_sequence_outliers(sequences_profile(tmp_path, cost=flat_cost)) is None
     even = {"words": {"64x100": 10, "64x150": 10}, "label": {"64x1": 20}}
     assert sequences.long_sequence_outliers(sequences_profile(tmp_path, shapes=even)) is None
+
+
+# --- #7 worker memory: copy-on-read ---------------------------------------------------------------
+def workers_profile(tmp_path, growth, workers=4, available=8 * 2 ** 30):
+    from profiles import worker_samples
+    steps = step_records(gap_s=0.001)
+    records = reader_records(steps, fill=8, workers=tuple(range(workers)),
+                             config={"num_workers": workers}) + \
+        worker_samples(workers=workers, growth=growth) + \
+        system_samples(mem_available_bytes=available)
+    return load(make_profile(tmp_path / "p.jsonl", steps=steps, env=CORES_4, extra=records))
+
+
+def test_copy_on_read_growth_gets_numpy_advice(tmp_path):
+    from paddletune.advisors import worker_memory
+    a = only(advise(workers_profile(tmp_path, 300 * 2 ** 20), [worker_memory.worker_copy_on_read]),
+             "worker-copy-on-read")
+    assert (a.severity, a.source, a.confidence) == ("medium", 7, "high")  # 1.2 GiB in all
+    assert a.title == "Reader workers copy the dataset: +300.0 MiB each"
+    assert a.evidence.startswith("each of the 4 worker process(es) of DataLoader#0 grew its "
+                                 "private memory (USS) by 300.0 MiB during a pass (max 300.0 "
+                                 "MiB), 1.2 GiB in all, with 8.0 GiB available")
+    assert "np.asarray" in a.change and a.expected_gain.startswith("up to 1.2 GiB less memory")
+
+
+def test_small_growth_or_no_workers_gives_no_copy_on_read_advice(tmp_path):
+    from paddletune.advisors import worker_memory
+    rule = worker_memory.worker_copy_on_read
+    assert rule(workers_profile(tmp_path, 5 * 2 ** 20)) is None  # an idle worker's few MiB
+    assert rule(full_queue(tmp_path)) is None
+    low = rule(workers_profile(tmp_path, 80 * 2 ** 20, workers=2))
+    assert low.severity == "low"  # 160 MiB of 8 GiB
+
+
+def test_the_workers_own_cpu_is_not_taken_for_other_processes(tmp_path):
+    from profiles import worker_samples
+    steps = step_records(wall_s=0.012, gap_s=0.030)
+    p = profile_with(tmp_path, steps, env=CORES_2, machine_percent=100.0, wait_s=0.029,
+                     empty_ratio=0.9, produce_s=0.041, cpu_s=0.037, fill=0,
+                     extra=worker_samples(workers=1, cores=0.9), **ONE_WORKER)
+    a = only(advise(p, READER_RULES), "reader-starved")
+    # machine 2.0 busy = trainer 1.02 + its worker 0.9 + others 0.08: 0.9 cores free
+    assert a.figures["other_processes_cores"] == pytest.approx(0.08, abs=0.01)
+    assert a.figures["free_cores"] == pytest.approx(0.9, abs=0.01)

@@ -67,8 +67,9 @@ def test_no_advice_is_one_line_naming_the_checks():
     render_advice([], c)
     assert c.export_text() == (
         "No problems found (checked: input wait (#1), reader queue and workers (#2, #5), "
-        "no-data ceiling (#3), double buffer (#4), softmax + cross_entropy fusion (#9), "
-        "long-sequence outliers (#18), CPU threads (#21), fetch cost (#22), NaN/Inf (#23)).\n")
+        "no-data ceiling (#3), double buffer (#4), reader worker memory (#7), softmax + "
+        "cross_entropy fusion (#9), long-sequence outliers (#18), CPU threads (#21), fetch "
+        "cost (#22), NaN/Inf (#23)).\n")
     c = console()
     render_advice([], c, checked=["input wait (#1)"])
     assert c.export_text() == "No problems found (checked: input wait (#1)).\n"

@@ -129,3 +129,21 @@ def test_speed_test_that_never_reached_its_ceiling(tmp_path):
                         extra=events + reader_records(steps))
     assert ("Speed test: incomplete: the job ended before the ceiling window (30 baseline steps "
             "measured; each window is 20 steps).") in render(path, width=200)
+
+
+def test_worker_memory_and_cpu_rows_and_columns(tmp_path):
+    from profiles import worker_samples
+    steps = step_records(gap_s=0.005)
+    extra = reader_records(steps, wait_s=0.004, empty_ratio=0.9, produce_s=0.030, cpu_s=0.006,
+                           fill=1, workers=(0, 1), config={"num_workers": 2}) + \
+        worker_samples(workers=2, growth=96 * 2 ** 20, cores=0.5)
+    lines = section(render(make_profile(tmp_path / "p.jsonl", steps=steps, extra=extra)),
+                    "Reader:")
+    assert "worker memory   private memory (USS) grew 96.0 MiB per worker during a pass (max " \
+           "96.0 MiB; peak" in "\n".join(lines)
+    assert "worker CPU      1.00 cores busy in 2 worker process(es)" in lines
+    assert lines[-4:] == [
+        "worker   batches   ms/batch   CPU ms/batch   USS growth   cores",
+        "───────────────────────────────────────────────────────────────",
+        "0             15      30.00           6.00     96.0 MiB    0.50",
+        "1             15      30.00           6.00     96.0 MiB    0.50"]

@@ -136,3 +136,21 @@ def test_non_iterable_wait_inside_the_run_counts_as_input(tmp_path):
     assert s["breakdown_s"]["read"] == pytest.approx(0.004)
     assert s["input_share"] == pytest.approx((0.004 + 0.0005) / 0.014)
     assert "+ 4.00 ms waiting for the DataLoader inside exe.run" in s["verdict"]["text"]
+
+
+def test_worker_process_memory_and_cpu(tmp_path):
+    from profiles import worker_samples
+    steps = step_records(gap_s=0.005)
+    extra = reader_records(steps, workers=(0, 1), config={"num_workers": 2}) + \
+        worker_samples(workers=2, growth=40 * 2 ** 20, cores=0.75)
+    s = load(make_profile(tmp_path / "p.jsonl", steps=steps, extra=extra)).summary
+    p = s["reader"]["loaders"][0]["processes"]
+    assert p["workers"] == 2 and p["cores"] == pytest.approx(1.5)
+    assert p["uss_growth_bytes"] == {"mean": 40 * 2 ** 20, "max": 40 * 2 ** 20}
+    assert p["uss_max_bytes"] == 48 * 2 ** 20
+    assert [r["worker"] for r in p["per_worker"]] == [0, 1]
+    assert "workers" not in s["samples"]  # per-worker rows are not averaged together
+
+
+def test_no_worker_samples_no_process_figures(tmp_path):
+    assert starved(tmp_path)["reader"]["loaders"][0]["processes"] is None

@@ -3,6 +3,7 @@
 # importing a rule module registers its rules, in ADVICE.md row order
 from . import input  # noqa: F401  (#1)
 from . import reader  # noqa: F401  (#2-#5)
+from . import worker_memory  # noqa: F401  (#7)
 from . import fusion  # noqa: F401  (#9)
 from . import sequences  # noqa: F401  (#18)
 from . import threads  # noqa: F401  (#21)

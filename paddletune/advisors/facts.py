@@ -4,6 +4,8 @@ from typing import Iterable, List, Optional
 
 from ..summary import MIN_STEADY_STEPS
 
+BLAS_FAMILIES = (("openblas", "OpenBLAS", "OPENBLAS_NUM_THREADS"),  # (match, name, env var)
+                 ("mkl", "MKL", "MKL_NUM_THREADS"), ("blis", "BLIS", "BLIS_NUM_THREADS"))
 LOSS_ROLE = 256  # runtime.framework.OpRole.Loss: set on the op seeding the loss gradient
 
 
@@ -94,10 +96,13 @@ def main_loader(profile) -> Optional[dict]:
     return max(loaders, key=lambda f: f["batches"]) if loaders else None
 
 
-def free_cores(profile) -> Optional[dict]:
-    """Usable cores, and how many are free for reader workers: all but the trainer's own
-    core and the CPU other processes used (machine busy - this process busy, from the system
-    samples). None when the core count is unknown."""
+def free_cores(profile, loader: Optional[dict] = None) -> Optional[dict]:
+    """Usable cores, and how many are free for `loader`'s producers: all but the trainer's
+    (at least one core; more when its BLAS threads keep more busy) and those other processes
+    used. The loader's own producers are what is being sized, so they never count against
+    it: its worker processes' CPU (the workers probe) is taken out of the other processes',
+    its reader thread's (CPU per batch x batches/s) out of the trainer's. From the system
+    samples' means; None when the core count is unknown."""
     cpu = profile.env.get("cpu") or {}
     cores = cpu.get("usable_cores") or cpu.get("logical_cores")
     if not cores:
@@ -105,6 +110,56 @@ def free_cores(profile) -> Optional[dict]:
     machine = sample_mean(profile, "system", "cpu_total_percent")
     process = sample_mean(profile, "system", "cpu_percent")
     busy = machine * cores / 100 if machine is not None else None
-    others = max(busy - process / 100, 0.0) if busy is not None and process is not None else 0.0
-    return {"cores": cores, "free": max(cores - 1 - others, 0.0), "others": others,
+    in_trainer, in_workers = _producer_cores(loader)
+    trainer = max(process / 100 - in_trainer, 0.0) if process is not None else None
+    others = (max(busy - process / 100 - in_workers, 0.0)
+              if busy is not None and process is not None else 0.0)
+    return {"cores": cores, "free": max(cores - max(trainer or 0.0, 1.0) - others, 0.0),
+            "others": others, "trainer": trainer, "producers": in_trainer + in_workers,
             "idle": cores - busy if busy is not None else None}
+
+
+def _producer_cores(loader) -> tuple:
+    """(cores the loader's reader thread used inside the trainer, cores its workers used)."""
+    if not loader:
+        return 0.0, 0.0
+    if (loader.get("config") or {}).get("num_workers"):
+        return 0.0, ((loader.get("processes") or {}).get("cores") or 0.0)
+    cpu_s = (loader.get("producer") or {}).get("cpu_s_per_batch")
+    rate = (loader.get("consumer") or {}).get("actual_per_s")
+    return (cpu_s * rate if cpu_s and rate else 0.0), 0.0
+
+
+def cpu_facts(profile) -> dict:
+    """Usable cores, BLAS family/threads (last sampled value, else the header's) and runtime
+    threads (threads per executor x executors running at the same time)."""
+    cpu, numpy = profile.env.get("cpu") or {}, profile.env.get("numpy") or {}
+    sampled = ((profile.summary.get("samples") or {}).get("system") or {}).get("blas_threads")
+    blas = sampled["last"] if sampled else numpy.get("blas_threads")
+    per_executor = profile.options.get("num_threads") or max(
+        [s.get("threads") or 1 for s in profile.steps] or [1])
+    return {"cores": cpu.get("usable_cores") or cpu.get("logical_cores"),
+            "blas_threads": int(blas) if blas else None,
+            **blas_family(numpy),
+            "runtime_threads": int(per_executor) * concurrent_executors(profile.steps)}
+
+
+def concurrent_executors(steps) -> int:
+    """The most executors whose training runs overlap in time (1 for the usual single loop)."""
+    runs = [(s["t"], s["t"] + s["wall_s"]) for s in steps if not s.get("startup")]
+    edges = sorted([(t0, 1) for t0, _ in runs] + [(t1, -1) for _, t1 in runs])
+    running = peak = 0
+    for _t, delta in edges:  # at equal times ends (-1) sort first: touching runs don't overlap
+        running += delta
+        peak = max(peak, running)
+    return max(peak, 1)
+
+
+def blas_family(numpy: dict) -> dict:
+    """{'blas': short name, 'blas_env': its thread-count variable} from the header's numpy
+    entry ('blas' may be a family or a whole config string, 'blas_path' the library)."""
+    text = f"{numpy.get('blas') or ''} {numpy.get('blas_path') or ''}".lower()
+    for match, name, var in BLAS_FAMILIES:
+        if match in text:
+            return {"blas": name, "blas_env": var}
+    return {"blas": "BLAS", "blas_env": "OMP_NUM_THREADS"}

@@ -6,7 +6,7 @@ from typing import Optional
 
 from ..summary import HIGHLY_INPUT_BOUND, MODERATELY_INPUT_BOUND
 from .base import Advice, rule
-from .facts import enough_steps, free_cores, main_loader, ms
+from .facts import cpu_facts, enough_steps, free_cores, main_loader, ms
 from .input import MIN_INPUT_S
 
 STARVED_EMPTY_RATIO = 0.3  # the queue was empty in at least this share of the pops ...
@@ -16,6 +16,8 @@ MAX_WORKERS_PER_CORE = 4  # and no more worker processes than this per core (mem
 NOT_BOTTLENECK = 1.1  # speed-test ceiling / actual at or below this: the reader is not the issue
 SUSPICIOUS_EMPTY_RATIO = 0.1  # reader figures that make a speed test worth running
 COPY_SHARE_LOW, COPY_SHARE_MEDIUM = 0.02, 0.05  # host->device copy share of the step
+GIL_BOUND_CPU_SHARE = 0.5  # a reader thread computing this share of its time holds the GIL
+BLAS_BUSY_CORES = 1.2  # a trainer busier than this with BLAS threads > 1: say so
 SHARD = ("# each worker must make only its share of the batches; in the generator:\n"
          "#   info = fluid.io.get_worker_info()\n"
          "#   yield only items info.id, info.id + info.num_workers, ...")
@@ -57,18 +59,27 @@ def worker_plan(profile, f) -> dict:
     s = profile.summary
     cycle_s = s["cycle_s"]["mean"]
     per_step = f["consumer"].get("batches_per_step") or 1.0
-    produce_s = f["producer"]["s_per_batch"] * per_step  # one producer, one step's batches
+    measured_s = f["producer"]["s_per_batch"] * per_step  # one producer, one step's batches
+    produce_s = measured_s
+    current = (f.get("config") or {}).get("num_workers") or 0
+    cpu_share = f["producer"].get("cpu_share")
+    gil = not current and cpu_share is not None and cpu_share >= GIL_BOUND_CPU_SHARE
+    if gil:  # in its own process the thread's work no longer waits for the GIL
+        produce_s = (f["producer"].get("cpu_s_per_batch") or 0.0) * per_step or produce_s
     free_s, source = _consumer_step(s, f, cycle_s)
     needed = max(1, math.ceil(produce_s / free_s)) if free_s > 0 else 1
-    cores = free_cores(profile)
-    cpu_share = f["producer"].get("cpu_share")
+    cores = free_cores(profile, f)
     cap = _worker_cap(cores, cpu_share) if cores else needed  # core count unknown: no cap
-    cores = cores or {"cores": None, "free": None, "others": 0.0, "idle": None}
+    cores = cores or {"cores": None, "free": None, "others": 0.0, "idle": None,
+                      "trainer": None}
     workers = min(needed, cap)
     new_s = min(max(free_s, produce_s / workers), cycle_s)  # never slower than now
     return {"workers": workers, "workers_needed": needed, "worker_cap": cap,
-            "current_workers": (f.get("config") or {}).get("num_workers") or 0,
-            "producer_s_per_step": produce_s, "consumer_s_per_step": free_s,
+            "current_workers": current, "gil_bound_thread": gil,
+            "trainer_cores": cores["trainer"], **_blas(profile),
+            "producer_s_per_step": measured_s, "worker_s_per_step": produce_s,
+            "producer_cpu_s_per_step": (f["producer"].get("cpu_s_per_batch") or 0.0) * per_step,
+            "consumer_s_per_step": free_s,
             "consumer_source": source, "cycle_s": cycle_s, "predicted_cycle_s": new_s,
             "speedup": cycle_s / new_s if new_s > 0 else None,
             "ceiling_steps_per_s": 1 / free_s if free_s > 0 else None,
@@ -78,6 +89,11 @@ def worker_plan(profile, f) -> dict:
             "wait_per_step_s": f["wait"]["per_step_s"], "wait_share": f["wait"]["share"],
             "capacity": (f.get("config") or {}).get("capacity"),
             "suggested_capacity": _capacity(f, workers)}
+
+
+def _blas(profile) -> dict:
+    cpu = cpu_facts(profile)
+    return {"blas_threads": cpu["blas_threads"], "blas_env": cpu["blas_env"]}
 
 
 def _worker_cap(cores, cpu_share) -> int:
@@ -118,8 +134,13 @@ def _starved_evidence(f, plan) -> str:
             f"{_producers(plan['current_workers'])}) was empty in {f['empty_ratio']:.0%} of "
             f"{f['batches']:,} pops{swings}; the loop waited {ms(plan['wait_per_step_s'] or 0)}"
             f" per step, {plan['wait_share']:.0%} of its {ms(plan['cycle_s'])} step; producer "
-            f"{ms(plan['producer_s_per_step'])}/batch vs compute "
+            f"{ms(plan['producer_s_per_step'])}/batch{_cpu_part(plan)} vs compute "
             f"{ms(plan['consumer_s_per_step'])}/step ({plan['consumer_source']}){cores}.")
+
+
+def _cpu_part(plan) -> str:
+    cpu = plan["producer_cpu_s_per_step"]
+    return f" (CPU {ms(cpu)})" if cpu else ""
 
 
 def _producers(n) -> str:
@@ -128,27 +149,52 @@ def _producers(n) -> str:
 
 def _worker_change(f, plan) -> str:
     n, now = plan["workers"], max(plan["current_workers"], 1)
+    if plan["gil_bound_thread"]:
+        return "\n".join([loader_line(f, capacity=plan["suggested_capacity"], num_workers=n),
+                          _gil_note(plan), SHARD] + _blas_note(plan))
     if plan["workers_needed"] <= now:
         return (f"{loader_line(f, capacity=plan['suggested_capacity'])}\n# the producer keeps "
                 f"up on average: a larger queue absorbs its bursts")
     if n <= now:
         share = plan["producer_cpu_share"]
         need = f", and a worker needs {share:.2f} of one" if share is not None else ""
-        return (f"# no core is free for more reader workers: {plan['free_cores']:.1f} of the "
-                f"{plan['cores']} cores once the trainer and other processes are served"
-                f"{need}.\n# Make each batch cheaper (move preprocessing into the model, "
-                f"cache decoded data in memory) or run on more cores")
-    return f"{loader_line(f, capacity=plan['suggested_capacity'], num_workers=n)}\n{SHARD}"
+        return "\n".join([
+            f"# no core is free for more reader workers: {plan['free_cores']:.1f} of the "
+            f"{plan['cores']} cores once the trainer and other processes are served{need}.",
+            "# Make each batch cheaper (move preprocessing into the model, cache decoded data "
+            "in memory) or run on more cores"] + _blas_note(plan))
+    return "\n".join([loader_line(f, capacity=plan["suggested_capacity"], num_workers=n),
+                      SHARD] + _blas_note(plan, n < plan["workers_needed"]))
+
+
+def _gil_note(plan) -> str:
+    return (f"# the reader thread computes {plan['producer_cpu_share']:.0%} of its time, "
+            f"holding the GIL the training loop needs (every op waits to get it back); a "
+            f"worker process prepares batches beside the trainer instead")
+
+
+def _blas_note(plan, short_of_cores=True) -> list:
+    """A line on the trainer's BLAS threads when they keep more than a core busy and the
+    workers are short of cores."""
+    trainer, blas = plan.get("trainer_cores"), plan.get("blas_threads")
+    if not short_of_cores or trainer is None or trainer < BLAS_BUSY_CORES or not blas or \
+            blas < 2:
+        return []
+    return [f"# the trainer itself kept {trainer:.1f} cores busy: NumPy's BLAS runs {blas} "
+            f"threads (they spin between ops). Fewer leave cores to the workers; measure the "
+            f"step time after:\n# export {plan['blas_env']}=1"]
 
 
 def _worker_gain(plan) -> str:
     n, needed = plan["workers"], plan["workers_needed"]
     ceiling = f"the no-data ceiling is {plan['ceiling_steps_per_s']:,.0f} steps/s"
-    if n <= max(plan["current_workers"], 1) < needed:
+    if n <= max(plan["current_workers"], 1) < needed and not plan["gil_bound_thread"]:
         return (f"none from more workers on these cores; {ceiling}, which {needed} workers "
                 f"would reach")
+    how = (f"{n} worker process(es), the training loop no longer waiting for the GIL"
+           if plan["gil_bound_thread"] else f"{n} worker(s)")
     text = (f"up to {plan['speedup']:.2f}x steps/s ({ms(plan['cycle_s'])} -> "
-            f"{ms(plan['predicted_cycle_s'])} per step) with {n} worker(s); {ceiling}")
+            f"{ms(plan['predicted_cycle_s'])} per step) with {how}; {ceiling}")
     if needed > n:
         text += (f"; reaching it takes {needed} workers, but the {plan['free_cores']:.1f} free "
                  f"core(s) run {plan['worker_cap']}: make each batch cheaper too")

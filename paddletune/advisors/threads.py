@@ -3,14 +3,13 @@
 from typing import List, Optional
 
 from .base import Advice, rule
-from .facts import enough_steps, op_types_share, sample_mean
+from .facts import (BLAS_FAMILIES, blas_family, concurrent_executors, cpu_facts,  # noqa: F401
+                    enough_steps, op_types_share, sample_mean)
 
 STEAL_PERCENT = 10.0  # mean steal at or above this: the VM shares its cores (medium)
 HIGH_STEAL_PERCENT = 25.0  # ... and at or above this: high
 IDLE_FRACTION = 0.5  # process CPU below this share of the usable cores: cores idle
 MIN_BLAS_SHARE = 0.3  # raise BLAS threads only when BLAS ops take at least this op time
-BLAS_FAMILIES = (("openblas", "OpenBLAS", "OPENBLAS_NUM_THREADS"),  # (match, name, env var)
-                 ("mkl", "MKL", "MKL_NUM_THREADS"), ("blis", "BLIS", "BLIS_NUM_THREADS"))
 BLAS_OPS = tuple(t + g for t in ("mul", "matmul", "conv2d", "depthwise_conv2d",
                                  "conv2d_transpose", "depthwise_conv2d_transpose")
                  for g in ("", "_grad"))
@@ -29,41 +28,6 @@ def cpu_threads(profile) -> List[Advice]:
     if found[1] is None:
         found.append(_underused(profile, cpu))
     return [a for a in found if a is not None]
-
-
-def cpu_facts(profile) -> dict:
-    """Usable cores, BLAS family/threads (last sampled value, else the header's) and runtime
-    threads (threads per executor x executors running at the same time)."""
-    cpu, numpy = profile.env.get("cpu") or {}, profile.env.get("numpy") or {}
-    sampled = ((profile.summary.get("samples") or {}).get("system") or {}).get("blas_threads")
-    blas = sampled["last"] if sampled else numpy.get("blas_threads")
-    per_executor = profile.options.get("num_threads") or max(
-        [s.get("threads") or 1 for s in profile.steps] or [1])
-    return {"cores": cpu.get("usable_cores") or cpu.get("logical_cores"),
-            "blas_threads": int(blas) if blas else None,
-            **blas_family(numpy),
-            "runtime_threads": int(per_executor) * concurrent_executors(profile.steps)}
-
-
-def concurrent_executors(steps) -> int:
-    """The most executors whose training runs overlap in time (1 for the usual single loop)."""
-    runs = [(s["t"], s["t"] + s["wall_s"]) for s in steps if not s.get("startup")]
-    edges = sorted([(t0, 1) for t0, _ in runs] + [(t1, -1) for _, t1 in runs])
-    running = peak = 0
-    for _t, delta in edges:  # at equal times ends (-1) sort first: touching runs don't overlap
-        running += delta
-        peak = max(peak, running)
-    return max(peak, 1)
-
-
-def blas_family(numpy: dict) -> dict:
-    """{'blas': short name, 'blas_env': its thread-count variable} from the header's numpy
-    entry ('blas' may be a family or a whole config string, 'blas_path' the library)."""
-    text = f"{numpy.get('blas') or ''} {numpy.get('blas_path') or ''}".lower()
-    for match, name, var in BLAS_FAMILIES:
-        if match in text:
-            return {"blas": name, "blas_env": var}
-    return {"blas": "BLAS", "blas_env": "OMP_NUM_THREADS"}
 
 
 def blas_setting(cpu: dict, n: int) -> str:

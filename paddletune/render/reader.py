@@ -6,7 +6,7 @@ from typing import Optional
 from rich.console import Group
 from rich.text import Text
 
-from .fmt import NA, finite, label_table, ms, num, pct, plain_table
+from .fmt import NA, finite, label_table, ms, nbytes, num, pct, plain_table
 
 SPARK = "▁▂▃▄▅▆▇█"  # queue fill from empty to capacity
 NOT_BOTTLENECK = 1.1  # ceiling / actual at or below this: the reader is not the bottleneck
@@ -25,12 +25,14 @@ def _loader(f) -> Group:
     rows = [("fill over time", _spark(f.get("timeline"), (f.get("config") or {}).get("capacity"))),
             ("empty pops", _empty(f)), ("wait per pop", _wait(f.get("wait") or {})),
             ("producer", _producer(f)), ("consumer", _consumer(f.get("consumer") or {})),
-            ("balance", _balance(f)), ("oscillation", _oscillation(f))]
+            ("balance", _balance(f)), ("oscillation", _oscillation(f)),
+            ("worker memory", _memory(f.get("processes"))),
+            ("worker CPU", _worker_cpu(f.get("processes")))]
     rows += [(f"shape {name}", _shape(v)) for name, v in (f.get("shapes") or {}).items()]
     for label, value in rows:
         if value:
             table.add_row(label, value)
-    workers = _workers(f.get("workers") or [])
+    workers = _workers(f.get("workers") or [], f.get("processes"))
     return Group(table, workers) if workers is not None else table
 
 
@@ -125,13 +127,34 @@ def _shape(v) -> str:
     return "; ".join([f"[{dims}]"] + varying)
 
 
-def _workers(rows) -> Optional[object]:
+def _memory(p) -> str:
+    if not p:
+        return ""
+    growth = p["uss_growth_bytes"]
+    return (f"private memory (USS) grew {nbytes(growth['mean'])} per worker during a pass "
+            f"(max {nbytes(growth['max'])}; peak {nbytes(p['uss_max_bytes'])})")
+
+
+def _worker_cpu(p) -> str:
+    if not p or not finite(p.get("cores")):
+        return ""
+    return f"{p['cores']:.2f} cores busy in {p['workers']} worker process(es)"
+
+
+def _workers(rows, processes=None) -> Optional[object]:
     if len(rows) < 2:
         return None
-    table = plain_table("worker", "batches", "ms/batch", "CPU ms/batch")
+    memory = {r["worker"]: r for r in (processes or {}).get("per_worker") or []}
+    extra = ("USS growth", "cores") if memory else ()
+    table = plain_table("worker", "batches", "ms/batch", "CPU ms/batch", *extra)
     for r in rows:
-        table.add_row(str(r["worker"]), num(r["batches"]), ms(r.get("s_per_batch")),
-                      ms(r.get("cpu_s_per_batch")))
+        cells = [str(r["worker"]), num(r["batches"]), ms(r.get("s_per_batch")),
+                 ms(r.get("cpu_s_per_batch"))]
+        if memory:
+            m = memory.get(r["worker"], {})
+            cells += [nbytes(m.get("uss_growth_bytes")),
+                      f"{m['cores']:.2f}" if finite(m.get("cores")) else NA]
+        table.add_row(*cells)
     return table
 
 

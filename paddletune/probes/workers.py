@@ -1,0 +1,89 @@
+"""The reader-worker probe: memory (USS, RSS) and CPU time of every DataLoader worker process,
+sampled in the background.
+
+Its records show two things the reader's own events cannot: copy-on-read growth (a worker
+touching the trainer's Python objects copies their pages, so each worker's private memory, its
+USS, climbs towards the size of the dataset; pytorch#13246) and how busy each worker's core is.
+
+Records: one `sample` per live worker per interval, {"probe": "workers", "t", "loader", "pass",
+"worker", "pid", "uss_bytes", "rss_bytes", "cpu_s" (cumulative user+system seconds)}. A
+worker's first sample is taken when its pass starts (the baseline before it touched
+anything); its last, at the final interval before it exits.
+"""
+
+import time
+
+import psutil
+
+from runtime import events
+
+from .base import SamplingProbe
+
+
+class WorkerProbe(SamplingProbe):
+    name = "workers"
+
+    def __init__(self, sink, clock, interval_s: float = 0.5):
+        super().__init__(sink, clock, interval_s)
+        self._procs = {}  # pid -> (loader id, pass, worker index, psutil.Process)
+        self._sub = None
+        self.n_workers = 0
+
+    def _start(self):
+        self._sub = events.subscribe("reader_state", self._on_state)
+        super()._start()
+
+    def _stop(self):
+        if self._sub is not None:
+            self._sub.close()
+        result = super()._stop()
+        result["workers_seen"] = self.n_workers
+        return result
+
+    def _on_state(self, state):
+        """A pass started: watch its workers, with a baseline sample taken now. It ended:
+        forget them (they are reaped; their pids may be reused)."""
+        if state.what != "start":
+            for pid, entry in list(self._procs.items()):
+                if entry[:2] == (state.loader_id, state.pass_no):
+                    self._procs.pop(pid, None)
+            return
+        t0 = time.perf_counter()
+        for index, pid in enumerate((state.config or {}).get("worker_pids") or ()):
+            try:
+                self._procs[pid] = (state.loader_id, state.pass_no, index, psutil.Process(pid))
+            except psutil.Error:
+                continue
+            self.n_workers += 1
+            row = self._measure(pid)
+            if row is not None:
+                self.sink({"type": "sample", "probe": self.name,
+                           "t": self.clock.rel(time.perf_counter()), **row})
+        self.overhead_s += time.perf_counter() - t0
+
+    def sample(self):
+        rows = []
+        for pid in list(self._procs):
+            row = self._measure(pid)
+            if row is not None:
+                rows.append(row)
+        return rows
+
+    def _measure(self, pid):
+        entry = self._procs.get(pid)
+        if entry is None:
+            return None
+        loader, pass_no, index, proc = entry
+        try:
+            with proc.oneshot():
+                mem = proc.memory_full_info()
+                cpu = proc.cpu_times()
+        except (psutil.Error, OSError):  # exited (or a zombie): stop watching it
+            self._procs.pop(pid, None)
+            return None
+        return {"loader": loader, "pass": pass_no, "worker": index, "pid": pid,
+                "uss_bytes": mem.uss, "rss_bytes": mem.rss,
+                "cpu_s": round(cpu.user + cpu.system, 4)}
+
+    def snapshot(self):
+        return {"workers": list(self.last) if isinstance(self.last, list) else []}
