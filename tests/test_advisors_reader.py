@@ -124,8 +124,24 @@ def test_a_trainer_busy_with_blas_threads_is_told_so_when_workers_lack_cores(tmp
         **ONE_WORKER) + samples))
     a = only(advise(p, READER_RULES), "reader-starved")
     assert a.figures["trainer_cores"] == pytest.approx(1.82, abs=0.05)
-    assert "# the trainer itself kept 1.8 cores busy: NumPy's BLAS runs 2 threads" in a.change
+    assert "# 2 BLAS threads + 1 worker(s) on 2 cores: during each op the workers wait. Give " \
+           "NumPy's BLAS 1 thread(s) (check the step time after):\n" in a.change
     assert a.change.endswith("# export OPENBLAS_NUM_THREADS=1")
+
+
+def test_a_gil_bound_thread_on_two_cores_also_gets_one_blas_thread(tmp_path):
+    steps = step_records(wall_s=0.012, gap_s=0.030)
+    samples = system_samples(cpu_percent=150.0, cpu_total_percent=90.0, blas_threads=2)
+    p = load(make_profile(tmp_path / "p.jsonl", steps=steps, env=CORES_2, extra=reader_records(
+        steps, wait_s=0.029, empty_ratio=0.9, produce_s=0.041, cpu_s=0.037, fill=0) + samples))
+    a = only(advise(p, READER_RULES), "reader-starved")
+    lines = a.change.splitlines()
+    assert "num_workers=1" in lines[0] and lines[-1] == "# export OPENBLAS_NUM_THREADS=1"
+
+
+def test_blas_threads_that_fit_beside_the_workers_are_left_alone(tmp_path):
+    a = only(advise(starved(tmp_path), READER_RULES), "reader-starved")  # 4 cores, BLAS 1
+    assert "BLAS" not in a.change
 
 
 def test_workers_that_keep_up_on_average_get_a_larger_queue(tmp_path):

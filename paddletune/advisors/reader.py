@@ -174,15 +174,26 @@ def _gil_note(plan) -> str:
 
 
 def _blas_note(plan, short_of_cores=True) -> list:
-    """A line on the trainer's BLAS threads when they keep more than a core busy and the
-    workers are short of cores."""
-    trainer, blas = plan.get("trainer_cores"), plan.get("blas_threads")
-    if not short_of_cores or trainer is None or trainer < BLAS_BUSY_CORES or not blas or \
-            blas < 2:
+    """The trainer's BLAS thread count, when its threads and the reader workers together
+    outnumber the cores (during each op the BLAS threads take every core they have, and the
+    workers wait), or when the trainer kept more than BLAS_BUSY_CORES busy while the workers
+    lack cores. The suggested count leaves a core to each worker (at least 1 thread)."""
+    blas, cores, trainer = plan.get("blas_threads"), plan.get("cores"), plan.get("trainer_cores")
+    workers = max(plan["workers"], plan["current_workers"], 1)
+    if not blas or blas < 2 or not cores:
         return []
-    return [f"# the trainer itself kept {trainer:.1f} cores busy: NumPy's BLAS runs {blas} "
-            f"threads (they spin between ops). Fewer leave cores to the workers; measure the "
-            f"step time after:\n# export {plan['blas_env']}=1"]
+    crowded = workers + blas > cores
+    busy = short_of_cores and trainer is not None and trainer >= BLAS_BUSY_CORES
+    if not (crowded or busy):
+        return []
+    n = max(1, int(cores) - workers)
+    if n >= blas:
+        return []
+    why = (f"{blas} BLAS threads + {workers} worker(s) on {cores} cores: during each op the "
+           f"workers wait" if crowded else
+           f"the trainer itself kept {trainer:.1f} cores busy with {blas} BLAS threads")
+    return [f"# {why}. Give NumPy's BLAS {n} thread(s) (check the step time after):\n"
+            f"# export {plan['blas_env']}={n}"]
 
 
 def _worker_gain(plan) -> str:
