@@ -21,14 +21,7 @@ from runtime.reader.workers import ReaderWorkerError, WorkerPool
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="worker processes need fork")
 
 
-@pytest.fixture
-def prog():
-    main, startup = fluid.Program(), fluid.Program()
-    with fluid.program_guard(main, startup):
-        x = fluid.data("x", [-1, 3], "float32")
-        y = fluid.data("y", [-1, 1], "int64")
-        total = fluid.layers.reduce_sum(x)
-    return main, startup, x, y, total
+from test_reader_loader import prog  # noqa: F401  (the fixture: x [-1, 3], y [-1, 1], total)
 
 
 def loader_for(prog, **kw):
