@@ -157,6 +157,20 @@ def test_a_new_probe_is_one_counter_entry(profile, monkeypatch):
                       "pid": queue[0]["pid"], "tid": 0, "args": {"batches": 3.0}}]
 
 
+def test_reader_queue_and_worker_memory_counters(tmp_path):
+    from profiles import reader_records, worker_samples
+    steps = step_records(n_steps=8)
+    extra = reader_records(steps, intervals=2, fill=3, empty_ratio=0.5, workers=(0, 1),
+                           config={"num_workers": 2}) + worker_samples(workers=2, n=2,
+                                                                       growth=2 ** 20)
+    trace = to_chrome_trace(load(make_profile(tmp_path / "p.jsonl", steps=steps, extra=extra)))
+    counters = events(trace, "C")
+    queue = [e for e in counters if e["name"] == "DataLoader 0 queue"]
+    assert [e["args"] for e in queue] == [{"fill": 3.0, "empty pops": 2}] * 2
+    uss = [e for e in counters if e["name"] == "DataLoader 0 worker 1 USS MiB"]
+    assert [e["args"] for e in uss] == [{"uss": 8.0}, {"uss": 9.0}]
+
+
 def test_nan_values_give_strict_json(tmp_path):
     nan = float("nan")
     steps = step_records(n_steps=4)

@@ -20,6 +20,8 @@ COUNTERS = (
     Counter("nvml", "GPU {gpu} util %", (("util", "util_percent", 1.0),)),
     Counter("nvml", "GPU {gpu} memory MiB", (("used", "mem_used_bytes", MIB),
                                              ("this process", "proc_mem_bytes", MIB))),
+    Counter("workers", "DataLoader {loader} worker {worker} USS MiB",
+            (("uss", "uss_bytes", MIB),)),
 )
 SEGMENTS = ("feed", "compute", "fetch")  # in the order Executor.run does them
 EVENT_NAMES = {  # event kind -> how its instant marker is named (default: the kind)
@@ -32,7 +34,7 @@ def to_chrome_trace(profile) -> dict:
     """The trace as a dict ready for json.dump (non-finite numbers are already null)."""
     tracks = _Tracks(_pid(profile))
     events = _steps(profile, tracks) + _ops(profile, tracks) + _instants(profile, tracks)
-    events += _counters(profile, tracks.pid)
+    events += _counters(profile, tracks.pid) + _reader_counters(profile, tracks.pid)
     trace = {"traceEvents": tracks.metadata(_process_name(profile)) + events,
              "displayTimeUnit": "ms", "otherData": _other_data(profile)}
     return json_safe(trace)
@@ -198,6 +200,22 @@ def _counters(profile, pid) -> List[dict]:
             if ts is not None and args:
                 out.append({"ph": "C", "name": _counter_name(counter.name, sample), "ts": ts,
                             "pid": pid, "tid": 0, "args": args})
+    return out
+
+
+def _reader_counters(profile, pid) -> List[dict]:
+    """Per DataLoader: the queue's mean fill and the pops that found it empty, one point per
+    reader-probe interval (at its end)."""
+    out = []
+    for r in getattr(profile, "reader", ()):
+        sizes, ts = r.get("occupancy") or {}, _us(r.get("t"))
+        n = sum(sizes.values())
+        if r.get("what") != "interval" or ts is None or not n:
+            continue
+        fill = sum(int(size) * k for size, k in sizes.items()) / n
+        out.append({"ph": "C", "name": f"DataLoader {r.get('loader')} queue", "ts": ts,
+                    "pid": pid, "tid": 0, "args": {"fill": round(fill, 3),
+                                                   "empty pops": r.get("empty_pops") or 0}})
     return out
 
 
