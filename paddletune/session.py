@@ -286,9 +286,10 @@ def _sigterm_raises():
 
 
 class _SpeedTest:
-    """--speed-test: after the warm-up, a baseline window of `window` training steps, then a
-    window with FLAGS_reader_queue_speed_test_mode on (the reader queue is peeked, never
-    popped: the no-data ceiling), then the flag back off. Each switch is an event record
+    """--speed-test: after the warm-up, a baseline window of `window` training steps (steps of
+    the first non-startup program to run), then a window with
+    FLAGS_reader_queue_speed_test_mode on (the reader queue is peeked, never popped: the
+    no-data ceiling), then the flag back off. Each switch is an event record
     {"kind": "speed_test", "phase": baseline|ceiling|done, "step"}; the flag is never left on,
     whatever way the job ends."""
 
@@ -296,12 +297,17 @@ class _SpeedTest:
         self.session, self.window = session, options.speed_test
         self.start = speed_test_start(options)
         self.steps = 0
+        self.program = None  # the program of the first training step: the one counted
         self.phase = None
         self.previous = None
 
     def on_step(self, record):
         if record.is_startup:
             return
+        if self.program is None:
+            self.program = record.program_id
+        if record.program_id != self.program:
+            return  # an evaluation program between training steps: not a training step
         self.steps += 1
         if self.steps == self.start:
             self._switch("baseline", "speed test: baseline window "
