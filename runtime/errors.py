@@ -58,6 +58,21 @@ class UnsavedValueError(UninitializedVariableError, SerializationError):
     """save_* found a variable with no value in the scope (the startup program has not run)."""
 
 
+class ReaderWorkerError(EnforceNotMet, RuntimeError):
+    """A reader worker process died, or a reader failed in a way that cannot be raised as
+    itself (an error the trainer could not rebuild, sys.exit in a generator)."""
+
+
+def add_note(err, note):
+    """err.add_note(note) (Python 3.11+); before 3.11, which prints no notes, the note is
+    appended to a one-string message so it is still shown."""
+    if hasattr(err, "add_note"):
+        err.add_note(note)
+    elif len(err.args) == 1 and isinstance(err.args[0], str):
+        err.args = (f"{err.args[0]}\n{note}",)
+    return err
+
+
 def where(callsite):
     """Format a (filename, lineno) call site as ' (created at file:line)', or '' when unknown."""
     if not callsite:

@@ -82,9 +82,9 @@ def run_case(tmp_path, body, profile_out=None, env=None):
     full_env = {**os.environ, "PYTHONPATH": str(ROOT), "PYTHONFAULTHANDLER": "",
                 **(env or {})}
     t0 = time.monotonic()
-    try:
+    try:  # a process group of its own: a case may signal its whole group
         result = subprocess.run(cmd, capture_output=True, text=True, timeout=HARD_TIMEOUT_S,
-                                cwd=tmp_path, env=full_env)
+                                cwd=tmp_path, env=full_env, start_new_session=True)
     finally:
         leftovers = _processes_of(script, settle_s=1.0)
         for p in leftovers:
@@ -494,3 +494,93 @@ def test_the_trainer_exiting_mid_pass_leaves_no_worker(tmp_path, how):
     '''
     case = run_case(tmp_path, body)  # which checks that no worker outlives it
     assert case.rc == int(how[-2])
+
+
+# --- found in review -------------------------------------------------------------------------
+def test_a_trainer_thread_importing_numpy_random_at_fork_time_does_not_hang_workers(tmp_path):
+    body = '''
+    # NumPy 2 imports numpy.random lazily: a worker forked while this thread holds the import
+    # lock would wait for it forever, unless the trainer imported it before forking
+    threading.Thread(target=lambda: np.random.default_rng(), daemon=True).start()
+
+    def gen():
+        info = fluid.io.get_worker_info()
+        for i in range(info.id, 8, info.num_workers):
+            yield batch(i)
+
+    report(n=train(make_loader(num_workers=4, timeout=10).set_batch_generator(gen)))
+    '''
+    case = run_case(tmp_path, body)
+    assert case.rc == 0, case.err
+    assert case.report["n"] == 8
+
+
+def test_a_sigterm_to_the_process_group_leaves_the_workers_to_the_trainer(tmp_path):
+    body = '''
+    stop = []
+    signal.signal(signal.SIGTERM, lambda signum, frame: stop.append(1))
+
+    def gen():
+        info = fluid.io.get_worker_info()
+        for i in range(info.id, 10**6, info.num_workers):
+            time.sleep(0.002)
+            yield batch(i)
+
+    after = 0
+    for step, data in enumerate(make_loader(num_workers=2).set_batch_generator(gen)()):
+        if step == 10:
+            os.killpg(os.getpgid(0), signal.SIGTERM)  # a preempted job's scheduler
+        if stop:
+            after += 1
+            if after == 10:
+                break  # checkpoint and exit
+    report(after=after)
+    '''
+    case = run_case(tmp_path, body)
+    assert case.rc == 0, case.err
+    assert case.report["after"] == 10
+
+
+def test_a_dead_worker_is_seen_although_a_process_it_started_holds_its_pipes(tmp_path):
+    body = '''
+    def gen():
+        fluid.io.get_worker_info()
+        helper = os.fork()
+        if helper == 0:  # e.g. a decoding server the generator starts
+            time.sleep(3)
+            os._exit(0)
+        with open("helper", "w") as f:
+            f.write(str(helper))
+        yield batch(0)
+        os.kill(os.getpid(), signal.SIGKILL)
+        yield batch(1)
+
+    t0 = time.monotonic()
+    try:
+        train(make_loader(num_workers=1).set_batch_generator(gen))
+    except fluid.io.ReaderWorkerError as err:
+        report(waited=time.monotonic() - t0, message=str(err))
+    finally:
+        os.kill(int(open("helper").read()), signal.SIGKILL)
+    '''
+    case = run_case(tmp_path, body)
+    assert case.rc == 0, case.err
+    assert "killed by signal SIGKILL" in case.report["message"]
+    assert case.report["waited"] < 2.0
+
+
+@pytest.mark.parametrize("workers", [0, 1])
+def test_sys_exit_in_the_generator_is_an_error_not_a_silent_end(tmp_path, workers):
+    body = f'''
+    def gen():
+        fluid.io.get_worker_info()
+        yield batch(0)
+        sys.exit(0)  # e.g. a library helper giving up on a bad file
+
+    train(make_loader(num_workers={workers}).set_batch_generator(gen))
+    print("training finished")
+    '''
+    case = run_case(tmp_path, body)
+    assert case.rc == 1 and "training finished" not in case.out
+    assert "ReaderWorkerError: the generator" in case.err
+    assert "a reader cannot end the job" in case.err

@@ -415,3 +415,65 @@ def test_the_generators_own_oserror_is_reported_not_taken_for_a_gone_trainer(pro
     loader = loader_for(prog, num_workers=1).set_batch_generator(gen)
     with pytest.raises(BrokenPipeError, match="data server hung up"):
         list(loader())
+
+
+# --- found in review -----------------------------------------------------------------------------
+def test_an_unsharded_shuffling_generator_still_gives_each_sample_once(prog):
+    import collections
+    random.seed(0)
+
+    def samples():
+        for i in range(40):
+            yield np.full(3, i, "float32"), np.array([i], "int64")
+    reader = fluid.io.shuffle(samples, buf_size=40)  # Python's random: seeded alike in workers
+    loader = loader_for(prog, num_workers=2).set_sample_generator(reader, batch_size=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        got = values(loader)
+    assert sorted(got) == list(range(40)), collections.Counter(got)
+
+
+def test_batches_of_empty_arrays(prog):
+    def gen():
+        fluid.io.get_worker_info()
+        yield [np.zeros((0, 3), "float32"), np.zeros((0, 1), "int64")]
+        yield [np.ones((2, 3), "float32"), np.ones((2, 1), "int64")]
+    loader = loader_for(prog, num_workers=1, return_list=True).set_batch_generator(gen)
+    assert [b[0].shape for b in loader()] == [(0, 3), (2, 3)]
+
+
+def test_the_users_gc_freeze_is_left_alone(prog):
+    import gc
+    gc.freeze()
+    try:
+        frozen = gc.get_freeze_count()
+        loader = loader_for(prog, num_workers=1).set_batch_generator(sharded(2))
+        assert values(loader) == [0, 1]
+        assert gc.get_freeze_count() >= frozen * 0.9  # not thawed (a few may have died)
+    finally:
+        gc.unfreeze()
+
+
+def test_a_worker_may_run_processes_of_its_own(prog):
+    inner = fluid.io.multiprocess_reader([lambda: iter([(0,), (2,)]), lambda: iter([(1,), (3,)])])
+
+    def gen():
+        fluid.io.get_worker_info()
+        for (i,) in inner():
+            yield [np.full((1, 3), i, "float32"), np.full((1, 1), i, "int64")]
+    assert values(loader_for(prog, num_workers=1).set_batch_generator(gen)) == [0, 1, 2, 3]
+    assert no_children()
+
+
+def test_a_worker_drops_the_channels_and_buffers_of_other_pools(prog):
+    big = loader_for(prog, num_workers=2).set_batch_generator(sharded(100, rows=1000))
+    it = big()
+    next(it)  # the first pool's slots are mapped in the trainer now
+
+    def gen():
+        info = fluid.io.get_worker_info()
+        maps = sum("paddletune-reader" in line for line in open("/proc/self/maps"))
+        yield [np.full((1, 3), maps, "float32"), np.full((1, 1), info.id, "int64")]
+    other = loader_for(prog, num_workers=1).set_batch_generator(gen)
+    assert values(other) == [0]  # none of the first pool's memfd mappings
+    it.close()

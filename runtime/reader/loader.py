@@ -43,7 +43,6 @@ Differences, deliberate and documented:
 """
 
 import itertools
-import sys
 import threading
 import time
 import warnings
@@ -51,13 +50,14 @@ import weakref
 
 from .. import events
 from ..core import EOFException
-from ..data_feeder import DataFeeder
-from ..errors import EnforceNotMet, FeedError
+from ..errors import EnforceNotMet, ReaderWorkerError, add_note
 from ..flags import FLAGS
 from ..framework import Variable, default_main_program
 from ..place import CPUPlace, is_gpu
 from ..tensor import LoDTensor
 from .blocking_queue import BlockingQueue, QueueClosed
+from .batches import WorkerSource, batches
+from .stages import GIL_SHARING, GIL_SWITCH_INTERVAL_S, Batch, DeviceStage  # noqa: F401  (re-exported)
 
 __all__ = ["DataLoader", "PyReader", "GeneratorLoader", "ReaderTimeout", "live_loaders"]
 
@@ -66,7 +66,6 @@ _cpu = time.thread_time  # the producer thread's own CPU time
 _loader_ids = itertools.count()
 _LIVE = weakref.WeakSet()
 _JOIN_S = 2.0  # how long reset() waits for a producer thread still inside the user's generator
-GIL_SWITCH_INTERVAL_S = 0.0005  # while a thread producer runs (see the module docstring)
 
 
 class ReaderTimeout(EnforceNotMet, TimeoutError):
@@ -76,15 +75,6 @@ class ReaderTimeout(EnforceNotMet, TimeoutError):
 def live_loaders():
     """The DataLoaders alive now (for probes sampling queue sizes)."""
     return list(_LIVE)
-
-
-class _Batch:
-    __slots__ = ("arrays", "index", "worker", "produce_s", "cpu_s", "nbytes")
-
-    def __init__(self, arrays, index, worker, produce_s, cpu_s=None):
-        self.arrays, self.index, self.worker, self.produce_s = arrays, index, worker, produce_s
-        self.cpu_s = cpu_s
-        self.nbytes = sum(getattr(a, "nbytes", 0) for a in arrays)
 
 
 class _Pass:
@@ -277,7 +267,7 @@ class GeneratorLoader:
             p = self._pass = _Pass(self._passes, self._queue_capacity)
         if self._num_workers:
             from .workers import WorkerPool  # imported late: it pulls in multiprocessing
-            source = _WorkerSource(self._source, self._feed_vars)
+            source = WorkerSource(self._source, self._feed_vars)
             p.pool = WorkerPool([source] * self._num_workers, self.name,
                                 use_shared_memory=self._use_shared_memory)
         if events.reader_state.subs:
@@ -288,10 +278,10 @@ class GeneratorLoader:
         p.thread = threading.Thread(target=self._produce, args=(p,), daemon=True,
                                     name=f"{self.name}-producer")
         if p.pool is None:
-            p.shares_gil = _GIL_SHARING.begin()
+            p.shares_gil = GIL_SHARING.begin()
         p.thread.start()
         if self._use_double_buffer and any(is_gpu(pl) for pl in self._places):
-            p.device = _DeviceStage(p.queue, self._places[0])
+            p.device = DeviceStage(p.queue, self._places[0])
         return p
 
     def _end(self, p, how, detail=""):
@@ -307,7 +297,7 @@ class GeneratorLoader:
         thread, p.thread = p.thread, None
         if p.shares_gil:
             p.shares_gil = False
-            _GIL_SHARING.end()
+            GIL_SHARING.end()
         if thread is not threading.current_thread():
             thread.join(_JOIN_S)
             if thread.is_alive():
@@ -330,7 +320,7 @@ class GeneratorLoader:
                 source = iter(p.pool)
             else:
                 kind, reader, batch_size, drop_last = self._source
-                source = iter(_batches(kind, reader, batch_size, drop_last, self._feed_vars))
+                source = iter(batches(kind, reader, batch_size, drop_last, self._feed_vars))
             while not p.stop.is_set():
                 t0, c0 = _perf(), _cpu()
                 try:
@@ -339,9 +329,9 @@ class GeneratorLoader:
                     break
                 t1 = _perf()
                 if p.pool is not None:
-                    batch = _Batch(item.arrays, index, item.worker, item.produce_s, item.cpu_s)
+                    batch = Batch(item.arrays, index, item.worker, item.produce_s, item.cpu_s)
                 else:
-                    batch = _Batch(item, index, -1, t1 - t0, _cpu() - c0)
+                    batch = Batch(item, index, -1, t1 - t0, _cpu() - c0)
                 size = p.queue.push(batch)
                 if not size:
                     return
@@ -356,8 +346,13 @@ class GeneratorLoader:
             if not p.stop.is_set():
                 where = (f"a worker process of {self.name}" if p.pool is not None else
                          f"the generator of {self.name} (reader thread)")
-                err.add_note(f"raised in {where} while preparing batch {index}")
-                p.queue.kill(err)
+                if not isinstance(err, Exception):  # sys.exit() in a generator
+                    err = ReaderWorkerError(f"the generator of {self.name} raised "
+                                            f"{type(err).__name__}{err.args!r}: a reader "
+                                            f"cannot end the job; raise an exception, or "
+                                            f"return to end the pass")
+                p.queue.kill(add_note(err, f"raised in {where} while preparing batch "
+                                           f"{index}"))
             return
         finally:
             _close_source(source)
@@ -442,178 +437,6 @@ class PyReader(GeneratorLoader):
 
     decorate_paddle_reader = decorate_sample_list_generator
     decorate_tensor_provider = decorate_batch_generator
-
-
-class _GilSharing:
-    """Lowers the GIL switch interval while at least one thread-producer pass runs, and puts
-    the previous value back after the last one (unless someone else changed it meanwhile)."""
-
-    def __init__(self):
-        self.lock = threading.Lock()
-        self.active = 0
-        self.saved = None
-
-    def begin(self):
-        with self.lock:
-            if self.active == 0:
-                current = sys.getswitchinterval()
-                if current > GIL_SWITCH_INTERVAL_S:
-                    self.saved = current
-                    sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
-            self.active += 1
-        return True
-
-    def end(self):
-        with self.lock:
-            self.active -= 1
-            if self.active == 0 and self.saved is not None:
-                if abs(sys.getswitchinterval() - GIL_SWITCH_INTERVAL_S) < 1e-7:
-                    sys.setswitchinterval(self.saved)
-                self.saved = None
-
-
-_GIL_SHARING = _GilSharing()
-
-
-# --- the GPU double buffer ------------------------------------------------------------------------
-class _DeviceStage:
-    """use_double_buffer on a GPU place: a thread that takes host batches from the queue,
-    copies them to the device on a non-blocking stream and keeps up to two ready."""
-
-    def __init__(self, host_queue, place):
-        from ..backend import cupy_status
-        self.cupy = cupy_status()[0]
-        self.device_id = getattr(place, "device_id", 0) or 0
-        self.host = host_queue
-        self.queue = BlockingQueue(2)
-        self.thread = threading.Thread(target=self._run, daemon=True, name="double-buffer")
-        self.thread.start()
-
-    def _run(self):
-        cupy = self.cupy
-        try:
-            with cupy.cuda.Device(self.device_id):
-                stream = cupy.cuda.Stream(non_blocking=True)
-                while True:
-                    try:
-                        batch, _ = self.host.pop(peek=FLAGS.get("reader_queue_speed_test_mode"))
-                    except QueueClosed:
-                        break
-                    with stream:
-                        arrays = [cupy.asarray(a) for a in batch.arrays]
-                    stream.synchronize()
-                    moved = _Batch(arrays, batch.index, batch.worker, batch.produce_s)
-                    if not self.queue.push(moved):
-                        return
-        except BaseException as err:  # noqa: B036  (handed to the consumer)
-            self.queue.kill(err)
-            return
-        self.queue.close()
-
-    def close(self):
-        self.queue.close()
-        self.thread.join(_JOIN_S)
-
-
-# --- batches from the user's generator ------------------------------------------------------------
-def _batches(kind, reader, batch_size, drop_last, feed_vars):
-    """The generator's output as batches: lists with one checked array per feed variable."""
-    convert = _converter(kind, feed_vars)
-    for index, item in enumerate(_raw_batches(kind, reader, batch_size, drop_last)):
-        yield convert(item, index)
-
-
-def _raw_batches(kind, reader, batch_size, drop_last):
-    """What the generator yields, grouped into batches (still unchecked)."""
-    return _group(reader(), batch_size, drop_last) if kind == "sample" else reader()
-
-
-def _converter(kind, feed_vars):
-    """(item, index) -> the batch as checked arrays, one per feed variable."""
-    if kind == "batch":
-        return lambda item, index: _check_batch(item, feed_vars, index)
-    feeder = DataFeeder(feed_vars, CPUPlace())
-    names = feeder.feed_names
-
-    def convert(samples, index):
-        try:
-            feed = feeder.feed(samples)
-        except FeedError as err:
-            raise FeedError(f"DataLoader batch {index}: {err}") from None
-        return [feed[name] for name in names]
-    return convert
-
-
-class _WorkerSource:
-    """What each worker process runs: its share of the batches.
-
-    A generator that calls fluid.io.get_worker_info() before its first item shards itself:
-    the worker sends all it yields. One that does not would make every worker yield every
-    batch, so then worker i keeps batches i, i+N, i+2N... of the full stream (correct data,
-    but only the conversion runs in parallel) and the trainer is warned once."""
-
-    def __init__(self, source, feed_vars):
-        self.source, self.feed_vars = source, feed_vars
-
-    def __call__(self, info):
-        kind, reader, batch_size, drop_last = self.source
-        convert = _converter(kind, self.feed_vars)
-        raw = iter(_raw_batches(kind, reader, batch_size, drop_last))
-        try:
-            first = next(raw)
-        except StopIteration:
-            return
-        n, me = info.num_workers, info.id
-        stride = n > 1 and not info.consulted
-        if stride and me == 0:
-            from .worker_main import warn_trainer
-            warn_trainer(_UNSHARDED.format(name=info.name, n=n))
-        for k, item in enumerate(itertools.chain([first], raw)):
-            if stride and k % n != me:
-                continue
-            yield convert(item, k if stride else k * n + me)
-
-
-_UNSHARDED = ("{name}: the generator does not shard itself (it never calls "
-              "fluid.io.get_worker_info() before its first batch), so each of the {n} worker "
-              "processes runs all of it and keeps one batch in {n}: the batches are right, "
-              "but the generator's own work is repeated {n} times. Shard it: "
-              "`info = fluid.io.get_worker_info()` and yield only items "
-              "info.id, info.id + info.num_workers, ...")
-
-
-def _group(samples, batch_size, drop_last):
-    group = []
-    for sample in samples:
-        group.append(sample)
-        if len(group) == batch_size:
-            yield group
-            group = []
-    if group and not drop_last:
-        yield group
-
-
-def _check_batch(item, feed_vars, index):
-    from ..executor import _check_feed  # the executor's own checks and messages
-    names = [v.name for v in feed_vars]
-    if isinstance(item, dict):
-        missing = [n for n in names if n not in item]
-        if missing:
-            raise FeedError(f"DataLoader batch {index}: the batch dict has no value for "
-                            f"{missing} (its keys: {sorted(map(str, item))})")
-        item = [item[n] for n in names]
-    elif not isinstance(item, (list, tuple)):
-        raise FeedError(f"DataLoader batch {index}: the batch generator yielded a "
-                        f"{type(item).__name__}; yield a list with one array per feed "
-                        f"variable {names}")
-    if len(item) != len(feed_vars):
-        raise FeedError(f"DataLoader batch {index}: the batch has {len(item)} array(s) but "
-                        f"the feed_list has {len(feed_vars)} variables {names}; yield one "
-                        f"array per variable, in that order")
-    try:
-        return [_check_feed(var, value) for var, value in zip(feed_vars, item)]
-    except FeedError as err:
-        raise FeedError(f"DataLoader batch {index}: {err}") from None
 
 
 def _close_source(source):

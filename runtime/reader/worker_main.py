@@ -1,10 +1,18 @@
 """What runs inside a reader worker process: the user's generator, batches written to shared
 memory, and the messages to the trainer (see `workers.py` for the protocol).
 
-Everything here runs in the forked child. It touches no lock the parent's other threads may
-have held at fork time (no events, no profile writer) and never imports a GPU library.
+Everything here runs in the forked child. It imports nothing the trainer has not imported
+before forking (an import lock held by another trainer thread at fork time would never be
+released here), touches no lock of the trainer's (no events, no profile writer) and never
+imports a GPU library.
+
+Signals: the trainer stops a worker with STOP_SIGNAL (SIGUSR1), blocked from before the fork
+until its handler is in place. SIGINT and SIGTERM get handlers that do nothing: Ctrl-C and a
+SIGTERM sent to the whole process group (a preempted job) are the trainer's to handle, and it
+stops its workers; programs the generator starts get the default handlers back on exec.
 """
 
+import collections
 import contextlib
 import mmap
 import os
@@ -32,14 +40,25 @@ class WorkerInfo:
 
     id           this worker's number, 0 .. num_workers-1
     num_workers  how many workers the DataLoader runs
-    seed         this worker's seed; Python's `random` and NumPy's global RNG are seeded with
-                 it, so workers do not repeat each other's random augmentations
+    seed         this worker's seed. The first get_worker_info() call seeds Python's `random`
+                 and NumPy's global RNG with it, so workers that shard themselves do not
+                 repeat each other's random augmentations; until then every worker has the
+                 same RNG state (an unsharded generator yields the same stream in each)
     name         the DataLoader's name
     """
 
     def __init__(self, id, num_workers, seed, name):  # noqa: A002  (Paddle's field name)
         self.id, self.num_workers, self.seed, self.name = id, num_workers, seed, name
         self.consulted = False  # the generator asked for it (so it shards itself)
+
+    def consult(self):
+        """The first get_worker_info() call: the generator is worker-aware, so its random
+        numbers may now differ between workers (seeded with `seed`). Until then every worker
+        has the same RNG state, so a generator that does not shard itself makes the same
+        stream in each of them and the strided fallback stays a permutation."""
+        if not self.consulted:
+            self.consulted = True
+            _seed(self.seed)
 
     def __repr__(self):
         return (f"WorkerInfo(id={self.id}, num_workers={self.num_workers}, seed={self.seed}, "
@@ -52,18 +71,22 @@ def get_worker_info():
     `for i in range(info.id, n, info.num_workers)`."""
     info = _current_info
     if info is not None:
-        info.consulted = True
+        info.consult()
     return info
+
+
+STOP_SIGNAL = signal.SIGUSR1  # the trainer's "stop now" (reset, end of pass, exit)
 
 
 def warn_trainer(text):
     """From inside a worker: a RuntimeWarning the trainer shows (once per call)."""
     if _conn is not None:
-        _conn.send(("warn", text))
+        with _channel():
+            _conn.send(("warn", text))
 
 
 class _Stop(BaseException):
-    """SIGTERM from the trainer (reset, end of pass, exit): leave quietly."""
+    """STOP_SIGNAL from the trainer: leave quietly."""
 
 
 class _ChannelGone(BaseException):
@@ -75,8 +98,17 @@ def run(source, conn, info, use_shm, prefetch, parent_pid):
     """The worker process's target: produce items from `source(info)` until it ends, the
     trainer stops us, or it fails (the failure is sent, not printed)."""
     global _current_info, _conn
-    _settle_process(info, parent_pid)
-    _current_info, _conn = info, conn
+    try:
+        _settle_process(info, parent_pid)
+        _current_info, _conn = info, conn
+        _produce(source, conn, info, use_shm, prefetch)
+    except _Stop:
+        pass
+    finally:  # multiprocessing's own exit path must not be interrupted either
+        signal.pthread_sigmask(signal.SIG_BLOCK, {STOP_SIGNAL})
+
+
+def _produce(source, conn, info, use_shm, prefetch):
     sender = _Sender(conn, use_shm, prefetch)
     items, produced = None, 0
     try:
@@ -94,21 +126,23 @@ def run(source, conn, info, use_shm, prefetch, parent_pid):
     except (_Stop, _ChannelGone):
         pass  # the trainer stopped us or has gone (the generator's own OSErrors are sent)
     except BaseException as err:  # noqa: B036  (sent to the trainer, which raises it)
-        _send_error(conn, err, produced)
+        _send_error(conn, err)
     finally:
         _close_quietly(items)
         sender.release()
 
 
 def _settle_process(info, parent_pid):
-    """Signals, RNG seeds, BLAS threads and a watchdog for a freshly forked worker."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the trainer's to handle
-    signal.signal(signal.SIGTERM, _on_sigterm)
+    """Signals, RNG seeds, BLAS threads and a watchdog for a freshly forked worker (the
+    modules used here were imported by the trainer before it forked: prepare_trainer)."""
+    signal.signal(signal.SIGINT, _ignore)
+    signal.signal(signal.SIGTERM, _ignore)
+    signal.signal(STOP_SIGNAL, _on_stop)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {STOP_SIGNAL})
     from .. import events  # the trainer's probes must not hear a worker
     for channel in events.CHANNELS.values():
         channel.subs = []
-    random.seed(info.seed)
-    np.random.seed(info.seed % (1 << 32))
+    _seed(info.seed - info.id)  # the same in every worker until the generator consults info
     try:
         from ..blas import set_blas_threads
         set_blas_threads(1)  # N workers x BLAS threads would oversubscribe the cores
@@ -117,7 +151,25 @@ def _settle_process(info, parent_pid):
     threading.Thread(target=_watch_parent, args=(parent_pid,), daemon=True).start()
 
 
-def _on_sigterm(signum, frame):
+def prepare_trainer():
+    """In the trainer, before forking: import (and cache) what a worker uses, so that no
+    worker ever imports while another trainer thread might hold an import lock."""
+    import numpy.random  # noqa: F401  (NumPy 2 loads it lazily)
+    from .. import events  # noqa: F401
+    from ..blas import numpy_blas
+    numpy_blas()  # finds the library now: no dlopen in the child
+
+
+def _seed(seed):
+    random.seed(seed)
+    np.random.seed(seed % (1 << 32))
+
+
+def _ignore(signum, frame):
+    pass
+
+
+def _on_stop(signum, frame):
     raise _Stop()
 
 
@@ -145,7 +197,7 @@ class _Sender:
 
     def __init__(self, conn, use_shm, prefetch):
         self.conn, self.use_shm = conn, use_shm
-        self.free = list(range(prefetch))
+        self.free = collections.deque(range(prefetch))
         self.slots = [_Slot(i) for i in range(prefetch)] if use_shm else []
 
     def send(self, message):
@@ -159,7 +211,7 @@ class _Sender:
                 message = self.conn.recv()
                 if message[0] == "free":
                     self.free.append(message[1])
-        return self.free.pop(0)
+        return self.free.popleft()
 
     def send_item(self, item, slot, produce_s, cpu_s):
         payload = self._encode(item, slot)
@@ -175,7 +227,7 @@ class _Sender:
             return ("pickle", item)
         layout, size = _layout(item)
         buf = self.slots[slot]
-        if buf.ensure(size):
+        if buf.ensure(max(size, 1)):  # a slot even for all-empty arrays
             self.send(("slot", slot, buf.size))
             with _channel():
                 send_handle(self.conn, buf.fd, os.getppid())
@@ -207,7 +259,7 @@ def _layout(arrays):
     for a in arrays:
         if isinstance(a, np.ndarray) and not a.dtype.hasobject:
             offset = -(-offset // ALIGN) * ALIGN
-            layout.append(("nd", (a.dtype.str, a.shape, offset)))
+            layout.append(("nd", (a.dtype, a.shape, offset)))
             offset += a.nbytes
         else:
             layout.append(("obj", None))
@@ -226,7 +278,10 @@ class _Slot:
         if nbytes <= self.size:
             return False
         size = max(_PAGE, -(-max(nbytes, self.size * 2 if self.size else 0) // _PAGE) * _PAGE)
-        fd = os.memfd_create(f"paddletune-reader-slot{self.index}", os.MFD_CLOEXEC)
+        try:
+            fd = os.memfd_create(f"paddletune-reader-slot{self.index}", os.MFD_CLOEXEC)
+        except OSError as err:
+            raise shm_unavailable(err) from None
         try:
             os.ftruncate(fd, size)
             if _fallocate is not None:  # reserve the pages now: a clean ENOSPC, not SIGBUS
@@ -240,15 +295,25 @@ class _Slot:
         return True
 
     def close(self):
-        if self.map is not None:
-            self.map.close()
-            os.close(self.fd)
-            self.fd, self.map, self.size = None, None, 0
+        buf, fd = self.map, self.fd
+        self.fd, self.map, self.size = None, None, 0  # first: a stop signal may land below
+        if buf is not None:
+            try:
+                buf.close()
+                os.close(fd)
+            except OSError:
+                pass
 
 
 # --- errors ------------------------------------------------------------------------------------
 class SharedMemoryExhausted(MemoryError):
     """A worker could not get the shared memory a batch needs."""
+
+
+def shm_unavailable(err):
+    return OSError(err.errno, f"shared memory is not available here (memfd_create: "
+                              f"{err.strerror or err}); pass use_shared_memory=False to send "
+                              f"batches through a pipe")
 
 
 def shm_exhausted(nbytes, err):
@@ -279,13 +344,13 @@ def _unpicklable(err):
                      f"arrays (or other picklable values)")
 
 
-def _send_error(conn, err, produced):
+def _send_error(conn, err):
     """Send `err` with its traceback; it must reach the trainer even when it cannot be
     pickled (or unpickled: an exception whose __init__ takes two required arguments)."""
     text = "".join(traceback.format_exception(type(err), err, err.__traceback__))
     description = {"type": type(err).__name__, "module": type(err).__module__,
                    "qualname": type(err).__qualname__, "message": _safe_str(err),
-                   "traceback": text, "batch": produced, "pickled": None, "args": None}
+                   "traceback": text, "pickled": None, "args": None}
     try:
         blob = pickle.dumps(err)
         pickle.loads(blob)

@@ -6,9 +6,10 @@ and by `paddle.reader.multiprocess_reader`.
 
 How it works:
 * Workers are forked (the `fork` start method, Linux), so the generator may be any callable,
-  a closure or a lambda included: nothing is pickled to start them. Each worker's Python
-  `random` and NumPy global RNG are seeded with `WorkerInfo.seed` (a fresh base seed per pass
-  from Python's `random`, plus the worker id), and its BLAS runs one thread.
+  a closure or a lambda included: nothing is pickled to start them. Every worker starts with
+  the same Python `random` and NumPy global RNG state (a fresh base seed per pass, from the
+  trainer's `random`); the first get_worker_info() call reseeds a worker with
+  `WorkerInfo.seed` (base + id). Each worker's BLAS runs one thread.
 * A worker runs ahead by `prefetch` items (2, like PyTorch's prefetch_factor). Each item has
   a slot: with shared memory, a memfd buffer (anonymous, never named in /dev/shm, freed by the
   kernel when the last process using it exits, so even a SIGKILL leaks nothing) that the
@@ -20,11 +21,17 @@ How it works:
 * Failures reach the trainer as exceptions, at the failing item's turn: the worker's own
   exception (rebuilt even when it cannot be unpickled) with the worker's traceback as a note;
   a worker that died (signal, os._exit) is reported with its pid and signal; no hang.
-* close() sends SIGTERM (the worker closes the generator, so its `finally` blocks run), and
-  SIGKILL after GRACE_S; every process is reaped. Workers ignore SIGINT (Ctrl-C is the
-  trainer's) and exit on their own when the trainer dies.
+* close() sends worker_main.STOP_SIGNAL (the worker closes the generator, so its `finally`
+  blocks run), and SIGKILL after GRACE_S; every process is reaped, also at interpreter exit.
+  Workers leave SIGINT and SIGTERM to the trainer (a Ctrl-C or a preemption SIGTERM sent to
+  the process group lets the trainer finish its steps and stop them) and exit on their own
+  within PARENT_POLL_S when the trainer dies. They are not daemonic, so a generator may start
+  processes of its own (multiprocess_reader inside a worker).
+* Forking while another trainer thread runs a multi-threaded OpenBLAS call can hang in
+  OpenBLAS's fork handler (not in this code); set its thread count to 1 if that happens.
 """
 
+import atexit
 import contextlib
 import errno
 import gc
@@ -35,12 +42,13 @@ import signal
 import threading
 import time
 import warnings
+import weakref
 from multiprocessing.connection import wait
 from multiprocessing.reduction import recv_handle
 
 import numpy as np
 
-from ..errors import EnforceNotMet
+from ..errors import ReaderWorkerError, add_note
 from . import worker_main
 
 __all__ = ["WorkerPool", "ReaderWorkerError", "PREFETCH", "GRACE_S"]
@@ -48,10 +56,6 @@ __all__ = ["WorkerPool", "ReaderWorkerError", "PREFETCH", "GRACE_S"]
 PREFETCH = 2  # items each worker prepares ahead
 GRACE_S = 0.5  # how long a stopped worker may take to exit before SIGKILL
 POLL_S = 0.1  # the longest the reader thread sleeps before checking for close()
-
-
-class ReaderWorkerError(EnforceNotMet, RuntimeError):
-    """A reader worker process died, or failed with an error the trainer could not rebuild."""
 
 
 class Item:
@@ -92,6 +96,8 @@ class WorkerPool:
         use_shm = bool(use_shared_memory) and hasattr(os, "memfd_create")
         seed = random.getrandbits(31)
         self._workers = []
+        worker_main.prepare_trainer()
+        _LIVE_POOLS.add(self)
         try:
             for index, source in enumerate(sources):
                 info = worker_main.WorkerInfo(index, len(sources), seed + index, name)
@@ -108,11 +114,10 @@ class WorkerPool:
     def _start(self, index, source, info, use_shm, prefetch):
         ctx = _fork_context(self.name)
         conn, child_conn = ctx.Pipe(duplex=True)
-        inherited = [w.conn for w in self._workers]  # the child closes the others' channels
-        proc = ctx.Process(target=_child, name=f"{self.name}-worker{index}", daemon=True,
-                           args=(source, child_conn, info, use_shm, prefetch, os.getpid(),
-                                 inherited))
-        with warnings.catch_warnings(), _frozen_for_the_child():
+        proc = ctx.Process(target=_child, name=f"{self.name}-worker{index}",
+                           args=(source, child_conn, conn, info, use_shm, prefetch,
+                                 os.getpid()))
+        with warnings.catch_warnings(), _frozen_for_the_child(), _stop_signal_blocked():
             warnings.filterwarnings("ignore", ".*fork.*", DeprecationWarning)  # 3.12+
             proc.start()
         child_conn.close()
@@ -174,7 +179,7 @@ class WorkerPool:
                     if message is not None:
                         return worker, message
                     break  # a slot or warning was handled: look again
-                if worker.exited:
+                if worker.exited and not self._closing:
                     raise self._death(worker)
             else:
                 self._wait(candidates)
@@ -195,6 +200,9 @@ class WorkerPool:
         for obj in ready:
             if obj in sentinels:
                 sentinels[obj].exited = True
+        if not ready:  # a process the generator started may hold the sentinel open
+            for worker in sentinels.values():
+                worker.exited = not worker.proc.is_alive()
 
     def _read(self, worker):
         """The next message; a new shared buffer or a warning is handled here (None)."""
@@ -211,6 +219,8 @@ class WorkerPool:
                 fd = recv_handle(worker.conn)
             except (EOFError, OSError, RuntimeError):
                 worker.exited = True
+                if self._closing:
+                    return None
                 raise self._death(worker) from None
             worker.maps[slot] = _map(fd, size)
             return None
@@ -236,12 +246,14 @@ class WorkerPool:
     def _rebuild(self, worker, d):
         err = _unpickle(d.get("pickled")) or _from_class(d) or ReaderWorkerError(
             f"{d['type']}: {d['message']}")
+        if not isinstance(err, Exception):  # SystemExit, KeyboardInterrupt: not the job's end
+            err = ReaderWorkerError(f"the generator raised {d['type']}({d['message']}) in "
+                                    f"{self.what} {worker.index} of {self.name}: a reader "
+                                    f"cannot end the job; raise an exception, or return to "
+                                    f"end the pass")
         trace = d["traceback"].rstrip("\n")
-        note = (f"--- the traceback in {self.what} {worker.index} (pid {worker.proc.pid}) of "
-                f"{self.name} ---\n{trace}")
-        if hasattr(err, "add_note"):
-            err.add_note(note)
-        return err
+        return add_note(err, f"--- the traceback in {self.what} {worker.index} (pid "
+                             f"{worker.proc.pid}) of {self.name} ---\n{trace}")
 
     def _death(self, worker):
         worker.proc.join(1.0)
@@ -253,7 +265,8 @@ class WorkerPool:
             return ReaderWorkerError(f"{who} was killed by signal {_signal_text(-code)} "
                                      f"while preparing data{_signal_hint(-code)}")
         return ReaderWorkerError(f"{who} exited with status {code} before its data was "
-                                 f"complete (os._exit or sys.exit in the generator?)")
+                                 f"complete (os._exit in the generator, or killed by "
+                                 f"another process?)")
 
     # --- stopping ----------------------------------------------------------------------------
     def close(self):
@@ -263,9 +276,10 @@ class WorkerPool:
             if self._closing:
                 return
             self._closing = True
+        _LIVE_POOLS.discard(self)
         for w in self._workers:
             if w.proc.is_alive():
-                _signal(w.proc, signal.SIGTERM)
+                _signal(w.proc, worker_main.STOP_SIGNAL)
         deadline = time.monotonic() + GRACE_S
         for w in self._workers:
             w.proc.join(max(0.0, deadline - time.monotonic()))
@@ -289,10 +303,7 @@ class WorkerPool:
         for w in self._workers:
             w.conn.close()
             for buf in w.maps.values():
-                try:
-                    buf.close()
-                except BufferError:  # an array still views it: unmapped when that goes
-                    pass
+                _close_map(buf)
             w.maps.clear()
             if w.proc.exitcode is not None:
                 w.proc.close()
@@ -302,12 +313,25 @@ class WorkerPool:
             self.close()
 
 
+_LIVE_POOLS = weakref.WeakSet()  # for the children (to close) and for interpreter exit
+
+
+@atexit.register
+def _close_live_pools():
+    """Stop every pool still running when the interpreter exits (before multiprocessing
+    joins its non-daemonic children)."""
+    for pool in list(_LIVE_POOLS):
+        pool.close()
+
 # --- helpers -----------------------------------------------------------------------------------
 @contextlib.contextmanager
 def _frozen_for_the_child():
     """Fork with every existing object in the GC's permanent generation, then thaw them in
     the trainer only: the worker's garbage collector then never walks (and so never copies
     the pages of) the trainer's objects. Reference counts still copy what the worker reads."""
+    if gc.get_freeze_count():  # the user froze objects: leave their freeze alone
+        yield
+        return
     gc.freeze()
     try:
         yield
@@ -315,11 +339,37 @@ def _frozen_for_the_child():
         gc.unfreeze()
 
 
+@contextlib.contextmanager
+def _stop_signal_blocked():
+    """STOP_SIGNAL blocked in the forking thread, so that a worker cannot receive it before
+    its handler is in place (it unblocks it then)."""
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, {worker_main.STOP_SIGNAL})
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)
 
-def _child(source, conn, info, use_shm, prefetch, parent_pid, inherited):
-    for other in inherited:
-        other.close()
+
+
+def _child(source, conn, trainer_end, info, use_shm, prefetch, parent_pid):
+    """The worker's target: first drop what it inherited of the trainer's channels (its own
+    channel's other end, every pool's channels and shared buffers), then run."""
+    trainer_end.close()
+    for pool in list(_LIVE_POOLS):
+        for w in pool._workers:
+            w.conn.close()
+            for buf in w.maps.values():
+                _close_map(buf)
+            w.maps.clear()
+    _LIVE_POOLS.clear()
     worker_main.run(source, conn, info, use_shm, prefetch, parent_pid)
+
+
+def _close_map(buf):
+    try:
+        buf.close()
+    except BufferError:  # an array still views it: unmapped when that goes
+        pass
 
 
 def _fork_context(name):
