@@ -63,6 +63,13 @@ class ReaderWorkerError(EnforceNotMet, RuntimeError):
     itself (an error the trainer could not rebuild, sys.exit in a generator)."""
 
 
+def reader_exit_error(raised, where):
+    """The error for a reader's generator that raised SystemExit/KeyboardInterrupt (`raised`,
+    as text) in `where`: a reader ends its pass by returning, never the whole job."""
+    return ReaderWorkerError(f"the generator raised {raised} in {where}: a reader cannot end "
+                             f"the job; raise an exception, or return to end the pass")
+
+
 def add_note(err, note):
     """err.add_note(note) (Python 3.11+); before 3.11, which prints no notes, the note is
     appended to a one-string message so it is still shown."""

@@ -50,7 +50,7 @@ import weakref
 
 from .. import events
 from ..core import EOFException
-from ..errors import EnforceNotMet, ReaderWorkerError, add_note
+from ..errors import EnforceNotMet, add_note, reader_exit_error
 from ..flags import FLAGS
 from ..framework import Variable, default_main_program
 from ..place import CPUPlace, is_gpu
@@ -347,10 +347,8 @@ class GeneratorLoader:
                 where = (f"a worker process of {self.name}" if p.pool is not None else
                          f"the generator of {self.name} (reader thread)")
                 if not isinstance(err, Exception):  # sys.exit() in a generator
-                    err = ReaderWorkerError(f"the generator of {self.name} raised "
-                                            f"{type(err).__name__}{err.args!r}: a reader "
-                                            f"cannot end the job; raise an exception, or "
-                                            f"return to end the pass")
+                    err = reader_exit_error(f"{type(err).__name__}{err.args!r}",
+                                            f"the reader thread of {self.name}")
                 p.queue.kill(add_note(err, f"raised in {where} while preparing batch "
                                            f"{index}"))
             return

@@ -48,7 +48,7 @@ from multiprocessing.reduction import recv_handle
 
 import numpy as np
 
-from ..errors import ReaderWorkerError, add_note
+from ..errors import ReaderWorkerError, add_note, reader_exit_error
 from . import worker_main
 
 __all__ = ["WorkerPool", "ReaderWorkerError", "PREFETCH", "GRACE_S"]
@@ -247,10 +247,8 @@ class WorkerPool:
         err = _unpickle(d.get("pickled")) or _from_class(d) or ReaderWorkerError(
             f"{d['type']}: {d['message']}")
         if not isinstance(err, Exception):  # SystemExit, KeyboardInterrupt: not the job's end
-            err = ReaderWorkerError(f"the generator raised {d['type']}({d['message']}) in "
-                                    f"{self.what} {worker.index} of {self.name}: a reader "
-                                    f"cannot end the job; raise an exception, or return to "
-                                    f"end the pass")
+            err = reader_exit_error(f"{d['type']}({d['message']})",
+                                    f"{self.what} {worker.index} of {self.name}")
         trace = d["traceback"].rstrip("\n")
         return add_note(err, f"--- the traceback in {self.what} {worker.index} (pid "
                              f"{worker.proc.pid}) of {self.name} ---\n{trace}")
