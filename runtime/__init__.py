@@ -10,7 +10,9 @@ from . import flags as _flags_module
 from . import ops  # registers every op
 from . import (backward, clip, core, dtypes, events, initializer, io, layers, optimizer,
                regularizer, unique_name)
+from . import memory
 from .backward import append_backward, gradients
+from .compiler import BuildStrategy, CompiledProgram, ExecutionStrategy
 from .data_feeder import DataFeeder
 from .dtypes import convert_dtype
 from .executor import Executor
@@ -34,5 +36,6 @@ __all__ = [
     "embedding", "Executor", "CPUPlace", "CUDAPlace", "CUDAPinnedPlace", "cpu_places",
     "cuda_places", "cuda_pinned_places", "Scope", "global_scope", "scope_guard", "LoDTensor",
     "create_lod_tensor", "DataFeeder", "append_backward", "gradients", "set_flags",
-    "get_flags", "FLAGS", "events", "is_compiled_with_cuda",
+    "get_flags", "FLAGS", "events", "is_compiled_with_cuda", "CompiledProgram",
+    "BuildStrategy", "ExecutionStrategy", "memory",
 ]

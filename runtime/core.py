@@ -4,6 +4,9 @@ from .backend import gpu_count as get_cuda_device_count  # noqa: F401
 from .backend import is_compiled_with_cuda  # noqa: F401
 from .dtypes import VarDesc  # noqa: F401
 from .errors import EnforceNotMet  # noqa: F401
+from .errors import PoolOutOfMemory  # noqa: F401
+from .errors import PoolOutOfMemory as MemoryError  # noqa: F401,A001  (Paddle's name)
+from .errors import PoolOutOfMemory as ResourceExhaustedError  # noqa: F401
 from .place import CPUPlace, CUDAPinnedPlace, CUDAPlace  # noqa: F401
 from .scope import Scope  # noqa: F401
 from .tensor import LoDTensor, SelectedRows  # noqa: F401

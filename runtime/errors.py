@@ -46,6 +46,23 @@ class NanInfError(OpRuntimeError):
             setattr(self, key, value)
 
 
+class PoolOutOfMemory(EnforceNotMet, MemoryError):
+    """A place's memory pool could not serve a request (Paddle's ResourceExhaustedError; also
+    `fluid.core.MemoryError`). A MemoryError, so `except MemoryError` catches it.
+
+    Attributes (bytes unless said): place, requested, allocated, reserved, capacity, peak,
+    free (capacity not yet reserved plus cached free blocks), op_type, op_index, batch_size,
+    largest (list of (variable name, bytes)), fit_batch_size (estimated largest batch that
+    fits, or None). The executor and the pool stay usable afterwards.
+    """
+
+    def __init__(self, message, **details):
+        super().__init__(message)
+        self.details = details
+        for key, value in details.items():
+            setattr(self, key, value)
+
+
 class PlaceUnavailableError(EnforceNotMet, RuntimeError):
     """A CUDAPlace was requested but CuPy or a GPU is not available."""
 

@@ -13,7 +13,9 @@ Events and their payloads:
   reader_state(ReaderState)        a DataLoader pass started, ended, was reset or failed
   reader_push(ReaderPush)          a batch entered a DataLoader's queue (producer thread)
   reader_pop(ReaderPop)            the consumer took a batch (or peeked at it in speed-test mode)
-Later parts of the runtime add allocator and scope events on the same pattern.
+  memory_step(MemoryStepRecord)    a step's pool figures (CPU places; only while subscribed)
+  memory_trace(MemoryTrace)        per-op pool figures of one step per plan (its 2nd run)
+  memory_oom(dict)                 a pool refused a request (PoolOutOfMemory's details)
 """
 
 import warnings
@@ -65,6 +67,9 @@ nan_inf = channel("nan_inf")  # FLAGS_check_nan_inf caught one: a dict of NanInf
 reader_state = channel("reader_state")
 reader_push = channel("reader_push")
 reader_pop = channel("reader_pop")
+memory_step = channel("memory_step")
+memory_trace = channel("memory_trace")
+memory_oom = channel("memory_oom")
 
 
 class Subscription:
@@ -200,3 +205,49 @@ class ReaderPop:
     capacity: int
     speed_test: bool  # peeked without popping (FLAGS_reader_queue_speed_test_mode)
     copy_s: float = 0.0  # moving the batch to the place on the consumer (no double buffer)
+
+
+@dataclass
+class MemoryStepRecord:
+    """A step's memory figures from the place's pool (bytes, seconds)."""
+
+    executor_id: int
+    program_id: int
+    step: int
+    place: str
+    strategy: str
+    capacity: int
+    allocated: int  # at step end
+    reserved: int
+    step_peak: int  # highest `allocated` during the step
+    peak_allocated: int  # since the pool was made
+    peak_reserved: int
+    phase_peaks: Dict[str, int]  # memory category of the ops -> highest allocated meanwhile
+    requests: int  # pool requests during the step
+    system_allocs: int  # underlying allocations during the step
+    system_alloc_s: float
+    by_tag: Dict[str, int]  # allocated per category at step end
+    by_tag_at_peak: Dict[str, int]  # allocated per category at the pool's all-time peak
+    cached_free: int
+    fragmentation: float
+    batch_size: Optional[int] = None
+    gc: bool = True
+    inplace: bool = False
+
+
+@dataclass
+class MemoryTrace:
+    """One step of a plan, op by op: pool bytes before, highest during and after each op, and
+    the sizes of the variables it wrote and freed, so other GC/inplace settings can be
+    simulated. ops: [{index, type, tag, before, peak, after_op, after, outputs: {name: bytes},
+    frees: [names], inplace: [output names granted their input's buffer]}]."""
+
+    program_id: int
+    step: int
+    batch_size: Optional[int]
+    gc: bool
+    inplace: bool
+    persistable_bytes: int
+    ops: List[dict]
+    last_value_use: Dict[str, int]  # temporary -> index of the last op needing its value
+    inplace_candidates: Dict[int, List[str]]  # op index -> outputs allowed to reuse an input

@@ -12,10 +12,12 @@ import time
 
 import numpy as np
 
-from . import events
+from . import events, memory
 from .backend import cupy_status
 from .errors import (EnforceNotMet, FeedError, FetchError, NanInfError, OpRuntimeError,
-                     UninitializedVariableError, where)
+                     PoolOutOfMemory, UninitializedVariableError, where)
+from .memory.signals import DeferSignals
+from .exec_memory import Garbage, Serving, oom_error, retag_writes, trace_record, traced_loop
 from .flags import FLAGS
 from .framework import EMPTY_VAR_NAME, Program, Variable, _suggest, default_main_program
 from .place import CPUPlace, is_gpu
@@ -24,6 +26,7 @@ from .scope import global_scope
 from .tensor import LoDTensor, SelectedRows
 
 _executor_ids = itertools.count()
+_PLAIN = (False, 1.0, False)  # a plain Program: no inplace (as in Paddle), GC as FLAGS say
 _perf = time.perf_counter
 
 
@@ -58,6 +61,17 @@ class Executor:
                           return_numpy=return_numpy)
         if not isinstance(program, Program):
             raise TypeError(f"Executor.run expects a fluid.Program, got {type(program).__name__}")
+        return self._run_program(program, feed, fetch_list, scope, return_numpy, _PLAIN)
+
+    def _run_program(self, program, feed, fetch_list, scope, return_numpy, options):
+        """One step of `program`; options: (enable_inplace, GC fraction, memory_optimize).
+        Signal handlers wait for the step's end while its arrays come from a pool."""
+        if self.xp is not np or not memory.numpy_hook.AVAILABLE:
+            return self._step(program, feed, fetch_list, scope, return_numpy, options)
+        with DeferSignals():
+            return self._step(program, feed, fetch_list, scope, return_numpy, options)
+
+    def _step(self, program, feed, fetch_list, scope, return_numpy, options):
         scope = global_scope() if scope is None else scope
         feed = _normalize_feed(feed)
         fetch_names = _fetch_names(fetch_list)
@@ -66,7 +80,7 @@ class Executor:
         if program._py_readers:
             feed = _read_batches(program._py_readers, feed)
             read_s = _perf() - t_begin
-        plan = self._plan(program, feed, fetch_names)
+        plan = self._plan(program, feed, fetch_names, options)
         step = self._steps.get(plan, 0)
         self._steps[plan] = step + 1
         if events.step_begin.subs:
@@ -80,14 +94,14 @@ class Executor:
                 raise _uninitialized(program, holder.name)
             env[slot] = value
         t_feed = _perf()
-        if events.op_end.subs or FLAGS.get("check_nan_inf"):
-            self._run_instrumented(plan, env, step)
-        else:
-            self._run_plain(plan, env)
+        mem = self._compute(plan, env, step, scope, writes)
         for slot, holder in writes:
             holder.value = env[slot]
         t_compute = _perf()
         results = [_fetch(env[slot], return_numpy) for slot in plan.fetch_slots]
+        if mem is not None and events.memory_step.subs:
+            events.memory_step.emit(mem.record(self._id, plan, step, self.place,
+                                               _batch_size(plan, env)))
         if events.step_end.subs:
             t_end = _perf()
             events.step_end.emit(events.StepRecord(
@@ -97,10 +111,46 @@ class Executor:
                 plan.is_startup, tuple(feed), read_s))
         return results
 
+    def _compute(self, plan, env, step_no, scope, writes):
+        """Run the plan's ops with the pool serving their arrays; the Serving (or None)."""
+        pool = memory.pool_for(self.place) if self.xp is np else None
+        mem = Serving(pool) if pool is not None else None
+        gc_gb = FLAGS.get("eager_delete_tensor_gb")
+        garbage = Garbage(gc_gb) if plan.gc and gc_gb > 0 else None
+        try:
+            if mem is not None:
+                mem.begin()
+            if mem is not None and events.memory_trace.subs and step_no == 1 \
+                    and not plan.is_startup:
+                self._run_traced(plan, env, step_no, mem)
+            elif events.op_end.subs or FLAGS.get("check_nan_inf"):
+                self._run_instrumented(plan, env, step_no, mem, garbage)
+            else:
+                self._run_plain(plan, env, mem, garbage)
+            if mem is not None:
+                retag_writes(pool, plan, writes, env)
+                plan.memory_seen = (_batch_size(plan, env), mem.step_peak())
+        except MemoryError as err:
+            if mem is None or not mem.oom_happened() or isinstance(err, PoolOutOfMemory):
+                raise
+            oom = oom_error(pool, plan, env, getattr(err, "_runtime_op", None), scope,
+                            self.place, _batch_size(plan, env))
+            env[:] = [None] * len(env)  # the step's temporaries go back to the pool now
+            err.__traceback__ = None
+            raise oom from None
+        finally:
+            if mem is not None:
+                mem.end()
+            if garbage is not None:
+                garbage.clear()
+        return mem
+
     # --- compile ---------------------------------------------------------------------------
-    def _plan(self, program, feed, fetch_names):
-        gc = FLAGS.get("eager_delete_tensor_gb") >= 0
-        key = (program._uid, program._version, tuple(sorted(feed)), fetch_names, gc)
+    def _plan(self, program, feed, fetch_names, options=None):
+        inplace, gc_fraction, memory_optimize = options or _PLAIN
+        gc = FLAGS.get("eager_delete_tensor_gb") >= 0 or memory_optimize
+        key = (program._uid, program._version, tuple(sorted(feed)), fetch_names, gc, inplace,
+               gc_fraction)
         plan = self._plans.get(key)
         if plan is None:
             t0 = _perf()
@@ -112,7 +162,8 @@ class Executor:
             for name in fetch_names:
                 if name not in block.vars:
                     raise _unknown_fetch(block, name)
-            plan = Plan(program, sorted(feed), fetch_names, self.xp, self.place, gc)
+            plan = Plan(program, sorted(feed), fetch_names, self.xp, self.place, gc, inplace,
+                        gc_fraction)
             self._drop_stale_plans(program)
             self._plans[key] = plan
             if events.compile.subs:
@@ -138,17 +189,27 @@ class Executor:
         return total
 
     # --- run -------------------------------------------------------------------------------
-    def _run_plain(self, plan, env):
+    def _run_plain(self, plan, env, mem=None, garbage=None):
         step = None
         try:
-            for step in plan.steps:
-                _run_op(step, env)
-        except (EnforceNotMet, MemoryError, KeyboardInterrupt):
+            for tag, ops in plan.segments:
+                if mem is not None:
+                    mem.phase(tag)
+                for step in ops:
+                    _run_op(step, env, False, garbage is None)
+                    if garbage is not None:
+                        garbage.take(step, env)
+                if mem is not None:
+                    mem.phase_done(tag)
+        except (EnforceNotMet, KeyboardInterrupt):
+            raise
+        except MemoryError as err:
+            err._runtime_op = step
             raise
         except Exception as err:
             raise _op_failed(step, env, plan, err) from err
 
-    def _run_instrumented(self, plan, env, step_no):
+    def _run_instrumented(self, plan, env, step_no, mem=None, garbage=None):
         """The same loop, timing each op for op_end subscribers and checking NaN/Inf when
         FLAGS_check_nan_inf is on."""
         emit = events.op_end.emit if events.op_end.subs else None
@@ -156,21 +217,41 @@ class Executor:
         uid = plan.program._uid
         step = None
         try:
-            for step in plan.steps:
-                t0 = _perf()
-                _run_op(step, env, check and step_no)
-                if emit is not None:
-                    emit(events.OpRecord(uid, step_no, step.index, step.type, step.role, t0,
-                                         _perf()))
-        except (EnforceNotMet, MemoryError, KeyboardInterrupt):
+            for tag, ops in plan.segments:
+                if mem is not None:
+                    mem.phase(tag)
+                for step in ops:
+                    t0 = _perf()
+                    _run_op(step, env, check and step_no, garbage is None)
+                    if garbage is not None:
+                        garbage.take(step, env)
+                    if emit is not None:
+                        emit(events.OpRecord(uid, step_no, step.index, step.type, step.role, t0,
+                                             _perf()))
+                if mem is not None:
+                    mem.phase_done(tag)
+        except (EnforceNotMet, KeyboardInterrupt):
+            raise
+        except MemoryError as err:
+            err._runtime_op = step
             raise
         except Exception as err:
             raise _op_failed(step, env, plan, err) from err
 
+    def _run_traced(self, plan, env, step_no, mem):
+        """One step op by op with the pool's figures around each op (memory_trace event)."""
+        persistable = sum(_nbytes(env[plan.slot_of[n]]) for n in plan.reads)
+        ops = traced_loop(plan, env, mem.pool, _run_op)
+        mem.phase_peaks = {}
+        for op in ops:
+            mem.phase_peaks[op["tag"]] = max(mem.phase_peaks.get(op["tag"], 0), op["peak"])
+        events.memory_trace.emit(trace_record(plan, step_no, _batch_size(plan, env),
+                                              persistable, ops))
 
-def _run_op(step, env, check_finite=False):
+
+def _run_op(step, env, check_finite=False, free=True):
     """Run one compiled op: grant inplace reuse, gather inputs, call the kernel, store its
-    outputs, then apply the plan's frees."""
+    outputs, then apply the plan's frees (unless `free` is False: batched GC takes them)."""
     if step.inplace:
         step.ctx.inplace = [o for o, i in step.inplace if exclusive(env[i])]
     ins = {k: env[i] for k, i in step.ins1}
@@ -185,10 +266,11 @@ def _run_op(step, env, check_finite=False):
                 env[i] = v
     if check_finite is not False and check_finite is not None:  # the step number (int)
         _check_finite(step, env, check_finite)
-    for i in step.frees:
-        env[i] = None
-    for i in step.shrinks:
-        env[i] = shape_only(env[i])
+    if free:
+        for i in step.frees:
+            env[i] = None
+        for i in step.shrinks:
+            env[i] = shape_only(env[i])
 
 
 # --- helpers -----------------------------------------------------------------------------------

@@ -189,18 +189,18 @@ _later = dict(implemented=False)
 _d("allocator_strategy", str, "auto_growth",
    "Allocator of each place's memory pool: naive_best_fit pre-allocates chunks sized by the "
    "fraction flags; auto_growth grows on demand and caches freed blocks",
-   one_of("naive_best_fit", "auto_growth"), **_later)
+   one_of("naive_best_fit", "auto_growth"))
 _d("fraction_of_gpu_memory_to_use", float, 0.92,
    "Chunk size of the naive_best_fit GPU pool as a fraction of available memory; 0 means one "
    "cudaMalloc per allocation (slow, only for measuring true usage)", in_range(0.0, 1.0), **_later)
 _d("fraction_of_cpu_memory_to_use", float, 1.0,
    "Chunk size of the naive_best_fit CPU pool as a fraction of the place's capacity; 0 means one "
-   "underlying allocation per request", in_range(0.0, 1.0), **_later)
+   "underlying allocation per request", in_range(0.0, 1.0))
 _d("fraction_of_cuda_pinned_memory_to_use", float, 0.5,
    "Chunk size of the pinned host memory pool as a fraction of host memory", in_range(0.0, 1.0),
    **_later)
 _d("initial_cpu_memory_in_mb", int, 500,
-   "First chunk of the CPU pool in MB (naive_best_fit)", in_range(0), **_later)
+   "First chunk of the CPU pool in MB (naive_best_fit)", in_range(0))
 _d("initial_gpu_memory_in_mb", int, 0,
    "If > 0, the first GPU chunk is this many MB, overriding the fraction", in_range(0), **_later)
 _d("reallocate_gpu_memory_in_mb", int, 0,
@@ -211,23 +211,24 @@ _d("gpu_memory_limit_mb", int, 0,
    in_range(0), **_later)
 _d("cpu_memory_limit_mb", int, 0,
    "Cap on the CPU place's pool in MB (paddletune addition, so OOM can be reproduced on a "
-   "laptop); 0 means the machine's memory", in_range(0), **_later)
+   "laptop); 0 means the machine's memory", in_range(0))
 _d("gpu_allocator_retry_time", int, 10000,
    "After a failed GPU allocation, wait up to this many ms for memory to be freed",
    in_range(0), **_later)
 _d("use_pinned_memory", bool, True, "Lock host buffers of the CPU allocator in memory", **_later)
 _d("init_allocated_mem", bool, False,
-   "Fill newly allocated memory with a garbage pattern to expose reads of uninitialised memory",
-   **_later)
+   "Fill newly allocated memory with a garbage pattern (0xEF) to expose reads of uninitialised "
+   "memory")
 
 # --- garbage collection and scopes ---------------------------------------------------------
 _d("eager_delete_tensor_gb", float, 0.0,
    "Garbage collection of temporaries: < 0 off (kept until the step ends); 0 frees each "
    "variable right after its last use; > 0 frees in batches once this many GB of garbage exist "
-   "(until the memory pools land, > 0 behaves like 0)")
+   "(then together, and at the end of each step)")
 _d("memory_fraction_of_eager_deletion", float, 1.0,
-   "Fraction of temporaries (largest first) that GC frees; 1 all, 0 none (ParallelExecutor)",
-   in_range(0.0, 1.0), **_later)
+   "Fraction of temporaries (largest first) that GC frees; 1 all, 0 none (as in Paddle, only "
+   "for CompiledProgram)",
+   in_range(0.0, 1.0))
 _d("fast_eager_deletion_mode", bool, True,
    "Free device memory without waiting for the kernels using it to finish (stream-ordered)",
    **_later)

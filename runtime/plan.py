@@ -75,7 +75,7 @@ class PlanOp:
     """One compiled op: kernel, context, attrs, input/output slots and memory actions."""
 
     __slots__ = ("fn", "ctx", "attrs", "ins1", "insN", "outs1", "outsN", "op", "index", "type",
-                 "role", "frees", "shrinks", "inplace")
+                 "role", "frees", "shrinks", "inplace", "tag")
 
     def __init__(self, op, index, slot_of, xp, rng, place):
         opdef = get_op_def(op.type)
@@ -98,12 +98,14 @@ class PlanOp:
         self.frees = ()  # slots dropped after this op (their last use)
         self.shrinks = ()  # slots replaced by a ShapeOnly after this op
         self.inplace = ()  # (output slot name, input slot number) candidates
+        self.tag = "activations"  # memory category of what this op allocates
 
 
 class Plan:
     """A program compiled for one feed/fetch signature."""
 
-    def __init__(self, program, feed_names, fetch_names, xp, place, gc=True):
+    def __init__(self, program, feed_names, fetch_names, xp, place, gc=True, inplace=True,
+                 gc_fraction=1.0):
         block = program.global_block()
         self.program = program
         self.slot_of = {}
@@ -126,7 +128,9 @@ class Plan:
         self.is_startup = not feed_names and not self.reads
         self._bindings = weakref.WeakKeyDictionary()
         keep = set(fetch_names) | set(feed_names)
-        self._plan_memory(block, keep, gc)
+        self.gc, self.inplace_enabled = gc, inplace
+        self._plan_memory(block, keep, gc, inplace, gc_fraction)
+        self.segments = _segments(self.steps, block, self.is_startup)
 
     def _slot(self, name):
         if name not in self.slot_of:
@@ -175,19 +179,20 @@ class Plan:
                 last_any[name] = last_value[name] = step.index
         return last_value, last_any
 
-    def _plan_memory(self, block, keep, gc):
+    def _plan_memory(self, block, keep, gc, inplace, gc_fraction):
         last_value, last_any = self._last_uses()
         temporaries = {n for n in last_any if n != EMPTY_VAR_NAME and n not in keep
                        and n in block.vars and not block.vars[n].persistable}
         frees, shrinks = {}, {}
-        for name in temporaries if gc else ():
+        for name in _largest_share(temporaries, block, gc_fraction) if gc else ():
             at = last_value[name]
             target = shrinks if last_any[name] > at else frees
             target.setdefault(at, []).append(self.slot_of[name])
         for step in self.steps:
             step.frees = tuple(frees.get(step.index, ()))
             step.shrinks = tuple(shrinks.get(step.index, ()))
-            step.inplace = self._inplace_candidates(step, block, temporaries, last_value)
+            if inplace:
+                step.inplace = self._inplace_candidates(step, block, temporaries, last_value)
 
     def _inplace_candidates(self, step, block, temporaries, last_value):
         found = []
@@ -209,3 +214,45 @@ class Plan:
             writes = [(self.slot_of[n], scope.find_var(n) or scope.var(n)) for n in self.writes]
             bound = self._bindings[scope] = (reads, writes)
         return bound
+
+
+def _largest_share(temporaries, block, fraction):
+    """The largest `fraction` of the temporaries by declared size (-1 dims count as 1), as
+    FLAGS_memory_fraction_of_eager_deletion selects what GC may free."""
+    if fraction >= 1.0:
+        return temporaries
+    def size(name):
+        var = block.vars[name]
+        numel = 1
+        for d in var.shape or ():
+            numel *= max(int(d), 1)
+        return numel * (var.dtype.itemsize if var.dtype is not None else 4)
+    ranked = sorted(temporaries, key=lambda n: (-size(n), n))
+    return set(ranked[:int(round(fraction * len(ranked)))])
+
+
+_ROLE_TAGS = ((1, "gradients"), (2, "optimizer"), (16, "optimizer"))
+
+
+def _op_tag(step, block, is_startup):
+    """Memory category of an op's allocations: what its outputs are (startup) or its role."""
+    if is_startup:
+        outs = [block.vars.get(n) for n in step.op.output_arg_names]
+        return ("parameters" if any(hasattr(v, "trainable") for v in outs if v is not None)
+                else "optimizer_state")
+    for bit, tag in _ROLE_TAGS:
+        if step.role & bit:
+            return tag
+    return "activations"
+
+
+def _segments(steps, block, is_startup):
+    """[(tag, ops)]: runs of consecutive ops whose allocations share a memory category."""
+    segments = []
+    for step in steps:
+        step.tag = _op_tag(step, block, is_startup)
+        if segments and segments[-1][0] == step.tag:
+            segments[-1][1].append(step)
+        else:
+            segments.append((step.tag, [step]))
+    return [(tag, tuple(ops)) for tag, ops in segments]

@@ -22,7 +22,9 @@ def _mlp():
     return main, startup, loss
 
 
-def _train(gc, steps=15):
+def _train(gc, steps=15, inplace=True):
+    """Train the MLP; `inplace` runs it as a CompiledProgram with enable_inplace (a plain
+    Program gets no inplace reuse, as in Paddle)."""
     fluid.set_flags({"FLAGS_eager_delete_tensor_gb": 0.0 if gc else -1.0})
     try:
         main, startup, loss = _mlp()
@@ -31,7 +33,10 @@ def _train(gc, steps=15):
         rng = np.random.default_rng(0)
         feed = {"x": rng.normal(size=(32, 6)).astype(np.float32),
                 "y": rng.integers(0, 3, (32, 1))}
-        losses = [exe.run(main, feed=feed, fetch_list=[loss], scope=scope)[0][0]
+        bs = fluid.BuildStrategy()
+        bs.enable_inplace, bs.memory_optimize = inplace, False
+        runnable = fluid.CompiledProgram(main, build_strategy=bs)
+        losses = [exe.run(runnable, feed=feed, fetch_list=[loss], scope=scope)[0][0]
                   for _ in range(steps)]
         plan = next(p for p in exe._plans.values() if p.program is main)
         return losses, plan

@@ -1,0 +1,106 @@
+"""fluid.CompiledProgram, BuildStrategy and ExecutionStrategy (Paddle 1.8 fields and defaults).
+
+What a CompiledProgram changes today is memory: `build_strategy.enable_inplace` (default True,
+as in Paddle 1.6+) lets an op write its output into a dead input's buffer, and
+`memory_optimize` (default: on only when GC is off) frees dead temporaries so the pool reuses
+their buffers for later variables of the same size; FLAGS_memory_fraction_of_eager_deletion
+applies here, as it does to Paddle's ParallelExecutor only. Unlike Paddle 1.5, fetched
+variables never need `persistable=True`: fetch targets are never freed or reused, and a fetch
+is a copy. `with_data_parallel` over one place runs the program as is; data parallelism over
+several places (the SSA-graph ParallelExecutor) is not implemented yet and says so.
+"""
+
+from .flags import FLAGS
+from .framework import Program
+from .place import cpu_places
+
+
+class _Strategy:
+    """Attribute bag with Paddle's defaults; unknown attributes are errors, not silently kept."""
+
+    _defaults = {}
+
+    def __init__(self):
+        for name, value in self._defaults.items():
+            object.__setattr__(self, name, value)
+
+    def __setattr__(self, name, value):
+        if name not in self._defaults:
+            raise AttributeError(f"{type(self).__name__} has no attribute {name!r}; known: "
+                                 f"{', '.join(sorted(self._defaults))}")
+        object.__setattr__(self, name, value)
+
+    def __repr__(self):
+        fields = ", ".join(f"{k}={getattr(self, k)!r}" for k in self._defaults)
+        return f"{type(self).__name__}({fields})"
+
+
+class BuildStrategy(_Strategy):
+    class ReduceStrategy:
+        AllReduce = 0
+        Reduce = 1
+
+    class GradientScaleStrategy:
+        CoeffNumDevice = 0
+        One = 1
+        Customized = 2
+
+    _defaults = {
+        "reduce_strategy": 0, "gradient_scale_strategy": 0, "fuse_all_optimizer_ops": False,
+        "fuse_all_reduce_ops": None, "enable_inplace": True, "memory_optimize": None,
+        "enable_backward_optimizer_op_deps": True, "fuse_elewise_add_act_ops": False,
+        "fuse_relu_depthwise_conv": False, "fuse_broadcast_ops": None,
+        "enable_sequential_execution": False, "remove_unnecessary_lock": True,
+        "sync_batch_norm": False, "debug_graphviz_path": "", "num_trainers": 1,
+        "trainer_id": 0, "mkldnn_enabled_op_types": (), "cache_runtime_context": False,
+    }
+
+
+class ExecutionStrategy(_Strategy):
+    _defaults = {"num_threads": 0, "num_iteration_per_drop_scope": 100,
+                 "num_iteration_per_run": 1, "use_thread_barrier": False,
+                 "allow_op_delay": False, "use_experimental_executor": True, "_dry_run": False}
+
+
+class CompiledProgram:
+    """A Program with a BuildStrategy: `exe.run(CompiledProgram(main, build_strategy=bs), ...)`."""
+
+    def __init__(self, program_or_graph, build_strategy=None):
+        if not isinstance(program_or_graph, Program):
+            raise TypeError(f"CompiledProgram needs a fluid.Program, got "
+                            f"{type(program_or_graph).__name__}")
+        if build_strategy is not None and not isinstance(build_strategy, BuildStrategy):
+            raise TypeError("build_strategy must be a fluid.BuildStrategy")
+        self._program = program_or_graph
+        self._build_strategy = build_strategy or BuildStrategy()
+        self._exec_strategy = None
+        self._places = None
+        self._loss_name = None
+
+    def with_data_parallel(self, loss_name=None, build_strategy=None, exec_strategy=None,
+                           share_vars_from=None, places=None):
+        if build_strategy is not None:
+            self._build_strategy = build_strategy
+        self._exec_strategy = exec_strategy or ExecutionStrategy()
+        self._loss_name = loss_name
+        self._places = list(places) if places is not None else cpu_places()
+        if len(self._places) > 1:
+            raise NotImplementedError(
+                f"data parallelism over {len(self._places)} places (CPU_NUM or places=) needs "
+                f"the ParallelExecutor, which this runtime does not have yet; run with "
+                f"CPU_NUM=1 (or places=[one place]) meanwhile")
+        return self
+
+    def _options(self):
+        bs = self._build_strategy
+        gc_on = FLAGS.get("eager_delete_tensor_gb") >= 0
+        memory_optimize = (not gc_on) if bs.memory_optimize is None else bool(bs.memory_optimize)
+        return (bool(bs.enable_inplace), FLAGS.get("memory_fraction_of_eager_deletion"),
+                memory_optimize)
+
+    def _run_with_executor(self, executor, feed=None, fetch_list=None, scope=None,
+                           return_numpy=True):
+        if isinstance(feed, (list, tuple)) and len(feed) == 1:
+            feed = feed[0]
+        return executor._run_program(self._program, feed, fetch_list, scope, return_numpy,
+                                     self._options())

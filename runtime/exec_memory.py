@@ -1,0 +1,255 @@
+"""The executor's memory side: serving a step's arrays from the place's pool, batched garbage
+collection (FLAGS_eager_delete_tensor_gb > 0), the per-step memory record, the per-op memory
+trace, and the out-of-memory error that says what to change."""
+
+import numpy as np
+
+from . import events
+from .errors import PoolOutOfMemory, where
+from .flags import FLAGS
+from .memory import numpy_hook
+from .tensor import SelectedRows
+
+GB = 1 << 30
+MB = 1 << 20
+
+
+class Serving:
+    """Makes the pool serve this thread's NumPy arrays during a run and keeps the step's
+    counters: `begin()` before the ops, `end()` after (always, also on errors)."""
+
+    __slots__ = ("pool", "previous", "phase_peaks", "start", "oom_seen")
+
+    def __init__(self, pool):
+        self.pool, self.previous, self.phase_peaks = pool, None, {}
+        self.start = (0, 0, 0.0)
+
+    def begin(self):
+        pool = self.pool
+        self.start = (pool.n_requests, pool.n_system_allocs, pool.system_alloc_s)
+        self.oom_seen = pool.n_oom
+        pool.reset_window()
+        self.previous = numpy_hook.set_handler(numpy_hook.handler_for(pool))
+
+    def phase(self, tag):
+        """The next ops allocate for `tag` (their category); a new peak window starts."""
+        pool = self.pool
+        pool.tag = tag
+        pool.reset_window()
+
+    def phase_done(self, tag):
+        peak = self.pool.window_peak
+        if peak > self.phase_peaks.get(tag, 0):
+            self.phase_peaks[tag] = peak
+
+    def end(self):
+        numpy_hook.set_handler(self.previous)
+        self.pool.tag = "other"
+
+    def step_peak(self):
+        return max(self.phase_peaks.values(), default=self.pool.allocated)
+
+    def oom_happened(self):
+        return self.pool.n_oom != self.oom_seen
+
+    def record(self, executor_id, plan, step, place, batch_size):
+        pool = self.pool
+        n_req, n_sys, sys_s = self.start
+        return events.MemoryStepRecord(
+            executor_id, plan.program._uid, step, repr(place), pool.strategy, pool.capacity,
+            pool.allocated, pool.reserved, self.step_peak(), pool.peak_allocated,
+            pool.peak_reserved, dict(self.phase_peaks), pool.n_requests - n_req,
+            pool.n_system_allocs - n_sys, pool.system_alloc_s - sys_s, dict(pool.by_tag),
+            dict(pool.by_tag_at_peak), pool.cached, pool.fragmentation(), batch_size, plan.gc,
+            plan.inplace_enabled)
+
+
+class Garbage:
+    """Batched garbage collection: freed temporaries are held until they add up to
+    FLAGS_eager_delete_tensor_gb, then dropped together (and at the end of the step)."""
+
+    __slots__ = ("held", "nbytes", "limit")
+
+    def __init__(self, limit_gb):
+        self.held, self.nbytes, self.limit = [], 0, int(limit_gb * GB)
+
+    def take(self, step, env):
+        for i in step.frees:
+            self._hold(env[i])
+            env[i] = None
+        for i in step.shrinks:
+            value = env[i]
+            self._hold(value)
+            env[i] = None if value is None else _shape_only(value)
+        if self.nbytes >= self.limit:
+            self.clear()
+
+    def _hold(self, value):
+        if value is not None:
+            self.held.append(value)
+            self.nbytes += _nbytes(value)
+
+    def clear(self):
+        self.held.clear()
+        self.nbytes = 0
+
+
+def _shape_only(value):
+    from .plan import shape_only
+    return shape_only(value)
+
+
+def _nbytes(value):
+    if isinstance(value, SelectedRows):
+        return value.value.nbytes
+    return getattr(value, "nbytes", 0)
+
+
+def retag_writes(pool, plan, writes, env):
+    """Tag persistable buffers that a step replaced (rather than updated in place) as
+    parameters or optimizer state, whatever op allocated them."""
+    block = plan.program.global_block()
+    for slot, holder in writes:
+        value = env[slot]
+        if value is not holder.value and isinstance(value, np.ndarray) and value.base is None:
+            var = block.vars.get(holder.name)
+            tag = "parameters" if hasattr(var, "trainable") else "optimizer_state"
+            pool.retag(value.__array_interface__["data"][0], tag)
+
+
+# --- the per-op trace ---------------------------------------------------------------------------
+def traced_loop(plan, env, pool, run_op):
+    """Run the plan op by op recording pool bytes around each op (one step, when asked)."""
+    ops, slot_names = [], {i: n for n, i in plan.slot_of.items()}
+    for tag, steps in plan.segments:
+        pool.tag = tag
+        for step in steps:
+            before = pool.allocated
+            pool.reset_window()
+            granted_before = step.ctx.inplace
+            run_op(step, env)
+            outputs = {}
+            for name in step.op.output_arg_names:
+                value = env[plan.slot_of[name]] if name in plan.slot_of else None
+                outputs[name] = int(_nbytes(value)) if value is not None else 0
+            ops.append({"index": step.index, "type": step.type, "tag": tag, "before": before,
+                        "peak": pool.window_peak, "after": pool.allocated,
+                        "outputs": outputs,
+                        "frees": [slot_names[i] for i in step.frees + step.shrinks],
+                        "inplace": [step.op.outputs[o][0] for o in step.ctx.inplace]})
+            step.ctx.inplace = granted_before
+    return ops
+
+
+def trace_record(plan, step_no, batch_size, persistable_bytes, ops):
+    last_value = {}
+    for op in ops:
+        for name in op["frees"]:
+            last_value[name] = op["index"]
+    candidates = {s.index: [s.op.outputs[o][0] for o, _ in s.inplace]
+                  for s in plan.steps if s.inplace}
+    return events.MemoryTrace(plan.program._uid, step_no, batch_size, plan.gc,
+                              plan.inplace_enabled, persistable_bytes, ops, last_value,
+                              candidates)
+
+
+# --- out of memory ------------------------------------------------------------------------------
+def oom_error(pool, plan, env, step, scope, place, batch_size):
+    """A PoolOutOfMemory naming the op, the pool's figures, the largest variables, and the ways
+    out (batch size estimate, GC, inplace, optimizer, the cap)."""
+    info = pool.last_oom
+    largest = _largest_variables(plan, env, scope)
+    fixed = sum(pool.by_tag.get(t, 0) for t in ("parameters", "optimizer_state"))
+    fit, fit_kind = _fit_batch(info, fixed, batch_size, getattr(plan, "memory_seen", None))
+    op = f"op {step.type} (#{step.index}){step.op.where()}" if step is not None else "a step"
+    lines = [
+        f"Out of memory on {place!r}: {op} asked for {_fmt(info.requested)} but the pool has "
+        f"{_fmt(info.free)} left (allocated {_fmt(info.allocated)}, reserved "
+        f"{_fmt(info.reserved)}, capacity {_fmt(info.capacity)}{_cap_source()}, peak "
+        f"{_fmt(info.peak_allocated)}, cached free {_fmt(info.cached_free)} with the largest "
+        f"free block {_fmt(info.largest_free_block)}).",
+        "Largest live variables: " + (", ".join(f"{n} {_fmt(b)}" for n, b in largest[:6])
+                                      or "none found") + ".",
+        "Ways out:"]
+    lines += [f"  {i}) {way}" for i, way in enumerate(_ways_out(plan, info, fit, fit_kind,
+                                                                  batch_size), 1)]
+    details = dict(place=repr(place), requested=info.requested, allocated=info.allocated,
+                   reserved=info.reserved, capacity=info.capacity, peak=info.peak_allocated,
+                   free=info.free, op_type=getattr(step, "type", None),
+                   op_index=getattr(step, "index", None), batch_size=batch_size,
+                   largest=largest[:10], fit_batch_size=fit, by_tag=dict(info.by_tag))
+    if events.memory_oom.subs:
+        events.memory_oom.emit(details)
+    return PoolOutOfMemory("\n".join(lines), **details)
+
+
+def _ways_out(plan, info, fit, fit_kind, batch_size):
+    ways = []
+    if batch_size:
+        est = fit_kind.format(fit) if fit else "smaller"
+        ways.append(f"decrease the batch size: this step used {batch_size}; the largest that "
+                    f"fits is {est}. `paddletune tune` measures it.")
+    if not plan.gc:
+        ways.append("turn garbage collection on: export FLAGS_eager_delete_tensor_gb=0 "
+                    "(temporaries are freed right after their last use)")
+    if not plan.inplace_enabled:
+        ways.append("let ops reuse their inputs' buffers: run a fluid.CompiledProgram(program, "
+                    "build_strategy=bs) with bs.enable_inplace = True")
+    state = info.by_tag.get("optimizer_state", 0)
+    if state > 0.25 * max(1, info.allocated):
+        ways.append(f"a lighter optimizer: its state holds {_fmt(state)} (Adam and Adadelta "
+                    f"keep 2 values per weight, Momentum 1, SGD none)")
+    limit = FLAGS.get("cpu_memory_limit_mb")
+    if limit > 0:
+        ways.append(f"raise the cap: FLAGS_cpu_memory_limit_mb is {limit}; export "
+                    f"FLAGS_cpu_memory_limit_mb=<more> (0: the machine's memory)")
+    return ways
+
+
+def _fit_batch(info, fixed, batch_size, seen):
+    """(largest batch estimated to fit, how it was estimated): from the peak of the last step
+    that ran (its memory above parameters and optimizer state, per sample), else from what
+    this step had asked for when it failed (an upper bound: its peak may have come later)."""
+    if seen and seen[0]:
+        per_sample = (seen[1] - fixed) / seen[0]
+        kind = (f"about {{}} (estimated from the peak of the last step that ran, batch "
+                f"{seen[0]}, scaled per sample)")
+    elif batch_size:
+        per_sample = (info.allocated + info.requested - fixed) / batch_size
+        kind = "at most {} (from what this step held when it failed)"
+    else:
+        return None, ""
+    if per_sample <= 0:
+        return None, ""
+    return max(0, int((info.capacity - fixed) // per_sample)), kind
+
+
+def _largest_variables(plan, env, scope):
+    found = {}
+    for name, slot in plan.slot_of.items():
+        value = env[slot] if slot < len(env) else None
+        if value is not None:
+            found[name] = int(_nbytes(value))
+    for name in plan.reads + plan.writes:
+        holder = scope.find_var(name) if scope is not None else None
+        if holder is not None and holder.value is not None:
+            found.setdefault(name, int(_nbytes(holder.value)))
+    return sorted(found.items(), key=lambda kv: -kv[1])
+
+
+def _cap_source():
+    limit = FLAGS.get("cpu_memory_limit_mb")
+    return f" = FLAGS_cpu_memory_limit_mb {limit}" if limit > 0 else ""
+
+
+def _fmt(nbytes):
+    nbytes = float(nbytes)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(nbytes) < 1024 or unit == "GiB":
+            return f"{nbytes:.0f} {unit}" if unit == "B" else f"{nbytes:.1f} {unit}"
+        nbytes /= 1024
+    return f"{nbytes:.1f} TiB"
+
+
+__all__ = ["Serving", "Garbage", "retag_writes", "traced_loop", "trace_record", "oom_error",
+           "where"]

@@ -1,0 +1,178 @@
+"""Serve NumPy's array buffers from a pool: a NumPy data-memory handler (NEP 49) per pool.
+
+NumPy (>= 1.22) keeps the current data-memory handler in a context variable: setting ours
+while the executor runs its kernels makes every array buffer created in that thread come from
+the pool, kernel temporaries included, and each array remembers its handler, so its buffer goes
+back to the same pool whenever the array dies (views keep their base alive, so a buffer is never
+reused while anything can still read it). Other threads and code outside `serving` keep NumPy's
+default allocator.
+
+The handler's C function pointers are ctypes callbacks into the pool (about 1-2 us per
+allocation). The C-API entry points are read from NumPy's exported API table; if anything there
+does not look as expected, `AVAILABLE` is False with `REASON`, and arrays are simply not pooled.
+"""
+
+import atexit
+import ctypes
+
+import numpy as np
+
+from .system import CPUSystemAllocator, memmove, memset
+
+_SET_HANDLER, _GET_HANDLER = 304, 305  # indices in NumPy's C-API table (stable since 1.22)
+
+_MALLOC = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t)
+_CALLOC = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t)
+_REALLOC = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t)
+_FREE = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t)
+
+
+class _Allocator(ctypes.Structure):
+    _fields_ = [("ctx", ctypes.c_void_p), ("malloc", _MALLOC), ("calloc", _CALLOC),
+                ("realloc", _REALLOC), ("free", _FREE)]
+
+
+class _Handler(ctypes.Structure):
+    _fields_ = [("name", ctypes.c_char * 127), ("version", ctypes.c_uint8),
+                ("allocator", _Allocator)]
+
+
+_POOLS = []  # ctx (index) -> pool; never shrinks, so a late free always finds its pool
+_HANDLERS = []  # keeps the C structs and capsules alive for the life of the process
+_FOREIGN = set()  # addresses served by the system because the pool was mid-operation
+_SYSTEM = CPUSystemAllocator()
+_NAME = ctypes.create_string_buffer(b"mem_handler")  # the capsule keeps this pointer
+
+
+def _api():
+    """(set_handler, get_handler) from NumPy's C-API table, after a sanity check."""
+    try:
+        from numpy._core import multiarray
+    except ImportError:  # NumPy 1.x
+        from numpy.core import multiarray
+    get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+    get_pointer.restype, get_pointer.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    table = (ctypes.c_void_p * 400).from_address(get_pointer(multiarray._ARRAY_API, None))
+    set_handler = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.py_object)(table[_SET_HANDLER])
+    get_handler = ctypes.PYFUNCTYPE(ctypes.py_object)(table[_GET_HANDLER])
+    current = get_handler()
+    if type(current).__name__ != "PyCapsule" or "mem_handler" not in repr(current):
+        raise RuntimeError(f"unexpected NumPy handler object {current!r}")
+    return set_handler, get_handler, multiarray.get_handler_name
+
+
+def _probe():
+    if tuple(int(p) for p in np.__version__.split(".")[:2]) < (1, 22):
+        return None, f"NumPy {np.__version__} has no data-memory handlers (needs >= 1.22)"
+    try:
+        return _api(), ""
+    except Exception as err:  # an unexpected NumPy build: run unpooled, say why
+        return None, f"NumPy's memory-handler API is not usable here ({type(err).__name__}: {err})"
+
+
+_API, REASON = _probe()
+AVAILABLE = _API is not None
+
+
+# --- the callbacks (they must never raise: C code is calling) -----------------------------------
+# An exception raised into a callback by a signal handler cannot propagate through C. During
+# Executor.run the handlers are held back (memory/signals.py), so none arrives there; outside a
+# run (a pooled array freed later by user code) the callback still completes its work and the
+# exception is dropped (counted in DROPPED_EXCEPTIONS).
+DROPPED_EXCEPTIONS = [0]
+
+
+def _completing(fn, *args):
+    for _ in range(3):
+        try:
+            return fn(*args)
+        except BaseException:  # noqa: B902  (a signal handler may raise anything)
+            DROPPED_EXCEPTIONS[0] += 1
+    return None
+
+
+def _pooled(ctx, size):
+    pool = _POOLS[ctx or 0]
+    addr = pool.alloc(size)
+    if addr and pool.poison:
+        memset(addr, 0xEF, size)
+    if addr is None:  # the pool is mid-operation in this thread (a finalizer allocating)
+        addr = _SYSTEM.alloc(max(64, (size + 63) // 64 * 64))
+        if addr:
+            _FOREIGN.add(addr)
+    return addr or None
+
+
+def _release(ctx, ptr):
+    if ptr in _FOREIGN:
+        _FOREIGN.discard(ptr)
+        _SYSTEM.free(ptr)
+    else:
+        _POOLS[ctx or 0].free(ptr)
+
+
+def _malloc(ctx, size):
+    return _completing(_pooled, ctx, size)
+
+
+def _calloc(ctx, nelem, elsize):
+    addr = _malloc(ctx, nelem * elsize)
+    if addr:
+        memset(addr, 0, nelem * elsize)
+    return addr
+
+
+def _realloc(ctx, ptr, new_size):
+    new = _malloc(ctx, new_size)
+    if new and ptr:
+        old = _POOLS[ctx or 0].size_of(ptr) or new_size
+        memmove(new, ptr, min(old, new_size))
+        _free(ctx, ptr, 0)
+    return new
+
+
+def _free(ctx, ptr, size):
+    if ptr:
+        _completing(_release, ctx, ptr)
+
+
+_CALLBACKS = (_MALLOC(_malloc), _CALLOC(_calloc), _REALLOC(_realloc), _FREE(_free))
+
+
+def _detach_at_exit():
+    """At interpreter exit, arrays still alive are freed while the interpreter is being torn
+    down, when calling back into Python is no longer safe: their frees become no-ops (the
+    process is ending; the memory goes with it). sched_yield ignores the arguments it is
+    passed in registers, which is all a (ctx, ptr, size) call leaves it."""
+    noop = ctypes.cast(ctypes.CDLL(None).sched_yield, ctypes.c_void_p).value
+    for struct, _ in _HANDLERS:
+        ctypes.c_void_p.from_address(ctypes.addressof(struct.allocator)
+                                     + _Allocator.free.offset).value = noop
+
+
+atexit.register(_detach_at_exit)
+
+
+def handler_for(pool):
+    """The NumPy handler capsule serving arrays from `pool` (made once per pool)."""
+    index = getattr(pool, "_numpy_ctx", None)
+    if index is None:
+        index = pool._numpy_ctx = len(_POOLS)
+        _POOLS.append(pool)
+        name = f"paddletune:{pool.name}".encode()[:126]
+        struct = _Handler(name, 1, _Allocator(index, *_CALLBACKS))
+        new_capsule = ctypes.pythonapi.PyCapsule_New
+        new_capsule.restype = ctypes.py_object
+        new_capsule.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+        capsule = new_capsule(ctypes.addressof(struct), ctypes.cast(_NAME, ctypes.c_char_p), None)
+        _HANDLERS.append((struct, capsule))
+    return _HANDLERS[index][1]
+
+
+def set_handler(capsule):
+    """Make `capsule` the current thread's (context's) handler; returns the previous one."""
+    return _API[0](capsule)
+
+
+def current_handler_name():
+    return _API[2]() if AVAILABLE else "default_allocator"

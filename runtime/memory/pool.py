@@ -1,0 +1,362 @@
+"""A memory pool over an underlying (system) allocator: best-fit blocks carved from chunks.
+
+The pool hands out byte ranges (integer addresses) of its chunks. Two strategies, as in Paddle:
+
+- naive_best_fit: chunks of `chunk_bytes` are taken from the system allocator when no cached
+  block fits; a request larger than a chunk (or any request when `chunk_bytes` is 0) gets an
+  underlying allocation of its own, returned to the system as soon as it is freed.
+- auto_growth: when no cached block fits, exactly the (aligned) request is taken from the
+  system; freed blocks stay cached and are split for later requests.
+
+Freed blocks are cached by exact size (a training loop asks for the same sizes every step, so
+the common case is one dict lookup; a size once seen keeps its, possibly empty, stack). When a request finds no cached block big enough, free
+neighbours are merged first, then the smallest block that fits is split; only then does the
+pool grow. It never grows past `capacity_bytes` (reserved bytes, all chunks together): it first
+gives wholly free chunks back to the system, then refuses: `alloc` returns 0 and `last_oom`
+says why (callers turn that into an exception with their own context).
+
+Counters are exact (see `stats()`): allocated (bytes in live blocks), reserved (bytes in
+chunks), their peaks, underlying allocation count and time, requests, and allocated bytes per
+tag (the category of what is being allocated: parameters, activations, ...).
+"""
+
+import bisect
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Dict, Optional
+
+ALIGN = 64
+_perf = time.perf_counter
+
+
+def align_up(nbytes, align=ALIGN):
+    return max(align, (nbytes + align - 1) // align * align)
+
+
+class _Block:
+    __slots__ = ("addr", "size", "chunk", "prev", "next", "free", "tag", "req")
+
+    def __init__(self, addr, size, chunk, prev=None, nxt=None):
+        self.addr, self.size, self.chunk = addr, size, chunk
+        self.prev, self.next = prev, nxt
+        self.free, self.tag, self.req = True, None, 0
+
+
+@dataclass
+class OOMInfo:
+    """Why the pool refused a request (all in bytes)."""
+
+    requested: int
+    allocated: int
+    reserved: int
+    capacity: int
+    peak_allocated: int
+    cached_free: int  # free bytes inside reserved chunks
+    largest_free_block: int
+    system_error: bool = False  # the system allocator itself failed (below the capacity)
+    by_tag: Dict[str, int] = field(default_factory=dict)
+
+    @property
+    def free(self):
+        """Bytes the pool could still hand out: unreserved capacity plus cached free blocks."""
+        return max(0, self.capacity - self.reserved) + self.cached_free
+
+
+class Pool:
+    """Best-fit pool; `strategy` is 'naive_best_fit' or 'auto_growth'."""
+
+    def __init__(self, system, strategy="auto_growth", capacity_bytes=1 << 62, chunk_bytes=0,
+                 name="pool"):
+        if strategy not in ("naive_best_fit", "auto_growth"):
+            raise ValueError(f"unknown allocator strategy {strategy!r}")
+        self.system, self.strategy, self.name = system, strategy, name
+        self.capacity = int(capacity_bytes)
+        self.chunk_bytes = int(chunk_bytes) if strategy == "naive_best_fit" else 0
+        self.poison = False  # fill new blocks with 0xEF (FLAGS_init_allocated_mem)
+        self.tag = "other"  # category of the next allocations (set by the executor)
+        self._lock = threading.RLock()
+        self._busy = False  # inside an operation: a re-entrant free (GC) is deferred
+        self._deferred = []
+        self._live: Dict[int, _Block] = {}
+        self._cached: Dict[int, list] = {}  # size -> free blocks of exactly that size
+        self._sizes = []  # sorted sizes present in _cached
+        self._chunks: Dict[int, int] = {}  # chunk base address -> size (direct ones too)
+        self._direct = set()  # chunk bases that are one block each (freed straight back)
+        self.allocated = self.reserved = self.cached = 0
+        self.peak_allocated = self.peak_reserved = 0
+        self.n_requests = self.n_frees = 0
+        self.n_system_allocs = self.n_system_frees = 0
+        self.system_alloc_s = 0.0
+        self.by_tag: Dict[str, int] = {}
+        self.by_tag_at_peak: Dict[str, int] = {}
+        self.window_peak = 0  # peak of `allocated` since reset_window()
+        self.last_oom: Optional[OOMInfo] = None
+        self.n_oom = 0
+
+    # --- public -------------------------------------------------------------------------------
+    def alloc(self, nbytes):
+        """Address of a block of at least nbytes; 0 when the pool cannot serve it (out of
+        memory: see `last_oom`); None when called re-entrantly from inside a pool operation
+        (a finalizer run by the GC), in which case the caller must go to the system itself."""
+        size = (nbytes + ALIGN - 1) // ALIGN * ALIGN or ALIGN
+        with self._lock:
+            if self._busy:
+                return None
+            self._busy = True
+            try:
+                stack = self._cached.get(size)
+                if stack:
+                    block = stack.pop()
+                    self.cached -= size
+                else:
+                    block = self._take(size)
+                    if block is None:
+                        return 0
+                tag = block.tag = self.tag
+                block.free, block.req = False, nbytes
+                self._live[block.addr] = block
+                self.n_requests += 1
+                self.allocated += size
+                self.by_tag[tag] = self.by_tag.get(tag, 0) + size
+                if self.allocated > self.window_peak:
+                    self._new_window_peak()
+                return block.addr
+            finally:
+                if self._deferred:
+                    self._drain()
+                self._busy = False
+
+    def free(self, addr):
+        """Return the block at addr (which this pool handed out)."""
+        with self._lock:
+            if self._busy:
+                self._deferred.append(addr)
+                return
+            self._busy = True
+            try:
+                self._release_block(addr)
+            finally:
+                if self._deferred:
+                    self._drain()
+                self._busy = False
+
+    def owns(self, addr):
+        return addr in self._live
+
+    def size_of(self, addr):
+        block = self._live.get(addr)
+        return block.size if block is not None else 0
+
+    def retag(self, addr, tag):
+        """Move a live block to another category (e.g. a buffer that became a parameter)."""
+        with self._lock:
+            block = self._live.get(addr)
+            if block is None or block.tag == tag:
+                return
+            self.by_tag[block.tag] -= block.size
+            self.by_tag[tag] = self.by_tag.get(tag, 0) + block.size
+            block.tag = tag
+
+    def release_cached(self):
+        """Merge free neighbours and give every wholly free chunk back; returns bytes freed."""
+        with self._lock:
+            if self._busy:
+                return 0
+            self._busy = True
+            try:
+                self._coalesce()
+                return self._release_free_chunks()
+            finally:
+                self._drain()
+                self._busy = False
+
+    def reset_window(self):
+        """Start a new window for `window_peak` (e.g. at each step)."""
+        self.window_peak = self.allocated
+
+    def live_blocks(self):
+        """[(addr, size, requested bytes, tag)] of the live blocks, largest first."""
+        with self._lock:
+            blocks = [(b.addr, b.size, b.req, b.tag) for b in list(self._live.values())]
+        return sorted(blocks, key=lambda b: -b[1])
+
+    def largest_free_block(self):
+        return next((s for s in reversed(self._sizes) if self._cached[s]), 0)
+
+    def fragmentation(self):
+        """1 - largest free block / all cached free bytes (0: nothing cached, or one piece)."""
+        return 0.0 if self.cached == 0 else 1.0 - self.largest_free_block() / self.cached
+
+    def stats(self):
+        return {"strategy": self.strategy, "capacity": self.capacity,
+                "chunk_bytes": self.chunk_bytes, "allocated": self.allocated,
+                "reserved": self.reserved, "peak_allocated": self.peak_allocated,
+                "peak_reserved": self.peak_reserved, "requests": self.n_requests,
+                "frees": self.n_frees, "system_allocs": self.n_system_allocs,
+                "system_frees": self.n_system_frees, "system_alloc_s": self.system_alloc_s,
+                "chunks": len(self._chunks), "cached_free": self.cached,
+                "fragmentation": self.fragmentation(), "by_tag": dict(self.by_tag),
+                "by_tag_at_peak": dict(self.by_tag_at_peak), "n_oom": self.n_oom}
+
+    def check(self):
+        """Verify the pool's invariants (tests): blocks tile their chunks without overlap and
+        every counter matches the blocks. Raises AssertionError on the first violation."""
+        with self._lock:
+            _check_pool(self)
+
+    # --- internals ----------------------------------------------------------------------------
+    def _drain(self):
+        while self._deferred:
+            self._release_block(self._deferred.pop())
+
+    def _new_window_peak(self):
+        self.window_peak = self.allocated
+        if self.allocated > self.peak_allocated:
+            self.peak_allocated = self.allocated
+            self.by_tag_at_peak = dict(self.by_tag)
+
+    def _take(self, size):
+        """A block of `size` from a larger cached block, merged neighbours or the system."""
+        if self.strategy == "naive_best_fit" and (self.chunk_bytes == 0 or size > self.chunk_bytes):
+            return self._direct_block(size)
+        block = self._best_fit(size)
+        if block is None and self.cached >= size:
+            self._coalesce()
+            block = self._best_fit(size)
+        if block is None:
+            grow = max(size, self.chunk_bytes)
+            base = self._system_alloc(grow, size)
+            if base == 0:
+                return None
+            block = _Block(base, grow, base)
+        if block.size - size >= ALIGN:  # split: the rest stays cached
+            rest = _Block(block.addr + size, block.size - size, block.chunk, block, block.next)
+            if block.next is not None:
+                block.next.prev = rest
+            block.next, block.size = rest, size
+            self._cache(rest)
+        return block
+
+    def _direct_block(self, size):
+        base = self._system_alloc(size, size)
+        if base == 0:
+            return None
+        self._direct.add(base)
+        return _Block(base, size, base)
+
+    def _best_fit(self, size):
+        """Take the smallest cached block of at least `size` bytes (None if there is none)."""
+        sizes, cached = self._sizes, self._cached
+        for i in range(bisect.bisect_left(sizes, size), len(sizes)):
+            stack = cached[sizes[i]]
+            if stack:
+                self.cached -= sizes[i]
+                return stack.pop()
+        return None
+
+    def _system_alloc(self, nbytes, requested):
+        if self.reserved + nbytes > self.capacity:
+            self._coalesce()
+            self._release_free_chunks()
+        if self.reserved + nbytes > self.capacity:
+            return self._refuse(requested)
+        t0 = _perf()
+        base = self.system.alloc(nbytes)
+        self.system_alloc_s += _perf() - t0
+        if not base:
+            self._coalesce()
+            self._release_free_chunks()
+            base = self.system.alloc(nbytes)
+            if not base:
+                return self._refuse(requested, system_error=True)
+        self.n_system_allocs += 1
+        self._chunks[base] = nbytes
+        self.reserved += nbytes
+        if self.reserved > self.peak_reserved:
+            self.peak_reserved = self.reserved
+        return base
+
+    def _refuse(self, requested, system_error=False):
+        self.n_oom += 1
+        self.last_oom = OOMInfo(requested, self.allocated, self.reserved, self.capacity,
+                                self.peak_allocated, self.cached, self.largest_free_block(),
+                                system_error, dict(self.by_tag))
+        return 0
+
+    def _release_block(self, addr):
+        block = self._live.pop(addr, None)
+        if block is None:
+            return
+        self.n_frees += 1
+        self.allocated -= block.size
+        self.by_tag[block.tag] -= block.size
+        block.free, block.tag = True, None
+        if block.chunk in self._direct:
+            self._direct.discard(block.chunk)
+            self._system_free(block.chunk)
+        else:
+            self._cache(block)
+
+    def _cache(self, block):
+        stack = self._cached.get(block.size)
+        if stack is None:
+            stack = self._cached[block.size] = []
+            bisect.insort(self._sizes, block.size)
+        stack.append(block)
+        self.cached += block.size
+
+    def _coalesce(self):
+        """Merge every run of adjacent free blocks into one cached block."""
+        blocks = [b for stack in self._cached.values() for b in stack]
+        self._cached, self._sizes, self.cached = {}, [], 0
+        merged = set()
+        for block in sorted(blocks, key=lambda b: b.addr):
+            if id(block) in merged:
+                continue
+            nxt = block.next
+            while nxt is not None and nxt.free:
+                merged.add(id(nxt))
+                block.size += nxt.size
+                nxt = block.next = nxt.next
+                if nxt is not None:
+                    nxt.prev = block
+            self._cache(block)
+
+    def _release_free_chunks(self):
+        released = 0
+        for size in list(self._sizes):
+            for block in list(self._cached[size]):
+                if block.addr == block.chunk and block.next is None \
+                        and block.size == self._chunks.get(block.addr):
+                    self._cached[size].remove(block)
+                    self.cached -= size
+                    released += size
+                    self._system_free(block.addr)
+        return released
+
+    def _system_free(self, base):
+        self.reserved -= self._chunks.pop(base)
+        self.n_system_frees += 1
+        self.system.free(base)
+
+
+def _check_pool(pool):
+    chunks = {}
+    for block in list(pool._live.values()) + [b for s in pool._cached.values() for b in s]:
+        chunks.setdefault(block.chunk, []).append(block)
+    assert set(chunks) <= set(pool._chunks), "a block outside every chunk"
+    for base, blocks in chunks.items():
+        blocks.sort(key=lambda b: b.addr)
+        end = base
+        for block in blocks:
+            assert block.addr == end, f"gap or overlap at {block.addr:#x} (expected {end:#x})"
+            end = block.addr + block.size
+        assert end == base + pool._chunks[base], "blocks do not tile their chunk"
+    assert pool.allocated == sum(b.size for b in pool._live.values()), "allocated counter"
+    assert pool.cached == sum(b.size for s in pool._cached.values() for b in s), "cached counter"
+    assert pool.reserved == sum(pool._chunks.values()), "reserved counter"
+    assert pool.allocated + pool.cached == pool.reserved, "reserved != allocated + cached"
+    assert pool._sizes == sorted(pool._cached), "size index"
+    assert all(v >= 0 for v in pool.by_tag.values()), "a negative per-tag counter"
+    assert sum(pool.by_tag.values()) == pool.allocated, "per-tag counters"

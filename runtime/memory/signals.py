@@ -1,0 +1,45 @@
+"""Hold back Python signal handlers while pool callbacks may run on the main thread.
+
+The pool's NumPy callbacks are Python code called from C: an exception a signal handler raises
+inside one (KeyboardInterrupt on Ctrl-C, a SIGTERM handler's exception) cannot propagate and
+would be lost. So while the executor runs a step, SIGINT/SIGTERM handlers only record the
+signal; on the way out the original handlers run, in order, in the executor's own frame (a
+Ctrl-C during a step takes effect when the step ends). Threads other than the main thread never
+run signal handlers, so there this does nothing.
+"""
+
+import signal
+import threading
+
+_SIGNALS = tuple(s for s in (getattr(signal, "SIGINT", None), getattr(signal, "SIGTERM", None))
+                 if s is not None)
+_main_ident = threading.main_thread().ident
+
+
+class DeferSignals:
+    __slots__ = ("saved", "caught")
+
+    def __enter__(self):
+        self.saved, self.caught = (), []
+        if threading.get_ident() != _main_ident:
+            return self
+        saved = []
+        for signum in _SIGNALS:
+            handler = signal.getsignal(signum)
+            if callable(handler) and not isinstance(getattr(handler, "__self__", None),
+                                                    DeferSignals):
+                signal.signal(signum, self._record)
+                saved.append((signum, handler))
+        self.saved = tuple(saved)
+        return self
+
+    def _record(self, signum, frame):
+        self.caught.append((signum, frame))
+
+    def __exit__(self, *exc):
+        for signum, handler in self.saved:
+            signal.signal(signum, handler)
+        handlers = dict(self.saved)
+        for signum, frame in self.caught:
+            handlers[signum](signum, frame)  # raises, as it would have during the step
+        return False
