@@ -26,6 +26,8 @@ A profile is one `.jsonl` file. Every line is one JSON object with a "type":
            "detail"}; and {"what": "interval", "t0", "t", "loader", "pass", "speed_test",
            pushes, pops, empty_pops, wait_s, wait_hist, occupancy, workers, shapes, cost,
            ...} every interval (see paddletune/probes/reader.py for every counter)
+  memory   the memory probe's records: {"what": "step"|"peak"|"trace"|"oom", "t", ...}
+           (see paddletune/probes/memory.py for every field)
   probe    a probe's own result when it stopped: {"name", "available", "reason",
            "overhead_s", "result"}
   summary  last line: figures computed from the records (see summary.py). A profile cut short
@@ -173,6 +175,7 @@ class Profile:
     complete: bool = True  # the job's own summary record was there
     truncated: bool = False  # the last line was cut off (job killed mid-write)
     reader: Tuple[dict, ...] = ()  # the reader probe's records, in file order
+    memory: Tuple[dict, ...] = ()  # the memory probe's records, in file order
 
     @property
     def env(self) -> dict:
@@ -235,7 +238,7 @@ def _assemble(path, records, truncated) -> Profile:
         raise ProfileError(f"{path} was written by a newer paddletune (profile schema {schema}; "
                            f"this version reads up to {SCHEMA_VERSION}): upgrade paddletune "
                            f"(pip install -U paddletune) to read it")
-    parts = {"step": [], "ops": [], "event": [], "reader": []}
+    parts = {"step": [], "ops": [], "event": [], "reader": [], "memory": []}
     sticky = {}  # (executor, program) -> the rarely-changing step fields last seen
     programs, samples, probes, summary = {}, {}, {}, None
     for r in records[1:]:
@@ -256,7 +259,7 @@ def _assemble(path, records, truncated) -> Profile:
     profile = Profile(path, header, tuple(parts["step"]), tuple(parts["ops"]), programs,
                       {k: tuple(v) for k, v in samples.items()}, tuple(parts["event"]), probes,
                       summary or {}, complete=summary is not None, truncated=truncated,
-                      reader=tuple(parts["reader"]))
+                      reader=tuple(parts["reader"]), memory=tuple(parts["memory"]))
     if summary is None:
         from .summary import summarize  # here: summary imports this module
         object.__setattr__(profile, "summary", summarize(profile))

@@ -22,6 +22,7 @@ from typing import List, Optional
 from . import profile as prof
 from .env import collect_env
 from .probes.base import Clock
+from .probes.memory import MemoryProbe
 from .probes.nvml import NvmlProbe
 from .probes.ops import OpsProbe
 from .probes.reader import ReaderProbe
@@ -150,7 +151,7 @@ class _Session:
         self.probes = [StepProbe(sink, clock)]
         if options.ops:
             self.probes.append(OpsProbe(sink, clock))
-        self.probes += [ReaderProbe(sink, clock, options.interval_s),
+        self.probes += [ReaderProbe(sink, clock, options.interval_s), MemoryProbe(sink, clock),
                         WorkerProbe(sink, clock, options.interval_s),
                         SystemProbe(sink, clock, options.interval_s),
                         NvmlProbe(sink, clock, options.interval_s)]

@@ -130,7 +130,9 @@ class Executor:
             if mem is not None:
                 retag_writes(pool, plan, writes, env)
                 plan.memory_seen = (_batch_size(plan, env), mem.step_peak())
-        except MemoryError as err:
+        except (MemoryError, SystemError) as err:
+            # NumPy 2.x returns NULL without setting MemoryError from some ufunc paths (an
+            # operand broadcast from a scalar) when the pool refuses the output: SystemError
             if mem is None or not mem.oom_happened() or isinstance(err, PoolOutOfMemory):
                 raise
             oom = oom_error(pool, plan, env, getattr(err, "_runtime_op", None), scope,
@@ -203,8 +205,10 @@ class Executor:
                     mem.phase_done(tag)
         except (EnforceNotMet, KeyboardInterrupt):
             raise
-        except MemoryError as err:
-            err._runtime_op = step
+        except (MemoryError, SystemError) as err:
+            if isinstance(err, SystemError) and (mem is None or not mem.oom_happened()):
+                raise _op_failed(step, env, plan, err) from err
+            err._runtime_op = step  # SystemError: NumPy's NULL without MemoryError (_compute)
             raise
         except Exception as err:
             raise _op_failed(step, env, plan, err) from err
@@ -232,8 +236,10 @@ class Executor:
                     mem.phase_done(tag)
         except (EnforceNotMet, KeyboardInterrupt):
             raise
-        except MemoryError as err:
-            err._runtime_op = step
+        except (MemoryError, SystemError) as err:
+            if isinstance(err, SystemError) and (mem is None or not mem.oom_happened()):
+                raise _op_failed(step, env, plan, err) from err
+            err._runtime_op = step  # SystemError: NumPy's NULL without MemoryError (_compute)
             raise
         except Exception as err:
             raise _op_failed(step, env, plan, err) from err

@@ -185,3 +185,32 @@ def worker_samples(workers=2, uss_start=8 * 2 ** 20, growth=0, n=5, interval_s=0
              "cpu_s": round(cores * i * interval_s, 4)}
             for i in range(n) for w in range(workers)]
 
+
+
+def memory_records(steps, allocated=3 << 20, step_peak=8 << 20, capacity=1 << 30,
+                   system_allocs=0, system_alloc_s=0.0, phase_peaks=None, by_tag=None,
+                   result=None, oom=None):
+    """What the memory probe writes for the training `steps` (step records): a step sample
+    per training step, one peak record, and its probe record (`result` overrides fields)."""
+    phase_peaks = phase_peaks or {"activations": 5 << 20, "gradients": 7 << 20,
+                                  "optimizer": step_peak}
+    by_tag = by_tag or {"parameters": 1 << 20, "optimizer_state": 1 << 20,
+                        "activations": 2 << 20, "gradients": 1 << 20, "optimizer": 3 << 20}
+    train = [s for s in steps if not s.get("startup")]
+    rows = [{"type": "memory", "what": "step", "t": s["t"], "program": s["program"],
+             "step": s["step"], "allocated": allocated, "reserved": allocated + (1 << 20),
+             "step_peak": step_peak, "phase_peaks": phase_peaks, "requests": 80,
+             "system_allocs": system_allocs, "system_alloc_s": system_alloc_s,
+             "batch_size": s.get("batch_size")} for s in train]
+    rows.insert(1, {"type": "memory", "what": "peak", "t": train[0]["t"], "program": 1,
+                    "step": 0, "peak_allocated": step_peak, "peak_reserved": step_peak * 2,
+                    "by_tag": by_tag})
+    if oom:
+        rows.append({"type": "memory", "what": "oom", "t": train[-1]["t"], **oom})
+    res = {"steps": len(train), "place": "CPUPlace", "strategy": "auto_growth",
+           "capacity": capacity, "peak_allocated": step_peak, "peak_reserved": step_peak * 2,
+           "by_tag_at_peak": by_tag, "cached_free": 1 << 20, "fragmentation": 0.25,
+           "gc": True, "inplace": False, **(result or {})}
+    rows.append({"type": "probe", "name": "memory", "available": True, "reason": None,
+                 "overhead_s": 0.0001, "in_step": True, "result": res})
+    return rows

@@ -228,3 +228,15 @@ def partial_overlaps(trace):
 
 def test_rows_nest_properly(profile):
     assert partial_overlaps(to_chrome_trace(profile)) == []
+
+
+def test_memory_pool_counter_track(tmp_path):
+    from profiles import memory_records
+    steps = step_records(n_steps=3)
+    trace = to_chrome_trace(load(make_profile(tmp_path / "p.jsonl", steps=steps,
+                                              extra=memory_records(steps, allocated=2 << 20,
+                                                                   step_peak=4 << 20))))
+    pool = [e for e in events(trace, "C") if e["name"] == "memory pool MiB"]
+    assert len(pool) == 3
+    assert pool[0]["args"] == {"allocated": 2.0, "reserved": 3.0, "step peak": 4.0}
+    assert pool[0]["ts"] == pytest.approx(steps[1]["t"] * 1e6)

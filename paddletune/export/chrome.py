@@ -35,6 +35,7 @@ def to_chrome_trace(profile) -> dict:
     tracks = _Tracks(_pid(profile))
     events = _steps(profile, tracks) + _ops(profile, tracks) + _instants(profile, tracks)
     events += _counters(profile, tracks.pid) + _reader_counters(profile, tracks.pid)
+    events += _memory_counters(profile, tracks.pid)
     trace = {"traceEvents": tracks.metadata(_process_name(profile)) + events,
              "displayTimeUnit": "ms", "otherData": _other_data(profile)}
     return json_safe(trace)
@@ -216,6 +217,21 @@ def _reader_counters(profile, pid) -> List[dict]:
         out.append({"ph": "C", "name": f"DataLoader {r.get('loader')} queue", "ts": ts,
                     "pid": pid, "tid": 0, "args": {"fill": round(fill, 3),
                                                    "empty pops": r.get("empty_pops") or 0}})
+    return out
+
+
+def _memory_counters(profile, pid) -> List[dict]:
+    """The CPU memory pool's allocated/reserved bytes (MiB) at each training step's end and
+    its step peak, one point per memory-probe step record (at the step's start)."""
+    out = []
+    for r in getattr(profile, "memory", ()):
+        ts = _us(r.get("t"))
+        if r.get("what") != "step" or ts is None:
+            continue
+        args = {label: _finite(r.get(field), MIB) for label, field in (
+            ("allocated", "allocated"), ("reserved", "reserved"), ("step peak", "step_peak"))}
+        out.append({"ph": "C", "name": "memory pool MiB", "ts": ts, "pid": pid, "tid": 0,
+                    "args": {k: round(v, 3) for k, v in args.items() if v is not None}})
     return out
 
 
