@@ -239,8 +239,9 @@ class MemoryStepRecord:
 class MemoryTrace:
     """One step of a plan, op by op: pool bytes before, highest during and after each op, and
     the sizes of the variables it wrote and freed, so other GC/inplace settings can be
-    simulated. ops: [{index, type, tag, before, peak, after_op, after, outputs: {name: bytes},
-    frees: [names], inplace: [output names granted their input's buffer]}]."""
+    simulated. ops: [{index, type, tag, before, peak, after (the op's frees applied),
+    outputs: {name: bytes}, frees: [names], inplace: [outputs granted their input's buffer]}].
+    Not emitted while per-op timing, FLAGS_check_nan_inf or batched GC is on."""
 
     program_id: int
     step: int

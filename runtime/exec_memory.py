@@ -5,9 +5,10 @@ trace, and the out-of-memory error that says what to change."""
 import numpy as np
 
 from . import events
-from .errors import PoolOutOfMemory, where
+from .errors import PoolOutOfMemory
 from .flags import FLAGS
 from .memory import numpy_hook
+from .plan import shape_only
 from .tensor import SelectedRows
 
 GB = 1 << 30
@@ -80,7 +81,7 @@ class Garbage:
         for i in step.shrinks:
             value = env[i]
             self._hold(value)
-            env[i] = None if value is None else _shape_only(value)
+            env[i] = shape_only(value)
         if self.nbytes >= self.limit:
             self.clear()
 
@@ -92,11 +93,6 @@ class Garbage:
     def clear(self):
         self.held.clear()
         self.nbytes = 0
-
-
-def _shape_only(value):
-    from .plan import shape_only
-    return shape_only(value)
 
 
 def _nbytes(value):
@@ -118,16 +114,22 @@ def retag_writes(pool, plan, writes, env):
 
 
 # --- the per-op trace ---------------------------------------------------------------------------
-def traced_loop(plan, env, pool, run_op):
-    """Run the plan op by op recording pool bytes around each op (one step, when asked)."""
+def traced_loop(plan, env, pool, run_op, fail):
+    """Run the plan op by op recording pool bytes around each op (one step, when asked).
+    `fail(step, err)` gives what to raise when an op fails (as the executor's loops do)."""
     ops, slot_names = [], {i: n for n, i in plan.slot_of.items()}
     for tag, steps in plan.segments:
         pool.tag = tag
         for step in steps:
             before = pool.allocated
             pool.reset_window()
-            granted_before = step.ctx.inplace
-            run_op(step, env)
+            try:
+                run_op(step, env)
+            except Exception as err:
+                failure = fail(step, err)
+                if failure is err:
+                    raise
+                raise failure from err
             outputs = {}
             for name in step.op.output_arg_names:
                 value = env[plan.slot_of[name]] if name in plan.slot_of else None
@@ -137,7 +139,6 @@ def traced_loop(plan, env, pool, run_op):
                         "outputs": outputs,
                         "frees": [slot_names[i] for i in step.frees + step.shrinks],
                         "inplace": [step.op.outputs[o][0] for o in step.ctx.inplace]})
-            step.ctx.inplace = granted_before
     return ops
 
 
@@ -249,7 +250,3 @@ def _fmt(nbytes):
             return f"{nbytes:.0f} {unit}" if unit == "B" else f"{nbytes:.1f} {unit}"
         nbytes /= 1024
     return f"{nbytes:.1f} TiB"
-
-
-__all__ = ["Serving", "Garbage", "retag_writes", "traced_loop", "trace_record", "oom_error",
-           "where"]

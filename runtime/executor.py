@@ -16,10 +16,10 @@ from . import events, memory
 from .backend import cupy_status
 from .errors import (EnforceNotMet, FeedError, FetchError, NanInfError, OpRuntimeError,
                      PoolOutOfMemory, UninitializedVariableError, where)
-from .memory.signals import DeferSignals
 from .exec_memory import Garbage, Serving, oom_error, retag_writes, trace_record, traced_loop
 from .flags import FLAGS
 from .framework import EMPTY_VAR_NAME, Program, Variable, _suggest, default_main_program
+from .memory.signals import DeferSignals
 from .place import CPUPlace, is_gpu
 from .plan import KernelCtx, Plan, exclusive, shape_only  # noqa: F401  (KernelCtx re-exported)
 from .scope import global_scope
@@ -93,25 +93,25 @@ class Executor:
             if value is None:
                 raise _uninitialized(program, holder.name)
             env[slot] = value
+        batch = _batch_size(plan, env)
         t_feed = _perf()
-        mem = self._compute(plan, env, step, scope, writes)
+        mem = self._compute(plan, env, step, scope, writes, batch)
         for slot, holder in writes:
             holder.value = env[slot]
         t_compute = _perf()
         results = [_fetch(env[slot], return_numpy) for slot in plan.fetch_slots]
         if mem is not None and events.memory_step.subs:
-            events.memory_step.emit(mem.record(self._id, plan, step, self.place,
-                                               _batch_size(plan, env)))
+            events.memory_step.emit(mem.record(self._id, plan, step, self.place, batch))
         if events.step_end.subs:
             t_end = _perf()
             events.step_end.emit(events.StepRecord(
                 self._id, program._uid, step, t_begin, t_end, t_feed - t_begin - read_s,
-                t_compute - t_feed, t_end - t_compute, _batch_size(plan, env), len(plan.steps),
+                t_compute - t_feed, t_end - t_compute, batch, len(plan.steps),
                 feed_bytes, sum(_nbytes(r) for r in results), plan.fetch_names, repr(self.place),
                 plan.is_startup, tuple(feed), read_s))
         return results
 
-    def _compute(self, plan, env, step_no, scope, writes):
+    def _compute(self, plan, env, step_no, scope, writes, batch):
         """Run the plan's ops with the pool serving their arrays; the Serving (or None)."""
         pool = memory.pool_for(self.place) if self.xp is np else None
         mem = Serving(pool) if pool is not None else None
@@ -120,23 +120,23 @@ class Executor:
         try:
             if mem is not None:
                 mem.begin()
-            if mem is not None and events.memory_trace.subs and step_no == 1 \
-                    and not plan.is_startup:
-                self._run_traced(plan, env, step_no, mem)
-            elif events.op_end.subs or FLAGS.get("check_nan_inf"):
+            if events.op_end.subs or FLAGS.get("check_nan_inf"):
                 self._run_instrumented(plan, env, step_no, mem, garbage)
+            elif (mem is not None and events.memory_trace.subs and step_no == 1
+                  and not plan.is_startup and garbage is None):
+                self._run_traced(plan, env, step_no, mem, batch)
             else:
                 self._run_plain(plan, env, mem, garbage)
             if mem is not None:
                 retag_writes(pool, plan, writes, env)
-                plan.memory_seen = (_batch_size(plan, env), mem.step_peak())
+                plan.memory_seen = (batch, mem.step_peak())
         except (MemoryError, SystemError) as err:
             # NumPy 2.x returns NULL without setting MemoryError from some ufunc paths (an
             # operand broadcast from a scalar) when the pool refuses the output: SystemError
             if mem is None or not mem.oom_happened() or isinstance(err, PoolOutOfMemory):
                 raise
             oom = oom_error(pool, plan, env, getattr(err, "_runtime_op", None), scope,
-                            self.place, _batch_size(plan, env))
+                            self.place, batch)
             env[:] = [None] * len(env)  # the step's temporaries go back to the pool now
             err.__traceback__ = None
             raise oom from None
@@ -203,15 +203,11 @@ class Executor:
                         garbage.take(step, env)
                 if mem is not None:
                     mem.phase_done(tag)
-        except (EnforceNotMet, KeyboardInterrupt):
-            raise
-        except (MemoryError, SystemError) as err:
-            if isinstance(err, SystemError) and (mem is None or not mem.oom_happened()):
-                raise _op_failed(step, env, plan, err) from err
-            err._runtime_op = step  # SystemError: NumPy's NULL without MemoryError (_compute)
-            raise
         except Exception as err:
-            raise _op_failed(step, env, plan, err) from err
+            failure = _failure(step, env, plan, mem, err)
+            if failure is err:
+                raise
+            raise failure from err
 
     def _run_instrumented(self, plan, env, step_no, mem=None, garbage=None):
         """The same loop, timing each op for op_end subscribers and checking NaN/Inf when
@@ -234,25 +230,36 @@ class Executor:
                                              _perf()))
                 if mem is not None:
                     mem.phase_done(tag)
-        except (EnforceNotMet, KeyboardInterrupt):
-            raise
-        except (MemoryError, SystemError) as err:
-            if isinstance(err, SystemError) and (mem is None or not mem.oom_happened()):
-                raise _op_failed(step, env, plan, err) from err
-            err._runtime_op = step  # SystemError: NumPy's NULL without MemoryError (_compute)
-            raise
         except Exception as err:
-            raise _op_failed(step, env, plan, err) from err
+            failure = _failure(step, env, plan, mem, err)
+            if failure is err:
+                raise
+            raise failure from err
 
-    def _run_traced(self, plan, env, step_no, mem):
-        """One step op by op with the pool's figures around each op (memory_trace event)."""
+    def _run_traced(self, plan, env, step_no, mem, batch):
+        """One step op by op with the pool's figures around each op (memory_trace event; only
+        for a plain loop: per-op timing, NaN checks and batched GC keep their own loops)."""
         persistable = sum(_nbytes(env[plan.slot_of[n]]) for n in plan.reads)
-        ops = traced_loop(plan, env, mem.pool, _run_op)
+        ops = traced_loop(plan, env, mem.pool, _run_op,
+                          lambda step, err: _failure(step, env, plan, mem, err))
         mem.phase_peaks = {}
         for op in ops:
             mem.phase_peaks[op["tag"]] = max(mem.phase_peaks.get(op["tag"], 0), op["peak"])
-        events.memory_trace.emit(trace_record(plan, step_no, _batch_size(plan, env),
-                                              persistable, ops))
+        events.memory_trace.emit(trace_record(plan, step_no, batch, persistable, ops))
+
+
+def _failure(step, env, plan, mem, err):
+    """What a loop raises when `step` failed with `err`: the runtime's own errors as they are;
+    an out-of-memory as it is, tagged with its op for _compute (NumPy 2.x can also report a
+    pool refusal inside a ufunc as SystemError: NULL without MemoryError); anything else as an
+    OpRuntimeError naming the op and its inputs."""
+    if isinstance(err, EnforceNotMet):
+        return err
+    if isinstance(err, MemoryError) or (isinstance(err, SystemError) and mem is not None
+                                        and mem.oom_happened()):
+        err._runtime_op = step
+        return err
+    return _op_failed(step, env, plan, err)
 
 
 def _run_op(step, env, check_finite=False, free=True):

@@ -26,10 +26,8 @@ from .pool import ALIGN, OOMInfo, Pool, align_up  # noqa: F401
 from .system import CPUSystemAllocator
 
 MB = 1 << 20
-CATEGORIES = ("parameters", "optimizer_state", "activations", "gradients", "optimizer",
-              "reader", "other")
 
-_pools = {}  # place key -> (config, Pool)
+_pools = {}  # place key -> (config, Pool, FLAGS.version it was checked at)
 _system = CPUSystemAllocator()
 
 
@@ -60,20 +58,22 @@ def _config():
 
 
 def pool_for(place):
-    """The pool serving `place` (None for GPU places and where NumPy cannot be hooked)."""
+    """The pool serving `place` (None for GPU places and where NumPy cannot be hooked).
+    Called once per Executor.run: the flags are read again only after one of them changed."""
     if getattr(place, "is_gpu_place", lambda: False)() or not numpy_hook.AVAILABLE:
         return None
-    config = _config()
     entry = _pools.get("cpu")
+    if entry is not None and entry[2] == FLAGS.version:
+        return entry[1]
+    config = _config()
     if entry is not None and entry[0][:3] == config[:3]:
         pool = entry[1]
-        pool.capacity = capacity_bytes()
-        pool.poison = FLAGS.get("init_allocated_mem")
-        return pool
-    capacity = capacity_bytes()
-    pool = Pool(_system, config[0], capacity, cpu_chunk_bytes(capacity), name="CPUPlace")
+    else:
+        capacity = capacity_bytes()
+        pool = Pool(_system, config[0], capacity, cpu_chunk_bytes(capacity), name="CPUPlace")
+    pool.capacity = capacity_bytes()
     pool.poison = FLAGS.get("init_allocated_mem")
-    _pools["cpu"] = (config, pool)
+    _pools["cpu"] = (config, pool, FLAGS.version)
     return pool
 
 

@@ -58,7 +58,7 @@ def _api():
     current = get_handler()
     if type(current).__name__ != "PyCapsule" or "mem_handler" not in repr(current):
         raise RuntimeError(f"unexpected NumPy handler object {current!r}")
-    return set_handler, get_handler, multiarray.get_handler_name
+    return set_handler, get_handler
 
 
 def _probe():
@@ -173,6 +173,3 @@ def set_handler(capsule):
     """Make `capsule` the current thread's (context's) handler; returns the previous one."""
     return _API[0](capsule)
 
-
-def current_handler_name():
-    return _API[2]() if AVAILABLE else "default_allocator"

@@ -35,12 +35,12 @@ def align_up(nbytes, align=ALIGN):
 
 
 class _Block:
-    __slots__ = ("addr", "size", "chunk", "prev", "next", "free", "tag", "req")
+    __slots__ = ("addr", "size", "chunk", "prev", "next", "free", "tag")
 
     def __init__(self, addr, size, chunk, prev=None, nxt=None):
         self.addr, self.size, self.chunk = addr, size, chunk
         self.prev, self.next = prev, nxt
-        self.free, self.tag, self.req = True, None, 0
+        self.free, self.tag = True, None
 
 
 @dataclass
@@ -114,7 +114,7 @@ class Pool:
                     if block is None:
                         return 0
                 tag = block.tag = self.tag
-                block.free, block.req = False, nbytes
+                block.free = False
                 self._live[block.addr] = block
                 self.n_requests += 1
                 self.allocated += size
@@ -174,12 +174,6 @@ class Pool:
     def reset_window(self):
         """Start a new window for `window_peak` (e.g. at each step)."""
         self.window_peak = self.allocated
-
-    def live_blocks(self):
-        """[(addr, size, requested bytes, tag)] of the live blocks, largest first."""
-        with self._lock:
-            blocks = [(b.addr, b.size, b.req, b.tag) for b in list(self._live.values())]
-        return sorted(blocks, key=lambda b: -b[1])
 
     def largest_free_block(self):
         return next((s for s in reversed(self._sizes) if self._cached[s]), 0)
