@@ -9,6 +9,8 @@ of the timed steps of each round. Targets (issue 5): GC + inplace cut the CNN's 
 memory (step peak minus parameters and optimizer state) by >= 30% at unchanged speed (+-3%);
 under auto_growth the pool's reserved/allocated peak ratio is <= 1.15.
 
+It also times each model with the pool serving the run against NumPy's own allocator.
+
 Run: python benchmarks/bench_memory.py [--rounds 5] [--steps 20] [--threads 1]
 Prints a table per model and one JSON line.
 """
@@ -137,6 +139,23 @@ def compare_fraction(name, steps):
     return out
 
 
+def pool_vs_numpy(name, rounds, steps):
+    """Step time with the pool serving the run vs NumPy's own allocator (the executor with
+    `memory.pool_for` answering None), rounds interleaved."""
+    build, shape = MODELS[name]
+    job, real = Job(build, shape, 0.0, False), memory.pool_for
+    times = {"pool": [], "numpy": []}
+    job.run(3, [None])  # nobody subscribes to memory events here: the bare cost
+    for _ in range(rounds):
+        for label in times:
+            memory.pool_for = real if label == "pool" else (lambda place: None)
+            try:
+                times[label].append(job.run(steps, [None])[0])
+            finally:
+                memory.pool_for = real
+    return {label: statistics.median(t) for label, t in times.items()}
+
+
 def print_gc(name, result):
     base = result["gc off"]
     print(f"\n{name}: peak pool memory and step time (median of rounds)")
@@ -171,13 +190,17 @@ def main(argv=None):
     for name in args.models.split(","):
         gc_result = compare_gc(name, args.rounds, args.steps)
         fraction = compare_fraction(name, args.steps)
+        allocators = pool_vs_numpy(name, args.rounds, args.steps)
         print_gc(name, gc_result)
         print_fraction(name, fraction)
+        print(f"  pool vs NumPy's allocator: {allocators['pool'] * 1e3:.2f} vs "
+              f"{allocators['numpy'] * 1e3:.2f} ms/step "
+              f"({allocators['pool'] / allocators['numpy'] - 1:+.1%})")
         off, best = gc_result["gc off"], gc_result["gc + inplace"]
         summary[name] = {
             "activation_peak_cut": 1 - best["activation_peak"] / off["activation_peak"],
             "step_time_change": best["step_s"] / off["step_s"] - 1,
-            "settings": gc_result, "allocations": fraction}
+            "settings": gc_result, "allocations": fraction, "pool_vs_numpy_s": allocators}
     print(json.dumps({"bench": "memory", "threads": args.threads, **summary}, default=float))
 
 

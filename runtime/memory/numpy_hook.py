@@ -112,7 +112,11 @@ def _release(ctx, ptr):
 
 
 def _malloc(ctx, size):
-    return _completing(_pooled, ctx, size)
+    try:
+        return _pooled(ctx, size)
+    except BaseException:  # noqa: B902  (retried: the memory must still be served)
+        DROPPED_EXCEPTIONS[0] += 1
+        return _completing(_pooled, ctx, size)
 
 
 def _calloc(ctx, nelem, elsize):
@@ -133,7 +137,11 @@ def _realloc(ctx, ptr, new_size):
 
 def _free(ctx, ptr, size):
     if ptr:
-        _completing(_release, ctx, ptr)
+        try:
+            _release(ctx, ptr)
+        except BaseException:  # noqa: B902
+            DROPPED_EXCEPTIONS[0] += 1
+            _completing(_release, ctx, ptr)
 
 
 _CALLBACKS = (_MALLOC(_malloc), _CALLOC(_calloc), _REALLOC(_realloc), _FREE(_free))

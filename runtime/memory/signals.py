@@ -11,8 +11,13 @@ run signal handlers, so there this does nothing.
 import signal
 import threading
 
-_SIGNALS = tuple(s for s in (getattr(signal, "SIGINT", None), getattr(signal, "SIGTERM", None))
-                 if s is not None)
+try:  # the C functions under `signal`: ~0.4 us a call instead of ~5 (no enum conversion)
+    import _signal as _sig
+except ImportError:  # another Python implementation
+    _sig = signal
+
+_SIGNALS = tuple(int(s) for s in (getattr(signal, "SIGINT", None),
+                                  getattr(signal, "SIGTERM", None)) if s is not None)
 _main_ident = threading.main_thread().ident
 
 
@@ -25,10 +30,10 @@ class DeferSignals:
             return self
         saved = []
         for signum in _SIGNALS:
-            handler = signal.getsignal(signum)
+            handler = _sig.getsignal(signum)
             if callable(handler) and not isinstance(getattr(handler, "__self__", None),
                                                     DeferSignals):
-                signal.signal(signum, self._record)
+                _sig.signal(signum, self._record)
                 saved.append((signum, handler))
         self.saved = tuple(saved)
         return self
@@ -38,7 +43,7 @@ class DeferSignals:
 
     def __exit__(self, *exc):
         for signum, handler in self.saved:
-            signal.signal(signum, handler)
+            _sig.signal(signum, handler)
         handlers = dict(self.saved)
         for signum, frame in self.caught:
             handlers[signum](signum, frame)  # raises, as it would have during the step
