@@ -1,7 +1,7 @@
 """Memory figures of the summary: the CPU memory pool's peaks against its capacity, the peak
 by category, the peak of each phase, the underlying (system) allocations per steady step and
 their share of the step, fragmentation, an out-of-memory error's figures, and the
-(batch size, step peak) points seen.
+(batch size, step peak) and (bytes fed, step peak) points seen.
 
 They come from the memory probe's records (probes/memory.py) and its probe record. Per-step
 figures use the memory samples of the steady steps (matched by program and step); when none
@@ -13,6 +13,7 @@ ops' memory categories: forward = activations, backward = gradients, optimizer =
 from typing import Optional, Sequence
 
 PHASES = (("forward", "activations"), ("backward", "gradients"), ("optimizer", "optimizer"))
+MAX_FEED_POINTS = 64
 CATEGORIES = ("parameters", "optimizer_state", "activations", "gradients", "optimizer", "other")
 
 
@@ -27,6 +28,7 @@ def memory_figures(profile, steady: Sequence[dict], cycle_s: Optional[float]) ->
     if not (steps or peaks or ooms or result.get("capacity")):
         return None
     last_peak = peaks[-1] if peaks else {}
+    last_oom = ooms[-1] if ooms else {}
     picked, scope = _steady(steps, steady)
     capacity = result.get("capacity") or (ooms[-1].get("capacity") if ooms else None)
     peak_alloc = _first(result.get("peak_allocated"), last_peak.get("peak_allocated"))
@@ -45,9 +47,11 @@ def memory_figures(profile, steady: Sequence[dict], cycle_s: Optional[float]) ->
             **_allocs(picked, cycle_s),
             "fragmentation": result.get("fragmentation"),
             "cached_free_bytes": result.get("cached_free"),
-            "gc": result.get("gc"), "inplace": result.get("inplace"),
+            "gc": _first(result.get("gc"), last_oom.get("gc")),
+            "inplace": _first(result.get("inplace"), last_oom.get("inplace")),
             "oom": _oom(ooms[-1]) if ooms else None, "ooms": len(ooms),
-            "batch_points": batch_points(steps), "traced_programs": sorted(
+            "batch_points": batch_points(steps), "feed_points": feed_points(steps),
+            "traced_programs": sorted(
                 {r.get("program") for r in records if r.get("what") == "trace"}, key=str)}
 
 
@@ -81,7 +85,8 @@ def _allocs(rows, cycle_s) -> dict:
 
 def _oom(r) -> dict:
     keys = ("t", "place", "requested", "allocated", "reserved", "capacity", "peak", "free",
-            "op_type", "op_index", "batch_size", "fit_batch_size", "by_tag", "largest")
+            "op_type", "op_index", "batch_size", "fit_batch_size", "by_tag", "largest",
+            "phase", "gc", "inplace")
     return {k: r.get(k) for k in keys}
 
 
@@ -93,6 +98,21 @@ def batch_points(steps) -> list:
         if b is not None and peak is not None and peak > best.get(b, -1):
             best[b] = peak
     return [[b, p] for b, p in sorted(best.items())]
+
+
+def feed_points(steps, most: int = MAX_FEED_POINTS) -> list:
+    """[[bytes fed, highest step_peak seen with that many bytes fed], ...] by bytes fed: at
+    most `most` of them (evenly spread, the smallest and largest kept)."""
+    best = {}
+    for r in steps:
+        b, peak = r.get("feed_bytes"), r.get("step_peak")
+        if b and peak is not None and peak > best.get(b, -1):
+            best[b] = peak
+    points = [[b, p] for b, p in sorted(best.items())]
+    if len(points) <= most:
+        return points
+    last = len(points) - 1
+    return [points[round(i * last / (most - 1))] for i in range(most)]
 
 
 def _ratio(a, b):

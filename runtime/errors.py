@@ -53,7 +53,8 @@ class PoolOutOfMemory(EnforceNotMet, MemoryError):
     Attributes (bytes unless said): place, requested, allocated, reserved, capacity, peak,
     free (capacity not yet reserved plus cached free blocks), op_type, op_index, batch_size,
     largest (list of (variable name, bytes)), fit_batch_size (estimated largest batch that
-    fits, or None). The executor and the pool stay usable afterwards.
+    fits, or None), phase (the failing op's memory category), gc, inplace (the plan's
+    settings). The executor and the pool stay usable afterwards.
     """
 
     def __init__(self, message, **details):

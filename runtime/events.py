@@ -240,7 +240,8 @@ class MemoryTrace:
     """One step of a plan, op by op: pool bytes before, highest during and after each op, and
     the sizes of the variables it wrote and freed, so other GC/inplace settings can be
     simulated. ops: [{index, type, tag, before, peak, after (the op's frees applied),
-    outputs: {name: bytes}, frees: [names], inplace: [outputs granted their input's buffer]}].
+    outputs: {name: bytes the output holds of its own (0 for a view of an input or an
+    inplace reuse)}, frees: [names], inplace: [outputs granted their input's buffer]}].
     Not emitted while per-op timing, FLAGS_check_nan_inf or batched GC is on."""
 
     program_id: int
@@ -250,5 +251,7 @@ class MemoryTrace:
     inplace: bool
     persistable_bytes: int
     ops: List[dict]
-    last_value_use: Dict[str, int]  # temporary -> index of the last op needing its value
-    inplace_candidates: Dict[int, List[str]]  # op index -> outputs allowed to reuse an input
+    # temporary -> index of the last op needing its value (where GC=0 would free it)
+    last_value_use: Dict[str, int]
+    # op index -> [[output, input]] pairs an inplace-enabled plan may let share a buffer
+    inplace_candidates: Dict[int, List[List[str]]]

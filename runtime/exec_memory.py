@@ -95,6 +95,23 @@ class Garbage:
         self.nbytes = 0
 
 
+def _root(value):
+    while isinstance(value, np.ndarray) and value.base is not None:
+        value = value.base
+    return value
+
+
+def _owned_bytes(value, input_roots):
+    """Bytes an op's output holds of its own: 0 for a view of one of the op's inputs (or
+    none), its whole buffer's size for a new array or a view of a new buffer."""
+    if value is None:
+        return 0
+    root = _root(value)
+    if id(root) in input_roots:
+        return 0
+    return int(_nbytes(root)) if isinstance(root, np.ndarray) else int(_nbytes(value))
+
+
 def _nbytes(value):
     if isinstance(value, SelectedRows):
         return value.value.nbytes
@@ -122,6 +139,7 @@ def traced_loop(plan, env, pool, run_op, fail):
         pool.tag = tag
         for step in steps:
             before = pool.allocated
+            inputs = {id(_root(env[i])) for _, i in step.ins1}
             pool.reset_window()
             try:
                 run_op(step, env)
@@ -130,10 +148,8 @@ def traced_loop(plan, env, pool, run_op, fail):
                 if failure is err:
                     raise
                 raise failure from err
-            outputs = {}
-            for name in step.op.output_arg_names:
-                value = env[plan.slot_of[name]] if name in plan.slot_of else None
-                outputs[name] = int(_nbytes(value)) if value is not None else 0
+            outputs = {name: _owned_bytes(env[plan.slot_of[name]], inputs)
+                       for name in step.op.output_arg_names if name in plan.slot_of}
             ops.append({"index": step.index, "type": step.type, "tag": tag, "before": before,
                         "peak": pool.window_peak, "after": pool.allocated,
                         "outputs": outputs,
@@ -143,15 +159,11 @@ def traced_loop(plan, env, pool, run_op, fail):
 
 
 def trace_record(plan, step_no, batch_size, persistable_bytes, ops):
-    last_value = {}
-    for op in ops:
-        for name in op["frees"]:
-            last_value[name] = op["index"]
-    candidates = {s.index: [s.op.outputs[o][0] for o, _ in s.inplace]
-                  for s in plan.steps if s.inplace}
+    """The MemoryTrace of one traced step. Its last uses and inplace pairs are the plan's,
+    whatever GC/inplace settings the plan ran with, so other settings can be simulated."""
     return events.MemoryTrace(plan.program._uid, step_no, batch_size, plan.gc,
-                              plan.inplace_enabled, persistable_bytes, ops, last_value,
-                              candidates)
+                              plan.inplace_enabled, persistable_bytes, ops,
+                              dict(plan.last_value_use), dict(plan.inplace_possible))
 
 
 # --- out of memory ------------------------------------------------------------------------------
@@ -178,7 +190,8 @@ def oom_error(pool, plan, env, step, scope, place, batch_size):
                    reserved=info.reserved, capacity=info.capacity, peak=info.peak_allocated,
                    free=info.free, op_type=getattr(step, "type", None),
                    op_index=getattr(step, "index", None), batch_size=batch_size,
-                   largest=largest[:10], fit_batch_size=fit, by_tag=dict(info.by_tag))
+                   largest=largest[:10], fit_batch_size=fit, by_tag=dict(info.by_tag),
+                   phase=getattr(step, "tag", None), gc=plan.gc, inplace=plan.inplace_enabled)
     if events.memory_oom.subs:
         events.memory_oom.emit(details)
     return PoolOutOfMemory("\n".join(lines), **details)

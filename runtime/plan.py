@@ -183,6 +183,11 @@ class Plan:
         last_value, last_any = self._last_uses()
         temporaries = {n for n in last_any if n != EMPTY_VAR_NAME and n not in keep
                        and n in block.vars and not block.vars[n].persistable}
+        # kept for the memory trace, whatever this plan's settings: what GC could free and
+        # where, and which outputs inplace could write into which input (for simulations)
+        self.last_value_use = {n: last_value[n] for n in temporaries}
+        self.inplace_possible = {}
+        name_of = {i: n for n, i in self.slot_of.items()}
         frees, shrinks = {}, {}
         for name in _largest_share(temporaries, block, gc_fraction) if gc else ():
             at = last_value[name]
@@ -191,8 +196,12 @@ class Plan:
         for step in self.steps:
             step.frees = tuple(frees.get(step.index, ()))
             step.shrinks = tuple(shrinks.get(step.index, ()))
+            possible = self._inplace_candidates(step, block, temporaries, last_value)
+            if possible:
+                self.inplace_possible[step.index] = [
+                    [step.op.outputs[o][0], name_of[i]] for o, i in possible]
             if inplace:
-                step.inplace = self._inplace_candidates(step, block, temporaries, last_value)
+                step.inplace = possible
 
     def _inplace_candidates(self, step, block, temporaries, last_value):
         found = []

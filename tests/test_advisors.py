@@ -144,7 +144,12 @@ def test_every_rule_is_registered_in_advice_row_order():
                                  "no-data ceiling (#3)", "double buffer (#4)",
                                  "reader worker memory (#7)",
                                  "softmax + cross_entropy fusion (#9)",
-                                 "long-sequence outliers (#18)", "CPU threads (#21)",
+                                 "underlying allocations (#13)",
+                                 "garbage collection off (#15)", "inplace off (#16)",
+                                 "batch size vs memory (#17)",
+                                 "long-sequence outliers (#18)",
+                                 "long batches set the memory peak (#18)",
+                                 "optimizer state memory (#19)", "CPU threads (#21)",
                                  "fetch cost (#22)", "NaN/Inf (#23)"]
 
 

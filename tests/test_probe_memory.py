@@ -20,7 +20,8 @@ def mem(step, program=3, peak=8 * MB, step_peak=6 * MB, batch=4):
 
 def step_end(step, program=3, startup=False, t_begin=10.0):
     events.step_end.emit(events.StepRecord(1, program, step, t_begin, t_begin + 0.01, 0.0,
-                                           0.01, 0.0, 4, 5, 0, 0, (), "CPUPlace", startup))
+                                           0.01, 0.0, 4, 5, 4 * 785 * 4, 0, (), "CPUPlace",
+                                           startup))
 
 
 def run_probe(emit):
@@ -48,7 +49,7 @@ def test_step_samples_skip_startup_and_result_has_totals():
                         "allocated": 2 * MB, "reserved": 4 * MB, "step_peak": 6 * MB,
                         "phase_peaks": {"activations": 3 * MB, "gradients": 5 * MB},
                         "requests": 50, "system_allocs": 2, "system_alloc_s": 0.001,
-                        "batch_size": 4}
+                        "batch_size": 4, "feed_bytes": 4 * 785 * 4}
     peaks = [r["peak_allocated"] for r in records if r.get("what") == "peak"]
     assert peaks == [MB, 6 * MB, 8 * MB]  # only when the all-time peak rose
     assert records[-1]["type"] == "probe" and records[-1]["in_step"]

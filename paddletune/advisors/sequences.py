@@ -1,14 +1,18 @@
-"""ADVICE.md #18: a few very long sequences among short ones: drop, clip or bucket them."""
+"""ADVICE.md #18: a few very long sequences among short ones: drop, clip or bucket them. Two
+rules: the long batches' compute time (from the reader's per-batch shapes), and the memory
+peak they set (from the memory probe's bytes fed and peak per step)."""
 
 from typing import Optional
 
 from .base import Advice, rule
-from .facts import enough_steps, main_loader, ms
+from .facts import enough_steps, human_bytes, main_loader, ms
+from .memory import memory_summary, pressure, pressure_words
 
 OUTLIER_FACTOR = 2.0  # a varying dim whose max exceeds its p95 this many times has outliers
 FOLLOWS_FACTOR = 1.5  # ... that matter when steps on the long batches are this much slower
+MEMORY_FACTOR = 1.3  # long batches set the peak when it is this much above the others'
+MIN_MEMORY_STEPS = 20  # steps with memory figures the memory rule needs
 MEDIUM_SHARE = 0.10  # long batches' share of the compute time: medium (else low)
-
 
 @rule
 def long_sequence_outliers(profile) -> Optional[Advice]:
@@ -39,7 +43,6 @@ def long_sequence_outliers(profile) -> Optional[Advice]:
                        f"peak memory a long batch needs" if speedup else "unknown"),
         figures={"feed": name, **dim, **long, "speedup": speedup})
 
-
 def _outlier_dim(shapes):
     """(feed name, its varying dim's figures) with the largest max / p95 over OUTLIER_FACTOR."""
     found = [(row["max"] / row["p95"], name, row) for name, v in shapes.items()
@@ -50,7 +53,6 @@ def _outlier_dim(shapes):
     _, name, row = max(found, key=lambda x: x[0])
     return name, row
 
-
 def _evidence(name, dim, long) -> str:
     return (f"{name!r} dim {dim['dim']} varies from {dim['min']:,} to {dim['max']:,} (p50 "
             f"{dim['p50']:,}, p95 {dim['p95']:,}: the max is {dim['max'] / dim['p95']:.1f}x the "
@@ -58,7 +60,6 @@ def _evidence(name, dim, long) -> str:
             f"p95 size took {ms(long['long_compute_s'])} of compute each against "
             f"{ms(long['typical_compute_s'])} for the others ({long['slowdown']:.1f}x), "
             f"{long['long_share']:.0%} of all compute time.")
-
 
 def _change(f, name, dim) -> str:
     feeds = (f.get("config") or {}).get("feed") or []
@@ -74,3 +75,51 @@ def _change(f, name, dim) -> str:
         "    return gen",
         "# and batch samples of similar length together (sort each shuffle buffer by length)",
         "# so that short samples are not padded to the longest one in their batch"])
+
+@rule
+def long_batch_memory(profile) -> Optional[Advice]:
+    """long batches set the memory peak (#18)
+
+    A few steps fed more than OUTLIER_FACTOR x the p95 bytes peak MEMORY_FACTOR x above
+    every other step: dropping or clipping them brings the peak down to the others'.
+    """
+    m = memory_summary(profile)
+    if not m:
+        return None
+    steps = [r for r in profile.memory if r.get("what") == "step" and r.get("feed_bytes")
+             and r.get("step_peak")]
+    if len(steps) < MIN_MEMORY_STEPS:
+        return None
+    fed = sorted(r["feed_bytes"] for r in steps)
+    p95 = fed[int(0.95 * (len(fed) - 1))]
+    long = [r for r in steps if r["feed_bytes"] > OUTLIER_FACTOR * p95]
+    rest = [r for r in steps if r["feed_bytes"] <= p95]
+    if not long or not rest:
+        return None
+    peak_long = max(r["step_peak"] for r in long)
+    peak_rest = max(r["step_peak"] for r in rest)
+    if peak_long < MEMORY_FACTOR * peak_rest:
+        return None
+    worst = max(long, key=lambda r: r["step_peak"])
+    why = pressure_words(m) + "; " if pressure(m) else ""
+    return Advice(
+        id="long-batch-memory", source=18, severity="high" if pressure(m) else "low",
+        confidence="high",
+        title=(f"{len(long)} long batches set the memory peak: {human_bytes(peak_long)} "
+               f"against {human_bytes(peak_rest)}"),
+        evidence=(f"{why}{len(long)} of {len(steps)} steps were fed more than "
+                  f"{OUTLIER_FACTOR:g}x the p95 of {human_bytes(p95)} per step (up to "
+                  f"{human_bytes(worst['feed_bytes'])}); their step peak reached "
+                  f"{human_bytes(peak_long)} while every step fed at most the p95 peaked at "
+                  f"{human_bytes(peak_rest)}."),
+        change="\n".join([
+            "# drop (or clip) the samples that make these batches long, in the sample "
+            "generator,",
+            "# and batch samples of similar length together so short ones are not padded",
+            "MAX_LEN = ...  # e.g. the p95 length of your data",
+            "reader = (s for s in reader() if len(s[0]) <= MAX_LEN)"]),
+        expected_gain=(f"step peak {human_bytes(peak_long)} -> ~{human_bytes(peak_rest)} "
+                       f"(the measured peak of the other steps)"),
+        figures={"p95_feed_bytes": p95, "long_steps": len(long), "steps": len(steps),
+                 "peak_long_bytes": peak_long, "predicted_peak_bytes": peak_rest,
+                 "max_feed_bytes": worst["feed_bytes"], "pressure": pressure(m)})

@@ -11,7 +11,7 @@ Records (type "memory"; `t` seconds on the session clock, bytes and seconds):
 
   {"what": "step", "t", "program", "step", "allocated", "reserved", "step_peak",
    "phase_peaks" {category: bytes}, "requests", "system_allocs", "system_alloc_s",
-   "batch_size"}                               one per training (non-startup) run
+   "batch_size", "feed_bytes"}                 one per training (non-startup) run
   {"what": "peak", "t", "program", "step", "peak_allocated", "peak_reserved",
    "by_tag" {category: bytes}}                 whenever the pool's all-time peak rose; the
                                                last one holds the breakdown at the peak
@@ -109,7 +109,7 @@ class MemoryProbe(Probe):
                            "phase_peaks": r.phase_peaks, "requests": r.requests,
                            "system_allocs": r.system_allocs,
                            "system_alloc_s": round(r.system_alloc_s, 9),
-                           "batch_size": r.batch_size})
+                           "batch_size": r.batch_size, "feed_bytes": s.feed_bytes})
         self.overhead_s += _perf() - t0
 
     def _on_trace(self, tr):

@@ -1,0 +1,174 @@
+"""The memory model behind the memory advice: pure functions over a profile's memory records.
+
+- `simulate(trace, gc, inplace)`: replays one traced step (the memory probe's "trace" record)
+  under other garbage-collection / inplace settings and gives the step peak it would have had.
+  The trace holds, per op, the pool's bytes before, at the highest and after the op, the bytes
+  each output holds of its own, what was freed, and (whatever the settings it ran with) where
+  GC=0 would free each temporary and which outputs inplace could write into which input. The
+  replay keeps the live temporaries of both settings side by side; the difference, plus the
+  allocation an inplace write avoids (or needs), shifts each measured figure.
+- `fit(points, fixed_hint)`: peak memory as `max(floor, fixed + per_unit * x)` (x: the batch
+  size), least squares over the measured points that grow with x; with a single one,
+  `fixed_hint` (parameters, their gradients and optimizer state) is the fixed part.
+- `MemoryModel.largest(capacity)`: the largest x whose predicted peak leaves HEADROOM of the
+  capacity free.
+"""
+
+from dataclasses import dataclass, replace
+from typing import Dict, Iterable, Optional, Sequence, Tuple
+
+HEADROOM = 0.10  # share of the capacity a recommended batch leaves free
+MIN_SPREAD = 1.2  # a fit needs the largest x at least this much above the smallest
+FLAT = 1.05  # a peak within this factor of the lowest one does not grow with x (yet)
+
+
+def simulate(trace: dict, gc: bool, inplace: bool) -> dict:
+    """{"step_peak", "phase_peaks" {tag: bytes}} the traced step would reach with `gc`
+    (FLAGS_eager_delete_tensor_gb=0 when True, GC off when False) and `inplace`
+    (BuildStrategy.enable_inplace)."""
+    last_use = trace.get("last_value_use") or {}
+    pairs = {int(k): {o: x for o, x in v} for k, v in
+             (trace.get("inplace_candidates") or {}).items()}
+    frees_at: Dict[int, list] = {}
+    for name, index in last_use.items():
+        frees_at.setdefault(int(index), []).append(name)
+    measured, simulated = _Live(), _Live()
+    peak, phases = 0, {}
+    for op in trace["ops"]:
+        i = op["index"]
+        granted_m = set(op.get("inplace") or ())
+        granted_t = pairs.get(i, {}) if inplace else {}
+        sizes = {o: (measured.get(pairs.get(i, {}).get(o)) if o in granted_m else b)
+                 for o, b in (op.get("outputs") or {}).items()}
+        # an output written into its input needs no allocation of its own
+        extra = sum(sizes.get(o, 0) for o in granted_m if o not in granted_t) - \
+            sum(sizes.get(o, 0) for o in granted_t if o not in granted_m)
+        shift = simulated.total - measured.total
+        op_peak = op["peak"] + shift + extra
+        for o, nbytes in sizes.items():
+            if o not in last_use:
+                continue  # persistables, feeds and fetch targets: the same in both settings
+            measured.write(o, nbytes, pairs.get(i, {}).get(o) if o in granted_m else None)
+            simulated.write(o, nbytes, granted_t.get(o))
+        measured.drop(op.get("frees") or ())
+        if gc:
+            simulated.drop(frees_at.get(i, ()))
+        after = op["after"] + simulated.total - measured.total
+        top = max(op_peak, after)
+        peak = max(peak, top)
+        tag = op.get("tag") or "other"
+        phases[tag] = max(phases.get(tag, 0), top)
+    return {"step_peak": int(peak), "phase_peaks": {k: int(v) for k, v in phases.items()}}
+
+
+class _Live:
+    """Live temporaries -> bytes, with a running total."""
+
+    def __init__(self):
+        self.bytes: Dict[str, int] = {}
+        self.total = 0
+
+    def get(self, name) -> int:
+        return self.bytes.get(name, 0) if name is not None else 0
+
+    def write(self, name, nbytes, into=None):
+        """`name` gets a buffer of `nbytes`, or takes over input `into`'s buffer."""
+        if into is not None:
+            nbytes = self.bytes.pop(into, nbytes)
+            self.total -= nbytes
+        self.total += nbytes - self.bytes.get(name, 0)
+        self.bytes[name] = nbytes
+
+    def drop(self, names: Iterable[str]):
+        for name in names:
+            self.total -= self.bytes.pop(name, 0)
+
+
+@dataclass(frozen=True)
+class MemoryModel:
+    """peak(x) = max(floor, fixed + per_unit * x), fitted from `points` [(x, peak bytes)].
+    `floor`: the lowest measured peak (small batches often peak where x does not matter,
+    e.g. in the optimizer)."""
+
+    fixed: float
+    per_unit: float
+    unit: str  # "sample" or "feed byte"
+    points: Tuple[Tuple[float, float], ...]
+    how: str  # "fit" (least squares over 2+ growing points) or "one point" (fixed part given)
+    floor: float = 0.0
+
+    def peak(self, x: float) -> float:
+        return max(self.floor, self.fixed + self.per_unit * x)
+
+    def largest(self, capacity: float, headroom: float = HEADROOM) -> Optional[int]:
+        """The largest whole x whose predicted peak stays within (1 - headroom) x capacity
+        (None when even the fixed part does not fit)."""
+        room = capacity * (1 - headroom)
+        if room <= max(self.fixed, self.floor) or self.per_unit <= 0:
+            return None
+        return int((room - self.fixed) // self.per_unit)
+
+    def at_least(self, x: float, peak: float) -> "MemoryModel":
+        """The model with its slope raised (if needed) so that peak(x) >= `peak`: x was seen
+        to need at least that much (it ran out of memory there)."""
+        need = (peak - self.fixed) / x
+        if need <= self.per_unit:
+            return self
+        return replace(self, per_unit=need, how=f"{self.how}, raised to the out-of-memory")
+
+    def error(self) -> float:
+        """The largest relative miss of the model on its own points."""
+        return max((abs(self.peak(x) - p) / p for x, p in self.points if p), default=0.0)
+
+    def to_dict(self) -> dict:
+        return {"fixed_bytes": self.fixed, "per_unit_bytes": self.per_unit, "unit": self.unit,
+                "floor_bytes": self.floor, "how": self.how,
+                "points": [list(p) for p in self.points], "max_error": self.error()}
+
+
+def fit(points: Sequence[Sequence[float]], fixed_hint: Optional[float] = None,
+        unit: str = "sample") -> Optional[MemoryModel]:
+    """The model through `points` [(x, peak)]. The points more than FLAT above the lowest
+    peak are growing with x: least squares over them when there are two or more that spread
+    by MIN_SPREAD and the line is sensible (positive slope, fixed part >= 0); else a line
+    through the largest x with `fixed_hint` as the fixed part (with only flat points this
+    over-states the slope: a safe side); None when neither is possible."""
+    pts = tuple(sorted((float(x), float(p)) for x, p in points if x and p))
+    if not pts:
+        return None
+    floor = min(p for _, p in pts)
+    growing = [(x, p) for x, p in pts if p > FLAT * floor]
+    xs = [x for x, _ in growing]
+    if len(set(xs)) >= 2 and max(xs) >= MIN_SPREAD * min(xs):
+        n = len(growing)
+        mx, mp = sum(xs) / n, sum(p for _, p in growing) / n
+        sxx = sum((x - mx) ** 2 for x in xs)
+        slope = sum((x - mx) * (p - mp) for x, p in growing) / sxx
+        fixed = mp - slope * mx
+        if slope > 0 and fixed >= 0:
+            return MemoryModel(fixed, slope, unit, pts, "fit", floor)
+    if fixed_hint is None:
+        return None
+    x, p = pts[-1]
+    if p <= fixed_hint:
+        return None
+    return MemoryModel(float(fixed_hint), (p - fixed_hint) / x, unit, pts, "one point", floor)
+
+
+def trace_of(profile, program=None) -> Optional[dict]:
+    """The memory trace record of `program` (default: the main program), None without one."""
+    want = program if program is not None else profile.summary.get("main_program")
+    for r in profile.memory:
+        if r.get("what") == "trace" and r.get("program") == want:
+            return r
+    return None
+
+
+def fixed_bytes(memory_summary: dict) -> Optional[float]:
+    """What does not grow with the batch: parameters, their gradients (as large) and the
+    optimizer state, from the breakdown at the pool's peak."""
+    by = memory_summary.get("by_category_at_peak") or {}
+    params = by.get("parameters") or 0
+    if not params:
+        return None
+    return float(2 * params + (by.get("optimizer_state") or 0))
