@@ -12,6 +12,8 @@ ops' memory categories: forward = activations, backward = gradients, optimizer =
 
 from typing import Optional, Sequence
 
+from .memory_model import HEADROOM, fit, fixed_bytes
+
 PHASES = (("forward", "activations"), ("backward", "gradients"), ("optimizer", "optimizer"))
 MAX_FEED_POINTS = 64
 CATEGORIES = ("parameters", "optimizer_state", "activations", "gradients", "optimizer", "other")
@@ -34,7 +36,7 @@ def memory_figures(profile, steady: Sequence[dict], cycle_s: Optional[float]) ->
     peak_alloc = _first(result.get("peak_allocated"), last_peak.get("peak_allocated"))
     peak_res = _first(result.get("peak_reserved"), last_peak.get("peak_reserved"))
     by_tag = result.get("by_tag_at_peak") or last_peak.get("by_tag") or {}
-    return {"place": result.get("place"), "strategy": result.get("strategy"),
+    out = {"place": result.get("place"), "strategy": result.get("strategy"),
             "capacity_bytes": capacity, "peak_allocated_bytes": peak_alloc,
             "peak_reserved_bytes": peak_res,
             "peak_allocated_share": _ratio(peak_alloc, capacity),
@@ -51,8 +53,25 @@ def memory_figures(profile, steady: Sequence[dict], cycle_s: Optional[float]) ->
             "inplace": _first(result.get("inplace"), last_oom.get("inplace")),
             "oom": _oom(ooms[-1]) if ooms else None, "ooms": len(ooms),
             "batch_points": batch_points(steps), "feed_points": feed_points(steps),
+            "batch_model": None,
             "traced_programs": sorted(
                 {r.get("program") for r in records if r.get("what") == "trace"}, key=str)}
+    out["batch_model"] = batch_model(out)
+    return out
+
+
+def batch_model(m: dict) -> Optional[dict]:
+    """The memory model over the batch points (memory_model.fit), with the largest batch that
+    leaves HEADROOM of the capacity free and its predicted step peak; None without a model."""
+    model = fit(m.get("batch_points") or [], fixed_bytes(m))
+    oom = m.get("oom") or {}
+    if model is None:
+        return None
+    if oom.get("batch_size") and m.get("capacity_bytes"):
+        model = model.at_least(oom["batch_size"], m["capacity_bytes"])
+    largest = model.largest(m["capacity_bytes"]) if m.get("capacity_bytes") else None
+    return {**model.to_dict(), "headroom": HEADROOM, "largest_batch": largest,
+            "largest_batch_peak_bytes": model.peak(largest) if largest else None}
 
 
 def _steady(steps, steady):

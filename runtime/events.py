@@ -16,6 +16,8 @@ Events and their payloads:
   memory_step(MemoryStepRecord)    a step's pool figures (CPU places; only while subscribed)
   memory_trace(MemoryTrace)        per-op pool figures of one step per plan (its 2nd run)
   memory_oom(dict)                 a pool refused a request (PoolOutOfMemory's details)
+  sched_step(SchedStepRecord)      the ParallelExecutor's scheduler figures of one step
+  drop_scope(DropScopeRecord)      the ParallelExecutor dropped its local scopes
 """
 
 import warnings
@@ -70,6 +72,8 @@ reader_pop = channel("reader_pop")
 memory_step = channel("memory_step")
 memory_trace = channel("memory_trace")
 memory_oom = channel("memory_oom")
+sched_step = channel("sched_step")
+drop_scope = channel("drop_scope")
 
 
 class Subscription:
@@ -255,3 +259,51 @@ class MemoryTrace:
     last_value_use: Dict[str, int]
     # op index -> [[output, input]] pairs an inplace-enabled plan may let share a buffer
     inplace_candidates: Dict[int, List[List[str]]]
+
+
+@dataclass
+class SchedStepRecord:
+    """One step of a data-parallel CompiledProgram / ParallelExecutor (seconds, perf_counter
+    clock). Emitted right before the step's step_end, only while subscribed.
+
+    busy_s[i]: time worker thread i spent inside kernels (and gradient combining ops);
+    ops_run: op instances run (all places); sched_s: time the threads spent in the scheduler
+    itself (taking ready ops, releasing dependants) outside kernels; ready_max / ready_mean:
+    the ready queue's length, sampled each time a thread took an op; concurrency: sum of op
+    time / wall time (1.0 = one op at a time); combine_s: time in the gradient combining ops
+    (all-reduce / reduce / broadcast); place_s[p]: from the step's start to the end of place
+    p's last op (stragglers show here)."""
+
+    executor_id: int
+    program_id: int
+    step: int
+    num_places: int
+    num_threads: int
+    reduce_strategy: str  # "AllReduce" or "Reduce"
+    wall_s: float
+    busy_s: List[float]
+    ops_run: int
+    sched_s: float
+    ready_max: int
+    ready_mean: float
+    concurrency: float
+    combine_s: float
+    place_s: List[float]
+    num_iteration_per_drop_scope: int
+    dropped: bool  # this step ended with a scope drop (its drop_scope event came before)
+    fused: Dict[str, int] = None  # fusion pass -> ops it replaced (fuse_all_optimizer_ops...)
+
+
+@dataclass
+class DropScopeRecord:
+    """The ParallelExecutor dropped its local scopes (every num_iteration_per_drop_scope
+    steps): what they held and how long the drop (with its synchronisation) took."""
+
+    executor_id: int
+    program_id: int
+    step: int
+    t: float
+    wall_s: float
+    held_bytes: int  # bytes of the temporaries the local scopes still held
+    variables: int  # variables dropped
+

@@ -26,7 +26,8 @@ def memory_section(profile, s):
             ("phase peaks", _phases(m)), ("step peak", _step_peak(m)),
             ("system allocs", _allocs(m)), ("fragmentation", _fragmentation(m)),
             ("GC / inplace", _settings(m)), ("host RSS", _rss(s)),
-            ("batch sizes", _points(m)), ("out of memory", _oom(m.get("oom")))]
+            ("batch sizes", _points(m)), ("batch model", _model(m.get("batch_model"))),
+            ("out of memory", _oom(m.get("oom")))]
     for label, value in rows:
         if value:
             table.add_row(label, value)
@@ -115,6 +116,18 @@ def _points(m) -> str:
     shown = [f"{b} → {nbytes(p)}" for b, p in points[:6]]
     more = f" (+{len(points) - 6} more)" if len(points) > 6 else ""
     return ", ".join(shown) + more + " (step peak by batch size)" if shown else ""
+
+
+def _model(b) -> str:
+    if not b:
+        return ""
+    how = ("fitted to the batch sizes above" if b["how"].startswith("fit") else
+           "parameters, gradients and optimizer state fixed, one batch size measured")
+    largest = (f"; largest batch leaving {pct(b['headroom'])} free: {b['largest_batch']} "
+               f"(peak ~{nbytes(b['largest_batch_peak_bytes'])})" if b.get("largest_batch")
+               else "")
+    return (f"step peak ≈ {nbytes(b['fixed_bytes'])} + {nbytes(b['per_unit_bytes'])} per "
+            f"sample ({how}){largest}")
 
 
 def _oom(o) -> str:
