@@ -28,6 +28,8 @@ A profile is one `.jsonl` file. Every line is one JSON object with a "type":
            ...} every interval (see paddletune/probes/reader.py for every counter)
   memory   the memory probe's records: {"what": "step"|"peak"|"trace"|"oom", "t", ...}
            (see paddletune/probes/memory.py for every field)
+  sched    the scheduler probe's ParallelExecutor records: {"what": "step"|"drop", "t", ...}
+           (see paddletune/probes/scheduler.py for every field)
   probe    a probe's own result when it stopped: {"name", "available", "reason",
            "overhead_s", "result"}
   summary  last line: figures computed from the records (see summary.py). A profile cut short
@@ -176,6 +178,7 @@ class Profile:
     truncated: bool = False  # the last line was cut off (job killed mid-write)
     reader: Tuple[dict, ...] = ()  # the reader probe's records, in file order
     memory: Tuple[dict, ...] = ()  # the memory probe's records, in file order
+    sched: Tuple[dict, ...] = ()  # the scheduler probe's records, in file order
 
     @property
     def env(self) -> dict:
@@ -238,7 +241,7 @@ def _assemble(path, records, truncated) -> Profile:
         raise ProfileError(f"{path} was written by a newer paddletune (profile schema {schema}; "
                            f"this version reads up to {SCHEMA_VERSION}): upgrade paddletune "
                            f"(pip install -U paddletune) to read it")
-    parts = {"step": [], "ops": [], "event": [], "reader": [], "memory": []}
+    parts = {"step": [], "ops": [], "event": [], "reader": [], "memory": [], "sched": []}
     sticky = {}  # (executor, program) -> the rarely-changing step fields last seen
     programs, samples, probes, summary = {}, {}, {}, None
     for r in records[1:]:
@@ -259,7 +262,8 @@ def _assemble(path, records, truncated) -> Profile:
     profile = Profile(path, header, tuple(parts["step"]), tuple(parts["ops"]), programs,
                       {k: tuple(v) for k, v in samples.items()}, tuple(parts["event"]), probes,
                       summary or {}, complete=summary is not None, truncated=truncated,
-                      reader=tuple(parts["reader"]), memory=tuple(parts["memory"]))
+                      reader=tuple(parts["reader"]), memory=tuple(parts["memory"]),
+                      sched=tuple(parts["sched"]))
     if summary is None:
         from .summary import summarize  # here: summary imports this module
         object.__setattr__(profile, "summary", summarize(profile))

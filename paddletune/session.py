@@ -23,6 +23,7 @@ from . import profile as prof
 from .env import collect_env
 from .probes.base import Clock
 from .probes.memory import MemoryProbe
+from .probes.scheduler import SchedulerProbe
 from .probes.nvml import NvmlProbe
 from .probes.ops import OpsProbe
 from .probes.reader import ReaderProbe
@@ -152,6 +153,7 @@ class _Session:
         if options.ops:
             self.probes.append(OpsProbe(sink, clock))
         self.probes += [ReaderProbe(sink, clock, options.interval_s), MemoryProbe(sink, clock),
+                        SchedulerProbe(sink, clock),
                         WorkerProbe(sink, clock, options.interval_s),
                         SystemProbe(sink, clock, options.interval_s),
                         NvmlProbe(sink, clock, options.interval_s)]

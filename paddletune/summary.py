@@ -15,7 +15,8 @@ most steps):
             "input")
 Warm-up steps (compile, first-touch allocation, caches) are reported but excluded from the
 steady-state figures: see `detect_warmup`; so are the steps of a --speed-test ceiling window.
-Reader and speed-test figures: see summary_reader.py; memory figures: summary_memory.py.
+Reader and speed-test figures: see summary_reader.py; memory figures: summary_memory.py;
+ParallelExecutor figures: summary_parallel.py.
 """
 
 import math
@@ -23,6 +24,7 @@ from collections import Counter, defaultdict
 from typing import Dict, List, Optional, Sequence
 
 from .summary_memory import memory_figures
+from .summary_parallel import parallel_figures
 from .summary_reader import ceiling_span, reader_figures, speed_test_figures
 
 HIGHLY_INPUT_BOUND = 0.20  # input share of a step: TensorFlow Profiler's thresholds
@@ -53,6 +55,7 @@ def summarize(profile) -> dict:
     out["reader"] = reader_figures(profile, _span(steady), (main_program, cycle))
     out["speed_test"] = speed_test_figures(profile, train, _cycle, out["reader"] is not None)
     out["memory"] = memory_figures(profile, steady, cycle)
+    out["parallel"] = parallel_figures(profile, steady, main_program)
     out["ops"] = op_totals(profile.ops, main_program, {s["step"] for s in steady})
     out["samples"] = {name: sample_figures(rows) for name, rows in profile.samples.items()
                       if name not in PER_ENTITY_SAMPLES}

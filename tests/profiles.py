@@ -214,3 +214,31 @@ def memory_records(steps, allocated=3 << 20, step_peak=8 << 20, capacity=1 << 30
     rows.append({"type": "probe", "name": "memory", "available": True, "reason": None,
                  "overhead_s": 0.0001, "in_step": True, "result": res})
     return rows
+
+
+def sched_records(steps, places=2, threads=4, reduce="AllReduce", busy=(0.006, 0.004, 0.001,
+                                                                          0.0),
+                  ops=120, sched_s=0.0012, concurrency=1.1, combine_s=0.001,
+                  place_s=(0.009, 0.0095), drop_every=100, drops=(), fused=None,
+                  ready_mean=0.5, ready_max=3):
+    """What the scheduler probe writes for the training `steps`: a step record each, and a
+    drop record (wall_s, held_bytes) after each step index in `drops`."""
+    rows = []
+    for s in steps:
+        if s.get("startup"):
+            continue
+        rows.append({"type": "sched", "what": "step", "t": s["t"], "executor": 1,
+                     "program": s["program"], "step": s["step"], "places": places,
+                     "threads": threads, "reduce": reduce, "wall_s": s["wall_s"],
+                     "busy_s": list(busy), "ops": ops, "sched_s": sched_s,
+                     "ready_max": ready_max, "ready_mean": ready_mean,
+                     "concurrency": concurrency,
+                     "combine_s": combine_s, "place_s": list(place_s),
+                     "drop_every": drop_every, "dropped": s["step"] in dict(drops),
+                     "fused": dict(fused or {})})
+        if s["step"] in dict(drops):
+            wall, held = dict(drops)[s["step"]]
+            rows.append({"type": "sched", "what": "drop", "t": s["t"] + s["wall_s"],
+                         "executor": 1, "program": s["program"], "step": s["step"],
+                         "wall_s": wall, "held_bytes": held, "variables": 40})
+    return rows

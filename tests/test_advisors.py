@@ -144,12 +144,15 @@ def test_every_rule_is_registered_in_advice_row_order():
                                  "no-data ceiling (#3)", "double buffer (#4)",
                                  "reader worker memory (#7)",
                                  "softmax + cross_entropy fusion (#9)",
+                                 "BuildStrategy fusions (#10)",
+                                 "ParallelExecutor threads (#11)", "scope drop cost (#12)",
                                  "underlying allocations (#13)",
                                  "garbage collection off (#15)", "inplace off (#16)",
                                  "batch size vs memory (#17)",
                                  "long-sequence outliers (#18)",
                                  "long batches set the memory peak (#18)",
                                  "optimizer state memory (#19)", "CPU threads (#21)",
+                                 "Reduce vs AllReduce on CPU (#21)",
                                  "fetch cost (#22)", "NaN/Inf (#23)"]
 
 

@@ -7,6 +7,11 @@ from ..summary import MIN_STEADY_STEPS
 BLAS_FAMILIES = (("openblas", "OpenBLAS", "OPENBLAS_NUM_THREADS"),  # (match, name, env var)
                  ("mkl", "MKL", "MKL_NUM_THREADS"), ("blis", "BLIS", "BLIS_NUM_THREADS"))
 LOSS_ROLE = 256  # runtime.framework.OpRole.Loss: set on the op seeding the loss gradient
+# optimizer update op types -> the fluid.optimizer class that adds them
+OPTIMIZER_NAMES = {"adam": "Adam", "adamax": "Adamax", "adadelta": "Adadelta",
+                   "rmsprop": "RMSProp", "ftrl": "Ftrl", "lamb": "Lamb", "adagrad": "Adagrad",
+                   "decayed_adagrad": "DecayedAdagrad", "momentum": "Momentum",
+                   "lars_momentum": "LarsMomentum", "sgd": "SGD", "dpsgd": "DpSGD"}
 
 
 def enough_steps(profile) -> bool:
@@ -136,7 +141,8 @@ def cpu_facts(profile) -> dict:
     cpu, numpy = profile.env.get("cpu") or {}, profile.env.get("numpy") or {}
     sampled = ((profile.summary.get("samples") or {}).get("system") or {}).get("blas_threads")
     blas = sampled["last"] if sampled else numpy.get("blas_threads")
-    per_executor = profile.options.get("num_threads") or max(
+    parallel = profile.summary.get("parallel") or {}
+    per_executor = profile.options.get("num_threads") or parallel.get("threads") or max(
         [s.get("threads") or 1 for s in profile.steps] or [1])
     return {"cores": cpu.get("usable_cores") or cpu.get("logical_cores"),
             "blas_threads": int(blas) if blas else None,

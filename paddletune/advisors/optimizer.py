@@ -6,7 +6,7 @@ shrink with the accumulators (see _peak_with_fewer_accumulators)."""
 from typing import Optional
 
 from .base import Advice, rule
-from .facts import human_bytes, main_ops
+from .facts import OPTIMIZER_NAMES, human_bytes, main_ops
 from .memory import memory_summary, pressure, pressure_words
 
 OPTIMIZER_SHARE = 0.25  # optimizer state share of the step peak
@@ -14,10 +14,6 @@ OPTIMIZER_SHARE = 0.25  # optimizer state share of the step peak
 _NOT_STATE = {"Param", "Grad", "LearningRate", "Beta1Pow", "Beta2Pow", "MasterParam"}
 
 # --- #19 ----------------------------------------------------------------------------------------
-OPTIMIZER_NAMES = {"adam": "Adam", "adamax": "Adamax", "adadelta": "Adadelta",
-                   "rmsprop": "RMSProp", "ftrl": "Ftrl", "lamb": "Lamb", "adagrad": "Adagrad",
-                   "decayed_adagrad": "DecayedAdagrad", "momentum": "Momentum",
-                   "lars_momentum": "LarsMomentum", "sgd": "SGD", "dpsgd": "DpSGD"}
 
 
 def optimizer_in(profile) -> Optional[tuple]:

@@ -1,14 +1,18 @@
-"""ADVICE.md #21: CPU threads: BLAS x runtime threads vs cores, steal time, idle cores."""
+"""ADVICE.md #21: CPU threads: BLAS x runtime threads vs cores, steal time, idle cores; and, for
+the ParallelExecutor on CPU places, Reduce instead of AllReduce."""
 
 from typing import List, Optional
 
 from .base import Advice, rule
-from .facts import (BLAS_FAMILIES, blas_family, concurrent_executors, cpu_facts,  # noqa: F401
-                    enough_steps, op_types_share, sample_mean)
+from .facts import (BLAS_FAMILIES, OPTIMIZER_NAMES, blas_family,  # noqa: F401
+                    concurrent_executors, cpu_facts, enough_steps, main_ops, op_types_share,
+                    sample_mean)
+from .parallel import parallel_summary
 
 STEAL_PERCENT = 10.0  # mean steal at or above this: the VM shares its cores (medium)
 HIGH_STEAL_PERCENT = 25.0  # ... and at or above this: high
 IDLE_FRACTION = 0.5  # process CPU below this share of the usable cores: cores idle
+REDUCE_SHARE = 0.10  # Reduce vs AllReduce: optimizer share of op time for it to matter
 MIN_BLAS_SHARE = 0.3  # raise BLAS threads only when BLAS ops take at least this op time
 BLAS_OPS = tuple(t + g for t in ("mul", "matmul", "conv2d", "depthwise_conv2d",
                                  "conv2d_transpose", "depthwise_conv2d_transpose")
@@ -139,3 +143,37 @@ def _amdahl(profile, share, factor) -> Optional[float]:
         return None
     part = compute * share
     return 1 / ((1 - part) + part / factor)
+
+
+@rule
+def reduce_strategy(profile) -> Optional[Advice]:
+    """Reduce vs AllReduce on CPU (#21)
+
+    Under AllReduce every place runs every parameter's update; Reduce runs each once.
+    """
+    p = parallel_summary(profile)
+    if p is None or p["places"] < 2 or p["reduce"] != "AllReduce":
+        return None
+    if any(str(s.get("place") or "").startswith("CUDAPlace") for s in profile.steps):
+        return None
+    kinds = sorted({op["type"] for op in main_ops(profile) if op.get("type") in OPTIMIZER_NAMES})
+    share = op_types_share(profile, kinds) if kinds else None
+    if share is None or share < REDUCE_SHARE:
+        return None
+    places = p["places"]
+    saved = share * (1 - 1 / places)
+    return Advice(
+        id="reduce-strategy", source=21, severity="low", confidence="medium",
+        title=f"Updates run {places} times: try ReduceStrategy.Reduce",
+        evidence=(f"under AllReduce each of the {places} places runs every parameter's "
+                  f"{'/'.join(kinds)} update: {share:.1%} of the op time. Reduce updates each "
+                  f"parameter on one place and broadcasts it."),
+        change="\n".join([
+            "build_strategy = fluid.BuildStrategy()",
+            "build_strategy.reduce_strategy = fluid.BuildStrategy.ReduceStrategy.Reduce",
+            "compiled = fluid.CompiledProgram(main_program).with_data_parallel(",
+            "    loss_name=loss.name, build_strategy=build_strategy)"]),
+        expected_gain=(f"up to {saved:.1%} of the op time less (the updates' "
+                       f"{1 - 1 / places:.0%}), minus the broadcasts"),
+        figures={"places": places, "optimizer_share": share, "optimizer_ops": kinds,
+                 "predicted_op_time_saved_share": saved})

@@ -16,6 +16,7 @@ from .fmt import NA, bar, label_table as _table, pct0 as _pct0
 from .fmt import duration as _duration, finite as _finite, ms as _ms, nbytes as _bytes
 from .fmt import num as _num, pct as _pct
 from .memory import memory_section
+from .parallel import parallel_section
 from .reader import reader_sections
 
 VERDICT_STYLES = {"compute-bound": "bold green", "moderately-input-bound": "bold yellow",
@@ -32,7 +33,7 @@ def render_report(profile, console: Console, top_ops: int = 10):
     s = profile.summary or {}
     sections = [_header(profile, s), _verdict(s), _no_steps(profile, s), _steps(s),
                 _breakdown(s), *reader_sections(profile, s), memory_section(profile, s),
-                *_ops(s, top_ops), _system(profile, s), _events(profile), _overhead(s), _hint(profile)]
+                parallel_section(s), *_ops(s, top_ops), _system(profile, s), _events(profile), _overhead(s), _hint(profile)]
     for i, section in enumerate(x for x in sections if x is not None):
         if i:
             console.print()
