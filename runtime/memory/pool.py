@@ -8,12 +8,29 @@ The pool hands out byte ranges (integer addresses) of its chunks. Two strategies
 - auto_growth: when no cached block fits, exactly the (aligned) request is taken from the
   system; freed blocks stay cached and are split for later requests.
 
-Freed blocks are cached by exact size (a training loop asks for the same sizes every step, so
-the common case is one dict lookup; a size once seen keeps its, possibly empty, stack). When a request finds no cached block big enough, free
-neighbours are merged first, then the smallest block that fits is split; only then does the
-pool grow. It never grows past `capacity_bytes` (reserved bytes, all chunks together): it first
-gives wholly free chunks back to the system, then refuses: `alloc` returns 0 and `last_oom`
-says why (callers turn that into an exception with their own context).
+A freed block is merged at once with its free neighbours in the same chunk (as Paddle's
+auto_growth_best_fit_allocator does), so free space is always held in the largest pieces it can
+be. Free blocks are indexed by exact size (a training loop asks for the same sizes every step, so
+the common case is one dict lookup); otherwise the smallest block that fits is split; only then
+does the pool grow. Under auto_growth two rules keep reserved memory close to the demand (peak
+reserved / peak allocated), which plain best fit does not in a training step, where a large
+temporary (an im2col buffer, say) is freed and its chunk is then carved up by small blocks that
+outlive the next large request:
+
+- a free block more than `SPLIT_RATIO` times the request (and over `SMALL_BLOCK`) is not split
+  while growing by the request keeps reserved within `GROW_SLACK` times the demand (the larger
+  of the peak allocated and allocated + the request): large free blocks are kept for large
+  requests, and small blocks that live long gather in small chunks;
+- when the pool must grow past the demand and wholly free chunks add up to at least
+  `RELEASE_FRACTION` of the request, they are given back first (they cannot serve it; a phase
+  change, such as evaluation at another batch size after training, leaves such chunks behind).
+
+In a loop that repeats its requests the pool settles after a few steps, and then serves every
+step without an underlying allocation.
+
+It never grows past `capacity_bytes` (reserved bytes, all chunks together): it first splits a
+kept large block, gives wholly free chunks back to the system, then refuses: `alloc` returns 0
+and `last_oom` says why (callers turn that into an exception with their own context).
 
 Counters are exact (see `stats()`): allocated (bytes in live blocks), reserved (bytes in
 chunks), their peaks, underlying allocation count and time, requests, and allocated bytes per
@@ -27,6 +44,11 @@ from dataclasses import dataclass, field
 from typing import Dict, Optional
 
 ALIGN = 64
+SPLIT_RATIO = 8  # auto_growth: a free block over this many times the request (and over
+SMALL_BLOCK = 128 << 10  # this) is kept for larger requests ...
+GROW_SLACK = 1.5  # ... while growing keeps reserved within this many times the demand
+RELEASE_FRACTION = 0.5  # auto_growth: idle chunks given back before growing when they add up to
+#                         at least this share of the request (and the pool is past the demand)
 _perf = time.perf_counter
 
 
@@ -80,7 +102,8 @@ class Pool:
         self._deferred = []
         self._live: Dict[int, _Block] = {}
         self._cached: Dict[int, list] = {}  # size -> free blocks of exactly that size
-        self._sizes = []  # sorted sizes present in _cached
+        self._sizes = []  # sorted keys of _cached (a size keeps its, possibly empty, stack ...)
+        self._prune_at = 64  # ... until there are this many: then empty ones are dropped
         self._chunks: Dict[int, int] = {}  # chunk base address -> size (direct ones too)
         self._direct = set()  # chunk bases that are one block each (freed straight back)
         self.allocated = self.reserved = self.cached = 0
@@ -159,13 +182,12 @@ class Pool:
             block.tag = tag
 
     def release_cached(self):
-        """Merge free neighbours and give every wholly free chunk back; returns bytes freed."""
+        """Give every wholly free chunk back; returns bytes freed."""
         with self._lock:
             if self._busy:
                 return 0
             self._busy = True
             try:
-                self._coalesce()
                 return self._release_free_chunks()
             finally:
                 self._drain()
@@ -211,26 +233,68 @@ class Pool:
             self.by_tag_at_peak = dict(self.by_tag)
 
     def _take(self, size):
-        """A block of `size` from a larger cached block, merged neighbours or the system."""
-        if self.strategy == "naive_best_fit" and (self.chunk_bytes == 0 or size > self.chunk_bytes):
-            return self._direct_block(size)
-        block = self._best_fit(size)
-        if block is None and self.cached >= size:
-            self._coalesce()
-            block = self._best_fit(size)
+        """A block of `size` from a larger cached block or the system (None: refused)."""
+        if self.strategy == "naive_best_fit":
+            if self.chunk_bytes == 0 or size > self.chunk_bytes:
+                return self._direct_block(size)
+            block = self._best_fit(size, None) or self._grow(self.chunk_bytes, size)
+        else:  # _best_fit(size, limit), inlined: the common case of a step's requests
+            if len(self._sizes) > self._prune_at:
+                self._prune_sizes()
+            sizes, cached, block = self._sizes, self._cached, None
+            limit = max(size * SPLIT_RATIO, SMALL_BLOCK)
+            for i in range(bisect.bisect_left(sizes, size), len(sizes)):
+                stack = cached[sizes[i]]
+                if stack:
+                    if sizes[i] <= limit:
+                        block = stack.pop()
+                        self.cached -= block.size
+                    break
+            if block is None:
+                block = self._grow_auto(size)
         if block is None:
-            grow = max(size, self.chunk_bytes)
-            base = self._system_alloc(grow, size)
-            if base == 0:
-                return None
-            block = _Block(base, grow, base)
-        if block.size - size >= ALIGN:  # split: the rest stays cached
-            rest = _Block(block.addr + size, block.size - size, block.chunk, block, block.next)
-            if block.next is not None:
-                block.next.prev = rest
+            return None
+        rest_size = block.size - size
+        if rest_size >= ALIGN:  # split: the rest stays cached
+            nxt = block.next
+            rest = _Block(block.addr + size, rest_size, block.chunk, block, nxt)
+            if nxt is not None:
+                nxt.prev = rest
             block.next, block.size = rest, size
-            self._cache(rest)
+            stack = self._cached.get(rest_size)
+            if stack is None:
+                self._cached[rest_size] = [rest]
+                bisect.insort(self._sizes, rest_size)
+            else:
+                stack.append(rest)
+            self.cached += rest_size
         return block
+
+    def _grow_auto(self, size):
+        """auto_growth without a cached block of size..SPLIT_RATIO x size: split a larger one,
+        or grow (giving idle chunks back first where they add up to enough; see the module)."""
+        larger = self.largest_free_block() >= size
+        demand = max(self.peak_allocated, self.allocated + size)
+        if larger:
+            if self.reserved + size > min(GROW_SLACK * demand, self.capacity):
+                return self._best_fit(size, None)
+        elif self.reserved + size > demand:
+            idle = [b for stack in self._cached.values() for b in stack
+                    if b.prev is None and b.next is None]
+            if idle and sum(b.size for b in idle) >= RELEASE_FRACTION * size:
+                for b in idle:
+                    self._uncache(b)
+                    self._system_free(b.addr)
+        block = self._grow(size, size, refuse=not larger)
+        if block is None and larger:  # the system failed: use the large block after all
+            block = self._best_fit(size, None)
+            if block is None:
+                self._refuse(size, system_error=True)
+        return block
+
+    def _grow(self, nbytes, requested, refuse=True):
+        base = self._system_alloc(nbytes, requested, refuse)
+        return _Block(base, nbytes, base) if base else None
 
     def _direct_block(self, size):
         base = self._system_alloc(size, size)
@@ -239,31 +303,43 @@ class Pool:
         self._direct.add(base)
         return _Block(base, size, base)
 
-    def _best_fit(self, size):
-        """Take the smallest cached block of at least `size` bytes (None if there is none)."""
+    def _best_fit(self, size, limit):
+        """Take the smallest cached block of at least `size` bytes and at most `limit` (None:
+        no limit); None if there is none."""
+        if len(self._sizes) > self._prune_at:
+            self._prune_sizes()
         sizes, cached = self._sizes, self._cached
         for i in range(bisect.bisect_left(sizes, size), len(sizes)):
-            stack = cached[sizes[i]]
+            found = sizes[i]
+            stack = cached[found]
             if stack:
-                self.cached -= sizes[i]
+                if limit is not None and found > limit:
+                    return None
+                self.cached -= found
                 return stack.pop()
         return None
 
-    def _system_alloc(self, nbytes, requested):
+    def _prune_sizes(self):
+        """Drop the sizes whose stacks are empty (merged blocks leave sizes never seen again)."""
+        cached = self._cached
+        for size in [s for s in self._sizes if not cached[s]]:
+            del cached[size]
+        self._sizes = sorted(cached)
+        self._prune_at = max(64, 2 * len(self._sizes))
+
+    def _system_alloc(self, nbytes, requested, refuse=True):
         if self.reserved + nbytes > self.capacity:
-            self._coalesce()
             self._release_free_chunks()
         if self.reserved + nbytes > self.capacity:
-            return self._refuse(requested)
+            return self._refuse(requested) if refuse else 0
         t0 = _perf()
         base = self.system.alloc(nbytes)
         self.system_alloc_s += _perf() - t0
         if not base:
-            self._coalesce()
-            self._release_free_chunks()
-            base = self.system.alloc(nbytes)
+            if self._release_free_chunks():
+                base = self.system.alloc(nbytes)
             if not base:
-                return self._refuse(requested, system_error=True)
+                return self._refuse(requested, system_error=True) if refuse else 0
         self.n_system_allocs += 1
         self._chunks[base] = nbytes
         self.reserved += nbytes
@@ -289,42 +365,57 @@ class Pool:
         if block.chunk in self._direct:
             self._direct.discard(block.chunk)
             self._system_free(block.chunk)
-        else:
-            self._cache(block)
-
-    def _cache(self, block):
-        stack = self._cached.get(block.size)
+            return
+        cached = self._cached
+        prev, nxt = block.prev, block.next  # merge with free neighbours (same chunk)
+        if prev is not None and prev.free:
+            stack = cached[prev.size]
+            if stack[-1] is prev:
+                stack.pop()
+            else:
+                stack.remove(prev)
+            self.cached -= prev.size
+            prev.size += block.size
+            prev.next = nxt
+            if nxt is not None:
+                nxt.prev = prev
+            block = prev
+        if nxt is not None and nxt.free:
+            stack = cached[nxt.size]
+            if stack[-1] is nxt:
+                stack.pop()
+            else:
+                stack.remove(nxt)
+            self.cached -= nxt.size
+            block.size += nxt.size
+            nxt = block.next = nxt.next
+            if nxt is not None:
+                nxt.prev = block
+        size = block.size
+        stack = cached.get(size)
         if stack is None:
-            stack = self._cached[block.size] = []
-            bisect.insort(self._sizes, block.size)
-        stack.append(block)
-        self.cached += block.size
+            cached[size] = [block]
+            bisect.insort(self._sizes, size)
+        else:
+            stack.append(block)
+        self.cached += size
 
-    def _coalesce(self):
-        """Merge every run of adjacent free blocks into one cached block."""
-        blocks = [b for stack in self._cached.values() for b in stack]
-        self._cached, self._sizes, self.cached = {}, [], 0
-        merged = set()
-        for block in sorted(blocks, key=lambda b: b.addr):
-            if id(block) in merged:
-                continue
-            nxt = block.next
-            while nxt is not None and nxt.free:
-                merged.add(id(nxt))
-                block.size += nxt.size
-                nxt = block.next = nxt.next
-                if nxt is not None:
-                    nxt.prev = block
-            self._cache(block)
+    def _uncache(self, block):
+        size = block.size
+        stack = self._cached[size]
+        if stack[-1] is block:
+            stack.pop()
+        else:
+            stack.remove(block)  # blocks compare by identity
+        self.cached -= size
 
     def _release_free_chunks(self):
+        """Give every wholly free chunk back to the system; returns the bytes given back."""
         released = 0
         for size in list(self._sizes):
-            for block in list(self._cached[size]):
-                if block.addr == block.chunk and block.next is None \
-                        and block.size == self._chunks.get(block.addr):
-                    self._cached[size].remove(block)
-                    self.cached -= size
+            for block in list(self._cached.get(size, ())):
+                if block.prev is None and block.next is None:
+                    self._uncache(block)
                     released += size
                     self._system_free(block.addr)
         return released
@@ -352,5 +443,10 @@ def _check_pool(pool):
     assert pool.reserved == sum(pool._chunks.values()), "reserved counter"
     assert pool.allocated + pool.cached == pool.reserved, "reserved != allocated + cached"
     assert pool._sizes == sorted(pool._cached), "size index"
+    for size, stack in pool._cached.items():
+        assert all(b.size == size and b.free for b in stack), "a cached block of another size"
+    for block in (b for s in pool._cached.values() for b in s):
+        assert not (block.next is not None and block.next.free), "two adjacent free blocks"
+        assert (block.prev is None) == (block.addr == block.chunk), "a broken block list"
     assert all(v >= 0 for v in pool.by_tag.values()), "a negative per-tag counter"
     assert sum(pool.by_tag.values()) == pool.allocated, "per-tag counters"
