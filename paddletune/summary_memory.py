@@ -16,7 +16,8 @@ from .memory_model import HEADROOM, fit, fixed_bytes
 
 PHASES = (("forward", "activations"), ("backward", "gradients"), ("optimizer", "optimizer"))
 MAX_FEED_POINTS = 64
-CATEGORIES = ("parameters", "optimizer_state", "activations", "gradients", "optimizer", "other")
+CATEGORIES = ("parameters", "optimizer_state", "activations", "gradients", "optimizer", "reader",
+              "other")
 
 
 def memory_figures(profile, steady: Sequence[dict], cycle_s: Optional[float]) -> Optional[dict]:

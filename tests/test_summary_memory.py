@@ -25,7 +25,7 @@ def test_peaks_capacity_categories_and_phases(tmp_path):
     assert m["reserved_per_allocated"] == pytest.approx(2.0)
     assert m["by_category_at_peak"] == {"parameters": MB, "optimizer_state": MB,
                                         "activations": 2 * MB, "gradients": MB,
-                                        "optimizer": 3 * MB, "other": 0}
+                                        "optimizer": 3 * MB, "reader": 0, "other": 0}
     assert m["phase_peaks_bytes"] == {"forward": 5 * MB, "backward": 7 * MB,
                                       "optimizer": 8 * MB}
     assert m["scope"] == "steady" and m["steps"] == 39  # the warm-up step left out

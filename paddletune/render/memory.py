@@ -8,7 +8,8 @@ from .fmt import NA, finite, label_table, ms, nbytes, num, pct
 
 CATEGORY_NAMES = (("parameters", "parameters"), ("optimizer_state", "optimizer state"),
                   ("activations", "activations"), ("gradients", "gradients"),
-                  ("optimizer", "optimizer temporaries"), ("other", "other"))
+                  ("optimizer", "optimizer temporaries"), ("reader", "reader batches"),
+                  ("other", "other"))
 
 
 def memory_section(profile, s):

@@ -14,7 +14,9 @@ gradients, kernel temporaries), tagged by category. Settings read from FLAGS:
 
 A pool is rebuilt when its strategy or chunk flags change (arrays of the old pool still go
 back to it); the capacity follows its flag at once. GPU places use CuPy's own pool for now
-(`pool_for` returns None there).
+(`pool_for` returns None there). A DataLoader's reader thread allocates its batches from the
+CPU pool too, tagged "reader" (`tagged`); batches from worker processes live in shared memory
+and are not counted.
 """
 
 import contextlib
@@ -80,6 +82,20 @@ def pool_for(place):
 def pools():
     """{place name: pool} of the pools made so far (the current one per place)."""
     return {entry[1].name: entry[1] for entry in _pools.values()}
+
+
+@contextlib.contextmanager
+def tagged(pool, tag):
+    """Within the block, NumPy arrays created by this thread come from `pool` tagged `tag`,
+    without touching the pool's current tag (which the executor's thread sets)."""
+    if pool is None:
+        yield None
+        return
+    previous = numpy_hook.set_handler(numpy_hook.handler_for(pool, tag))
+    try:
+        yield pool
+    finally:
+        numpy_hook.set_handler(previous)
 
 
 @contextlib.contextmanager

@@ -38,6 +38,7 @@ class _Handler(ctypes.Structure):
 
 
 _POOLS = []  # ctx (index) -> pool; never shrinks, so a late free always finds its pool
+_TAGS = []  # ctx (index) -> the category its allocations get (None: the pool's current tag)
 _HANDLERS = []  # keeps the C structs and capsules alive for the life of the process
 _FOREIGN = set()  # addresses served by the system because the pool was mid-operation
 _SYSTEM = CPUSystemAllocator()
@@ -93,7 +94,7 @@ def _completing(fn, *args):
 
 def _pooled(ctx, size):
     pool = _POOLS[ctx or 0]
-    addr = pool.alloc(size)
+    addr = pool.alloc(size, _TAGS[ctx or 0])
     if addr and pool.poison:
         memset(addr, 0xEF, size)
     if addr is None:  # the pool is mid-operation in this thread (a finalizer allocating)
@@ -161,13 +162,17 @@ def _detach_at_exit():
 atexit.register(_detach_at_exit)
 
 
-def handler_for(pool):
-    """The NumPy handler capsule serving arrays from `pool` (made once per pool)."""
-    index = getattr(pool, "_numpy_ctx", None)
+def handler_for(pool, tag=None):
+    """The NumPy handler capsule serving arrays from `pool` (made once per pool and tag):
+    tagged `tag`, or with the pool's current tag (`pool.tag`, set by the executor) when None.
+    A fixed tag lets another thread (a DataLoader's reader thread) use the same pool."""
+    cache = pool.__dict__.setdefault("_numpy_ctx", {})
+    index = cache.get(tag)
     if index is None:
-        index = pool._numpy_ctx = len(_POOLS)
+        index = cache[tag] = len(_POOLS)
         _POOLS.append(pool)
-        name = f"paddletune:{pool.name}".encode()[:126]
+        _TAGS.append(tag)
+        name = f"paddletune:{pool.name}:{tag or '*'}".encode()[:126]
         struct = _Handler(name, 1, _Allocator(index, *_CALLBACKS))
         new_capsule = ctypes.pythonapi.PyCapsule_New
         new_capsule.restype = ctypes.py_object

@@ -118,10 +118,11 @@ class Pool:
         self.n_oom = 0
 
     # --- public -------------------------------------------------------------------------------
-    def alloc(self, nbytes):
-        """Address of a block of at least nbytes; 0 when the pool cannot serve it (out of
-        memory: see `last_oom`); None when called re-entrantly from inside a pool operation
-        (a finalizer run by the GC), in which case the caller must go to the system itself."""
+    def alloc(self, nbytes, tag=None):
+        """Address of a block of at least nbytes, tagged `tag` (default: `self.tag`); 0 when
+        the pool cannot serve it (out of memory: see `last_oom`); None when called
+        re-entrantly from inside a pool operation (a finalizer run by the GC), in which case
+        the caller must go to the system itself."""
         size = (nbytes + ALIGN - 1) // ALIGN * ALIGN or ALIGN
         with self._lock:
             if self._busy:
@@ -136,7 +137,7 @@ class Pool:
                     block = self._take(size)
                     if block is None:
                         return 0
-                tag = block.tag = self.tag
+                tag = block.tag = tag or self.tag
                 block.free = False
                 self._live[block.addr] = block
                 self.n_requests += 1

@@ -48,7 +48,7 @@ import time
 import warnings
 import weakref
 
-from .. import events
+from .. import events, memory
 from ..core import EOFException
 from ..errors import EnforceNotMet, add_note, reader_exit_error
 from ..flags import FLAGS
@@ -312,6 +312,12 @@ class GeneratorLoader:
     def _produce(self, p):
         """The producer thread: batches from the generator (or the worker pool) into the
         queue, until the source ends, the pass is reset, or the source fails."""
+        # this thread's arrays (the batches, and whatever the generator makes) count as the
+        # pool's "reader" memory; batches from worker processes are in shared memory
+        with memory.tagged(memory.pool_for(CPUPlace()) if p.pool is None else None, "reader"):
+            self._produce_batches(p)
+
+    def _produce_batches(self, p):
         emit = events.reader_push
         index = 0
         source = None
