@@ -54,10 +54,11 @@ def memory_figures(profile, steady: Sequence[dict], cycle_s: Optional[float]) ->
             "inplace": _first(result.get("inplace"), last_oom.get("inplace")),
             "oom": _oom(ooms[-1]) if ooms else None, "ooms": len(ooms),
             "batch_points": batch_points(steps), "feed_points": feed_points(steps),
-            "batch_model": None,
+            "batch_model": None, "feed_model": None,
             "traced_programs": sorted(
                 {r.get("program") for r in records if r.get("what") == "trace"}, key=str)}
     out["batch_model"] = batch_model(out)
+    out["feed_model"] = feed_model(out)
     return out
 
 
@@ -73,6 +74,16 @@ def batch_model(m: dict) -> Optional[dict]:
     largest = model.largest(m["capacity_bytes"]) if m.get("capacity_bytes") else None
     return {**model.to_dict(), "headroom": HEADROOM, "largest_batch": largest,
             "largest_batch_peak_bytes": model.peak(largest) if largest else None}
+
+
+def feed_model(m: dict) -> Optional[dict]:
+    """Peak against the bytes fed per step, where they vary more than the batch size does
+    (sequences of varying length): memory_model.fit over the feed points."""
+    feeds, batches = m.get("feed_points") or [], m.get("batch_points") or []
+    if len(feeds) <= max(len(batches), 1):
+        return None
+    model = fit(feeds, fixed_bytes(m), unit="feed byte")
+    return model.to_dict() if model else None
 
 
 def _steady(steps, steady):

@@ -95,3 +95,13 @@ def test_feed_points_keep_the_highest_peak_per_size_and_thin_evenly():
     many = [{"feed_bytes": i, "step_peak": i} for i in range(1, 201)]
     thinned = feed_points(many, most=5)
     assert len(thinned) == 5 and thinned[0] == [1, 1] and thinned[-1] == [200, 200]
+
+
+def test_summary_feed_model_only_when_bytes_fed_vary_more_than_the_batch():
+    from paddletune.summary_memory import feed_model
+    m = {"by_category_at_peak": {"parameters": MB}, "batch_points": [[32, 10 * MB]],
+         "feed_points": [[1000, 4 * MB], [2000, 5 * MB], [4000, 7 * MB]]}
+    f = feed_model(m)
+    assert f["unit"] == "feed byte" and f["how"] == "fit"
+    assert f["per_unit_bytes"] == pytest.approx(MB / 1000)
+    assert feed_model({**m, "feed_points": [[1000, 4 * MB]]}) is None

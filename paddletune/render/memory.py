@@ -28,6 +28,7 @@ def memory_section(profile, s):
             ("system allocs", _allocs(m)), ("fragmentation", _fragmentation(m)),
             ("GC / inplace", _settings(m)), ("host RSS", _rss(s)),
             ("batch sizes", _points(m)), ("batch model", _model(m.get("batch_model"))),
+            ("by bytes fed", _feed_model(m.get("feed_model"))),
             ("out of memory", _oom(m.get("oom")))]
     for label, value in rows:
         if value:
@@ -129,6 +130,13 @@ def _model(b) -> str:
                else "")
     return (f"step peak ≈ {nbytes(b['fixed_bytes'])} + {nbytes(b['per_unit_bytes'])} per "
             f"sample ({how}){largest}")
+
+
+def _feed_model(f) -> str:
+    if not f:
+        return ""
+    return (f"step peak ≈ {nbytes(f['fixed_bytes'])} + {f['per_unit_bytes']:.2f} bytes per "
+            f"byte fed ({len(f['points'])} sizes fed; the sequence lengths vary)")
 
 
 def _oom(o) -> str:
