@@ -19,13 +19,15 @@ from typing import Dict, Iterable, Optional, Sequence, Tuple
 
 HEADROOM = 0.10  # share of the capacity a recommended batch leaves free
 MIN_SPREAD = 1.2  # a fit needs the largest x at least this much above the smallest
+TOP = 8  # largest live temporaries reported at the peak
 FLAT = 1.05  # a peak within this factor of the lowest one does not grow with x (yet)
 
 
 def simulate(trace: dict, gc: bool, inplace: bool) -> dict:
-    """{"step_peak", "phase_peaks" {tag: bytes}} the traced step would reach with `gc`
-    (FLAGS_eager_delete_tensor_gb=0 when True, GC off when False) and `inplace`
-    (BuildStrategy.enable_inplace)."""
+    """{"step_peak", "phase_peaks" {tag: bytes}, "peak_op" {index, type}, "largest_live"
+    [[temporary, bytes], ...] (the TOP largest held when the peak was reached, after the peak
+    op's writes)} the traced step would reach with `gc` (FLAGS_eager_delete_tensor_gb=0 when
+    True, GC off when False) and `inplace` (BuildStrategy.enable_inplace)."""
     last_use = trace.get("last_value_use") or {}
     pairs = {int(k): {o: x for o, x in v} for k, v in
              (trace.get("inplace_candidates") or {}).items()}
@@ -33,7 +35,7 @@ def simulate(trace: dict, gc: bool, inplace: bool) -> dict:
     for name, index in last_use.items():
         frees_at.setdefault(int(index), []).append(name)
     measured, simulated = _Live(), _Live()
-    peak, phases = 0, {}
+    peak, phases, at_peak = 0, {}, ({}, None)
     for op in trace["ops"]:
         i = op["index"]
         granted_m = set(op.get("inplace") or ())
@@ -50,15 +52,22 @@ def simulate(trace: dict, gc: bool, inplace: bool) -> dict:
                 continue  # persistables, feeds and fetch targets: the same in both settings
             measured.write(o, nbytes, pairs.get(i, {}).get(o) if o in granted_m else None)
             simulated.write(o, nbytes, granted_t.get(o))
+        held = simulated.bytes.copy()  # after the op's writes, before its frees
         measured.drop(op.get("frees") or ())
         if gc:
             simulated.drop(frees_at.get(i, ()))
         after = op["after"] + simulated.total - measured.total
         top = max(op_peak, after)
+        if top > peak:
+            at_peak = (held, op)
         peak = max(peak, top)
         tag = op.get("tag") or "other"
         phases[tag] = max(phases.get(tag, 0), top)
-    return {"step_peak": int(peak), "phase_peaks": {k: int(v) for k, v in phases.items()}}
+    live, op = at_peak
+    largest = sorted(((n, b) for n, b in live.items() if b), key=lambda x: -x[1])[:TOP]
+    return {"step_peak": int(peak), "phase_peaks": {k: int(v) for k, v in phases.items()},
+            "peak_op": {"index": op["index"], "type": op["type"]} if op else None,
+            "largest_live": [[n, int(b)] for n, b in largest]}
 
 
 class _Live:

@@ -12,7 +12,7 @@ ops' memory categories: forward = activations, backward = gradients, optimizer =
 
 from typing import Optional, Sequence
 
-from .memory_model import HEADROOM, fit, fixed_bytes
+from .memory_model import HEADROOM, fit, fixed_bytes, simulate
 
 PHASES = (("forward", "activations"), ("backward", "gradients"), ("optimizer", "optimizer"))
 MAX_FEED_POINTS = 64
@@ -54,9 +54,10 @@ def memory_figures(profile, steady: Sequence[dict], cycle_s: Optional[float]) ->
             "inplace": _first(result.get("inplace"), last_oom.get("inplace")),
             "oom": _oom(ooms[-1]) if ooms else None, "ooms": len(ooms),
             "batch_points": batch_points(steps), "feed_points": feed_points(steps),
-            "batch_model": None, "feed_model": None,
+            "at_step_peak": None, "batch_model": None, "feed_model": None,
             "traced_programs": sorted(
                 {r.get("program") for r in records if r.get("what") == "trace"}, key=str)}
+    out["at_step_peak"] = at_step_peak(records, steady)
     out["batch_model"] = batch_model(out)
     out["feed_model"] = feed_model(out)
     return out
@@ -74,6 +75,20 @@ def batch_model(m: dict) -> Optional[dict]:
     largest = model.largest(m["capacity_bytes"]) if m.get("capacity_bytes") else None
     return {**model.to_dict(), "headroom": HEADROOM, "largest_batch": largest,
             "largest_batch_peak_bytes": model.peak(largest) if largest else None}
+
+
+def at_step_peak(records, steady) -> Optional[dict]:
+    """Where the traced step of the main program peaked: {"program", "step", "op" {index,
+    type}, "largest_live" [[temporary, bytes], ...]} (None without a trace)."""
+    programs = [s.get("program") for s in steady]
+    traces = [r for r in records if r.get("what") == "trace"]
+    trace = next((r for r in traces if r.get("program") in programs[:1]), None) or \
+        (traces[0] if traces else None)
+    if trace is None:
+        return None
+    replay = simulate(trace, trace["gc"], trace["inplace"])
+    return {"program": trace["program"], "step": trace["step"], "op": replay["peak_op"],
+            "largest_live": replay["largest_live"]}
 
 
 def feed_model(m: dict) -> Optional[dict]:

@@ -25,6 +25,7 @@ def memory_section(profile, s):
                         "peak allocated", _peak(m, "allocated"))
     rows = [("peak reserved", _reserved(m)), ("at the peak", _categories(m)),
             ("phase peaks", _phases(m)), ("step peak", _step_peak(m)),
+            ("held at peak", _held(m.get("at_step_peak"))),
             ("system allocs", _allocs(m)), ("fragmentation", _fragmentation(m)),
             ("GC / inplace", _settings(m)), ("host RSS", _rss(s)),
             ("batch sizes", _points(m)), ("batch model", _model(m.get("batch_model"))),
@@ -78,6 +79,14 @@ def _step_peak(m) -> str:
         return ""
     scope = "steady steps" if m.get("scope") == "steady" else "all steps"
     return f"{nbytes(n)} at most within one step ({m.get('steps')} {scope})"
+
+
+def _held(p) -> str:
+    if not p or not p.get("op"):
+        return ""
+    live = ", ".join(f"{name} {nbytes(n)}" for name, n in p["largest_live"][:4])
+    return (f"during op {p['op']['type']} (#{p['op']['index']}) of the traced step: "
+            + (f"largest temporaries {live}" if live else "no temporaries"))
 
 
 def _allocs(m) -> str:
