@@ -36,6 +36,15 @@ EXEC_STRATEGY = ("exec_strategy = fluid.ExecutionStrategy()\n"
                  "    loss_name=loss.name, exec_strategy=exec_strategy)")
 
 
+def build_strategy_change(settings: List[str]) -> str:
+    """The code lines setting BuildStrategy fields ("field = value") on a data-parallel
+    CompiledProgram."""
+    return "\n".join(["build_strategy = fluid.BuildStrategy()"]
+                     + [f"build_strategy.{line}" for line in settings]
+                     + ["compiled = fluid.CompiledProgram(main_program).with_data_parallel(",
+                        "    loss_name=loss.name, build_strategy=build_strategy)"])
+
+
 def parallel_summary(profile) -> Optional[dict]:
     p = profile.summary.get("parallel")
     return p if p and enough_steps(profile) else None
@@ -80,10 +89,7 @@ def parallel_fusions(profile) -> Optional[Advice]:
                   + f". Each op costs the scheduler {per_op * 1e6:.1f} µs besides its kernel"
                   + (f"; these ops take {share:.1%} of the op time" if share is not None
                      else "") + "."),
-        change="\n".join(["build_strategy = fluid.BuildStrategy()"]
-                         + [f"build_strategy.{flag} = True" for flag, *_ in found]
-                         + ["compiled = fluid.CompiledProgram(main_program).with_data_parallel("
-                            "\n    loss_name=loss.name, build_strategy=build_strategy)"]),
+        change=build_strategy_change([f"{flag} = True" for flag, *_ in found]),
         expected_gain=(f"{p['ops_per_step']:.0f} -> ~{p['ops_per_step'] - saved:.0f} ops per "
                        f"step (about {saved * per_op * 1e3:.2f} ms of scheduling less per "
                        f"step, and fewer kernel launches)"),

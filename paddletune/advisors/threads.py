@@ -7,7 +7,7 @@ from .base import Advice, rule
 from .facts import (BLAS_FAMILIES, OPTIMIZER_NAMES, blas_family,  # noqa: F401
                     concurrent_executors, cpu_facts, enough_steps, main_ops, op_types_share,
                     sample_mean)
-from .parallel import parallel_summary
+from .parallel import build_strategy_change, parallel_summary
 
 STEAL_PERCENT = 10.0  # mean steal at or above this: the VM shares its cores (medium)
 HIGH_STEAL_PERCENT = 25.0  # ... and at or above this: high
@@ -168,11 +168,8 @@ def reduce_strategy(profile) -> Optional[Advice]:
         evidence=(f"under AllReduce each of the {places} places runs every parameter's "
                   f"{'/'.join(kinds)} update: {share:.1%} of the op time. Reduce updates each "
                   f"parameter on one place and broadcasts it."),
-        change="\n".join([
-            "build_strategy = fluid.BuildStrategy()",
-            "build_strategy.reduce_strategy = fluid.BuildStrategy.ReduceStrategy.Reduce",
-            "compiled = fluid.CompiledProgram(main_program).with_data_parallel(",
-            "    loss_name=loss.name, build_strategy=build_strategy)"]),
+        change=build_strategy_change(
+            ["reduce_strategy = fluid.BuildStrategy.ReduceStrategy.Reduce"]),
         expected_gain=(f"up to {saved:.1%} of the op time less (the updates' "
                        f"{1 - 1 / places:.0%}), minus the broadcasts"),
         figures={"places": places, "optimizer_share": share, "optimizer_ops": kinds,
