@@ -21,6 +21,7 @@ from .framework import (Operator, Parameter, Program, Variable, default_main_pro
                         default_startup_program, in_dygraph_mode, name_scope, program_guard)
 from .layers.io import data
 from .layers.nn import embedding_v2 as embedding
+from .parallel import ParallelExecutor
 from .param_attr import ParamAttr, WeightNormParamAttr
 from .place import (CPUPlace, CUDAPinnedPlace, CUDAPlace, cpu_places, cuda_pinned_places,
                     cuda_places)
@@ -37,5 +38,5 @@ __all__ = [
     "cuda_places", "cuda_pinned_places", "Scope", "global_scope", "scope_guard", "LoDTensor",
     "create_lod_tensor", "DataFeeder", "append_backward", "gradients", "set_flags",
     "get_flags", "FLAGS", "events", "is_compiled_with_cuda", "CompiledProgram",
-    "BuildStrategy", "ExecutionStrategy", "memory",
+    "BuildStrategy", "ExecutionStrategy", "memory", "ParallelExecutor",
 ]

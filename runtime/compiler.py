@@ -6,8 +6,10 @@ as in Paddle 1.6+) lets an op write its output into a dead input's buffer, and
 their buffers for later variables of the same size; FLAGS_memory_fraction_of_eager_deletion
 applies here, as it does to Paddle's ParallelExecutor only. Unlike Paddle 1.5, fetched
 variables never need `persistable=True`: fetch targets are never freed or reused, and a fetch
-is a copy. `with_data_parallel` over one place runs the program as is; data parallelism over
-several places (the SSA-graph ParallelExecutor) is not implemented yet and says so.
+is a copy. `with_data_parallel` (any number of places: CPU_NUM or places=) runs the program
+as Paddle's ParallelExecutor does (runtime/parallel: the feed split over the places, gradients
+combined by AllReduce or Reduce, ops scheduled on ExecutionStrategy.num_threads threads, local
+scopes dropped every num_iteration_per_drop_scope steps); without it, the single-place plan runs.
 """
 
 from .flags import FLAGS
@@ -76,19 +78,27 @@ class CompiledProgram:
         self._exec_strategy = None
         self._places = None
         self._loss_name = None
+        self._share_vars_from = None
+        self._engine = None
 
     def with_data_parallel(self, loss_name=None, build_strategy=None, exec_strategy=None,
                            share_vars_from=None, places=None):
+        """Run data-parallel over `places` (default: CPU_NUM CPU places), as Paddle 1.8."""
+        if build_strategy is not None and not isinstance(build_strategy, BuildStrategy):
+            raise TypeError("build_strategy must be a fluid.BuildStrategy")
+        if exec_strategy is not None and not isinstance(exec_strategy, ExecutionStrategy):
+            raise TypeError("exec_strategy must be a fluid.ExecutionStrategy")
+        if share_vars_from is not None and not isinstance(share_vars_from, CompiledProgram):
+            raise TypeError("share_vars_from must be a data-parallel fluid.CompiledProgram")
         if build_strategy is not None:
             self._build_strategy = build_strategy
         self._exec_strategy = exec_strategy or ExecutionStrategy()
-        self._loss_name = loss_name
+        self._loss_name = loss_name.name if hasattr(loss_name, "name") else loss_name
+        self._share_vars_from = share_vars_from
         self._places = list(places) if places is not None else cpu_places()
-        if len(self._places) > 1:
-            raise NotImplementedError(
-                f"data parallelism over {len(self._places)} places (CPU_NUM or places=) needs "
-                f"the ParallelExecutor, which this runtime does not have yet; run with "
-                f"CPU_NUM=1 (or places=[one place]) meanwhile")
+        if not self._places:
+            raise ValueError("with_data_parallel needs at least one place")
+        self._engine = None
         return self
 
     def _options(self):
@@ -98,8 +108,21 @@ class CompiledProgram:
         return (bool(bs.enable_inplace), FLAGS.get("memory_fraction_of_eager_deletion"),
                 memory_optimize)
 
+    def _data_parallel(self):
+        return self._places is not None
+
+    def _get_engine(self):
+        if self._engine is None:
+            from .parallel.engine import Engine
+            self._engine = Engine(self._program, self._places, self._build_strategy,
+                                  self._exec_strategy, self._loss_name)
+        return self._engine
+
     def _run_with_executor(self, executor, feed=None, fetch_list=None, scope=None,
-                           return_numpy=True):
+                           return_numpy=True, return_merged=True):
+        if self._data_parallel():
+            return self._get_engine().run(executor._id, feed, fetch_list, scope, return_numpy,
+                                          return_merged, self._options())
         if isinstance(feed, (list, tuple)) and len(feed) == 1:
             feed = feed[0]
         return executor._run_program(self._program, feed, fetch_list, scope, return_numpy,

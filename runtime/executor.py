@@ -58,7 +58,7 @@ class Executor:
         runner = getattr(program, "_run_with_executor", None)
         if runner is not None:  # CompiledProgram and friends
             return runner(self, feed=feed, fetch_list=fetch_list, scope=scope,
-                          return_numpy=return_numpy)
+                          return_numpy=return_numpy, return_merged=return_merged)
         if not isinstance(program, Program):
             raise TypeError(f"Executor.run expects a fluid.Program, got {type(program).__name__}")
         return self._run_program(program, feed, fetch_list, scope, return_numpy, _PLAIN)
@@ -98,6 +98,7 @@ class Executor:
         mem = self._compute(plan, env, step, scope, writes, batch)
         for slot, holder in writes:
             holder.value = env[slot]
+            holder.writes += 1
         t_compute = _perf()
         results = [_fetch(env[slot], return_numpy) for slot in plan.fetch_slots]
         if mem is not None and events.memory_step.subs:

@@ -8,11 +8,12 @@ from .tensor import LoDTensor, SelectedRows, _Holder
 class ScopeVar(_Holder):
     """A named value in a Scope."""
 
-    __slots__ = ("name",)
+    __slots__ = ("name", "writes")
 
     def __init__(self, name):
         super().__init__()
         self.name = name
+        self.writes = 0  # runs that wrote it (a ParallelExecutor refreshes its copies on change)
 
     def get_tensor(self):
         return LoDTensor(self)

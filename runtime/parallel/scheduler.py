@@ -1,0 +1,228 @@
+"""The threaded scheduler: a pool of daemon worker threads runs the SSA graph's ready nodes.
+
+One Condition guards the step's state (pending dependency counts, the ready queue, the GC
+counters); kernels run outside it, so NumPy's GIL-free kernels of independent ops overlap. A
+worker finishing a node releases its dependants and takes the next ready node in the same
+critical section. The first failing node cancels the step: nothing new starts, running nodes
+finish, and the caller re-raises. Workers never outlive their pool: `close()` (also called by
+the owner's finalizer) stops and joins them.
+"""
+
+import collections
+import threading
+import time
+import weakref
+
+from ..memory import numpy_hook
+from ..plan import ShapeOnly, shape_only
+
+_perf = time.perf_counter
+
+
+class StepState:
+    """One step's bookkeeping (created by the engine, consumed by the workers)."""
+
+    def __init__(self, graph, envs, value_count, any_count, garbage, timed, pool, run_node):
+        self.graph, self.envs, self.n_slots = graph, envs, graph.n_slots
+        self.pending = list(graph.n_deps)
+        self.ready = collections.deque(graph.roots)
+        self.remaining = len(graph.nodes)
+        self.inflight = 0
+        self.value_count, self.any_count = value_count, any_count
+        self.garbage, self.timed, self.pool, self.run_node = garbage, timed, pool, run_node
+        self.error = None
+        self.done = threading.Event()
+        self.t0 = _perf()
+        # figures (filled only when timed)
+        self.busy = None
+        self.sched_s = 0.0
+        self.ready_samples = 0
+        self.ready_sum = 0
+        self.ready_max = 0
+        self.op_s = 0.0
+        self.combine_s = 0.0
+        self.place_end = None
+        self.ops_run = 0
+
+
+class WorkerPool:
+    """num_threads daemon workers executing StepStates one at a time."""
+
+    def __init__(self, num_threads, name="pe"):
+        self.num_threads = num_threads
+        self._cond = threading.Condition(threading.Lock())
+        self._state = None
+        self._shutdown = False
+        self._threads = []
+        for i in range(num_threads):
+            t = threading.Thread(target=_worker, args=(weakref.ref(self), self._cond, i),
+                                 name=f"{name}-worker-{i}", daemon=True)
+            self._threads.append(t)
+        for t in self._threads:
+            t.start()
+
+    @property
+    def alive(self):
+        return not self._shutdown and all(t.is_alive() for t in self._threads)
+
+    def run(self, state):
+        """Run the step to completion (or its first error); returns the state."""
+        with self._cond:
+            self._state = state
+            if not state.ready and state.remaining == 0:
+                state.done.set()
+            self._cond.notify(min(len(state.ready), self.num_threads) or 1)
+        try:
+            while not state.done.wait(0.05):
+                if not self.alive:
+                    raise RuntimeError("the ParallelExecutor's worker threads died")
+        except BaseException:  # Ctrl-C or a dead pool: cancel and let running ops finish
+            with self._cond:
+                state.ready.clear()
+                if state.error is None:
+                    state.error = (None, KeyboardInterrupt())
+                if state.inflight == 0:
+                    state.done.set()
+            state.done.wait(5.0)
+            raise
+        finally:
+            with self._cond:
+                self._state = None
+        return state
+
+    def close(self):
+        with self._cond:
+            self._shutdown = True
+            self._cond.notify_all()
+        me = threading.current_thread()
+        for t in self._threads:
+            if t is not me:
+                t.join(timeout=5.0)
+        self._threads = []
+
+
+def _worker(pool_ref, cond, index):
+    node_id, state, handler_pool, busy_t0, default_handler = None, None, None, 0.0, None
+    node = None
+    while True:
+        dead = None
+        with cond:
+            t_in = _perf()
+            if node_id is not None:
+                dead = _finish(state, node_id)
+                if state.timed:
+                    state.sched_s += _perf() - t_in
+                    t_in = _perf()
+                node_id = None
+            pool = pool_ref()
+            while True:
+                if pool is None or pool._shutdown:
+                    return
+                state = pool._state
+                if state is not None and state.ready and state.error is None:
+                    break
+                pool = state = node = None  # hold nothing (the engine) while idle
+                cond.wait()
+                t_in = _perf()
+                pool = pool_ref()
+            node_id = state.ready.popleft()
+            state.inflight += 1
+            if state.timed:
+                n = len(state.ready) + 1
+                state.ready_samples += 1
+                state.ready_sum += n
+                if n > state.ready_max:
+                    state.ready_max = n
+            if state.ready:
+                cond.notify(1)
+            if state.timed:
+                state.sched_s += _perf() - t_in
+            pool = None
+        del dead
+        if state.pool is not handler_pool:
+            if default_handler is None:
+                default_handler = numpy_hook._API[0 + 1]()
+            numpy_hook.set_handler(numpy_hook.handler_for(state.pool)
+                                   if state.pool is not None else default_handler)
+            handler_pool = state.pool
+        node = state.graph.nodes[node_id]
+        try:
+            if state.timed:
+                busy_t0 = _perf()
+                state.run_node(node, state)
+                dt = _perf() - busy_t0
+                state.busy[index] += dt
+                state.op_s += dt
+                if node.combine:
+                    state.combine_s += dt
+                end = _perf() - state.t0
+                if node.place >= 0:
+                    if end > state.place_end[node.place]:
+                        state.place_end[node.place] = end
+                else:
+                    for p in range(len(state.place_end)):
+                        if end > state.place_end[p]:
+                            state.place_end[p] = end
+            else:
+                state.run_node(node, state)
+        except BaseException as err:  # noqa: B902  (reported to the caller, never lost)
+            with cond:
+                state.inflight -= 1
+                if state.error is None:
+                    state.error = (node, err)
+                state.ready.clear()
+                if state.inflight == 0:
+                    state.done.set()
+            err = None
+            node_id = None
+
+
+def _finish(state, node_id):
+    """Under the lock: release dependants, apply GC, count the node done. Returns what GC
+    dropped (to be released outside the lock)."""
+    graph = state.graph
+    node = graph.nodes[node_id]
+    pending, ready = state.pending, state.ready
+    for d in node.dependents:
+        left = pending[d] - 1
+        pending[d] = left
+        if left == 0:
+            ready.append(d)
+    dead = None
+    if state.value_count is not None and (node.value_uses or node.shape_uses):
+        dead = _collect(state, node)
+    state.inflight -= 1
+    state.remaining -= 1
+    state.ops_run += 1
+    if state.remaining == 0 or (state.error is not None and state.inflight == 0):
+        state.done.set()
+    return dead
+
+
+def _collect(state, node):
+    vc, ac, n_slots, envs = state.value_count, state.any_count, state.n_slots, state.envs
+    dead = []
+    for idx in node.value_uses:
+        vc[idx] -= 1
+        ac[idx] -= 1
+    for idx in node.shape_uses:
+        ac[idx] -= 1
+    for idx in node.value_uses + node.shape_uses:
+        if ac[idx] == 0:
+            p, s = divmod(idx, n_slots)
+            env = envs[p]
+            if env[s] is not None:
+                dead.append(env[s])
+                env[s] = None
+            ac[idx] = -1  # done
+        elif vc[idx] == 0 and ac[idx] > 0:
+            p, s = divmod(idx, n_slots)
+            env = envs[p]
+            value = env[s]
+            if value is not None and type(value) is not ShapeOnly:
+                dead.append(value)
+                env[s] = shape_only(value)
+    if state.garbage is not None and dead:
+        state.garbage.hold(dead)
+        return None
+    return dead
