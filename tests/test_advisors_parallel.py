@@ -14,10 +14,11 @@ MB = 1 << 20
 def mlp_program(n_layers=3, optimizer="momentum"):
     ops, params = [], []
     for i in range(n_layers):
-        ops += [("mul", {"X": [f"h{i}"], "Y": [f"w{i}"]}, {"Out": [f"m{i}"]}),
-                ("elementwise_add", {"X": [f"m{i}"], "Y": [f"b{i}"]}, {"Out": [f"a{i}"]}),
+        w, b = f"fc_{i}.w_0", f"fc_{i}.b_0"
+        ops += [("mul", {"X": [f"h{i}"], "Y": [w]}, {"Out": [f"m{i}"]}),
+                ("elementwise_add", {"X": [f"m{i}"], "Y": [b]}, {"Out": [f"a{i}"]}),
                 ("relu", {"X": [f"a{i}"]}, {"Out": [f"h{i + 1}"]})]
-        params += [f"w{i}", f"b{i}"]
+        params += [w, b]
     for p in params:
         ops.append((optimizer, {"Param": [p], "Grad": [f"{p}@GRAD"], "Velocity": [f"{p}_v"],
                                 "LearningRate": ["lr"]}, {"ParamOut": [p]}))
@@ -37,6 +38,12 @@ def test_one_thread_when_ops_run_one_at_a_time(tmp_path):
     assert a.id == "num-threads" and a.figures["suggested_threads"] == 1
     assert "exec_strategy.num_threads = 1" in a.change and a.severity == "medium"
     assert parallel.num_threads(make(tmp_path, threads=1, concurrency=1.0)) is None
+
+
+def test_fewer_threads_than_cores_when_there_are_more(tmp_path):
+    a = parallel.num_threads(make(tmp_path, threads=8, concurrency=1.9, sched_s=0.0001))
+    assert a.figures["suggested_threads"] == 2 and a.figures["usable_cores"] == 4
+    assert "num_threads = 2" in a.change
 
 
 def test_more_threads_when_ops_wait_with_every_thread_busy(tmp_path):
@@ -67,9 +74,9 @@ def test_fusions_count_the_ops_they_merge(tmp_path):
     a = parallel.parallel_fusions(make(tmp_path, places=2, ops=()))
     f = a.figures["fusions"]
     assert f["fuse_all_optimizer_ops"] == {"ops_now": 12, "ops_after": 2}  # 6 params x 2
-    assert f["fuse_all_reduce_ops"] == {"ops_now": 6, "ops_after": 1}
+    assert f["fuse_all_reduce_ops"] == {"ops_now": 6, "ops_after": 3}  # one per layer
     assert f["fuse_elewise_add_act_ops"] == {"ops_now": 24, "ops_after": 12}
-    assert a.figures["predicted_ops_per_step"] == 120 - 10 - 5 - 12
+    assert a.figures["predicted_ops_per_step"] == 120 - 10 - 3 - 12
     fused = {"fuse_all_optimizer_ops": 10, "fuse_all_reduce_ops": 5,
              "fuse_elewise_add_act_ops": 12}
     assert parallel.parallel_fusions(make(tmp_path, fused=fused)) is None

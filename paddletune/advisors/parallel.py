@@ -6,8 +6,9 @@ CompiledProgram or fluid.ParallelExecutor), from the scheduler probe's figures
   elementwise_add + activation pairs, each one op the scheduler dispatches: the fusion flags,
   with the op count after;
 - #11 num_threads: ops ran about one at a time although there were several threads (a small or
-  sequential model): 1 thread; or ops waited in the ready queue while every thread was busy:
-  more threads, at most the cores the BLAS threads leave;
+  sequential model): 1 thread; more threads than cores: as many as the ops overlapped, at most
+  the cores; or ops waited in the ready queue while every thread was busy: more threads, at
+  most the cores the BLAS threads leave;
 - #12 num_iteration_per_drop_scope: dropping the local scopes costs a visible share of the
   time: a larger value, with the share after and the memory held meanwhile;
 and the CPU part of #21, Reduce instead of AllReduce, in threads.py.
@@ -71,8 +72,13 @@ def parallel_fusions(profile) -> Optional[Advice]:
                       f"{len(updates)} {'/'.join(sorted(kinds))} updates"))
     grads = [n for op in updates for n in (op.get("inputs") or {}).get("Grad", [])]
     if "fuse_all_reduce_ops" not in fused and places > 1 and len(grads) >= MIN_FUSED_OPS:
-        found.append(("fuse_all_reduce_ops", len(grads), 1,
-                      f"{len(grads)} gradient {p['reduce'].lower()} ops"))
+        # one group per layer (the name before the first "."), the default grouping of
+        # FLAGS_fuse_parameter_memory_size / FLAGS_fuse_parameter_groups_size
+        layers = len({g.split(".", 1)[0] for g in grads})
+        if layers < len(grads):
+            found.append(("fuse_all_reduce_ops", len(grads), layers,
+                          f"{len(grads)} gradient {p['reduce'].lower()} ops in {layers} "
+                          f"layer(s)"))
     pairs = _add_act_pairs(ops)
     if "fuse_elewise_add_act_ops" not in fused and pairs >= MIN_FUSED_OPS // 2:
         found.append(("fuse_elewise_add_act_ops", 4 * pairs * places, 2 * pairs * places,
@@ -148,7 +154,20 @@ def num_threads(profile) -> Optional[Advice]:
                            f"{threads - 1} thread(s) fewer competing with BLAS for the cores"),
             figures={"threads": threads, "concurrency": conc, "ready_mean": ready,
                      "suggested_threads": 1, "sched_s_per_op": per_op})
-    cap = max(1, (cpu["cores"] or 1) // max(1, cpu["blas_threads"] or 1))
+    cores = cpu["cores"] or 1
+    if threads > cores:
+        fewer = min(cores, max(1, math.ceil(conc)))
+        return Advice(
+            id="num-threads", source=11, severity="low", confidence="medium",
+            title=f"{threads} threads on {cores} cores: use num_threads={fewer}",
+            evidence=(f"{seen}. More executor threads than the {cores} usable cores only "
+                      f"take turns on them (and each op's BLAS threads add to that)."),
+            change=EXEC_STRATEGY.format(field="num_threads", value=fewer),
+            expected_gain="fewer threads preempting one another: faster or equal (check "
+                          "with a second profile)",
+            figures={"threads": threads, "concurrency": conc, "ready_mean": ready,
+                     "suggested_threads": fewer, "usable_cores": cores})
+    cap = max(1, cores // max(1, cpu["blas_threads"] or 1))
     if ready >= WAITING and (p["thread_busy_mean"] or 0) >= BUSY and threads < cap:
         more = min(cap, threads + math.ceil(ready))
         return Advice(

@@ -1,0 +1,97 @@
+"""The ParallelExecutor advice (#10, #11, #12, Reduce) checked by running the change, in real
+subprocesses of `paddletune profile` on tests/pejob.py. What each change must move is checked
+where it is deterministic (ops per step, update ops per step, drops); step time only in the
+direction the advice predicts, with a slack that machine noise cannot cross (the best of two
+interleaved runs each)."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from paddletune.advisors import parallel, threads
+from paddletune.profile import load
+
+ROOT = Path(__file__).resolve().parents[1]
+JOB = ROOT / "tests" / "pejob.py"
+TIMEOUT_S = 300
+SLACK = 1.10  # "not slower": the changed setting's best p50 step within 10% of the old one
+
+
+def profile(tmp_path, name, args, ops=False, **flags):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLAGS_")}
+    env.update({f"FLAGS_{k}": str(v) for k, v in flags.items()})
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
+    env["OPENBLAS_NUM_THREADS"] = "1"
+    out = tmp_path / f"{name}.jsonl"
+    cmd = [sys.executable, "-m", "paddletune", "profile", "-q", "-o", str(out)]
+    done = subprocess.run(cmd + (["--ops"] if ops else []) + [str(JOB), "--", *args],
+                          cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=TIMEOUT_S)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return load(out)
+
+
+def best_p50(tmp_path, name, args, rounds=2):
+    return min(profile(tmp_path, f"{name}{i}", args).summary["cycle_s"]["p50"]
+               for i in range(rounds))
+
+
+def test_one_thread_for_a_sequential_model(tmp_path):
+    args = ["--places", "1", "--steps", "60"]
+    before = profile(tmp_path, "t4", args + ["--threads", "4"])
+    advice = parallel.num_threads(before)
+    assert advice is not None and advice.figures["suggested_threads"] == 1
+    assert before.summary["parallel"]["concurrency"] < parallel.SERIAL
+    after = profile(tmp_path, "t1", args + ["--threads", "1"])
+    assert after.summary["parallel"]["threads"] == 1 and parallel.num_threads(after) is None
+    slow = best_p50(tmp_path, "t4r", args + ["--threads", "4"])
+    fast = best_p50(tmp_path, "t1r", args + ["--threads", "1"])
+    assert fast <= SLACK * slow, (fast, slow)
+
+
+def test_drop_scope_every_step_then_the_suggested_value(tmp_path):
+    # GC off and no memory_optimize: the local scopes hold every temporary until a drop
+    args = ["--places", "2", "--threads", "2", "--steps", "60", "--keep-temporaries"]
+    before = profile(tmp_path, "d1", args + ["--drop", "1"], eager_delete_tensor_gb=-1)
+    drop = before.summary["parallel"]["drop"]
+    assert drop["every"] == 1 and drop["count"] == 60 and drop["variables_max"] > 20
+    advice = parallel.drop_scope_cost(before)
+    assert advice is not None, drop
+    n = advice.figures["suggested_every"]
+    assert n > 1 and advice.figures["held_bytes"] == drop["held_bytes_max"]
+    after = profile(tmp_path, "dn", args + ["--drop", str(n)], eager_delete_tensor_gb=-1)
+    d = after.summary["parallel"]["drop"]
+    assert d["every"] == n and d["count"] == 60 // n
+    assert d["share"] < drop["share"] / 2  # the drops' time falls with their number
+    assert d["held_bytes_max"] <= 1.5 * drop["held_bytes_max"]  # what it costs in memory
+
+
+def test_fusions_predict_the_op_count(tmp_path):
+    args = ["--places", "2", "--threads", "2", "--steps", "30", "--layers", "3"]
+    before = profile(tmp_path, "plain", args)
+    advice = parallel.parallel_fusions(before)
+    flags = sorted(advice.figures["fusions"])
+    assert "fuse_all_optimizer_ops" in flags and "fuse_all_reduce_ops" in flags
+    after = profile(tmp_path, "fused", args + ["--fuse", ",".join(flags)])
+    p = after.summary["parallel"]
+    assert sorted(p["fused"]) == flags
+    assert p["ops_per_step"] == advice.figures["predicted_ops_per_step"]
+    assert parallel.parallel_fusions(after) is None
+
+
+def test_reduce_runs_each_update_once(tmp_path):
+    args = ["--places", "2", "--threads", "2", "--steps", "30", "--model", "mlp"]
+    before = profile(tmp_path, "allreduce", args, ops=True)
+    advice = threads.reduce_strategy(before)
+    assert advice is not None and advice.figures["optimizer_ops"] == ["momentum"]
+    after = profile(tmp_path, "reduce", args + ["--reduce"], ops=True)
+
+    def updates(p):
+        row = next(r for r in p.summary["ops"]["by_type"] if r["type"] == "momentum")
+        return row["count"] / p.summary["ops"]["steps"], row["total_s"] / p.summary["ops"]["steps"]
+
+    (n0, t0), (n1, t1) = updates(before), updates(after)
+    assert n1 == n0 / 2  # each parameter updated on one place
+    assert t1 < t0  # half the update work
+    assert threads.reduce_strategy(after) is None
