@@ -157,14 +157,7 @@ class Executor:
         plan = self._plans.get(key)
         if plan is None:
             t0 = _perf()
-            block = program.global_block()
-            for name in feed:
-                if name not in block.vars:
-                    raise FeedError(f"feed target {name!r} is not a variable of the program"
-                                    f"{_suggest(name, block.vars)}")
-            for name in fetch_names:
-                if name not in block.vars:
-                    raise _unknown_fetch(block, name)
+            check_names(program.global_block(), feed, fetch_names)
             plan = Plan(program, sorted(feed), fetch_names, self.xp, self.place, gc, inplace,
                         gc_fraction)
             self._drop_stale_plans(program)
@@ -385,6 +378,18 @@ def _batch_size(plan, env):
         if value is not None and getattr(value, "ndim", 0) > 0:
             return int(value.shape[0])
     return None
+
+
+def check_names(block, feed, fetch_names):
+    """Every feed and fetch name is a variable of the block (else a FeedError/FetchError
+    suggesting the closest names)."""
+    for name in feed:
+        if name not in block.vars:
+            raise FeedError(f"feed target {name!r} is not a variable of the program"
+                            f"{_suggest(name, block.vars)}")
+    for name in fetch_names:
+        if name not in block.vars:
+            raise _unknown_fetch(block, name)
 
 
 def _unknown_fetch(block, name):

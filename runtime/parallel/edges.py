@@ -111,14 +111,6 @@ def _names(feed):
     return {(k.name if isinstance(k, Variable) else k): v for k, v in feed.items()}
 
 
-def _batch(plan, env):
-    for slot, _ in plan.feed_slots:
-        value = env[slot]
-        if value is not None and getattr(value, "ndim", 0) > 0:
-            return int(value.shape[0])
-    return None
-
-
 def _merge(results, fetch_names, return_numpy, return_merged):
     out = []
     for per_place in results:

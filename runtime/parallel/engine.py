@@ -18,15 +18,15 @@ import numpy as np
 from .. import events, memory
 from ..errors import FeedError, OpRuntimeError, UninitializedVariableError
 from ..exec_memory import Serving, retag_writes
-from ..executor import _check_feed, _failure, _fetch, _fetch_names, _nbytes, _run_op, _unknown_fetch
+from ..executor import (_batch_size, _check_feed, _failure, _fetch, _fetch_names, _nbytes,
+                        _run_op, check_names)
 from ..flags import FLAGS
-from ..framework import _suggest
 from ..memory.signals import DeferSignals
 from ..place import is_gpu
 from ..plan import Plan
 from ..scope import global_scope
 from .builder import build
-from .edges import _batch, _merge, check_blas_threads, default_num_threads, split_feed
+from .edges import _merge, check_blas_threads, default_num_threads, split_feed
 from .scheduler import StepState, WorkerPool
 
 _perf = time.perf_counter
@@ -134,7 +134,7 @@ class Engine:
                                                     t_begin))
         feed_bytes = self._feed(comp, feeds)
         self._load_persistables(comp, scope)
-        batch = sum(_batch(plans[0], env) or 0 for env in comp.envs) or None
+        batch = sum(_batch_size(plans[0], env) or 0 for env in comp.envs) or None
         t_feed = _perf()
         pool = memory.pool_for(self.places[0]) if not is_gpu(self.places[0]) else None
         if pool is not None:
@@ -248,14 +248,7 @@ class Engine:
         if comp is not None:
             return comp
         t0 = _perf()
-        block = program.global_block()
-        for name in feed:
-            if name not in block.vars:
-                raise FeedError(f"feed target {name!r} is not a variable of the program"
-                                f"{_suggest(name, block.vars)}")
-        for name in fetch_names:
-            if name not in block.vars:
-                raise _unknown_fetch(block, name)
+        check_names(program.global_block(), feed, fetch_names)
         plans = [Plan(program, sorted(feed), fetch_names, np, place, gc, inplace, gc_fraction)
                  for place in self.places]
         freeable = set()

@@ -109,7 +109,7 @@ def _worker(pool_ref, cond, index):
         with cond:
             t_in = _perf()
             if node_id is not None:
-                dead = _finish(state, node_id)
+                dead = _finish(state, node_id)  # freed by `del dead`, outside the lock
                 if state.timed:
                     state.sched_s += _perf() - t_in
                     t_in = _perf()
