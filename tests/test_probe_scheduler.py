@@ -78,6 +78,7 @@ def test_parallel_section(tmp_path):
     assert lines == [
         "Parallel: ParallelExecutor · 2 place(s) · 4 thread(s) · AllReduce",
         "threads busy  mean 28% of the step inside ops (per thread: 60% 40% 10% 0%)",
+        "cpu threads   4 executor x 1 BLAS = 4 on 2 usable cores (oversubscribed)",
         "concurrency   1.10 ops at a time on average (1.00 = one after another); ready queue "
         "mean 0.5, max 3",
         "scheduler     10.0 µs per op, 120 ops per step (12.0% of the step, thread time)",

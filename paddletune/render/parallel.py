@@ -9,14 +9,15 @@ from rich.table import Table
 from .fmt import NA, finite, label_table, ms, nbytes, pct
 
 
-def parallel_section(s) -> Optional[Table]:
+def parallel_section(profile, s) -> Optional[Table]:
     p = s.get("parallel")
     if not p:
         return None
     table = label_table(f"Parallel: ParallelExecutor · {p['places']} place(s) · "
                         f"{p['threads']} thread(s) · {p['reduce']}",
                         "threads busy", _busy(p))
-    rows = [("concurrency", _concurrency(p)), ("scheduler", _scheduler(p)),
+    rows = [("cpu threads", _cpu_threads(profile, p)),
+            ("concurrency", _concurrency(p)), ("scheduler", _scheduler(p)),
             ("combine", _combine(p)), ("stragglers", _stragglers(p)),
             ("drop scope", _drop(p.get("drop") or {})), ("fused", _fused(p.get("fused")))]
     for label, value in rows:
@@ -29,6 +30,20 @@ def _busy(p) -> str:
     per = " ".join(pct(b, 0) for b in p.get("thread_busy") or [] if finite(b))
     return (f"mean {pct(p.get('thread_busy_mean'), 0)} of the step inside ops"
             + (f" (per thread: {per})" if per else ""))
+
+
+def _cpu_threads(profile, p) -> str:
+    """Executor threads x BLAS threads against the usable cores."""
+    cpu, numpy = profile.env.get("cpu") or {}, profile.env.get("numpy") or {}
+    sampled = ((profile.summary.get("samples") or {}).get("system") or {}).get("blas_threads")
+    blas = int(sampled["last"]) if sampled else numpy.get("blas_threads")
+    cores = cpu.get("usable_cores") or cpu.get("logical_cores")
+    if not blas or not cores:
+        return ""
+    total = p["threads"] * blas
+    verdict = "oversubscribed" if total > cores else "fits"
+    return (f"{p['threads']} executor x {blas} BLAS = {total} on {cores} usable cores "
+            f"({verdict})")
 
 
 def _concurrency(p) -> str:

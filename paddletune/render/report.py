@@ -33,7 +33,7 @@ def render_report(profile, console: Console, top_ops: int = 10):
     s = profile.summary or {}
     sections = [_header(profile, s), _verdict(s), _no_steps(profile, s), _steps(s),
                 _breakdown(s), *reader_sections(profile, s), memory_section(profile, s),
-                parallel_section(s), *_ops(s, top_ops), _system(profile, s), _events(profile), _overhead(s), _hint(profile)]
+                parallel_section(profile, s), *_ops(s, top_ops), _system(profile, s), _events(profile), _overhead(s), _hint(profile)]
     for i, section in enumerate(x for x in sections if x is not None):
         if i:
             console.print()
