@@ -12,6 +12,7 @@ combined by AllReduce or Reduce, ops scheduled on ExecutionStrategy.num_threads 
 scopes dropped every num_iteration_per_drop_scope steps); without it, the single-place plan runs.
 """
 
+from . import overrides
 from .flags import FLAGS
 from .framework import Program
 from .place import cpu_places
@@ -80,6 +81,7 @@ class CompiledProgram:
         self._loss_name = None
         self._share_vars_from = None
         self._engine = None
+        self._overridden = False  # PADDLETUNE_OVERRIDES applied to the strategies
 
     def with_data_parallel(self, loss_name=None, build_strategy=None, exec_strategy=None,
                            share_vars_from=None, places=None):
@@ -99,6 +101,7 @@ class CompiledProgram:
         if not self._places:
             raise ValueError("with_data_parallel needs at least one place")
         self._engine = None
+        self._overridden = False
         return self
 
     def _options(self):
@@ -120,6 +123,9 @@ class CompiledProgram:
 
     def _run_with_executor(self, executor, feed=None, fetch_list=None, scope=None,
                            return_numpy=True, return_merged=True):
+        if not self._overridden:  # PADDLETUNE_OVERRIDES, once the strategies are final
+            overrides.apply_strategies(self._build_strategy, self._exec_strategy)
+            self._overridden = True
         if self._data_parallel():
             return self._get_engine().run(executor._id, feed, fetch_list, scope, return_numpy,
                                           return_merged, self._options())

@@ -48,7 +48,7 @@ import time
 import warnings
 import weakref
 
-from .. import events, memory
+from .. import events, memory, overrides
 from ..core import EOFException
 from ..errors import EnforceNotMet, add_note, reader_exit_error
 from ..flags import FLAGS
@@ -130,6 +130,7 @@ class GeneratorLoader:
         if not self._iterable:
             program._py_readers.append(self)
         _LIVE.add(self)
+        overrides.apply_reader(self)  # PADDLETUNE_OVERRIDES: capacity, workers, double buffer
 
     # --- configuration ---------------------------------------------------------------------------
     def set_sample_generator(self, reader, batch_size, drop_last=True, places=None):
@@ -155,6 +156,7 @@ class GeneratorLoader:
         self._source = source
         if places is not None:
             self._places = _as_places(places)
+        overrides.apply_reader(self)  # PADDLETUNE_OVERRIDES: a sample generator's batch_size
         return self
 
     # --- the queue ---------------------------------------------------------------------------------

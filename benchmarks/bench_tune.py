@@ -1,0 +1,152 @@
+"""`paddletune tune` against an exhaustive grid over the same space, on mis-configured jobs.
+
+For each job: the tuner runs (trials of S and 2S steps, its own stopping rule, a generous
+budget); then every combination of the same knobs' values is measured once at 2S steps (the
+tuner's longest trials); then the tuner's best and the grid's best are measured again,
+alternating, `--verify` times each, so the two are compared under the same conditions (and
+the grid's winner's luck in its one measurement does not count). Reported per job: the
+tuner's best as a share of the grid's best (target >= 95%) and the tuner's time as a share
+of the grid's (target <= 25%).
+
+Jobs (all deliberately mis-configured):
+  reader   tests/tunejob.py defaults: a reader thread and a 2-batch queue in front of a
+           producer slower than the step with bursts (best: 2 workers, capacity >= 16);
+           knobs num_workers x capacity x use_double_buffer x blas_threads x
+           FLAGS_eager_delete_tensor_gb (120 settings)
+  batch    tests/tunejob.py with a 4096-wide hidden layer under FLAGS_cpu_memory_limit_mb=10
+           at batch 16 with a thread reader: knobs batch_size x num_workers x capacity; the
+           grid's batch sizes are 8..256 (those that do not fit fail, as in the tuner)
+  pipeline examples/input_pipeline.py --reader loader: a Python-heavy (GIL-holding) reader
+           thread; knobs num_workers x capacity x blas_threads (30 settings)
+
+    python benchmarks/bench_tune.py                  # all jobs (several minutes)
+    python benchmarks/bench_tune.py --jobs reader --trial-steps 60 --keep /tmp/records
+
+Prints a table per job and one JSON line (the last line of output).
+"""
+
+import argparse
+import itertools
+import json
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from paddletune.tune import record as rec  # noqa: E402
+from paddletune.tune import space as sp  # noqa: E402
+from paddletune.tune.search import TuneOptions, Tuner  # noqa: E402
+from paddletune.tune.trials import TrialRunner  # noqa: E402
+
+JOBS = {
+    "reader": dict(script="tests/tunejob.py", args=[], env={}, keep_batch_size=True,
+                   specs=["only=num_workers,capacity,use_double_buffer,blas_threads,"
+                          "FLAGS_eager_delete_tensor_gb"], steps=100),
+    "batch": dict(script="tests/tunejob.py",
+                  args=["--hidden", "4096", "--in-dim", "8", "--burst-every", "0",
+                        "--batch-ms", "2"],
+                  env={"FLAGS_cpu_memory_limit_mb": "10"}, keep_batch_size=False,
+                  specs=["only=batch_size,num_workers,capacity", "capacity=2,16"],
+                  grid_batches=[8, 16, 32, 64, 128, 192, 256], max_batch_size=512, steps=40),
+    "pipeline": dict(script="examples/input_pipeline.py",
+                     args=["--reader", "loader", "--steps", "100000", "--log-every", "0"],
+                     env={}, keep_batch_size=True,
+                     specs=["only=num_workers,capacity,blas_threads"], steps=60),
+}
+
+
+def run_job(name, job, args, workdir):
+    env = {k: v for k, v in os.environ.items() if k != "PADDLETUNE_OVERRIDES"}
+    env.update(job["env"])
+    steps = args.trial_steps or job["steps"]
+    runner = TrialRunner(str(REPO / job["script"]), job["args"], workdir / name, env)
+    t0 = time.monotonic()
+    options = TuneOptions(budget_s=args.budget, trial_steps=steps,
+                          keep_batch_size=job["keep_batch_size"], specs=tuple(job["specs"]),
+                          max_batch_size=job.get("max_batch_size"))
+    tuner = Tuner(runner, options).run()
+    tune_s = time.monotonic() - t0
+    if args.keep:
+        rec.save(rec.build(tuner, {"script": job["script"], "args": job["args"]},
+                           vars(options)), Path(args.keep) / f"{name}.tune.json")
+    space = tuner.space
+    print(f"[{name}] tune: {len(tuner.trials)} trials in {tune_s:.0f} s, best "
+          f"{sp.label(tuner.incumbent)}", flush=True)
+    grid = grid_settings(space, job)
+    t0 = time.monotonic()
+    measured = []
+    for setting in grid:
+        trial = runner.run(setting, sp.to_env(setting, space), 2 * steps, 120, "grid",
+                           sp.label(setting))
+        measured.append(trial)
+    grid_s = time.monotonic() - t0
+    ok = [t for t in measured if t.ok and tuner.fits(t)]
+    grid_best = max(ok, key=lambda t: t.samples_per_s)
+    print(f"[{name}] grid: {len(grid)} settings in {grid_s:.0f} s, best "
+          f"{grid_best.label} ({grid_best.samples_per_s:,.0f} samples/s in its one trial)",
+          flush=True)
+    verify = {"tune": [], "grid": []}
+    for _ in range(args.verify):
+        for which, setting in (("tune", tuner.incumbent), ("grid", grid_best.setting)):
+            t = runner.run(setting, sp.to_env(setting, space), 2 * steps, 120, "verify",
+                           sp.label(setting))
+            if t.ok:
+                verify[which].append(t.samples_per_s)
+    tune_rate = sum(verify["tune"]) / len(verify["tune"])
+    grid_rate = sum(verify["grid"]) / len(verify["grid"])
+    base = tuner.first_baseline().samples_per_s
+    return {"job": name, "settings": len(grid), "tune_trials": len(tuner.trials),
+            "tune_s": tune_s, "grid_s": grid_s, "time_share": tune_s / grid_s,
+            "tune_best": tuner.incumbent, "grid_best": grid_best.setting,
+            "tune_samples_per_s": tune_rate, "grid_samples_per_s": grid_rate,
+            "of_grid_optimum": tune_rate / grid_rate, "baseline_samples_per_s": base,
+            "tune_speedup": (tuner.final or {}).get("speedup"),
+            "grid_failed": sum(1 for t in measured if not t.ok)}
+
+
+def grid_settings(space, job):
+    knobs = list(space.knobs.values())
+    values = []
+    for knob in knobs:
+        if knob.name == "batch_size":
+            values.append(job["grid_batches"])
+        else:
+            values.append(list(knob.values))
+    out = []
+    for combo in itertools.product(*values):
+        out.append(sp.merged({}, dict(zip([k.name for k in knobs], combo)), space))
+    return out
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", default=",".join(JOBS))
+    parser.add_argument("--trial-steps", type=int, default=None,
+                        help="the tuner's shortest trials (the grid uses twice as many)")
+    parser.add_argument("--budget", type=float, default=300.0, help="the tuner's budget, s")
+    parser.add_argument("--verify", type=int, default=3)
+    parser.add_argument("--keep", default=None,
+                        help="a directory for the tuning records (to inspect them after)")
+    args = parser.parse_args(argv)
+    results = []
+    with tempfile.TemporaryDirectory(prefix="bench-tune-") as tmp:
+        for name in args.jobs.split(","):
+            results.append(run_job(name, JOBS[name], args, Path(tmp)))
+    print()
+    print(f"{'job':<9} {'settings':>8} {'tune':>12} {'grid':>12} {'time':>6} "
+          f"{'tune best':>11} {'grid best':>11} {'of grid':>8}  tune's setting")
+    for r in results:
+        print(f"{r['job']:<9} {r['settings']:>8} {r['tune_trials']:>3} in {r['tune_s']:>4.0f} s "
+              f"{r['settings']:>3} in {r['grid_s']:>4.0f} s {r['time_share']:>6.0%} "
+              f"{r['tune_samples_per_s']:>11,.0f} {r['grid_samples_per_s']:>11,.0f} "
+              f"{r['of_grid_optimum']:>8.1%}  {sp.label(r['tune_best'])}")
+    print("targets: tune's best >= 95% of the grid's, in <= 25% of the grid's time")
+    print(json.dumps({"bench": "tune", "cores": os.cpu_count(), "results": results}))
+
+
+if __name__ == "__main__":
+    main()

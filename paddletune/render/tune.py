@@ -1,0 +1,135 @@
+"""The `paddletune tune` view: a progress line per trial while it runs, then (and for
+`paddletune report FILE.tune.json`) the ranked table, the winning setting as exports and
+code, and the speedup over the baseline."""
+
+from typing import Optional
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from .fmt import NA, duration, nbytes, num
+
+STATUS_STYLE = {"ok": "green", "oom": "red", "timeout": "red", "crashed": "red",
+                "no effect": "yellow", "no-steps": "yellow", "too full": "yellow"}
+MAX_ROWS = 25
+
+
+class TuneProgress:
+    """Live progress on `console` (stderr): one line as each trial ends."""
+
+    def __init__(self, console: Console):
+        self.console = console
+
+    def trial_started(self, tuner, label, phase, steps):
+        if self.console.is_terminal:
+            self.console.print(Text(f"  … {_clock(tuner)} {phase:<18} {label} ({steps} steps)",
+                                    style="dim"), end="\r", soft_wrap=True)
+
+    def trial_done(self, tuner, t):
+        base = tuner.first_baseline()
+        if t.ok:
+            gain = (f"  {t.samples_per_s / base.samples_per_s - 1:+.1%} vs baseline"
+                    if base is not None and base is not t else "")
+            what = f"{num(t.samples_per_s)} samples/s {_pm(t.samples_per_s, t.ci)}{gain}"
+        else:
+            what = f"{t.status}: {t.message or ''}"
+        if t.no_effect:
+            what = f"no effect ({'; '.join(t.no_effect)})"
+        line = Text(f"  #{t.index:<3} {_clock(tuner)} {t.phase:<18} {t.label}  ")
+        line.append(what, style=STATUS_STYLE.get("no effect" if t.no_effect else t.status,
+                                                 ""))
+        self.console.print(line, soft_wrap=True)
+
+    def space(self, tuner):
+        knobs = ", ".join(f"{k.name} {_values(k.values)}" for k in tuner.space.knobs.values())
+        self.console.print(Text(f"  space: {knobs or 'nothing to tune'}", style="dim"),
+                           soft_wrap=True)
+
+    def accepted(self, tuner, best, incumbent):
+        self.console.print(Text(f"  → new best: {best.label} ({num(best.samples_per_s)} vs "
+                                f"{num(incumbent.samples_per_s)} samples/s)", style="bold"),
+                           soft_wrap=True)
+
+
+def render_record(record: dict, console: Optional[Console] = None, rows: int = MAX_ROWS):
+    """The tuning record: header, ranked table, best setting, speedup, notes."""
+    console = console or Console()
+    command = record.get("command") or {}
+    argv = " ".join([command.get("script") or "?", *command.get("args", [])])
+    opts = record.get("options") or {}
+    console.print(Text(f"paddletune tune {argv}", style="bold"), soft_wrap=True)
+    console.print(f"{len(record.get('trials', []))} trials in "
+                  f"{duration(record.get('elapsed_s'))} (budget "
+                  f"{duration(opts.get('budget_s'))}, objective {opts.get('objective')}); "
+                  f"{record.get('stop_reason') or record.get('status')}", soft_wrap=True)
+    console.print(ranking_table(record, rows))
+    _best(record, console)
+    for note in record.get("notes") or []:
+        console.print(Text(f"note: {note}", style="dim"), soft_wrap=True)
+
+
+def ranking_table(record: dict, rows: int = MAX_ROWS) -> Table:
+    table = Table(title="Settings, best first", title_justify="left", show_edge=False,
+                  pad_edge=False)
+    for name, justify in (("#", "right"), ("samples/s", "right"), ("±", "right"),
+                          ("vs base", "right"), ("peak mem", "right"), ("status", "left"),
+                          ("setting", "left")):
+        table.add_column(name, justify=justify, overflow="fold",
+                         no_wrap=name != "setting")
+    ranking = record.get("ranking") or []
+    for rank, r in enumerate(ranking[:rows], 1):
+        status = r.get("status") or "?"
+        table.add_row(str(rank), num(r.get("samples_per_s")),
+                      _pm(r.get("samples_per_s"), r.get("ci")), _signed(r.get("vs_baseline")),
+                      nbytes(r.get("peak_bytes")), Text(status, style=STATUS_STYLE.get(status, "")),
+                      ("* " if r.get("best") else "") + (r.get("label") or ""))
+    if len(ranking) > rows:
+        table.add_row("", "", "", "", "", "", f"... {len(ranking) - rows} more")
+    return table
+
+
+def _best(record, console):
+    best = record.get("best") or {}
+    final = record.get("final")
+    if not best.get("setting"):
+        console.print(Text("Best: the job's own settings (nothing measured beat them outside "
+                           "the noise).", style="bold"), soft_wrap=True)
+    else:
+        console.print(Text(f"Best: {best.get('label')}", style="bold"), soft_wrap=True)
+        console.print("  as environment variables (no code change):")
+        for line in best.get("exports") or []:
+            console.print(f"    {line}", soft_wrap=True, highlight=False, markup=False)
+        console.print("  or in the script:")
+        for line in best.get("code") or []:
+            console.print(f"    {line}", soft_wrap=True, highlight=False, markup=False)
+    if final:
+        drift = final.get("drift")
+        drift_text = f"; the baseline drifted {drift:+.1%} since the start" if drift is not None \
+            else ""
+        console.print(Text(
+            f"Speedup: {final['speedup']:.2f}x ± {final['ci']:.2f} "
+            f"({num(final['baseline_samples_per_s'])} -> {num(final['best_samples_per_s'])} "
+            f"samples/s, {final['pairs']} interleaved pair(s) with the baseline re-measured"
+            f"{drift_text}); peak memory {nbytes(final.get('baseline_peak_bytes'))} -> "
+            f"{nbytes(final.get('peak_bytes'))}", style="bold"), soft_wrap=True)
+
+
+def _pm(value, ci) -> str:
+    if ci is None or not value:
+        return NA
+    return f"±{ci / value:.1%}"
+
+
+def _signed(share) -> str:
+    return f"{share:+.1%}" if isinstance(share, (int, float)) else NA
+
+
+def _clock(tuner) -> str:
+    s = int(tuner.elapsed_s())
+    return f"{s // 60}:{s % 60:02d}"
+
+
+def _values(values) -> str:
+    return "{" + ",".join(str(v).lower() if isinstance(v, bool) else str(v)
+                          for v in values) + "}"

@@ -1,0 +1,61 @@
+"""`paddletune tune`: closed-loop tuning of a training job's settings by measured trials.
+
+space.py (knobs, settings as env vars and code), trials.py (one trial: a `paddletune profile`
+subprocess and its throughput with a confidence interval), proposals.py (advice -> settings),
+search.py (the search), record.py (the tuning record). `tune(...)` ties them together; the
+CLI and render/tune.py only parse options and draw.
+"""
+
+import os
+import sys
+from pathlib import Path
+from typing import Optional
+
+from . import record as rec
+from .search import TuneError, TuneOptions, Tuner
+from .space import SpaceError
+from .trials import TrialRunner
+
+__all__ = ["TuneError", "TuneOptions", "Tuner", "SpaceError", "tune", "parse_duration"]
+
+
+def tune(script, args, options: TuneOptions, out: Optional[str] = None, progress=None,
+         module=False, env=None):
+    """Tune `script`; returns (tuner, record path). The record is saved after every trial."""
+    path = Path(out) if out else rec.default_path(script)
+    path = path.resolve()
+    workdir = path.with_name(path.name[:-len(rec.SUFFIX)] + ".trials"
+                             if path.name.endswith(rec.SUFFIX) else path.name + ".trials")
+    base_env = dict(os.environ if env is None else env)
+    dropped = base_env.pop("PADDLETUNE_OVERRIDES", None)
+    runner = TrialRunner(script, args, workdir, base_env, module=module)
+    command = {"script": script, "args": list(args), "module": module,
+               "cwd": os.getcwd(), "python": sys.executable}
+    opts = {k: (list(v) if isinstance(v, tuple) else v) for k, v in vars(options).items()}
+
+    def save(tuner):
+        rec.save(rec.build(tuner, command, opts), path)
+
+    tuner = Tuner(runner, options, progress, on_trial=save)
+    if dropped:
+        tuner.notes.append(f"PADDLETUNE_OVERRIDES={dropped} was set in the environment; the "
+                           f"baseline and every trial ran without it")
+    try:
+        tuner.run()
+    finally:
+        save(tuner)
+    return tuner, path
+
+
+def parse_duration(text: str) -> float:
+    """'90' / '90s' / '5m' / '1.5h' -> seconds."""
+    raw = str(text).strip().lower()
+    factor = {"s": 1, "m": 60, "h": 3600}.get(raw[-1:], None)
+    number = raw[:-1] if factor else raw
+    try:
+        value = float(number) * (factor or 1)
+    except ValueError:
+        raise ValueError(f"--budget {text!r}: give a duration such as 90s, 5m or 1h") from None
+    if value <= 0:
+        raise ValueError(f"--budget {text!r} must be positive")
+    return value

@@ -1,0 +1,96 @@
+"""The batch sizes a tuning race tries: up to the largest batch that fits, found with the
+memory model and verified by trials.
+
+The summary's memory model (summary["memory"]["batch_model"], paddletune/memory_model.py)
+predicts the largest batch leaving HEADROOM of the capacity free; a trial verifies it. After
+each verification trial the (batch, peak) points measured so far are fitted with a line and
+the next guess is kept between the largest batch that fitted and the smallest that did not
+(out of memory, or too full); bisection when the line says nothing usable. The ladder is then
+half the job's batch, its doublings, and that largest batch.
+"""
+
+from typing import List, Optional
+
+from ..memory_model import HEADROOM
+from . import space as sp
+
+MAX_BATCH_PROBES = 4  # trials to find the largest batch that fits
+CLOSE_ENOUGH = 0.05  # a guess within 5% of a batch known to fit is not worth a trial
+
+
+def batch_ladder(tuner) -> List[int]:
+    """The batch sizes to race against the job's own: the --space values when given, else
+    own/2, own x 2^k and the verified largest."""
+    knob = tuner.space.knobs["batch_size"]
+    own = knob.current
+    if knob.why == "from --space":
+        return [v for v in knob.values if v != own]
+    top = largest_batch(tuner, own)
+    ladder = sorted({own // 2, *doublings(own, top), top} - {0, own}) if top else []
+    if own >= 2 and own // 2 not in ladder:
+        ladder.insert(0, own // 2)
+    return ladder
+
+
+def largest_batch(tuner, own) -> Optional[int]:
+    """The largest batch (at most the cap) verified to run within the memory headroom, or
+    None when nothing above `own` does."""
+    cap = tuner.options.max_batch_size or own * sp.DEFAULT_MAX_BATCH_FACTOR
+    latest = tuner.latest(tuner.incumbent)
+    largest = ((latest.batch_model if latest else None) or {}).get("largest_batch")
+    guess = min(largest, cap) if largest else cap
+    tuner.notes.append(f"memory model: largest batch with {HEADROOM:.0%} headroom "
+                       f"{largest if largest else 'unknown'} (cap {cap})")
+    good, bad = own, None
+    points = [(own, latest.peak_bytes)] if latest and latest.peak_bytes else []
+    capacity = latest.capacity_bytes if latest else None
+    for _ in range(MAX_BATCH_PROBES):
+        if guess is None or guess <= good or (bad is not None and guess >= bad):
+            break
+        setting = sp.merged(tuner.incumbent, {"batch_size": guess}, tuner.space)
+        t = tuner.trial(setting, tuner.steps0, "batch:verify", scale=guess / own)
+        if t.ok and tuner.fits(t):
+            good = guess
+            points.append((guess, t.peak_bytes))
+        else:
+            bad = guess
+            tuner.failed[sp.key(setting)] = t.status if not t.ok else "too full"
+        guess = next_batch(points, capacity, good, bad, cap)
+    return good if good > own else None
+
+
+def next_batch(points, capacity, good, bad, cap) -> Optional[int]:
+    """The next batch to verify: the fitted line's largest safe batch, kept strictly
+    between `good` (fitted) and `bad` (did not; None: none yet) and at most `cap`; the
+    midpoint when the line says nothing usable; None when the gap is too small."""
+    upper = min(bad if bad is not None else cap + 1, cap + 1)
+    if upper - good <= max(1, CLOSE_ENOUGH * good):
+        return None
+    guess = line_largest([p for p in points if p[1]], capacity) if capacity else None
+    if guess is None or not good < guess < upper:
+        guess = (good + upper) // 2 if bad is not None else min(cap, good * 2)
+    if guess - good <= CLOSE_ENOUGH * good:
+        return None
+    return guess if good < guess < upper else None
+
+
+def line_largest(points, capacity) -> Optional[int]:
+    """The largest batch whose peak, on the least-squares line through the measured (batch,
+    peak) points, leaves HEADROOM of `capacity` free; None without two distinct batches."""
+    xs = [x for x, _ in points]
+    if len(set(xs)) < 2:
+        return None
+    n = len(points)
+    mx, mp = sum(xs) / n, sum(p for _, p in points) / n
+    slope = sum((x - mx) * (p - mp) for x, p in points) / sum((x - mx) ** 2 for x in xs)
+    if slope <= 0:
+        return None
+    return int(((1 - HEADROOM) * capacity - (mp - slope * mx)) // slope)
+
+
+def doublings(own, top) -> List[int]:
+    out, b = [], own * 2
+    while b < top:
+        out.append(b)
+        b *= 2
+    return out

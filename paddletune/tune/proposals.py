@@ -1,0 +1,52 @@
+"""The advisors' advice as settings to try first: they know where the bottleneck is.
+
+`proposals(advices, space)` maps each advice whose change is a knob of the space to a partial
+setting ({knob: value}); advice that needs a code change (e.g. a DataLoader for a synchronous
+loop) is returned as a note instead.
+"""
+
+from typing import List, Tuple
+
+CODE_ONLY = {"input-bound": "move the data preparation into a DataLoader (code change)",
+             "unfused-softmax-cross-entropy": "use softmax_with_cross_entropy (code change)",
+             "large-fetch": "fetch less often (code change)",
+             "optimizer-memory": "a lighter optimizer (code change)"}
+
+
+def proposals(advices, space) -> Tuple[List[Tuple[str, dict]], List[str]]:
+    """([(advice id, {knob: value})...], [notes on advice tune cannot apply])."""
+    found, notes = [], []
+    for advice in advices:
+        change = _change(advice.id, advice.figures or {})
+        change = {k: v for k, v in change.items() if k in space.knobs and v is not None}
+        if change:
+            found.append((advice.id, change))
+        elif advice.id in CODE_ONLY:
+            notes.append(f"advice {advice.id}: {CODE_ONLY[advice.id]}; not tried")
+    return found, notes
+
+
+def _change(advice_id, f) -> dict:
+    if advice_id == "reader-starved":
+        out = {"num_workers": f.get("workers"), "capacity": f.get("suggested_capacity")}
+        blas, cores, workers = f.get("blas_threads"), f.get("cores"), f.get("workers") or 0
+        if blas and blas >= 2 and cores and workers + blas > cores:  # as the advice's note
+            out["blas_threads"] = max(1, int(cores) - max(workers, 1))
+        return out
+    if advice_id == "double-buffer-off":
+        return {"use_double_buffer": True}
+    if advice_id == "num-threads":
+        return {"num_threads": f.get("suggested_threads")}
+    if advice_id == "drop-scope":
+        return {"num_iteration_per_drop_scope": f.get("suggested_every")}
+    if advice_id == "parallel-fusions":
+        return {name: True for name in (f.get("fusions") or {})}
+    if advice_id in ("cpu-oversubscribed", "cpu-underused", "cpu-steal"):
+        return {"blas_threads": f.get("suggested_blas_threads")}
+    if advice_id == "gc-off":
+        return {"FLAGS_eager_delete_tensor_gb": 0.0}
+    if advice_id == "underlying-allocations":
+        return {"FLAGS_allocator_strategy": "auto_growth"}
+    if advice_id == "batch-size-memory":
+        return {"batch_size": f.get("largest_safe_batch")}
+    return {}

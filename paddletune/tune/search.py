@@ -1,0 +1,420 @@
+"""The search behind `paddletune tune`: advice first, then the batch size, then one knob at a
+time, each choice a race by successive halving; a gain counts only outside the noise.
+
+1. Baseline: the job as it is (a trial with no setting), three times: their spread is the
+   first estimate of the noise. Its profile gives the space and the advisors' advice.
+2. Races. A race pits challengers (settings) against the incumbent (the best setting so far):
+   rung 0 runs each for `steps` steps, later rungs the better half (at least one) for twice
+   as many, and the incumbent runs again in every rung, so the decision compares trials
+   taken moments apart (machine drift cancels). At the last rung the best challenger (its
+   step-weighted mean over the race) replaces the incumbent when its gain clears `min_gain`
+   and Z standard errors. A trial's error is the spread between repeated trials of a setting
+   (pooled over settings, scaled by 1/sqrt(steps)), else its own batch-means interval.
+   A challenger clearly worse at a rung leaves the race early; one that crashes, hangs or
+   runs out of memory is recorded and never tried again; one whose override no code applied
+   (e.g. strategies without a CompiledProgram) is "no effect", and its section is skipped.
+3. Order: the advisors' proposals (each, and all together); the batch size (the memory
+   model's largest safe batch, verified by a trial, then a ladder of sizes up to it);
+   then each knob in turn, for up to `max_rounds` rounds, ending early when a round changes
+   nothing (the remaining gains are inside the noise).
+4. Final: baseline and best alternate for `final_pairs` pairs at the longest trial length;
+   their ratio is the speedup reported (and the baseline's drift since the start).
+The budget is wall-clock: a trial that would not finish in what is left is not started.
+"""
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Callable, List, Optional
+
+from ..memory_model import HEADROOM
+from ..profile import load
+from . import space as sp
+from .batch import batch_ladder
+from .proposals import proposals
+from .trials import Trial
+
+LR_NOTE = ("Batch size changes the optimisation, not only the speed: scale the learning rate "
+           "with it (linear scaling: lr x new/old, with a warm-up) and check convergence; "
+           "--keep-batch-size leaves it alone.")
+DEFAULT_CI_SHARE = 0.05  # a trial without an interval counts as +-5%
+MIN_DOF = 2  # repeats needed before their spread is the noise
+MIN_SD = 0.005  # a trial's relative error is never taken below 0.5%
+BASELINE_REPEATS = 3  # the baseline's first measurements: the first estimate of the noise
+Z = 2.0  # standard errors a gain must clear (about 95%)
+
+
+class TuneError(Exception):
+    """The tuning cannot start (the baseline run failed)."""
+
+
+class BudgetSpent(Exception):
+    """The next trial would not finish within the budget."""
+
+
+@dataclass
+class TuneOptions:
+    budget_s: float = 300.0
+    objective: str = "throughput"  # throughput | memory
+    floor: float = 0.95  # memory objective: keep at least this share of the baseline samples/s
+    trial_steps: Optional[int] = None  # rung-0 steps [default: about 1.5 s of steps]
+    rungs: int = 2
+    trial_timeout_s: Optional[float] = None
+    max_batch_size: Optional[int] = None
+    keep_batch_size: bool = False
+    specs: tuple = ()
+    min_gain: float = 0.02
+    max_rounds: int = 2
+    final_pairs: int = 2
+
+
+class NullProgress:
+    def __getattr__(self, name):
+        return lambda *args, **kwargs: None
+
+
+class Tuner:
+    def __init__(self, runner, options: TuneOptions, progress=None,
+                 on_trial: Optional[Callable] = None):
+        self.runner, self.options = runner, options
+        self.progress = progress or NullProgress()
+        self.on_trial = on_trial or (lambda tuner: None)
+        self.trials: List[Trial] = []
+        self.space: Optional[sp.Space] = None
+        self.incumbent: dict = {}
+        self.notes: List[str] = []
+        self.failed = {}  # setting key -> status
+        self.dead_sections = set()
+        self.status = "running"
+        self.stop_reason = None
+        self.final = None  # {"baseline": [...], "best": [...], "speedup", "ci", "drift"}
+        self.t0 = time.monotonic()
+        self.steps0 = options.trial_steps or 40
+        self.per_step_s = None
+        self.overhead_s = 2.0
+        self.load_profile = load  # seams for tests: the baseline's profile and its advice
+        self.advise = _advise
+
+    # --- the whole search --------------------------------------------------------------------
+    def run(self):
+        try:
+            baseline = self.trial({}, self.steps0, "baseline", check_budget=False)
+            if not baseline.ok:
+                raise TuneError(f"the baseline run failed ({baseline.status}): "
+                                f"{baseline.message}; see {baseline.log}")
+            self._calibrate(baseline)
+            for _ in range(BASELINE_REPEATS - 1):  # its spread: the noise, from the start
+                self.trial({}, self.steps0, "baseline")
+            profile = self.load_profile(baseline.profile)
+            self.space = sp.build_space(profile, self.options.keep_batch_size,
+                                        self.options.max_batch_size, self.options.specs)
+            self.notes += self.space.notes
+            self.progress.space(self)
+            self._advice(profile)
+            if "batch_size" in self.space.knobs:
+                self._batch()
+            self._coordinates()
+            self.stop_reason = self.stop_reason or "converged"
+            self._final()
+            self.status = "complete"
+        except BudgetSpent:
+            self.status, self.stop_reason = "complete", "budget spent"
+            self._final_from_history()
+        except KeyboardInterrupt:
+            self.status, self.stop_reason = "interrupted", "interrupted (Ctrl-C)"
+            self._final_from_history()
+        return self
+
+    def _calibrate(self, baseline):
+        """Per-step time and start-up cost from the baseline; the rung-0 length."""
+        self.per_step_s = (baseline.run_s or baseline.wall_s) / max(baseline.steps, 1)
+        self.overhead_s = max(baseline.wall_s - (baseline.run_s or 0.0), 0.2)
+        if self.options.trial_steps is None:
+            cycle = 1.0 / baseline.steps_per_s
+            self.steps0 = int(min(max(20, 1.5 / cycle + 10), 2000))
+
+    # --- phases ------------------------------------------------------------------------------
+    def _advice(self, profile):
+        found, notes = proposals(self.advise(profile), self.space)
+        self.notes += notes
+        challengers = [(sp.merged(self.incumbent, change, self.space), f"advice:{aid}")
+                       for aid, change in found]
+        if len(found) > 1:
+            together = {}
+            for _, change in found:
+                together.update(change)
+            challengers.append((sp.merged(self.incumbent, together, self.space),
+                                "advice:all"))
+        self.race(challengers)
+
+    def _batch(self):
+        self.notes.append(LR_NOTE)
+        self.race([(sp.merged(self.incumbent, {"batch_size": b}, self.space), "batch")
+                   for b in batch_ladder(self)])
+
+    def _coordinates(self):
+        raced = {}  # knob -> the other knobs' values it was last raced with
+        for round_ in range(self.options.max_rounds):
+            changed = False
+            for name, knob in list(self.space.knobs.items()):
+                if name == "batch_size" or knob.section in self.dead_sections:
+                    continue
+                context = sp.key({k: v for k, v in self.incumbent.items() if k != name})
+                if raced.get(name) == context:
+                    continue  # nothing else changed since: the same race again
+                raced[name] = context
+                now = self.incumbent.get(name, knob.current)
+                challengers = [(sp.merged(self.incumbent, {name: v}, self.space),
+                                f"knob:{name}") for v in knob.values if v != now]
+                changed |= self.race(challengers)
+            if not changed:
+                self.stop_reason = (f"converged: round {round_ + 1} found no gain outside "
+                                    f"the noise")
+                return
+        self.stop_reason = f"{self.options.max_rounds} rounds done"
+
+    def _final(self):
+        """Baseline and best, alternating, at the longest length: the speedup."""
+        if not self.incumbent:
+            self._final_from_history()
+            return
+        steps = self.steps0 * 2 ** (self.options.rungs - 1)
+        pairs = {"baseline": [], "best": []}
+        try:
+            for _ in range(self.options.final_pairs):
+                for which, setting in (("baseline", {}), ("best", self.incumbent)):
+                    t = self.trial(setting, steps, "final")
+                    if t.ok:
+                        pairs[which].append(t)
+        except BudgetSpent:
+            pass
+        if pairs["baseline"] and pairs["best"]:
+            self.final = _speedup(self, pairs["baseline"], pairs["best"])
+        else:
+            self._final_from_history()
+
+    def _final_from_history(self):
+        base, best = self.latest({}), self.latest(self.incumbent)
+        if base is not None and best is not None and base.ok and best.ok:
+            self.final = _speedup(self, [base], [best])
+
+    # --- a race --------------------------------------------------------------------------------
+    def race(self, challengers) -> bool:
+        """Successive halving of `challengers` [(setting, phase)] against the incumbent;
+        True when one of them became the incumbent."""
+        pool, seen = [], {sp.key(self.incumbent)}
+        for setting, phase in challengers:
+            k = sp.key(setting)
+            if k not in seen and k not in self.failed and not self._dead(setting):
+                seen.add(k)
+                pool.append((setting, phase))
+        if not pool:
+            return False
+        steps, runs = self.steps0, {}  # runs: setting key -> its trials in this race
+        for rung in range(self.options.rungs):
+            inc = self._incumbent_run(steps, rung)
+            if not inc.ok:
+                return False
+            runs.setdefault(sp.key(self.incumbent), []).append(inc)
+            alive = []
+            for setting, phase in pool:
+                if self._dead(setting):
+                    continue
+                t = self.trial(setting, steps, phase, scale=self._scale(setting))
+                if self._usable(t, setting):
+                    runs.setdefault(sp.key(setting), []).append(t)
+                    if not self._drop([t], [inc], last=rung == self.options.rungs - 1):
+                        alive.append((setting, phase))
+            if not alive:
+                return False
+            alive.sort(key=lambda a: -self.score_of(runs[sp.key(a[0])]))
+            if rung == self.options.rungs - 1:
+                setting = alive[0][0]
+                best, mine = runs[sp.key(setting)], runs[sp.key(self.incumbent)]
+                if self.better(best, mine):
+                    self.progress.accepted(self, best[-1], mine[-1])
+                    self.incumbent = setting
+                    return True
+                return False
+            pool = alive[:max(1, len(alive) // 2)]
+            steps *= 2
+        return False
+
+    def _drop(self, c, i, last) -> bool:
+        """Leave the race: clearly worse; or, before the last rung and once the noise is
+        known from repeats, not even better than the incumbent (a real gain of min_gain
+        rarely measures below it: its rung-1 trials are saved)."""
+        if self.clearly_worse(c, i):
+            return True
+        if last or self.options.objective == "memory" or self._replicate_sd() is None:
+            return False
+        return _mean(c) <= _mean(i)
+
+    def _incumbent_run(self, steps, rung) -> Trial:
+        """The incumbent at `steps`: the last trial when it is that (no need to run it
+        twice in a row), else a new trial."""
+        last = self.trials[-1] if self.trials else None
+        if rung == 0 and last is not None and last.ok and last.steps == steps and \
+                sp.key(last.setting) == sp.key(self.incumbent):
+            return last
+        return self.trial(self.incumbent, steps, "incumbent" if self.incumbent
+                          else "baseline")
+
+    def _usable(self, t, setting) -> bool:
+        if t.status != "ok":
+            self.failed[sp.key(setting)] = t.status
+            return False
+        if t.no_effect:
+            self.failed[sp.key(setting)] = "no effect"
+            for item in t.no_effect:
+                section = item.split(".", 1)[0]
+                if section in ("exec_strategy", "build_strategy"):
+                    self.dead_sections.add(section)
+            return False
+        if not self.fits(t):
+            self.failed[sp.key(setting)] = "memory"
+            return False
+        return t.ok
+
+    def _dead(self, setting) -> bool:
+        return any(self.space.knobs[n].section in self.dead_sections for n in setting
+                   if n in self.space.knobs)
+
+    def _scale(self, setting) -> float:
+        """How much longer a step of `setting` may take than the job's own (batch size)."""
+        knob = self.space.knobs.get("batch_size") if self.space else None
+        if knob is None or "batch_size" not in setting:
+            return 1.0
+        return max(1.0, setting["batch_size"] / knob.current)
+
+    # --- comparisons --------------------------------------------------------------------------
+    def score(self, t) -> float:
+        return self.score_of([t])
+
+    def score_of(self, runs) -> float:
+        """The objective over a setting's trials (their step-weighted mean samples/s, or
+        minus the peak memory when it keeps the throughput floor)."""
+        runs = [t for t in runs if t.ok]
+        if not runs:
+            return -math.inf
+        rate = _mean(runs)
+        if self.options.objective == "memory":
+            floor = self.options.floor * self.first_baseline().samples_per_s
+            peaks = [t.peak_bytes for t in runs if t.peak_bytes is not None]
+            return -float(max(peaks)) if rate >= floor and peaks else -math.inf
+        return rate
+
+    def better(self, c, i) -> bool:
+        """Trials `c` beat trials `i` by more than min_gain and by more than the noise
+        (Z standard errors of the difference)."""
+        if self.options.objective == "memory":
+            sc, si = self.score_of(c), self.score_of(i)
+            return sc > -math.inf and -sc < -si * (1 - self.options.min_gain)
+        gain = _mean(c) / _mean(i) - 1
+        return gain > self.options.min_gain and gain > Z * self.noise(c, i)
+
+    def clearly_worse(self, c, i) -> bool:
+        if self.options.objective == "memory":
+            sc, si = self.score_of(c), self.score_of(i)
+            return sc == -math.inf or -sc > -si * 1.02
+        return 1 - _mean(c) / _mean(i) > Z * self.noise(c, i)
+
+    def noise(self, c, i) -> float:
+        """Relative standard error of mean(c)/mean(i) - 1. One trial's error is the spread
+        between repeated trials of the same setting and length seen so far (pooled over
+        settings: the machine's and the job's noise), else its batch-means interval."""
+        def var(runs):
+            per_trial = [self.trial_sd(t) ** 2 for t in runs]
+            return sum(per_trial) / len(per_trial) ** 2
+        return math.sqrt(var(c) + var(i))
+
+    def trial_sd(self, t) -> float:
+        """A trial's relative standard error: the spread between repeated trials (pooled
+        over settings and scaled to its length: the machine's and the job's noise, what a
+        trial's mean really varies by), else its own batch-means interval (which a job with
+        bursts longer than a block overstates)."""
+        spread = self._replicate_sd()
+        if spread is not None:
+            return spread * math.sqrt(self.steps0 / t.steps)
+        return (_ci(t) / t.samples_per_s) / 1.96
+
+    def _replicate_sd(self) -> Optional[float]:
+        """The relative sd of one trial of steps0 steps, pooled over every (setting, length)
+        measured more than once (deviations scaled by sqrt(length / steps0))."""
+        groups = {}
+        for t in self.trials:
+            if t.ok and not t.no_effect:
+                groups.setdefault((sp.key(t.setting), t.steps), []).append(t.samples_per_s)
+        ss = dof = 0
+        for (_, steps), values in groups.items():
+            if len(values) > 1:
+                mean = sum(values) / len(values)
+                ss += sum((v / mean - 1) ** 2 for v in values) * steps / self.steps0
+                dof += len(values) - 1
+        return max(math.sqrt(ss / dof), MIN_SD) if dof >= MIN_DOF else None
+
+    def fits(self, t) -> bool:
+        """Its peak leaves HEADROOM of the memory capacity free (unknown: fits)."""
+        if not t.peak_bytes or not t.capacity_bytes:
+            return True
+        return t.peak_bytes <= (1 - HEADROOM) * t.capacity_bytes
+
+    # --- trials ---------------------------------------------------------------------------------
+    def trial(self, setting, steps, phase, scale=1.0, check_budget=True) -> Trial:
+        expected = self.overhead_s + (self.per_step_s or 0.05) * steps * scale
+        if check_budget and expected > self.remaining_s():
+            raise BudgetSpent()
+        timeout = self.options.trial_timeout_s or (
+            max(30.0, 5 * expected) if self.per_step_s is not None  # calibrated
+            else max(120.0, self.options.budget_s / 2))  # the first baseline: unknown cost
+        label = sp.label(setting)
+        self.progress.trial_started(self, label, phase, steps)
+        env = sp.to_env(setting, self.space) if setting else {}
+        t = self.runner.run(setting, env, steps, timeout, phase, label)
+        self.trials.append(t)
+        self.progress.trial_done(self, t)
+        self.on_trial(self)
+        return t
+
+    def remaining_s(self) -> float:
+        return self.options.budget_s - (time.monotonic() - self.t0)
+
+    def elapsed_s(self) -> float:
+        return time.monotonic() - self.t0
+
+    def latest(self, setting) -> Optional[Trial]:
+        """The most recent successful trial of `setting` at its longest length."""
+        k = sp.key(setting)
+        done = [t for t in self.trials if sp.key(t.setting) == k and t.ok]
+        return max(done, key=lambda t: (t.steps, t.index)) if done else None
+
+    def first_baseline(self) -> Optional[Trial]:
+        return next((t for t in self.trials if not t.setting and t.ok), None)
+
+
+def _advise(profile):
+    from ..advisors import advise
+    return advise(profile)
+
+
+def _ci(t) -> float:
+    return t.ci if t.ci is not None else DEFAULT_CI_SHARE * (t.samples_per_s or 0.0)
+
+
+def _mean(runs) -> float:
+    """Step-weighted mean samples/s of `runs`."""
+    steps = sum(t.steps for t in runs)
+    return sum(t.samples_per_s * t.steps for t in runs) / steps
+
+
+def _speedup(tuner, base: List[Trial], best: List[Trial]) -> dict:
+    """best / baseline samples/s over the (interleaved) trials, its 95% interval, and the
+    baseline's drift since its first measurement."""
+    b, w = _mean(base), _mean(best)
+    first = tuner.first_baseline()
+    speedup = w / b
+    return {"baseline_samples_per_s": b, "best_samples_per_s": w, "speedup": speedup,
+            "ci": speedup * Z * tuner.noise(best, base), "pairs": min(len(base), len(best)),
+            "baseline_trials": [t.index for t in base], "best_trials": [t.index for t in best],
+            "peak_bytes": best[-1].peak_bytes, "baseline_peak_bytes": base[-1].peak_bytes,
+            "drift": (b / first.samples_per_s - 1) if first and first.samples_per_s else None}

@@ -1,0 +1,284 @@
+"""The tuning space: knobs, their candidate values, and a setting as env vars and as code.
+
+A knob is one thing a trial can change without editing the script: a reader option or an
+Execution/BuildStrategy field (through PADDLETUNE_OVERRIDES, runtime/overrides.py), a FLAG
+(its FLAGS_* variable) or NumPy's BLAS threads (OPENBLAS_NUM_THREADS / OMP_NUM_THREADS). A
+setting is {knob name: value} for the knobs that differ from the job's own values; {} is
+the baseline. `build_space` derives the knobs from the baseline trial's profile; `--space`
+specs restrict or extend them.
+"""
+
+import json
+from dataclasses import dataclass, field, replace
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from runtime.overrides import ENV as OVERRIDES_ENV
+from runtime.overrides import SCHEMA
+
+OVERRIDE_SECTIONS = tuple(SCHEMA)  # reader, exec_strategy, build_strategy
+CAPACITIES = (2, 4, 8, 16, 64)
+DEFAULT_MAX_BATCH_FACTOR = 8  # without --max-batch-size, batches up to 8x the job's own
+
+
+class SpaceError(ValueError):
+    """A --space spec that names no knob or gives unusable values."""
+
+
+@dataclass(frozen=True)
+class Knob:
+    name: str  # what --space and the tables call it: num_workers, FLAGS_..., blas_threads
+    section: str  # reader | exec_strategy | build_strategy | flag | env
+    key: str  # the override key, the FLAGS_* name or the environment variable
+    values: Tuple[Any, ...]  # candidates, the job's own value first when known
+    current: Any = None  # the job's own value (None: unknown / the runtime default)
+    why: str = ""  # where the candidates come from
+
+    def alternatives(self) -> List[Any]:
+        return [v for v in self.values if v != self.current]
+
+
+@dataclass
+class Space:
+    knobs: Dict[str, Knob] = field(default_factory=dict)
+    notes: List[str] = field(default_factory=list)  # knobs left out and why
+
+    def __contains__(self, name):
+        return name in self.knobs
+
+    def to_dict(self) -> dict:
+        return {"knobs": [{"name": k.name, "section": k.section, "key": k.key,
+                           "values": list(k.values), "current": k.current, "why": k.why}
+                          for k in self.knobs.values()], "notes": list(self.notes)}
+
+
+def build_space(profile, keep_batch_size=False, max_batch_size=None, specs=()) -> Space:
+    """The knobs worth trying on the job of `profile` (the baseline trial), then `specs`."""
+    space = Space()
+    cores = _cores(profile)
+    loader = _main_loader(profile)
+    if loader is not None:
+        _add_reader(space, loader, cores, keep_batch_size, max_batch_size)
+    else:
+        space.notes.append("no DataLoader/PyReader ran: reader knobs and the batch size are "
+                           "not tunable without editing the script")
+    flags = (profile.env.get("flags") or {})
+    gc = flags.get("FLAGS_eager_delete_tensor_gb", 0.0)
+    _put(space, Knob("FLAGS_eager_delete_tensor_gb", "flag", "FLAGS_eager_delete_tensor_gb",
+                     _uniq([gc, 0.0, -1.0]), gc, "GC at last use / GC off"))
+    strategy = flags.get("FLAGS_allocator_strategy", "auto_growth")
+    _put(space, Knob("FLAGS_allocator_strategy", "flag", "FLAGS_allocator_strategy",
+                     _uniq([strategy, "auto_growth", "naive_best_fit"]), strategy))
+    blas = (profile.env.get("numpy") or {}).get("blas_threads")
+    env_var = _blas_env(profile)
+    _put(space, Knob("blas_threads", "env", env_var, _uniq([blas] + list(range(1, cores + 1))),
+                     blas, f"NumPy's BLAS threads ({env_var})"))
+    _put(space, Knob("num_threads", "exec_strategy", "num_threads",
+                     _uniq([0, 1, cores]), 0, "ParallelExecutor threads (0: its default)"))
+    _put(space, Knob("num_iteration_per_drop_scope", "exec_strategy",
+                     "num_iteration_per_drop_scope", (100, 1, 10), 100))
+    for fusion in ("fuse_all_optimizer_ops", "fuse_elewise_add_act_ops"):
+        _put(space, Knob(fusion, "build_strategy", fusion, (False, True), False))
+    for spec in specs:
+        apply_spec(space, spec)
+    return space
+
+
+def _add_reader(space, loader, cores, keep_batch_size, max_batch_size):
+    config = loader.get("config") or {}
+    workers = config.get("num_workers") or 0
+    _put(space, Knob("num_workers", "reader", "num_workers",
+                     _uniq([workers] + list(range(0, cores + 1))), workers,
+                     f"0 (a thread) to {cores} worker processes ({cores} cores)"))
+    capacity = config.get("capacity")
+    _put(space, Knob("capacity", "reader", "capacity", _uniq([capacity, *CAPACITIES]),
+                     capacity, "queue length in batches"))
+    double = config.get("use_double_buffer")
+    _put(space, Knob("use_double_buffer", "reader", "use_double_buffer",
+                     _uniq([double, True, False]), double))
+    batch = config.get("batch_size")
+    if keep_batch_size:
+        space.notes.append("batch size kept (--keep-batch-size)")
+    elif config.get("source") != "sample" or not batch:
+        space.notes.append(f"batch size not tunable: the script makes whole batches itself "
+                           f"(set_{config.get('source') or 'batch'}_generator); only "
+                           f"set_sample_generator's batch_size can be overridden")
+    else:
+        top = max_batch_size or batch * DEFAULT_MAX_BATCH_FACTOR
+        space.knobs["batch_size"] = Knob("batch_size", "reader", "batch_size", (batch,), batch,
+                                         f"up to {top} (memory model, verified)")
+
+
+def apply_spec(space: Space, spec: str):
+    """One --space spec: `NAME=V1,V2,...` sets a knob's candidates (adding a FLAGS_* knob or
+    a `reader.`/`exec_strategy.`/`build_strategy.` field not in the space), `-NAME` drops a
+    knob, `-SECTION` drops a whole section (reader, flag, env, exec_strategy,
+    build_strategy), `only=NAME1,NAME2` keeps just those knobs."""
+    spec = spec.strip()
+    if spec.startswith("-"):
+        name = spec[1:]
+        hits = [k for k in space.knobs.values() if name in (k.name, k.section)]
+        if not hits:
+            raise SpaceError(f"--space {spec}: no knob or section {name!r}; knobs: "
+                             f"{', '.join(space.knobs) or 'none'}")
+        for knob in hits:
+            del space.knobs[knob.name]
+        return
+    name, sep, text = spec.partition("=")
+    name = name.strip()
+    if name == "only":
+        keep = [n.strip() for n in text.split(",") if n.strip()]
+        unknown = [n for n in keep if n not in space.knobs]
+        if unknown or not keep:
+            raise SpaceError(f"--space {spec}: no knob {', '.join(unknown) or '(none given)'} "
+                             f"in the space; knobs: {', '.join(space.knobs) or 'none'}")
+        for n in list(space.knobs):
+            if n not in keep:
+                del space.knobs[n]
+        return
+    if not sep or not text.strip():
+        raise SpaceError(f"--space {spec!r}: write NAME=V1,V2 (e.g. num_workers=0,1,2) or "
+                         f"-NAME to leave a knob out")
+    values = tuple(_uniq(parse_value(v) for v in text.split(",")))
+    knob = space.knobs.get(name) or _new_knob(name)
+    space.knobs[knob.name] = replace(knob, values=_uniq([knob.current, *values]) if
+                                knob.current is not None else values, why="from --space")
+
+
+def _new_knob(name) -> Knob:
+    if name.startswith("FLAGS_"):
+        return Knob(name, "flag", name, ())
+    section, _, key = name.partition(".")
+    if section in SCHEMA and key in SCHEMA[section]:
+        return Knob(key, section, key, ())
+    if name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        return Knob(name, "env", name, ())
+    raise SpaceError(f"--space: unknown knob {name!r}; use a knob of the space, FLAGS_<name>, "
+                     f"or SECTION.KEY with SECTION one of {', '.join(SCHEMA)}")
+
+
+def parse_value(text: str):
+    """'2' -> 2, '0.5' -> 0.5, 'true' -> True, 'none' -> None, else the text."""
+    text = text.strip()
+    low = text.lower()
+    if low in ("true", "false"):
+        return low == "true"
+    if low in ("none", "null"):
+        return None
+    for cast in (int, float):
+        try:
+            return cast(text)
+        except ValueError:
+            pass
+    return text
+
+
+# --- a setting ---------------------------------------------------------------------------------
+def label(setting: dict) -> str:
+    """'num_workers=1 capacity=16', or 'baseline' for {}."""
+    if not setting:
+        return "baseline"
+    return " ".join(f"{k}={_show(v)}" for k, v in setting.items())
+
+
+def key(setting: dict) -> str:
+    """A canonical text for a setting (dict keys of the record, de-duplication)."""
+    return json.dumps(sorted(setting.items()), default=str)
+
+
+def merged(base: dict, change: dict, space: Space) -> dict:
+    """`base` with `change` applied; knobs set back to the job's own value are dropped."""
+    out = dict(base)
+    for name, value in change.items():
+        knob = space.knobs.get(name)
+        if knob is not None and knob.current is not None and value == knob.current:
+            out.pop(name, None)
+        else:
+            out[name] = value
+    order = list(space.knobs)
+    return dict(sorted(out.items(), key=lambda kv: order.index(kv[0]) if kv[0] in order
+                       else len(order)))
+
+
+def to_env(setting: dict, space: Space) -> Dict[str, str]:
+    """The environment variables that impose `setting` on a run of the unmodified script."""
+    env, sections = {}, {}
+    for name, value in setting.items():
+        knob = space.knobs[name]
+        if knob.section in OVERRIDE_SECTIONS:
+            sections.setdefault(knob.section, {})[knob.key] = value
+        else:
+            env[knob.key] = str(value).lower() if isinstance(value, bool) else str(value)
+    if sections:
+        env[OVERRIDES_ENV] = json.dumps(sections, separators=(",", ":"))
+    return env
+
+
+def exports(setting: dict, space: Space) -> List[str]:
+    """`export NAME=value` lines."""
+    return [f"export {k}={_quote(v)}" for k, v in to_env(setting, space).items()]
+
+
+def code_lines(setting: dict, space: Space) -> List[str]:
+    """The lines to change in the script for the same effect."""
+    lines, reader = [], {}
+    for name, value in setting.items():
+        knob = space.knobs[name]
+        if knob.section == "reader" and knob.key != "batch_size":
+            reader[knob.key] = value
+        elif knob.key == "batch_size":
+            lines.append(f"loader.set_sample_generator(reader, batch_size={value}, ...)  "
+                         f"# was {knob.current}; scale the learning rate too")
+        elif knob.section == "exec_strategy":
+            lines.append(f"exec_strategy.{knob.key} = {value!r}")
+        elif knob.section == "build_strategy":
+            lines.append(f"build_strategy.{knob.key} = {value!r}")
+        elif knob.section == "flag":
+            lines.append(f"fluid.set_flags({{{knob.key!r}: {value!r}}})  # before training")
+        else:
+            lines.append(f"# {knob.key}={value} must be set before NumPy loads (or: from "
+                         f"runtime import blas; blas.set_blas_threads({value}))")
+    if reader:
+        args = ", ".join(f"{k}={v!r}" for k, v in reader.items())
+        lines.insert(0, f"fluid.io.DataLoader.from_generator(..., {args})")
+    return lines
+
+
+def _main_loader(profile) -> Optional[dict]:
+    reader = (profile.summary or {}).get("reader") or {}
+    loaders = reader.get("loaders") or []
+    return loaders[0] if loaders else None
+
+
+def _cores(profile) -> int:
+    cpu = profile.env.get("cpu") or {}
+    return int(cpu.get("usable_cores") or cpu.get("logical_cores") or 1)
+
+
+def _blas_env(profile) -> str:
+    text = str((profile.env.get("numpy") or {}).get("blas") or "").lower()
+    if "mkl" in text:
+        return "MKL_NUM_THREADS"
+    return "OPENBLAS_NUM_THREADS" if "openblas" in text else "OMP_NUM_THREADS"
+
+
+def _put(space, knob):
+    if len(knob.values) > 1:
+        space.knobs[knob.name] = knob
+
+
+def _uniq(values: Sequence) -> tuple:
+    """The values without None and repeats (True and 1 are different values here)."""
+    out, seen = [], set()
+    for v in values:
+        if v is not None and (type(v), v) not in seen:
+            seen.add((type(v), v))
+            out.append(v)
+    return tuple(out)
+
+
+def _show(value) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
+
+
+def _quote(value: str) -> str:
+    return f"'{value}'" if any(c in value for c in " {}\"',") else value

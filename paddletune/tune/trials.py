@@ -1,0 +1,243 @@
+"""One tuning trial: `paddletune profile --steps N` of the unmodified script in a subprocess,
+with a setting imposed through the environment, and what its profile measured.
+
+A subprocess keeps the tuner alive whatever the trial does: a crash, an out-of-memory error
+or a hang (killed at its timeout: SIGTERM to its process group, so the session still writes
+its profile, then SIGKILL) is a failed trial, and the search goes on. Throughput is the
+profile's steady-state samples/s (warm-up excluded by the summary); its confidence interval
+comes from batch means over the steady steps (consecutive steps are correlated, so blocks of
+them are treated as the independent measurements).
+"""
+
+import json
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import List, Optional
+
+from ..profile import ProfileError, load
+from ..summary import training_steps
+
+BLOCKS = 8  # batch means for the confidence interval
+MIN_BLOCK = 3  # steps per block at least
+KILL_GRACE_S = 3.0  # after SIGTERM at the timeout, before SIGKILL
+# two-sided 95% Student t quantiles by degrees of freedom
+_T95 = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31, 9: 2.26}
+
+
+@dataclass
+class Trial:
+    """A trial's inputs and outcome (a record row: plain JSON types only)."""
+
+    index: int
+    setting: dict
+    label: str
+    phase: str  # baseline | advice:<id> | knob:<name> | batch | final
+    steps: int  # --steps given to the profile
+    status: str = "pending"  # ok | oom | timeout | crashed | interrupted | no-steps
+    samples_per_s: Optional[float] = None
+    ci: Optional[float] = None  # half-width of the 95% interval, samples/s
+    steps_per_s: Optional[float] = None
+    batch_size: Optional[int] = None
+    steady_steps: int = 0
+    peak_bytes: Optional[int] = None  # the memory pool's peak (reserved)
+    capacity_bytes: Optional[int] = None
+    batch_model: Optional[dict] = None
+    wall_s: Optional[float] = None  # the whole subprocess, start-up included
+    run_s: Optional[float] = None  # the job's own duration (profile)
+    no_effect: List[str] = field(default_factory=list)  # requested, never applied
+    applied: List[dict] = field(default_factory=list)
+    message: Optional[str] = None
+    profile: Optional[str] = None
+    log: Optional[str] = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status == "ok" and self.samples_per_s is not None
+
+    @property
+    def rel_ci(self) -> Optional[float]:
+        return self.ci / self.samples_per_s if self.ok and self.ci is not None else None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class TrialRunner:
+    """Runs trials of one script: `run(setting, env, steps, ...)` -> a finished Trial."""
+
+    def __init__(self, script, args, workdir: Path, base_env=None, python=None, module=False):
+        self.script, self.args, self.module = script, list(args), module
+        self.workdir = Path(workdir)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.base_env = dict(os.environ if base_env is None else base_env)
+        self.python = python or sys.executable
+        self.count = 0
+        self.current = None  # the running subprocess, for Ctrl-C
+
+    def command(self, steps, profile_path) -> List[str]:
+        target = ["-m", self.script] if self.module else [self.script]
+        return [self.python, "-m", "paddletune", "profile", "--quiet", "--steps", str(steps),
+                "--out", str(profile_path), *target, "--", *self.args]
+
+    def run(self, setting, env, steps, timeout_s, phase, label) -> Trial:
+        self.count += 1
+        trial = Trial(self.count, dict(setting), label, phase, steps)
+        stem = self.workdir / f"trial-{self.count:03d}"
+        profile_path, log_path = stem.with_suffix(".jsonl"), stem.with_suffix(".log")
+        trial.profile, trial.log = str(profile_path), str(log_path)
+        full_env = {**self.base_env, **env}
+        t0 = time.monotonic()
+        with open(log_path, "wb") as log:
+            proc = subprocess.Popen(self.command(steps, profile_path), env=full_env,
+                                    stdout=log, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, start_new_session=True)
+            self.current = proc
+            try:
+                timed_out = _wait(proc, timeout_s)
+            except BaseException:  # Ctrl-C in the tuner: take the trial down with it
+                _kill_group(proc)
+                trial.status, trial.message = "interrupted", "the tuner was interrupted"
+                raise
+            finally:
+                self.current = None
+        trial.wall_s = time.monotonic() - t0
+        measure(trial, profile_path, proc.returncode, timed_out, timeout_s, env)
+        return trial
+
+
+def _wait(proc, timeout_s) -> bool:
+    """Wait for `proc`; at the timeout, SIGTERM its group, then SIGKILL. True if timed out."""
+    try:
+        proc.wait(timeout=timeout_s)
+        return False
+    except subprocess.TimeoutExpired:
+        pass
+    _signal_group(proc, signal.SIGTERM)
+    try:
+        proc.wait(timeout=KILL_GRACE_S)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+    return True
+
+
+def _signal_group(proc, sig):
+    try:
+        os.killpg(proc.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _kill_group(proc):
+    _signal_group(proc, signal.SIGKILL)
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        pass
+
+
+def measure(trial: Trial, profile_path, returncode, timed_out, timeout_s, env):
+    """Fill `trial` from its profile and exit status."""
+    try:
+        profile = load(profile_path)
+    except ProfileError as err:
+        trial.status = "timeout" if timed_out else "crashed"
+        trial.message = (f"no steps within {timeout_s:.0f} s (killed)" if timed_out else
+                         f"exit status {returncode}; no profile ({err}); " + _log_tail(trial))
+        return
+    s = profile.summary
+    trial.run_s = s.get("duration_s")
+    mem = s.get("memory") or {}
+    trial.peak_bytes = mem.get("peak_reserved_bytes")
+    trial.capacity_bytes = mem.get("capacity_bytes")
+    trial.batch_model = mem.get("batch_model")
+    _overrides(trial, profile, env)
+    errors = profile.events_of("error")
+    if mem.get("oom") or any("MemoryError" in (e.get("exception") or "") for e in errors):
+        trial.status = "oom"
+        trial.message = _oom_message(mem, errors)
+        return
+    if timed_out:
+        trial.status = "timeout"
+        trial.message = (f"still running after {timeout_s:.0f} s: killed "
+                         f"({s.get('n_steps', 0)} steps done)")
+        return
+    if returncode not in (0, None) or errors:
+        trial.status = "crashed"
+        e = errors[-1] if errors else {}
+        trial.message = (f"{e.get('exception')}: {e.get('message')}" if e else
+                         f"exit status {returncode}; " + _log_tail(trial))
+        return
+    steady = steady_steps(profile)
+    tp = s.get("throughput") or {}
+    if len(steady) < 2 * MIN_BLOCK or not tp.get("steps_per_s"):
+        trial.status = "no-steps"
+        trial.message = f"only {len(steady)} steady steps: the job ended too soon to measure"
+        return
+    trial.status = "ok"
+    trial.steady_steps = len(steady)
+    trial.batch_size = tp.get("batch_size")
+    trial.steps_per_s = tp["steps_per_s"]
+    trial.samples_per_s, trial.ci = throughput_ci(steady)
+
+
+def steady_steps(profile) -> list:
+    """The summary's steady steps: the main program's training steps after the warm-up."""
+    steps = training_steps(profile.steps)
+    return steps[profile.summary.get("warmup_steps") or 0:]
+
+
+def throughput_ci(steady) -> tuple:
+    """(samples/s over all steady steps, half-width of its 95% interval) by batch means; a
+    job without batch sizes counts steps (one sample per step)."""
+    cycles = [s["wall_s"] + (s.get("gap_s") or 0.0) for s in steady]
+    sizes = [s.get("batch_size") or 1 for s in steady]
+    total = sum(cycles)
+    rate = sum(sizes) / total if total > 0 else 0.0
+    blocks = min(BLOCKS, len(steady) // MIN_BLOCK)
+    if blocks < 2:
+        return rate, None
+    edges = [round(i * len(steady) / blocks) for i in range(blocks + 1)]
+    rates = [sum(sizes[a:b]) / sum(cycles[a:b]) for a, b in zip(edges, edges[1:])
+             if sum(cycles[a:b]) > 0]
+    mean = sum(rates) / len(rates)
+    sd = math.sqrt(sum((r - mean) ** 2 for r in rates) / (len(rates) - 1))
+    return rate, _T95.get(len(rates) - 1, 2.0) * sd / math.sqrt(len(rates))
+
+
+def _overrides(trial, profile, env):
+    """What the runtime applied, and which requested overrides had no effect."""
+    events = profile.events_of("overrides")
+    applied = events[-1].get("applied", []) if events else []
+    trial.applied = applied
+    done = {(a["section"], a["key"]) for a in applied}
+    skipped = {(s["section"], s["key"]): s.get("why") for s in
+               (events[-1].get("skipped", []) if events else [])}
+    requested = json.loads(env.get("PADDLETUNE_OVERRIDES") or "{}")
+    for section, values in requested.items():
+        for k in values:
+            if (section, k) not in done:
+                why = skipped.get((section, k)) or (
+                    "no DataLoader/PyReader" if section == "reader" else
+                    "no CompiledProgram applied its strategies")
+                trial.no_effect.append(f"{section}.{k}: {why}")
+
+
+def _oom_message(mem, errors) -> str:
+    oom = mem.get("oom") or {}
+    if errors:
+        return f"out of memory: {errors[-1].get('message')}"
+    return f"out of memory at batch {oom.get('batch_size')}"
+
+
+def _log_tail(trial, lines=3) -> str:
+    try:
+        text = Path(trial.log).read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return ""
+    return " | ".join(text[-lines:])

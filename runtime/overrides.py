@@ -1,0 +1,203 @@
+"""Settings a tuner (or a person) imposes on a job without editing it: PADDLETUNE_OVERRIDES.
+
+One environment variable holds JSON with up to three sections, e.g.
+
+    PADDLETUNE_OVERRIDES='{"reader": {"num_workers": 2, "capacity": 16,
+                                      "use_double_buffer": true, "batch_size": 128},
+                           "exec_strategy": {"num_threads": 1,
+                                             "num_iteration_per_drop_scope": 100},
+                           "build_strategy": {"fuse_all_optimizer_ops": true}}'
+
+FLAGS are overridden by their own FLAGS_* variables (runtime/flags.py), NumPy's BLAS threads
+by OPENBLAS_NUM_THREADS / OMP_NUM_THREADS; this variable covers what a script sets in code.
+The runtime applies each value where the option is fixed:
+
+* `apply_reader(loader)`: a DataLoader/PyReader's capacity, num_workers and use_double_buffer
+  when it is constructed (the loader calls it at the end of its __init__); `batch_size` when
+  a sample generator is set (`set_sample_generator` / `decorate_sample_generator`). Batches
+  made by the script itself (set_batch_generator, set_sample_list_generator) keep their size:
+  that is recorded in `skipped()`.
+* `apply_strategies(build_strategy, exec_strategy)`: the CompiledProgram's strategies, when it
+  is built for running.
+
+`applied()` lists what was actually overridden, [{"section", "key", "value", "was"}, ...]
+(once per distinct change), so a profile can say which values were not the script's own.
+An unknown section or key, or a value of the wrong type, is a FlagError naming the variable
+and the key; `import runtime` checks the variable, as it checks FLAGS_*.
+"""
+
+import json
+import os
+import threading
+
+from .errors import FlagError
+
+ENV = "PADDLETUNE_OVERRIDES"
+
+
+def _int(low):
+    def check(value):
+        return isinstance(value, int) and not isinstance(value, bool) and value >= low
+    return check, f"an integer >= {low}"
+
+
+def _bool():
+    return (lambda value: isinstance(value, bool)), "true or false"
+
+
+def _opt_bool():
+    return (lambda value: value is None or isinstance(value, bool)), "true, false or null"
+
+
+def _choice(*values):
+    return (lambda value: value in values and not isinstance(value, bool)), \
+        f"one of {', '.join(map(str, values))}"
+
+
+SCHEMA = {
+    "reader": {"num_workers": _int(0), "capacity": _int(1), "use_double_buffer": _bool(),
+               "batch_size": _int(1)},
+    "exec_strategy": {"num_threads": _int(0), "num_iteration_per_drop_scope": _int(1),
+                      "num_iteration_per_run": _int(1), "use_thread_barrier": _bool(),
+                      "allow_op_delay": _bool(), "use_experimental_executor": _bool()},
+    "build_strategy": {"fuse_all_optimizer_ops": _bool(), "fuse_all_reduce_ops": _opt_bool(),
+                       "fuse_elewise_add_act_ops": _bool(), "fuse_broadcast_ops": _opt_bool(),
+                       "fuse_relu_depthwise_conv": _bool(), "enable_inplace": _bool(),
+                       "memory_optimize": _opt_bool(), "reduce_strategy": _choice(0, 1),
+                       "enable_sequential_execution": _bool(),
+                       "enable_backward_optimizer_op_deps": _bool(),
+                       "remove_unnecessary_lock": _bool(), "cache_runtime_context": _bool()},
+}
+READER_AT_CONSTRUCTION = ("capacity", "num_workers", "use_double_buffer")
+# the loader's attribute holding each construction-time option
+_LOADER_ATTR = {"capacity": "_queue_capacity", "num_workers": "_num_workers",
+                "use_double_buffer": "_use_double_buffer"}
+
+_lock = threading.Lock()
+_cache = [None, {}]  # [raw text parsed, its parsed value]
+_applied = []
+_skipped = []
+
+
+def parse(raw):
+    """The overrides in `raw` (the variable's JSON text) as {section: {key: value}};
+    FlagError naming the variable and the key when anything is wrong."""
+    if raw is None or not raw.strip():
+        return {}
+    try:
+        data = json.loads(raw)
+    except ValueError as err:
+        raise FlagError(f"{ENV} is not valid JSON ({err}); expected e.g. "
+                        f"'{{\"reader\": {{\"num_workers\": 2}}}}'") from None
+    if not isinstance(data, dict):
+        raise FlagError(f"{ENV} must be a JSON object of sections "
+                        f"({', '.join(SCHEMA)}), got {type(data).__name__}")
+    out = {}
+    for section, values in data.items():
+        keys = SCHEMA.get(section)
+        if keys is None:
+            raise FlagError(f"{ENV}: unknown section {section!r}; known: {', '.join(SCHEMA)}")
+        if not isinstance(values, dict):
+            raise FlagError(f"{ENV}: section {section!r} must be an object of "
+                            f"{{key: value}}, got {json.dumps(values)}")
+        for key, value in values.items():
+            if key not in keys:
+                raise FlagError(f"{ENV}: unknown key {section}.{key}; known in {section}: "
+                                f"{', '.join(keys)}")
+            check, expected = keys[key]
+            if not check(value):
+                raise FlagError(f"{ENV}: invalid value {json.dumps(value)} for "
+                                f"{section}.{key}: expected {expected}")
+        out[section] = dict(values)
+    return out
+
+
+def requested(environ=None):
+    """The overrides the environment asks for (parsed once per distinct text)."""
+    raw = (os.environ if environ is None else environ).get(ENV)
+    with _lock:
+        if raw != _cache[0]:
+            _cache[1] = parse(raw)
+            _cache[0] = raw
+        return _cache[1]
+
+
+def apply_reader(loader):
+    """Override the options of `loader` that are fixed at this point: the construction-time
+    ones the first time it is called for a loader, `batch_size` once a sample generator is
+    set. Safe to call again: an option is overridden once per loader (per source)."""
+    wanted = requested().get("reader")
+    if not wanted:
+        return
+    done = loader.__dict__.setdefault("_overridden", set())
+    for key in READER_AT_CONSTRUCTION:
+        if key in wanted and key not in done:
+            done.add(key)
+            attr = _LOADER_ATTR[key]
+            _set(loader, attr, "reader", key, wanted[key])
+    if "batch_size" in wanted and loader._source is not None \
+            and ("batch_size", id(loader._source)) not in done:
+        done.add(("batch_size", id(loader._source)))
+        kind, reader, batch_size, drop_last = loader._source
+        if kind != "sample":
+            _note_skipped("reader", "batch_size", wanted["batch_size"],
+                          f"{loader.name} gets whole batches from the script "
+                          f"(set_{kind}_generator): their size is the script's own")
+            return
+        loader._source = (kind, reader, wanted["batch_size"], drop_last)
+        done.add(("batch_size", id(loader._source)))
+        _record("reader", "batch_size", wanted["batch_size"], batch_size)
+
+
+def apply_strategies(build_strategy=None, exec_strategy=None):
+    """Override the fields of a CompiledProgram's BuildStrategy / ExecutionStrategy (either
+    may be None) that PADDLETUNE_OVERRIDES names."""
+    wanted = requested()
+    for section, strategy in (("build_strategy", build_strategy),
+                              ("exec_strategy", exec_strategy)):
+        if strategy is None:
+            continue
+        for key, value in (wanted.get(section) or {}).items():
+            _set(strategy, key, section, key, value)
+
+
+def applied():
+    """[{"section", "key", "value", "was"}, ...]: every distinct override the runtime made."""
+    with _lock:
+        return [dict(entry) for entry in _applied]
+
+
+def skipped():
+    """[{"section", "key", "value", "why"}, ...]: overrides that could not apply where asked."""
+    with _lock:
+        return [dict(entry) for entry in _skipped]
+
+
+def reset():
+    """Forget what was applied (tests; a session that runs several jobs)."""
+    with _lock:
+        _applied.clear()
+        _skipped.clear()
+
+
+def _set(obj, attr, section, key, value):
+    was = getattr(obj, attr)
+    object.__setattr__(obj, attr, value)
+    _record(section, key, value, was)
+
+
+def _record(section, key, value, was):
+    entry = {"section": section, "key": key, "value": value, "was": was}
+    with _lock:
+        if entry not in _applied:
+            _applied.append(entry)
+
+
+def _note_skipped(section, key, value, why):
+    entry = {"section": section, "key": key, "value": value, "why": why}
+    with _lock:
+        if entry not in _skipped:
+            _skipped.append(entry)
+
+
+requested()  # `import runtime` rejects a bad PADDLETUNE_OVERRIDES, as it does a bad FLAGS_*

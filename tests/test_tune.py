@@ -1,0 +1,339 @@
+"""`paddletune tune` without subprocesses: the space and its --space specs, settings as env
+vars and code, the throughput interval, the search against a simulated job (known optimum,
+failing trials, no-effect knobs, the budget, Ctrl-C), the record and its rendering."""
+
+import json
+import random
+import re
+from types import SimpleNamespace
+
+import pytest
+from rich.console import Console
+from typer.testing import CliRunner
+
+from paddletune.cli import app
+from paddletune.render import tune as tune_view
+from paddletune.tune import parse_duration, record as rec, search, space as sp
+from paddletune.tune.search import TuneOptions, Tuner
+from paddletune.tune.trials import Trial, throughput_ci
+
+
+def fake_profile(source="sample", batch=32, workers=0, capacity=2, cores=2):
+    loader = {"config": {"num_workers": workers, "capacity": capacity,
+                         "use_double_buffer": True, "source": source, "batch_size": batch}}
+    return SimpleNamespace(
+        summary={"reader": {"loaders": [loader]}},
+        env={"cpu": {"usable_cores": cores}, "numpy": {"blas": "OpenBLAS 0.3", "blas_threads": 2},
+             "flags": {"FLAGS_eager_delete_tensor_gb": 0.0}})
+
+
+# --- space -------------------------------------------------------------------------------------
+def test_space_from_a_profile():
+    space = sp.build_space(fake_profile())
+    assert list(space.knobs) == [
+        "num_workers", "capacity", "use_double_buffer", "batch_size",
+        "FLAGS_eager_delete_tensor_gb", "FLAGS_allocator_strategy", "blas_threads",
+        "num_threads", "num_iteration_per_drop_scope", "fuse_all_optimizer_ops",
+        "fuse_elewise_add_act_ops"]
+    assert space.knobs["num_workers"].values == (0, 1, 2)
+    assert space.knobs["capacity"].values == (2, 4, 8, 16, 64)
+    assert space.knobs["blas_threads"].key == "OPENBLAS_NUM_THREADS"
+
+
+def test_space_batch_size_needs_a_sample_generator_and_not_keep():
+    assert "batch_size" not in sp.build_space(fake_profile(), keep_batch_size=True)
+    space = sp.build_space(fake_profile(source="batch"))
+    assert "batch_size" not in space
+    assert any("set_batch_generator" in n for n in space.notes)
+
+
+def test_space_without_a_loader_has_no_reader_knobs():
+    profile = fake_profile()
+    profile.summary = {"reader": None}
+    space = sp.build_space(profile)
+    assert "num_workers" not in space and "FLAGS_allocator_strategy" in space
+
+
+def test_space_specs_restrict_and_extend():
+    space = sp.build_space(fake_profile(), specs=[
+        "-build_strategy", "-blas_threads", "capacity=8,32", "FLAGS_check_nan_inf=false",
+        "exec_strategy.num_iteration_per_run=1,2"])
+    assert "fuse_all_optimizer_ops" not in space and "blas_threads" not in space
+    assert space.knobs["capacity"].values == (2, 8, 32)  # the job's own value stays first
+    assert space.knobs["FLAGS_check_nan_inf"].values == (False,)
+    assert space.knobs["num_iteration_per_run"].section == "exec_strategy"
+    only = sp.build_space(fake_profile(), specs=["only=num_workers,capacity"])
+    assert list(only.knobs) == ["num_workers", "capacity"]
+
+
+@pytest.mark.parametrize("spec, message", [
+    ("-nothing", "no knob or section 'nothing'"),
+    ("capacity", "write NAME=V1,V2"),
+    ("bogus=1", "unknown knob 'bogus'"),
+    ("only=capacity,nope", "no knob nope"),
+])
+def test_bad_space_specs(spec, message):
+    with pytest.raises(sp.SpaceError, match=message):
+        sp.build_space(fake_profile(), specs=[spec])
+
+
+def test_setting_as_env_exports_and_code():
+    space = sp.build_space(fake_profile())
+    setting = sp.merged({}, {"num_workers": 2, "capacity": 16, "batch_size": 64,
+                             "FLAGS_eager_delete_tensor_gb": -1.0, "blas_threads": 1,
+                             "num_threads": 1, "fuse_all_optimizer_ops": True}, space)
+    env = sp.to_env(setting, space)
+    assert json.loads(env["PADDLETUNE_OVERRIDES"]) == {
+        "reader": {"num_workers": 2, "capacity": 16, "batch_size": 64},
+        "exec_strategy": {"num_threads": 1},
+        "build_strategy": {"fuse_all_optimizer_ops": True}}
+    assert env["FLAGS_eager_delete_tensor_gb"] == "-1.0" and env["OPENBLAS_NUM_THREADS"] == "1"
+    assert "export OPENBLAS_NUM_THREADS=1" in sp.exports(setting, space)
+    code = sp.code_lines(setting, space)
+    assert code[0] == "fluid.io.DataLoader.from_generator(..., num_workers=2, capacity=16)"
+    assert "exec_strategy.num_threads = 1" in code
+    assert "build_strategy.fuse_all_optimizer_ops = True" in code
+    assert any("batch_size=64" in line and "learning rate" in line for line in code)
+    assert sp.label(setting).startswith("num_workers=2 capacity=16 batch_size=64")
+    assert sp.merged(setting, {"num_workers": 0}, space).get("num_workers") is None
+
+
+def test_parse_value_and_duration():
+    assert [sp.parse_value(v) for v in ("2", "0.5", "True", "none", "auto_growth")] == \
+        [2, 0.5, True, None, "auto_growth"]
+    assert [parse_duration(v) for v in ("90", "90s", "5m", "1.5h")] == [90, 90, 300, 5400]
+    with pytest.raises(ValueError, match="90s, 5m or 1h"):
+        parse_duration("soon")
+
+
+def test_throughput_interval_by_batch_means():
+    steps = [{"wall_s": 0.01, "gap_s": 0.0, "batch_size": 10} for _ in range(40)]
+    rate, ci = throughput_ci(steps)
+    assert rate == pytest.approx(1000) and ci == pytest.approx(0, abs=1e-9)
+    rng = random.Random(1)
+    noisy = [{"wall_s": 0.01 * rng.uniform(0.8, 1.2), "gap_s": None, "batch_size": 10}
+             for _ in range(400)]
+    rate, ci = throughput_ci(noisy)
+    assert 950 < rate < 1050 and 0 < ci < 0.05 * rate
+    assert throughput_ci(steps[:4])[1] is None  # too few steps for an interval
+
+
+# --- the search on a simulated job ---------------------------------------------------------------
+class Clock:
+    def __init__(self):
+        self.now = 0.0
+
+    def monotonic(self):
+        return self.now
+
+
+class FakeRunner:
+    """A job whose samples/s is `rate(setting)` +-1% noise; trials take simulated time."""
+
+    def __init__(self, clock, rate, interrupt_at=None, no_effect=("exec_strategy",
+                                                                   "build_strategy")):
+        self.clock, self.rate, self.count = clock, rate, 0
+        self.interrupt_at, self.no_effect = interrupt_at, no_effect
+        self.rng = random.Random(0)
+
+    def run(self, setting, env, steps, timeout_s, phase, label):
+        self.count += 1
+        if self.count == self.interrupt_at:
+            raise KeyboardInterrupt
+        t = Trial(self.count, dict(setting), label, phase, steps)
+        t.run_s = steps * 0.01
+        t.wall_s = t.run_s + 1.0
+        self.clock.now += t.wall_s
+        value = self.rate(setting)
+        if isinstance(value, str):
+            t.status, t.message = value, f"simulated {value}"
+            return t
+        t.status, t.steps_per_s = "ok", 100.0
+        t.samples_per_s = value * (1 + self.rng.uniform(-0.01, 0.01))
+        t.ci, t.peak_bytes, t.capacity_bytes = 0.02 * value, 1000, None
+        requested = json.loads(env.get("PADDLETUNE_OVERRIDES", "{}"))
+        t.no_effect = [f"{s}.{k}: none" for s in self.no_effect for k in requested.get(s, {})]
+        return t
+
+
+def job_rate(setting):
+    """Best: num_workers=2 and capacity >= 16 (1.8x); capacity=8 hangs, naive_best_fit runs
+    out of memory."""
+    if setting.get("capacity") == 8:
+        return "timeout"
+    if setting.get("FLAGS_allocator_strategy") == "naive_best_fit":
+        return "oom"
+    workers = setting.get("num_workers", 0)
+    rate = 1000.0 * {0: 1.0, 1: 1.2, 2: 1.5}[workers]
+    if workers == 2 and setting.get("capacity", 2) >= 16:
+        rate *= 1.2
+    return rate
+
+
+def run_tuner(monkeypatch, rate=job_rate, budget_s=3600, interrupt_at=None, **options):
+    clock = Clock()
+    monkeypatch.setattr(search.time, "monotonic", clock.monotonic)
+    runner = FakeRunner(clock, rate, interrupt_at)
+    opts = TuneOptions(budget_s=budget_s, trial_steps=50, keep_batch_size=True, **options)
+    tuner = Tuner(runner, opts)
+    tuner.load_profile = lambda path: fake_profile()
+    tuner.advise = lambda profile: []
+    return tuner.run()
+
+
+def test_search_finds_the_known_optimum_despite_failures(monkeypatch):
+    tuner = run_tuner(monkeypatch)
+    assert tuner.status == "complete" and tuner.stop_reason.startswith("converged")
+    assert tuner.incumbent["num_workers"] == 2 and tuner.incumbent["capacity"] >= 16
+    failed = {t.status for t in tuner.trials if "capacity=8" in t.label} | {
+        t.status for t in tuner.trials if "naive_best_fit" in t.label}
+    assert failed == {"timeout", "oom"}  # and the search went on past them
+    assert tuner.final["speedup"] == pytest.approx(1.8, rel=0.05)
+    assert tuner.final["pairs"] == 2
+    # strategies without a CompiledProgram: one trial says "no effect", the section is skipped
+    no_effect = [t for t in tuner.trials if t.no_effect]
+    assert len(no_effect) == 2  # one exec_strategy knob, one build_strategy knob
+    assert tuner.dead_sections == {"exec_strategy", "build_strategy"}
+
+
+def test_gains_inside_the_noise_are_not_taken(monkeypatch):
+    tuner = run_tuner(monkeypatch, rate=lambda s: 1000.0 * (1.01 if s.get("capacity") == 64
+                                                            else 1.0))
+    assert tuner.incumbent == {} and tuner.final is not None
+
+
+def test_advice_is_tried_first(monkeypatch):
+    clock = Clock()
+    monkeypatch.setattr(search.time, "monotonic", clock.monotonic)
+    tuner = Tuner(FakeRunner(clock, job_rate), TuneOptions(trial_steps=50,
+                                                            keep_batch_size=True))
+    tuner.load_profile = lambda path: fake_profile()
+    advice = SimpleNamespace(id="reader-starved", figures={"workers": 2, "suggested_capacity": 16,
+                                                           "blas_threads": 1, "cores": 2})
+    tuner.advise = lambda profile: [advice]
+    tuner.run()
+    assert [t.phase for t in tuner.trials[:4]] == ["baseline"] * 3 + ["advice:reader-starved"]
+    assert tuner.trials[3].setting == {"num_workers": 2, "capacity": 16}
+
+
+def test_budget_stops_the_search_with_the_best_so_far(monkeypatch):
+    tuner = run_tuner(monkeypatch, budget_s=20)
+    assert tuner.status == "complete" and tuner.stop_reason == "budget spent"
+    assert sum(t.wall_s for t in tuner.trials) <= 20 + 2
+
+
+def test_ctrl_c_keeps_the_best_so_far(monkeypatch):
+    tuner = run_tuner(monkeypatch, interrupt_at=12)
+    assert tuner.status == "interrupted" and len(tuner.trials) == 11
+    assert tuner.incumbent.get("num_workers") == 2
+
+
+def test_memory_objective_takes_the_lowest_peak_above_the_floor(monkeypatch):
+    """GC off (-1) raises the peak; naive_best_fit lowers it but costs 10% of the speed, GC
+    at last use (0, the job's own) is the floor's best."""
+    clock = Clock()
+    monkeypatch.setattr(search.time, "monotonic", clock.monotonic)
+
+    class Runner(FakeRunner):
+        def run(self, setting, env, steps, timeout_s, phase, label):
+            t = super().run(setting, env, steps, timeout_s, phase, label)
+            gc, pool = (setting.get("FLAGS_eager_delete_tensor_gb", 0.0),
+                        setting.get("FLAGS_allocator_strategy", "auto_growth"))
+            t.peak_bytes = (2000 if gc < 0 else 1000) - (300 if pool == "naive_best_fit"
+                                                          else 0) - (
+                100 if setting.get("capacity") == 4 else 0)
+            return t
+
+    def rate(setting):
+        return 900.0 if setting.get("FLAGS_allocator_strategy") == "naive_best_fit" else 1000.0
+
+    tuner = Tuner(Runner(clock, rate), TuneOptions(
+        trial_steps=50, objective="memory", floor=0.95, keep_batch_size=True,
+        specs=("only=FLAGS_eager_delete_tensor_gb,FLAGS_allocator_strategy,capacity",)))
+    tuner.load_profile = lambda path: fake_profile()
+    tuner.advise = lambda profile: []
+    tuner.run()
+    assert tuner.incumbent == {"capacity": 4}
+
+
+def test_batch_size_ladder_up_to_what_fits(monkeypatch):
+    """Peak memory 100 + 10 x batch of a 1000 capacity; samples/s grows with the batch."""
+    clock = Clock()
+    monkeypatch.setattr(search.time, "monotonic", clock.monotonic)
+
+    class Runner(FakeRunner):
+        def run(self, setting, env, steps, timeout_s, phase, label):
+            t = super().run(setting, env, steps, timeout_s, phase, label)
+            batch = setting.get("batch_size", 16)
+            t.peak_bytes, t.capacity_bytes = 100 + 10 * batch, 1000
+            if t.peak_bytes > 1000:
+                t.status, t.samples_per_s = "oom", None
+            t.batch_model = {"largest_batch": 200}  # the model over-estimates: 200 OOMs
+            return t
+
+    tuner = Tuner(Runner(clock, lambda s: 100.0 * s.get("batch_size", 16) ** 0.5),
+                  TuneOptions(trial_steps=50, max_batch_size=512,
+                              specs=("only=batch_size",)))
+    tuner.load_profile = lambda path: fake_profile(batch=16)
+    tuner.advise = lambda profile: []
+    tuner.run()
+    verify = [t for t in tuner.trials if t.phase == "batch:verify"]
+    assert verify[0].setting == {"batch_size": 200} and verify[0].status == "oom"
+    assert tuner.incumbent == {"batch_size": 80}  # 100 + 10 x 80 = 900: 10% headroom
+    assert search.LR_NOTE in tuner.notes
+
+
+# --- the record and its rendering -------------------------------------------------------------
+def test_record_round_trip_and_report(monkeypatch, tmp_path):
+    tuner = run_tuner(monkeypatch)
+    path = rec.save(rec.build(tuner, {"script": "train.py", "args": ["--lr", "0.1"]},
+                              {"budget_s": 60, "objective": "throughput"}),
+                    tmp_path / "x.tune.json")
+    record = rec.load(path)
+    assert record["type"] == "paddletune-tune" and record["best"]["setting"] == tuner.incumbent
+    assert record["ranking"][0]["status"] == "ok"
+    assert {r["status"] for r in record["ranking"]} >= {"ok", "timeout", "oom", "no effect"}
+    result = CliRunner().invoke(app, ["report", str(path)], env={"COLUMNS": "100"})
+    assert result.exit_code == 0, result.output
+    out = result.output
+    assert "paddletune tune train.py --lr 0.1" in out
+    assert "Settings, best first" in out and "timeout" in out and "no effect" in out
+    assert "export PADDLETUNE_OVERRIDES=" in out
+    assert "fluid.io.DataLoader.from_generator(..., num_workers=2" in out
+    assert re.search(r"Speedup: 1\.[78]\dx ± 0\.\d\d \([\d,]+ -> 1,[78]\d\d samples/s, 2 "
+                     r"interleaved pair", out)
+    as_json = CliRunner().invoke(app, ["report", "--json", str(path)])
+    assert json.loads(as_json.output)["best"]["setting"] == tuner.incumbent
+
+
+def test_render_with_nothing_better():
+    record = {"type": "paddletune-tune", "command": {"script": "t.py", "args": []},
+              "options": {"budget_s": 10, "objective": "throughput"}, "trials": [],
+              "ranking": [], "best": {"setting": {}}, "final": None, "notes": ["a note"]}
+    console = Console(width=100, record=True, file=open("/dev/null", "w"))
+    tune_view.render_record(record, console)
+    text = console.export_text()
+    assert "Best: the job's own settings" in text and "note: a note" in text
+
+
+def test_report_recognises_records_by_content(tmp_path):
+    path = tmp_path / "renamed.json"
+    path.write_text(json.dumps({"type": "paddletune-tune", "schema": 1}, indent=1))
+    assert rec.is_record(path)
+    bad = tmp_path / "bad.tune.json"
+    bad.write_text("{")
+    result = CliRunner().invoke(app, ["report", str(bad)])
+    assert result.exit_code == 1 and "cannot read the tuning record" in result.output
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--budget", "soon", "x.py"], "give a duration such as 90s"),
+    (["--objective", "speed", "x.py"], "--objective 'speed'"),
+    (["missing.py"], "can't open file 'missing.py'"),
+    ([], "give the training script"),
+])
+def test_tune_cli_usage_errors(args, message, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "x.py").write_text("")
+    result = CliRunner().invoke(app, ["tune", *args])
+    assert result.exit_code == 2 and message in result.output
