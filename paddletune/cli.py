@@ -9,7 +9,7 @@ printed to stderr as one line, never as a traceback, and end with exit code 2.
 import sys
 import warnings
 from pathlib import Path
-from typing import Annotated, NoReturn, Optional
+from typing import Annotated, List, NoReturn, Optional
 
 import typer
 
@@ -130,6 +130,12 @@ def profile(
     as_json: Annotated[bool, typer.Option(
         "--json", help="Print the summary as JSON on stdout (the script's stdout goes to "
                        "stderr).")] = False,
+    live: Annotated[bool, typer.Option(
+        "--live", help="Show the live dashboard while the job runs (the script's output "
+        "goes to PROFILE.log); not a terminal: a status line on stderr every 5 s.")] = False,
+    total_steps: Annotated[Optional[int], typer.Option(
+        "--total-steps", min=1, help="The job's total training steps, for the dashboard's "
+        "ETA [default: --steps]", show_default=False)] = None,
 ):
     """Run a training script as Python would, measure where its step time goes, write the
     profile and print the report. Exits with the script's own exit status."""
@@ -149,12 +155,29 @@ def profile(
     options = session.Options(target, args, module is not None, out, steps, warmup, ops,
                               interval, fluid_compat, check_nan,
                               speed_test_steps if speed_test else None,
-                              stdout_to_stderr=as_json)
+                              stdout_to_stderr=as_json, live=live, total_steps=total_steps)
+    if live and as_json:
+        fail("--live draws the dashboard and --json prints JSON on stdout: use one of them")
     try:
-        outcome = session.run(options)
+        outcome = _run_live(options) if live else session.run(options)
     except session.SessionError as err:
         fail(str(err))
     _after_profile(outcome, quiet, as_json)
+
+
+def _run_live(options):
+    """The session with the dashboard following its profile (paddletune/live/runner.py)."""
+    from .live.runner import run_live
+    from .render import dashboard
+    tty = sys.stdout.isatty()
+    screen = dashboard.Screen() if tty else dashboard.PlainLines()
+    outcome, cost, log = run_live(options, screen, redirect=tty)
+    if cost.get("error"):
+        typer.echo(f"paddletune: warning: the dashboard stopped: {cost['error']} (the job "
+                   f"and its profile are unaffected)", err=True)
+    if log is not None:
+        typer.echo(f"paddletune: the script's output is in {log}", err=True)
+    return outcome
 
 
 def _after_profile(outcome, quiet, as_json):
@@ -199,18 +222,40 @@ def _load_or_fail(path):
 @app.command()
 def report(
     profile_path: Annotated[Optional[str], typer.Argument(
-        metavar="PROFILE", help="A profile file [default: the newest in ./paddletune-runs/]",
-        show_default=False)] = None,
+        metavar="PROFILE", help="A profile file, or a tuning record (.tune.json) [default: "
+        "the newest profile in ./paddletune-runs/]", show_default=False)] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
     top: Annotated[int, typer.Option("--top", min=1, help="How many ops to list.")] = 10,
 ):
-    """Render a saved profile (nothing is re-run)."""
+    """Render a saved profile or tuning record (nothing is re-run)."""
+    if profile_path is not None and _is_tune_record(profile_path):
+        _report_tune(profile_path, as_json)
+        return
     from .render import report as report_view
     loaded = _load_or_fail(profile_path)
     if as_json:
         typer.echo(report_view.summary_json(loaded))
     else:
         report_view.render_report(loaded, _console(), top_ops=top)
+
+
+def _is_tune_record(path):
+    from .tune.record import is_record
+    return is_record(path)
+
+
+def _report_tune(path, as_json):
+    import json
+    from .render import tune as tune_view
+    from .tune.record import RecordError, load
+    try:
+        record = load(path)
+    except RecordError as err:
+        fail(str(err), code=1)
+    if as_json:
+        typer.echo(json.dumps(record, indent=2, default=str))
+    else:
+        tune_view.render_record(record, _console())
 
 
 @app.command()
@@ -252,6 +297,113 @@ def export(
         fail(f"cannot write {target}: {err.strerror or err}", code=1)
     typer.echo(f"paddletune: wrote {target} (open it in https://ui.perfetto.dev or "
                f"chrome://tracing)", err=True)
+
+
+@app.command()
+def watch(
+    profile_path: Annotated[Optional[str], typer.Argument(
+        metavar="PROFILE", help="A profile file, being written or finished [default: the "
+        "newest in ./paddletune-runs/]", show_default=False)] = None,
+    refresh: Annotated[float, typer.Option(
+        "--refresh", min=0.5, max=10.0, help="Frames per second.")] = 4.0,
+    window: Annotated[float, typer.Option(
+        "--window", min=2.0, help="Seconds of records the panels and advice cover.")] = 30.0,
+    once: Annotated[bool, typer.Option(
+        "--once", help="Print one frame of what is there now and exit.")] = False,
+    plain: Annotated[bool, typer.Option(
+        "--plain", help="Plain status lines instead of the full-screen view (the default "
+        "when stdout is not a terminal).")] = False,
+):
+    """Follow a profile that `paddletune profile` is writing (from another terminal, like
+    `tail -f`) and draw the live dashboard; a finished profile shows its last window.
+    Ends when the job's exit record arrives, or on Ctrl-C."""
+    from .profile import ProfileError, latest
+    from .render import dashboard
+    try:
+        path = Path(profile_path) if profile_path is not None else latest()
+    except ProfileError as err:
+        fail(str(err), code=1)
+    if path.is_dir() or (profile_path is not None and not path.exists() and once):
+        fail(f"{path}: not a profile file", code=1)
+    dashboard.watch(path, refresh, window, once, plain or not sys.stdout.isatty())
+
+
+@app.command(context_settings=_PASSTHROUGH)
+def tune(
+    ctx: typer.Context,
+    script: Annotated[Optional[str], typer.Argument(
+        help="The training script; what follows it (or `--`) is passed to it.",
+        show_default=False)] = None,
+    budget: Annotated[str, typer.Option(
+        "--budget", help="Wall-clock time for the whole search: 90s, 10m, 1h.")] = "5m",
+    objective: Annotated[str, typer.Option(
+        "--objective", help="throughput (samples/s) or memory (the lowest peak memory "
+        "keeping --floor of the baseline samples/s).")] = "throughput",
+    floor: Annotated[float, typer.Option(
+        "--floor", min=0.0, max=1.0, help="--objective memory: the share of the baseline "
+        "samples/s a setting must keep.")] = 0.95,
+    space: Annotated[Optional[List[str]], typer.Option(
+        "--space", help="Restrict or extend the knobs (repeatable): NAME=V1,V2 sets a "
+        "knob's values (also FLAGS_x=.. or reader./exec_strategy./build_strategy.KEY=..); "
+        "-NAME or -SECTION leaves them out.")] = None,
+    max_batch_size: Annotated[Optional[int], typer.Option(
+        "--max-batch-size", min=1, help="Largest batch size to try [default: 8x the "
+        "job's, and what the memory model says fits]", show_default=False)] = None,
+    keep_batch_size: Annotated[bool, typer.Option(
+        "--keep-batch-size", help="Never change the batch size (your convergence depends "
+        "on it).")] = False,
+    trial_steps: Annotated[Optional[int], typer.Option(
+        "--trial-steps", min=10, help="Steps of the shortest trials; later rungs double it "
+        "[default: about 1.5 s of steps]", show_default=False)] = None,
+    trial_timeout: Annotated[Optional[float], typer.Option(
+        "--trial-timeout", min=1.0, help="Seconds before a trial counts as hung [default: "
+        "5x its expected time, at least 30]", show_default=False)] = None,
+    out: Annotated[Optional[str], typer.Option(
+        "--out", "-o", help="Tuning record [default: ./paddletune-runs/<time>-<script>"
+        ".tune.json]", show_default=False)] = None,
+    as_json: Annotated[bool, typer.Option(
+        "--json", help="Print the tuning record as JSON on stdout.")] = False,
+):
+    """Find faster settings by measured trials: each a `paddletune profile --steps N`
+    subprocess with settings imposed through the environment (no code change). Prints the
+    ranked settings, the winner as exports and code lines, and the speedup; saves a tuning
+    record that `paddletune report` renders. Ctrl-C stops and keeps the best so far."""
+    from .tune import SpaceError, TuneError, TuneOptions, parse_duration
+    from .tune import tune as run_tune
+    args = list(ctx.args)
+    if script is None:
+        fail("give the training script: paddletune tune train.py -- ARGS")
+    if args[:1] == ["--"]:
+        args = args[1:]
+    if objective not in ("throughput", "memory"):
+        fail(f"--objective {objective!r}: use throughput or memory")
+    if not Path(script).is_file():
+        fail(f"can't open file '{script}': no such file")
+    try:
+        options = TuneOptions(budget_s=parse_duration(budget), objective=objective,
+                              floor=floor, trial_steps=trial_steps,
+                              trial_timeout_s=trial_timeout, max_batch_size=max_batch_size,
+                              keep_batch_size=keep_batch_size, specs=tuple(space or ()))
+    except ValueError as err:
+        fail(str(err))
+    import_runtime()
+    from .render import tune as tune_view
+    console = _console(stderr=True)
+    try:
+        tuner, path = run_tune(script, args, options, out,
+                               progress=tune_view.TuneProgress(console))
+    except (TuneError, SpaceError) as err:
+        fail(str(err), code=1)
+    from .tune.record import load as load_record
+    record = load_record(path)
+    if as_json:
+        import json
+        typer.echo(json.dumps(record, indent=2, default=str))
+    else:
+        tune_view.render_record(record, _console())
+    typer.echo(f"paddletune: tuning record written to {path}", err=True)
+    if tuner.status == "interrupted":
+        raise typer.Exit(130)
 
 
 @app.command()

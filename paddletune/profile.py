@@ -19,7 +19,9 @@ A profile is one `.jsonl` file. Every line is one JSON object with a "type":
   event    something that happened: {"t", "kind", "message", ...}; kinds: "exit" (status,
            reason, train_steps), "error" (exception, where), "step_limit" (steps), "nan_inf"
            (op_type, op_index, output, inputs, n_nan, n_inf, step), "probe_unavailable",
-           "speed_test" (phase: baseline|ceiling|done, step: training steps so far)
+           "speed_test" (phase: baseline|ceiling|done, step: training steps so far),
+           "overrides" (env, requested, applied [{section, key, value, was}], skipped:
+           what PADDLETUNE_OVERRIDES changed, written before "exit")
   reader   the reader probe's DataLoader/PyReader records, aggregated per interval (never
            one per batch): {"what": "start", "t", "loader", "pass", "config"} when a pass
            starts; {"what": "end"|"reset"|"error", "t", "loader", "pass", "batches",
@@ -229,6 +231,12 @@ def _parse_lines(path, text):
                                f"clean one") from None
         records.append(record)
     return records, truncated
+
+
+def from_records(path, records) -> Profile:
+    """A Profile from records already read (the live window's): header first; the summary is
+    computed when no summary record is among them."""
+    return _assemble(str(path), list(records), False)
 
 
 def _assemble(path, records, truncated) -> Profile:

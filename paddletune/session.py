@@ -59,6 +59,8 @@ class Options:
     check_nan: bool = False
     speed_test: Optional[int] = None  # steps per speed-test window (None: no speed test)
     stdout_to_stderr: bool = False  # keep stdout clean for --json
+    live: bool = False  # --live: the dashboard follows the profile (flushed more often)
+    total_steps: Optional[int] = None  # --total-steps: the dashboard's ETA (else --steps)
 
 
 @dataclass
@@ -125,13 +127,20 @@ def _check_script(script: Path):
         raise SessionError(f"'{script}' is not a Python script (it looks binary)")
 
 
-def run(options: Options, path: Optional[Path] = None) -> Outcome:
-    """Profile the target. The profile at the returned path is complete and readable."""
+LIVE_FLUSH_S = 0.2  # --live: the profile is flushed this often (0.5 s otherwise)
+
+
+def run(options: Options, path: Optional[Path] = None, on_stop=None) -> Outcome:
+    """Profile the target. The profile at the returned path is complete and readable.
+    `on_stop(submit)`, when given, runs once the probes stopped, before the exit record
+    and the summary (--live: stop the dashboard, record its cost)."""
     path = path or prepare(options)
     import runtime  # noqa: F401  (FLAGS are read from the environment here)
+    from runtime import overrides
+    overrides.reset()  # the overrides event lists this run's own
     clock, t0_unix = Clock(), time.time()
     try:
-        writer = prof.ProfileWriter(path)
+        writer = prof.ProfileWriter(path, LIVE_FLUSH_S if options.live else 0.5)
     except OSError as err:
         raise SessionError(f"cannot write the profile {path}: {err.strerror or err}") from None
     session = _Session(options, writer, clock)
@@ -139,6 +148,8 @@ def run(options: Options, path: Optional[Path] = None) -> Outcome:
                                      collect_env(), t0_unix))
     with session.probes_running():
         status, reason, message = session.execute()
+    if on_stop is not None:
+        on_stop(writer.submit)
     outcome = Outcome(status, reason, path, message)
     session.finish(outcome)
     outcome.write_error = writer.failed
@@ -226,6 +237,7 @@ class _Session:
         """Write the exit event and the summary; a second Ctrl-C from here kills at once."""
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGINT, signal.SIG_DFL)
+        self._overrides_event()
         self.event("exit", status=outcome.status, reason=outcome.reason,
                    message=outcome.message, train_steps=self.n_train_steps)
         self.writer.flush()
@@ -237,6 +249,22 @@ class _Session:
                 print(f"paddletune: warning: could not summarise {outcome.path}: {err}",
                       file=sys.stderr)
         self.writer.close()
+
+    def _overrides_event(self):
+        """One "overrides" event: what PADDLETUNE_OVERRIDES asked for, what the runtime
+        actually overrode (with the script's own value) and what could not apply."""
+        from runtime import overrides
+        try:
+            wanted = overrides.requested()
+        except Exception:  # noqa: BLE001  (a bad value already failed the import)
+            wanted = {}
+        done, skipped = overrides.applied(), overrides.skipped()
+        if not (wanted or done or skipped):
+            return
+        changes = ", ".join(f"{a['section']}.{a['key']}={a['value']!r} (was {a['was']!r})"
+                            for a in done) or "nothing"
+        self.event("overrides", env=overrides.ENV, requested=wanted, applied=done,
+                   skipped=skipped, message=f"{overrides.ENV} overrode {changes}")
 
 
 def _run_target(options):
@@ -399,4 +427,6 @@ def _options_record(options):
     record = asdict(options)
     for key in ("target", "args", "module", "stdout_to_stderr"):
         record.pop(key)
+    from runtime.overrides import ENV
+    record["overrides_env"] = {ENV: os.environ[ENV]} if os.environ.get(ENV) else None
     return record

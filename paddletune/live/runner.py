@@ -1,0 +1,92 @@
+"""`paddletune profile --live`: the usual session, with the dashboard following the profile
+it writes (the same file `report` reads later: no second data path).
+
+On a terminal the script's own output (its stdout and stderr, file descriptors 1 and 2, so
+worker processes and C code too) goes to a log file next to the profile,
+`<profile>.log`, whose path the dashboard shows; the dashboard draws on the terminal that
+stdout was. Elsewhere (a pipe, a CI log) nothing is redirected and the dashboard prints a
+plain one-line summary to stderr every few seconds. The loop's measured cost is written
+into the profile as the "dashboard" probe record (background overhead), before the summary.
+"""
+
+import os
+import sys
+from contextlib import contextmanager
+from pathlib import Path
+
+from .. import session
+from .loop import LiveLoop
+
+LIVE_HZ = 4.0
+
+
+def log_path_for(profile_path) -> Path:
+    return Path(profile_path).with_suffix(".log")
+
+
+def run_live(options, screen, redirect: bool, hz: float = LIVE_HZ):
+    """Run the session with `screen` (open(file)/draw(state)/close()) drawing the dashboard.
+    Returns (Outcome, cost dict, the log path or None)."""
+    path = session.prepare(options)
+    log = log_path_for(path) if redirect else None
+    extra = {"log_path": str(log) if log else None, "mode": "live"}
+    with _output_to(log) as terminal:
+        screen.open(terminal)
+        loop = LiveLoop(path, screen.draw, hz, extra=extra)
+        stopped = {}
+
+        def on_stop(submit):
+            stopped.update(loop.stop())
+            submit(_probe_record(stopped))
+            if getattr(screen, "alternate", False):  # give the terminal back before the
+                screen.close()  # summary: a second Ctrl-C from there on kills at once
+
+        loop.start()
+        try:
+            outcome = session.run(options, path, on_stop=on_stop)
+        finally:
+            if not stopped:
+                stopped.update(loop.stop())
+            screen.close(_final_state(loop))
+    return outcome, stopped, log
+
+
+def _final_state(loop):
+    """The state at the job's end (the profile is complete now), for a last plain line."""
+    if loop.error is not None:
+        return loop.last_state
+    loop.draw = lambda state: None
+    try:
+        return loop.frame()
+    except Exception:  # noqa: BLE001
+        return loop.last_state
+
+
+def _probe_record(cost) -> dict:
+    return {"type": "probe", "name": "dashboard", "available": True, "reason": cost.get("error"),
+            "overhead_s": cost.get("cpu_s", 0.0), "in_step": False, "result": cost}
+
+
+@contextmanager
+def _output_to(log):
+    """fds 1 and 2 to `log` (None: unchanged); yields a file on the original stdout."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if log is None:
+        yield sys.stderr
+        return
+    saved = os.dup(1), os.dup(2)
+    terminal = os.fdopen(os.dup(saved[0]), "w", encoding="utf-8", errors="replace")
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        yield terminal
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for f in (fd, *saved):
+            os.close(f)
+        terminal.close()

@@ -1,0 +1,237 @@
+"""The live dashboard: panels drawn from a `paddletune.live` state dict, the full-screen
+terminal view, and the plain one-line form for a non-terminal.
+
+Colours (each also has a word or glyph, so a colourless terminal loses nothing):
+  green   fine: compute-bound, queue mostly full, memory under 70% of the capacity
+  yellow  worth a look: moderately input-bound, queue under half full, memory 70-85%,
+          no new record for 10 s
+  red     a problem: highly input-bound, most pops found the queue empty, memory at 85% or
+          more (memory pressure, as the advisors define it) or out of memory, exit != 0
+  dim     no data (N/A, with the reason)
+Step-time segments: ▓ wait (red), ▒ feed (yellow), █ compute (green), ░ fetch (blue),
+· other (magenta).
+"""
+
+import os
+import sys
+import time
+
+from rich.console import Console, Group
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from .dashboard_panels import (SEGMENTS, _line, _num2, _rate, _share, advice_panel,
+                               breakdown_panel, cpu_panel, memory_panel, ops_panel,
+                               parallel_panel, reader_panel, sparkline, stacked_bar,
+                               throughput_panel)
+from .fmt import NA, duration, finite, nbytes
+
+__all__ = ["SEGMENTS", "PlainLines", "Screen", "plain_line", "render_dashboard", "sparkline",
+           "stacked_bar", "watch"]
+
+MIN_WIDTH, MIN_HEIGHT = 80, 24
+ADVICE_LINES = 3  # the verdict and two advice lines
+
+
+# --- the whole screen ----------------------------------------------------------------------------
+def render_dashboard(state: dict, width: int = MIN_WIDTH, height: int = MIN_HEIGHT) -> Group:
+    """The dashboard for a terminal of `width` x `height` (at least 80 x 24 is readable)."""
+    width, height = max(width, 40), max(height, 12)
+    panels = [throughput_panel, breakdown_panel, reader_panel, memory_panel, cpu_panel,
+              ops_panel] + ([parallel_panel] if state.get("parallel") else [])
+    rows = (len(panels) + 1) // 2
+    advice_lines = ADVICE_LINES + (1 if height >= 30 else 0)
+    lines = max(2, (height - 3 - (advice_lines + 2)) // rows - 2)
+    inner = width // 2 - 4  # a half-width panel's text width (borders and padding)
+    grid = Table.grid(expand=True)
+    grid.add_column(ratio=1)
+    grid.add_column(ratio=1)
+    made = [make(state, lines, inner) for make in panels]
+    for i in range(0, len(made), 2):
+        grid.add_row(*made[i:i + 2])
+    return Group(*header(state, width), grid, advice_panel(state, advice_lines, width - 4),
+                 footer(state))
+
+
+# --- header and footer ---------------------------------------------------------------------------
+def header(state, width):
+    status = state.get("status") or {}
+    first = _line(("paddletune live", "bold"), f" · {state.get('title') or '?'} · ",
+                  _status_text(status))
+    p = state.get("progress") or {}
+    parts = [f"elapsed {duration(state.get('now_s'))}", _steps_text(p)]
+    if status.get("state") in ("finished", "cut short"):
+        pass
+    elif p.get("total"):
+        eta = p.get("eta_s")
+        parts.append(f"ETA {duration(eta) if finite(eta) else NA}")
+    else:
+        parts.append("ETA N/A (no --total-steps/--steps)")
+    if state.get("log_path"):
+        parts.append(f"script output: {state['log_path']}")
+    return [first, _line(" · ".join(parts))]
+
+
+def _status_text(status):
+    kind = status.get("state")
+    if kind == "finished":
+        e = status.get("exit") or {}
+        ok = e.get("status") == 0
+        text = f"finished: exit {e.get('status')} ({e.get('reason')})"
+        return (text, "green" if ok else "bold red")
+    if kind == "stalled":
+        return (f"no new record for {duration(status.get('idle_s'))}", "yellow")
+    if kind == "waiting":
+        return ("waiting for the profile", "dim")
+    if kind == "cut short":
+        return ("ended without an exit record (killed?)", "bold red")
+    return ("running", "green")
+
+
+def _steps_text(p):
+    done, total = p.get("steps") or 0, p.get("total")
+    if total:
+        return f"step {done:,} of {total:,} ({min(done / total, 1.0):.0%})"
+    return f"step {done:,}"
+
+
+def footer(state) -> Text:
+    stop = ("Ctrl-C stops the job (profile kept)" if state.get("mode") == "live"
+            else "Ctrl-C stops watching")
+    text = Text(no_wrap=True, overflow="ellipsis")
+    for word, style in (("ok", "green"), ("watch", "yellow"), ("problem", "red"),
+                        ("no data", "dim")):
+        text.append("■ ", style=style)
+        text.append(word + " ")
+    text.append(f"· {stop}", style="dim")
+    return text
+
+
+# --- plain lines (not a terminal) ----------------------------------------------------------------
+def plain_line(state) -> str:
+    """One line of the main figures, for logs and pipes."""
+    p, tp = state.get("progress") or {}, state.get("throughput") or {}
+    parts = [f"{duration(state.get('now_s'))}", _steps_text(p)]
+    running = (state.get("status") or {}).get("state") in ("running", "stalled")
+    if running and p.get("total") and finite(p.get("eta_s")):
+        parts.append(f"ETA {duration(p['eta_s'])}")
+    parts.append(f"{_rate(tp.get('steps_per_s'))} steps/s")
+    if finite(tp.get("samples_per_s")):
+        parts.append(f"{_rate(tp['samples_per_s'])} samples/s")
+    b = state.get("breakdown")
+    if b and b["cycle_s"] > 0:
+        parts.append(" ".join(f"{k} {v / b['cycle_s']:.0%}" for k, v in b["parts"]))
+    r = state.get("reader")
+    if r and r.get("pops"):
+        parts.append(f"queue {_num2(r.get('fill_mean'))}/{r.get('capacity')} empty "
+                     f"{_share(r.get('empty_ratio'))}")
+    m = state.get("memory") or {}
+    if m.get("pool_seen"):
+        parts.append(f"pool peak {nbytes(m.get('peak_allocated'))}")
+    if finite(m.get("rss")):
+        parts.append(f"RSS {nbytes(m['rss'])}")
+    v = ((state.get("advice") or {}).get("verdict") or {}).get("kind")
+    status = state.get("status") or {}
+    parts.append(v or "verdict pending")
+    if status.get("state") not in ("running", None):
+        parts.append(_status_text(status)[0])
+    return "paddletune live: " + " · ".join(parts)
+
+
+class PlainLines:
+    """The non-terminal dashboard: a plain line every `every_s` seconds, and the last one."""
+
+    def __init__(self, every_s: float = 5.0, clock=time.monotonic):
+        self.every_s, self.clock, self.file, self._last = every_s, clock, None, None
+        self.printed = None  # the state last printed
+
+    def open(self, file):
+        self.file = file
+
+    def draw(self, state):
+        now = self.clock()
+        if (state.get("status") or {}).get("state") == "waiting":
+            return  # nothing to say before the profile's header
+        if self._last is None or now - self._last >= self.every_s:
+            self._last = now
+            self._print(state)
+
+    def close(self, state=None):
+        if state is not None:
+            self._print(state)
+
+    def _print(self, state):
+        self.printed = state
+        print(plain_line(state), file=self.file, flush=True)
+
+
+class Screen:
+    """The terminal dashboard: the alternate screen, redrawn in place (no clearing, so no
+    flicker), sized to the terminal at every frame."""
+
+    alternate = True  # draws on the alternate screen: close it before the job's last words
+
+    def __init__(self, hz: float = 4.0):
+        self.hz, self.console, self.live = hz, None, None
+
+    def open(self, file):
+        self.console = Console(file=file, force_terminal=True, highlight=False)
+        self.live = Live(console=self.console, screen=True, auto_refresh=False,
+                         redirect_stdout=False, redirect_stderr=False, transient=True)
+        self.live.start()
+
+    def draw(self, state):
+        try:
+            width, height = os.get_terminal_size(self.console.file.fileno())
+            self.console.size = (width, height)
+        except (OSError, ValueError, AttributeError):
+            width, height = self.console.size
+        self.live.update(render_dashboard(state, width, height), refresh=True)
+
+    def close(self, state=None):
+        if self.live is not None:
+            self.live.stop()
+            self.live = None
+
+
+def final_frame(state, console: Console):
+    """The last frame, printed once on the normal screen (`watch`, when the job ended)."""
+    width, height = console.size
+    console.print(render_dashboard(state, width, max(height, MIN_HEIGHT)))
+
+
+def watch(path, hz: float = 4.0, window_s: float = 30.0, once: bool = False,
+          plain: bool = False, file=None):
+    """`paddletune watch`: follow `path` and draw until the job ends or Ctrl-C; the last
+    frame (or line) stays on the normal screen. `once`: one frame of what is there now."""
+    from ..live.loop import LiveLoop, follow_until_done
+    file = file or sys.stdout
+    console = Console(file=file, highlight=False)
+    view = PlainLines() if plain else Screen(hz)
+    loop = LiveLoop(path, view.draw if not once else (lambda state: None), hz, window_s,
+                    extra={"mode": "watch"})
+    if once:
+        state = loop.frame()
+        while not loop.follower.at_end:
+            state = loop.frame()
+        _last(state, plain, console)
+        return loop
+    view.open(file)
+    try:
+        follow_until_done(loop)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        view.close()
+    if loop.last_state is not None and getattr(view, "printed", None) is not loop.last_state:
+        _last(loop.last_state, plain, console)
+    return loop
+
+
+def _last(state, plain, console):
+    if plain:
+        console.file.write(plain_line(state) + "\n")
+        console.file.flush()
+    else:
+        final_frame(state, console)

@@ -1,0 +1,306 @@
+"""The dashboard's panels: each takes the live state, its text height (lines) and width and
+returns a fixed-height rich Panel; a panel without data says why (N/A) instead of going.
+Colours are documented in dashboard.py."""
+
+from rich import box
+from rich.console import Console, Group
+from rich.panel import Panel
+from rich.text import Text
+
+from .fmt import NA, duration, finite, nbytes
+
+SPARK = "▁▂▃▄▅▆▇█"
+SEGMENTS = {"wait": ("▓", "red"), "feed": ("▒", "yellow"), "compute": ("█", "green"),
+            "fetch": ("░", "blue"), "other": ("·", "magenta")}
+VERDICT_STYLES = {"compute-bound": "green", "moderately-input-bound": "yellow",
+                  "highly-input-bound": "red", "too-few-steps": "yellow"}
+SEVERITY_STYLES = {"high": "red", "medium": "yellow", "low": "cyan"}
+CAPACITY_WORDS = {"pool": "pool", "FLAGS_cpu_memory_limit_mb": "limit", "machine": "machine"}
+
+def _panel(title, lines, height) -> Panel:
+    body = Group(*lines[:height]) if lines else Text("")
+    return Panel(body, title=title, title_align="left", box=box.ROUNDED, height=height + 2,
+                 padding=(0, 1))
+
+
+def _line(*parts) -> Text:
+    """One panel line, cut with an ellipsis where it does not fit."""
+    text = Text(no_wrap=True, overflow="ellipsis")
+    for part in parts:
+        text.append(*part) if isinstance(part, tuple) else text.append(part)
+    return text
+
+
+def _na(reason) -> Text:
+    return Text(f"N/A — {reason}", style="dim")  # wraps: a panel without data has room
+
+
+# --- panels --------------------------------------------------------------------------------------
+def throughput_panel(state, lines, width) -> Panel:
+    tp = state.get("throughput")
+    if not tp:
+        return _panel("Throughput", [_na("no training step yet")], lines)
+    samples = tp.get("samples_per_s")
+    rate = _line((f"{_rate(tp.get('steps_per_s'))} steps/s", "bold"),
+                 f" · {_rate(samples)} samples/s" if finite(samples) else " · samples/s N/A")
+    hist = tp.get("history") or []
+    body = [rate]
+    if hist:
+        body.append(_line((sparkline(hist, width), "cyan")))
+        body.append(_line((f"history: {min(len(hist), width)} s, max {max(hist):,} steps/s",
+                           "dim")))
+    else:
+        body.append(_line(("history: after the first full second", "dim")))
+    batch = tp.get("batch_size")
+    body.append(_line(f"batch {batch if batch else NA} · {tp.get('samples', 0):,} samples "
+                      f"so far"))
+    return _panel(f"Throughput (last {tp.get('span_s', 0):.0f} s)", body, lines)
+
+
+def _rate(x):
+    return NA if not finite(x) else f"{x:,.1f}" if x < 1000 else f"{x:,.0f}"
+
+
+def breakdown_panel(state, lines, width) -> Panel:
+    b = state.get("breakdown")
+    if not b:
+        return _panel("Step time", [_na("no training step in the window")], lines)
+    cycle = b["cycle_s"]
+    shares = [(k, v, v / cycle if cycle > 0 else 0.0) for k, v in b["parts"]]
+    body = [stacked_bar(shares, width)]
+    long = [f"{SEGMENTS[k][0]} {k} {v * 1e3:.2f} ms {s:.0%}" for k, v, s in shares]
+    short = [f"{SEGMENTS[k][0]} {k} {s:.0%}" for k, v, s in shares]
+    for items in (long, short):
+        packed = _pack(items, width)
+        if len(packed) <= lines - 1 or items is short:
+            break
+    body += [_styled_legend(row, shares) for row in packed]
+    title = f"Step time {cycle * 1e3:.2f} ms (mean of {b['n']})"
+    return _panel(title, body, lines)
+
+
+def stacked_bar(shares, width) -> Text:
+    """A bar of `width` cells split in proportion to the shares (largest remainders)."""
+    raw = [(k, s * width) for k, _, s in shares]
+    cells = {k: int(x) for k, x in raw}
+    rest = width - sum(cells.values())
+    for k, x in sorted(raw, key=lambda kx: -(kx[1] - int(kx[1])))[:max(rest, 0)]:
+        cells[k] += 1
+    text = Text(no_wrap=True, overflow="crop")
+    for k, _, _ in shares:
+        glyph, style = SEGMENTS[k]
+        text.append(glyph * cells[k], style=style)
+    return text
+
+
+def _pack(items, width):
+    rows, row = [], ""
+    for item in items:
+        candidate = f"{row}  {item}" if row else item
+        if len(candidate) > width and row:
+            rows.append(row)
+            candidate = item
+        row = candidate
+    return rows + [row]
+
+
+def _styled_legend(row, shares) -> Text:
+    text = _line(row)
+    for k, _, _ in shares:
+        glyph, style = SEGMENTS[k]
+        text.highlight_words([f"{glyph} {k}"], style=style)
+    return text
+
+
+def reader_panel(state, lines, width) -> Panel:
+    r = state.get("reader")
+    if r is None:
+        return _panel("Reader queue", [_na("no DataLoader/PyReader: feeding is synchronous")],
+                      lines)
+    workers = f"{r['workers']} workers" if r.get("workers") else "thread"
+    passes = f", pass {r['passes']}" if (r.get("passes") or 0) > 1 else ""
+    title = f"Reader {r.get('name')} ({workers}{passes})"
+    if not r.get("pops"):
+        why = (f"pass {r['passes']} {r['pass_ended']}" if r.get("pass_ended")
+               else "no batch popped in the window")
+        return _panel(title, [_na(why)], lines)
+    fill, share, cap = r.get("fill_mean"), r.get("fill_share"), r.get("capacity")
+    style = _fill_style(share)
+    bar_w = max(width - 22, 4)
+    body = [_line("fill ", (_bar(share, bar_w), style),
+                  f" {fill:.1f} of {cap}" if finite(fill) else f" {NA} of {cap}",
+                  (f" {share:.0%}" if finite(share) else "", style))]
+    empty = r.get("empty_ratio")
+    body.append(_line("empty ", (f"{empty:.0%}" if finite(empty) else NA, _empty_style(empty)),
+                      f" of {r['pops']:,} pops · {_ms(r.get('wait_per_pop_s'))}/pop"))
+    hist = [h for h in r.get("fill_history") or [] if finite(h)]
+    if hist:
+        body.append(_line("fill over time ", (sparkline(hist, width - 15, top=1.0), style)))
+    body.append(_line(f"{_rate(r.get('batches_per_s'))} batches/s · producer "
+                      f"{_ms(r.get('produce_per_batch_s'))}/batch"))
+    return _panel(title, body, lines)
+
+
+def _fill_style(share):
+    return "dim" if not finite(share) else "red" if share < 0.25 else (
+        "yellow" if share < 0.5 else "green")
+
+
+def _empty_style(ratio):
+    return "dim" if not finite(ratio) else "red" if ratio >= 0.5 else (
+        "yellow" if ratio >= 0.1 else "green")
+
+
+def _ms(seconds):
+    return f"{seconds * 1e3:.2f} ms" if finite(seconds) else NA
+
+
+def memory_panel(state, lines, width) -> Panel:
+    m = state.get("memory") or {}
+    cap, peak = m.get("capacity"), m.get("peak_allocated")
+    body = []
+    if m.get("pool_seen"):
+        body.append(_line(f"alloc {nbytes(m.get('allocated'))} · "
+                          f"reserved {nbytes(m.get('reserved'))}"))
+        share = peak / cap if finite(peak) and finite(cap) and cap else None
+        style = "bold red" if m.get("ooms") else _mem_style(share)
+        body.append(_line("peak ", (nbytes(peak), style),
+                          (f" {share:.1%}" if finite(share) else "", style),
+                          f" of {nbytes(cap)} {CAPACITY_WORDS.get(m.get('capacity_from'), '')}"
+                          .rstrip(), (" · OOM", "bold red") if m.get("ooms") else ""))
+    else:
+        body.append(_na("no pool figures until a training step ends"))
+    avail = m.get("available")
+    if finite(m.get("rss")):
+        body.append(_line(f"RSS {nbytes(m['rss'])}",
+                          f" · {nbytes(avail)} free" if finite(avail) else ""))
+    else:
+        body.append(_line("RSS ", ("N/A — no system sample yet", "dim")))
+    gpus = m.get("gpus") or []
+    if not gpus:
+        body.append(_line("GPU ", (f"N/A — {m.get('gpu_reason')}", "dim")))
+    for g in gpus:
+        used, total = g.get("used"), g.get("total")
+        share = used / total if finite(used) and finite(total) and total else None
+        body.append(_line(f"GPU {g.get('gpu')} ", (f"{nbytes(used)} of {nbytes(total)}",
+                                                   _mem_style(share)),
+                          f" · util {g['util']:.0f}%" if finite(g.get("util")) else ""))
+    return _panel("Memory (pool, host, GPU)", body, lines)
+
+
+def _mem_style(share):
+    return "dim" if not finite(share) else "red" if share >= 0.85 else (
+        "yellow" if share >= 0.70 else "green")
+
+
+def cpu_panel(state, lines, width) -> Panel:
+    c = state.get("cpu") or {}
+    cores = c.get("cores")
+    if not c.get("sampled"):
+        return _panel("CPU", [_na("no system sample yet")], lines)
+    of = f" of {cores * 100}%" if cores else ""
+    body = [_line(f"process {_pct(c.get('process'))}{of} · machine {_pct(c.get('total'))}")]
+    per_core = [p for p in c.get("per_core") or [] if finite(p)]
+    if per_core:
+        text = _line("cores ")
+        for p in per_core[:max(width - 12, 1)]:
+            text.append(SPARK[min(int(p / 100 * len(SPARK)), len(SPARK) - 1)],
+                        style=_busy_style(p))
+        text.append(f" ({len(per_core)}, mean {sum(per_core) / len(per_core):.0f}%)")
+        body.append(text)
+    body.append(_line(f"threads {_int(c.get('threads'))} · BLAS {_int(c.get('blas_threads'))}"
+                      f" · load {c['load1']:.2f}" if finite(c.get("load1")) else
+                      f"threads {_int(c.get('threads'))} · BLAS {_int(c.get('blas_threads'))}"))
+    steal, workers = c.get("steal"), c.get("workers")
+    extra = ([f"steal {steal:.1f}%"] if finite(steal) else []) + (
+        [f"{workers} reader worker processes"] if workers else [])
+    if extra:
+        body.append(_line(" · ".join(extra)))
+    return _panel("CPU", body, lines)
+
+
+def _busy_style(p):
+    return "green" if p < 70 else "yellow" if p < 95 else "red"
+
+
+def _pct(x):
+    return f"{x:.0f}%" if finite(x) else NA
+
+
+def _int(x):
+    return f"{x:,.0f}" if finite(x) else NA
+
+
+def ops_panel(state, lines, width) -> Panel:
+    o = state.get("ops") or {}
+    if not o.get("enabled"):
+        return _panel("Top ops", [_na("per-op timing is off: profile with --ops")], lines)
+    if not o.get("top"):
+        return _panel("Top ops", [_na("no op timings in the window")], lines)
+    name_w = max(width - 19, 6)
+    body = [_line(f"{r['type'][:name_w]:<{name_w}} {r['per_step_s'] * 1e3:7.2f} ms "
+                  f"{r['share']:5.1%}") for r in o["top"][:lines]]
+    return _panel(f"Top ops (per step, {o.get('steps')} steps)", body, lines)
+
+
+def parallel_panel(state, lines, width) -> Panel:
+    p = state.get("parallel")
+    body = [_line(f"{p.get('places')} places · {p.get('threads')} threads · "
+                  f"{p.get('reduce') or '?'}"),
+            _line(f"busy {_share(p.get('busy_share'))} · concurrency "
+                  f"{_num2(p.get('concurrency'))} · ready {_num2(p.get('ready_mean'))}"),
+            _line(f"scheduling {_share(p.get('sched_share'))} of the step · "
+                  f"{p.get('drops', 0)} scope drops")]
+    return _panel(f"ParallelExecutor ({p.get('steps')} steps)", body, lines)
+
+
+def _share(x):
+    return f"{x:.0%}" if finite(x) else NA
+
+
+def _num2(x):
+    return f"{x:.2f}" if finite(x) else NA
+
+
+def advice_panel(state, lines, width) -> Panel:
+    a = state.get("advice")
+    window = f"last {state.get('window_s', 0):.0f} s"
+    if a is None:
+        return _panel(f"Verdict and advice ({window})",
+                      [_na("first computed once training steps arrive (every 5 s)")], lines)
+    if a.get("error"):
+        return _panel(f"Verdict and advice ({window})",
+                      [_line(("advisors failed: " + a["error"], "red"))], lines)
+    v = a.get("verdict") or {}
+    verdict = Text(v.get("text") or "no verdict", style=VERDICT_STYLES.get(v.get("kind"), ""))
+    spare = lines - max(len(a.get("advice") or []), 1)  # lines the verdict may take
+    wrapped = verdict.wrap(Console(width=width, color_system=None), width)
+    if len(wrapped) > spare:
+        wrapped = [_line(verdict)]
+    body = list(wrapped)
+    for item in a.get("advice") or []:
+        body.append(_line((f"● {item['severity']:<6} ", SEVERITY_STYLES.get(item["severity"],
+                                                                             "")),
+                          item["title"], (f" — {item['gain']}", "dim")))
+    if not a.get("advice"):
+        body.append(_line(("no advice: nothing stands out in the window", "dim")))
+    age = max((state.get("now_s") or 0.0) - (a.get("t") or 0.0), 0.0)
+    return _panel(f"Verdict and advice ({window}, computed {duration(age)} ago)", body, lines)
+
+
+# --- bits ----------------------------------------------------------------------------------------
+def sparkline(values, width, top=None) -> str:
+    """The last `width` values as ▁..█ (scaled to `top`, default their maximum)."""
+    values = list(values)[-max(width, 1):]
+    top = top if top is not None else max(values, default=0)
+    if not values or not top or top <= 0:
+        return SPARK[0] * len(values)
+    return "".join(SPARK[min(int(max(v, 0) / top * (len(SPARK) - 1) + 0.5), len(SPARK) - 1)]
+                   for v in values)
+
+
+def _bar(share, width) -> str:
+    if not finite(share):
+        return " " * width
+    n = int(round(min(max(share, 0.0), 1.0) * width))
+    return "█" * n + "░" * (width - n)

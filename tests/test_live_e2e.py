@@ -1,0 +1,160 @@
+"""`paddletune profile --live` for real: in a tmux terminal (100 x 30) the dashboard shows
+its panels while the job runs and the report follows a clean exit; Ctrl-C stops the job and
+the profile is complete; without a terminal, plain status lines go to stderr."""
+
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from paddletune.profile import load
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+JOB = '''
+import sys, time
+import numpy as np
+import runtime as fluid
+
+main, startup = fluid.Program(), fluid.Program()
+with fluid.program_guard(main, startup):
+    x = fluid.data("x", [None, 32])
+    loss = fluid.layers.mean(fluid.layers.fc(fluid.layers.fc(x, 64, act="relu"), 1))
+    fluid.optimizer.SGD(0.01).minimize(loss)
+exe = fluid.Executor(fluid.CPUPlace())
+exe.run(startup)
+steps = int(sys.argv[1])
+for step in range(steps if steps > 0 else 10 ** 9):
+    batch = np.random.rand(16, 32).astype("float32")
+    time.sleep(0.004)  # the loop's own work outside exe.run
+    exe.run(main, feed={"x": batch}, fetch_list=[loss])
+    if step % 100 == 0:
+        print(f"step {step}", flush=True)
+print("done", flush=True)
+'''
+
+needs_tmux = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+
+
+class Tmux:
+    """A private tmux server (its own socket) with one 100 x 30 window."""
+
+    def __init__(self, tmp_path):
+        self.socket = f"paddletune-test-{os.getpid()}-{time.monotonic_ns()}"
+        self.tmp_path = tmp_path
+
+    def tmux(self, *args, check=True):
+        return subprocess.run(["tmux", "-L", self.socket, *args], capture_output=True,
+                              text=True, check=check)
+
+    def start(self, command):
+        # the trap keeps the shell going after a Ctrl-C that kills the job (the job itself
+        # gets the default SIGINT handling: a trapped signal is reset in a child)
+        shell = (f"trap 'true' INT; cd {shlex.quote(str(self.tmp_path))} && {command}; "
+                 f"echo EXIT=$?; sleep 120")
+        self.tmux("new-session", "-d", "-s", "t", "-x", "100", "-y", "30", shell)
+
+    def screen(self):
+        return self.tmux("capture-pane", "-p", "-t", "t", check=False).stdout
+
+    def history(self):
+        """Everything the window showed on its normal screen, wrapped lines joined."""
+        return self.tmux("capture-pane", "-p", "-J", "-t", "t", "-S", "-400").stdout
+
+    def wait_for(self, predicate, timeout_s=90, what="the screen"):
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            text = self.screen()
+            if predicate(text):
+                return text
+            time.sleep(0.2)
+        raise AssertionError(f"timed out waiting for {what}; the screen:\n{self.screen()}")
+
+    def close(self):
+        self.tmux("kill-server", check=False)
+
+
+@pytest.fixture
+def tmux(tmp_path):
+    session = Tmux(tmp_path)
+    yield session
+    session.close()
+
+
+def live_command(tmp_path, steps, *options):
+    script = tmp_path / "job.py"
+    script.write_text(textwrap.dedent(JOB))
+    env = f"PYTHONPATH={shlex.quote(REPO)}"
+    return (f"{env} {shlex.quote(sys.executable)} -m paddletune profile --live --interval 0.2 "
+            f"--out run.jsonl {' '.join(options)} job.py -- {steps}")
+
+
+PANELS = ("Throughput (last", "Step time", "Reader queue", "Memory (pool, host, GPU)", "CPU",
+          "Top ops", "Verdict and advice")
+
+
+@needs_tmux
+def test_live_dashboard_in_a_terminal_and_a_clean_exit(tmp_path, tmux):
+    tmux.start(live_command(tmp_path, 600, "--total-steps", "600"))
+    screen = tmux.wait_for(lambda s: "step 1" in s and "steps/s ·" in s and "Compute" in s
+                           or "input-bound" in s, what="the dashboard with figures")
+    lines = screen.splitlines()
+    assert lines[0].startswith("paddletune live · job.py 600 · running")
+    assert "of 600 (" in lines[1] and "ETA " in lines[1]
+    assert "script output: " in lines[1]
+    for title in PANELS:
+        assert title in screen, title
+    assert "N/A — no DataLoader/PyReader" in screen  # a panel without data says so
+    assert max(len(line) for line in lines) <= 100 and len(lines) <= 30
+    tmux.tmux("resize-window", "-t", "t", "-x", "80", "-y", "24")  # the 80 x 24 minimum
+    small = tmux.wait_for(lambda s: "╭─ Throughput" in s and "─╮╭─ Step time" in s
+                          and len(s.splitlines()[2]) == 80, what="a frame 80 wide")
+    assert "Verdict and advice" in small and small.rstrip().splitlines()[-1].startswith("■ ok")
+    final = tmux.wait_for(lambda s: "EXIT=" in s, what="the job's end")
+    history = tmux.history()
+    assert "EXIT=0" in final
+    assert "paddletune report · job.py 600" in history  # the report, on the normal screen
+    assert f"paddletune: the script's output is in {tmp_path / 'run.log'}" in history
+    assert "step 100" not in history  # the script's output went to the log
+    log = (tmp_path / "run.log").read_text()
+    assert "step 500" in log and log.rstrip().endswith("done")
+    profile = load(tmp_path / "run.jsonl")
+    assert profile.complete and profile.summary["n_steps"] == 600
+    assert profile.options["live"] is True and profile.options["total_steps"] == 600
+    dash = profile.probes["dashboard"]
+    assert dash["in_step"] is False and dash["result"]["frames"] >= 4
+    assert dash["result"]["error"] is None
+    assert "dashboard" in profile.summary["overhead"]
+
+
+@needs_tmux
+def test_ctrl_c_stops_the_job_and_keeps_the_profile(tmp_path, tmux):
+    tmux.start(live_command(tmp_path, 0))  # runs until stopped
+    tmux.wait_for(lambda s: "steps/s ·" in s, what="the dashboard")
+    tmux.tmux("send-keys", "-t", "t", "C-c")
+    final = tmux.wait_for(lambda s: "EXIT=" in s, what="the job's end")
+    assert "EXIT=130" in final  # died by SIGINT, as Python does
+    history = tmux.history()
+    assert "paddletune report · job.py 0" in history and "exit 130 (interrupted)" in history
+    profile = load(tmp_path / "run.jsonl")
+    assert profile.complete and profile.summary["exit"]["reason"] == "interrupted"
+    assert profile.summary["n_steps"] > 0
+    assert "KeyboardInterrupt" in (tmp_path / "run.log").read_text()
+
+
+def test_without_a_terminal_plain_lines_go_to_stderr(tmp_path):
+    command = live_command(tmp_path, 300, "--total-steps", "300")
+    done = subprocess.run(command, shell=True, cwd=tmp_path, capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert "step 200" in done.stdout and "done" in done.stdout  # not redirected
+    status = [line for line in done.stderr.splitlines()
+              if line.startswith("paddletune live: ")]
+    assert status and "step 300 of 300 (100%)" in status[-1]
+    assert status[-1].endswith("finished: exit 0 (returned)")
+    assert not (tmp_path / "run.log").exists()
+    assert load(tmp_path / "run.jsonl").probes["dashboard"]["result"]["frames"] > 0
