@@ -6,6 +6,7 @@ logic out of this file. Errors the user can fix (a bad FLAGS_* value, a bad opti
 printed to stderr as one line, never as a traceback, and end with exit code 2.
 """
 
+import os
 import sys
 import warnings
 from pathlib import Path
@@ -368,6 +369,12 @@ def tune(
     subprocess with settings imposed through the environment (no code change). Prints the
     ranked settings, the winner as exports and code lines, and the speedup; saves a tuning
     record that `paddletune report` renders. Ctrl-C stops and keeps the best so far."""
+    # tune imposes its own overrides on each trial (and runs none of the user's: the record
+    # says so), so a bad value of the variable is not this command's error
+    user_overrides = os.environ.pop("PADDLETUNE_OVERRIDES", None)
+    import_runtime()  # a bad FLAGS_* value: one line and exit 2, before anything runs
+    if user_overrides is not None:
+        os.environ["PADDLETUNE_OVERRIDES"] = user_overrides
     from .tune import SpaceError, TuneError, TuneOptions, parse_duration
     from .tune import tune as run_tune
     args = list(ctx.args)
@@ -394,6 +401,8 @@ def tune(
                                progress=tune_view.TuneProgress(console))
     except (TuneError, SpaceError) as err:
         fail(str(err), code=1)
+    except OSError as err:  # the record or the trials' folder cannot be written
+        fail(f"cannot write the tuning record: {err}", code=1)
     from .tune.record import load as load_record
     record = load_record(path)
     if as_json:

@@ -149,6 +149,8 @@ def run(options: Options, path: Optional[Path] = None, on_stop=None) -> Outcome:
     with session.probes_running():
         status, reason, message = session.execute()
     if on_stop is not None:
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGINT, signal.SIG_DFL)  # from here a 2nd Ctrl-C kills
         on_stop(writer.submit)
     outcome = Outcome(status, reason, path, message)
     session.finish(outcome)

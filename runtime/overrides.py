@@ -125,7 +125,8 @@ def requested(environ=None):
 def apply_reader(loader):
     """Override the options of `loader` that are fixed at this point: the construction-time
     ones the first time it is called for a loader, `batch_size` once a sample generator is
-    set. Safe to call again: an option is overridden once per loader (per source)."""
+    set. Safe to call again: an option is overridden once per loader, the batch size once
+    per source."""
     wanted = requested().get("reader")
     if not wanted:
         return
@@ -135,17 +136,18 @@ def apply_reader(loader):
             done.add(key)
             attr = _LOADER_ATTR[key]
             _set(loader, attr, "reader", key, wanted[key])
-    if "batch_size" in wanted and loader._source is not None \
-            and ("batch_size", id(loader._source)) not in done:
-        done.add(("batch_size", id(loader._source)))
-        kind, reader, batch_size, drop_last = loader._source
+    source = loader._source
+    if "batch_size" in wanted and source is not None \
+            and loader.__dict__.get("_overridden_source") is not source:
+        kind, reader, batch_size, drop_last = source
         if kind != "sample":
+            loader._overridden_source = source
             _note_skipped("reader", "batch_size", wanted["batch_size"],
                           f"{loader.name} gets whole batches from the script "
                           f"(set_{kind}_generator): their size is the script's own")
             return
         loader._source = (kind, reader, wanted["batch_size"], drop_last)
-        done.add(("batch_size", id(loader._source)))
+        loader._overridden_source = loader._source  # this source is done; a new one is not
         _record("reader", "batch_size", wanted["batch_size"], batch_size)
 
 

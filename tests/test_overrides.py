@@ -98,6 +98,19 @@ def test_reader_options_are_overridden_at_construction_and_batch_size_at_the_sou
         {"section": "reader", "key": "batch_size", "value": 4, "was": 3}]
 
 
+def test_every_new_sample_source_gets_the_batch_size(env):
+    """Each set_sample_generator is a new source (a new tuple, often at a freed one's
+    address): each gets the override."""
+    env({"reader": {"batch_size": 4}})
+    sizes = []
+    for _ in range(10):
+        loader = _loader(capacity=2)
+        for _ in range(3):
+            loader.set_sample_generator(_samples, batch_size=3)
+            sizes.append(loader.config()["batch_size"])
+    assert sizes == [4] * 30
+
+
 def test_overridden_loader_still_trains(env):
     env({"reader": {"capacity": 3, "batch_size": 5}})
     loader = _loader(capacity=8, iterable=True, return_list=True)

@@ -93,3 +93,43 @@ def test_ctrl_c_prints_and_saves_the_best_so_far(tmp_path):
     time.sleep(0.5)
     ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
     assert str(out.with_name("t.trials")) not in ps
+
+
+def test_sigterm_ends_tuning_like_ctrl_c_and_kills_the_trial(tmp_path):
+    """A trial runs in a session of its own: a SIGTERM to the tuner (CI cancel, `timeout`)
+    must take it down too, and the record must say why the tuning stopped."""
+    out = tmp_path / "t.tune.json"
+    env = {k: v for k, v in os.environ.items() if k != "PADDLETUNE_OVERRIDES"}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "paddletune", "tune", "--out", str(out), "--budget", "10m",
+         "--trial-steps", "40", "--keep-batch-size", JOB], cwd=tmp_path,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    trials = out.with_name("t.trials")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not list(trials.glob("trial-*.log")):
+        time.sleep(0.1)
+    time.sleep(0.5)  # a trial is running
+    proc.send_signal(signal.SIGTERM)
+    proc.communicate(timeout=30)
+    assert proc.returncode == 130
+    record = json.loads(out.read_text())
+    assert record["status"] == "interrupted"
+    assert record["stop_reason"] == "interrupted (signal SIGTERM)"
+    time.sleep(0.5)
+    ps = subprocess.run(["ps", "-eo", "args"], capture_output=True, text=True).stdout
+    assert str(trials) not in ps
+
+
+def test_a_bad_overrides_variable_is_not_tunes_error_and_bad_flags_are_one_line(tmp_path):
+    env = {**os.environ, "FLAGS_eager_delete_tensor_gb": "abc"}
+    done = subprocess.run([sys.executable, "-m", "paddletune", "tune", "--budget", "5s", JOB],
+                          cwd=tmp_path, capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert "FLAGS_eager_delete_tensor_gb" in done.stderr
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLAGS_")}
+    env["PADDLETUNE_OVERRIDES"] = '{"bogus": 1}'
+    done = subprocess.run([sys.executable, "-m", "paddletune", "tune", "--budget", "5s",
+                           "--out", "/proc/no/x.tune.json", JOB], cwd=tmp_path,
+                          capture_output=True, text=True, env=env, timeout=60)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert "cannot write the tuning record" in done.stderr

@@ -34,10 +34,15 @@ class LiveLoop:
         self._restarts, self._advice_at, self._advice_final = 0, None, False
         self._halt = threading.Event()
         self._thread = None
+        self._one_frame = threading.Lock()  # the thread's frames and a caller's never overlap
 
     # --- one round -----------------------------------------------------------------------------
     def frame(self) -> dict:
         """Read what was appended, update the model, draw; returns the state drawn."""
+        with self._one_frame:
+            return self._frame()
+
+    def _frame(self) -> dict:
         t0, c0 = time.perf_counter(), time.thread_time()
         records = self.follower.poll()
         if self.follower.restarted != self._restarts:  # a new run rewrote the file

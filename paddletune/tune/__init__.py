@@ -6,8 +6,11 @@ search.py (the search), record.py (the tuning record). `tune(...)` ties them tog
 CLI and render/tune.py only parse options and draw.
 """
 
+import contextlib
 import os
+import signal
 import sys
+import threading
 from pathlib import Path
 from typing import Optional
 
@@ -41,10 +44,31 @@ def tune(script, args, options: TuneOptions, out: Optional[str] = None, progress
         tuner.notes.append(f"PADDLETUNE_OVERRIDES={dropped} was set in the environment; the "
                            f"baseline and every trial ran without it")
     try:
-        tuner.run()
+        with _stop_signals_interrupt():
+            tuner.run()
     finally:
         save(tuner)
     return tuner, path
+
+
+@contextlib.contextmanager
+def _stop_signals_interrupt():
+    """SIGTERM / SIGHUP end the tuning as Ctrl-C does (the running trial's process group is
+    killed, the record saved): a trial runs in a session of its own, so nothing else would
+    take it down with the tuner."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt(f"signal {signal.Signals(signum).name}")
+
+    previous = {sig: signal.signal(sig, interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def parse_duration(text: str) -> float:

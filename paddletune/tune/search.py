@@ -103,7 +103,9 @@ class Tuner:
                 raise TuneError(f"the baseline run failed ({baseline.status}): "
                                 f"{baseline.message}; see {baseline.log}")
             self._calibrate(baseline)
-            for _ in range(BASELINE_REPEATS - 1):  # its spread: the noise, from the start
+            # the baseline's spread at the calibrated length: the noise, from the start
+            repeats = BASELINE_REPEATS - (baseline.steps == self.steps0)
+            for _ in range(repeats):
                 self.trial({}, self.steps0, "baseline")
             profile = self.load_profile(baseline.profile)
             self.space = sp.build_space(profile, self.options.keep_batch_size,
@@ -120,8 +122,12 @@ class Tuner:
         except BudgetSpent:
             self.status, self.stop_reason = "complete", "budget spent"
             self._final_from_history()
-        except KeyboardInterrupt:
-            self.status, self.stop_reason = "interrupted", "interrupted (Ctrl-C)"
+        except (TuneError, sp.SpaceError) as err:  # the record says why, then the CLI does
+            self.status, self.stop_reason = "failed", str(err)
+            raise
+        except KeyboardInterrupt as err:
+            self.status = "interrupted"
+            self.stop_reason = f"interrupted ({str(err) or 'Ctrl-C'})"
             self._final_from_history()
         return self
 
@@ -195,6 +201,8 @@ class Tuner:
 
     def _final_from_history(self):
         base, best = self.latest({}), self.latest(self.incumbent)
+        if not self.incumbent:  # nothing beat the job's own settings: no speedup to state
+            return
         if base is not None and best is not None and base.ok and best.ok:
             self.final = _speedup(self, [base], [best])
 
@@ -283,8 +291,8 @@ class Tuner:
     def _scale(self, setting) -> float:
         """How much longer a step of `setting` may take than the job's own (batch size)."""
         knob = self.space.knobs.get("batch_size") if self.space else None
-        if knob is None or "batch_size" not in setting:
-            return 1.0
+        if knob is None or "batch_size" not in setting or not knob.current:
+            return 1.0  # (the job's own batch size unknown: no allowance)
         return max(1.0, setting["batch_size"] / knob.current)
 
     # --- comparisons --------------------------------------------------------------------------
@@ -336,7 +344,9 @@ class Tuner:
         spread = self._replicate_sd()
         if spread is not None:
             return spread * math.sqrt(self.steps0 / t.steps)
-        return (_ci(t) / t.samples_per_s) / 1.96
+        if t.se is not None:
+            return t.se / t.samples_per_s
+        return (_ci(t) / t.samples_per_s) / 1.96  # the default share is a normal 95% width
 
     def _replicate_sd(self) -> Optional[float]:
         """The relative sd of one trial of steps0 steps, pooled over every (setting, length)
@@ -389,7 +399,10 @@ class Tuner:
         return max(done, key=lambda t: (t.steps, t.index)) if done else None
 
     def first_baseline(self) -> Optional[Trial]:
-        return next((t for t in self.trials if not t.setting and t.ok), None)
+        """The first good baseline of the calibrated length (trials of other lengths are not
+        comparable: start-up and bursts weigh differently), else the first good one."""
+        good = [t for t in self.trials if not t.setting and t.ok]
+        return next((t for t in good if t.steps == self.steps0), good[0] if good else None)
 
 
 def _advise(profile):

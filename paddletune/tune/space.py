@@ -139,7 +139,8 @@ def apply_spec(space: Space, spec: str):
         raise SpaceError(f"--space {spec!r}: write NAME=V1,V2 (e.g. num_workers=0,1,2) or "
                          f"-NAME to leave a knob out")
     values = tuple(_uniq(parse_value(v) for v in text.split(",")))
-    knob = space.knobs.get(name) or _new_knob(name)
+    short = name.partition(".")[2] if "." in name and not name.startswith("FLAGS_") else name
+    knob = space.knobs.get(name) or space.knobs.get(short) or _new_knob(name)
     space.knobs[knob.name] = replace(knob, values=_uniq([knob.current, *values]) if
                                 knob.current is not None else values, why="from --space")
 

@@ -42,6 +42,7 @@ class Trial:
     status: str = "pending"  # ok | oom | timeout | crashed | interrupted | no-steps
     samples_per_s: Optional[float] = None
     ci: Optional[float] = None  # half-width of the 95% interval, samples/s
+    se: Optional[float] = None  # its standard error (ci = Student's t x se), samples/s
     steps_per_s: Optional[float] = None
     batch_size: Optional[int] = None
     steady_steps: int = 0
@@ -184,6 +185,7 @@ def measure(trial: Trial, profile_path, returncode, timed_out, timeout_s, env):
     trial.batch_size = tp.get("batch_size")
     trial.steps_per_s = tp["steps_per_s"]
     trial.samples_per_s, trial.ci = throughput_ci(steady)
+    trial.se = throughput_se(steady)
 
 
 def steady_steps(profile) -> list:
@@ -195,6 +197,21 @@ def steady_steps(profile) -> list:
 def throughput_ci(steady) -> tuple:
     """(samples/s over all steady steps, half-width of its 95% interval) by batch means; a
     job without batch sizes counts steps (one sample per step)."""
+    rate, rates = _block_rates(steady)
+    if rates is None:
+        return rate, None
+    return rate, _T95.get(len(rates) - 1, 2.0) * _block_se(rates)
+
+
+def throughput_se(steady) -> Optional[float]:
+    """The standard error of the samples/s by batch means (None with too few steps)."""
+    _, rates = _block_rates(steady)
+    return _block_se(rates) if rates is not None else None
+
+
+def _block_rates(steady) -> tuple:
+    """(samples/s over all steps, samples/s of each of up to BLOCKS consecutive blocks, or
+    None when there are fewer than two blocks of MIN_BLOCK steps)."""
     cycles = [s["wall_s"] + (s.get("gap_s") or 0.0) for s in steady]
     sizes = [s.get("batch_size") or 1 for s in steady]
     total = sum(cycles)
@@ -205,9 +222,13 @@ def throughput_ci(steady) -> tuple:
     edges = [round(i * len(steady) / blocks) for i in range(blocks + 1)]
     rates = [sum(sizes[a:b]) / sum(cycles[a:b]) for a, b in zip(edges, edges[1:])
              if sum(cycles[a:b]) > 0]
+    return rate, rates if len(rates) >= 2 else None
+
+
+def _block_se(rates) -> float:
     mean = sum(rates) / len(rates)
     sd = math.sqrt(sum((r - mean) ** 2 for r in rates) / (len(rates) - 1))
-    return rate, _T95.get(len(rates) - 1, 2.0) * sd / math.sqrt(len(rates))
+    return sd / math.sqrt(len(rates))
 
 
 def _overrides(trial, profile, env):
