@@ -74,8 +74,13 @@ def test_space_specs_restrict_and_extend():
     ("capacity", "write NAME=V1,V2"),
     ("bogus=1", "unknown knob 'bogus'"),
     ("only=capacity,nope", "no knob nope"),
+    ("capacity=0,4", "reader.capacity takes"),
+    ("exec_strategy.num_threads=two", "exec_strategy.num_threads takes"),
 ])
 def test_bad_space_specs(spec, message):
+    if "takes" in message:  # values of override fields: refused before any trial
+        with pytest.raises(sp.SpaceError, match=message):
+            sp.check_specs([spec])
     with pytest.raises(sp.SpaceError, match=message):
         sp.build_space(fake_profile(), specs=[spec])
 

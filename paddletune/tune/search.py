@@ -98,6 +98,7 @@ class Tuner:
     # --- the whole search --------------------------------------------------------------------
     def run(self):
         try:
+            sp.check_specs(self.options.specs)  # before the first trial
             baseline = self.trial({}, self.steps0, "baseline", check_budget=False)
             if not baseline.ok:
                 raise TuneError(f"the baseline run failed ({baseline.status}): "

@@ -108,6 +108,32 @@ def _add_reader(space, loader, cores, keep_batch_size, max_batch_size):
                                          f"up to {top} (memory model, verified)")
 
 
+def check_specs(specs) -> None:
+    """The values of NAME=V1,V2 specs for override fields, checked before any trial runs (a
+    bad one would otherwise cost a crashed trial each): SpaceError naming it."""
+    for spec in specs:
+        name, sep, text = spec.strip().partition("=")
+        if not sep or name == "only" or name.startswith(("-", "FLAGS_")):
+            continue
+        section, dot, key = name.partition(".")
+        fields = ([(section, key)] if dot else
+                  [(sec, name) for sec, keys in SCHEMA.items() if name in keys])
+        values = [parse_value(v) for v in text.split(",")]
+        for section, key in fields:
+            if section in SCHEMA and key in SCHEMA[section]:
+                _check_values(spec, section, key, values)
+
+
+def _check_values(spec, section, key, values):
+    if section not in SCHEMA or key not in SCHEMA[section]:
+        return
+    check, expected = SCHEMA[section][key]
+    bad = [v for v in values if not check(v)]
+    if bad:
+        raise SpaceError(f"--space {spec}: {section}.{key} takes {expected}, not "
+                         f"{', '.join(map(repr, bad))}")
+
+
 def apply_spec(space: Space, spec: str):
     """One --space spec: `NAME=V1,V2,...` sets a knob's candidates (adding a FLAGS_* knob or
     a `reader.`/`exec_strategy.`/`build_strategy.` field not in the space), `-NAME` drops a
@@ -141,6 +167,7 @@ def apply_spec(space: Space, spec: str):
     values = tuple(_uniq(parse_value(v) for v in text.split(",")))
     short = name.partition(".")[2] if "." in name and not name.startswith("FLAGS_") else name
     knob = space.knobs.get(name) or space.knobs.get(short) or _new_knob(name)
+    _check_values(spec, knob.section, knob.key, values)
     space.knobs[knob.name] = replace(knob, values=_uniq([knob.current, *values]) if
                                 knob.current is not None else values, why="from --space")
 
