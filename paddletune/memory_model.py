@@ -164,6 +164,18 @@ def fit(points: Sequence[Sequence[float]], fixed_hint: Optional[float] = None,
     return MemoryModel(float(fixed_hint), (p - fixed_hint) / x, unit, pts, "one point", floor)
 
 
+def batch_fit(memory_summary: dict) -> Optional[MemoryModel]:
+    """The batch model of a summary's memory figures: `fit` over its batch points with the
+    fixed part as a hint, raised (`at_least`) so that a batch that ran out of memory needs
+    the whole capacity; None without a model."""
+    m = memory_summary
+    model = fit(m.get("batch_points") or [], fixed_bytes(m))
+    oom, capacity = m.get("oom") or {}, m.get("capacity_bytes")
+    if model is not None and oom.get("batch_size") and capacity:
+        model = model.at_least(oom["batch_size"], capacity)
+    return model
+
+
 def trace_of(profile, program=None) -> Optional[dict]:
     """The memory trace record of `program` (default: the main program), None without one."""
     want = program if program is not None else profile.summary.get("main_program")

@@ -12,7 +12,7 @@ ops' memory categories: forward = activations, backward = gradients, optimizer =
 
 from typing import Optional, Sequence
 
-from .memory_model import HEADROOM, fit, fixed_bytes, simulate
+from .memory_model import HEADROOM, batch_fit, fit, fixed_bytes, simulate
 
 PHASES = (("forward", "activations"), ("backward", "gradients"), ("optimizer", "optimizer"))
 MAX_FEED_POINTS = 64
@@ -66,12 +66,9 @@ def memory_figures(profile, steady: Sequence[dict], cycle_s: Optional[float]) ->
 def batch_model(m: dict) -> Optional[dict]:
     """The memory model over the batch points (memory_model.fit), with the largest batch that
     leaves HEADROOM of the capacity free and its predicted step peak; None without a model."""
-    model = fit(m.get("batch_points") or [], fixed_bytes(m))
-    oom = m.get("oom") or {}
+    model = batch_fit(m)
     if model is None:
         return None
-    if oom.get("batch_size") and m.get("capacity_bytes"):
-        model = model.at_least(oom["batch_size"], m["capacity_bytes"])
     largest = model.largest(m["capacity_bytes"]) if m.get("capacity_bytes") else None
     return {**model.to_dict(), "headroom": HEADROOM, "largest_batch": largest,
             "largest_batch_peak_bytes": model.peak(largest) if largest else None}

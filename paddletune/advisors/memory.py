@@ -20,7 +20,7 @@ at low severity, when they would save LOW_SAVING of the step peak; #17 and #19 d
 
 from typing import Optional
 
-from ..memory_model import HEADROOM, fit, fixed_bytes, simulate, trace_of
+from ..memory_model import HEADROOM, batch_fit, simulate, trace_of
 from .base import Advice, rule
 from .facts import enough_steps, human_bytes, ms
 
@@ -56,6 +56,11 @@ def pressure_words(m: dict) -> str:
                 f"{human_bytes(o.get('requested') or 0)} at batch {o.get('batch_size')})")
     return (f"the pool peaked at {human_bytes(m['peak_reserved_bytes'])} reserved of "
             f"{human_bytes(m['capacity_bytes'])} ({m['peak_reserved_share']:.0%})")
+
+
+def pressure_prefix(m: dict) -> str:
+    """pressure_words and a "; " when there is memory pressure, else nothing."""
+    return pressure_words(m) + "; " if pressure(m) else ""
 
 
 def _flag_change(flag: str, value, why: str) -> str:
@@ -155,7 +160,7 @@ def gc_off(profile) -> Optional[Advice]:
         return None
     more = (f"; ~{human_bytes(both)} with BuildStrategy.enable_inplace too"
             if not trace["inplace"] and both < gc * (1 - MIN_SAVING / 2) else "")
-    why = pressure_words(m) + "; " if pressure(m) else ""
+    why = pressure_prefix(m)
     return Advice(
         id="gc-off", source=15, severity=severity, confidence="high",
         title=f"Garbage collection is off: the step peak would drop {1 - gc / base:.0%}",
@@ -224,7 +229,7 @@ def inplace_off(profile) -> Optional[Advice]:
     gc_note = ("" if trace["gc"] else
                f" (with FLAGS_eager_delete_tensor_gb=0 as well, which alone gives "
                f"~{human_bytes(after_gc)})")
-    why = pressure_words(m) + "; " if pressure(m) else ""
+    why = pressure_prefix(m)
     return Advice(
         id="inplace-off", source=16, severity=severity, confidence="high",
         title=f"Inplace is off: {pairs} op outputs could reuse their input's memory",
@@ -268,9 +273,7 @@ def batch_size_memory(profile) -> Optional[Advice]:
     if not oom and share < FULL:
         return None
     capacity = m["capacity_bytes"]
-    model = fit(m.get("batch_points") or [], fixed_bytes(m))
-    if model is not None and oom and oom.get("batch_size"):
-        model = model.at_least(oom["batch_size"], capacity)
+    model = batch_fit(m)
     current = (oom or {}).get("batch_size") or max(
         (b for b, _ in m.get("batch_points") or []), default=None)
     largest = model.largest(capacity) if model else None

@@ -6,7 +6,7 @@ from typing import Optional
 
 from .base import Advice, rule
 from .facts import enough_steps, human_bytes, main_loader, ms
-from .memory import memory_summary, pressure, pressure_words
+from .memory import memory_summary, pressure, pressure_prefix
 
 OUTLIER_FACTOR = 2.0  # a varying dim whose max exceeds its p95 this many times has outliers
 FOLLOWS_FACTOR = 1.5  # ... that matter when steps on the long batches are this much slower
@@ -101,7 +101,7 @@ def long_batch_memory(profile) -> Optional[Advice]:
     if peak_long < MEMORY_FACTOR * peak_rest:
         return None
     worst = max(long, key=lambda r: r["step_peak"])
-    why = pressure_words(m) + "; " if pressure(m) else ""
+    why = pressure_prefix(m)
     return Advice(
         id="long-batch-memory", source=18, severity="high" if pressure(m) else "low",
         confidence="high",

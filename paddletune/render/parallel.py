@@ -6,6 +6,7 @@ from typing import Optional
 
 from rich.table import Table
 
+from ..advisors.facts import cpu_facts
 from .fmt import NA, finite, label_table, ms, nbytes, pct
 
 
@@ -34,10 +35,8 @@ def _busy(p) -> str:
 
 def _cpu_threads(profile, p) -> str:
     """Executor threads x BLAS threads against the usable cores."""
-    cpu, numpy = profile.env.get("cpu") or {}, profile.env.get("numpy") or {}
-    sampled = ((profile.summary.get("samples") or {}).get("system") or {}).get("blas_threads")
-    blas = int(sampled["last"]) if sampled else numpy.get("blas_threads")
-    cores = cpu.get("usable_cores") or cpu.get("logical_cores")
+    cpu = cpu_facts(profile)
+    blas, cores = cpu["blas_threads"], cpu["cores"]
     if not blas or not cores:
         return ""
     total = p["threads"] * blas
