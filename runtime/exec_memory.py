@@ -90,6 +90,13 @@ class Garbage:
             self.held.append(value)
             self.nbytes += _nbytes(value)
 
+    def hold(self, values):
+        """Hold freed `values` (the parallel engine's GC); drop all once over the limit."""
+        for value in values:
+            self._hold(value)
+        if self.nbytes >= self.limit:
+            self.clear()
+
     def clear(self):
         self.held.clear()
         self.nbytes = 0

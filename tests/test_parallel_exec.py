@@ -352,3 +352,17 @@ def test_a_plain_run_in_between_updates_every_place():
     third = exe.run(prog, feed={"x": x, "y": y}, fetch_list=[loss], scope=scope)[0]
     ref, _ = train(0, steps=3)
     np.testing.assert_allclose(np.mean(third), ref[2], **ALLCLOSE)
+
+
+@pytest.mark.parametrize("gc_gb", [1e-6, 1.0])  # batched GC: dropped at once / at step end
+def test_batched_gc_changes_nothing_numerically(gc_gb):
+    old = fluid.get_flags(["FLAGS_eager_delete_tensor_gb"])
+    fluid.set_flags({"FLAGS_eager_delete_tensor_gb": gc_gb})
+    try:
+        losses, params = train(2, steps=3)
+    finally:
+        fluid.set_flags(old)
+    ref_losses, ref_params = train(0, steps=3)
+    np.testing.assert_allclose(losses, ref_losses, **ALLCLOSE)
+    for p, r in zip(params, ref_params):
+        np.testing.assert_allclose(p, r, **ALLCLOSE)

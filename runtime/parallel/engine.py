@@ -17,7 +17,7 @@ import numpy as np
 
 from .. import events, memory
 from ..errors import FeedError, OpRuntimeError, UninitializedVariableError
-from ..exec_memory import Serving, retag_writes
+from ..exec_memory import Garbage, Serving, retag_writes
 from ..executor import (_batch_size, _check_feed, _failure, _fetch, _fetch_names, _nbytes,
                         _run_op, check_names)
 from ..flags import FLAGS
@@ -31,23 +31,6 @@ from .scheduler import StepState, WorkerPool
 
 _perf = time.perf_counter
 _engine_ids = itertools.count(1 << 20)
-GB = 1 << 30
-
-
-class _Batched:
-    """Batched GC (FLAGS_eager_delete_tensor_gb > 0): freed values held until they add up."""
-
-    def __init__(self, limit_gb):
-        self.held, self.nbytes, self.limit = [], 0, int(limit_gb * GB)
-
-    def hold(self, values):
-        self.held.extend(values)
-        self.nbytes += sum(_nbytes(v) for v in values)
-        if self.nbytes >= self.limit:
-            self.clear()
-
-    def clear(self):
-        self.held, self.nbytes = [], 0
 
 
 class _Compiled:
@@ -169,7 +152,7 @@ class Engine:
         mem = Serving(pool) if pool is not None else None
         graph = comp.graph
         gc_gb = FLAGS.get("eager_delete_tensor_gb")
-        garbage = _Batched(gc_gb) if graph.value_count is not None and gc_gb > 0 else None
+        garbage = Garbage(gc_gb) if graph.value_count is not None and gc_gb > 0 else None
         timed = bool(events.sched_step.subs or events.op_end.subs)
         state = StepState(graph, comp.envs,
                           dict(graph.value_count) if graph.value_count is not None else None,
