@@ -64,6 +64,17 @@ class PoolOutOfMemory(EnforceNotMet, MemoryError):
             setattr(self, key, value)
 
 
+class DeviceOutOfMemory(MemoryError):
+    """The GPU pool refused an allocation CuPy asked for (raised from CuPy's allocator hook,
+    memory/device.py); `info` is the pool's OOMInfo. The message names the flags to change.
+    Inside Executor.run it becomes a PoolOutOfMemory naming the op (as a refusal of the CPU pool
+    does), so it is deliberately not an EnforceNotMet."""
+
+    def __init__(self, message, info=None):
+        super().__init__(message)
+        self.info = info
+
+
 class PlaceUnavailableError(EnforceNotMet, RuntimeError):
     """A CUDAPlace was requested but CuPy or a GPU is not available."""
 

@@ -7,7 +7,9 @@ import numpy as np
 from . import events
 from .errors import PoolOutOfMemory
 from .flags import FLAGS
-from .memory import numpy_hook
+from .memory import device, install, restore
+from .memory.pool import fmt_bytes as _fmt
+from .place import is_gpu
 from .plan import shape_only
 from .tensor import SelectedRows
 
@@ -16,8 +18,9 @@ MB = 1 << 20
 
 
 class Serving:
-    """Makes the pool serve this thread's NumPy arrays during a run and keeps the step's
-    counters: `begin()` before the ops, `end()` after (always, also on errors)."""
+    """Makes the pool serve this thread's arrays (NumPy's, or CuPy's for a GPU pool) during a
+    run and keeps the step's counters: `begin()` before the ops, `end()` after (always, also on
+    errors)."""
 
     __slots__ = ("pool", "previous", "phase_peaks", "start", "oom_seen")
 
@@ -30,7 +33,7 @@ class Serving:
         self.start = (pool.n_requests, pool.n_system_allocs, pool.system_alloc_s)
         self.oom_seen = pool.n_oom
         pool.reset_window()
-        self.previous = numpy_hook.set_handler(numpy_hook.handler_for(pool))
+        self.previous = install(pool)
 
     def phase(self, tag):
         """The next ops allocate for `tag` (their category); a new peak window starts."""
@@ -44,7 +47,7 @@ class Serving:
             self.phase_peaks[tag] = peak
 
     def end(self):
-        numpy_hook.set_handler(self.previous)
+        restore(self.pool, self.previous)
         self.pool.tag = "other"
 
     def step_peak(self):
@@ -102,8 +105,20 @@ class Garbage:
         self.nbytes = 0
 
 
+def _is_array(value):
+    """A NumPy or a CuPy array."""
+    return isinstance(value, np.ndarray) or type(value).__module__.startswith("cupy")
+
+
+def _address(array):
+    """Address of the first byte of an array's data (host or device)."""
+    if isinstance(array, np.ndarray):
+        return array.__array_interface__["data"][0]
+    return array.data.ptr
+
+
 def _root(value):
-    while isinstance(value, np.ndarray) and value.base is not None:
+    while _is_array(value) and value.base is not None:
         value = value.base
     return value
 
@@ -116,7 +131,7 @@ def _owned_bytes(value, input_roots):
     root = _root(value)
     if id(root) in input_roots:
         return 0
-    return int(_nbytes(root)) if isinstance(root, np.ndarray) else int(_nbytes(value))
+    return int(_nbytes(root)) if _is_array(root) else int(_nbytes(value))
 
 
 def _nbytes(value):
@@ -131,10 +146,10 @@ def retag_writes(pool, plan, writes, env):
     block = plan.program.global_block()
     for slot, holder in writes:
         value = env[slot]
-        if value is not holder.value and isinstance(value, np.ndarray) and value.base is None:
+        if value is not holder.value and _is_array(value) and value.base is None:
             var = block.vars.get(holder.name)
             tag = "parameters" if hasattr(var, "trainable") else "optimizer_state"
-            pool.retag(value.__array_interface__["data"][0], tag)
+            pool.retag(_address(value), tag)
 
 
 # --- the per-op trace ---------------------------------------------------------------------------
@@ -185,13 +200,13 @@ def oom_error(pool, plan, env, step, scope, place, batch_size):
     lines = [
         f"Out of memory on {place!r}: {op} asked for {_fmt(info.requested)} but the pool has "
         f"{_fmt(info.free)} left (allocated {_fmt(info.allocated)}, reserved "
-        f"{_fmt(info.reserved)}, capacity {_fmt(info.capacity)}{_cap_source()}, peak "
+        f"{_fmt(info.reserved)}, capacity {_fmt(info.capacity)}{_cap_source(place)}, peak "
         f"{_fmt(info.peak_allocated)}, cached free {_fmt(info.cached_free)} with the largest "
         f"free block {_fmt(info.largest_free_block)}).",
         "Largest live variables: " + (", ".join(f"{n} {_fmt(b)}" for n, b in largest[:6])
                                       or "none found") + ".",
         "Ways out:"]
-    lines += [f"  {i}) {way}" for i, way in enumerate(_ways_out(plan, info, fit, fit_kind,
+    lines += [f"  {i}) {way}" for i, way in enumerate(_ways_out(plan, info, fit, fit_kind, place,
                                                                   batch_size), 1)]
     details = dict(place=repr(place), requested=info.requested, allocated=info.allocated,
                    reserved=info.reserved, capacity=info.capacity, peak=info.peak_allocated,
@@ -204,7 +219,7 @@ def oom_error(pool, plan, env, step, scope, place, batch_size):
     return PoolOutOfMemory("\n".join(lines), **details)
 
 
-def _ways_out(plan, info, fit, fit_kind, batch_size):
+def _ways_out(plan, info, fit, fit_kind, place, batch_size):
     ways = []
     if batch_size:
         est = fit_kind.format(fit) if fit else "smaller"
@@ -220,6 +235,8 @@ def _ways_out(plan, info, fit, fit_kind, batch_size):
     if state > 0.25 * max(1, info.allocated):
         ways.append(f"a lighter optimizer: its state holds {_fmt(state)} (Adam and Adadelta "
                     f"keep 2 values per weight, Momentum 1, SGD none)")
+    if is_gpu(place):
+        return ways + device.ways_out(info, FLAGS.get("allocator_strategy"))
     limit = FLAGS.get("cpu_memory_limit_mb")
     if limit > 0:
         ways.append(f"raise the cap: FLAGS_cpu_memory_limit_mb is {limit}; export "
@@ -258,15 +275,8 @@ def _largest_variables(plan, env, scope):
     return sorted(found.items(), key=lambda kv: -kv[1])
 
 
-def _cap_source():
-    limit = FLAGS.get("cpu_memory_limit_mb")
-    return f" = FLAGS_cpu_memory_limit_mb {limit}" if limit > 0 else ""
+def _cap_source(place):
+    name = "gpu_memory_limit_mb" if is_gpu(place) else "cpu_memory_limit_mb"
+    limit = FLAGS.get(name)
+    return f" = FLAGS_{name} {limit}" if limit > 0 else ""
 
-
-def _fmt(nbytes):
-    nbytes = float(nbytes)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(nbytes) < 1024 or unit == "GiB":
-            return f"{nbytes:.0f} {unit}" if unit == "B" else f"{nbytes:.1f} {unit}"
-        nbytes /= 1024
-    return f"{nbytes:.1f} TiB"

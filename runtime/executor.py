@@ -65,10 +65,15 @@ class Executor:
 
     def _run_program(self, program, feed, fetch_list, scope, return_numpy, options):
         """One step of `program`; options: (enable_inplace, GC fraction, memory_optimize).
-        Signal handlers wait for the step's end while its arrays come from a pool."""
-        if self.xp is not np or not memory.numpy_hook.AVAILABLE:
-            return self._step(program, feed, fetch_list, scope, return_numpy, options)
-        with DeferSignals():
+        Signal handlers wait for the step's end while its arrays come from a pool (on a GPU the
+        pool's blocks go back from CuPy's finalisers, Python code too); on a GPU the step runs
+        with the place's device current, where its pool's memory is."""
+        if self.xp is np:
+            if not memory.numpy_hook.AVAILABLE:
+                return self._step(program, feed, fetch_list, scope, return_numpy, options)
+            with DeferSignals():
+                return self._step(program, feed, fetch_list, scope, return_numpy, options)
+        with self.xp.cuda.Device(self.place.get_device_id()), DeferSignals():
             return self._step(program, feed, fetch_list, scope, return_numpy, options)
 
     def _step(self, program, feed, fetch_list, scope, return_numpy, options):
@@ -114,7 +119,7 @@ class Executor:
 
     def _compute(self, plan, env, step_no, scope, writes, batch):
         """Run the plan's ops with the pool serving their arrays; the Serving (or None)."""
-        pool = memory.pool_for(self.place) if self.xp is np else None
+        pool = memory.pool_for(self.place)
         mem = Serving(pool) if pool is not None else None
         gc_gb = FLAGS.get("eager_delete_tensor_gb")
         garbage = Garbage(gc_gb) if plan.gc and gc_gb > 0 else None
@@ -175,14 +180,10 @@ class Executor:
 
     # --- feed ------------------------------------------------------------------------------
     def _feed(self, plan, feed, env):
-        total = 0
-        for slot, var in plan.feed_slots:
-            value = _check_feed(var, feed[var.name])
-            if self.xp is not np:
-                value = self.xp.asarray(value)
-            env[slot] = value
-            total += value.nbytes
-        return total
+        if self.xp is not np:  # the batch is copied into the device pool, as a reader's batch
+            with memory.serving(memory.pool_for(self.place), "reader"):
+                return _feed_values(plan, feed, env, self.xp.asarray)
+        return _feed_values(plan, feed, env, None)
 
     # --- run -------------------------------------------------------------------------------
     def _run_plain(self, plan, env, mem=None, garbage=None):
@@ -240,6 +241,18 @@ class Executor:
         for op in ops:
             mem.phase_peaks[op["tag"]] = max(mem.phase_peaks.get(op["tag"], 0), op["peak"])
         events.memory_trace.emit(trace_record(plan, step_no, batch, persistable, ops))
+
+
+def _feed_values(plan, feed, env, to_device):
+    """Check each fed value and put it in its slot (on the device: `to_device`); the bytes fed."""
+    total = 0
+    for slot, var in plan.feed_slots:
+        value = _check_feed(var, feed[var.name])
+        if to_device is not None:
+            value = to_device(value)
+        env[slot] = value
+        total += value.nbytes
+    return total
 
 
 def _failure(step, env, plan, mem, err):

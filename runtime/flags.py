@@ -192,7 +192,7 @@ _d("allocator_strategy", str, "auto_growth",
    one_of("naive_best_fit", "auto_growth"))
 _d("fraction_of_gpu_memory_to_use", float, 0.92,
    "Chunk size of the naive_best_fit GPU pool as a fraction of available memory; 0 means one "
-   "cudaMalloc per allocation (slow, only for measuring true usage)", in_range(0.0, 1.0), **_later)
+   "cudaMalloc per allocation (slow, only for measuring true usage)", in_range(0.0, 1.0))
 _d("fraction_of_cpu_memory_to_use", float, 1.0,
    "Chunk size of the naive_best_fit CPU pool as a fraction of the place's capacity; 0 means one "
    "underlying allocation per request", in_range(0.0, 1.0))
@@ -202,19 +202,19 @@ _d("fraction_of_cuda_pinned_memory_to_use", float, 0.5,
 _d("initial_cpu_memory_in_mb", int, 500,
    "First chunk of the CPU pool in MB (naive_best_fit)", in_range(0))
 _d("initial_gpu_memory_in_mb", int, 0,
-   "If > 0, the first GPU chunk is this many MB, overriding the fraction", in_range(0), **_later)
+   "If > 0, the first GPU chunk is this many MB, overriding the fraction", in_range(0))
 _d("reallocate_gpu_memory_in_mb", int, 0,
    "If > 0, each further GPU chunk is this many MB, otherwise the fraction decides",
-   in_range(0), **_later)
+   in_range(0))
 _d("gpu_memory_limit_mb", int, 0,
    "Per-process cap on GPU memory in MB; 0 means no cap. Going past it raises out-of-memory",
-   in_range(0), **_later)
+   in_range(0))
 _d("cpu_memory_limit_mb", int, 0,
    "Cap on the CPU place's pool in MB (paddletune addition, so OOM can be reproduced on a "
    "laptop); 0 means the machine's memory", in_range(0))
 _d("gpu_allocator_retry_time", int, 10000,
-   "After a failed GPU allocation, wait up to this many ms for memory to be freed",
-   in_range(0), **_later)
+   "After a failed GPU allocation, wait up to this many ms for memory to be freed (by another "
+   "thread)", in_range(0))
 _d("use_pinned_memory", bool, True, "Lock host buffers of the CPU allocator in memory", **_later)
 _d("init_allocated_mem", bool, False,
    "Fill newly allocated memory with a garbage pattern (0xEF) to expose reads of uninitialised "

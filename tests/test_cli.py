@@ -84,8 +84,10 @@ def test_flags_json_lists_every_flag(runner):
         "changed": FLAGS.get("check_nan_inf") is not False, "active": True,
         "valid": "true or false", "doc": FLAGS.flag("check_nan_inf").doc}
     gpu = by_name["FLAGS_fraction_of_gpu_memory_to_use"]
-    assert (gpu["type"], gpu["default"], gpu["active"]) == ("float", 0.92, False)
+    assert (gpu["type"], gpu["default"], gpu["active"]) == ("float", 0.92, True)
     assert gpu["valid"] == "a value in [0.0, 1.0]"
+    recorded = by_name["FLAGS_cudnn_exhaustive_search"]  # accepted, takes effect later
+    assert (recorded["type"], recorded["default"], recorded["active"]) == ("bool", False, False)
 
 
 @pytest.mark.parametrize("pattern", ["nan_inf", "NAN_INF", "FLAGS_check_nan"])

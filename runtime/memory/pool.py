@@ -4,7 +4,10 @@ The pool hands out byte ranges (integer addresses) of its chunks. Two strategies
 
 - naive_best_fit: chunks of `chunk_bytes` are taken from the system allocator when no cached
   block fits; a request larger than a chunk (or any request when `chunk_bytes` is 0) gets an
-  underlying allocation of its own, returned to the system as soon as it is freed.
+  underlying allocation of its own, returned to the system as soon as it is freed. With
+  `next_chunk` (the GPU pool), `chunk_bytes` is only that threshold and each chunk is
+  `next_chunk(pool, first)` bytes (at least the request), `first` while the pool holds no chunk:
+  Paddle's FLAGS_initial_gpu_memory_in_mb / FLAGS_reallocate_gpu_memory_in_mb.
 - auto_growth: when no cached block fits, exactly the (aligned) request is taken from the
   system; freed blocks stay cached and are split for later requests.
 
@@ -56,6 +59,16 @@ def align_up(nbytes, align=ALIGN):
     return max(align, (nbytes + align - 1) // align * align)
 
 
+def fmt_bytes(nbytes):
+    """1536 -> '1.5 KiB' (bytes below 1 KiB as '123 B')."""
+    nbytes = float(nbytes)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(nbytes) < 1024 or unit == "GiB":
+            return f"{nbytes:.0f} {unit}" if unit == "B" else f"{nbytes:.1f} {unit}"
+        nbytes /= 1024
+    return f"{nbytes:.1f} TiB"
+
+
 class _Block:
     __slots__ = ("addr", "size", "chunk", "prev", "next", "free", "tag")
 
@@ -89,12 +102,13 @@ class Pool:
     """Best-fit pool; `strategy` is 'naive_best_fit' or 'auto_growth'."""
 
     def __init__(self, system, strategy="auto_growth", capacity_bytes=1 << 62, chunk_bytes=0,
-                 name="pool"):
+                 name="pool", next_chunk=None):
         if strategy not in ("naive_best_fit", "auto_growth"):
             raise ValueError(f"unknown allocator strategy {strategy!r}")
         self.system, self.strategy, self.name = system, strategy, name
         self.capacity = int(capacity_bytes)
         self.chunk_bytes = int(chunk_bytes) if strategy == "naive_best_fit" else 0
+        self.next_chunk = next_chunk  # None: every chunk is chunk_bytes (see the module)
         self.poison = False  # fill new blocks with 0xEF (FLAGS_init_allocated_mem)
         self.tag = "other"  # category of the next allocations (set by the executor)
         self._lock = threading.RLock()
@@ -238,7 +252,7 @@ class Pool:
         if self.strategy == "naive_best_fit":
             if self.chunk_bytes == 0 or size > self.chunk_bytes:
                 return self._direct_block(size)
-            block = self._best_fit(size, None) or self._grow(self.chunk_bytes, size)
+            block = self._best_fit(size, None) or self._grow(self._chunk_size(size), size)
         else:  # _best_fit(size, limit), inlined: the common case of a step's requests
             if len(self._sizes) > self._prune_at:
                 self._prune_sizes()
@@ -270,6 +284,13 @@ class Pool:
                 stack.append(rest)
             self.cached += rest_size
         return block
+
+    def _chunk_size(self, size):
+        """Bytes of the next naive_best_fit chunk for a request of `size`."""
+        if self.next_chunk is None:
+            return self.chunk_bytes
+        first = len(self._chunks) == len(self._direct)  # no shared chunk held
+        return max(align_up(self.next_chunk(self, first)), size)
 
     def _grow_auto(self, size):
         """auto_growth without a cached block of size..SPLIT_RATIO x size: split a larger one,

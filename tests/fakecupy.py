@@ -1,0 +1,190 @@
+"""A fake of exactly the CuPy names runtime/memory/device.py uses, for CPU-only tests.
+
+Device memory is virtual: cudaMalloc hands out addresses from a counter and keeps the books
+(free bytes per device, live allocations), since the pool only does arithmetic on addresses (the
+one write, cudaMemset for FLAGS_init_allocated_mem, is recorded, not performed). So a fake device
+can have gigabytes without the test allocating any. Every call is counted: `mallocs` (sizes, in
+order), `frees` (addresses), `memsets`, `devices_entered`. `asarray` makes a FakeArray (host
+values plus device memory from the current allocator), enough for the executor's feed.
+
+    fake = fakecupy.FakeCupy(devices=2, total_bytes=1000 * MB)
+    fakecupy.inject(monkeypatch, fake)   # runtime sees it as CuPy with 2 GPUs
+
+`restore_gpu_flags` (an autouse fixture, once imported) puts the GPU pool's flags back.
+"""
+
+import contextlib
+import threading
+import time
+import types
+
+import pytest
+
+import runtime as fluid
+
+MB = 1 << 20
+GPU_FLAGS = ["FLAGS_allocator_strategy", "FLAGS_fraction_of_gpu_memory_to_use",
+             "FLAGS_initial_gpu_memory_in_mb", "FLAGS_reallocate_gpu_memory_in_mb",
+             "FLAGS_gpu_memory_limit_mb", "FLAGS_gpu_allocator_retry_time",
+             "FLAGS_init_allocated_mem", "FLAGS_eager_delete_tensor_gb"]
+
+
+@pytest.fixture(autouse=True)
+def restore_gpu_flags():
+    """Put the flags of the GPU pool back after each test (import it into a test module)."""
+    saved = fluid.get_flags(GPU_FLAGS)
+    try:
+        yield
+    finally:
+        fluid.set_flags(saved)
+
+
+class CUDARuntimeError(RuntimeError):
+    """As cupy_backends.cuda.api.runtime.CUDARuntimeError: a failed CUDA runtime call."""
+
+
+class UnownedMemory:
+    """As cupy.cuda.UnownedMemory: memory someone else owns; keeps `owner` alive."""
+
+    def __init__(self, ptr, size, owner, device_id=-1):
+        self.ptr, self.size, self.owner, self.device_id = ptr, size, owner, device_id
+
+
+class MemoryPointer:
+    """As cupy.cuda.MemoryPointer: a memory object and an offset into it."""
+
+    def __init__(self, mem, offset):
+        self.mem, self.ptr = mem, mem.ptr + offset
+
+
+class FakeArray:
+    """What `fake.asarray` gives: the host values, and device memory from CuPy's allocator."""
+
+    def __init__(self, fake, value):
+        self.host = value
+        self.nbytes, self.shape, self.dtype = value.nbytes, value.shape, value.dtype
+        self.data = fake.cuda.alloc(value.nbytes)
+        self.base = None
+
+
+class FakeCupy:
+    """The module: `fake.cuda.runtime.malloc(...)`, `fake.cuda.Device(0)`, ..."""
+
+    def __init__(self, devices=1, total_bytes=1000 * MB, malloc_delay_s=0.0):
+        self.total_bytes, self.malloc_delay_s = total_bytes, malloc_delay_s
+        self.used = [0] * devices  # bytes cudaMalloc'd per device (by anyone)
+        self.live = {}  # address -> (device, size)
+        self.mallocs, self.frees, self.memsets = [], [], []
+        self._next_addr = 1 << 40
+        self._device = threading.local()
+        self._default_allocator = self._raw_alloc
+        self._allocator = self._default_allocator
+        self._thread_allocator = threading.local()
+        self.devices_entered = []  # the ids of `with cuda.Device(i)`, in order
+        self.cuda = types.SimpleNamespace(
+            runtime=types.SimpleNamespace(
+                malloc=self._malloc, free=self._free, memset=self._memset,
+                memGetInfo=self._mem_get_info, getDeviceCount=lambda: len(self.used),
+                CUDARuntimeError=CUDARuntimeError),
+            Device=self._device_context, UnownedMemory=UnownedMemory, MemoryPointer=MemoryPointer,
+            set_allocator=self._set_allocator, get_allocator=self._get_allocator,
+            using_allocator=self._using_allocator, alloc=lambda size: self._get_allocator()(size))
+
+    def asarray(self, value):
+        """cupy.asarray: a host array copied to the current device."""
+        return FakeArray(self, value)
+
+    # --- cudaSetDevice ------------------------------------------------------------------------
+    def current_device(self):
+        return getattr(self._device, "id", 0)
+
+    @contextlib.contextmanager
+    def _device_context(self, device_id):
+        if not 0 <= device_id < len(self.used):
+            raise CUDARuntimeError("cudaErrorInvalidDevice: invalid device ordinal")
+        self.devices_entered.append(device_id)
+        previous, self._device.id = self.current_device(), device_id
+        try:
+            yield
+        finally:
+            self._device.id = previous
+
+    # --- the runtime calls --------------------------------------------------------------------
+    def _malloc(self, size):
+        device = self.current_device()
+        if self.malloc_delay_s:
+            time.sleep(self.malloc_delay_s)
+        if self.used[device] + size > self.total_bytes:
+            raise CUDARuntimeError("cudaErrorMemoryAllocation: out of memory")
+        addr = self._next_addr
+        self._next_addr += (size + 511) // 512 * 512 + 512  # cudaMalloc aligns to 256 at least
+        self.used[device] += size
+        self.live[addr] = (device, size)
+        self.mallocs.append(size)
+        return addr
+
+    def _free(self, addr):
+        if addr not in self.live:
+            raise CUDARuntimeError(f"cudaErrorInvalidValue: {addr:#x} was not cudaMalloc'd")
+        device, size = self.live.pop(addr)
+        self.used[device] -= size
+        self.frees.append(addr)
+
+    def _memset(self, addr, value, size):
+        device, block = self._containing(addr)
+        assert device == self.current_device(), "cudaMemset on another device's memory"
+        assert addr + size <= block[0] + block[1], "cudaMemset past the end of an allocation"
+        self.memsets.append((addr, value, size))
+
+    def _containing(self, addr):
+        for base, (device, size) in self.live.items():
+            if base <= addr < base + size:
+                return device, (base, size)
+        raise CUDARuntimeError(f"cudaErrorInvalidValue: {addr:#x} is not device memory")
+
+    def _mem_get_info(self):
+        device = self.current_device()
+        return self.total_bytes - self.used[device], self.total_bytes
+
+    # --- CuPy's allocator ---------------------------------------------------------------------
+    def _raw_alloc(self, size):
+        """CuPy's plain allocator (what `set_allocator(None)` restores): one cudaMalloc,
+        freed when the memory object dies."""
+        addr = self._malloc(size)
+        return MemoryPointer(UnownedMemory(addr, size, _Freer(self, addr), self.current_device()),
+                             0)
+
+    def _set_allocator(self, allocator=None):
+        self._allocator = allocator if allocator is not None else self._default_allocator
+
+    def _get_allocator(self):
+        allocator = getattr(self._thread_allocator, "value", None)
+        return allocator if allocator is not None else self._allocator
+
+    @contextlib.contextmanager
+    def _using_allocator(self, allocator=None):
+        previous = getattr(self._thread_allocator, "value", None)
+        self._thread_allocator.value = allocator if allocator is not None else self._raw_alloc
+        try:
+            yield
+        finally:
+            self._thread_allocator.value = previous
+
+
+class _Freer:
+    def __init__(self, fake, addr):
+        self.fake, self.addr = fake, addr
+
+    def __del__(self):
+        self.fake._free(self.addr)
+
+
+def inject(monkeypatch, fake):
+    """Make the runtime see `fake` as CuPy with its GPUs; device pools start afresh."""
+    from runtime import backend, executor, memory, place
+
+    status = lambda: (fake, len(fake.used), "")  # noqa: E731
+    for module in (backend, place, executor):
+        monkeypatch.setattr(module, "cupy_status", status)
+    monkeypatch.setattr(memory, "_pools", {k: v for k, v in memory._pools.items()
+                                           if not k.startswith("gpu")})
