@@ -133,7 +133,8 @@ def profile(
                        "stderr).")] = False,
     live: Annotated[bool, typer.Option(
         "--live", help="Show the live dashboard while the job runs (the script's output "
-        "goes to PROFILE.log); not a terminal: a status line on stderr every 5 s.")] = False,
+        "goes to PROFILE.log, or PROFILE.output.log for a PROFILE named *.log); not a "
+        "terminal: a status line on stderr every 5 s.")] = False,
     total_steps: Annotated[Optional[int], typer.Option(
         "--total-steps", min=1, help="The job's total training steps, for the dashboard's "
         "ETA [default: --steps]", show_default=False)] = None,

@@ -20,8 +20,9 @@ A profile is one `.jsonl` file. Every line is one JSON object with a "type":
            reason, train_steps), "error" (exception, where), "step_limit" (steps), "nan_inf"
            (op_type, op_index, output, inputs, n_nan, n_inf, step), "probe_unavailable",
            "speed_test" (phase: baseline|ceiling|done, step: training steps so far),
-           "overrides" (env, requested, applied [{section, key, value, was}], skipped:
-           what PADDLETUNE_OVERRIDES changed, written before "exit")
+           "overrides" (env, requested, applied [{section, key, value, was}], skipped
+           [{section, key, value, why}]: what PADDLETUNE_OVERRIDES changed, and what had no
+           effect and why; written before "exit")
   reader   the reader probe's DataLoader/PyReader records, aggregated per interval (never
            one per batch): {"what": "start", "t", "loader", "pass", "config"} when a pass
            starts; {"what": "end"|"reset"|"error", "t", "loader", "pass", "batches",
@@ -143,14 +144,25 @@ def _jsonable(value):
 
 
 def default_path(script_name: str, runs_dir=RUNS_DIR) -> Path:
-    """./paddletune-runs/<YYYYmmdd-HHMMSS>-<script>.jsonl (a suffix keeps it unique)."""
+    """./paddletune-runs/<YYYYmmdd-HHMMSS>-<script>.jsonl, created empty (new_run_path)."""
+    return new_run_path(script_name, ".jsonl", runs_dir)
+
+
+def new_run_path(script_name: str, suffix: str, runs_dir=RUNS_DIR) -> Path:
+    """runs_dir/<YYYYmmdd-HHMMSS>-<script><suffix>, or -2, -3, ... before the suffix when that
+    exists. The file is created here, empty and exclusively (O_EXCL), so two runs started in
+    the same second never share it. OSError when runs_dir cannot be created or written."""
     stem = Path(script_name).stem or "run"
     base = Path(runs_dir) / f"{time.strftime('%Y%m%d-%H%M%S')}-{stem}"
-    path, n = base.with_suffix(".jsonl"), 1
-    while path.exists():
-        n += 1
-        path = Path(f"{base}-{n}.jsonl")
-    return path
+    base.parent.mkdir(parents=True, exist_ok=True)
+    n = 1
+    while True:
+        path = Path(f"{base}{suffix}" if n == 1 else f"{base}-{n}{suffix}")
+        try:
+            os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+            return path
+        except FileExistsError:
+            n += 1
 
 
 def latest(runs_dir=RUNS_DIR) -> Path:

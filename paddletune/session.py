@@ -95,8 +95,12 @@ def prepare(options: Options) -> Path:
             raise SessionError(f"-m needs a module name, got {options.target!r}")
     else:
         _check_script(Path(options.target))
-    path = Path(options.out) if options.out else prof.default_path(
-        options.target.rsplit(".", 1)[-1] if options.module else options.target)
+    try:
+        path = Path(options.out) if options.out else prof.default_path(
+            options.target.rsplit(".", 1)[-1] if options.module else options.target)
+    except OSError as err:
+        raise SessionError(f"cannot create the profile in ./{prof.RUNS_DIR}/: "
+                           f"{err.strerror or err}; pass --out with a writable location") from None
     path = path.resolve()  # a script that chdir()s still writes here
     if path.is_dir():
         raise SessionError(f"--out {path} is a directory; give a file name such as "
@@ -254,19 +258,33 @@ class _Session:
 
     def _overrides_event(self):
         """One "overrides" event: what PADDLETUNE_OVERRIDES asked for, what the runtime
-        actually overrode (with the script's own value) and what could not apply."""
+        actually overrode (with the script's own value) and what had no effect (why)."""
         from runtime import overrides
         try:
             wanted = overrides.requested()
         except Exception:  # noqa: BLE001  (a bad value already failed the import)
             wanted = {}
-        done, skipped = overrides.applied(), overrides.skipped()
-        if not (wanted or done or skipped):
+        done = overrides.applied()
+        no_effect = overrides.skipped() + (overrides.unreached() if wanted else [])
+        if not (wanted or done or no_effect):
             return
-        changes = ", ".join(f"{a['section']}.{a['key']}={a['value']!r} (was {a['was']!r})"
-                            for a in done) or "nothing"
         self.event("overrides", env=overrides.ENV, requested=wanted, applied=done,
-                   skipped=skipped, message=f"{overrides.ENV} overrode {changes}")
+                   skipped=no_effect, message=_overrides_message(overrides.ENV, done,
+                                                                 no_effect))
+
+
+def _overrides_message(env, applied, no_effect) -> str:
+    """'ENV overrode a.b=1 (was 2); no effect: c.d=True (why)', each key once; a key some
+    DataLoader applied is not listed as having no effect."""
+    changes = ", ".join(f"{a['section']}.{a['key']}={a['value']!r} (was {a['was']!r})"
+                        for a in applied) or "nothing"
+    first_why = {}
+    for e in no_effect:
+        first_why.setdefault((e["section"], e["key"]), e)
+    done = {(a["section"], a["key"]) for a in applied}
+    idle = [f"{e['section']}.{e['key']}={e['value']!r} ({e['why']})"
+            for key, e in first_why.items() if key not in done]
+    return f"{env} overrode {changes}" + (f"; no effect: {'; '.join(idle)}" if idle else "")
 
 
 def _run_target(options):

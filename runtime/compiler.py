@@ -124,7 +124,8 @@ class CompiledProgram:
     def _run_with_executor(self, executor, feed=None, fetch_list=None, scope=None,
                            return_numpy=True, return_merged=True):
         if not self._overridden:  # PADDLETUNE_OVERRIDES, once the strategies are final
-            overrides.apply_strategies(self._build_strategy, self._exec_strategy)
+            overrides.apply_strategies(self._build_strategy, self._exec_strategy,
+                                       data_parallel=self._data_parallel())
             self._overridden = True
         if self._data_parallel():
             return self._get_engine().run(executor._id, feed, fetch_list, scope, return_numpy,

@@ -23,11 +23,12 @@ import difflib
 import io as _pyio
 import json
 import os
-import tempfile
 import zipfile
 
 import numpy as np
 
+from .atomic import TMP_PREFIX as _TMP_PREFIX
+from .atomic import atomic_write as _atomic_write
 from .dtypes import VarType
 from .errors import SerializationError, UnsavedValueError
 from .framework import Parameter, Program, Variable, default_main_program
@@ -48,7 +49,6 @@ __all__ = ["save_vars", "save_params", "save_persistables", "load_vars", "load_p
 FORMAT_NAME = "paddletune-vars"
 FORMAT_VERSION = 1
 MANIFEST = "__manifest__.json"
-_TMP_PREFIX = ".tmp-"
 _TENSOR_TYPES = (VarType.LOD_TENSOR, VarType.SELECTED_ROWS)
 
 
@@ -359,23 +359,3 @@ def _read_npy(f, where):
         raise SerializationError(f"{where!r} has trailing bytes after its array (corrupt); "
                                  f"save it again")
     return array
-
-
-def _atomic_write(path, write):
-    """Call write(binary file) on a temporary file next to `path`, then move it over `path`.
-    On any failure the temporary file is removed and `path` is left as it was."""
-    directory = os.path.dirname(path) or "."
-    fd, tmp = tempfile.mkstemp(prefix=_TMP_PREFIX + os.path.basename(path) + "-",
-                               dir=directory)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise

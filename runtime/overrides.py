@@ -17,11 +17,16 @@ The runtime applies each value where the option is fixed:
   a sample generator is set (`set_sample_generator` / `decorate_sample_generator`). Batches
   made by the script itself (set_batch_generator, set_sample_list_generator) keep their size:
   that is recorded in `skipped()`.
-* `apply_strategies(build_strategy, exec_strategy)`: the CompiledProgram's strategies, when it
-  is built for running.
+* `apply_strategies(build_strategy, exec_strategy, data_parallel)`: the CompiledProgram's
+  strategies, when it is built for running.
 
 `applied()` lists what was actually overridden, [{"section", "key", "value", "was"}, ...]
 (once per distinct change), so a profile can say which values were not the script's own.
+`skipped()` lists the overrides that had no effect, each with why: a batch size of whole
+batches the script makes, use_double_buffer on CPU places, a BuildStrategy fusion (any field
+but enable_inplace and memory_optimize) or an ExecutionStrategy field of a program run
+without with_data_parallel, a value the script had already. A tuner must not credit these
+with a change in speed.
 An unknown section or key, or a value of the wrong type, is a FlagError naming the variable
 and the key; `import runtime` checks the variable, as it checks FLAGS_*.
 """
@@ -31,6 +36,7 @@ import os
 import threading
 
 from .errors import FlagError
+from .place import is_gpu
 
 ENV = "PADDLETUNE_OVERRIDES"
 
@@ -69,6 +75,10 @@ SCHEMA = {
                        "remove_unnecessary_lock": _bool(), "cache_runtime_context": _bool()},
 }
 READER_AT_CONSTRUCTION = ("capacity", "num_workers", "use_double_buffer")
+# the BuildStrategy fields a CompiledProgram without with_data_parallel uses too
+# (CompiledProgram._options); the others, and every ExecutionStrategy field, only shape the
+# data-parallel engine
+SINGLE_PLACE_BUILD = ("enable_inplace", "memory_optimize")
 # the loader's attribute holding each construction-time option
 _LOADER_ATTR = {"capacity": "_queue_capacity", "num_workers": "_num_workers",
                 "use_double_buffer": "_use_double_buffer"}
@@ -126,53 +136,91 @@ def apply_reader(loader):
     """Override the options of `loader` that are fixed at this point: the construction-time
     ones the first time it is called for a loader, `batch_size` once a sample generator is
     set. Safe to call again: an option is overridden once per loader, the batch size once
-    per source."""
+    per source. use_double_buffer is recorded once a source sets the places: it only does
+    something on a GPU place."""
     wanted = requested().get("reader")
     if not wanted:
         return
-    done = loader.__dict__.setdefault("_overridden", set())
+    own = loader.__dict__.setdefault("_overridden", {})  # key -> the script's own value
     for key in READER_AT_CONSTRUCTION:
-        if key in wanted and key not in done:
-            done.add(key)
+        if key in wanted and key not in own:
             attr = _LOADER_ATTR[key]
-            _set(loader, attr, "reader", key, wanted[key])
+            own[key] = getattr(loader, attr)
+            object.__setattr__(loader, attr, wanted[key])
+            if key != "use_double_buffer":
+                _record("reader", key, wanted[key], own[key])
     source = loader._source
-    if "batch_size" in wanted and source is not None \
-            and loader.__dict__.get("_overridden_source") is not source:
+    if source is None:
+        return
+    if "use_double_buffer" in own:
+        _record("reader", "use_double_buffer", wanted["use_double_buffer"],
+                own["use_double_buffer"], _double_buffer_no_effect(loader))
+    if "batch_size" in wanted and loader.__dict__.get("_overridden_source") is not source:
         kind, reader, batch_size, drop_last = source
         if kind != "sample":
             loader._overridden_source = source
-            _note_skipped("reader", "batch_size", wanted["batch_size"],
-                          f"{loader.name} gets whole batches from the script "
-                          f"(set_{kind}_generator): their size is the script's own")
+            _note_no_effect("reader", "batch_size", wanted["batch_size"],
+                            f"{loader.name} gets whole batches from the script "
+                            f"(set_{kind}_generator): their size is the script's own")
             return
         loader._source = (kind, reader, wanted["batch_size"], drop_last)
         loader._overridden_source = loader._source  # this source is done; a new one is not
         _record("reader", "batch_size", wanted["batch_size"], batch_size)
 
 
-def apply_strategies(build_strategy=None, exec_strategy=None):
+def _double_buffer_no_effect(loader):
+    if any(is_gpu(place) for place in loader._places):
+        return None
+    return (f"{loader.name} feeds CPU places: the double buffer only stages batches onto a "
+            f"GPU")
+
+
+def apply_strategies(build_strategy, exec_strategy, data_parallel):
     """Override the fields of a CompiledProgram's BuildStrategy / ExecutionStrategy (either
-    may be None) that PADDLETUNE_OVERRIDES names."""
+    may be None) that PADDLETUNE_OVERRIDES names. Without data parallelism only
+    SINGLE_PLACE_BUILD fields do anything: the others are recorded as having no effect
+    and left as they are."""
     wanted = requested()
     for section, strategy in (("build_strategy", build_strategy),
                               ("exec_strategy", exec_strategy)):
-        if strategy is None:
-            continue
         for key, value in (wanted.get(section) or {}).items():
-            _set(strategy, key, section, key, value)
+            if not data_parallel and not (section == "build_strategy"
+                                          and key in SINGLE_PLACE_BUILD):
+                _note_no_effect(section, key, value,
+                                "the program runs without with_data_parallel, so no "
+                                "data-parallel graph uses it")
+            elif strategy is not None:
+                _set(strategy, key, section, key, value)
 
 
 def applied():
-    """[{"section", "key", "value", "was"}, ...]: every distinct override the runtime made."""
+    """[{"section", "key", "value", "was"}, ...]: every distinct override the runtime made
+    that changes what runs."""
     with _lock:
         return [dict(entry) for entry in _applied]
 
 
 def skipped():
-    """[{"section", "key", "value", "why"}, ...]: overrides that could not apply where asked."""
+    """[{"section", "key", "value", "why"}, ...]: overrides that had no effect where asked
+    (not applied, or applied where nothing uses them, or equal to the script's own value)."""
     with _lock:
         return [dict(entry) for entry in _skipped]
+
+
+_NOT_REACHED = {"reader": "no DataLoader/PyReader of the job used it",
+                "build_strategy": "the job ran no CompiledProgram (a Program that a plain "
+                                  "Executor runs has no strategies)"}
+_NOT_REACHED["exec_strategy"] = _NOT_REACHED["build_strategy"]
+
+
+def unreached():
+    """[{"section", "key", "value", "why"}, ...]: requested overrides that nothing in the job
+    came to (neither applied nor skipped); call it when the job is over."""
+    with _lock:
+        seen = {(e["section"], e["key"]) for e in _applied + _skipped}
+    return [{"section": section, "key": key, "value": value, "why": _NOT_REACHED[section]}
+            for section, values in requested().items() for key, value in values.items()
+            if (section, key) not in seen]
 
 
 def reset():
@@ -188,14 +236,20 @@ def _set(obj, attr, section, key, value):
     _record(section, key, value, was)
 
 
-def _record(section, key, value, was):
+def _record(section, key, value, was, no_effect=None):
+    """An override made: applied, or (`no_effect`: why) one that changes nothing."""
+    if no_effect is None and value == was:
+        no_effect = f"the script's own value is {json.dumps(value)} already"
+    if no_effect is not None:
+        _note_no_effect(section, key, value, no_effect)
+        return
     entry = {"section": section, "key": key, "value": value, "was": was}
     with _lock:
         if entry not in _applied:
             _applied.append(entry)
 
 
-def _note_skipped(section, key, value, why):
+def _note_no_effect(section, key, value, why):
     entry = {"section": section, "key": key, "value": value, "why": why}
     with _lock:
         if entry not in _skipped:

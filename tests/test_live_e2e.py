@@ -158,3 +158,42 @@ def test_without_a_terminal_plain_lines_go_to_stderr(tmp_path):
     assert status[-1].endswith("finished: exit 0 (returned)")
     assert not (tmp_path / "run.log").exists()
     assert load(tmp_path / "run.jsonl").probes["dashboard"]["result"]["frames"] > 0
+
+
+@pytest.mark.parametrize("profile, log", [
+    ("run.jsonl", "run.log"), ("run", "run.log"), ("run.log", "run.output.log"),
+    ("RUN.LOG", "RUN.output.log"), ("run.Log", "run.output.log")])
+def test_the_log_is_never_the_profile(profile, log, tmp_path):
+    from paddletune.live.runner import log_path_for
+    assert log_path_for(tmp_path / profile) == tmp_path / log
+
+
+LIVE_TO_A_LOG = '''
+import sys
+from paddletune import session
+from paddletune.live.runner import run_live
+
+class Screen:  # the dashboard's interface, drawing nothing
+    def open(self, terminal): pass
+    def draw(self, state): pass
+    def close(self, state=None): pass
+
+options = session.Options("job.py", ["50"], out="run.log", live=True)
+outcome, cost, log = run_live(options, Screen(), redirect=True)
+print(f"status={outcome.status} log={log}")
+'''
+
+
+def test_a_profile_named_log_keeps_the_scripts_output_apart(tmp_path):
+    """`paddletune profile --live -o run.log` on a terminal: the profile is run.log, the
+    script's output run.output.log; neither overwrites the other."""
+    (tmp_path / "job.py").write_text(textwrap.dedent(JOB))
+    done = subprocess.run([sys.executable, "-c", LIVE_TO_A_LOG], cwd=tmp_path, timeout=120,
+                          env={**os.environ, "PYTHONPATH": REPO}, capture_output=True,
+                          text=True)
+    assert done.returncode == 0, done.stderr
+    assert f"status=0 log={tmp_path / 'run.output.log'}" in done.stdout
+    profile = load(tmp_path / "run.log")
+    assert profile.complete and profile.summary["n_steps"] == 50
+    output = (tmp_path / "run.output.log").read_text()
+    assert "step 0" in output and output.rstrip().endswith("done")

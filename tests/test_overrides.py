@@ -4,7 +4,6 @@ strategy hooks, what is recorded as applied, and the profile's overrides record.
 import json
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import numpy as np
@@ -94,8 +93,9 @@ def test_reader_options_are_overridden_at_construction_and_batch_size_at_the_sou
     assert overrides.applied() == [
         {"section": "reader", "key": "capacity", "value": 16, "was": 2},
         {"section": "reader", "key": "num_workers", "value": 1, "was": 0},
-        {"section": "reader", "key": "use_double_buffer", "value": False, "was": True},
         {"section": "reader", "key": "batch_size", "value": 4, "was": 3}]
+    # set, but on the loader's CPU place the double buffer does nothing
+    assert [s["key"] for s in overrides.skipped()] == ["use_double_buffer"]
 
 
 def test_every_new_sample_source_gets_the_batch_size(env):
@@ -133,14 +133,14 @@ def test_strategies_are_overridden_and_recorded(env):
     env({"exec_strategy": {"num_threads": 1, "num_iteration_per_drop_scope": 10},
          "build_strategy": {"fuse_all_optimizer_ops": True}})
     build, exe = fluid.BuildStrategy(), fluid.ExecutionStrategy()
-    overrides.apply_strategies(build, exe)
+    overrides.apply_strategies(build, exe, data_parallel=True)
     assert build.fuse_all_optimizer_ops is True
     assert (exe.num_threads, exe.num_iteration_per_drop_scope) == (1, 10)
     assert {(a["section"], a["key"], a["was"]) for a in overrides.applied()} == {
         ("exec_strategy", "num_threads", 0), ("exec_strategy", "num_iteration_per_drop_scope",
                                               100),
         ("build_strategy", "fuse_all_optimizer_ops", False)}
-    overrides.apply_strategies(None, None)  # either may be missing
+    overrides.apply_strategies(None, None, data_parallel=True)  # either may be missing
 
 
 def test_no_variable_changes_nothing(env):
@@ -149,34 +149,43 @@ def test_no_variable_changes_nothing(env):
     assert loader.config()["capacity"] == 2 and overrides.applied() == []
 
 
-def test_profile_records_the_overrides_and_the_variable(tmp_path):
+OVERRIDDEN_JOB = '''
+import numpy as np
+import runtime as fluid
+main, startup = fluid.Program(), fluid.Program()
+with fluid.program_guard(main, startup):
+    x = fluid.data("x", [None, 2])
+    loss = fluid.layers.mean(fluid.layers.fc(x, 1))
+    fluid.optimizer.SGD(0.1).minimize(loss)
+    loader = fluid.io.DataLoader.from_generator(feed_list=[x], capacity=2)
+def samples():
+    for i in range(64):
+        yield (np.full(2, i, "float32"),)
+loader.set_sample_generator(samples, batch_size=2)
+exe = fluid.Executor(fluid.CPUPlace())
+exe.run(startup)
+program = fluid.CompiledProgram(main) if COMPILED else main
+for data in loader():
+    exe.run(program, feed=data, fetch_list=[loss])
+'''
+
+
+def _profile_overridden_job(tmp_path, value, compiled=False):
+    """`paddletune profile` of OVERRIDDEN_JOB with PADDLETUNE_OVERRIDES=value."""
+    from paddletune.profile import load
     script = tmp_path / "job.py"
-    script.write_text(textwrap.dedent('''
-        import numpy as np
-        import runtime as fluid
-        main, startup = fluid.Program(), fluid.Program()
-        with fluid.program_guard(main, startup):
-            x = fluid.data("x", [None, 2])
-            loss = fluid.layers.mean(fluid.layers.fc(x, 1))
-            fluid.optimizer.SGD(0.1).minimize(loss)
-            loader = fluid.io.DataLoader.from_generator(feed_list=[x], capacity=2)
-        def samples():
-            for i in range(64):
-                yield (np.full(2, i, "float32"),)
-        loader.set_sample_generator(samples, batch_size=2)
-        exe = fluid.Executor(fluid.CPUPlace())
-        exe.run(startup)
-        for data in loader():
-            exe.run(main, feed=data, fetch_list=[loss])
-    '''))
-    value = '{"reader":{"capacity":4,"batch_size":8}}'
+    script.write_text(f"COMPILED = {compiled}\n" + OVERRIDDEN_JOB)
     out = tmp_path / "p.jsonl"
     run = subprocess.run([sys.executable, "-m", "paddletune", "profile", "--quiet", "-o",
                           str(out), str(script)], env={**_plain_env(), overrides.ENV: value},
                          cwd=tmp_path, capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stderr
-    from paddletune.profile import load
-    profile = load(out)
+    return load(out)
+
+
+def test_profile_records_the_overrides_and_the_variable(tmp_path):
+    value = '{"reader":{"capacity":4,"batch_size":8}}'
+    profile = _profile_overridden_job(tmp_path, value)
     assert profile.options["overrides_env"] == {overrides.ENV: value}
     [event] = profile.events_of("overrides")
     assert event["applied"] == [
@@ -189,3 +198,105 @@ def test_profile_records_the_overrides_and_the_variable(tmp_path):
 def _plain_env():
     import os
     return {k: v for k, v in os.environ.items() if k != overrides.ENV}
+
+
+# --- overrides that change nothing are "no effect", with why, never "applied" ----------------
+def _fake_gpu():
+    gpu = object.__new__(fluid.CUDAPlace)  # no GPU needed: only the loader's places are read
+    gpu.device_id = 0
+    return gpu
+
+
+def test_double_buffer_counts_only_on_a_gpu_place(env):
+    env({"reader": {"use_double_buffer": False}})
+    cpu = _loader(capacity=2)
+    assert overrides.skipped() == []  # the places are known once a generator is set
+    cpu.set_sample_generator(_samples, batch_size=3)
+    gpu = _loader(capacity=2)
+    gpu.set_sample_generator(_samples, batch_size=3, places=[_fake_gpu()])
+    assert cpu.config()["use_double_buffer"] is False
+    assert overrides.applied() == [
+        {"section": "reader", "key": "use_double_buffer", "value": False, "was": True}]
+    [idle] = overrides.skipped()
+    assert idle["key"] == "use_double_buffer" and cpu.name in idle["why"]
+    assert "CPU places" in idle["why"] and "GPU" in idle["why"]
+
+
+def _compiled(data_parallel):
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x = fluid.data("x", [None, 2])
+        loss = fluid.layers.mean(fluid.layers.fc(x, 1))
+        fluid.optimizer.SGD(0.1).minimize(loss)
+    exe = fluid.Executor(fluid.CPUPlace())
+    exe.run(startup)
+    compiled = fluid.CompiledProgram(main, build_strategy=fluid.BuildStrategy())
+    if data_parallel:
+        compiled.with_data_parallel(loss.name, places=fluid.cpu_places(2))
+    exe.run(compiled, feed={"x": np.ones((4, 2), "float32")}, fetch_list=[loss])
+    return compiled
+
+
+STRATEGIES = {"build_strategy": {"fuse_all_reduce_ops": True, "fuse_all_optimizer_ops": True,
+                                 "fuse_elewise_add_act_ops": True, "enable_inplace": False},
+              "exec_strategy": {"num_threads": 1}}
+
+
+def test_data_parallel_strategies_without_data_parallel_have_no_effect(env):
+    env(STRATEGIES)
+    compiled = _compiled(data_parallel=False)
+    assert overrides.applied() == [
+        {"section": "build_strategy", "key": "enable_inplace", "value": False, "was": True}]
+    idle = {(s["section"], s["key"]): s["why"] for s in overrides.skipped()}
+    assert set(idle) == {("build_strategy", "fuse_all_reduce_ops"),
+                         ("build_strategy", "fuse_all_optimizer_ops"),
+                         ("build_strategy", "fuse_elewise_add_act_ops"),
+                         ("exec_strategy", "num_threads")}
+    assert all("with_data_parallel" in why for why in idle.values())
+    assert compiled._build_strategy.fuse_all_optimizer_ops is False  # left as it was
+
+
+def test_data_parallel_strategies_with_data_parallel_are_applied(env):
+    env(STRATEGIES)
+    _compiled(data_parallel=True)
+    assert {(a["section"], a["key"]) for a in overrides.applied()} == {
+        (section, key) for section, values in STRATEGIES.items() for key in values}
+    assert overrides.skipped() == []
+
+
+def test_an_override_to_the_scripts_own_value_has_no_effect(env):
+    env({"reader": {"capacity": 2}, "build_strategy": {"enable_inplace": True}})
+    _loader(capacity=2)
+    _compiled(data_parallel=False)
+    assert overrides.applied() == []
+    assert {(s["key"], s["why"]) for s in overrides.skipped()} == {
+        ("capacity", "the script's own value is 2 already"),
+        ("enable_inplace", "the script's own value is true already")}
+
+
+def test_profile_and_tune_show_no_effect_overrides_with_why(tmp_path):
+    from paddletune.render.report import render_report
+    from paddletune.tune.trials import Trial, _overrides
+    value = json.dumps({"reader": {"capacity": 4, "use_double_buffer": False},
+                        "build_strategy": {"fuse_all_reduce_ops": True},
+                        "exec_strategy": {"num_iteration_per_drop_scope": 7}})
+    profile = _profile_overridden_job(tmp_path, value, compiled=True)
+    [event] = profile.events_of("overrides")
+    assert event["applied"] == [{"section": "reader", "key": "capacity", "value": 4, "was": 2}]
+    assert [(s["section"], s["key"]) for s in event["skipped"]] == [
+        ("reader", "use_double_buffer"), ("build_strategy", "fuse_all_reduce_ops"),
+        ("exec_strategy", "num_iteration_per_drop_scope")]
+    message = event["message"]
+    assert message.startswith(f"{overrides.ENV} overrode reader.capacity=4 (was 2); no effect: ")
+    assert "reader.use_double_buffer=False (DataLoader#0 feeds CPU places" in message
+    assert "build_strategy.fuse_all_reduce_ops=True (the program runs without " \
+           "with_data_parallel" in message
+    from rich.console import Console
+    console = Console(width=400, record=True, file=open("/dev/null", "w"))
+    render_report(profile, console)
+    assert "no effect: reader.use_double_buffer=False" in console.export_text()
+    trial = Trial(index=1, setting={}, label="", phase="knob", steps=1)
+    _overrides(trial, profile, {overrides.ENV: value})  # what `paddletune tune` reads
+    assert [a["key"] for a in trial.applied] == ["capacity"]
+    assert len(trial.no_effect) == 3 and "feeds CPU places" in trial.no_effect[0]
+    assert "with_data_parallel" in trial.no_effect[1]

@@ -2,11 +2,12 @@
 it writes (the same file `report` reads later: no second data path).
 
 On a terminal the script's own output (its stdout and stderr, file descriptors 1 and 2, so
-worker processes and C code too) goes to a log file next to the profile,
-`<profile>.log`, whose path the dashboard shows; the dashboard draws on the terminal that
-stdout was. Elsewhere (a pipe, a CI log) nothing is redirected and the dashboard prints a
-plain one-line summary to stderr every few seconds. The loop's measured cost is written
-into the profile as the "dashboard" probe record (background overhead), before the summary.
+worker processes and C code too) goes to a log file next to the profile, `<profile>.log`
+(`<profile>.output.log` for a profile named *.log), whose path the dashboard shows; the
+dashboard draws on the terminal that stdout was. Elsewhere (a pipe, a CI log) nothing is
+redirected and the dashboard prints a plain one-line summary to stderr every few seconds. The
+loop's measured cost is written into the profile as the "dashboard" probe record (background
+overhead), before the summary.
 """
 
 import os
@@ -21,7 +22,14 @@ LIVE_HZ = 4.0
 
 
 def log_path_for(profile_path) -> Path:
-    return Path(profile_path).with_suffix(".log")
+    """`<profile>.log` (the profile's suffix replaced), or `<profile>.output.log` when that
+    is the profile itself (`-o run.log`; compared ignoring case, as a case-insensitive file
+    system does), so the script's output never overwrites the profile."""
+    profile = Path(profile_path)
+    log = profile.with_suffix(".log")
+    if log.name.casefold() == profile.name.casefold():
+        log = profile.with_suffix(".output.log")
+    return log
 
 
 def run_live(options, screen, redirect: bool, hz: float = LIVE_HZ):

@@ -6,11 +6,13 @@ measured. `paddletune report FILE.tune.json` renders it (render/tune.py).
 """
 
 import json
-import os
 import time
 from pathlib import Path
 from typing import List, Optional
 
+from runtime.atomic import atomic_write
+
+from ..profile import RUNS_DIR, new_run_path
 from . import space as sp
 
 KIND = "paddletune-tune"
@@ -22,14 +24,10 @@ class RecordError(Exception):
     """Not a readable tuning record."""
 
 
-def default_path(script: str, runs_dir="paddletune-runs") -> Path:
-    stem = Path(script).stem or "run"
-    base = Path(runs_dir) / f"{time.strftime('%Y%m%d-%H%M%S')}-{stem}"
-    path, n = Path(f"{base}{SUFFIX}"), 1
-    while path.exists():
-        n += 1
-        path = Path(f"{base}-{n}{SUFFIX}")
-    return path
+def default_path(script: str, runs_dir=RUNS_DIR) -> Path:
+    """./paddletune-runs/<time>-<script>.tune.json, created empty and exclusively so that two
+    tunings started in the same second never share it (profile.new_run_path)."""
+    return new_run_path(script, SUFFIX, runs_dir)
 
 
 def build(tuner, command: dict, options: dict) -> dict:
@@ -86,12 +84,12 @@ def _status(tuner, t) -> str:
 
 
 def save(record: dict, path) -> Path:
-    """Write atomically (a reader never sees half a record)."""
+    """Write atomically and durably (fsync before the rename): a reader never sees half a
+    record, nor does a crash leave one."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(record, indent=1, default=str) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
+    text = json.dumps(record, indent=1, default=str) + "\n"
+    atomic_write(path, lambda f: f.write(text.encode("utf-8")))
     return path
 
 
@@ -115,6 +113,8 @@ def load(path) -> dict:
     except FileNotFoundError:
         raise RecordError(f"no such tuning record: {path}") from None
     except (OSError, ValueError) as err:
+        if path.is_file() and path.stat().st_size == 0:
+            err = "it is empty (a tuning writes it when its first trial ends)"
         raise RecordError(f"cannot read the tuning record {path}: {err}") from None
     if not isinstance(data, dict) or data.get("type") != KIND:
         raise RecordError(f"{path} is not a paddletune tuning record")
