@@ -192,11 +192,30 @@ def sample_figures(rows: Sequence[dict]) -> Dict[str, dict]:
 
 
 def gpu_figures(rows: Sequence[dict]) -> List[dict]:
-    """sample_figures per GPU: [{"gpu": index, "util_percent": {...}, ...}] by index."""
+    """sample_figures per GPU: [{"gpu": index, "util_percent": {...}, ..., "throttle":
+    {reason: share of samples}}] by index ("throttle" only where NVML reported reasons)."""
     by_gpu = defaultdict(list)
     for r in rows:
         by_gpu[r.get("gpu")].append({k: v for k, v in r.items() if k != "gpu"})
-    return [{"gpu": g, **sample_figures(v)} for g, v in sorted(by_gpu.items(), key=str)]
+    out = []
+    for g, v in sorted(by_gpu.items(), key=str):
+        throttle = throttle_figures(v)
+        out.append({"gpu": g, **sample_figures(v), **({"throttle": throttle} if throttle
+                                                       is not None else {})})
+    return out
+
+
+def throttle_figures(rows: Sequence[dict]) -> Optional[dict]:
+    """Share of a GPU's samples with each clock-throttle reason active ({} when never);
+    None when NVML reported no reasons."""
+    known = [r["throttle"] for r in rows if isinstance(r.get("throttle"), list)]
+    if not known:
+        return None
+    counts = defaultdict(int)
+    for reasons in known:
+        for name in reasons:
+            counts[name] += 1
+    return {name: n / len(known) for name, n in sorted(counts.items(), key=lambda kv: -kv[1])}
 
 
 def probe_overhead(probes: Dict[str, dict], figures: dict) -> dict:

@@ -15,7 +15,7 @@ from paddletune.probes.nvml import NvmlProbe
 GIB = 1024 ** 3
 GPU_FIELDS = {"type", "probe", "t", "gpu", "util_percent", "mem_util_percent", "mem_used_bytes",
               "mem_total_bytes", "proc_mem_bytes", "sm_clock_mhz", "mem_clock_mhz", "power_w",
-              "temperature_c"}
+              "power_limit_w", "temperature_c", "throttle"}
 
 
 class NVMLError(Exception):
@@ -64,6 +64,9 @@ def fake_pynvml(n_gpus=2, init_error=None, unsupported=(), other_pid=False):
         "nvmlDeviceGetClockInfo": lambda h, kind: {1: 1410, 2: 1215}[kind],
         "nvmlDeviceGetPowerUsage": lambda h: 123456,  # milliwatts
         "nvmlDeviceGetTemperature": lambda h, sensor: 61,
+        "nvmlDeviceGetEnforcedPowerLimit": lambda h: 300000,  # milliwatts
+        # GPU 0: idle (not a slowdown); GPU 1: software power cap and hardware thermal
+        "nvmlDeviceGetCurrentClocksEventReasons": lambda h: 0x1 if h[1] == 0 else 0x4 | 0x40,
     }
     for name, fn in functions.items():
         setattr(nv, name, _not_supported if name in unsupported else fn)
@@ -196,8 +199,9 @@ def test_probe_samples_one_record_per_gpu(use):
                      "util_percent": 50, "mem_util_percent": 20, "mem_used_bytes": GIB,
                      "mem_total_bytes": 16 * GIB, "proc_mem_bytes": 100,
                      "sm_clock_mhz": 1410, "mem_clock_mhz": 1215, "power_w": 123.456,
-                     "temperature_c": 61}
+                     "power_limit_w": 300.0, "temperature_c": 61, "throttle": []}
     assert second["proc_mem_bytes"] == 200 and second["util_percent"] == 51
+    assert second["throttle"] == ["sw_power_cap", "hw_thermal"]
     assert result["available"] and result["result"]["gpus"] == [0, 1]
     assert result["overhead_s"] > 0
     assert fake.calls == {"init": 1, "shutdown": 1}  # once for the probe's whole life
@@ -211,6 +215,20 @@ def test_one_unsupported_field_is_none_and_the_rest_stay(use):
     probe.stop()
     assert [r["power_w"] for r in rows] == [None, None]
     assert all(r["temperature_c"] == 61 and r["util_percent"] is not None for r in rows)
+
+
+def test_throttle_reasons_from_older_bindings_or_none(use):
+    """Bindings before NVML 12 name the same bits throttle reasons; neither call: None."""
+    fake = fake_pynvml(unsupported={"nvmlDeviceGetCurrentClocksEventReasons"})
+    fake.nvmlDeviceGetCurrentClocksThrottleReasons = lambda h: 0x8
+    use(fake)
+    probe, _ = _probe()
+    assert [r["throttle"] for r in probe.sample_all()] == [["hw_slowdown"], ["hw_slowdown"]]
+    probe.stop()
+    use(fake_pynvml(unsupported={"nvmlDeviceGetCurrentClocksEventReasons"}))
+    probe, _ = _probe()
+    assert [r["throttle"] for r in probe.sample_all()] == [None, None]
+    probe.stop()
 
 
 def test_process_memory_is_none_when_this_process_is_not_listed(use):

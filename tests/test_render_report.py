@@ -145,6 +145,16 @@ def test_gpu_rows_one_per_device(tmp_path):
     assert not any(line.startswith("GPU   ") for line in lines)
 
 
+def test_gpu_row_shows_the_power_limit_and_throttling(tmp_path):
+    samples = nvml_samples(n=4)
+    for i, sample in enumerate(samples):
+        sample.update(power_limit_w=300.0, throttle=["sw_power_cap"] if i < 3 else [])
+    lines = render(make_profile(tmp_path / "p.jsonl", extra=samples), width=200)
+    assert any(line.startswith("GPU 0 ") and line.endswith(
+        "peak 250 W of 300 W, 70 °C · clocks held down: sw power cap 75% of samples")
+        for line in lines), lines
+
+
 def test_hint_names_the_profile(tmp_path):
     path = make_profile(tmp_path / "p.jsonl")
     lines = render(path, width=200)

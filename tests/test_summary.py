@@ -100,6 +100,15 @@ def test_gpu_samples_are_summarised_per_gpu(tmp_path):
                          {"gpu": 1, "util_percent": {"mean": 80, "max": 90, "last": 70, "n": 2}}]
 
 
+
+def test_gpu_throttle_reasons_are_summarised_as_shares(tmp_path):
+    extra = [{"type": "sample", "probe": "nvml", "t": 0.1 * i, "gpu": 0, "util_percent": 50,
+              "throttle": reasons}
+             for i, reasons in enumerate([["hw_thermal"], ["hw_thermal", "sw_power_cap"], [],
+                                          None])]
+    s = load(make_profile(tmp_path / "p.jsonl", extra=extra)).summary
+    assert s["gpus"][0]["throttle"] == {"hw_thermal": 2 / 3, "sw_power_cap": 1 / 3}
+
 def test_steps_with_non_finite_times_are_skipped(tmp_path):
     steps = step_records(n_steps=20, feed_s=0.0002)
     steps[5]["wall_s"] = float("nan")

@@ -146,6 +146,25 @@ def _scaled(value, factor):
     return None if value is None else value * factor
 
 
+# NVML's clock event (throttle) reason bits, by the name a sample lists them under; "idle" is
+# left out: a GPU with nothing to do lowers its clocks, which slows nothing
+THROTTLE_REASONS = (
+    (0x2, "applications_clocks"), (0x4, "sw_power_cap"), (0x8, "hw_slowdown"),
+    (0x10, "sync_boost"), (0x20, "sw_thermal"), (0x40, "hw_thermal"),
+    (0x80, "hw_power_brake"), (0x100, "display_clocks"))
+
+
+def _throttle_reasons(nv, handle):
+    """Names of the active reasons the GPU's clocks are held down (NVML >= 12 calls them
+    clock event reasons; older bindings name the same bits throttle reasons); None: N/A."""
+    bits = call(nv, "nvmlDeviceGetCurrentClocksEventReasons", handle)
+    if bits is None:
+        bits = call(nv, "nvmlDeviceGetCurrentClocksThrottleReasons", handle)
+    if bits is None:
+        return None
+    return [name for bit, name in THROTTLE_REASONS if int(bits) & bit]
+
+
 def gpu_fields(nv, index, handle, pid) -> dict:
     """One GPU's sample fields; each is None when NVML does not report it."""
     util = call(nv, "nvmlDeviceGetUtilizationRates", handle)
@@ -159,13 +178,16 @@ def gpu_fields(nv, index, handle, pid) -> dict:
             "sm_clock_mhz": call(nv, "nvmlDeviceGetClockInfo", handle, clock_sm),
             "mem_clock_mhz": call(nv, "nvmlDeviceGetClockInfo", handle, clock_mem),
             "power_w": _scaled(call(nv, "nvmlDeviceGetPowerUsage", handle), 1e-3),
+            "power_limit_w": _scaled(call(nv, "nvmlDeviceGetEnforcedPowerLimit", handle), 1e-3),
             "temperature_c": call(nv, "nvmlDeviceGetTemperature", handle,
-                                  getattr(nv, "NVML_TEMPERATURE_GPU", 0))}
+                                  getattr(nv, "NVML_TEMPERATURE_GPU", 0)),
+            "throttle": _throttle_reasons(nv, handle)}
 
 
 class NvmlProbe(SamplingProbe):
     """One `sample` record per visible GPU per interval: {"gpu": NVML index, utilisation,
-    memory (device and this process), clocks, power, temperature}.
+    memory (device and this process), clocks, power and its limit, temperature, "throttle":
+    the reasons the clocks are held down now (THROTTLE_REASONS names; [] when none)}.
 
     NVML is initialised when the probe is made and shut down by `stop()`. Unusable NVML (no
     pynvml, no driver, no visible GPU) leaves `available` False with the reason.

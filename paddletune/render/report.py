@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from ..export import json_safe
-from ..summary import sample_figures
+from ..summary import sample_figures, throttle_figures
 from .fmt import NA, bar, label_table as _table, pct0 as _pct0
 from .fmt import duration as _duration, finite as _finite, ms as _ms, nbytes as _bytes
 from .fmt import num as _num, pct as _pct
@@ -275,11 +275,14 @@ def _gpu_rows(profile):
         reason = gpu.get("reason") or probe.get("reason") or "no NVML samples recorded"
         return [("GPU", f"N/A — {reason}")]
     gpus = sorted({r.get("gpu") for r in rows}, key=str)
-    return [(f"GPU {g}", _gpu_value(sample_figures([r for r in rows if r.get("gpu") == g])))
-            for g in gpus]
+    out = []
+    for g in gpus:
+        mine = [r for r in rows if r.get("gpu") == g]
+        out.append((f"GPU {g}", _gpu_value(sample_figures(mine), throttle_figures(mine))))
+    return out
 
 
-def _gpu_value(f) -> str:
+def _gpu_value(f, throttle=None) -> str:
     util, used, proc = f.get("util_percent"), f.get("mem_used_bytes"), f.get("proc_mem_bytes")
     parts = [f"util mean {_pct0(util['mean'])} · peak {_pct0(util['max'])}" if util
              else "util N/A"]
@@ -290,7 +293,14 @@ def _gpu_value(f) -> str:
     if proc:
         parts.append(f"this process {_bytes(proc['max'])}")
     peaks = [f"{f[key]['max']:.0f} {unit}" for key, unit in GPU_PEAKS if f.get(key)]
-    return " · ".join(parts + (["peak " + ", ".join(peaks)] if peaks else []))
+    limit = (f.get("power_limit_w") or {}).get("last")
+    if peaks and limit and f.get("power_w"):
+        peaks[0] += f" of {limit:.0f} W"
+    parts += ["peak " + ", ".join(peaks)] if peaks else []
+    if throttle:
+        parts.append("clocks held down: " + ", ".join(
+            f"{name.replace('_', ' ')} {share:.0%} of samples" for name, share in throttle.items()))
+    return " · ".join(parts)
 
 
 def _events(profile) -> Optional[Text]:
