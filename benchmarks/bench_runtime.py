@@ -8,8 +8,17 @@ a tiny model (where kernels cost nothing) and the cost of the event hooks.
 
     python benchmarks/bench_runtime.py                 # threads 1 and all cores
     python benchmarks/bench_runtime.py --threads 2 --rounds 7 --steps 40
+    python benchmarks/bench_runtime.py --place gpu     # CUDAPlace(0) vs PyTorch CUDA eager
 
 Prints a table, the ratios, and one JSON line (the last line of output).
+
+`--place gpu`: the runtime on CUDAPlace(0) (CuPy) against PyTorch CUDA eager on the same MLP,
+the batches already on the device for both (compute, not host->device copies, is compared),
+each step fetching its loss (a device->host copy that waits for the step, in both), the device
+synchronised around each timed run. Reports the GPU's name (CuPy's device properties), the
+ratio runtime/torch (target >= 0.8) and the cost of the per-op CUDA events the ops probe turns
+on (runtime/gpu_timing.py). Exits with status 2, saying why, without CuPy and a GPU or without
+PyTorch built with CUDA.
 """
 
 import argparse
@@ -47,7 +56,7 @@ def make_data(batch, n_batches, seed=0):
 class RuntimeMLP:
     name = "runtime"
 
-    def __init__(self, sizes=SIZES, seed=1):
+    def __init__(self, sizes=SIZES, seed=1, place=None):
         self.main, startup = fluid.Program(), fluid.Program()
         self.main.random_seed = startup.random_seed = seed
         with fluid.program_guard(self.main, startup), fluid.unique_name.guard():
@@ -60,7 +69,7 @@ class RuntimeMLP:
             self.loss = fluid.layers.mean(fluid.layers.softmax_with_cross_entropy(logits, y))
             fluid.optimizer.Momentum(LR, MU).minimize(self.loss)
         self.scope = fluid.Scope()
-        self.exe = fluid.Executor(fluid.CPUPlace())
+        self.exe = fluid.Executor(place if place is not None else fluid.CPUPlace())
         self.exe.run(startup, scope=self.scope)
         self.n_ops = len(self.main.global_block().ops)
 
@@ -128,11 +137,14 @@ class TorchMLP:
         self.loss_fn = torch.nn.CrossEntropyLoss()
         self._cache = {}
 
-    def step(self, x, y):
+    def tensors(self, x, y):
         key = id(x)
         if key not in self._cache:  # conversion is free in torch (shares memory); keep it out
             self._cache[key] = (torch.from_numpy(x), torch.from_numpy(y[:, 0]))
-        tx, ty = self._cache[key]
+        return self._cache[key]
+
+    def step(self, x, y):
+        tx, ty = self.tensors(x, y)
         self.opt.zero_grad(set_to_none=True)
         loss = self.loss_fn(self.model(tx), ty)
         loss.backward()
@@ -148,9 +160,14 @@ def set_threads(n):
 
 
 def time_steps(model, xs, ys, steps):
+    sync = getattr(model, "sync", None)  # GPU contenders: nothing queued before or after
+    if sync is not None:
+        sync()
     t0 = time.perf_counter()
     for i in range(steps):
         model.step(xs[i % len(xs)], ys[i % len(ys)])
+    if sync is not None:
+        sync()
     return time.perf_counter() - t0
 
 
@@ -232,6 +249,100 @@ def _hook_check_ns(n=200_000):
     return ((t1 - t0) - (t2 - t1)) / n * 1e9
 
 
+# --- GPU --------------------------------------------------------------------------------------
+class RuntimeCudaMLP(RuntimeMLP):
+    """The runtime on CUDAPlace(0), fed CuPy arrays already on the device."""
+
+    def __init__(self, cupy):
+        super().__init__(place=fluid.CUDAPlace(0))
+        self.cupy = cupy
+
+    def sync(self):
+        self.cupy.cuda.runtime.deviceSynchronize()
+
+
+class TorchCudaMLP(TorchMLP):
+    """PyTorch CUDA eager, fed tensors already on the device."""
+
+    def __init__(self):
+        super().__init__()
+        self.model.to("cuda")  # moves the parameters in place: the optimizer keeps them
+
+    def tensors(self, x, y):
+        return x, y[:, 0]
+
+    def sync(self):
+        torch.cuda.synchronize()
+
+
+def gpu_missing():
+    """Why `--place gpu` cannot run here, or None."""
+    from runtime.backend import cupy_status
+    cupy, count, reason = cupy_status()
+    if cupy is None:
+        return f"the runtime's GPU path needs CuPy and an NVIDIA GPU: {reason}"
+    if torch is None:
+        return "the comparison needs PyTorch (pip install torch, a CUDA build)"
+    if not torch.cuda.is_available():
+        return f"PyTorch {torch.__version__} sees no CUDA device (a CPU-only build?)"
+    return None
+
+
+def gpu_name(cupy, device_id=0):
+    name = cupy.cuda.runtime.getDeviceProperties(device_id)["name"]
+    return name.decode() if isinstance(name, bytes) else str(name)
+
+
+def gpu_throughput(args, cupy):
+    """samples/s of the runtime and torch on GPU 0, and what the per-op events cost."""
+    xs, ys = make_data(args.batch_size, 8)
+    runtime_model, torch_model = RuntimeCudaMLP(cupy), TorchCudaMLP()
+    data = {"runtime": (cupy.asarray(xs), cupy.asarray(ys)),
+            "torch": (torch.from_numpy(xs).cuda(), torch.from_numpy(ys).cuda())}
+    times = {m.name: [] for m in (runtime_model, torch_model)}
+    for m in (runtime_model, torch_model):
+        time_steps(m, *data[m.name], args.warmup)
+    for r in range(args.rounds):
+        for m in ((runtime_model, torch_model) if r % 2 == 0 else (torch_model, runtime_model)):
+            times[m.name].append(time_steps(m, *data[m.name], args.steps) / args.steps)
+    step_s = {k: statistics.median(v) for k, v in times.items()}
+    with events.subscribe("op_end", lambda record: None):
+        evented = statistics.median(
+            time_steps(runtime_model, *data["runtime"], args.steps) / args.steps
+            for _ in range(args.rounds))
+    rate = {k: args.batch_size / v for k, v in step_s.items()}
+    return {"samples_per_s": {k: round(v, 1) for k, v in rate.items()},
+            "step_ms": {k: round(v * 1e3, 4) for k, v in step_s.items()},
+            "runtime_vs_torch": round(rate["runtime"] / rate["torch"], 3),
+            "target": 0.8, "runtime_ops": runtime_model.n_ops,
+            "op_events_us_per_step": round((evented - step_s["runtime"]) * 1e6, 1)}
+
+
+def gpu_main(args):
+    why = gpu_missing()
+    if why is not None:
+        print(f"bench_runtime --place gpu: cannot run: {why}", file=sys.stderr)
+        return 2
+    from runtime.backend import cupy_status
+    cupy = cupy_status()[0]
+    name = gpu_name(cupy)
+    report = {"bench": "runtime_mlp_gpu", "place": "gpu", "model": "MLP 784-512-512-10 "
+              "Momentum float32", "batch_size": args.batch_size, "gpu": name,
+              "cupy": cupy.__version__, "torch": torch.__version__}
+    print(f"{report['model']}, batch {args.batch_size}; GPU: {name}; CuPy {cupy.__version__}; "
+          f"torch {torch.__version__} (CUDA eager)")
+    r = gpu_throughput(args, cupy)
+    report.update(r)
+    verdict = "meets" if r["runtime_vs_torch"] >= r["target"] else "BELOW"
+    print(f"samples/s: runtime {r['samples_per_s']['runtime']:.0f}  torch "
+          f"{r['samples_per_s']['torch']:.0f}  | runtime/torch {r['runtime_vs_torch']:.3f} "
+          f"({verdict} the {r['target']}x target) on {name}")
+    print(f"per-op CUDA events (ops probe): +{r['op_events_us_per_step']} us/step over "
+          f"{r['runtime_ops']} ops")
+    print(json.dumps(report))
+    return 0
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--threads", default=f"1,{os.cpu_count()}",
@@ -240,7 +351,11 @@ def main(argv=None):
     parser.add_argument("--steps", type=int, default=30, help="steps per contender per round")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--place", choices=("cpu", "gpu"), default="cpu",
+                        help="gpu: CUDAPlace(0) vs PyTorch CUDA eager (needs CuPy, torch+CUDA)")
     args = parser.parse_args(argv)
+    if args.place == "gpu":
+        return gpu_main(args)
     threads = sorted({int(t) for t in args.threads.split(",")})
     report = {"bench": "runtime_mlp", "model": "MLP 784-512-512-10 Momentum float32",
               "batch_size": args.batch_size, "cpu": platform.processor() or platform.machine(),
@@ -266,7 +381,8 @@ def main(argv=None):
           f"a step_end subscriber adds {o['step_end_subscriber_us_per_step']} us/step; "
           f"an op_end subscriber adds {o['op_end_subscriber_us_per_step']} us/step")
     print(json.dumps(report))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

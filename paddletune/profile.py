@@ -12,9 +12,11 @@ A profile is one `.jsonl` file. Every line is one JSON object with a "type":
            "place" -- these five only when they differ from the previous step of the same
            executor and program; load() fills them in}
   ops      per-op timings of one step (with --ops): {"program", "step", "ops": [[index, type,
-           t, dur_s], ...]}
+           t, dur_s], ...]}, and "timing": "cuda_event" on a GPU place (durations measured on
+           the device; runtime/gpu_timing.py), absent ("host") on the CPU
   program  a compiled program's ops: {"t", "program", "compile_s", "ops": [{"type", "role",
-           "inputs": {slot: [names]}, "outputs": {...}}]}
+           "inputs": {slot: [names]}, "outputs": {...}, "attrs": {the few attrs advice reads:
+           use_cudnn, global_pooling, pooling_type; absent when none}}]}
   sample   one background measurement: {"probe", "t", ...probe fields}
   event    something that happened: {"t", "kind", "message", ...}; kinds: "exit" (status,
            reason, train_steps), "error" (exception, where), "step_limit" (steps), "nan_inf"

@@ -7,7 +7,9 @@ warning: a broken probe must never break training.
 Events and their payloads:
   step_begin(StepBegin)            Executor.run entered
   step_end(StepRecord)             Executor.run finished (timings in seconds, perf_counter clock)
-  op_end(OpRecord)                 one op ran (only emitted while someone subscribes)
+  op_end(OpRecord)                 one op ran (only emitted while someone subscribes; on a GPU
+                                   place all of a step's at the end of its ops loop, timed with
+                                   CUDA events: see runtime/gpu_timing.py)
   compile(CompileRecord)           a program was compiled into a kernel plan
   nan_inf(dict)                    FLAGS_check_nan_inf found NaN/Inf (op, inputs, step, counts)
   reader_state(ReaderState)        a DataLoader pass started, ended, was reset or failed
@@ -113,7 +115,8 @@ class StepBegin:
 
 @dataclass
 class StepRecord:
-    """What one Executor.run cost. Times are perf_counter seconds."""
+    """What one Executor.run cost. Times are perf_counter seconds. On a GPU place the step's
+    stream is synchronised before compute_s ends (runtime/gpu_timing.py)."""
 
     executor_id: int
     program_id: int
@@ -147,6 +150,7 @@ class OpRecord:
     role: int
     t_begin: float
     t_end: float
+    timing: str = "host"  # "host": perf_counter around the op; "cuda_event": device time
 
     @property
     def dur_s(self):

@@ -5,6 +5,9 @@ kernels (freeing and reusing temporaries as the plan says), write persistables b
 fetches out. Plans are cached by (program, its modification counter, feed names, fetch names,
 GC on/off), so caching is always on and always safe; `use_program_cache` is accepted for
 compatibility.
+
+On a GPU place a step ends with one synchronisation of the current stream (so its times include
+the device's work) and per-op times come from CUDA events: see runtime/gpu_timing.py.
 """
 
 import itertools
@@ -19,6 +22,7 @@ from .errors import (EnforceNotMet, FeedError, FetchError, NanInfError, OpRuntim
 from .exec_memory import Garbage, Serving, oom_error, retag_writes, trace_record, traced_loop
 from .flags import FLAGS
 from .framework import EMPTY_VAR_NAME, Program, Variable, _suggest, default_main_program
+from .gpu_timing import OpEvents, sync_stream
 from .memory.signals import DeferSignals
 from .place import CPUPlace, is_gpu
 from .plan import KernelCtx, Plan, exclusive, shape_only  # noqa: F401  (KernelCtx re-exported)
@@ -41,6 +45,7 @@ class Executor:
             self.xp = np
         self._plans = {}
         self._steps = {}
+        self._events = []  # CUDA events reused by the per-op timing of GPU steps
         self._id = next(_executor_ids)
         self._closed = False
 
@@ -104,6 +109,8 @@ class Executor:
         for slot, holder in writes:
             holder.value = env[slot]
             holder.writes += 1
+        if self.xp is not np:  # the step's kernels are queued, not done: wait for them
+            sync_stream(self.xp)
         t_compute = _perf()
         results = [_fetch(env[slot], return_numpy) for slot in plan.fetch_slots]
         if mem is not None and events.memory_step.subs:
@@ -206,26 +213,34 @@ class Executor:
 
     def _run_instrumented(self, plan, env, step_no, mem=None, garbage=None):
         """The same loop, timing each op for op_end subscribers and checking NaN/Inf when
-        FLAGS_check_nan_inf is on."""
+        FLAGS_check_nan_inf is on. On a GPU place the ops are timed with CUDA events, their
+        records emitted once the loop is done (runtime/gpu_timing.py)."""
         emit = events.op_end.emit if events.op_end.subs else None
         check = FLAGS.get("check_nan_inf")
         uid = plan.program._uid
+        timer = OpEvents(self.xp, self._events) if emit and self.xp is not np else None
         step = None
         try:
             for tag, ops in plan.segments:
                 if mem is not None:
                     mem.phase(tag)
                 for step in ops:
-                    t0 = _perf()
+                    t0 = _perf() if timer is None else timer.mark()
                     _run_op(step, env, check and step_no, garbage is None)
                     if garbage is not None:
                         garbage.take(step, env)
-                    if emit is not None:
+                    if timer is not None:
+                        timer.done(step, t0)
+                    elif emit is not None:
                         emit(events.OpRecord(uid, step_no, step.index, step.type, step.role, t0,
                                              _perf()))
                 if mem is not None:
                     mem.phase_done(tag)
+            if timer is not None:
+                _emit_all(emit, timer.records(uid, step_no))
         except Exception as err:
+            if timer is not None:  # the ops that ran before the failure keep their times
+                _emit_quietly(emit, timer, uid, step_no)
             failure = _failure(step, env, plan, mem, err)
             if failure is err:
                 raise
@@ -241,6 +256,20 @@ class Executor:
         for op in ops:
             mem.phase_peaks[op["tag"]] = max(mem.phase_peaks.get(op["tag"], 0), op["peak"])
         events.memory_trace.emit(trace_record(plan, step_no, batch, persistable, ops))
+
+
+def _emit_all(emit, records):
+    for record in records:
+        emit(record)
+
+
+def _emit_quietly(emit, timer, uid, step_no):
+    """Emit the timed ops of a failed GPU step, unless reading the events fails too (a device
+    error): the step's own error is what matters."""
+    try:
+        _emit_all(emit, timer.records(uid, step_no))
+    except Exception:
+        pass
 
 
 def _feed_values(plan, feed, env, to_device):

@@ -5,7 +5,19 @@ Device memory is virtual: cudaMalloc hands out addresses from a counter and keep
 one write, cudaMemset for FLAGS_init_allocated_mem, is recorded, not performed). So a fake device
 can have gigabytes without the test allocating any. Every call is counted: `mallocs` (sizes, in
 order), `frees` (addresses), `memsets`, `devices_entered`. `asarray` makes a FakeArray (host
-values plus device memory from the current allocator), enough for the executor's feed.
+values plus device memory from the current allocator), enough for the executor's feed; `empty`
+one whose `set(host, stream)` is counted in `copies` (bytes, from pinned memory?, stream), and
+`cuda.alloc_pinned_memory` in `pinned_allocs` (the reader's double buffer).
+
+Streams and events (runtime/gpu_timing.py): `cuda.get_current_stream().synchronize()` is counted
+in `stream_syncs` (device ids), `cuda.Event().record()` in `events_recorded`, its
+`synchronize()` in `event_syncs`, `cuda.get_elapsed_time` in `elapsed_reads`,
+`cuda.runtime.deviceSynchronize()` in `device_syncs`. Each record
+advances a virtual device clock by `event_tick_ms`; work counts as done only up to the last
+synchronisation, and reading the elapsed time of an event not yet done raises
+cudaErrorNotReady, as CUDA does. With `numpy_kernels=True` the module also answers NumPy's
+names (`fake.matmul` is `numpy.matmul`) and `asarray` gives NumPy arrays, so the executor can
+run a whole program on a CUDAPlace.
 
     fake = fakecupy.FakeCupy(devices=2, total_bytes=1000 * MB)
     fakecupy.inject(monkeypatch, fake)   # runtime sees it as CuPy with 2 GPUs
@@ -18,6 +30,7 @@ import threading
 import time
 import types
 
+import numpy as np
 import pytest
 
 import runtime as fluid
@@ -61,17 +74,43 @@ class FakeArray:
     """What `fake.asarray` gives: the host values, and device memory from CuPy's allocator."""
 
     def __init__(self, fake, value):
-        self.host = value
+        self.fake, self.host = fake, value
         self.nbytes, self.shape, self.dtype = value.nbytes, value.shape, value.dtype
         self.data = fake.cuda.alloc(value.nbytes)
         self.base = None
+
+    def set(self, host, stream=None):
+        """ndarray.set: copy `host` in on `stream`; recorded in `fake.copies` as (bytes,
+        from pinned memory, the stream)."""
+        pinned = isinstance(_root(host), FakePinned)
+        self.fake.copies.append((host.nbytes, pinned, stream))
+        self.host = np.array(host, copy=True)
+
+
+class FakePinned(bytearray):
+    """cupy.cuda.alloc_pinned_memory's PinnedMemoryPointer: a buffer with size()."""
+
+    def size(self):
+        return len(self)
+
+
+def _root(array):
+    """The object owning an array's memory (through views and NumPy's memoryview)."""
+    while isinstance(array, np.ndarray) and array.base is not None:
+        array = array.base
+    return array.obj if isinstance(array, memoryview) else array
 
 
 class FakeCupy:
     """The module: `fake.cuda.runtime.malloc(...)`, `fake.cuda.Device(0)`, ..."""
 
-    def __init__(self, devices=1, total_bytes=1000 * MB, malloc_delay_s=0.0):
+    def __init__(self, devices=1, total_bytes=1000 * MB, malloc_delay_s=0.0, numpy_kernels=False,
+                 event_tick_ms=0.0):
         self.total_bytes, self.malloc_delay_s = total_bytes, malloc_delay_s
+        self.numpy_kernels, self.event_tick_ms = numpy_kernels, event_tick_ms
+        self.stream_syncs, self.events_recorded, self.event_syncs, self.elapsed_reads = [], 0, 0, 0
+        self.device_syncs = []
+        self.device_ms, self._seq, self._done_seq = 0.0, 0, 0
         self.used = [0] * devices  # bytes cudaMalloc'd per device (by anyone)
         self.live = {}  # address -> (device, size)
         self.mallocs, self.frees, self.memsets = [], [], []
@@ -81,18 +120,66 @@ class FakeCupy:
         self._allocator = self._default_allocator
         self._thread_allocator = threading.local()
         self.devices_entered = []  # the ids of `with cuda.Device(i)`, in order
+        self.copies, self.pinned_allocs, self.stream_waits = [], [], []
+        stream_type = lambda non_blocking=False: FakeStream(  # noqa: E731
+            self, self.current_device(), non_blocking)
+        stream_type.null = FakeStream(self, None)
         self.cuda = types.SimpleNamespace(
             runtime=types.SimpleNamespace(
                 malloc=self._malloc, free=self._free, memset=self._memset,
                 memGetInfo=self._mem_get_info, getDeviceCount=lambda: len(self.used),
-                CUDARuntimeError=CUDARuntimeError),
+                CUDARuntimeError=CUDARuntimeError, deviceSynchronize=self._device_synchronize,
+                getDeviceProperties=lambda i: {"name": b"Fake GPU", "totalGlobalMem":
+                                               self.total_bytes}),
             Device=self._device_context, UnownedMemory=UnownedMemory, MemoryPointer=MemoryPointer,
             set_allocator=self._set_allocator, get_allocator=self._get_allocator,
-            using_allocator=self._using_allocator, alloc=lambda size: self._get_allocator()(size))
+            using_allocator=self._using_allocator, alloc=lambda size: self._get_allocator()(size),
+            get_current_stream=lambda: FakeStream(self, self.current_device()),
+            Event=lambda: FakeEvent(self), get_elapsed_time=self._elapsed_time,
+            Stream=stream_type, alloc_pinned_memory=self._alloc_pinned)
 
     def asarray(self, value):
         """cupy.asarray: a host array copied to the current device."""
+        if self.numpy_kernels:
+            return np.asarray(value)
         return FakeArray(self, value)
+
+    def empty(self, shape, dtype):
+        """cupy.empty: device memory from the current allocator (NumPy's with numpy_kernels)."""
+        if self.numpy_kernels:
+            return np.empty(shape, dtype)
+        return FakeArray(self, np.empty(shape, dtype))
+
+    def _alloc_pinned(self, size):
+        self.pinned_allocs.append(size)
+        return FakePinned(size)
+
+    def __getattr__(self, name):
+        if name != "numpy_kernels" and self.numpy_kernels and not name.startswith("_"):
+            return getattr(np, name)
+        raise AttributeError(name)
+
+    # --- streams and events -------------------------------------------------------------------
+    def _record(self, event):
+        self.events_recorded += 1
+        self._seq += 1
+        self.device_ms += self.event_tick_ms
+        event.seq, event.stamp_ms = self._seq, self.device_ms
+
+    def _device_synchronize(self):
+        """cudaDeviceSynchronize: every stream of the current device done."""
+        self.device_syncs.append(self.current_device())
+        self._done_seq = self._seq
+
+    def _elapsed_time(self, start, end):
+        """cupy.cuda.get_elapsed_time: milliseconds between two recorded, completed events."""
+        self.elapsed_reads += 1
+        for event in (start, end):
+            if event.seq is None:
+                raise CUDARuntimeError("cudaErrorInvalidResourceHandle: event not recorded")
+            if event.seq > self._done_seq:
+                raise CUDARuntimeError("cudaErrorNotReady: device not ready")
+        return end.stamp_ms - start.stamp_ms
 
     # --- cudaSetDevice ------------------------------------------------------------------------
     def current_device(self):
@@ -169,6 +256,43 @@ class FakeCupy:
             yield
         finally:
             self._thread_allocator.value = previous
+
+
+class FakeStream:
+    """As cupy.cuda.Stream: synchronize() waits for everything queued on it; `with stream`
+    makes it current; wait_event(e) is recorded in `fake.stream_waits` as (stream, event).
+    `cuda.Stream.null` is the null stream (device None)."""
+
+    def __init__(self, fake, device_id, non_blocking=False):
+        self.fake, self.device_id, self.non_blocking = fake, device_id, non_blocking
+
+    def synchronize(self):
+        self.fake.stream_syncs.append(self.device_id)
+        self.fake._done_seq = self.fake._seq
+
+    def wait_event(self, event):
+        self.fake.stream_waits.append((self, event))
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return False
+
+
+class FakeEvent:
+    """As cupy.cuda.Event: record() on the current stream, synchronize() waits for it."""
+
+    def __init__(self, fake):
+        self.fake, self.seq, self.stamp_ms, self.stream = fake, None, None, None
+
+    def record(self, stream=None):
+        self.stream = stream
+        self.fake._record(self)
+
+    def synchronize(self):
+        self.fake.event_syncs += 1
+        self.fake._done_seq = max(self.fake._done_seq, self.seq or 0)
 
 
 class _Freer:

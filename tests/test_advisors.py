@@ -142,18 +142,20 @@ def test_rule_decorator_registers_and_checks_use_docstrings(monkeypatch):
 def test_every_rule_is_registered_in_advice_row_order():
     assert advisors.checks() == ["input wait (#1)", "reader queue and workers (#2, #5)",
                                  "no-data ceiling (#3)", "double buffer (#4)",
-                                 "reader worker memory (#7)",
+                                 "reader worker memory (#7)", "cuDNN-slow ops (#8)",
                                  "softmax + cross_entropy fusion (#9)",
                                  "BuildStrategy fusions (#10)",
                                  "ParallelExecutor threads (#11)", "scope drop cost (#12)",
-                                 "underlying allocations (#13)",
+                                 "underlying allocations (#13)", "cudaMalloc (#13, GPU)",
+                                 "cuDNN / cuBLAS speed flags (#14)",
                                  "garbage collection off (#15)", "inplace off (#16)",
                                  "batch size vs memory (#17)",
                                  "long-sequence outliers (#18)",
                                  "long batches set the memory peak (#18)",
                                  "optimizer state memory (#19)", "CPU threads (#21)",
                                  "Reduce vs AllReduce on CPU (#21)",
-                                 "fetch cost (#22)", "NaN/Inf (#23)"]
+                                 "fetch cost (#22)", "NaN/Inf (#23)",
+                                 "GPU utilisation (#24)"]
 
 
 def test_a_failing_rule_yields_advisor_error_and_others_still_run(tmp_path):

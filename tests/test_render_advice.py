@@ -67,12 +67,14 @@ def test_no_advice_is_one_line_naming_the_checks():
     render_advice([], c)
     assert c.export_text() == (
         "No problems found (checked: input wait (#1), reader queue and workers (#2, #5), "
-        "no-data ceiling (#3), double buffer (#4), reader worker memory (#7), softmax + "
-        "cross_entropy fusion (#9), BuildStrategy fusions (#10), ParallelExecutor threads "
-        "(#11), scope drop cost (#12), underlying allocations (#13), garbage collection off "
+        "no-data ceiling (#3), double buffer (#4), reader worker memory (#7), cuDNN-slow ops "
+        "(#8), softmax + cross_entropy fusion (#9), BuildStrategy fusions (#10), "
+        "ParallelExecutor threads (#11), scope drop cost (#12), underlying allocations (#13), "
+        "cudaMalloc (#13, GPU), cuDNN / cuBLAS speed flags (#14), garbage collection off "
         "(#15), inplace off (#16), batch size vs memory (#17), long-sequence outliers (#18), "
         "long batches set the memory peak (#18), optimizer state memory (#19), CPU threads "
-        "(#21), Reduce vs AllReduce on CPU (#21), fetch cost (#22), NaN/Inf (#23)).\n")
+        "(#21), Reduce vs AllReduce on CPU (#21), fetch cost (#22), NaN/Inf (#23), GPU "
+        "utilisation (#24)).\n")
     c = console()
     render_advice([], c, checked=["input wait (#1)"])
     assert c.export_text() == "No problems found (checked: input wait (#1)).\n"

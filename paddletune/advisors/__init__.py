@@ -1,9 +1,10 @@
 """Advisors: pure rules turning a loaded profile into ranked, evidence-backed advice."""
 
-# importing a rule module registers its rules, in ADVICE.md row order
+# importing a rule module registers its rules (kept in ADVICE.md row order: base.rule)
 from . import input  # noqa: F401  (#1)
 from . import reader  # noqa: F401  (#2-#5)
 from . import worker_memory  # noqa: F401  (#7)
+from . import gpu  # noqa: F401  (#8, #13 on a GPU, #14, #24)
 from . import fusion  # noqa: F401  (#9)
 from . import parallel  # noqa: F401  (#10-#12)
 from . import memory  # noqa: F401  (#13, #15-#17)

@@ -57,9 +57,18 @@ _RULES: List[Rule] = []
 
 
 def rule(fn: Rule) -> Rule:
-    """Register `fn` as a rule; its docstring's first line names what it checks."""
-    _RULES.append(fn)
+    """Register `fn` as a rule; its docstring's first line names what it checks, with its
+    ADVICE.md row ("(#13)"): rules are kept in row order (stable; rules without a row last),
+    whichever module registers them first."""
+    row = _row(fn)
+    at = next((i for i, other in enumerate(_RULES) if _row(other) > row), len(_RULES))
+    _RULES.insert(at, fn)
     return fn
+
+
+def _row(fn: Rule) -> int:
+    found = re.search(r"#(\d+)", _what(fn))
+    return int(found.group(1)) if found else 1 << 30
 
 
 def rules() -> tuple:

@@ -26,7 +26,7 @@ def input_bound(profile) -> Optional[Advice]:
     share = s.get("input_share")
     if share is None or share < MODERATELY_INPUT_BOUND:
         return None
-    f = _overlap_figures(s)
+    f = overlap_figures(s)
     tiny = f["input_s"] < MIN_INPUT_S
     evidence = (f"{share:.1%} of each {ms(f['cycle_s'])} step waits for input: "
                 f"{ms(f['outside_s'])} outside the runtime (data preparation and Python "
@@ -40,12 +40,12 @@ def input_bound(profile) -> Optional[Advice]:
         title=f"Input-bound: {share:.0%} of each step waits for data",
         severity="low" if tiny else "high" if share >= HIGHLY_INPUT_BOUND else "medium",
         change=async_reader_code(profile), expected_speedup=f["speedup"],
-        expected_gain=_gain(f),
+        expected_gain=overlap_gain(f),
         confidence="low" if tiny else "high" if s["steady_steps"] >= 20
         and s["cycle_s"]["cv"] <= 0.5 else "medium")
 
 
-def _overlap_figures(s: dict) -> dict:
+def overlap_figures(s: dict) -> dict:
     """The step's parts, and the cycle if input overlapped compute + fetch."""
     b, cycle_s = s["breakdown_s"], s["cycle_s"]["mean"]
     input_s = b["outside"] + b["feed"]
@@ -58,7 +58,7 @@ def _overlap_figures(s: dict) -> dict:
             "steady_steps": s["steady_steps"]}
 
 
-def _gain(f: dict) -> str:
+def overlap_gain(f: dict) -> str:
     if f["speedup"] is None:
         return "unknown (no step time measured)"
     text = (f"up to {f['speedup']:.2f}x steps/s ({ms(f['cycle_s'])} -> "

@@ -2,7 +2,8 @@
 sequences.py, #19 in optimizer.py). Each rule states a predicted figure from the memory model
 (paddletune/memory_model.py) over the memory probe's records:
 
-- #13 underlying allocations a visible share of the step: the allocator flags;
+- #13 underlying allocations a visible share of the step: the allocator flags (a GPU pool's
+  cudaMalloc: advisors/gpu.py, from the same figures);
 - #15 garbage collection off: FLAGS_eager_delete_tensor_gb=0, the step peak after replayed
   from the traced step;
 - #16 inplace off: BuildStrategy.enable_inplace, the same way;
@@ -63,7 +64,7 @@ def pressure_prefix(m: dict) -> str:
     return pressure_words(m) + "; " if pressure(m) else ""
 
 
-def _flag_change(flag: str, value, why: str) -> str:
+def flag_change(flag: str, value, why: str) -> str:
     return "\n".join([f"export {flag}={value}  # {why}",
                       "# or " + SET_FLAG.format(flag=flag, value=repr(value))])
 
@@ -82,12 +83,15 @@ def _base_peak(m: dict, trace: dict) -> float:
 
 
 # --- #13 ----------------------------------------------------------------------------------------
-@rule
-def underlying_allocations(profile) -> Optional[Advice]:
-    """underlying allocations (#13)
+def on_gpu(m: dict) -> bool:
+    """Whether the memory figures are a GPU pool's (#13 on a GPU: advisors/gpu.py)."""
+    return str(m.get("place") or "").startswith("CUDAPlace")
 
-    The pool goes to the system allocator during steady steps, a visible share of the step.
-    """
+
+def allocation_figures(profile) -> Optional[dict]:
+    """#13's measured figures, None unless the underlying allocations of the steady steps are
+    worth a word: {m (the memory summary), share, per_step, alloc_s, each (a malloc per
+    allocation), severity, cycle_s, speedup}. The CPU and GPU rules share them."""
     m = memory_summary(profile)
     if not m or not enough_steps(profile) or m.get("system_alloc_share") is None:
         return None
@@ -103,38 +107,63 @@ def underlying_allocations(profile) -> Optional[Advice]:
         return None
     cycle_s = profile.summary["cycle_s"]["mean"]
     speedup = cycle_s / (cycle_s - alloc_s) if cycle_s > alloc_s else None
-    chunked = m.get("strategy") == "naive_best_fit"
-    if chunked:
+    return {"m": m, "share": share, "per_step": per_step, "alloc_s": alloc_s, "each": each,
+            "severity": severity, "cycle_s": cycle_s, "speedup": speedup}
+
+
+def allocation_advice(f: dict, change: str, gain: str, confidence: str,
+                      call: str = "system") -> Advice:
+    """The #13 advice from allocation_figures `f`; `call` names the underlying allocation."""
+    m, per_step, alloc_s, share = f["m"], f["per_step"], f["alloc_s"], f["share"]
+    to = "the system" if call == "system" else call
+    return Advice(
+        id="underlying-allocations", source=13, severity=f["severity"], confidence=confidence,
+        title=(f"Every allocation goes to {to}: {per_step:.0f} per step" if f["each"] else
+               f"Allocating from {to} costs {share:.0%} of each step"),
+        evidence=(f"each steady step made {per_step:.0f} underlying ({call}) allocations for "
+                  f"{m['requests_per_step']:.0f} pool requests, {ms(alloc_s)} of the "
+                  f"{ms(f['cycle_s'])} step ({share:.1%}), with FLAGS_allocator_strategy="
+                  f"{m.get('strategy')} on {m.get('place')}."),
+        change=change, expected_gain=gain, expected_speedup=f["speedup"],
+        figures={"system_allocs_per_step": per_step, "system_alloc_s_per_step": alloc_s,
+                 "system_alloc_share": share, "strategy": m.get("strategy"),
+                 "place": m.get("place"),
+                 "predicted_system_allocs_per_step":
+                     0.0 if m.get("strategy") == "naive_best_fit" else None,
+                 "cycle_s": f["cycle_s"]})
+
+
+def speedup_words(f: dict) -> str:
+    return f" (up to {f['speedup']:.2f}x steps/s)" if f["speedup"] else ""
+
+
+@rule
+def underlying_allocations(profile) -> Optional[Advice]:
+    """underlying allocations (#13)
+
+    The pool goes to the system allocator during steady steps, a visible share of the step
+    (a CPU pool; the GPU pool's cudaMalloc is advisors/gpu.py's).
+    """
+    f = allocation_figures(profile)
+    if f is None or on_gpu(f["m"]):
+        return None
+    if f["m"].get("strategy") == "naive_best_fit":
         change = "\n".join([
-            _flag_change("FLAGS_allocator_strategy", "auto_growth",
-                         "keep freed blocks for the next step"),
+            flag_change("FLAGS_allocator_strategy", "auto_growth",
+                        "keep freed blocks for the next step"),
             "# or keep naive_best_fit with real chunks: FLAGS_fraction_of_cpu_memory_to_use=1.0"
             " (GPU: FLAGS_fraction_of_gpu_memory_to_use=0.92); 0 makes every allocation a "
             "malloc"])
-        gain = (f"~0 underlying allocations per steady step instead of {per_step:.0f}: "
-                f"{ms(alloc_s)} less per step in the calls alone"
-                + (f" (up to {speedup:.2f}x steps/s)" if speedup else "")
+        gain = (f"~0 underlying allocations per steady step instead of {f['per_step']:.0f}: "
+                f"{ms(f['alloc_s'])} less per step in the calls alone" + speedup_words(f)
                 + ", more with the page faults of fresh memory on first touch")
-    else:
-        change = ("# the pool is kept at its capacity and gives memory back to grow again: "
-                  "lower the peak (see the GC / inplace / batch size advice) or raise "
-                  "FLAGS_cpu_memory_limit_mb")
-        gain = (f"up to {speedup:.2f}x steps/s ({ms(alloc_s)} less per step)" if speedup
-                else "unknown")
-    return Advice(
-        id="underlying-allocations", source=13, severity=severity,
-        confidence="high" if chunked else "medium",
-        title=(f"Every allocation goes to the system: {per_step:.0f} per step" if each else
-               f"Allocating from the system costs {share:.0%} of each step"),
-        evidence=(f"each steady step made {per_step:.0f} underlying (system) allocations for "
-                  f"{m['requests_per_step']:.0f} pool requests, {ms(alloc_s)} of the "
-                  f"{ms(cycle_s)} step ({share:.1%}), with FLAGS_allocator_strategy="
-                  f"{m.get('strategy')}."),
-        change=change, expected_gain=gain, expected_speedup=speedup,
-        figures={"system_allocs_per_step": per_step, "system_alloc_s_per_step": alloc_s,
-                 "system_alloc_share": share, "strategy": m.get("strategy"),
-                 "predicted_system_allocs_per_step": 0.0 if chunked else None,
-                 "cycle_s": cycle_s})
+        return allocation_advice(f, change, gain, "high")
+    change = ("# the pool is kept at its capacity and gives memory back to grow again: "
+              "lower the peak (see the GC / inplace / batch size advice) or raise "
+              "FLAGS_cpu_memory_limit_mb")
+    gain = (f"up to {f['speedup']:.2f}x steps/s ({ms(f['alloc_s'])} less per step)"
+            if f["speedup"] else "unknown")
+    return allocation_advice(f, change, gain, "medium")
 
 
 # --- #15 ----------------------------------------------------------------------------------------
@@ -176,7 +205,7 @@ def gc_off(profile) -> Optional[Advice]:
                  "capacity_bytes": m["capacity_bytes"], "pressure": pressure(m)})
 
 
-GC_CHANGE = _flag_change("FLAGS_eager_delete_tensor_gb", 0.0,
+GC_CHANGE = flag_change("FLAGS_eager_delete_tensor_gb", 0.0,
                          "free each temporary right after its last use (Paddle's default)")
 
 

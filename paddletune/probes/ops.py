@@ -4,6 +4,10 @@
 Subscribing to op_end switches the executor to its instrumented loop (two clock reads and an
 event per op), so this probe costs more than the default ones; its callback time is its
 measured overhead.
+
+On a GPU place the runtime times ops with CUDA events (device time, not launch time; see
+runtime/gpu_timing.py): such `ops` records carry `"timing": "cuda_event"`, and the probe's
+result says how the op times were taken (`timing`: "host" or "cuda_event").
 """
 
 import time
@@ -22,6 +26,8 @@ class OpsProbe(Probe):
         self._subs = []
         self._rows = []
         self._key = None  # (program id, step) of the rows being collected
+        self._timing = None  # how the collected rows were timed (OpRecord.timing)
+        self.timings = set()  # every timing seen
         self.totals = {}  # op type -> [seconds, count], for snapshot()
 
     def _start(self):
@@ -33,7 +39,7 @@ class OpsProbe(Probe):
             sub.close()
         self._subs = []
         self._flush()  # a step cut short (error, Ctrl-C) keeps the ops it ran
-        return {"op_types": len(self.totals)}
+        return {"op_types": len(self.totals), "timing": "+".join(sorted(self.timings)) or None}
 
     def _on_op(self, r):
         t0 = time.perf_counter()
@@ -41,6 +47,8 @@ class OpsProbe(Probe):
         if key != self._key:
             self._flush()
             self._key = key
+            self._timing = r.timing
+            self.timings.add(r.timing)
         dur = r.t_end - r.t_begin
         self._rows.append([r.index, r.type, r.t_begin - self.clock.t0, dur])
         total = self.totals.get(r.type)
@@ -59,7 +67,10 @@ class OpsProbe(Probe):
     def _flush(self):
         if self._rows:
             program, step = self._key
-            self.sink({"type": "ops", "program": program, "step": step, "ops": self._rows})
+            record = {"type": "ops", "program": program, "step": step, "ops": self._rows}
+            if self._timing != "host":
+                record["timing"] = self._timing
+            self.sink(record)
             self._rows = []
         self._key = None
 

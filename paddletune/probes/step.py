@@ -83,12 +83,24 @@ class StepProbe(Probe):
         return {"steps": self.n_steps, "last": last}
 
 
+# attrs the advisors read (ADVICE.md #8: cuDNN off for global pooling / transposed conv)
+ADVICE_ATTRS = ("use_cudnn", "global_pooling", "pooling_type")
+
+
 def describe_ops(program):
-    """The ops of a program's global block as plain dicts (type, role, inputs, outputs)."""
-    return [{"type": op.type, "role": int(op.attrs.get("op_role", 0) or 0),
-             "inputs": {k: list(v) for k, v in op.inputs.items()},
-             "outputs": {k: list(v) for k, v in op.outputs.items()}}
-            for op in program.global_block().ops]
+    """The ops of a program's global block as plain dicts (type, role, inputs, outputs, and
+    "attrs": those of ADVICE_ATTRS the op has, only when it has any)."""
+    return [_describe(op) for op in program.global_block().ops]
+
+
+def _describe(op):
+    out = {"type": op.type, "role": int(op.attrs.get("op_role", 0) or 0),
+           "inputs": {k: list(v) for k, v in op.inputs.items()},
+           "outputs": {k: list(v) for k, v in op.outputs.items()}}
+    attrs = {k: op.attrs[k] for k in ADVICE_ATTRS if k in op.attrs}
+    if attrs:
+        out["attrs"] = attrs
+    return out
 
 
 def _ns(seconds):

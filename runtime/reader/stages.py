@@ -4,6 +4,8 @@ producers, and the GPU double-buffer stage."""
 import sys
 import threading
 
+import numpy as np
+
 from ..flags import FLAGS
 from .blocking_queue import BlockingQueue, QueueClosed
 
@@ -53,7 +55,20 @@ GIL_SHARING = GilSharing()
 
 class DeviceStage:
     """use_double_buffer on a GPU place: a thread that takes host batches from the queue,
-    copies them to the device on a non-blocking stream and keeps up to two ready."""
+    copies them to the device on a stream of its own and keeps up to two ready, as Paddle's
+    BufferedReader does.
+
+    Each array goes through a pinned (page-locked) staging buffer of this stage (one per
+    array of a batch, reused, grown when a batch is larger): a copy from pinned memory is a
+    true asynchronous DMA, one from pageable memory is staged by the driver and blocks. Before
+    a batch's copies the stage's stream waits for an event recorded on the compute (null)
+    stream, so the copies start after the compute work already submitted: a device block
+    that the consumer freed (and CuPy's pool hands back to this stream) is never overwritten
+    while a kernel may still read it. The stage waits for its stream before handing the batch
+    over, so the consumer reads complete arrays on whatever stream it computes, and the
+    staging buffers are free again. Device arrays come from CuPy's own pool (stream-aware; the
+    pool of memory/device.py assumes one stream). `copies` counts the batches moved.
+    """
 
     def __init__(self, host_queue, place):
         from ..backend import cupy_status
@@ -61,6 +76,8 @@ class DeviceStage:
         self.device_id = getattr(place, "device_id", 0) or 0
         self.host = host_queue
         self.queue = BlockingQueue(2)
+        self.staging = []  # pinned host buffers, one per array of a batch
+        self.copies = 0
         self.thread = threading.Thread(target=self._run, daemon=True, name="double-buffer")
         self.thread.start()
 
@@ -74,16 +91,42 @@ class DeviceStage:
                         batch, _ = self.host.pop(peek=FLAGS.get("reader_queue_speed_test_mode"))
                     except QueueClosed:
                         break
-                    with stream:
-                        arrays = [cupy.asarray(a) for a in batch.arrays]
-                    stream.synchronize()
-                    moved = Batch(arrays, batch.index, batch.worker, batch.produce_s)
+                    moved = Batch(self._to_device(stream, batch.arrays), batch.index,
+                                  batch.worker, batch.produce_s)
+                    self.copies += 1
                     if not self.queue.push(moved):
                         return
         except BaseException as err:  # noqa: B036  (handed to the consumer)
             self.queue.kill(err)
             return
         self.queue.close()
+
+    def _to_device(self, stream, arrays):
+        """The batch's arrays on the device, copied on `stream` through the pinned buffers."""
+        cupy = self.cupy
+        fence = cupy.cuda.Event()
+        fence.record(cupy.cuda.Stream.null)
+        stream.wait_event(fence)
+        out = []
+        with stream:
+            for slot, array in enumerate(arrays):
+                host = np.ascontiguousarray(array)
+                pinned = self._pinned(slot, host)
+                pinned[...] = host
+                device = cupy.empty(host.shape, host.dtype)
+                device.set(pinned, stream=stream)
+                out.append(device)
+        stream.synchronize()
+        return out
+
+    def _pinned(self, slot, host):
+        """A view of pinned staging buffer `slot` shaped like `host` (grown when too small)."""
+        if slot == len(self.staging):
+            self.staging.append(None)
+        buffer = self.staging[slot]
+        if buffer is None or buffer.size() < host.nbytes:
+            buffer = self.staging[slot] = self.cupy.cuda.alloc_pinned_memory(max(host.nbytes, 1))
+        return np.frombuffer(buffer, host.dtype, host.size).reshape(host.shape)
 
     def close(self):
         self.queue.close()

@@ -1,0 +1,67 @@
+"""benchmarks/bench_runtime.py --place gpu: a clear message and exit status 2 where CuPy, a GPU or
+PyTorch with CUDA is missing; its runtime contender on a fake CuPy; the real comparison only
+where a GPU, CuPy and torch with CUDA are all usable (skipped cleanly elsewhere)."""
+
+import importlib.util
+import json
+import os
+
+import numpy as np
+import pytest
+
+import fakecupy
+from fakecupy import restore_gpu_flags  # noqa: F401  (autouse: the flags back after each test)
+
+PATH = os.path.join(os.path.dirname(__file__), os.pardir, "benchmarks", "bench_runtime.py")
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("bench_runtime", PATH)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_gpu_place_without_cupy_says_why_and_exits_2(bench, monkeypatch, capsys):
+    from runtime import backend
+    monkeypatch.setattr(backend, "cupy_status", lambda: (None, 0, "CuPy is not installed"))
+    assert bench.main(["--place", "gpu"]) == 2
+    err = capsys.readouterr().err
+    assert "cannot run" in err and "CuPy is not installed" in err
+
+
+def test_gpu_place_without_torch_says_why_and_exits_2(bench, monkeypatch, capsys):
+    fakecupy.inject(monkeypatch, fakecupy.FakeCupy(numpy_kernels=True))
+    monkeypatch.setattr(bench, "torch", None)
+    assert bench.main(["--place", "gpu"]) == 2
+    assert "needs PyTorch" in capsys.readouterr().err
+
+
+def test_the_runtime_contender_runs_on_the_device_synchronised(bench, monkeypatch):
+    fake = fakecupy.FakeCupy(numpy_kernels=True)
+    fakecupy.inject(monkeypatch, fake)
+    model = bench.RuntimeCudaMLP(fake)
+    xs, ys = bench.make_data(16, 2)
+    bench.time_steps(model, fake.asarray(xs), fake.asarray(ys), 3)
+    assert fake.device_syncs == [0, 0]  # before and after the timed steps
+    assert len(fake.stream_syncs) == 1 + 3  # the startup run and one per step
+    assert bench.gpu_name(fake) == "Fake GPU"
+    assert np.isfinite(model.step(xs[0], ys[0]))
+
+
+def _real_gpu_missing():
+    spec = importlib.util.spec_from_file_location("bench_runtime_probe", PATH)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.gpu_missing()
+
+
+MISSING = _real_gpu_missing()
+
+
+@pytest.mark.skipif(MISSING is not None, reason=f"needs CuPy, a GPU and torch with CUDA: {MISSING}")
+def test_real_gpu_comparison_reports_the_gpu_and_the_ratio(bench, capsys):
+    assert bench.main(["--place", "gpu", "--steps", "5", "--rounds", "2", "--warmup", "2"]) == 0
+    report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert report["gpu"] and report["runtime_vs_torch"] > 0
