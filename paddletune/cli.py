@@ -336,6 +336,8 @@ def tune(
     script: Annotated[Optional[str], typer.Argument(
         help="The training script; what follows it (or `--`) is passed to it.",
         show_default=False)] = None,
+    module: Annotated[Optional[str], typer.Option(
+        "-m", "--module", help="Tune a module run as `python -m MODULE` would.")] = None,
     budget: Annotated[str, typer.Option(
         "--budget", help="Wall-clock time for the whole search: 90s, 10m, 1h.")] = "5m",
     objective: Annotated[str, typer.Option(
@@ -379,14 +381,20 @@ def tune(
     from .tune import SpaceError, TuneError, TuneOptions, parse_duration
     from .tune import tune as run_tune
     args = list(ctx.args)
-    if script is None:
-        fail("give the training script: paddletune tune train.py -- ARGS")
+    if module is not None:
+        if script is not None:
+            args.insert(0, script)
+        script = module
+    elif script is None:
+        fail("give the training script (paddletune tune train.py -- ARGS) or -m MODULE")
     if args[:1] == ["--"]:
         args = args[1:]
     if objective not in ("throughput", "memory"):
         fail(f"--objective {objective!r}: use throughput or memory")
-    if not Path(script).is_file():
+    if module is None and not Path(script).is_file():
         fail(f"can't open file '{script}': no such file")
+    if module is not None:
+        _check_module(module)
     try:
         options = TuneOptions(budget_s=parse_duration(budget), objective=objective,
                               floor=floor, trial_steps=trial_steps,
@@ -399,7 +407,8 @@ def tune(
     console = _console(stderr=True)
     try:
         tuner, path = run_tune(script, args, options, out,
-                               progress=tune_view.TuneProgress(console))
+                               progress=tune_view.TuneProgress(console),
+                               module=module is not None)
     except (TuneError, SpaceError) as err:
         fail(str(err), code=1)
     except OSError as err:  # the record or the trials' folder cannot be written
@@ -414,6 +423,20 @@ def tune(
     typer.echo(f"paddletune: tuning record written to {path}", err=True)
     if tuner.status == "interrupted":
         raise typer.Exit(130)
+
+
+def _check_module(name):
+    """`-m NAME` must name an importable module (checked here, not by a crashed baseline)."""
+    import importlib.util
+    sys.path.insert(0, os.getcwd())  # as `python -m` has it
+    try:
+        found = importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError) as err:
+        fail(f"no module named {name!r} ({err})")
+    finally:
+        sys.path.remove(os.getcwd())
+    if not found:
+        fail(f"no module named {name!r}: run from the folder that holds it, or install it")
 
 
 @app.command()

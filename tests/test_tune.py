@@ -139,9 +139,10 @@ class FakeRunner:
     """A job whose samples/s is `rate(setting)` +-1% noise; trials take simulated time."""
 
     def __init__(self, clock, rate, interrupt_at=None, no_effect=("exec_strategy",
-                                                                   "build_strategy")):
+                                                                   "build_strategy"),
+                 why="the job ran no CompiledProgram"):
         self.clock, self.rate, self.count = clock, rate, 0
-        self.interrupt_at, self.no_effect = interrupt_at, no_effect
+        self.interrupt_at, self.no_effect, self.why = interrupt_at, no_effect, why
         self.rng = random.Random(0)
 
     def run(self, setting, env, steps, timeout_s, phase, label):
@@ -160,7 +161,8 @@ class FakeRunner:
         t.samples_per_s = value * (1 + self.rng.uniform(-0.01, 0.01))
         t.ci, t.peak_bytes, t.capacity_bytes = 0.02 * value, 1000, None
         requested = json.loads(env.get("PADDLETUNE_OVERRIDES", "{}"))
-        t.no_effect = [f"{s}.{k}: none" for s in self.no_effect for k in requested.get(s, {})]
+        t.no_effect = [f"{s}.{k}: {self.why(k) if callable(self.why) else self.why}"
+                       for s in self.no_effect for k in requested.get(s, {})]
         return t
 
 
@@ -197,11 +199,46 @@ def test_search_finds_the_known_optimum_despite_failures(monkeypatch):
         t.status for t in tuner.trials if "naive_best_fit" in t.label}
     assert failed == {"timeout", "oom"}  # and the search went on past them
     assert tuner.final["speedup"] == pytest.approx(1.8, rel=0.05)
-    assert tuner.final["pairs"] == 2
+    assert tuner.final["pairs"] == 1  # one pair puts a 1.8x gain far outside the noise
+    # gains of 1.5x and 1.2x decide at the short rung (capacity 16 and 64 are alike, but the
+    # longer rung would run only the better of them: it could not change the choice)
+    assert {t.steps for t in tuner.trials
+            if t.phase in ("knob:num_workers", "knob:capacity")} == {50}
     # strategies without a CompiledProgram: one trial says "no effect", the section is skipped
     no_effect = [t for t in tuner.trials if t.no_effect]
     assert len(no_effect) == 2  # one exec_strategy knob, one build_strategy knob
     assert tuner.dead_sections == {"exec_strategy", "build_strategy"}
+
+
+def test_without_data_parallel_only_the_fusions_are_skipped(monkeypatch):
+    """A single-place CompiledProgram: a fusion has no effect, so the other fusions and the
+    ExecutionStrategy are not tried, but enable_inplace (which a single place uses) is."""
+    clock = Clock()
+    monkeypatch.setattr(search.time, "monotonic", clock.monotonic)
+    runner = FakeRunner(
+        clock, lambda s: 1000.0 * (1.3 if s.get("enable_inplace") else 1.0),
+        why=lambda key: None if key == "enable_inplace" else
+        "the program runs without with_data_parallel, so no data-parallel graph uses it")
+    runner.no_effect = ("exec_strategy", "build_strategy")
+    real_run = runner.run
+
+    def run(setting, env, steps, timeout_s, phase, label):
+        t = real_run(setting, env, steps, timeout_s, phase, label)
+        t.no_effect = [item for item in t.no_effect if not item.endswith("None")]
+        return t
+
+    runner.run = run
+    tuner = Tuner(runner, TuneOptions(
+        trial_steps=50, keep_batch_size=True,
+        specs=("only=num_threads,fuse_all_optimizer_ops,fuse_elewise_add_act_ops",
+               "build_strategy.enable_inplace=true")))
+    tuner.load_profile = lambda path: fake_profile()
+    tuner.advise = lambda profile: []
+    tuner.run()
+    assert tuner.incumbent == {"enable_inplace": True}
+    assert len([t for t in tuner.trials if t.no_effect]) == 2  # one per section, then skipped
+    assert tuner.dead_knobs == {"num_threads", "fuse_all_optimizer_ops",
+                                "fuse_elewise_add_act_ops"} and not tuner.dead_sections
 
 
 def test_gains_inside_the_noise_are_not_taken(monkeypatch):
@@ -209,6 +246,46 @@ def test_gains_inside_the_noise_are_not_taken(monkeypatch):
                                                             else 1.0))
     # the job's own settings stay; no speedup of a setting against itself is stated
     assert tuner.incumbent == {} and tuner.final is None
+
+
+def test_a_small_gain_is_decided_at_the_longer_rung(monkeypatch):
+    """+3% with 1% noise: inside EARLY times the bar at the short rung, so the longer rung
+    decides; the incumbent's trial of the rung just before is reused, not run again."""
+    tuner = run_tuner(monkeypatch, rate=lambda s: 1000.0 * (1.03 if s.get("capacity") == 64
+                                                            else 1.0),
+                      specs=("only=capacity",))
+    assert tuner.incumbent == {"capacity": 64}
+    long_runs = [t for t in tuner.trials if t.steps == 100 and t.phase != "final"]
+    assert {t.label for t in long_runs} >= {"baseline", "capacity=64"}
+    accepted_at = max(t.index for t in long_runs)
+    assert all(t.index <= accepted_at for t in tuner.trials if t.phase == "knob:capacity")
+    # 3 baselines, one race of 4 challengers, its longer rung (the incumbent and the better
+    # half), one final pair: the first baseline is not run again at the first rung
+    assert [t.phase for t in tuner.trials].count("baseline") == 3 + 1
+
+
+def test_final_takes_a_second_pair_when_the_first_is_inside_the_noise(monkeypatch):
+    clock = Clock()
+    monkeypatch.setattr(search.time, "monotonic", clock.monotonic)
+
+    class Runner(FakeRunner):
+        finals = 0
+
+        def run(self, setting, env, steps, timeout_s, phase, label):
+            t = super().run(setting, env, steps, timeout_s, phase, label)
+            if phase == "final" and setting:
+                self.finals += 1
+                if self.finals == 1:  # a bad moment for the best setting's first final
+                    t.samples_per_s = 1000.0
+            return t
+
+    tuner = Tuner(Runner(clock, job_rate), TuneOptions(trial_steps=50, keep_batch_size=True,
+                                                       specs=("only=num_workers",)))
+    tuner.load_profile = lambda path: fake_profile()
+    tuner.advise = lambda profile: []
+    tuner.run()
+    assert tuner.incumbent == {"num_workers": 2} and tuner.final["pairs"] == 2
+    assert [t.phase for t in tuner.trials].count("final") == 4
 
 
 def test_advice_is_tried_first(monkeypatch):
@@ -290,6 +367,12 @@ def test_batch_size_ladder_up_to_what_fits(monkeypatch):
     assert verify[0].setting == {"batch_size": 200} and verify[0].status == "oom"
     assert tuner.incumbent == {"batch_size": 80}  # 100 + 10 x 80 = 900: 10% headroom
     assert search.LR_NOTE in tuner.notes
+    # the verification trials are the ladder race's first rung (with the baseline just
+    # before them): neither is run again at that length
+    short = [(t.phase, t.label) for t in tuner.trials if t.steps == 50]
+    assert short.count(("batch:verify", "batch_size=80")) == 1
+    assert short.count(("batch", "batch_size=80")) == 0
+    assert short.count(("baseline", "baseline")) == 3
 
 
 # --- the record and its rendering -------------------------------------------------------------
@@ -309,7 +392,7 @@ def test_record_round_trip_and_report(monkeypatch, tmp_path):
     assert "Settings, best first" in out and "timeout" in out and "no effect" in out
     assert "export PADDLETUNE_OVERRIDES=" in out
     assert "fluid.io.DataLoader.from_generator(..., num_workers=2" in out
-    assert re.search(r"Speedup: 1\.[78]\dx ± 0\.\d\d \([\d,]+ -> 1,[78]\d\d samples/s, 2 "
+    assert re.search(r"Speedup: 1\.[78]\dx ± 0\.\d\d \([\d,]+ -> 1,[78]\d\d samples/s, 1 "
                      r"interleaved pair", out)
     as_json = CliRunner().invoke(app, ["report", "--json", str(path)])
     assert json.loads(as_json.output)["best"]["setting"] == tuner.incumbent

@@ -133,3 +133,24 @@ def test_a_bad_overrides_variable_is_not_tunes_error_and_bad_flags_are_one_line(
                           capture_output=True, text=True, env=env, timeout=60)
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert "cannot write the tuning record" in done.stderr
+
+
+def test_tune_a_module(tmp_path):
+    """`tune -m PACKAGE.MODULE`: trials run it as `python -m` would (from the current folder);
+    the record and its report say -m; a module that is not there is one line, exit 2."""
+    package = tmp_path / "jobpkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "train.py").write_text(
+        f"import runpy\nrunpy.run_path({JOB!r}, run_name='__main__')\n")
+    run = tune(tmp_path, "--budget", "20s", "--trial-steps", "40", "--keep-batch-size",
+               "--space", "only=num_workers", "-m", "jobpkg.train", "--", "--burst-every", "0")
+    assert run.returncode == 0, run.stderr
+    record = json.loads((tmp_path / "t.tune.json").read_text())
+    assert record["command"]["module"] is True and record["command"]["script"] == "jobpkg.train"
+    assert record["trials"][0]["status"] == "ok", record["trials"][0]
+    assert "paddletune tune -m jobpkg.train --burst-every 0" in run.stdout
+    missing = tune(tmp_path, "-m", "jobpkg.nothing_here")
+    assert missing.returncode == 2
+    assert missing.stderr.strip() == ("paddletune: no module named 'jobpkg.nothing_here': run "
+                                      "from the folder that holds it, or install it")

@@ -56,7 +56,9 @@ def render_record(record: dict, console: Optional[Console] = None, rows: int = M
     """The tuning record: header, ranked table, best setting, speedup, notes."""
     console = console or Console()
     command = record.get("command") or {}
-    argv = " ".join([command.get("script") or "?", *command.get("args", [])])
+    target = command.get("script") or "?"
+    argv = " ".join([f"-m {target}" if command.get("module") else target,
+                     *command.get("args", [])])
     opts = record.get("options") or {}
     console.print(Text(f"paddletune tune {argv}", style="bold"), soft_wrap=True)
     console.print(f"{len(record.get('trials', []))} trials in "

@@ -6,19 +6,28 @@ time, each choice a race by successive halving; a gain counts only outside the n
 2. Races. A race pits challengers (settings) against the incumbent (the best setting so far):
    rung 0 runs each for `steps` steps, later rungs the better half (at least one) for twice
    as many, and the incumbent runs again in every rung, so the decision compares trials
-   taken moments apart (machine drift cancels). At the last rung the best challenger (its
-   step-weighted mean over the race) replaces the incumbent when its gain clears `min_gain`
-   and Z standard errors. A trial's error is the spread between repeated trials of a setting
-   (pooled over settings, scaled by 1/sqrt(steps)), else its own batch-means interval.
+   taken moments apart (machine drift cancels; the incumbent's trial from the rung just
+   before counts as such). At the last rung the best challenger (its step-weighted mean over
+   the race) replaces the incumbent when its gain clears `min_gain` and Z standard errors.
+   A shorter rung decides already when the gain clears EARLY times that bar and the best
+   clearly beats the others that would run the next rung: a longer trial would not change
+   the choice
+   (short trials differ from long ones by a few percent at most: a queue filled before
+   the first measured step, say), and a mis-configured job's first fixes are such gains.
+   A trial's error is the spread between repeated trials of a setting (pooled over
+   settings, scaled by 1/sqrt(steps)), else its own batch-means interval.
    A challenger clearly worse at a rung leaves the race early; one that crashes, hangs or
-   runs out of memory is recorded and never tried again; one whose override no code applied
-   (e.g. strategies without a CompiledProgram) is "no effect", and its section is skipped.
+   runs out of memory is recorded and never tried again; one whose override changed
+   nothing is "no effect", and so are the knobs its reason covers (a strategy section
+   without a CompiledProgram; without data parallelism, all but enable_inplace and
+   memory_optimize).
 3. Order: the advisors' proposals (each, and all together); the batch size (the memory
    model's largest safe batch, verified by a trial, then a ladder of sizes up to it);
    then each knob in turn, for up to `max_rounds` rounds, ending early when a round changes
    nothing (the remaining gains are inside the noise).
-4. Final: baseline and best alternate for `final_pairs` pairs at the longest trial length;
-   their ratio is the speedup reported (and the baseline's drift since the start).
+4. Final: baseline and best alternate at the longest trial length, a second pair (up to
+   `final_pairs`) only when the first leaves the gain inside the noise; their ratio is the
+   speedup reported (and the baseline's drift since the start).
 The budget is wall-clock: a trial that would not finish in what is left is not started.
 """
 
@@ -26,6 +35,8 @@ import math
 import time
 from dataclasses import dataclass
 from typing import Callable, List, Optional
+
+from runtime.overrides import SINGLE_PLACE_BUILD
 
 from ..memory_model import HEADROOM
 from ..profile import load
@@ -42,6 +53,7 @@ MIN_DOF = 2  # repeats needed before their spread is the noise
 MIN_SD = 0.005  # a trial's relative error is never taken below 0.5%
 BASELINE_REPEATS = 3  # the baseline's first measurements: the first estimate of the noise
 Z = 2.0  # standard errors a gain must clear (about 95%)
+EARLY = 2.0  # a shorter rung decides when the gain clears this many times the bar
 
 
 class TuneError(Exception):
@@ -84,11 +96,13 @@ class Tuner:
         self.incumbent: dict = {}
         self.notes: List[str] = []
         self.failed = {}  # setting key -> status
-        self.dead_sections = set()
+        self.dead_sections = set()  # strategy sections no code applies
+        self.dead_knobs = set()  # knobs that change nothing in this job
         self.status = "running"
         self.stop_reason = None
         self.final = None  # {"baseline": [...], "best": [...], "speedup", "ci", "drift"}
         self.t0 = time.monotonic()
+        self.last_rung = set()  # indices of the trials of the latest rung of any race
         self.steps0 = options.trial_steps or 40
         self.per_step_s = None
         self.overhead_s = 2.0
@@ -155,16 +169,23 @@ class Tuner:
         self.race(challengers)
 
     def _batch(self):
+        """The ladder's race; the trials that verified batch sizes just now (and the
+        incumbent's just before them) are its first rung's, not run again."""
         self.notes.append(LR_NOTE)
+        start = len(self.trials)
+        ladder = batch_ladder(self)
+        verified = self.trials[start:]
+        if start and verified:
+            self.last_rung = {self.trials[start - 1].index} | {t.index for t in verified}
         self.race([(sp.merged(self.incumbent, {"batch_size": b}, self.space), "batch")
-                   for b in batch_ladder(self)])
+                   for b in ladder], measured={sp.key(t.setting): t for t in verified})
 
     def _coordinates(self):
         raced = {}  # knob -> the other knobs' values it was last raced with
         for round_ in range(self.options.max_rounds):
             changed = False
             for name, knob in list(self.space.knobs.items()):
-                if name == "batch_size" or knob.section in self.dead_sections:
+                if name == "batch_size" or self._dead({name: None}):
                     continue
                 context = sp.key({k: v for k, v in self.incumbent.items() if k != name})
                 if raced.get(name) == context:
@@ -193,6 +214,8 @@ class Tuner:
                     t = self.trial(setting, steps, "final")
                     if t.ok:
                         pairs[which].append(t)
+                if self._settled(pairs["best"], pairs["baseline"]):
+                    break
         except BudgetSpent:
             pass
         if pairs["baseline"] and pairs["best"]:
@@ -208,9 +231,10 @@ class Tuner:
             self.final = _speedup(self, [base], [best])
 
     # --- a race --------------------------------------------------------------------------------
-    def race(self, challengers) -> bool:
+    def race(self, challengers, measured=None) -> bool:
         """Successive halving of `challengers` [(setting, phase)] against the incumbent;
-        True when one of them became the incumbent."""
+        True when one of them became the incumbent. `measured`: {setting key: trial} taken
+        moments ago at the first rung's length, used there instead of a new trial."""
         pool, seen = [], {sp.key(self.incumbent)}
         for setting, phase in challengers:
             k = sp.key(setting)
@@ -221,33 +245,53 @@ class Tuner:
             return False
         steps, runs = self.steps0, {}  # runs: setting key -> its trials in this race
         for rung in range(self.options.rungs):
+            last = rung == self.options.rungs - 1
             inc = self._incumbent_run(steps, rung)
             if not inc.ok:
                 return False
             runs.setdefault(sp.key(self.incumbent), []).append(inc)
-            alive = []
+            rung_trials, alive = {inc.index}, []
             for setting, phase in pool:
                 if self._dead(setting):
                     continue
-                t = self.trial(setting, steps, phase, scale=self._scale(setting))
+                t = (measured or {}).get(sp.key(setting)) if rung == 0 else None
+                if t is None or t.steps != steps:
+                    t = self.trial(setting, steps, phase, scale=self._scale(setting))
+                rung_trials.add(t.index)
                 if self._usable(t, setting):
                     runs.setdefault(sp.key(setting), []).append(t)
-                    if not self._drop([t], [inc], last=rung == self.options.rungs - 1):
+                    if not self._drop([t], [inc], last=last):
                         alive.append((setting, phase))
+            self.last_rung = rung_trials
             if not alive:
                 return False
             alive.sort(key=lambda a: -self.score_of(runs[sp.key(a[0])]))
-            if rung == self.options.rungs - 1:
-                setting = alive[0][0]
-                best, mine = runs[sp.key(setting)], runs[sp.key(self.incumbent)]
-                if self.better(best, mine):
-                    self.progress.accepted(self, best[-1], mine[-1])
-                    self.incumbent = setting
-                    return True
-                return False
-            pool = alive[:max(1, len(alive) // 2)]
+            best, mine = runs[sp.key(alive[0][0])], runs[sp.key(self.incumbent)]
+            pool = alive[:max(1, len(alive) // 2)]  # the next rung's
+            if last or self._decisive(best, mine, [runs[sp.key(s)] for s, _ in pool[1:]]):
+                if not self.better(best, mine):
+                    return False
+                self.progress.accepted(self, best[-1], mine[-1])
+                self.incumbent = alive[0][0]
+                return True
             steps *= 2
         return False
+
+    def _decisive(self, best, mine, others) -> bool:
+        """Before the last rung: `best` beats the incumbent by EARLY times the bar of
+        `better` (once the noise is known from repeats) and each of the `others` that would
+        run the next rung with it by the bar itself, so a longer rung would not change the
+        choice."""
+        if self.options.objective == "memory" or self._replicate_sd() is None:
+            return False
+        gain = _mean(best) / _mean(mine) - 1
+        bar = max(self.options.min_gain, Z * self.noise(best, mine))
+        return gain > EARLY * bar and all(self.better(best, other) for other in others)
+
+    def _settled(self, best, base) -> bool:
+        """The final pairs so far put the gain outside the noise (throughput objective)."""
+        return (self.options.objective != "memory" and bool(best) and bool(base)
+                and self.better(best, base))
 
     def _drop(self, c, i, last) -> bool:
         """Leave the race: clearly worse; or, before the last rung and once the noise is
@@ -260,12 +304,16 @@ class Tuner:
         return _mean(c) <= _mean(i)
 
     def _incumbent_run(self, steps, rung) -> Trial:
-        """The incumbent at `steps`: the last trial when it is that (no need to run it
-        twice in a row), else a new trial."""
-        last = self.trials[-1] if self.trials else None
-        if rung == 0 and last is not None and last.ok and last.steps == steps and \
-                sp.key(last.setting) == sp.key(self.incumbent):
-            return last
+        """The incumbent at `steps`: at a race's first rung, its trial of that length from
+        the rung just before (any race's) or the last trial, when there is one (measured
+        moments ago: no need to run it again), else a new trial."""
+        if rung == 0 and self.trials:
+            recent = self.last_rung | {self.trials[-1].index}
+            mine = sp.key(self.incumbent)
+            for t in reversed(self.trials):
+                if t.index in recent and t.ok and t.steps == steps and \
+                        sp.key(t.setting) == mine:
+                    return t
         return self.trial(self.incumbent, steps, "incumbent" if self.incumbent
                           else "baseline")
 
@@ -275,19 +323,31 @@ class Tuner:
             return False
         if t.no_effect:
             self.failed[sp.key(setting)] = "no effect"
-            for item in t.no_effect:
-                section = item.split(".", 1)[0]
-                if section in ("exec_strategy", "build_strategy"):
-                    self.dead_sections.add(section)
+            self._kill(t.no_effect)
             return False
         if not self.fits(t):
             self.failed[sp.key(setting)] = "memory"
             return False
         return t.ok
 
+    def _kill(self, no_effect):
+        """Skip the knobs that a no-effect reason covers beyond the setting itself: a whole
+        strategy section when the job runs no CompiledProgram; without data parallelism,
+        every field but those a single-place program uses (runtime/overrides.py)."""
+        for item in no_effect:
+            section, _, rest = item.partition(".")
+            if section not in ("exec_strategy", "build_strategy"):
+                continue
+            if "no CompiledProgram" in rest:
+                self.dead_sections.add(section)
+            elif "with_data_parallel" in rest:
+                self.dead_knobs.update(
+                    k.name for k in self.space.knobs.values() if k.section == section
+                    and not (section == "build_strategy" and k.key in SINGLE_PLACE_BUILD))
+
     def _dead(self, setting) -> bool:
-        return any(self.space.knobs[n].section in self.dead_sections for n in setting
-                   if n in self.space.knobs)
+        return any(n in self.dead_knobs or self.space.knobs[n].section in self.dead_sections
+                   for n in setting if n in self.space.knobs)
 
     def _scale(self, setting) -> float:
         """How much longer a step of `setting` may take than the job's own (batch size)."""
