@@ -142,17 +142,7 @@ def profile(
     """Run a training script as Python would, measure where its step time goes, write the
     profile and print the report. Exits with the script's own exit status."""
     from . import session
-    args = list(ctx.args)
-    if module is not None:
-        if script is not None:
-            args.insert(0, script)
-        target = module
-    elif script is None:
-        fail("give the training script (paddletune profile train.py -- ARGS) or -m MODULE")
-    else:
-        target = script
-    if args[:1] == ["--"]:
-        args = args[1:]
+    target, args = _target(ctx, script, module, "profile")
     import_runtime()
     options = session.Options(target, args, module is not None, out, steps, warmup, ops,
                               interval, fluid_compat, check_nan,
@@ -380,15 +370,7 @@ def tune(
         os.environ["PADDLETUNE_OVERRIDES"] = user_overrides
     from .tune import SpaceError, TuneError, TuneOptions, parse_duration
     from .tune import tune as run_tune
-    args = list(ctx.args)
-    if module is not None:
-        if script is not None:
-            args.insert(0, script)
-        script = module
-    elif script is None:
-        fail("give the training script (paddletune tune train.py -- ARGS) or -m MODULE")
-    if args[:1] == ["--"]:
-        args = args[1:]
+    script, args = _target(ctx, script, module, "tune")
     if objective not in ("throughput", "memory"):
         fail(f"--objective {objective!r}: use throughput or memory")
     if module is None and not Path(script).is_file():
@@ -423,6 +405,19 @@ def tune(
     typer.echo(f"paddletune: tuning record written to {path}", err=True)
     if tuner.status == "interrupted":
         raise typer.Exit(130)
+
+
+def _target(ctx, script, module, command):
+    """(the script or -m module, the arguments passed to it): with -m, a SCRIPT argument is
+    the module's first argument; a leading `--` is dropped."""
+    args = list(ctx.args)
+    if module is not None:
+        if script is not None:
+            args.insert(0, script)
+        script = module
+    elif script is None:
+        fail(f"give the training script (paddletune {command} train.py -- ARGS) or -m MODULE")
+    return script, args[1:] if args[:1] == ["--"] else args
 
 
 def _check_module(name):
