@@ -12,7 +12,8 @@ one whose `set(host, stream)` is counted in `copies` (bytes, from pinned memory?
 Streams and events (runtime/gpu_timing.py): `cuda.get_current_stream().synchronize()` is counted
 in `stream_syncs` (device ids), `cuda.Event().record()` in `events_recorded`, its
 `synchronize()` in `event_syncs`, `cuda.get_elapsed_time` in `elapsed_reads`,
-`cuda.runtime.deviceSynchronize()` in `device_syncs`. Each record
+`cuda.runtime.deviceSynchronize()` in `device_syncs`; `order` lists allocations, event
+records and stream waits in call order. Each record
 advances a virtual device clock by `event_tick_ms`; work counts as done only up to the last
 synchronisation, and reading the elapsed time of an event not yet done raises
 cudaErrorNotReady, as CUDA does. With `numpy_kernels=True` the module also answers NumPy's
@@ -60,6 +61,8 @@ class UnownedMemory:
     """As cupy.cuda.UnownedMemory: memory someone else owns; keeps `owner` alive."""
 
     def __init__(self, ptr, size, owner, device_id=-1):
+        if device_id < 0 and ptr == 0:  # CuPy looks the device up from the pointer otherwise
+            raise RuntimeError("UnownedMemory requires explicit device ID for a null pointer.")
         self.ptr, self.size, self.owner, self.device_id = ptr, size, owner, device_id
 
 
@@ -67,6 +70,7 @@ class MemoryPointer:
     """As cupy.cuda.MemoryPointer: a memory object and an offset into it."""
 
     def __init__(self, mem, offset):
+        assert mem.ptr != 0 or offset == 0
         self.mem, self.ptr = mem, mem.ptr + offset
 
 
@@ -82,13 +86,21 @@ class FakeArray:
     def set(self, host, stream=None):
         """ndarray.set: copy `host` in on `stream`; recorded in `fake.copies` as (bytes,
         from pinned memory, the stream)."""
+        if not isinstance(host, np.ndarray):  # CuPy's checks, in its order
+            raise TypeError("Only numpy.ndarray can be set to cupy.ndarray")
+        if host.dtype != self.dtype:
+            raise TypeError(f"{host.dtype} array cannot be set to {self.dtype} array")
+        if host.shape != self.shape:
+            raise ValueError(f"Shape mismatch. Old shape: {self.shape}, new shape: {host.shape}")
         pinned = isinstance(_root(host), FakePinned)
         self.fake.copies.append((host.nbytes, pinned, stream))
         self.host = np.array(host, copy=True)
 
 
 class FakePinned(bytearray):
-    """cupy.cuda.alloc_pinned_memory's PinnedMemoryPointer: a buffer with size()."""
+    """cupy.cuda.alloc_pinned_memory's PinnedMemoryPointer: a writable buffer with size(),
+    rounded up to 512 bytes as CuPy's default PinnedMemoryPool does (so size() may exceed the
+    request, and np.frombuffer needs its count)."""
 
     def size(self):
         return len(self)
@@ -121,6 +133,7 @@ class FakeCupy:
         self._thread_allocator = threading.local()
         self.devices_entered = []  # the ids of `with cuda.Device(i)`, in order
         self.copies, self.pinned_allocs, self.stream_waits = [], [], []
+        self.order = []  # ("alloc", size), ("record", stream), ("wait", stream), in call order
         stream_type = lambda non_blocking=False: FakeStream(  # noqa: E731
             self, self.current_device(), non_blocking)
         stream_type.null = FakeStream(self, None)
@@ -133,9 +146,10 @@ class FakeCupy:
                                                self.total_bytes}),
             Device=self._device_context, UnownedMemory=UnownedMemory, MemoryPointer=MemoryPointer,
             set_allocator=self._set_allocator, get_allocator=self._get_allocator,
-            using_allocator=self._using_allocator, alloc=lambda size: self._get_allocator()(size),
+            using_allocator=self._using_allocator, alloc=self._alloc,
             get_current_stream=lambda: FakeStream(self, self.current_device()),
-            Event=lambda: FakeEvent(self), get_elapsed_time=self._elapsed_time,
+            Event=lambda block=False, disable_timing=False, interprocess=False: FakeEvent(
+                self, disable_timing), get_elapsed_time=self._elapsed_time,
             Stream=stream_type, alloc_pinned_memory=self._alloc_pinned)
 
     def asarray(self, value):
@@ -152,7 +166,7 @@ class FakeCupy:
 
     def _alloc_pinned(self, size):
         self.pinned_allocs.append(size)
-        return FakePinned(size)
+        return FakePinned((size + 511) // 512 * 512)
 
     def __getattr__(self, name):
         if name != "numpy_kernels" and self.numpy_kernels and not name.startswith("_"):
@@ -161,6 +175,7 @@ class FakeCupy:
 
     # --- streams and events -------------------------------------------------------------------
     def _record(self, event):
+        self.order.append(("record", event.stream))
         self.events_recorded += 1
         self._seq += 1
         self.device_ms += self.event_tick_ms
@@ -175,8 +190,9 @@ class FakeCupy:
         """cupy.cuda.get_elapsed_time: milliseconds between two recorded, completed events."""
         self.elapsed_reads += 1
         for event in (start, end):
-            if event.seq is None:
-                raise CUDARuntimeError("cudaErrorInvalidResourceHandle: event not recorded")
+            if event.seq is None or event.disable_timing:
+                raise CUDARuntimeError("cudaErrorInvalidResourceHandle: event not recorded, "
+                                       "or made with disable_timing")
             if event.seq > self._done_seq:
                 raise CUDARuntimeError("cudaErrorNotReady: device not ready")
         return end.stamp_ms - start.stamp_ms
@@ -241,6 +257,12 @@ class FakeCupy:
         return MemoryPointer(UnownedMemory(addr, size, _Freer(self, addr), self.current_device()),
                              0)
 
+    def _alloc(self, size):
+        """cupy.cuda.alloc (what ndarray creation calls, with size 0 too): the current
+        allocator; noted in `order` as ("alloc", size)."""
+        self.order.append(("alloc", size))
+        return self._get_allocator()(size)
+
     def _set_allocator(self, allocator=None):
         self._allocator = allocator if allocator is not None else self._default_allocator
 
@@ -271,6 +293,7 @@ class FakeStream:
         self.fake._done_seq = self.fake._seq
 
     def wait_event(self, event):
+        self.fake.order.append(("wait", self))
         self.fake.stream_waits.append((self, event))
 
     def __enter__(self):
@@ -283,8 +306,9 @@ class FakeStream:
 class FakeEvent:
     """As cupy.cuda.Event: record() on the current stream, synchronize() waits for it."""
 
-    def __init__(self, fake):
+    def __init__(self, fake, disable_timing=False):
         self.fake, self.seq, self.stamp_ms, self.stream = fake, None, None, None
+        self.disable_timing = disable_timing
 
     def record(self, stream=None):
         self.stream = stream

@@ -176,3 +176,59 @@ def test_out_of_memory_in_a_gpu_run_names_the_op_and_the_flag():
     fluid.set_flags({"FLAGS_gpu_memory_limit_mb": 0})
     out, = exe.run(main, feed=_batch(32), fetch_list=[loss], scope=scope)  # usable afterwards
     assert np.isfinite(out).all()
+
+
+# --- CuPy corners the fake cannot vouch for ----------------------------------------------------
+def test_zero_size_arrays_are_served_and_the_name_reads_as_bytes():
+    """CuPy asks its allocator for 0 bytes for an empty array; the pool serves it (a minimal
+    block) and gives it back. getDeviceProperties' name is bytes (bench_runtime decodes it)."""
+    pool = _pool(allocator_strategy="auto_growth")
+    before = pool.allocated
+    with memory.serving(pool, "activations"):
+        empty = cupy.empty((0, 4), dtype=cupy.float32)
+        total = float(cupy.ones(3, dtype=cupy.float32).sum())
+    assert empty.size == 0 and total == 3.0
+    del empty
+    gc.collect()
+    assert pool.allocated == before
+    assert isinstance(cupy.cuda.runtime.getDeviceProperties(0)["name"], bytes)
+
+
+def test_gpu_op_times_come_from_cuda_events():
+    from runtime import events
+    main, startup, loss = _mlp()
+    exe = fluid.Executor(fluid.CUDAPlace(0))
+    scope = fluid.Scope()
+    exe.run(startup, scope=scope)
+    records = []
+    with events.subscribe("op_end", records.append):
+        exe.run(main, feed=_batch(64), fetch_list=[loss], scope=scope)
+    assert len(records) == len(main.global_block().ops)
+    assert all(r.timing == "cuda_event" and r.t_end >= r.t_begin for r in records)
+    assert sum(r.dur_s for r in records) > 0
+
+
+def test_the_double_buffer_moves_batches_through_pinned_memory_to_the_device():
+    from runtime.reader.blocking_queue import BlockingQueue, QueueClosed
+    from runtime.reader.stages import Batch, DeviceStage
+    host = BlockingQueue(8)
+    for i in range(4):
+        host.push(Batch([np.full((256, 8), i, np.float32), np.arange(256, dtype=np.int64)], i,
+                        None, 0.0))
+    host.close()
+    stage = DeviceStage(host, fluid.CUDAPlace(0))
+    out = []
+    while True:
+        try:
+            batch, _ = stage.queue.pop(timeout=30)
+        except QueueClosed:
+            break
+        out.append(batch)
+    stage.close()
+    assert [b.index for b in out] == [0, 1, 2, 3] and stage.copies == 4
+    for i, batch in enumerate(out):
+        x, y = batch.arrays
+        assert isinstance(x, cupy.ndarray) and x.dtype == np.float32 and x.shape == (256, 8)
+        assert float(x.sum()) == i * 256 * 8
+        assert np.array_equal(cupy.asnumpy(y), np.arange(256))
+    assert len(stage.staging) == 2  # one pinned buffer per array of a batch, reused

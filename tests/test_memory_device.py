@@ -332,3 +332,21 @@ def test_a_gpu_run_feeds_into_the_device_pool_with_the_places_device_current(fak
     assert fake.devices_entered[0] == 1 and fake.used == [0, 128]
     assert pool.by_tag == {"reader": 0} and pool.stats()["requests"] == 1  # freed after the step
     assert fake.cuda.get_allocator() is not device.hook_for(pool)
+
+
+def test_a_reentrant_request_goes_to_cudamalloc_and_a_refusal_there_is_a_clear_error(fake):
+    """CuPy asking while the pool is mid-operation in this thread (a finaliser): the block is a
+    cudaMalloc of its own, cudaFree'd when CuPy lets go; when cudaMalloc refuses, the error says
+    so (the pool itself refused nothing, so it has no figures to give)."""
+    pool = _gpu_pool(allocator_strategy="auto_growth")
+    hook = device.hook_for(pool)
+    pool._busy = True
+    try:
+        ptr = hook(1 * MB)
+        assert fake.mallocs == [align_up(1 * MB)] and not pool.owns(ptr.ptr)
+        del ptr
+        assert len(fake.frees) == 1
+        with pytest.raises(DeviceOutOfMemory, match="cudaMalloc .* failed"):
+            hook(2000 * MB)
+    finally:
+        pool._busy = False

@@ -51,12 +51,24 @@ def test_batches_go_through_reused_pinned_buffers_on_the_stages_stream(monkeypat
     assert fake.pinned_allocs == [48, 32]  # one buffer per array, allocated once
 
 
+def test_the_fence_is_recorded_after_the_batchs_allocations(monkeypatch):
+    """A device block the consumer freed comes back from the pool only after that free, itself
+    after the kernels that read it were launched: a fence recorded after the allocations covers
+    them, one recorded before could miss some."""
+    batches = [Batch([np.ones((4, 3), np.float32), np.arange(4, dtype=np.int64)], i, None, 0.0)
+               for i in range(2)]
+    fake, _, _ = _staged(monkeypatch, batches)
+    kinds = [kind for kind, _ in fake.order]
+    assert kinds == ["alloc", "alloc", "record", "wait"] * 2
+    assert all(stream is fake.cuda.Stream.null for kind, stream in fake.order if kind == "record")
+
+
 def test_a_larger_batch_grows_its_pinned_buffer(monkeypatch):
     batches = [Batch([np.zeros((n, 8), np.float32)], i, None, 0.0)
-               for i, n in enumerate((4, 2, 16))]
+               for i, n in enumerate((4, 2, 64))]
     fake, _, out = _staged(monkeypatch, batches)
-    assert [b.arrays[0].shape for b in out] == [(4, 8), (2, 8), (16, 8)]
-    assert fake.pinned_allocs == [128, 512]
+    assert [b.arrays[0].shape for b in out] == [(4, 8), (2, 8), (64, 8)]
+    assert fake.pinned_allocs == [128, 2048]  # (CuPy's pinned pool rounds 128 up to 512)
 
 
 def test_a_failing_copy_reaches_the_consumer(monkeypatch):

@@ -193,6 +193,10 @@ class Hook:
         addr, release = pool.alloc(nbytes, self.tag), self.free
         if addr is None:  # re-entrant: a finaliser allocating while the pool is mid-operation
             addr, release = pool.system.alloc(align_up(nbytes)), pool.system.free
+            if not addr:  # the pool did not refuse (no last_oom to describe): cudaMalloc did
+                raise DeviceOutOfMemory(
+                    f"Out of GPU memory on {pool.name}: cudaMalloc of {fmt_bytes(nbytes)} "
+                    f"(asked while the pool was busy) failed: {pool.system.last_error}")
         elif addr == 0:
             addr = self._retry(nbytes)
         if not addr:

@@ -61,10 +61,10 @@ class DeviceStage:
     Each array goes through a pinned (page-locked) staging buffer of this stage (one per
     array of a batch, reused, grown when a batch is larger): a copy from pinned memory is a
     true asynchronous DMA, one from pageable memory is staged by the driver and blocks. Before
-    a batch's copies the stage's stream waits for an event recorded on the compute (null)
-    stream, so the copies start after the compute work already submitted: a device block
-    that the consumer freed (and CuPy's pool hands back to this stream) is never overwritten
-    while a kernel may still read it. The stage waits for its stream before handing the batch
+    a batch's copies (after its device arrays are allocated) the stage's stream waits for an
+    event recorded on the compute (null) stream, so the copies start after the compute work
+    already submitted: a device block that the consumer freed (and CuPy's pool hands back to
+    this stream) is never overwritten while a kernel may still read it. The stage waits for its stream before handing the batch
     over, so the consumer reads complete arrays on whatever stream it computes, and the
     staging buffers are free again. Device arrays come from CuPy's own pool (stream-aware; the
     pool of memory/device.py assumes one stream). `copies` counts the batches moved.
@@ -104,18 +104,20 @@ class DeviceStage:
     def _to_device(self, stream, arrays):
         """The batch's arrays on the device, copied on `stream` through the pinned buffers."""
         cupy = self.cupy
-        fence = cupy.cuda.Event()
+        hosts = [np.ascontiguousarray(array) for array in arrays]
+        with stream:  # CuPy's pool: blocks of this stream's arena
+            out = [cupy.empty(host.shape, host.dtype) for host in hosts]
+        # The fence is recorded after the allocations: a block the consumer freed is handed out
+        # again only after that free, which came after the consumer launched the kernels that
+        # read it; so the copies below wait for those kernels. (A fence recorded before the
+        # allocations could miss kernels launched between it and the free.)
+        fence = cupy.cuda.Event(disable_timing=True)
         fence.record(cupy.cuda.Stream.null)
         stream.wait_event(fence)
-        out = []
-        with stream:
-            for slot, array in enumerate(arrays):
-                host = np.ascontiguousarray(array)
-                pinned = self._pinned(slot, host)
-                pinned[...] = host
-                device = cupy.empty(host.shape, host.dtype)
-                device.set(pinned, stream=stream)
-                out.append(device)
+        for slot, (host, device) in enumerate(zip(hosts, out)):
+            pinned = self._pinned(slot, host)
+            pinned[...] = host
+            device.set(pinned, stream=stream)
         stream.synchronize()
         return out
 
