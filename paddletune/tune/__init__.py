@@ -2,7 +2,8 @@
 
 space.py (knobs, settings as env vars and code), trials.py (one trial: a `paddletune profile`
 subprocess and its throughput with a confidence interval), proposals.py (advice -> settings),
-search.py (the search), record.py (the tuning record). `tune(...)` ties them together; the
+search.py (the search), compare.py (how settings are compared: scores, the noise, the speedup),
+record.py (the tuning record). `tune(...)` ties them together; the
 CLI and render/tune.py only parse options and draw.
 """
 

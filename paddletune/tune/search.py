@@ -31,28 +31,23 @@ time, each choice a race by successive halving; a gain counts only outside the n
 The budget is wall-clock: a trial that would not finish in what is left is not started.
 """
 
-import math
 import time
 from dataclasses import dataclass
 from typing import Callable, List, Optional
 
 from runtime.overrides import SINGLE_PLACE_BUILD
 
-from ..memory_model import HEADROOM
 from ..profile import load
 from . import space as sp
 from .batch import batch_ladder
+from .compare import Z, Comparisons, mean, speedup
 from .proposals import proposals
 from .trials import Trial
 
 LR_NOTE = ("Batch size changes the optimisation, not only the speed: scale the learning rate "
            "with it (linear scaling: lr x new/old, with a warm-up) and check convergence; "
            "--keep-batch-size leaves it alone.")
-DEFAULT_CI_SHARE = 0.05  # a trial without an interval counts as +-5%
-MIN_DOF = 2  # repeats needed before their spread is the noise
-MIN_SD = 0.005  # a trial's relative error is never taken below 0.5%
 BASELINE_REPEATS = 3  # the baseline's first measurements: the first estimate of the noise
-Z = 2.0  # standard errors a gain must clear (about 95%)
 EARLY = 2.0  # a shorter rung decides when the gain clears this many times the bar
 
 
@@ -85,7 +80,7 @@ class NullProgress:
         return lambda *args, **kwargs: None
 
 
-class Tuner:
+class Tuner(Comparisons):
     def __init__(self, runner, options: TuneOptions, progress=None,
                  on_trial: Optional[Callable] = None):
         self.runner, self.options = runner, options
@@ -219,7 +214,7 @@ class Tuner:
         except BudgetSpent:
             pass
         if pairs["baseline"] and pairs["best"]:
-            self.final = _speedup(self, pairs["baseline"], pairs["best"])
+            self.final = speedup(self, pairs["baseline"], pairs["best"])
         else:
             self._final_from_history()
 
@@ -228,7 +223,7 @@ class Tuner:
         if not self.incumbent:  # nothing beat the job's own settings: no speedup to state
             return
         if base is not None and best is not None and base.ok and best.ok:
-            self.final = _speedup(self, [base], [best])
+            self.final = speedup(self, [base], [best])
 
     # --- a race --------------------------------------------------------------------------------
     def race(self, challengers, measured=None) -> bool:
@@ -284,7 +279,7 @@ class Tuner:
         choice."""
         if self.options.objective == "memory" or self._replicate_sd() is None:
             return False
-        gain = _mean(best) / _mean(mine) - 1
+        gain = mean(best) / mean(mine) - 1
         bar = max(self.options.min_gain, Z * self.noise(best, mine))
         return gain > EARLY * bar and all(self.better(best, other) for other in others)
 
@@ -301,7 +296,7 @@ class Tuner:
             return True
         if last or self.options.objective == "memory" or self._replicate_sd() is None:
             return False
-        return _mean(c) <= _mean(i)
+        return mean(c) <= mean(i)
 
     def _incumbent_run(self, steps, rung) -> Trial:
         """The incumbent at `steps`: at a race's first rung, its trial of that length from
@@ -356,80 +351,6 @@ class Tuner:
             return 1.0  # (the job's own batch size unknown: no allowance)
         return max(1.0, setting["batch_size"] / knob.current)
 
-    # --- comparisons --------------------------------------------------------------------------
-    def score(self, t) -> float:
-        return self.score_of([t])
-
-    def score_of(self, runs) -> float:
-        """The objective over a setting's trials (their step-weighted mean samples/s, or
-        minus the peak memory when it keeps the throughput floor)."""
-        runs = [t for t in runs if t.ok]
-        if not runs:
-            return -math.inf
-        rate = _mean(runs)
-        if self.options.objective == "memory":
-            floor = self.options.floor * self.first_baseline().samples_per_s
-            peaks = [t.peak_bytes for t in runs if t.peak_bytes is not None]
-            return -float(max(peaks)) if rate >= floor and peaks else -math.inf
-        return rate
-
-    def better(self, c, i) -> bool:
-        """Trials `c` beat trials `i` by more than min_gain and by more than the noise
-        (Z standard errors of the difference)."""
-        if self.options.objective == "memory":
-            sc, si = self.score_of(c), self.score_of(i)
-            return sc > -math.inf and -sc < -si * (1 - self.options.min_gain)
-        gain = _mean(c) / _mean(i) - 1
-        return gain > self.options.min_gain and gain > Z * self.noise(c, i)
-
-    def clearly_worse(self, c, i) -> bool:
-        if self.options.objective == "memory":
-            sc, si = self.score_of(c), self.score_of(i)
-            return sc == -math.inf or -sc > -si * 1.02
-        return 1 - _mean(c) / _mean(i) > Z * self.noise(c, i)
-
-    def noise(self, c, i) -> float:
-        """Relative standard error of mean(c)/mean(i) - 1. One trial's error is the spread
-        between repeated trials of the same setting and length seen so far (pooled over
-        settings: the machine's and the job's noise), else its batch-means interval."""
-        def var(runs):
-            per_trial = [self.trial_sd(t) ** 2 for t in runs]
-            return sum(per_trial) / len(per_trial) ** 2
-        return math.sqrt(var(c) + var(i))
-
-    def trial_sd(self, t) -> float:
-        """A trial's relative standard error: the spread between repeated trials (pooled
-        over settings and scaled to its length: the machine's and the job's noise, what a
-        trial's mean really varies by), else its own batch-means interval (which a job with
-        bursts longer than a block overstates)."""
-        spread = self._replicate_sd()
-        if spread is not None:
-            return spread * math.sqrt(self.steps0 / t.steps)
-        if t.se is not None:
-            return t.se / t.samples_per_s
-        return (_ci(t) / t.samples_per_s) / 1.96  # the default share is a normal 95% width
-
-    def _replicate_sd(self) -> Optional[float]:
-        """The relative sd of one trial of steps0 steps, pooled over every (setting, length)
-        measured more than once (deviations scaled by sqrt(length / steps0))."""
-        groups = {}
-        for t in self.trials:
-            if t.ok and not t.no_effect:
-                groups.setdefault((sp.key(t.setting), t.steps), []).append(t.samples_per_s)
-        ss = dof = 0
-        for (_, steps), values in groups.items():
-            if len(values) > 1:
-                mean = sum(values) / len(values)
-                ss += sum((v / mean - 1) ** 2 for v in values) * steps / self.steps0
-                dof += len(values) - 1
-        return max(math.sqrt(ss / dof), MIN_SD) if dof >= MIN_DOF else None
-
-    def fits(self, t) -> bool:
-        """Its peak leaves HEADROOM of the memory capacity free (unknown: fits)."""
-        if not t.peak_bytes or not t.capacity_bytes:
-            return True
-        return t.peak_bytes <= (1 - HEADROOM) * t.capacity_bytes
-
     # --- trials ---------------------------------------------------------------------------------
     def trial(self, setting, steps, phase, scale=1.0, check_budget=True) -> Trial:
         expected = self.overhead_s + (self.per_step_s or 0.05) * steps * scale
@@ -453,42 +374,8 @@ class Tuner:
     def elapsed_s(self) -> float:
         return time.monotonic() - self.t0
 
-    def latest(self, setting) -> Optional[Trial]:
-        """The most recent successful trial of `setting` at its longest length."""
-        k = sp.key(setting)
-        done = [t for t in self.trials if sp.key(t.setting) == k and t.ok]
-        return max(done, key=lambda t: (t.steps, t.index)) if done else None
-
-    def first_baseline(self) -> Optional[Trial]:
-        """The first good baseline of the calibrated length (trials of other lengths are not
-        comparable: start-up and bursts weigh differently), else the first good one."""
-        good = [t for t in self.trials if not t.setting and t.ok]
-        return next((t for t in good if t.steps == self.steps0), good[0] if good else None)
-
 
 def _advise(profile):
     from ..advisors import advise
     return advise(profile)
 
-
-def _ci(t) -> float:
-    return t.ci if t.ci is not None else DEFAULT_CI_SHARE * (t.samples_per_s or 0.0)
-
-
-def _mean(runs) -> float:
-    """Step-weighted mean samples/s of `runs`."""
-    steps = sum(t.steps for t in runs)
-    return sum(t.samples_per_s * t.steps for t in runs) / steps
-
-
-def _speedup(tuner, base: List[Trial], best: List[Trial]) -> dict:
-    """best / baseline samples/s over the (interleaved) trials, its 95% interval, and the
-    baseline's drift since its first measurement."""
-    b, w = _mean(base), _mean(best)
-    first = tuner.first_baseline()
-    speedup = w / b
-    return {"baseline_samples_per_s": b, "best_samples_per_s": w, "speedup": speedup,
-            "ci": speedup * Z * tuner.noise(best, base), "pairs": min(len(base), len(best)),
-            "baseline_trials": [t.index for t in base], "best_trials": [t.index for t in best],
-            "peak_bytes": best[-1].peak_bytes, "baseline_peak_bytes": base[-1].peak_bytes,
-            "drift": (b / first.samples_per_s - 1) if first and first.samples_per_s else None}

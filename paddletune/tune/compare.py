@@ -1,0 +1,130 @@
+"""How `paddletune tune` compares settings (search.py's Tuner inherits them): a setting's
+score over its trials, whether one beats another outside the noise, the noise itself (the
+spread between repeated trials, pooled over settings, else a trial's batch-means interval), and
+the speedup stated at the end."""
+
+import math
+from typing import List, Optional
+
+from ..memory_model import HEADROOM
+from . import space as sp
+from .trials import Trial
+
+DEFAULT_CI_SHARE = 0.05  # a trial without an interval counts as +-5%
+MIN_DOF = 2  # repeats needed before their spread is the noise
+MIN_SD = 0.005  # a trial's relative error is never taken below 0.5%
+Z = 2.0  # standard errors a gain must clear (about 95%)
+
+
+class Comparisons:
+    """Needs `options` (objective, floor, min_gain), `trials` and `steps0` (the shortest
+    trials' length) on the object."""
+
+    # --- comparisons --------------------------------------------------------------------------
+    def score(self, t) -> float:
+        return self.score_of([t])
+
+    def score_of(self, runs) -> float:
+        """The objective over a setting's trials (their step-weighted mean samples/s, or
+        minus the peak memory when it keeps the throughput floor)."""
+        runs = [t for t in runs if t.ok]
+        if not runs:
+            return -math.inf
+        rate = mean(runs)
+        if self.options.objective == "memory":
+            floor = self.options.floor * self.first_baseline().samples_per_s
+            peaks = [t.peak_bytes for t in runs if t.peak_bytes is not None]
+            return -float(max(peaks)) if rate >= floor and peaks else -math.inf
+        return rate
+
+    def better(self, c, i) -> bool:
+        """Trials `c` beat trials `i` by more than min_gain and by more than the noise
+        (Z standard errors of the difference)."""
+        if self.options.objective == "memory":
+            sc, si = self.score_of(c), self.score_of(i)
+            return sc > -math.inf and -sc < -si * (1 - self.options.min_gain)
+        gain = mean(c) / mean(i) - 1
+        return gain > self.options.min_gain and gain > Z * self.noise(c, i)
+
+    def clearly_worse(self, c, i) -> bool:
+        if self.options.objective == "memory":
+            sc, si = self.score_of(c), self.score_of(i)
+            return sc == -math.inf or -sc > -si * 1.02
+        return 1 - mean(c) / mean(i) > Z * self.noise(c, i)
+
+    def noise(self, c, i) -> float:
+        """Relative standard error of mean(c)/mean(i) - 1. One trial's error is the spread
+        between repeated trials of the same setting and length seen so far (pooled over
+        settings: the machine's and the job's noise), else its batch-means interval."""
+        def var(runs):
+            per_trial = [self.trial_sd(t) ** 2 for t in runs]
+            return sum(per_trial) / len(per_trial) ** 2
+        return math.sqrt(var(c) + var(i))
+
+    def trial_sd(self, t) -> float:
+        """A trial's relative standard error: the spread between repeated trials (pooled
+        over settings and scaled to its length: the machine's and the job's noise, what a
+        trial's mean really varies by), else its own batch-means interval (which a job with
+        bursts longer than a block overstates)."""
+        spread = self._replicate_sd()
+        if spread is not None:
+            return spread * math.sqrt(self.steps0 / t.steps)
+        if t.se is not None:
+            return t.se / t.samples_per_s
+        return (_ci(t) / t.samples_per_s) / 1.96  # the default share is a normal 95% width
+
+    def _replicate_sd(self) -> Optional[float]:
+        """The relative sd of one trial of steps0 steps, pooled over every (setting, length)
+        measured more than once (deviations scaled by sqrt(length / steps0))."""
+        groups = {}
+        for t in self.trials:
+            if t.ok and not t.no_effect:
+                groups.setdefault((sp.key(t.setting), t.steps), []).append(t.samples_per_s)
+        ss = dof = 0
+        for (_, steps), values in groups.items():
+            if len(values) > 1:
+                mean = sum(values) / len(values)
+                ss += sum((v / mean - 1) ** 2 for v in values) * steps / self.steps0
+                dof += len(values) - 1
+        return max(math.sqrt(ss / dof), MIN_SD) if dof >= MIN_DOF else None
+
+    def fits(self, t) -> bool:
+        """Its peak leaves HEADROOM of the memory capacity free (unknown: fits)."""
+        if not t.peak_bytes or not t.capacity_bytes:
+            return True
+        return t.peak_bytes <= (1 - HEADROOM) * t.capacity_bytes
+
+    def latest(self, setting) -> Optional[Trial]:
+        """The most recent successful trial of `setting` at its longest length."""
+        k = sp.key(setting)
+        done = [t for t in self.trials if sp.key(t.setting) == k and t.ok]
+        return max(done, key=lambda t: (t.steps, t.index)) if done else None
+
+    def first_baseline(self) -> Optional[Trial]:
+        """The first good baseline of the calibrated length (trials of other lengths are not
+        comparable: start-up and bursts weigh differently), else the first good one."""
+        good = [t for t in self.trials if not t.setting and t.ok]
+        return next((t for t in good if t.steps == self.steps0), good[0] if good else None)
+
+
+def _ci(t) -> float:
+    return t.ci if t.ci is not None else DEFAULT_CI_SHARE * (t.samples_per_s or 0.0)
+
+
+def mean(runs) -> float:
+    """Step-weighted mean samples/s of `runs`."""
+    steps = sum(t.steps for t in runs)
+    return sum(t.samples_per_s * t.steps for t in runs) / steps
+
+
+def speedup(tuner, base: List[Trial], best: List[Trial]) -> dict:
+    """best / baseline samples/s over the (interleaved) trials, its 95% interval, and the
+    baseline's drift since its first measurement."""
+    b, w = mean(base), mean(best)
+    first = tuner.first_baseline()
+    ratio = w / b
+    return {"baseline_samples_per_s": b, "best_samples_per_s": w, "speedup": ratio,
+            "ci": ratio * Z * tuner.noise(best, base), "pairs": min(len(base), len(best)),
+            "baseline_trials": [t.index for t in base], "best_trials": [t.index for t in best],
+            "peak_bytes": best[-1].peak_bytes, "baseline_peak_bytes": base[-1].peak_bytes,
+            "drift": (b / first.samples_per_s - 1) if first and first.samples_per_s else None}
