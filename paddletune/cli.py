@@ -15,7 +15,6 @@ from typing import Annotated, List, NoReturn, Optional
 import typer
 
 from . import __version__
-from .render import flags as flags_view
 
 EXIT_USAGE = 2  # bad input the user can fix (a FLAGS_* value, an option): click's usage code
 
@@ -81,6 +80,7 @@ def flags(
         "--changed", help="Show only flags whose value differs from the default.")] = False,
 ):
     """List the runtime's FLAGS: type, default, current value and its source, status, doc."""
+    from .render import flags as flags_view
     registry = import_runtime().FLAGS
     rows = flags_view.select(registry, pattern, changed)
     matched = not pattern or flags_view.select(registry, pattern)
