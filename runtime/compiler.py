@@ -15,7 +15,7 @@ scopes dropped every num_iteration_per_drop_scope steps); without it, the single
 from . import overrides
 from .flags import FLAGS
 from .framework import Program
-from .place import cpu_places
+from .place import cpu_places, cuda_places, is_gpu
 
 
 class _Strategy:
@@ -98,6 +98,7 @@ class CompiledProgram:
         self._loss_name = loss_name.name if hasattr(loss_name, "name") else loss_name
         self._share_vars_from = share_vars_from
         self._places = list(places) if places is not None else cpu_places()
+        self._default_places = places is None  # Paddle: the executor's kind of device decides
         if not self._places:
             raise ValueError("with_data_parallel needs at least one place")
         self._engine = None
@@ -114,8 +115,10 @@ class CompiledProgram:
     def _data_parallel(self):
         return self._places is not None
 
-    def _get_engine(self):
+    def _get_engine(self, executor=None):
         if self._engine is None:
+            if self._default_places and executor is not None and is_gpu(executor.place):
+                self._places = cuda_places()  # not CPU plans over the scope's device arrays
             from .parallel.engine import Engine
             self._engine = Engine(self._program, self._places, self._build_strategy,
                                   self._exec_strategy, self._loss_name)
@@ -128,8 +131,8 @@ class CompiledProgram:
                                        data_parallel=self._data_parallel())
             self._overridden = True
         if self._data_parallel():
-            return self._get_engine().run(executor._id, feed, fetch_list, scope, return_numpy,
-                                          return_merged, self._options())
+            return self._get_engine(executor).run(executor._id, feed, fetch_list, scope,
+                                                  return_numpy, return_merged, self._options())
         if isinstance(feed, (list, tuple)) and len(feed) == 1:
             feed = feed[0]
         return executor._run_program(self._program, feed, fetch_list, scope, return_numpy,

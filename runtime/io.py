@@ -147,10 +147,12 @@ def _value_of(var):
 def _store(executor, selected, arrays):
     xp = getattr(executor, "xp", np)
     scope = global_scope()
+    if xp is not np:  # onto the executor's device, not the current one
+        with xp.cuda.Device(executor.place.get_device_id()):
+            arrays = {var.name: xp.asarray(arrays[var.name]) for var in selected}
     for var in selected:
-        array = arrays[var.name]
         holder = scope.find_var(var.name) or scope.var(var.name)
-        holder.value = array if xp is np else xp.asarray(array)
+        holder.value = arrays[var.name]
 
 
 # --- directory layout --------------------------------------------------------------------------

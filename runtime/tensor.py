@@ -88,7 +88,9 @@ class LoDTensor:
             else array.copy()
         if place is not None and getattr(place, "is_gpu_place", lambda: False)():
             from .backend import cupy_status
-            value = cupy_status()[0].asarray(value)
+            cupy = cupy_status()[0]
+            with cupy.cuda.Device(place.get_device_id()):  # the place's device, not the current
+                value = cupy.asarray(value)
         self._holder.value = value
 
     def _array(self):

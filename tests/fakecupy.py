@@ -18,7 +18,10 @@ advances a virtual device clock by `event_tick_ms`; work counts as done only up 
 synchronisation, and reading the elapsed time of an event not yet done raises
 cudaErrorNotReady, as CUDA does. With `numpy_kernels=True` the module also answers NumPy's
 names (`fake.matmul` is `numpy.matmul`) and `asarray` gives NumPy arrays, so the executor can
-run a whole program on a CUDAPlace.
+run a whole program on a CUDAPlace. With `strict_kernels=True` it answers them with strict
+device arrays instead (tests/strictcupy.py): NumPy's kernels, but host arrays mixed into device
+computations and implicit device-to-host conversions raise TypeError, as CuPy does, and every
+array takes its memory from `cuda.alloc` (the runtime's device pool, when installed).
 
     fake = fakecupy.FakeCupy(devices=2, total_bytes=1000 * MB)
     fakecupy.inject(monkeypatch, fake)   # runtime sees it as CuPy with 2 GPUs
@@ -35,6 +38,7 @@ import numpy as np
 import pytest
 
 import runtime as fluid
+from strictcupy import StrictKernels
 
 MB = 1 << 20
 GPU_FLAGS = ["FLAGS_allocator_strategy", "FLAGS_fraction_of_gpu_memory_to_use",
@@ -113,13 +117,14 @@ def _root(array):
     return array.obj if isinstance(array, memoryview) else array
 
 
-class FakeCupy:
+class FakeCupy(StrictKernels):
     """The module: `fake.cuda.runtime.malloc(...)`, `fake.cuda.Device(0)`, ..."""
 
     def __init__(self, devices=1, total_bytes=1000 * MB, malloc_delay_s=0.0, numpy_kernels=False,
-                 event_tick_ms=0.0):
+                 event_tick_ms=0.0, strict_kernels=False):
         self.total_bytes, self.malloc_delay_s = total_bytes, malloc_delay_s
         self.numpy_kernels, self.event_tick_ms = numpy_kernels, event_tick_ms
+        self.strict_kernels = strict_kernels
         self.stream_syncs, self.events_recorded, self.event_syncs, self.elapsed_reads = [], 0, 0, 0
         self.device_syncs = []
         self.device_ms, self._seq, self._done_seq = 0.0, 0, 0
@@ -152,14 +157,18 @@ class FakeCupy:
                 self, disable_timing), get_elapsed_time=self._elapsed_time,
             Stream=stream_type, alloc_pinned_memory=self._alloc_pinned)
 
-    def asarray(self, value):
+    def asarray(self, value, dtype=None):
         """cupy.asarray: a host array copied to the current device."""
+        if self.strict_kernels:
+            return self._strict_asarray(value, dtype)
         if self.numpy_kernels:
-            return np.asarray(value)
+            return np.asarray(value, dtype)
         return FakeArray(self, value)
 
-    def empty(self, shape, dtype):
+    def empty(self, shape, dtype=float):
         """cupy.empty: device memory from the current allocator (NumPy's with numpy_kernels)."""
+        if self.strict_kernels:
+            return self._strict_attr("empty")(shape, dtype)
         if self.numpy_kernels:
             return np.empty(shape, dtype)
         return FakeArray(self, np.empty(shape, dtype))
@@ -169,7 +178,11 @@ class FakeCupy:
         return FakePinned((size + 511) // 512 * 512)
 
     def __getattr__(self, name):
-        if name != "numpy_kernels" and self.numpy_kernels and not name.startswith("_"):
+        if name.startswith("_") or name in ("numpy_kernels", "strict_kernels"):
+            raise AttributeError(name)
+        if self.strict_kernels:
+            return self._strict_attr(name)
+        if self.numpy_kernels:
             return getattr(np, name)
         raise AttributeError(name)
 

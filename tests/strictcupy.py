@@ -1,0 +1,303 @@
+"""Strict device arrays for the fake CuPy (`FakeCupy(strict_kernels=True)`, tests/fakecupy.py).
+
+A DeviceArray wraps a NumPy array, as cupy.ndarray wraps device memory, and refuses what CuPy
+refuses: `np.asarray(dev)` (no implicit device-to-host copy: use `.get()`), and any host
+`numpy.ndarray` operand of a ufunc, a module function or a setitem value (CuPy: "Unsupported
+type <class 'numpy.ndarray'>"). Python scalars and NumPy scalars (np.float32(1)) are fine, and
+host arrays are fine as indices (CuPy copies them over). Everything else is NumPy's: ufuncs and
+NumPy functions applied to DeviceArrays dispatch (`__array_ufunc__`/`__array_function__`) to
+NumPy on the wrapped data, the module functions (`fake.exp`, `fake.zeros`, ...) are NumPy's, and
+results come back as DeviceArrays (a NumPy scalar too: CuPy's reductions give 0-d arrays).
+`asarray`/`array` copy host data in. `ufunc.at` is limited to the ufuncs CuPy implements it for.
+
+Memory is CuPy's: each new array takes `cuda.alloc(nbytes)` from the fake's current allocator
+(so the runtime's device pool serves it and gets it back when the array dies); a view shares
+its base's memory (`base` is the owning array, `data.ptr` offset into it).
+"""
+
+import numpy as np
+
+IMPLICIT = ("Implicit conversion to a NumPy array is not allowed. Please use `.get()` to "
+            "construct a NumPy array explicitly.")
+# cupy.ufunc.at exists only for these (docs.cupy.dev, reference/ufunc.html)
+AT_UFUNCS = {"add", "subtract", "maximum", "minimum", "bitwise_and", "bitwise_or",
+             "bitwise_xor"}
+
+
+# methods that launch no kernel on the current device (views, or copies CuPy routes itself)
+_NO_KERNEL = frozenset("reshape view transpose swapaxes squeeze copy".split())
+
+
+def _unsupported(value):
+    return TypeError(f"Unsupported type {type(value)}")
+
+
+def _root(array):
+    while isinstance(array, np.ndarray) and array.base is not None:
+        array = array.base
+    return array
+
+
+def _address(array):
+    return array.__array_interface__["data"][0]
+
+
+class DeviceArray(np.lib.mixins.NDArrayOperatorsMixin):
+    """As cupy.ndarray: device data (here a NumPy array), reachable only through CuPy."""
+
+    __array_priority__ = 100  # as CuPy's: NumPy defers to it
+
+    def __init__(self, fake, host, base=None):
+        self._fake, self._a = fake, host
+        self.base = base
+        if base is None:
+            self.device_id = fake.current_device()  # CuPy allocates on the current device
+            self.data = fake.cuda.alloc(host.nbytes)
+        else:
+            self.device_id = base.device_id
+            offset = _address(host) - _address(base._a) if host.size else 0
+            self.data = type(base.data)(base.data.mem, base.data.ptr - base.data.mem.ptr
+                                        + offset)
+
+    # --- what CuPy refuses --------------------------------------------------------------------
+    def __array__(self, dtype=None, copy=None):
+        raise TypeError(IMPLICIT)
+
+    def get(self, stream=None, order="C", out=None):
+        """A host copy (cupy.ndarray.get)."""
+        if out is not None:
+            out[...] = self._a
+            return out
+        return np.array(self._a, order=order, copy=True)
+
+    def set(self, host, stream=None):
+        """ndarray.set: copy `host` in on `stream`; recorded in `fake.copies`."""
+        from fakecupy import FakePinned, _root as pinned_root
+        if not isinstance(host, np.ndarray):
+            raise TypeError("Only numpy.ndarray can be set to cupy.ndarray")
+        if host.dtype != self.dtype:
+            raise TypeError(f"{host.dtype} array cannot be set to {self.dtype} array")
+        if host.shape != self.shape:
+            raise ValueError(f"Shape mismatch. Old shape: {self.shape}, new shape: {host.shape}")
+        self._fake.copies.append((host.nbytes, isinstance(pinned_root(host), FakePinned), stream))
+        self._a[...] = host
+
+    @property
+    def __cuda_array_interface__(self):
+        return {"shape": self.shape, "typestr": self.dtype.str, "version": 3,
+                "data": (self.data.ptr, False),
+                "strides": None if self._a.flags.c_contiguous else self.strides}
+
+    # --- NumPy dispatch -----------------------------------------------------------------------
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        if method == "at" and ufunc.__name__ not in AT_UFUNCS:
+            raise TypeError(f"cupy.{ufunc.__name__}.at is not supported")
+        return self._fake._call(getattr(ufunc, method) if method != "__call__" else ufunc,
+                                inputs, kwargs)
+
+    def __array_function__(self, func, types, args, kwargs):
+        return self._fake._call(func, args, kwargs)
+
+    # --- the ndarray interface ----------------------------------------------------------------
+    shape = property(lambda self: self._a.shape)
+    dtype = property(lambda self: self._a.dtype)
+    ndim = property(lambda self: self._a.ndim)
+    size = property(lambda self: self._a.size)
+    nbytes = property(lambda self: self._a.nbytes)
+    itemsize = property(lambda self: self._a.itemsize)
+    strides = property(lambda self: self._a.strides)
+    flags = property(lambda self: self._a.flags)
+    T = property(lambda self: self._fake._wrap(self._a.T, (self,)))
+
+    @shape.setter
+    def shape(self, value):
+        self._a.shape = value
+
+    _METHODS = frozenset(
+        "reshape astype sum mean max min prod argmax argmin transpose swapaxes copy ravel "
+        "flatten fill view any all cumsum cumprod clip squeeze take repeat dot nonzero "
+        "argsort sort var std round conj item tolist".split())
+
+    def __getattr__(self, name):
+        if name.startswith("_") or name not in DeviceArray._METHODS:
+            raise AttributeError(f"'cupy.ndarray' object has no attribute {name!r}")
+        method = getattr(self._a, name)
+        fake = self._fake
+
+        def call(*args, **kwargs):
+            if name in ("item", "tolist"):  # explicit device-to-host reads, as CuPy allows
+                return method(*args, **kwargs)
+            if name not in _NO_KERNEL:
+                fake._check_device(self)
+            if name == "fill":
+                args = tuple(fake._setitem_value(a) for a in args)
+            return fake._call(method, args, kwargs, sources=(self,), self_array=self)
+        return call
+
+    def __len__(self):
+        return len(self._a)
+
+    def __iter__(self):
+        return (self[i] for i in range(len(self)))
+
+    def __bool__(self):
+        return bool(self._a)
+
+    def __int__(self):
+        return int(self._a)
+
+    def __float__(self):
+        return float(self._a)
+
+    def __index__(self):
+        return self._a.__index__()
+
+    def __getitem__(self, key):
+        self._fake._check_device(self)
+        return self._fake._wrap(self._a[self._fake._index(key)], (self,))
+
+    def __setitem__(self, key, value):
+        self._fake._check_device(self)
+        self._a[self._fake._index(key)] = self._fake._setitem_value(value)
+
+    def __repr__(self):
+        return f"DeviceArray({self._a!r})"
+
+    def __copy__(self):
+        return self.copy()
+
+    def __deepcopy__(self, memo):
+        return self.copy()
+
+    def __reduce__(self):  # pickling a cupy array pickles its data (a sync, fine)
+        return (_rebuild, (self._fake, self._a.copy()))
+
+
+DeviceArray.__module__ = "cupy"  # type(x).__module__ as real CuPy's ndarray has it
+DeviceArray.__qualname__ = DeviceArray.__name__ = "ndarray"
+
+
+def _rebuild(fake, host):
+    return DeviceArray(fake, host)
+
+
+class StrictKernels:
+    """The array side of the fake module (mixed into FakeCupy)."""
+
+    def _strict_asarray(self, value, dtype=None, order=None, copy=None):
+        if isinstance(value, DeviceArray):
+            if dtype is None or np.dtype(dtype) == value.dtype:
+                return value.copy() if copy else value
+            return value.astype(dtype)
+        if isinstance(value, (list, tuple)):
+            value = [self._host_element(v) for v in value]
+        return DeviceArray(self, np.array(value, dtype=dtype, order=order or "K", copy=True))
+
+    def _host_element(self, value):
+        if isinstance(value, DeviceArray):  # cupy.array([dev0d, ...]) gathers on the device
+            return value._a
+        return value
+
+    def _strict_array(self, value, dtype=None, copy=True, order="K", ndmin=0):
+        out = self._strict_asarray(value, dtype, order, copy=copy)
+        return out if out.ndim >= ndmin else out.reshape((1,) * (ndmin - out.ndim) + out.shape)
+
+    def _asnumpy(self, value, stream=None):
+        return value.get() if isinstance(value, DeviceArray) else np.asarray(value)
+
+    # --- unwrapping arguments, wrapping results --------------------------------------------------
+    def _unwrap(self, value, sources):
+        if isinstance(value, DeviceArray):
+            self._check_device(value)
+            sources.append(value)
+            return value._a
+        if isinstance(value, np.ndarray):
+            raise _unsupported(value)
+        if isinstance(value, (list, tuple)) and any(
+                isinstance(v, (DeviceArray, np.ndarray, list, tuple)) for v in value):
+            return type(value)(self._unwrap(v, sources) for v in value)
+        return value
+
+    def _call(self, fn, args, kwargs, sources=(), self_array=None):
+        """fn (NumPy's) on the unwrapped arguments; host arrays refused; results wrapped."""
+        sources = list(sources)
+        args = [self._unwrap(a, sources) for a in args]
+        out = kwargs.get("out")
+        kwargs = {k: self._unwrap(v, sources) for k, v in kwargs.items()}
+        result = fn(*args, **kwargs)
+        if out is not None:  # written in place: hand back the device array(s) given
+            return out[0] if isinstance(out, tuple) and len(out) == 1 else out
+        if self_array is not None and result is self_array._a:
+            return self_array  # astype(copy=False) and friends: the array itself
+        return self._wrap(result, sources)
+
+    def _wrap(self, result, sources):
+        if isinstance(result, np.ndarray):
+            root = _root(result)
+            for src in sources:
+                if _root(src._a) is root:  # a view of a device array: shares its memory
+                    return DeviceArray(self, result, src.base if src.base is not None else src)
+            return DeviceArray(self, result)
+        if isinstance(result, np.generic):
+            return DeviceArray(self, np.asarray(result))
+        if isinstance(result, (tuple, list)):
+            return type(result)(self._wrap(r, sources) for r in result)
+        return result
+
+    def _check_device(self, array):
+        """CuPy runs a kernel on the current device; an array of another device needs peer
+        access (without it CuPy raises this; with it, it warns of the slow path)."""
+        current = self.current_device()
+        if array.device_id != current:
+            raise ValueError(f"Array device must be same as the current device: array device "
+                             f"= {array.device_id} while current = {current}")
+
+    def _index(self, key):
+        """An index: device arrays unwrapped; host ints/slices/arrays are fine (CuPy copies
+        host index arrays over)."""
+        if isinstance(key, tuple):
+            return tuple(self._index(k) for k in key)
+        return self._unwrap(key, []) if isinstance(key, DeviceArray) else key
+
+    def _setitem_value(self, value):
+        if isinstance(value, DeviceArray):
+            return self._unwrap(value, [])
+        if isinstance(value, np.ndarray) and value.ndim > 0:
+            raise _unsupported(value)  # CuPy: fill() with a non-scalar NumPy array
+        return value
+
+    def _strict_attr(self, name):
+        """`fake.<name>`: NumPy's ufuncs and functions on device arrays; its constants/types."""
+        special = {"asarray": self._strict_asarray, "array": self._strict_array,
+                   "asnumpy": self._asnumpy, "ndarray": DeviceArray,
+                   "get_array_module": lambda *a: self}
+        if name in special:
+            return special[name]
+        target = getattr(np, name)
+        if isinstance(target, np.ufunc):
+            return _Ufunc(self, target)
+        if callable(target) and not isinstance(target, type):
+            return lambda *args, **kwargs: self._call(target, args, kwargs)
+        return target
+
+
+class _Ufunc:
+    """cupy.<ufunc>: NumPy's, on device arrays only (`.at` where CuPy has it)."""
+
+    def __init__(self, fake, ufunc):
+        self._fake, self._ufunc = fake, ufunc
+        self.__name__ = ufunc.__name__
+
+    def __call__(self, *args, **kwargs):
+        return self._fake._call(self._ufunc, args, kwargs)
+
+    def at(self, *args):
+        if self.__name__ not in AT_UFUNCS:
+            raise AttributeError(f"cupy.{self.__name__}.at is not supported")
+        return self._fake._call(self._ufunc.at, args, {})
+
+    def __getattr__(self, name):  # reduce, outer, accumulate, nin, nout, ...
+        target = getattr(self._ufunc, name)
+        if callable(target):
+            return lambda *args, **kwargs: self._fake._call(target, args, kwargs)
+        return target
