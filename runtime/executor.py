@@ -302,7 +302,7 @@ def _run_op(step, env, check_finite=False, free=True):
     """Run one compiled op: grant inplace reuse, gather inputs, call the kernel, store its
     outputs, then apply the plan's frees (unless `free` is False: batched GC takes them)."""
     if step.inplace:
-        step.ctx.inplace = [o for o, i in step.inplace if exclusive(env[i])]
+        step.ctx.inplace = [o for o, i in step.inplace if exclusive(env[i], step.ctx.xp)]
     ins = {k: env[i] for k, i in step.ins1}
     for k, idx in step.insN:
         ins[k] = [env[i] for i in idx]

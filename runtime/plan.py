@@ -48,10 +48,11 @@ def shape_only(value):
     return ShapeOnly(value.shape, value.dtype) if value is not None else None
 
 
-def exclusive(value):
-    """True when `value` is an array that owns its memory and only the executor's slot holds
-    it. References counted: the slot, this function's argument, getrefcount's argument."""
-    return (type(value) is np.ndarray and value.base is None
+def exclusive(value, xp=np):
+    """True when `value` is an array of the place's array module `xp` (NumPy's, or CuPy's on a
+    GPU) that owns its memory and only the executor's slot holds it. References counted: the
+    slot, this function's argument, getrefcount's argument."""
+    return (type(value) is xp.ndarray and value.base is None
             and sys.getrefcount(value) <= 3)
 
 

@@ -321,3 +321,31 @@ def test_every_grad_kernel_runs_on_device_arrays(fake, monkeypatch, c):
                                  _device(fake, weights), slots)
     for slot, value in want.items():
         _assert_same(_host(got[slot], f"{c.id} {slot}"), value, f"{c.id} {slot}")
+
+
+def test_inplace_reuse_is_granted_on_the_gpu_and_changes_nothing(fake):
+    """A CompiledProgram with enable_inplace: dead temporaries of CuPy's array type are reused
+    on the GPU as NumPy's are on the CPU (plan.exclusive takes the place's array module), and
+    the losses stay the CPU's."""
+    mlp = load_example("mlp")
+    (x, y), _ = mlp.make_data(n_train=128, n_test=8)
+    feeds = _batches(x, y, ("img", "label"), 32, 4)
+
+    def run(place):
+        with fluid.unique_name.guard():
+            main, startup, _, loss, _ = mlp.build_program([32, 16], "momentum", 0.05, seed=2)
+        exe = fluid.Executor(place)
+        build = fluid.BuildStrategy()
+        build.enable_inplace, build.memory_optimize = True, False
+        compiled = fluid.CompiledProgram(main, build_strategy=build)
+        with fluid.scope_guard(fluid.Scope()):
+            exe.run(startup)
+            losses = [float(exe.run(compiled, feed=f, fetch_list=[loss])[0].reshape(-1)[0])
+                      for f in feeds]
+        plan = next(p for p in exe._plans.values() if p.program is main)
+        return losses, {step.type for step in plan.steps if step.ctx.inplace}
+
+    cpu, cpu_granted = run(fluid.CPUPlace())
+    gpu, gpu_granted = run(fluid.CUDAPlace(0))
+    np.testing.assert_allclose(gpu, cpu, rtol=1e-5, atol=1e-6)
+    assert gpu_granted and gpu_granted == cpu_granted, (gpu_granted, cpu_granted)
