@@ -5,6 +5,7 @@ trace, and the out-of-memory error that says what to change."""
 import numpy as np
 
 from . import events
+from .backend import array_module
 from .errors import PoolOutOfMemory
 from .flags import FLAGS
 from .memory import device, install, restore
@@ -107,7 +108,7 @@ class Garbage:
 
 def _is_array(value):
     """A NumPy or a CuPy array."""
-    return isinstance(value, np.ndarray) or type(value).__module__.startswith("cupy")
+    return isinstance(value, np.ndarray) or array_module(value) is not np
 
 
 def _address(array):

@@ -184,6 +184,8 @@ class FakeCupy(StrictKernels):
             return self._strict_attr(name)
         if self.numpy_kernels:
             return getattr(np, name)
+        if name == "ndarray":  # cupy.ndarray: what asarray/empty give here
+            return FakeArray
         raise AttributeError(name)
 
     # --- streams and events -------------------------------------------------------------------

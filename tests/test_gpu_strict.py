@@ -349,3 +349,34 @@ def test_inplace_reuse_is_granted_on_the_gpu_and_changes_nothing(fake):
     gpu, gpu_granted = run(fluid.CUDAPlace(0))
     np.testing.assert_allclose(gpu, cpu, rtol=1e-5, atol=1e-6)
     assert gpu_granted and gpu_granted == cpu_granted, (gpu_granted, cpu_granted)
+
+
+def test_the_memory_trace_counts_a_view_as_holding_nothing_on_the_gpu(fake):
+    """The traced step (what the memory advice replays) says what each output holds of its
+    own: 0 for reshape's view of its input, on the GPU as on the CPU."""
+    from runtime import events
+
+    def outputs(place):
+        main, startup = fluid.Program(), fluid.Program()
+        with fluid.program_guard(main, startup), fluid.unique_name.guard():
+            x = fluid.data("x", [None, 8], "float32")
+            h = fluid.layers.fc(x, 8, act="relu")
+            flat = fluid.layers.reshape(h, [-1, 4])
+            loss = fluid.layers.mean(flat)
+        traces = []
+        sub = events.subscribe("memory_trace", traces.append)
+        try:
+            exe = fluid.Executor(place)
+            with fluid.scope_guard(fluid.Scope()):
+                exe.run(startup)
+                for _ in range(3):
+                    exe.run(main, feed={"x": np.ones((4, 8), np.float32)}, fetch_list=[loss])
+        finally:
+            sub.close()
+        (trace,) = [t for t in traces if t.program_id == main._uid]
+        return {op["type"]: op["outputs"] for op in trace.ops}
+
+    cpu, gpu = outputs(fluid.CPUPlace()), outputs(fluid.CUDAPlace(0))
+    assert cpu["reshape2"]["reshape2_0.tmp_0"] == 0 and cpu["mul"]["fc_0.tmp_0"] == 128
+    assert gpu == cpu
+
