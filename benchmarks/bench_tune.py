@@ -103,6 +103,7 @@ def run_job(name, job, args, workdir):
                            sp.label(setting))
             if t.ok:
                 verify[which].append(t.samples_per_s)
+    runner.close()
     tune_rate = sum(verify["tune"]) / len(verify["tune"])
     grid_rate = sum(verify["grid"]) / len(verify["grid"])
     base = tuner.first_baseline().samples_per_s

@@ -288,6 +288,67 @@ def test_final_takes_a_second_pair_when_the_first_is_inside_the_noise(monkeypatc
     assert [t.phase for t in tuner.trials].count("final") == 4
 
 
+class Scripted(FakeRunner):
+    """Each setting's trials read `rate x` the next of its scripted factors (then 1.0): a
+    noisy machine whose bad moments fall where the test wants them."""
+
+    def __init__(self, clock, rate, factors):
+        super().__init__(clock, rate)
+        self.factors = {k: list(v) for k, v in factors.items()}
+
+    def run(self, setting, env, steps, timeout_s, phase, label):
+        t = super().run(setting, env, steps, timeout_s, phase, label)
+        queue = self.factors.get(label, [])
+        t.samples_per_s = self.rate(setting) * (queue.pop(0) if queue else 1.0)
+        return t
+
+
+def scripted_tuner(monkeypatch, rate, factors):
+    clock = Clock()
+    monkeypatch.setattr(search.time, "monotonic", clock.monotonic)
+    tuner = Tuner(Scripted(clock, rate, factors),
+                  TuneOptions(trial_steps=50, keep_batch_size=True, specs=("only=capacity",)))
+    tuner.load_profile = lambda path: fake_profile()
+    tuner.advise = lambda profile: []
+    return tuner.run()
+
+
+NOISY_BASELINE = [0.94, 1.0, 1.06]  # the first three baselines: trials vary by 6%
+
+
+def rate_64(gain):
+    return lambda s: {64: 1000.0 * gain}.get(s.get("capacity"), 950.0 if s else 1000.0)
+
+
+def test_a_promising_gain_inside_the_noise_gets_more_pairs(monkeypatch):
+    """+15% on a job whose trials vary by 6%; the challenger's longer trial has a bad moment
+    (-4%): inside the noise at the last rung, but promising, so another pair (incumbent,
+    challenger) at that length decides it."""
+    tuner = scripted_tuner(monkeypatch, rate_64(1.15),
+                           {"baseline": NOISY_BASELINE, "capacity=64": [1.0, 0.96]})
+    assert tuner.incumbent == {"capacity": 64}
+    longer = [t.label for t in tuner.trials if t.steps == 100 and t.phase != "final"]
+    assert longer == ["baseline", "capacity=64"] * 2  # the last rung, then one more pair
+
+
+def test_more_pairs_stop_at_extra_pairs(monkeypatch):
+    """+8% against 6% noise (the machine stays as noisy) stays promising but inside it:
+    the extra pairs run (up to extra_pairs), then the job's own setting stays."""
+    tuner = scripted_tuner(monkeypatch, rate_64(1.08),
+                           {"baseline": NOISY_BASELINE + [1.02, 1.06, 0.94],
+                            "capacity=64": [1.06, 1.0, 0.97, 1.0]})
+    assert tuner.incumbent == {}
+    longer = [t.label for t in tuner.trials if t.steps == 100]
+    assert longer == ["baseline", "capacity=64"] * (1 + tuner.options.extra_pairs)
+
+
+def test_a_gain_that_does_not_look_promising_gets_no_more_pairs(monkeypatch):
+    tuner = scripted_tuner(monkeypatch, rate_64(1.0),
+                           {"baseline": NOISY_BASELINE, "capacity=64": [1.1]})
+    assert tuner.incumbent == {}
+    assert [t.label for t in tuner.trials if t.steps == 100] == ["baseline", "capacity=64"]
+
+
 def test_advice_is_tried_first(monkeypatch):
     clock = Clock()
     monkeypatch.setattr(search.time, "monotonic", clock.monotonic)

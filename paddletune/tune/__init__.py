@@ -49,6 +49,7 @@ def tune(script, args, options: TuneOptions, out: Optional[str] = None, progress
             tuner.run()
     finally:
         save(tuner)
+        runner.close()
     return tuner, path
 
 

@@ -8,7 +8,10 @@ time, each choice a race by successive halving; a gain counts only outside the n
    as many, and the incumbent runs again in every rung, so the decision compares trials
    taken moments apart (machine drift cancels; the incumbent's trial from the rung just
    before counts as such). At the last rung the best challenger (its step-weighted mean over
-   the race) replaces the incumbent when its gain clears `min_gain` and Z standard errors.
+   the race) replaces the incumbent when its gain clears `min_gain` and Z standard errors;
+   a gain between PROMISING and Z standard errors gets up to `extra_pairs` more pairs of
+   trials (incumbent, challenger) at that length before it is judged (a real gain of 10-20%
+   on a noisy job is otherwise lost to one unlucky trial).
    A shorter rung decides already when the gain clears EARLY times that bar and the best
    clearly beats the others that would run the next rung: a longer trial would not change
    the choice
@@ -49,6 +52,7 @@ LR_NOTE = ("Batch size changes the optimisation, not only the speed: scale the l
            "--keep-batch-size leaves it alone.")
 BASELINE_REPEATS = 3  # the baseline's first measurements: the first estimate of the noise
 EARLY = 2.0  # a shorter rung decides when the gain clears this many times the bar
+PROMISING = 1.0  # standard errors: a gain worth more pairs of trials at the last rung
 
 
 class TuneError(Exception):
@@ -73,6 +77,7 @@ class TuneOptions:
     min_gain: float = 0.02
     max_rounds: int = 2
     final_pairs: int = 2
+    extra_pairs: int = 2  # more pairs for a promising gain left inside the noise
 
 
 class NullProgress:
@@ -264,13 +269,38 @@ class Tuner(Comparisons):
             best, mine = runs[sp.key(alive[0][0])], runs[sp.key(self.incumbent)]
             pool = alive[:max(1, len(alive) // 2)]  # the next rung's
             if last or self._decisive(best, mine, [runs[sp.key(s)] for s, _ in pool[1:]]):
-                if not self.better(best, mine):
+                if not self.better(best, mine) and not (
+                        last and self._more_pairs(alive[0], steps, best, mine)):
                     return False
                 self.progress.accepted(self, best[-1], mine[-1])
                 self.incumbent = alive[0][0]
                 return True
             steps *= 2
         return False
+
+    def _more_pairs(self, challenger, steps, best, mine) -> bool:
+        """A promising gain left inside the noise at the last rung (more than min_gain and
+        than PROMISING standard errors, fewer than Z): up to EXTRA_PAIRS more pairs of
+        trials, the incumbent then the challenger, until it clears the bar or stops looking
+        promising. `best` and `mine` (their trials in this race) grow in place; True when
+        the challenger is better now."""
+        setting, phase = challenger
+        for _ in range(self.options.extra_pairs):
+            if self.options.objective == "memory" or not self._promising(best, mine):
+                return False
+            inc = self.trial(self.incumbent, steps, "incumbent")
+            t = self.trial(setting, steps, phase, scale=self._scale(setting))
+            if not (inc.ok and self._usable(t, setting)):
+                return False
+            mine.append(inc)
+            best.append(t)
+            if self.better(best, mine):
+                return True
+        return False
+
+    def _promising(self, best, mine) -> bool:
+        gain = mean(best) / mean(mine) - 1
+        return gain > self.options.min_gain and gain > PROMISING * self.noise(best, mine)
 
     def _decisive(self, best, mine, others) -> bool:
         """Before the last rung: `best` beats the incumbent by EARLY times the bar of

@@ -12,6 +12,7 @@ them are treated as the independent measurements).
 import json
 import math
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -77,9 +78,15 @@ class TrialRunner:
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.base_env = dict(os.environ if base_env is None else base_env)
+        self.pycache = _private_bytecode(self.base_env, self.workdir / "pycache")
         self.python = python or sys.executable
         self.count = 0
         self.current = None  # the running subprocess, for Ctrl-C
+
+    def close(self):
+        """Remove what only the trials needed (the private bytecode cache)."""
+        if self.pycache is not None:
+            shutil.rmtree(self.pycache, ignore_errors=True)
 
     def command(self, steps, profile_path) -> List[str]:
         target = ["-m", self.script] if self.module else [self.script]
@@ -110,6 +117,20 @@ class TrialRunner:
         trial.wall_s = time.monotonic() - t0
         measure(trial, profile_path, proc.returncode, timed_out, timeout_s, env)
         return trial
+
+
+def _private_bytecode(env, where: Path) -> Optional[Path]:
+    """With PYTHONDONTWRITEBYTECODE set (common in container images), every trial would compile
+    paddletune, the runtime, NumPy's Python modules and the script's imports from source
+    again (about 0.3 s of each trial's start-up here). The trials cache their bytecode in
+    `where` instead (PYTHONPYCACHEPREFIX: nothing is written next to the sources, as the
+    setting asks), removed by close(). Returns `where`, or None when the environment already
+    lets Python cache bytecode."""
+    if not env.get("PYTHONDONTWRITEBYTECODE"):
+        return None
+    del env["PYTHONDONTWRITEBYTECODE"]
+    env["PYTHONPYCACHEPREFIX"] = str(where)
+    return where
 
 
 def _wait(proc, timeout_s) -> bool:

@@ -1,0 +1,34 @@
+"""A real tuning trial (a `paddletune profile` subprocess) and what it leaves behind."""
+
+import sys
+from pathlib import Path
+
+from paddletune.tune.trials import TrialRunner
+
+REPO = Path(__file__).resolve().parents[1]
+JOB = str(REPO / "tests" / "tunejob.py")
+
+
+def test_trials_cache_bytecode_privately_when_the_environment_forbids_writing_it(tmp_path):
+    """PYTHONDONTWRITEBYTECODE (common in container images) would make every trial compile
+    paddletune, the runtime and NumPy again: the trials cache bytecode under their own directory
+    instead, and close() removes it."""
+    env = {"PYTHONDONTWRITEBYTECODE": "1", "PATH": "/usr/bin:/bin",
+           "PYTHONPATH": str(REPO), "OPENBLAS_NUM_THREADS": "1"}
+    runner = TrialRunner(JOB, ["--batch-ms", "0", "--burst-every", "0", "--step-ms", "0"],
+                         tmp_path / "trials", env, python=sys.executable)
+    assert "PYTHONDONTWRITEBYTECODE" not in runner.base_env
+    cache = Path(runner.base_env["PYTHONPYCACHEPREFIX"])
+    assert cache.parent == tmp_path / "trials"
+    trial = runner.run({}, {}, 20, 60, "baseline", "baseline")
+    assert trial.status == "ok", (trial.message, Path(trial.log).read_text()[-2000:])
+    compiled = {p.name.split(".")[0] for p in cache.rglob("*.pyc")}
+    assert {"session", "executor", "_methods"} <= compiled  # paddletune, runtime, NumPy
+    runner.close()
+    assert not cache.exists() and Path(trial.profile).exists()
+
+
+def test_trials_leave_the_bytecode_setting_alone_otherwise(tmp_path):
+    runner = TrialRunner(JOB, [], tmp_path / "trials", {"PATH": "/usr/bin:/bin"})
+    assert runner.pycache is None and "PYTHONPYCACHEPREFIX" not in runner.base_env
+    runner.close()
