@@ -349,6 +349,30 @@ def test_a_gain_that_does_not_look_promising_gets_no_more_pairs(monkeypatch):
     assert [t.label for t in tuner.trials if t.steps == 100] == ["baseline", "capacity=64"]
 
 
+def test_a_settings_own_spread_counts_not_only_the_pooled_one(monkeypatch):
+    """A GIL-bound baseline varies by 13% from trial to trial, the worker-process settings
+    hardly at all: their comparisons are not held to the baseline's noise, so +8% from
+    capacity 64 over 2 workers needs one extra pair, not the two the pooled spread asks."""
+    def rate(s):
+        w = s.get("num_workers", 0)
+        return 1000.0 * {0: 1.0, 1: 1.2, 2: 1.5}[w] * (
+            1.08 if w == 2 and s.get("capacity") == 64 else 1.0)
+
+    clock = Clock()
+    monkeypatch.setattr(search.time, "monotonic", clock.monotonic)
+    tuner = Tuner(Scripted(clock, rate, {"baseline": [0.87, 1.0, 1.13] * 5}),
+                  TuneOptions(trial_steps=50, keep_batch_size=True,
+                              specs=("only=num_workers,capacity",)))
+    tuner.load_profile = lambda path: fake_profile()
+    tuner.advise = lambda profile: []
+    tuner.run()
+    assert tuner.incumbent == {"num_workers": 2, "capacity": 64}
+    longer = [t for t in tuner.trials if t.steps == 100 and t.phase == "knob:capacity"]
+    assert len(longer) == 2
+    baseline, quiet = tuner.trials[0], longer[0]
+    assert tuner.trial_sd(quiet) < 0.7 * tuner.trial_sd(baseline) * (100 / 50) ** -0.5
+
+
 def test_advice_is_tried_first(monkeypatch):
     clock = Clock()
     monkeypatch.setattr(search.time, "monotonic", clock.monotonic)

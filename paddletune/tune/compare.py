@@ -12,6 +12,7 @@ from .trials import Trial
 
 DEFAULT_CI_SHARE = 0.05  # a trial without an interval counts as +-5%
 MIN_DOF = 2  # repeats needed before their spread is the noise
+PRIOR_DOF = 2  # a setting's own spread is shrunk towards the pooled one as if by this many
 MIN_SD = 0.005  # a trial's relative error is never taken below 0.5%
 Z = 2.0  # standard errors a gain must clear (about 95%)
 
@@ -62,13 +63,18 @@ class Comparisons:
         return math.sqrt(var(c) + var(i))
 
     def trial_sd(self, t) -> float:
-        """A trial's relative standard error: the spread between repeated trials (pooled
-        over settings and scaled to its length: the machine's and the job's noise, what a
-        trial's mean really varies by), else its own batch-means interval (which a job with
-        bursts longer than a block overstates)."""
-        spread = self._replicate_sd()
-        if spread is not None:
-            return spread * math.sqrt(self.steps0 / t.steps)
+        """A trial's relative standard error: the spread between repeated trials (scaled to
+        its length: the machine's and the job's noise, what a trial's mean really varies
+        by), else its own batch-means interval (which a job with bursts longer than a block
+        overstates). Settings differ in noise (a GIL-bound reader thread varies far more from
+        trial to trial than worker processes), so a setting's own repeats count, shrunk
+        towards the spread pooled over all settings as if that were PRIOR_DOF more repeats."""
+        groups = self._replicates()
+        pooled = _pooled_sd(groups.values())
+        if pooled is not None:
+            ss, dof = groups.get(sp.key(t.setting), (0.0, 0))
+            own = math.sqrt((ss + PRIOR_DOF * pooled ** 2) / (dof + PRIOR_DOF))
+            return max(own, MIN_SD) * math.sqrt(self.steps0 / t.steps)
         if t.se is not None:
             return t.se / t.samples_per_s
         return (_ci(t) / t.samples_per_s) / 1.96  # the default share is a normal 95% width
@@ -76,17 +82,24 @@ class Comparisons:
     def _replicate_sd(self) -> Optional[float]:
         """The relative sd of one trial of steps0 steps, pooled over every (setting, length)
         measured more than once (deviations scaled by sqrt(length / steps0))."""
+        return _pooled_sd(self._replicates().values())
+
+    def _replicates(self) -> dict:
+        """{setting key: (sum of squared relative deviations, degrees of freedom)} over the
+        setting's (setting, length) groups measured more than once, the deviations of
+        each group from its mean scaled to a trial of steps0 steps."""
         groups = {}
         for t in self.trials:
             if t.ok and not t.no_effect:
                 groups.setdefault((sp.key(t.setting), t.steps), []).append(t.samples_per_s)
-        ss = dof = 0
-        for (_, steps), values in groups.items():
+        out = {}
+        for (setting, steps), values in groups.items():
             if len(values) > 1:
                 mean = sum(values) / len(values)
-                ss += sum((v / mean - 1) ** 2 for v in values) * steps / self.steps0
-                dof += len(values) - 1
-        return max(math.sqrt(ss / dof), MIN_SD) if dof >= MIN_DOF else None
+                ss, dof = out.get(setting, (0.0, 0))
+                out[setting] = (ss + sum((v / mean - 1) ** 2 for v in values)
+                                * steps / self.steps0, dof + len(values) - 1)
+        return out
 
     def fits(self, t) -> bool:
         """Its peak leaves HEADROOM of the memory capacity free (unknown: fits)."""
@@ -105,6 +118,13 @@ class Comparisons:
         comparable: start-up and bursts weigh differently), else the first good one."""
         good = [t for t in self.trials if not t.setting and t.ok]
         return next((t for t in good if t.steps == self.steps0), good[0] if good else None)
+
+
+def _pooled_sd(groups) -> Optional[float]:
+    """sqrt(sum ss / sum dof) over (ss, dof) groups; None below MIN_DOF."""
+    groups = list(groups)
+    ss, dof = sum(g[0] for g in groups), sum(g[1] for g in groups)
+    return max(math.sqrt(ss / dof), MIN_SD) if dof >= MIN_DOF else None
 
 
 def _ci(t) -> float:
