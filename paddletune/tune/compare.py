@@ -1,7 +1,7 @@
 """How `paddletune tune` compares settings (search.py's Tuner inherits them): a setting's
 score over its trials, whether one beats another outside the noise, the noise itself (the
-spread between repeated trials, pooled over settings, else a trial's batch-means interval), and
-the speedup stated at the end."""
+spread between a setting's repeated trials, shrunk towards the spread pooled over settings,
+else a trial's batch-means interval), and the speedup stated at the end."""
 
 import math
 from typing import List, Optional
