@@ -1,0 +1,36 @@
+"""benchmarks/bench_tune.py's floor: the least time any search that measures its noise, each
+knob value once and one final pair could take, from the grid's own trials."""
+
+import importlib.util
+import os
+
+import pytest
+
+from paddletune.tune.trials import Trial
+
+PATH = os.path.join(os.path.dirname(__file__), os.pardir, "benchmarks", "bench_tune.py")
+
+
+@pytest.fixture(scope="module")
+def bench():
+    spec = importlib.util.spec_from_file_location("bench_tune", PATH)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def trial(setting, wall, run):
+    t = Trial(0, setting, "", "grid", 100, status="ok", samples_per_s=1.0)
+    t.wall_s, t.run_s = wall, run
+    return t
+
+
+def test_floor_counts_two_baselines_each_value_once_and_a_final_pair(bench):
+    grid = [{}, {"a": 1}, {"a": 2}, {"b": 1}, {"a": 1, "b": 1}, {"a": 2, "b": 1}]
+    # start-up 0.5 s each; runs at the long length: the baseline 4 s, the others 2 s
+    measured = [trial(grid[0], 4.5, 4.0)] + [trial(s, 2.5, 2.0) for s in grid[1:]]
+    best = measured[-1]
+    short_base, short_other = 0.5 + 2.0, 0.5 + 1.0
+    expected = 2 * short_base + 3 * short_other + 4.5 + 2.5
+    assert bench.floor_s(grid, measured, best) == pytest.approx(expected)
+    assert bench.floor_s(grid[1:], measured[1:], best) is None  # no baseline in the grid
