@@ -200,6 +200,7 @@ def test_search_finds_the_known_optimum_despite_failures(monkeypatch):
     assert failed == {"timeout", "oom"}  # and the search went on past them
     assert tuner.final["speedup"] == pytest.approx(1.8, rel=0.05)
     assert tuner.final["pairs"] == 1  # one pair puts a 1.8x gain far outside the noise
+    assert tuner.final["confirmed"] is True
     # gains of 1.5x and 1.2x decide at the short rung (capacity 16 and 64 are alike, but the
     # longer rung would run only the better of them: it could not change the choice)
     assert {t.steps for t in tuner.trials
@@ -371,6 +372,29 @@ def test_a_settings_own_spread_counts_not_only_the_pooled_one(monkeypatch):
     assert len(longer) == 2
     baseline, quiet = tuner.trials[0], longer[0]
     assert tuner.trial_sd(quiet) < 0.7 * tuner.trial_sd(baseline) * (100 / 50) ** -0.5
+
+
+def test_a_gain_the_final_pairs_do_not_confirm_is_stated_as_such(monkeypatch):
+    """The search's best reads no faster than the baseline in the final pairs (say the gain
+    was a fluke): both pairs are taken and the record says the gain is not confirmed."""
+    clock = Clock()
+    monkeypatch.setattr(search.time, "monotonic", clock.monotonic)
+
+    class Runner(FakeRunner):
+        def run(self, setting, env, steps, timeout_s, phase, label):
+            t = super().run(setting, env, steps, timeout_s, phase, label)
+            if phase == "final":
+                t.samples_per_s = 1000.0
+            return t
+
+    tuner = Tuner(Runner(clock, job_rate), TuneOptions(trial_steps=50, keep_batch_size=True,
+                                                       specs=("only=num_workers",)))
+    tuner.load_profile = lambda path: fake_profile()
+    tuner.advise = lambda profile: []
+    tuner.run()
+    assert tuner.incumbent == {"num_workers": 2}
+    assert tuner.final["pairs"] == 2 and tuner.final["confirmed"] is False
+    assert tuner.final["speedup"] == pytest.approx(1.0)
 
 
 def test_advice_is_tried_first(monkeypatch):

@@ -219,7 +219,7 @@ class Tuner(Comparisons):
         except BudgetSpent:
             pass
         if pairs["baseline"] and pairs["best"]:
-            self.final = speedup(self, pairs["baseline"], pairs["best"])
+            self._state_speedup(pairs["baseline"], pairs["best"])
         else:
             self._final_from_history()
 
@@ -228,7 +228,14 @@ class Tuner(Comparisons):
         if not self.incumbent:  # nothing beat the job's own settings: no speedup to state
             return
         if base is not None and best is not None and base.ok and best.ok:
-            self.final = speedup(self, [base], [best])
+            self._state_speedup([base], [best])
+
+    def _state_speedup(self, base, best):
+        """The speedup, and whether these trials confirm the gain outside the noise (the
+        throughput objective: the memory objective's gain is the peak, not the speed)."""
+        self.final = speedup(self, base, best)
+        self.final["confirmed"] = (self.better(best, base)
+                                   if self.options.objective == "throughput" else None)
 
     # --- a race --------------------------------------------------------------------------------
     def race(self, challengers, measured=None) -> bool:
