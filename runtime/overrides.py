@@ -14,19 +14,39 @@ The runtime applies each value where the option is fixed:
 
 * `apply_reader(loader)`: a DataLoader/PyReader's capacity, num_workers and use_double_buffer
   when it is constructed (the loader calls it at the end of its __init__); `batch_size` when
-  a sample generator is set (`set_sample_generator` / `decorate_sample_generator`). Batches
-  made by the script itself (set_batch_generator, set_sample_list_generator) keep their size:
-  that is recorded in `skipped()`.
+  a generator is set, for every kind of source (the loader's reader stage does the work,
+  runtime/reader/regroup.py):
+  - `set_sample_generator(reader, batch_size, drop_last)`: that batch_size is replaced.
+  - `set_sample_list_generator(reader)`: the script's lists of samples are regrouped into
+    lists of the new size. A reader made by `paddle.batch` / `fluid.io.batch` itself
+    (runtime.reader.decorator.batch) is re-batched from its sample reader with its own
+    drop_last, and `was` is its batch_size, known at once; any other reader's lists are
+    flattened and re-chunked, a final partial list kept, and `was` is the size of the first
+    list. `paddle.batch` itself is never overridden (a batch reader may feed an eval loop
+    or a DataFeeder): the override belongs to the loader, so it is applied once, there.
+  - `set_batch_generator(reader)`: the script's batches are joined and split along their
+    first axis (a final partial batch kept); `was` is the first batch's first dimension.
+    That needs every slot to be a host NumPy array with one row per sample: a LoD tensor
+    (a feed variable with lod_level > 0, or a LoDTensor with a LoD), a scalar or device
+    array, slots with different first dimensions, or shapes that change from batch to batch
+    keep the script's batches, recorded in `skipped()` with why (a batch found unusable
+    after others were regrouped takes the override back out of `applied()`).
+  A feed variable with a fixed first dimension (fluid.data shape [8, ...]) takes no other
+  batch size: the override is skipped for it. With worker processes (num_workers > 0) each
+  worker groups what its generator yields, as for a sample generator: a generator that
+  shards itself (fluid.io.get_worker_info()) has its own share regrouped (the same samples,
+  each batch from one worker); one that does not keeps the single-process grouping. What a
+  worker records here reaches the trainer's `applied()` / `skipped()` with its batches.
 * `apply_strategies(build_strategy, exec_strategy, data_parallel)`: the CompiledProgram's
   strategies, when it is built for running.
 
 `applied()` lists what was actually overridden, [{"section", "key", "value", "was"}, ...]
 (once per distinct change), so a profile can say which values were not the script's own.
-`skipped()` lists the overrides that had no effect, each with why: a batch size of whole
-batches the script makes, use_double_buffer on CPU places, a BuildStrategy fusion (any field
-but enable_inplace and memory_optimize) or an ExecutionStrategy field of a program run
-without with_data_parallel, a value the script had already. A tuner must not credit these
-with a change in speed.
+`skipped()` lists the overrides that had no effect, each with why: a batch size the
+script's batches cannot be regrouped to (above), use_double_buffer on CPU places, a
+BuildStrategy fusion (any field but enable_inplace and memory_optimize) or an
+ExecutionStrategy field of a program run without with_data_parallel, a value the script had
+already. A tuner must not credit these with a change in speed.
 An unknown section or key, or a value of the wrong type, is a FlagError naming the variable
 and the key; `import runtime` checks the variable, as it checks FLAGS_*.
 """
@@ -87,6 +107,8 @@ _lock = threading.Lock()
 _cache = [None, {}]  # [raw text parsed, its parsed value]
 _applied = []
 _skipped = []
+_withdrawn = []  # applied entries taken back: a later batch could not be regrouped
+_forward = None  # in a reader worker process: sends each record to the trainer
 
 
 def parse(raw):
@@ -134,10 +156,11 @@ def requested(environ=None):
 
 def apply_reader(loader):
     """Override the options of `loader` that are fixed at this point: the construction-time
-    ones the first time it is called for a loader, `batch_size` once a sample generator is
-    set. Safe to call again: an option is overridden once per loader, the batch size once
-    per source. use_double_buffer is recorded once a source sets the places: it only does
-    something on a GPU place."""
+    ones the first time it is called for a loader, `batch_size` once a generator is set (a
+    sample generator's batch_size; for the others the size the reader stage regroups the
+    script's batches to). Safe to call again: an option is overridden once per loader, the
+    batch size once per source. use_double_buffer is recorded once a source sets the places:
+    it only does something on a GPU place."""
     wanted = requested().get("reader")
     if not wanted:
         return
@@ -156,16 +179,64 @@ def apply_reader(loader):
         _record("reader", "use_double_buffer", wanted["use_double_buffer"],
                 own["use_double_buffer"], _double_buffer_no_effect(loader))
     if "batch_size" in wanted and loader.__dict__.get("_overridden_source") is not source:
-        kind, reader, batch_size, drop_last = source
-        if kind != "sample":
-            loader._overridden_source = source
-            _note_no_effect("reader", "batch_size", wanted["batch_size"],
-                            f"{loader.name} gets whole batches from the script "
-                            f"(set_{kind}_generator): their size is the script's own")
-            return
-        loader._source = (kind, reader, wanted["batch_size"], drop_last)
-        loader._overridden_source = loader._source  # this source is done; a new one is not
-        _record("reader", "batch_size", wanted["batch_size"], batch_size)
+        _apply_batch_size(loader, source, wanted["batch_size"])
+
+
+def _apply_batch_size(loader, source, value):
+    """Give `loader`'s new source the requested batch size (see the module docstring)."""
+    kind, reader, batch_size, drop_last = source
+    loader._overridden_source = source  # this source is done; a new one is not
+    why = _fixed_batch(loader, kind)
+    if why is not None:
+        _note_no_effect("reader", "batch_size", value, why)
+        return
+    if kind == "sample":
+        was = batch_size
+    elif kind == "sample_list":
+        from .reader.decorator import batch_info
+        known = batch_info(reader)
+        # paddle.batch's own reader: re-batched with its drop_last, `was` known now; other
+        # lists are re-chunked keeping a final partial one, `was` recorded at the first
+        was, drop_last = (known[1], known[2]) if known else (None, False)
+    else:
+        was = None  # the first batch's first dimension, recorded when the reader sees it
+    if was == value:
+        _record("reader", "batch_size", value, was)  # the script's own: recorded, unchanged
+        return
+    loader._source = loader._overridden_source = (kind, reader, value, drop_last)
+    if was is not None:
+        _record("reader", "batch_size", value, was)
+
+
+def _fixed_batch(loader, kind):
+    """Why `loader`'s feed variables take no other batch size (None: they do)."""
+    for var in loader._feed_vars:
+        shape = tuple(var.shape or ())
+        if kind != "sample" and var.lod_level:
+            return (f"{loader.name} feeds {var.name!r}, a LoD tensor (lod_level="
+                    f"{var.lod_level}): its rows are not one per sample, so the script's "
+                    f"batches (set_{kind}_generator) are kept")
+        if shape and shape[0] >= 0:
+            return (f"{loader.name} feeds {var.name!r}, whose first dimension is fixed "
+                    f"(shape {list(shape)}): no other batch size fits it")
+    return None
+
+
+def record_batch_size(value, was):
+    """The reader stage regrouped a loader's batches to `value` (the script's: `was`)."""
+    _record("reader", "batch_size", value, was)
+
+
+def batch_size_no_effect(value, why):
+    """The reader stage kept the script's batches: `why`."""
+    _note_no_effect("reader", "batch_size", value, why)
+
+
+def withdraw_batch_size(value, was, why):
+    """The reader stage stopped regrouping part way (a batch it cannot join): the override is
+    taken out of `applied()` (also if recorded again later) and noted with `why`."""
+    _add("withdrawn", {"section": "reader", "key": "batch_size", "value": value, "was": was,
+                       "why": why})
 
 
 def _double_buffer_no_effect(loader):
@@ -228,6 +299,7 @@ def reset():
     with _lock:
         _applied.clear()
         _skipped.clear()
+        _withdrawn.clear()
 
 
 def _set(obj, attr, section, key, value):
@@ -243,17 +315,46 @@ def _record(section, key, value, was, no_effect=None):
     if no_effect is not None:
         _note_no_effect(section, key, value, no_effect)
         return
-    entry = {"section": section, "key": key, "value": value, "was": was}
-    with _lock:
-        if entry not in _applied:
-            _applied.append(entry)
+    _add("applied", {"section": section, "key": key, "value": value, "was": was})
 
 
 def _note_no_effect(section, key, value, why):
-    entry = {"section": section, "key": key, "value": value, "why": why}
+    _add("skipped", {"section": section, "key": key, "value": value, "why": why})
+
+
+def _add(kind, entry):
+    if _forward is not None:  # a reader worker process: the trainer keeps the records
+        _forward(kind, entry)
+    else:
+        accept(kind, entry)
+
+
+def accept(kind, entry):
+    """Keep one record: "applied" / "skipped" (its entry) or "withdrawn" (an applied entry
+    plus why). The trainer calls it for the records its reader workers send."""
     with _lock:
-        if entry not in _skipped:
-            _skipped.append(entry)
+        if kind == "applied":
+            if entry not in _applied and entry not in _withdrawn:
+                _applied.append(entry)
+        elif kind == "skipped":
+            if entry not in _skipped:
+                _skipped.append(entry)
+        elif kind == "withdrawn":
+            done = {k: entry[k] for k in ("section", "key", "value", "was")}
+            if done not in _withdrawn:
+                _withdrawn.append(done)
+            if done in _applied:
+                _applied.remove(done)
+            note = {k: entry[k] for k in ("section", "key", "value", "why")}
+            if note not in _skipped:
+                _skipped.append(note)
+
+
+def forward_to(send):
+    """In a reader worker process: hand every record to `send(kind, entry)` (its channel to
+    the trainer, which calls `accept`) instead of keeping it in this process."""
+    global _forward
+    _forward = send
 
 
 requested()  # `import runtime` rejects a bad PADDLETUNE_OVERRIDES, as it does a bad FLAGS_*

@@ -120,8 +120,13 @@ def test_overridden_loader_still_trains(env):
 
 
 def test_batch_size_of_whole_batches_is_left_alone_and_said_so(env):
+    """Whole batches of a LoD tensor (rows are not samples) cannot be regrouped (dense ones
+    are: tests/test_overrides_batch.py)."""
     env({"reader": {"batch_size": 4}})
-    loader = _loader(capacity=2)
+    main = fluid.Program()
+    with fluid.program_guard(main, fluid.Program()):
+        x = fluid.data("x", [None, 2], lod_level=1)
+        loader = fluid.io.DataLoader.from_generator(feed_list=[x], capacity=2)
     loader.set_batch_generator(lambda: iter([[np.zeros((3, 2), "float32")]]))
     assert loader.config()["batch_size"] is None
     assert overrides.applied() == []

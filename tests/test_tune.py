@@ -40,6 +40,21 @@ def test_space_from_a_profile():
     assert space.knobs["blas_threads"].key == "OPENBLAS_NUM_THREADS"
 
 
+def test_space_starts_from_the_jobs_own_execution_strategy():
+    """The knobs' current values are the job's own, as its data-parallel steps ran (else
+    Paddle's defaults): a job set to drop its scopes every step gets 100 and 10 tried."""
+    profile = fake_profile()
+    space = sp.build_space(profile)
+    assert space.knobs["num_threads"].current == 0
+    assert space.knobs["num_iteration_per_drop_scope"].current == 100
+    profile.summary["parallel"] = {"threads": 1, "drop": {"every": 1}}
+    space = sp.build_space(profile)
+    drop = space.knobs["num_iteration_per_drop_scope"]
+    assert drop.current == 1 and drop.values == (1, 100, 10)
+    assert space.knobs["num_threads"].current == 1
+    assert space.knobs["num_threads"].values == (1, 2)
+
+
 def test_space_batch_size_needs_a_sample_generator_and_not_keep():
     assert "batch_size" not in sp.build_space(fake_profile(), keep_batch_size=True)
     space = sp.build_space(fake_profile(source="batch"))

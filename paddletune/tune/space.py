@@ -32,6 +32,7 @@ class Knob:
     values: Tuple[Any, ...]  # candidates, the job's own value first when known
     current: Any = None  # the job's own value (None: unknown / the runtime default)
     why: str = ""  # where the candidates come from
+    source: str = ""  # batch_size: the loader's source (sample, sample_list, batch)
 
     def alternatives(self) -> List[Any]:
         return [v for v in self.values if v != self.current]
@@ -72,10 +73,16 @@ def build_space(profile, keep_batch_size=False, max_batch_size=None, specs=()) -
     env_var = _blas_env(profile)
     _put(space, Knob("blas_threads", "env", env_var, _uniq([blas] + list(range(1, cores + 1))),
                      blas, f"NumPy's BLAS threads ({env_var})"))
+    # the job's own ExecutionStrategy, as its data-parallel steps ran (0 / 100: Paddle's
+    # defaults, when it ran none: those knobs then have no effect anyway)
+    parallel = (profile.summary or {}).get("parallel") or {}
+    threads = parallel.get("threads") or 0
     _put(space, Knob("num_threads", "exec_strategy", "num_threads",
-                     _uniq([0, 1, cores]), 0, "ParallelExecutor threads (0: its default)"))
+                     _uniq([threads, 1, cores]), threads,
+                     "ParallelExecutor threads (0: its default)"))
+    every = (parallel.get("drop") or {}).get("every") or 100
     _put(space, Knob("num_iteration_per_drop_scope", "exec_strategy",
-                     "num_iteration_per_drop_scope", (100, 1, 10), 100))
+                     "num_iteration_per_drop_scope", _uniq([every, 100, 1, 10]), every))
     for fusion in ("fuse_all_optimizer_ops", "fuse_elewise_add_act_ops"):
         _put(space, Knob(fusion, "build_strategy", fusion, (False, True), False))
     for spec in specs:
@@ -95,17 +102,66 @@ def _add_reader(space, loader, cores, keep_batch_size, max_batch_size):
     double = config.get("use_double_buffer")
     _put(space, Knob("use_double_buffer", "reader", "use_double_buffer",
                      _uniq([double, True, False]), double))
-    batch = config.get("batch_size")
+    source = config.get("source") or "batch"
+    batch, why = _own_batch(loader, config, source)
     if keep_batch_size:
         space.notes.append("batch size kept (--keep-batch-size)")
-    elif config.get("source") != "sample" or not batch:
-        space.notes.append(f"batch size not tunable: the script makes whole batches itself "
-                           f"(set_{config.get('source') or 'batch'}_generator); only "
-                           f"set_sample_generator's batch_size can be overridden")
+    elif why:
+        space.notes.append(f"batch size not tunable: {why}")
     else:
         top = max_batch_size or batch * DEFAULT_MAX_BATCH_FACTOR
+        how = {"sample_list": "; the runtime regroups the script's lists of samples",
+               "batch": "; the runtime regroups the script's batches"}.get(source, "")
         space.knobs["batch_size"] = Knob("batch_size", "reader", "batch_size", (batch,), batch,
-                                         f"up to {top} (memory model, verified)")
+                                         f"up to {top} (memory model, verified){how}",
+                                         source)
+
+
+def _own_batch(loader, config, source):
+    """(the job's own batch size, None) when PADDLETUNE_OVERRIDES' reader.batch_size can
+    change it, else (None, why not). A sample generator's is its batch_size. The runtime
+    regroups what set_sample_list_generator and set_batch_generator yield (runtime/
+    overrides.py): their size is paddle.batch's (the config) or the baseline's batches'
+    first dimension (the reader probe's shapes); a batch generator's batches must have been
+    seen to be regroupable (every slot with a first axis of the same size, the other axes
+    alike in every batch), or the trial would only find it has no effect."""
+    batch = config.get("batch_size")
+    if source == "sample":
+        return (batch, None) if batch else (None, "the sample generator's batch_size is "
+                                                   "not in the profile")
+    method = f"set_{source}_generator"
+    seen, why = _seen_batch(loader.get("shapes"))
+    if source == "batch" and why:
+        return None, (f"the script makes whole batches itself ({method}), and {why}: the "
+                      f"runtime regroups them only when every slot is an array with one row "
+                      f"per sample")
+    batch = batch or seen
+    if not batch:
+        return None, (f"the script makes whole batches itself ({method}) and the profile "
+                      f"shows no batch of it")
+    return batch, None
+
+
+def _seen_batch(shapes):
+    """(the batches' common first dimension, None) from the reader probe's per-feed shape
+    figures (summary_reader.shape_figures), or (None, why they cannot be regrouped)."""
+    if not shapes:
+        return None, "the profile has no shapes of its batches"
+    firsts = set()
+    for name, fig in shapes.items():
+        shape = fig.get("shape") or []
+        varying = {row.get("dim"): row for row in fig.get("varying") or []}
+        if fig.get("rank_varies") or not shape:
+            return None, f"its slot {name!r} has no fixed rank with a first axis"
+        if set(varying) - {0}:
+            return None, f"its slot {name!r} changes shape from batch to batch"
+        first = varying.get(0)
+        firsts.add(shape[0] if first is None else
+                   (first.get("p50"), first.get("min"), first.get("max")))
+    if len(firsts) != 1:
+        return None, "its slots have different first dimensions"
+    first = firsts.pop()
+    return (first[0] if isinstance(first, tuple) else first), None
 
 
 def check_specs(specs) -> None:
@@ -254,8 +310,10 @@ def code_lines(setting: dict, space: Space) -> List[str]:
         if knob.section == "reader" and knob.key != "batch_size":
             reader[knob.key] = value
         elif knob.key == "batch_size":
-            lines.append(f"loader.set_sample_generator(reader, batch_size={value}, ...)  "
-                         f"# was {knob.current}; scale the learning rate too")
+            where = {"sample_list": f"paddle.batch(reader, batch_size={value})",
+                     "batch": f"yield batches of {value} from the batch generator"}.get(
+                knob.source, f"loader.set_sample_generator(reader, batch_size={value}, ...)")
+            lines.append(f"{where}  # was {knob.current}; scale the learning rate too")
         elif knob.section == "exec_strategy":
             lines.append(f"exec_strategy.{knob.key} = {value!r}")
         elif knob.section == "build_strategy":

@@ -6,25 +6,39 @@ import itertools
 from ..data_feeder import DataFeeder
 from ..errors import FeedError
 from ..place import CPUPlace
+from . import regroup
 from .decorator import batch
 from .worker_main import warn_trainer
 
-def batches(kind, reader, batch_size, drop_last, feed_vars):
+
+def batches(kind, reader, batch_size, drop_last, feed_vars, name="DataLoader"):
     """The generator's output as batches: lists with one checked array per feed variable."""
     convert = converter(kind, feed_vars)
-    for index, item in enumerate(raw_batches(kind, reader, batch_size, drop_last)):
+    for index, item in enumerate(raw_batches(kind, reader, batch_size, drop_last, feed_vars,
+                                             name)):
         yield convert(item, index)
 
 
-def raw_batches(kind, reader, batch_size, drop_last):
-    """What the generator yields, grouped into batches (still unchecked)."""
-    return batch(reader, batch_size, drop_last)() if kind == "sample" else reader()
+def raw_batches(kind, reader, batch_size, drop_last, feed_vars=(), name="DataLoader"):
+    """What the generator yields, grouped into batches (still unchecked, but for regrouped
+    whole batches: those are regroup.Checked). A batch_size for a sample-list or batch
+    source is PADDLETUNE_OVERRIDES' (runtime/overrides.py): the script's batches are
+    regrouped to it (runtime/reader/regroup.py)."""
+    if kind == "sample":
+        return batch(reader, batch_size, drop_last)()
+    if batch_size is None:
+        return reader()
+    if kind == "sample_list":
+        return regroup.sample_lists(reader, batch_size, drop_last)
+    return regroup.whole_batches(reader(), batch_size, feed_vars,
+                                 lambda item, index: _check_batch(item, feed_vars, index), name)
 
 
 def converter(kind, feed_vars):
     """(item, index) -> the batch as checked arrays, one per feed variable."""
     if kind == "batch":
-        return lambda item, index: _check_batch(item, feed_vars, index)
+        return lambda item, index: (item if isinstance(item, regroup.Checked) else
+                                    _check_batch(item, feed_vars, index))
     feeder = DataFeeder(feed_vars, CPUPlace())
     names = feeder.feed_names
 
@@ -52,7 +66,7 @@ class WorkerSource:
     def __call__(self, info):
         kind, reader, batch_size, drop_last = self.source
         convert = converter(kind, self.feed_vars)
-        raw = iter(raw_batches(kind, reader, batch_size, drop_last))
+        raw = iter(raw_batches(kind, reader, batch_size, drop_last, self.feed_vars, info.name))
         try:
             first = next(raw)
         except StopIteration:

@@ -160,7 +160,20 @@ def batch(reader, batch_size, drop_last=False):
                 group = []
         if group and not drop_last:
             yield group
+    # what it batches, for a DataLoader whose batch size PADDLETUNE_OVERRIDES changes
+    # (runtime/overrides.py): it re-batches `reader` itself, with this drop_last. The
+    # decorator is never overridden on its own: a batch reader may feed anything (an eval
+    # loop, DataFeeder), and the override belongs to the loader it feeds, so it is applied
+    # once, there.
+    batch_reader._batch_of = (reader, batch_size, bool(drop_last))
     return batch_reader
+
+
+def batch_info(reader):
+    """(sample reader, batch_size, drop_last) when `reader` is made by `batch` itself (not
+    wrapped by another decorator), else None."""
+    info = getattr(reader, "_batch_of", None)
+    return info if isinstance(info, tuple) and len(info) == 3 else None
 
 
 # --- threaded decorators -----------------------------------------------------------------------

@@ -57,6 +57,7 @@ from ..place import CPUPlace, is_gpu
 from ..tensor import LoDTensor
 from .blocking_queue import BlockingQueue, QueueClosed
 from .batches import WorkerSource, batches
+from .decorator import batch_info
 from .stages import GIL_SHARING, GIL_SWITCH_INTERVAL_S, Batch, DeviceStage  # noqa: F401  (re-exported)
 
 __all__ = ["DataLoader", "PyReader", "GeneratorLoader", "ReaderTimeout", "live_loaders"]
@@ -142,13 +143,16 @@ class GeneratorLoader:
         return self._set(("sample", reader, batch_size, bool(drop_last)), places)
 
     def set_sample_list_generator(self, reader, places=None):
-        """`reader()` yields lists of samples (as `paddle.batch` makes them)."""
+        """`reader()` yields lists of samples (as `paddle.batch` makes them). config()'s
+        batch_size is paddle.batch's when the reader is its own, else None (or, regrouping
+        them, PADDLETUNE_OVERRIDES' reader.batch_size: runtime/overrides.py)."""
         _check_reader(reader, "set_sample_list_generator")
         return self._set(("sample_list", reader, None, False), places)
 
     def set_batch_generator(self, reader, places=None):
         """`reader()` yields whole batches: a list/tuple with one array per feed variable (or
-        a dict keyed by variable name)."""
+        a dict keyed by variable name). config()'s batch_size is None (or, regrouping them,
+        PADDLETUNE_OVERRIDES' reader.batch_size: runtime/overrides.py)."""
         _check_reader(reader, "set_batch_generator")
         return self._set(("batch", reader, None, False), places)
 
@@ -156,7 +160,7 @@ class GeneratorLoader:
         self._source = source
         if places is not None:
             self._places = _as_places(places)
-        overrides.apply_reader(self)  # PADDLETUNE_OVERRIDES: a sample generator's batch_size
+        overrides.apply_reader(self)  # PADDLETUNE_OVERRIDES: the batch size
         return self
 
     # --- the queue ---------------------------------------------------------------------------------
@@ -180,7 +184,10 @@ class GeneratorLoader:
         return self._iterable
 
     def config(self):
-        kind, _, batch_size, _ = self._source or (None, None, None, None)
+        kind, reader, batch_size, _ = self._source or (None, None, None, None)
+        if kind == "sample_list" and batch_size is None:
+            known = batch_info(reader)  # paddle.batch(reader, batch_size) tells its size
+            batch_size = known[1] if known else None
         return {"name": self.name, "capacity": self._queue_capacity,
                 "iterable": self._iterable, "use_double_buffer": self._use_double_buffer,
                 "num_workers": self._num_workers, "use_shared_memory": self._use_shared_memory,
@@ -328,7 +335,8 @@ class GeneratorLoader:
                 source = iter(p.pool)
             else:
                 kind, reader, batch_size, drop_last = self._source
-                source = iter(batches(kind, reader, batch_size, drop_last, self._feed_vars))
+                source = iter(batches(kind, reader, batch_size, drop_last, self._feed_vars,
+                                      self.name))
             while not p.stop.is_set():
                 t0, c0 = _perf(), _cpu()
                 try:

@@ -26,6 +26,8 @@ from multiprocessing.reduction import ForkingPickler, send_handle
 
 import numpy as np
 
+from .. import overrides
+
 ALIGN = 64  # byte alignment of each array inside a slot
 _PAGE = mmap.PAGESIZE
 PARENT_POLL_S = 0.2  # how often a worker checks that the trainer is still alive
@@ -85,6 +87,14 @@ def warn_trainer(text):
             _conn.send(("warn", text))
 
 
+def _override_to_trainer(kind, entry):
+    """A PADDLETUNE_OVERRIDES record made here (a regrouped batch size, or why not): the
+    trainer's runtime.overrides keeps it (it reads it at this worker's next turn)."""
+    if _conn is not None:
+        with _channel():
+            _conn.send(("override", kind, entry))
+
+
 class _Stop(BaseException):
     """STOP_SIGNAL from the trainer: leave quietly."""
 
@@ -101,6 +111,7 @@ def run(source, conn, info, use_shm, prefetch, parent_pid):
     try:
         _settle_process(info, parent_pid)
         _current_info, _conn = info, conn
+        overrides.forward_to(_override_to_trainer)
         _produce(source, conn, info, use_shm, prefetch)
     except _Stop:
         pass

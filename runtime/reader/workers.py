@@ -18,6 +18,8 @@ How it works:
 * Order: round robin, item k comes from worker k mod N (a worker that finished leaves the
   rotation), so a generator that shards itself with `range(info.id, n, info.num_workers)`
   gives exactly its single-process order. `order="arrival"` takes items as they come.
+* A worker's warnings (warn_trainer) and PADDLETUNE_OVERRIDES records (a regrouped batch
+  size: runtime/overrides.py) reach the trainer with its items, at its turns.
 * Failures reach the trainer as exceptions, at the failing item's turn: the worker's own
   exception (rebuilt even when it cannot be unpickled) with the worker's traceback as a note;
   a worker that died (signal, os._exit) is reported with its pid and signal; no hang.
@@ -48,6 +50,7 @@ from multiprocessing.reduction import recv_handle
 
 import numpy as np
 
+from .. import overrides
 from ..errors import ReaderWorkerError, add_note, reader_exit_error
 from . import worker_main
 
@@ -226,6 +229,9 @@ class WorkerPool:
             return None
         if message[0] == "warn":
             warnings.warn(message[1], RuntimeWarning, stacklevel=2)
+            return None
+        if message[0] == "override":  # a record of PADDLETUNE_OVERRIDES made in the worker
+            overrides.accept(message[1], message[2])
             return None
         return message
 
