@@ -357,6 +357,9 @@ def tune(
         ".tune.json]", show_default=False)] = None,
     as_json: Annotated[bool, typer.Option(
         "--json", help="Print the tuning record as JSON on stdout.")] = False,
+    plain: Annotated[bool, typer.Option(
+        "--plain", help="A line per trial instead of the live display (the default when "
+        "stdout or stderr is not a terminal).")] = False,
 ):
     """Find faster settings by measured trials: each a `paddletune profile --steps N`
     subprocess with settings imposed through the environment (no code change). Prints the
@@ -387,10 +390,13 @@ def tune(
     import_runtime()
     from .render import tune as tune_view
     console = _console(stderr=True)
+    title = " ".join(["-m " + script if module is not None else script, *args])
+    progress = tune_view.progress_view(console, title, options.budget_s,
+                                       live=not plain and sys.stdout.isatty())
     try:
-        tuner, path = run_tune(script, args, options, out,
-                               progress=tune_view.TuneProgress(console),
-                               module=module is not None)
+        with progress:  # the live display stops (its last frame kept) before what follows
+            tuner, path = run_tune(script, args, options, out, progress=progress,
+                                   module=module is not None)
     except (TuneError, SpaceError) as err:
         fail(str(err), code=1)
     except OSError as err:  # the record or the trials' folder cannot be written

@@ -2,6 +2,7 @@
 vars and code, the throughput interval, the search against a simulated job (known optimum,
 failing trials, no-effect knobs, the budget, Ctrl-C), the record and its rendering."""
 
+import io
 import json
 import random
 import re
@@ -518,8 +519,14 @@ def test_record_round_trip_and_report(monkeypatch, tmp_path):
     assert "fluid.io.DataLoader.from_generator(..., num_workers=2" in out
     assert re.search(r"Speedup: 1\.[78]\dx ± 0\.\d\d \([\d,]+ -> 1,[78]\d\d samples/s, 1 "
                      r"interleaved pair", out)
+    assert "Not confirmed" not in out
     as_json = CliRunner().invoke(app, ["report", "--json", str(path)])
     assert json.loads(as_json.output)["best"]["setting"] == tuner.incumbent
+    record["final"]["confirmed"] = False  # the final pairs left the gain inside the noise
+    console = Console(record=True, width=100, file=io.StringIO())
+    tune_view.render_record(record, console)
+    assert "Not confirmed: these trials leave the gain inside the noise" in \
+        console.export_text()
 
 
 def test_render_with_nothing_better():

@@ -1,4 +1,5 @@
-"""The `paddletune tune` view: a progress line per trial while it runs, then (and for
+"""The `paddletune tune` view: while it runs, the live display on a terminal (tune_live.py)
+or a progress line per trial (pipes, logs, --plain); then (and for
 `paddletune report FILE.tune.json`) the ranked table, the winning setting as exports and
 code, and the speedup over the baseline."""
 
@@ -15,11 +16,29 @@ STATUS_STYLE = {"ok": "green", "oom": "red", "timeout": "red", "crashed": "red",
 MAX_ROWS = 25
 
 
+def progress_view(console: Console, title: str, budget_s: float, live: bool = True):
+    """The tuner's progress on `console` (stderr), used as a context manager around the
+    tuning: the live display when `live` is wanted and the console writes to a terminal
+    that can redraw in place (a real one: FORCE_COLOR does not make a log file one; not
+    TERM=dumb), else TuneProgress's line per trial."""
+    if live and _isatty(console.file) and console.is_terminal \
+            and not console.is_dumb_terminal:
+        from .tune_live import TuneLive
+        return TuneLive(console, title, budget_s)
+    return TuneProgress(console)
+
+
 class TuneProgress:
-    """Live progress on `console` (stderr): one line as each trial ends."""
+    """Progress on `console` (stderr): one line as each trial ends."""
 
     def __init__(self, console: Console):
         self.console = console
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        return False
 
     def trial_started(self, tuner, label, phase, steps):
         if self.console.is_terminal:
@@ -115,6 +134,18 @@ def _best(record, console):
             f"samples/s, {final['pairs']} interleaved pair(s) with the baseline re-measured"
             f"{drift_text}); peak memory {nbytes(final.get('baseline_peak_bytes'))} -> "
             f"{nbytes(final.get('peak_bytes'))}", style="bold"), soft_wrap=True)
+        if final.get("confirmed") is False:
+            console.print(Text(
+                "  Not confirmed: these trials leave the gain inside the noise (the search's "
+                "trials measured more); tune again with a larger --budget, or measure both "
+                "settings longer, before relying on it.", style="yellow"), soft_wrap=True)
+
+
+def _isatty(file) -> bool:
+    try:
+        return file.isatty()
+    except (AttributeError, ValueError, OSError):
+        return False
 
 
 def _pm(value, ci) -> str:
