@@ -273,10 +273,11 @@ class SchedStepRecord:
     busy_s[i]: time worker thread i spent inside kernels (and gradient combining ops);
     ops_run: op instances run (all places); sched_s: time the threads spent in the scheduler
     itself (taking ready ops, releasing dependants) outside kernels; ready_max / ready_mean:
-    the ready queue's length, sampled each time a thread took an op; concurrency: sum of op
-    time / wall time (1.0 = one op at a time); combine_s: time in the gradient combining ops
-    (all-reduce / reduce / broadcast); place_s[p]: from the step's start to the end of place
-    p's last op (stragglers show here)."""
+    the ops left waiting in the ready queue, sampled each time a thread took an op (0: none
+    waited for a thread); concurrency: sum of op time / wall time (1.0 = one op at a time);
+    combine_s: time in the gradient combining ops (all-reduce / reduce / broadcast);
+    place_s[p]: from the step's start to the end of place p's last op (stragglers show
+    here)."""
 
     executor_id: int
     program_id: int

@@ -127,8 +127,8 @@ def _worker(pool_ref, cond, index):
                 pool = pool_ref()
             node_id = state.ready.popleft()
             state.inflight += 1
-            if state.timed:
-                n = len(state.ready) + 1
+            if state.timed:  # the ops left waiting for a thread as this one is taken
+                n = len(state.ready)
                 state.ready_samples += 1
                 state.ready_sum += n
                 if n > state.ready_max:
