@@ -1,5 +1,6 @@
 """The system probe: real psutil sampling, the fields and their units, None where the OS is silent."""
 
+import threading
 import time
 from collections import namedtuple
 
@@ -40,13 +41,25 @@ def test_real_sampling_in_the_background():
     assert len(samples) >= 2
     assert all(r["probe"] == "system" and FIELDS <= set(r) for r in samples)
     assert [r["t"] for r in samples] == sorted(r["t"] for r in samples)
-    assert all(r["rss_bytes"] > 0 and r["threads"] >= 2 for r in samples)  # main + sampler
+    # the job's threads (here: this one, perhaps BLAS's), never the probe's own sampler:
+    # the samples its thread took and the last one, taken as it stopped, count alike
+    assert all(r["rss_bytes"] > 0 and r["threads"] >= 1 for r in samples)
     assert records[-1] is result and result["type"] == "probe"
     assert result["name"] == "system" and result["available"] and result["reason"] is None
     assert 0 < result["overhead_s"] < 0.25
     assert result["result"]["samples"] == len(samples)
     assert probe.snapshot() == {k: v for k, v in samples[-1].items()
                                 if k not in ("type", "probe", "t")}
+
+
+def test_threads_leave_out_the_probes_own_sampler():
+    """A sample taken by the sampling thread does not count that thread: the job's count is
+    the same as in the last sample, which the stopping thread takes."""
+    probe, _ = _probe()
+    own = psutil.Process().num_threads()
+    assert probe.sample()["threads"] == own
+    probe._thread = threading.current_thread()  # as if taken by its sampling thread
+    assert probe.sample()["threads"] == own - 1
 
 
 def test_first_sample_has_no_rates_and_later_ones_do():

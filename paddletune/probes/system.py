@@ -1,6 +1,7 @@
 """The system probe: process CPU, memory, threads, context switches and machine load (psutil)."""
 
 import os
+import threading
 import time
 
 import psutil
@@ -87,7 +88,8 @@ class SystemProbe(SamplingProbe):
     NumPy's BLAS thread count.
 
     Rates compare with the previous sample, so the first sample's rates are None; `threads`
-    includes this probe's own sampling thread. The machine-wide figures come from
+    counts the job's threads (OS threads: BLAS's too), not this probe's own sampling thread,
+    the same whether the sample is taken by that thread or, the last one, as the probe stops. The machine-wide figures come from
     psutil.cpu_times() deltas kept by this probe (the formulas of psutil.cpu_percent and
     cpu_times_percent) rather than psutil's module-level state, which other callers in the
     job would disturb; one read serves total, steal and iowait.
@@ -103,7 +105,10 @@ class SystemProbe(SamplingProbe):
     def sample(self) -> dict:
         now = self._read()
         prev, self._prev = self._prev, now
-        fields = {"rss_bytes": now["proc"]["rss_bytes"], "threads": now["proc"]["threads"],
+        threads = now["proc"]["threads"]
+        if threads is not None and threading.current_thread() is self._thread:
+            threads -= 1  # the job's threads: not this probe's own sampling thread
+        fields = {"rss_bytes": now["proc"]["rss_bytes"], "threads": threads,
                   "load1": safe(lambda: os.getloadavg()[0]),
                   "mem_available_bytes": safe(lambda: psutil.virtual_memory().available),
                   "blas_threads": safe(blas.get_blas_threads)}
