@@ -9,13 +9,14 @@ import os
 import re
 import shlex
 import shutil
-import subprocess
 import sys
 import threading
 import time
 
 import pytest
 from rich.console import Console
+
+from tmuxpane import needs_tmux
 
 from paddletune.render import tune as tune_view
 from paddletune.render.tune_live import TuneLive
@@ -226,52 +227,6 @@ def test_not_a_terminal_keeps_one_line_per_trial():
 
 
 # --- for real, in a terminal -------------------------------------------------------------------
-needs_tmux = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
-
-
-class Tmux:
-    """A private tmux server (its own socket) with one 100 x 30 window (as
-    test_live_e2e.py's)."""
-
-    def __init__(self, tmp_path):
-        self.socket = f"paddletune-test-{os.getpid()}-{time.monotonic_ns()}"
-        self.tmp_path = tmp_path
-
-    def tmux(self, *args, check=True):
-        return subprocess.run(["tmux", "-L", self.socket, *args], capture_output=True,
-                              text=True, check=check)
-
-    def start(self, command):
-        shell = (f"trap 'true' INT; cd {shlex.quote(str(self.tmp_path))} && {command}; "
-                 f"echo EXIT=$?; sleep 120")
-        self.tmux("new-session", "-d", "-s", "t", "-x", "100", "-y", "30", shell)
-
-    def screen(self):
-        return self.tmux("capture-pane", "-p", "-t", "t", check=False).stdout
-
-    def history(self):
-        return self.tmux("capture-pane", "-p", "-J", "-t", "t", "-S", "-400").stdout
-
-    def wait_for(self, predicate, timeout_s=60, what="the screen"):
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            text = self.screen()
-            if predicate(text):
-                return text
-            time.sleep(0.1)
-        raise AssertionError(f"timed out waiting for {what}; the screen:\n{self.screen()}")
-
-    def close(self):
-        self.tmux("kill-server", check=False)
-
-
-@pytest.fixture
-def tmux(tmp_path):
-    session = Tmux(tmp_path)
-    yield session
-    session.close()
-
-
 def _trials_done(screen) -> int:
     found = re.search(r"· (\d+) trials? done", screen)
     return int(found.group(1)) if found else 0

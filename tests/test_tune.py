@@ -200,11 +200,17 @@ def run_tuner(monkeypatch, rate=job_rate, budget_s=3600, interrupt_at=None, **op
     clock = Clock()
     monkeypatch.setattr(search.time, "monotonic", clock.monotonic)
     runner = FakeRunner(clock, rate, interrupt_at)
-    opts = TuneOptions(budget_s=budget_s, trial_steps=50, keep_batch_size=True, **options)
-    tuner = Tuner(runner, opts)
+    return simulated(runner, budget_s=budget_s, **options).run()
+
+
+def simulated(runner, **options):
+    """A Tuner of the simulated job (fake_profile's space, no advice): trials of 50 and 100
+    steps, the batch size kept unless `options` say otherwise."""
+    tuner = Tuner(runner, TuneOptions(**{"trial_steps": 50, "keep_batch_size": True,
+                                         **options}))
     tuner.load_profile = lambda path: fake_profile()
     tuner.advise = lambda profile: []
-    return tuner.run()
+    return tuner
 
 
 def test_search_finds_the_known_optimum_despite_failures(monkeypatch):
@@ -296,11 +302,7 @@ def test_final_takes_a_second_pair_when_the_first_is_inside_the_noise(monkeypatc
                     t.samples_per_s = 1000.0
             return t
 
-    tuner = Tuner(Runner(clock, job_rate), TuneOptions(trial_steps=50, keep_batch_size=True,
-                                                       specs=("only=num_workers",)))
-    tuner.load_profile = lambda path: fake_profile()
-    tuner.advise = lambda profile: []
-    tuner.run()
+    tuner = simulated(Runner(clock, job_rate), specs=("only=num_workers",)).run()
     assert tuner.incumbent == {"num_workers": 2} and tuner.final["pairs"] == 2
     assert [t.phase for t in tuner.trials].count("final") == 4
 
@@ -323,11 +325,7 @@ class Scripted(FakeRunner):
 def scripted_tuner(monkeypatch, rate, factors):
     clock = Clock()
     monkeypatch.setattr(search.time, "monotonic", clock.monotonic)
-    tuner = Tuner(Scripted(clock, rate, factors),
-                  TuneOptions(trial_steps=50, keep_batch_size=True, specs=("only=capacity",)))
-    tuner.load_profile = lambda path: fake_profile()
-    tuner.advise = lambda profile: []
-    return tuner.run()
+    return simulated(Scripted(clock, rate, factors), specs=("only=capacity",)).run()
 
 
 NOISY_BASELINE = [0.94, 1.0, 1.06]  # the first three baselines: trials vary by 6%
@@ -377,12 +375,8 @@ def test_a_settings_own_spread_counts_not_only_the_pooled_one(monkeypatch):
 
     clock = Clock()
     monkeypatch.setattr(search.time, "monotonic", clock.monotonic)
-    tuner = Tuner(Scripted(clock, rate, {"baseline": [0.87, 1.0, 1.13] * 5}),
-                  TuneOptions(trial_steps=50, keep_batch_size=True,
-                              specs=("only=num_workers,capacity",)))
-    tuner.load_profile = lambda path: fake_profile()
-    tuner.advise = lambda profile: []
-    tuner.run()
+    tuner = simulated(Scripted(clock, rate, {"baseline": [0.87, 1.0, 1.13] * 5}),
+                      specs=("only=num_workers,capacity",)).run()
     assert tuner.incumbent == {"num_workers": 2, "capacity": 64}
     longer = [t for t in tuner.trials if t.steps == 100 and t.phase == "knob:capacity"]
     assert len(longer) == 2
@@ -403,11 +397,7 @@ def test_a_gain_the_final_pairs_do_not_confirm_is_stated_as_such(monkeypatch):
                 t.samples_per_s = 1000.0
             return t
 
-    tuner = Tuner(Runner(clock, job_rate), TuneOptions(trial_steps=50, keep_batch_size=True,
-                                                       specs=("only=num_workers",)))
-    tuner.load_profile = lambda path: fake_profile()
-    tuner.advise = lambda profile: []
-    tuner.run()
+    tuner = simulated(Runner(clock, job_rate), specs=("only=num_workers",)).run()
     assert tuner.incumbent == {"num_workers": 2}
     assert tuner.final["pairs"] == 2 and tuner.final["confirmed"] is False
     assert tuner.final["speedup"] == pytest.approx(1.0)

@@ -38,6 +38,7 @@ from rich.spinner import Spinner
 from rich.table import Table
 from rich.text import Text
 
+from .dashboard_panels import _line
 from .fmt import NA, nbytes, num
 
 STATUS_STYLE = {"ok": "green", "oom": "red", "timeout": "red", "crashed": "red",
@@ -411,13 +412,6 @@ def _bar(share, width, style) -> Text:
 def _panel(title, lines) -> Panel:
     return Panel(Group(*lines), title=title, title_align="left", box=box.ROUNDED,
                  padding=(0, 1), height=len(lines) + 2)
-
-
-def _line(*parts) -> Text:
-    text = Text(no_wrap=True, overflow="ellipsis")
-    for part in parts:
-        text.append(*part) if isinstance(part, tuple) else text.append(part)
-    return text
 
 
 def _timer(seconds) -> str:

@@ -34,21 +34,21 @@ def sample_lists(reader, batch_size, drop_last):
     known = batch_info(reader)
     if known is not None:  # paddle.batch's own reader: `was` was recorded when it was set
         yield from batch(known[0], batch_size, known[2])()
-        return
-    group, first = [], True
+    else:
+        yield from batch(lambda: _samples(reader, batch_size), batch_size, drop_last)()
+
+
+def _samples(reader, batch_size):
+    """The samples of `reader`'s lists, in order; the first list's size is recorded as the
+    script's own batch size."""
+    first = True
     for samples in reader():
         if not hasattr(samples, "__len__"):
             samples = list(samples)
         if first:
             first = False
             overrides.record_batch_size(batch_size, len(samples))
-        for sample in samples:
-            group.append(sample)
-            if len(group) == batch_size:
-                yield group
-                group = []
-    if group and not drop_last:
-        yield group
+        yield from samples
 
 
 def whole_batches(items, batch_size, feed_vars, check, name):
