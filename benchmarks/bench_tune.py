@@ -10,7 +10,11 @@ tuner's best as a share of the grid's best (target >= 95%) and the tuner's time 
 of the grid's (target <= 25%), its whole time (the final interleaved pairs that measure its
 speedup included: the grid has no such measurement) and the time of its search alone.
 Each trial is a new process: its start-up (~0.4 s here: Python, NumPy, the runtime, the
-script's set-up) weighs on short trials, the tuner's and the grid's alike.
+script's set-up, the profile's summary; with PYTHONDONTWRITEBYTECODE set, the first trial
+also fills the trials' private bytecode cache, ~1.5 s) weighs on short trials, the tuner's
+and the grid's alike. The floor column is the least time any search that measures its noise,
+tries each knob value once and states a measured speedup could take (see floor_s): a target
+below it cannot be met on that space.
 
 Jobs (all deliberately mis-configured):
   reader   tests/tunejob.py defaults: a reader thread and a 2-batch queue in front of a
