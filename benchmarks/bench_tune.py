@@ -119,9 +119,24 @@ def run_job(name, job, args, workdir):
             "floor_s": floor, "floor_share": floor / grid_s if floor else None,
             "tune_best": tuner.incumbent, "grid_best": grid_best.setting,
             "tune_samples_per_s": tune_rate, "grid_samples_per_s": grid_rate,
-            "of_grid_optimum": tune_rate / grid_rate, "baseline_samples_per_s": base,
+            "of_grid_optimum": tune_rate / grid_rate,
+            "of_grid_ci": ratio_ci(verify["tune"], verify["grid"]),
+            "baseline_samples_per_s": base,
             "tune_speedup": (tuner.final or {}).get("speedup"),
             "grid_failed": sum(1 for t in measured if not t.ok)}
+
+
+def ratio_ci(a, b):
+    """Half-width of an approximate 95% interval of mean(a) / mean(b) from the spread of the
+    verification trials (delta method; None with fewer than two of either)."""
+    if len(a) < 2 or len(b) < 2:
+        return None
+    ma, mb = sum(a) / len(a), sum(b) / len(b)
+
+    def rel_var(xs, m):
+        return sum((x / m - 1) ** 2 for x in xs) / (len(xs) - 1) / len(xs)
+
+    return 2.0 * (ma / mb) * (rel_var(a, ma) + rel_var(b, mb)) ** 0.5
 
 
 def floor_s(grid, measured, grid_best):
@@ -173,19 +188,25 @@ def main(argv=None):
             results.append(run_job(name, JOBS[name], args, Path(tmp)))
     print()
     print(f"{'job':<9} {'steps':>5} {'settings':>8} {'tune':>12} {'grid':>12} {'time':>6} "
-          f"{'search':>6} {'floor':>6} {'tune best':>11} {'grid best':>11} {'of grid':>8}  "
-          f"tune's setting")
+          f"{'search':>6} {'floor':>6} {'tune best':>11} {'grid best':>11} {'of grid':>8} "
+          f"{'±':>6}  tune's setting")
     for r in results:
         print(f"{r['job']:<9} {r['trial_steps']:>5} {r['settings']:>8} "
               f"{r['tune_trials']:>3} in {r['tune_s']:>4.0f} s "
               f"{r['settings']:>3} in {r['grid_s']:>4.0f} s {r['time_share']:>6.0%} "
               f"{r['search_share']:>6.0%} {_share(r['floor_share']):>6} "
               f"{r['tune_samples_per_s']:>11,.0f} {r['grid_samples_per_s']:>11,.0f} "
-              f"{r['of_grid_optimum']:>8.1%}  {sp.label(r['tune_best'])}")
+              f"{r['of_grid_optimum']:>8.1%} {_pm(r['of_grid_ci']):>6}  "
+              f"{sp.label(r['tune_best'])}")
     print("targets: tune's best >= 95% of the grid's, in <= 25% of the grid's time (time: "
           "all of it; search: without its final pairs; floor: the least any search that "
-          "measures its noise, each knob value once and a final pair could take)")
+          "measures its noise, each knob value once and a final pair could take; ±: the "
+          "95% interval of 'of grid' from the --verify pairs' spread)")
     print(json.dumps({"bench": "tune", "cores": os.cpu_count(), "results": results}))
+
+
+def _pm(value):
+    return f"±{value:.1%}" if value is not None else "-"
 
 
 def _share(value):

@@ -34,3 +34,11 @@ def test_floor_counts_two_baselines_each_value_once_and_a_final_pair(bench):
     expected = 2 * short_base + 3 * short_other + 4.5 + 2.5
     assert bench.floor_s(grid, measured, best) == pytest.approx(expected)
     assert bench.floor_s(grid[1:], measured[1:], best) is None  # no baseline in the grid
+
+
+def test_ratio_interval_from_the_verification_spread(bench):
+    assert bench.ratio_ci([100.0], [100.0, 90.0]) is None  # one trial: no spread to use
+    assert bench.ratio_ci([100.0, 100.0], [50.0, 50.0]) == 0.0
+    wide = bench.ratio_ci([90.0, 110.0, 100.0], [100.0, 100.0, 100.0])
+    # relative sd 10% over 3 trials: se 5.8% of the ratio 1.0, about +-11.5%
+    assert wide == pytest.approx(2 * 0.1 / 3 ** 0.5, rel=1e-6)
