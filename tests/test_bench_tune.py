@@ -1,7 +1,9 @@
-"""benchmarks/bench_tune.py's floor: the least time any search that measures its noise, each
-knob value once and one final pair could take, from the grid's own trials."""
+"""benchmarks/bench_tune.py's floor (the least time any search that measures its noise, each
+knob value once and one final pair could take, from the grid's own trials) and its quality
+interval; benchmarks/sim_tune_decisions.py runs."""
 
 import importlib.util
+import json
 import os
 
 import pytest
@@ -42,3 +44,13 @@ def test_ratio_interval_from_the_verification_spread(bench):
     wide = bench.ratio_ci([90.0, 110.0, 100.0], [100.0, 100.0, 100.0])
     # relative sd 10% over 3 trials: se 5.8% of the ratio 1.0, about +-11.5%
     assert wide == pytest.approx(2 * 0.1 / 3 ** 0.5, rel=1e-6)
+
+
+def test_the_decision_simulation_runs_and_takes_a_clear_gain(capsys):
+    spec = importlib.util.spec_from_file_location(
+        "sim_tune_decisions", os.path.join(os.path.dirname(PATH), "sim_tune_decisions.py"))
+    sim = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sim)
+    sim.main(["--runs", "5", "--gain", "0.5", "--noise", "0.02"])
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert result["took"] == 1.0 and result["trials"] > 4  # +50% against 2% noise: always
