@@ -5,6 +5,7 @@ interval; benchmarks/sim_tune_decisions.py runs."""
 import importlib.util
 import json
 import os
+import time
 
 import pytest
 
@@ -51,6 +52,8 @@ def test_the_decision_simulation_runs_and_takes_a_clear_gain(capsys):
         "sim_tune_decisions", os.path.join(os.path.dirname(PATH), "sim_tune_decisions.py"))
     sim = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(sim)
+    monotonic = time.monotonic
     sim.main(["--runs", "5", "--gain", "0.5", "--noise", "0.02"])
+    assert time.monotonic is monotonic  # the simulated clock is gone with the simulation
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert result["took"] == 1.0 and result["trials"] > 4  # +50% against 2% noise: always
