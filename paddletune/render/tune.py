@@ -12,7 +12,8 @@ from rich.text import Text
 from .fmt import NA, duration, nbytes, num
 
 STATUS_STYLE = {"ok": "green", "oom": "red", "timeout": "red", "crashed": "red",
-                "no effect": "yellow", "no-steps": "yellow", "too full": "yellow"}
+                "interrupted": "red", "no effect": "yellow", "no-steps": "yellow",
+                "too full": "yellow"}
 MAX_ROWS = 25
 
 

@@ -38,13 +38,11 @@ from rich.spinner import Spinner
 from rich.table import Table
 from rich.text import Text
 
+from ..tune.compare import Z
 from .dashboard_panels import _line
 from .fmt import NA, nbytes, num
+from .tune import STATUS_STYLE
 
-STATUS_STYLE = {"ok": "green", "oom": "red", "timeout": "red", "crashed": "red",
-                "interrupted": "red", "no effect": "yellow", "no-steps": "yellow",
-                "too full": "yellow"}
-Z = 2.0  # standard errors of a gain (as the tuner's comparisons: about 95%)
 MIN_ROWS, MAX_ROWS = 3, 8  # the last trials' table
 ACCEPTED_SHOWN = 3
 WIDE = 80  # from this width, the running trial and the best so far side by side
