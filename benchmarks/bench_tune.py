@@ -95,6 +95,9 @@ def run_job(name, job, args, workdir):
                            sp.label(setting))
         measured.append(trial)
     grid_s = time.monotonic() - t0
+    if args.keep:  # the grid's trials too: a search change can be replayed against them
+        (Path(args.keep) / f"{name}.grid.json").write_text(json.dumps(
+            {"steps": 2 * steps, "trials": [t.to_dict() for t in measured]}, indent=1))
     ok = [t for t in measured if t.ok and tuner.fits(t)]
     grid_best = max(ok, key=lambda t: t.samples_per_s)
     floor = floor_s(grid, measured, grid_best)
@@ -180,7 +183,8 @@ def main(argv=None):
     parser.add_argument("--budget", type=float, default=300.0, help="the tuner's budget, s")
     parser.add_argument("--verify", type=int, default=3)
     parser.add_argument("--keep", default=None,
-                        help="a directory for the tuning records (to inspect them after)")
+                        help="a directory for the tuning records and the grids' trials "
+                             "(to inspect or replay them after)")
     args = parser.parse_args(argv)
     results = []
     with tempfile.TemporaryDirectory(prefix="bench-tune-") as tmp:

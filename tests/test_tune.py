@@ -304,7 +304,8 @@ def test_final_takes_a_second_pair_when_the_first_is_inside_the_noise(monkeypatc
 
     tuner = simulated(Runner(clock, job_rate), specs=("only=num_workers",)).run()
     assert tuner.incumbent == {"num_workers": 2} and tuner.final["pairs"] == 2
-    assert [t.phase for t in tuner.trials].count("final") == 4
+    # the first pair at the first rung's length, the second at the longest
+    assert [t.steps for t in tuner.trials if t.phase == "final"] == [50, 50, 100, 100]
 
 
 class Scripted(FakeRunner):
@@ -403,6 +404,52 @@ def test_a_gain_the_final_pairs_do_not_confirm_is_stated_as_such(monkeypatch):
     assert tuner.final["speedup"] == pytest.approx(1.0)
 
 
+def test_a_race_after_a_longer_rung_reuses_the_incumbents_longer_trial(monkeypatch):
+    """capacity=64 wins at the longer rung (+3%); the next knob's race starts from its trial
+    of that rung (twice the first rung's length, moments ago) instead of running it again."""
+    tuner = run_tuner(monkeypatch, rate=lambda s: 1000.0 * (1.03 if s.get("capacity") == 64
+                                                            else 1.0),
+                      specs=("only=capacity,use_double_buffer",))
+    assert tuner.incumbent == {"capacity": 64}
+    won = next(t.index for t in tuner.trials if t.phase == "knob:capacity" and t.steps == 100)
+    after = [t for t in tuner.trials if t.index > won and t.phase != "final"]
+    assert after[0].phase == "knob:use_double_buffer" and after[0].steps == 50
+    assert all(t.phase != "incumbent" or t.steps == 100 for t in after)
+
+
+def test_the_incumbent_sits_out_a_rung_it_is_far_behind_in(monkeypatch):
+    """Every other capacity is 1.5x the job's own, alike within the noise: the longer rung
+    only has the better half of them to tell apart, without the incumbent."""
+    tuner = run_tuner(monkeypatch, rate=lambda s: 1500.0 if s.get("capacity") else 1000.0,
+                      specs=("only=capacity",))
+    assert tuner.incumbent.get("capacity") in (4, 8, 16, 64)
+    race = [t for t in tuner.trials if t.phase != "final" and t.steps == 100]
+    assert [t.phase for t in race] == ["knob:capacity"] * 2
+
+
+def test_buffering_knobs_are_not_raced_when_the_step_hardly_waits_for_data(monkeypatch):
+    """Every trial waits for data 1% of the step: capacity and use_double_buffer could win
+    at most ~1%, below min_gain, so they are not tried and a note says why; num_workers
+    (it also competes for the cores) still is."""
+    clock = Clock()
+    monkeypatch.setattr(search.time, "monotonic", clock.monotonic)
+
+    class Runner(FakeRunner):
+        def run(self, setting, env, steps, timeout_s, phase, label):
+            t = super().run(setting, env, steps, timeout_s, phase, label)
+            t.input_share = 0.01
+            return t
+
+    tuner = simulated(Runner(clock, job_rate),
+                      specs=("only=num_workers,capacity,use_double_buffer",)).run()
+    raced = {t.phase for t in tuner.trials}
+    assert "knob:num_workers" in raced
+    assert not raced & {"knob:capacity", "knob:use_double_buffer"}
+    assert any(n.startswith("capacity not tried: the step waits for data 1.0%")
+               for n in tuner.notes)
+    assert tuner.incumbent == {"num_workers": 2}
+
+
 def test_advice_is_tried_first(monkeypatch):
     clock = Clock()
     monkeypatch.setattr(search.time, "monotonic", clock.monotonic)
@@ -488,6 +535,9 @@ def test_batch_size_ladder_up_to_what_fits(monkeypatch):
     assert short.count(("batch:verify", "batch_size=80")) == 1
     assert short.count(("batch", "batch_size=80")) == 0
     assert short.count(("baseline", "baseline")) == 3
+    # throughput rises from the job's 16 to 80: the sizes below 16 cannot be faster
+    assert "batch_size=8" not in {t.label for t in tuner.trials}
+    assert any(n.startswith("batch sizes 8, 32 not tried: 80 ran") for n in tuner.notes)
 
 
 # --- the record and its rendering -------------------------------------------------------------

@@ -50,15 +50,15 @@ def test_tune_finds_the_reader_optimum(tmp_path):
 
 def test_out_of_memory_and_a_hang_do_not_stop_the_batch_search(tmp_path):
     """FLAGS_cpu_memory_limit_mb=10: the model's first guess (~199) runs out of memory;
-    batch 32 hangs (killed at --trial-timeout); the largest batch that fits (~160) wins."""
+    batch 128 hangs (killed at --trial-timeout); the largest batch that fits (~160) wins."""
     run = tune(tmp_path, "--budget", "30s", "--trial-steps", "20", "--trial-timeout", "5",
                "--max-batch-size", "1024", "--space", "only=batch_size", JOB, "--",
                "--hidden", "4096", "--in-dim", "8", "--burst-every", "0",
-               "--hang-when", "batch_size=32", env={"FLAGS_cpu_memory_limit_mb": "10"})
+               "--hang-when", "batch_size=128", env={"FLAGS_cpu_memory_limit_mb": "10"})
     assert run.returncode == 0, run.stderr
     record = json.loads((tmp_path / "t.tune.json").read_text())
     statuses = {t["label"]: t["status"] for t in record["trials"]}
-    assert "oom" in statuses.values() and statuses["batch_size=32"] == "timeout"
+    assert "oom" in statuses.values() and statuses["batch_size=128"] == "timeout"
     best = record["best"]["setting"]["batch_size"]
     assert 128 <= best <= 170, record["ranking"]
     assert "scale the learning rate" in run.stdout

@@ -6,10 +6,14 @@ predicts the largest batch leaving HEADROOM of the capacity free; a trial verifi
 each verification trial the (batch, peak) points measured so far are fitted with a line and
 the next guess is kept between the largest batch that fitted and the smallest that did not
 (out of memory, or too full); bisection when the line says nothing usable. The ladder is then
-half the job's batch, its doublings, and that largest batch.
+half the job's batch, its doublings, and that largest batch, less the sizes that cannot win:
+throughput is taken to be single-peaked in the batch size (it rises while a larger batch
+uses the machine better, then may fall as a step outgrows a cache), so once the batches
+measured so far (the job's own and the verified ones, moments apart) show a batch clearly
+slower than the fastest one, nothing beyond it, on its side, can be faster than the fastest.
 """
 
-from typing import List, Optional
+from typing import Dict, List, Optional
 
 from ..memory_model import HEADROOM
 from . import space as sp
@@ -30,6 +34,28 @@ def batch_ladder(tuner) -> List[int]:
     if own >= 2 and own // 2 not in ladder:
         ladder.insert(0, own // 2)
     return ladder
+
+
+def unimodal_prune(tuner, ladder, points: Dict[int, list]) -> List[int]:
+    """`ladder` less the batch sizes that cannot beat the fastest of `points` ({batch: its
+    trials}, measured moments apart) if throughput is single-peaked in the batch size: those
+    beyond a measured batch that the fastest clearly beats (`tuner.better`), on that batch's
+    side. A note says which were left out and why."""
+    if not points:
+        return ladder
+    best = max(points, key=lambda b: tuner.score_of(points[b]))
+    slower = [b for b in points if b != best and tuner.better(points[best], points[b])]
+    lo = max((b for b in slower if b < best), default=None)
+    hi = min((b for b in slower if b > best), default=None)
+    kept = [b for b in ladder if (lo is None or b >= lo) and (hi is None or b <= hi)]
+    left = sorted(set(ladder) - set(kept))
+    if left:
+        rate = {b: tuner.score_of(runs) for b, runs in points.items()}
+        why = " and ".join(f"{best} ran {rate[best] / rate[b] - 1:.0%} faster than {b}"
+                           for b in (lo, hi) if b is not None)
+        tuner.notes.append(f"batch sizes {', '.join(map(str, left))} not tried: {why}, and "
+                           f"throughput is taken to be single-peaked in the batch size")
+    return kept
 
 
 def largest_batch(tuner, own) -> Optional[int]:

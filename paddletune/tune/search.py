@@ -28,9 +28,10 @@ time, each choice a race by successive halving; a gain counts only outside the n
    model's largest safe batch, verified by a trial, then a ladder of sizes up to it);
    then each knob in turn, for up to `max_rounds` rounds, ending early when a round changes
    nothing (the remaining gains are inside the noise).
-4. Final: baseline and best alternate at the longest trial length, a second pair (up to
-   `final_pairs`) only when the first leaves the gain inside the noise; their ratio is the
-   speedup reported (and the baseline's drift since the start).
+4. Final: baseline and best alternate, first at the first rung's length, then at the
+   longest (up to `final_pairs` pairs) only while the pairs so far leave the gain inside
+   the noise; their ratio is the speedup reported (and the baseline's drift since the
+   start).
 The budget is wall-clock: a trial that would not finish in what is left is not started.
 """
 
@@ -42,7 +43,7 @@ from runtime.overrides import SINGLE_PLACE_BUILD
 
 from ..profile import load
 from . import space as sp
-from .batch import batch_ladder
+from .batch import batch_ladder, unimodal_prune
 from .compare import Z, Comparisons, mean, speedup
 from .proposals import proposals
 from .trials import Trial
@@ -52,6 +53,7 @@ LR_NOTE = ("Batch size changes the optimisation, not only the speed: scale the l
            "--keep-batch-size leaves it alone.")
 BASELINE_REPEATS = 3  # the baseline's first measurements: the first estimate of the noise
 EARLY = 2.0  # a shorter rung decides when the gain clears this many times the bar
+BUFFERING = ("capacity", "use_double_buffer")  # reader knobs that only hide waiting for data
 PROMISING = 1.0  # standard errors: a gain worth more pairs of trials at the last rung
 
 
@@ -177,15 +179,29 @@ class Tuner(Comparisons):
         verified = self.trials[start:]
         if start and verified:
             self.last_rung = {self.trials[start - 1].index} | {t.index for t in verified}
+        knob = self.space.knobs["batch_size"]
+        if self.options.objective == "throughput" and knob.why != "from --space":
+            ladder = unimodal_prune(self, ladder, self._batch_points(verified))
         self.race([(sp.merged(self.incumbent, {"batch_size": b}, self.space), "batch")
                    for b in ladder], measured={sp.key(t.setting): t for t in verified})
+
+    def _batch_points(self, verified) -> dict:
+        """{batch size: [trial]}: the incumbent's trial just before the verification trials
+        and those that fitted, all of the first rung's length."""
+        knob = self.space.knobs["batch_size"]
+        mine = self._incumbent_run(self.steps0, 0, run=False)
+        points = {self.incumbent.get("batch_size", knob.current): [mine]} if mine else {}
+        for t in verified:
+            if t.ok and self.fits(t) and t.steps == self.steps0:
+                points[t.setting["batch_size"]] = [t]
+        return points
 
     def _coordinates(self):
         raced = {}  # knob -> the other knobs' values it was last raced with
         for round_ in range(self.options.max_rounds):
             changed = False
             for name, knob in list(self.space.knobs.items()):
-                if name == "batch_size" or self._dead({name: None}):
+                if name == "batch_size" or self._dead({name: None}) or self._no_wait(name):
                     continue
                 context = sp.key({k: v for k, v in self.incumbent.items() if k != name})
                 if raced.get(name) == context:
@@ -201,15 +217,36 @@ class Tuner(Comparisons):
                 return
         self.stop_reason = f"{self.options.max_rounds} rounds done"
 
+    def _no_wait(self, name) -> bool:
+        """A buffering knob cannot win more than the time the step waits for data: with the
+        incumbent's latest trial waiting less than min_gain's worth (input share s: at most
+        s / (1 - s) to win), it is not raced (a note says so, once per knob)."""
+        latest = self.latest(self.incumbent) if name in BUFFERING else None
+        share = latest.input_share if latest else None
+        if share is None or self.options.objective != "throughput":
+            return False
+        most = share / (1 - share) if share < 1 else float("inf")
+        if most >= self.options.min_gain:
+            return False
+        note = (f"{name} not tried: the step waits for data {share:.1%} of the time "
+                f"(at most {most:+.1%} to win by buffering more, below the "
+                f"{self.options.min_gain:.0%} that counts)")
+        if not any(n.startswith(f"{name} not tried:") for n in self.notes):
+            self.notes.append(note)
+        return True
+
     def _final(self):
-        """Baseline and best, alternating, at the longest length: the speedup."""
+        """Baseline and best, alternating: the speedup. The first pair at the first rung's
+        length (a large gain is plain from it), any more at the longest length, only while
+        the pairs so far leave the gain inside the noise."""
         if not self.incumbent:
             self._final_from_history()
             return
-        steps = self.steps0 * 2 ** (self.options.rungs - 1)
+        longest = self.steps0 * 2 ** (self.options.rungs - 1)
         pairs = {"baseline": [], "best": []}
         try:
-            for _ in range(self.options.final_pairs):
+            for n in range(self.options.final_pairs):
+                steps = self.steps0 if n == 0 else longest
                 for which, setting in (("baseline", {}), ("best", self.incumbent)):
                     t = self.trial(setting, steps, "final")
                     if t.ok:
@@ -251,13 +288,19 @@ class Tuner(Comparisons):
         if not pool:
             return False
         steps, runs = self.steps0, {}  # runs: setting key -> its trials in this race
+        behind = False  # the incumbent far behind every challenger left: it sits out
         for rung in range(self.options.rungs):
             last = rung == self.options.rungs - 1
-            inc = self._incumbent_run(steps, rung)
-            if not inc.ok:
-                return False
-            runs.setdefault(sp.key(self.incumbent), []).append(inc)
-            rung_trials, alive = {inc.index}, []
+            mine = runs.setdefault(sp.key(self.incumbent), [])
+            rung_trials = set()
+            if not behind:
+                inc = self._incumbent_run(steps, rung)
+                if not inc.ok:
+                    return False
+                mine.append(inc)
+                rung_trials.add(inc.index)
+            ref = mine[-1:] if not behind else mine  # what a challenger is dropped against
+            alive = []
             for setting, phase in pool:
                 if self._dead(setting):
                     continue
@@ -267,13 +310,13 @@ class Tuner(Comparisons):
                 rung_trials.add(t.index)
                 if self._usable(t, setting):
                     runs.setdefault(sp.key(setting), []).append(t)
-                    if not self._drop([t], [inc], last=last):
+                    if not self._drop([t], ref, last=last):
                         alive.append((setting, phase))
             self.last_rung = rung_trials
             if not alive:
                 return False
             alive.sort(key=lambda a: -self.score_of(runs[sp.key(a[0])]))
-            best, mine = runs[sp.key(alive[0][0])], runs[sp.key(self.incumbent)]
+            best = runs[sp.key(alive[0][0])]
             pool = alive[:max(1, len(alive) // 2)]  # the next rung's
             if last or self._decisive(best, mine, [runs[sp.key(s)] for s, _ in pool[1:]]):
                 if not self.better(best, mine) and not (
@@ -282,6 +325,9 @@ class Tuner(Comparisons):
                 self.progress.accepted(self, best[-1], mine[-1])
                 self.incumbent = alive[0][0]
                 return True
+            # a longer rung only has to tell the challengers apart when the slowest of
+            # them is far ahead of the incumbent already
+            behind = all(self._far_ahead(runs[sp.key(s)], mine) for s, _ in pool)
             steps *= 2
         return False
 
@@ -314,11 +360,16 @@ class Tuner(Comparisons):
         `better` (once the noise is known from repeats) and each of the `others` that would
         run the next rung with it by the bar itself, so a longer rung would not change the
         choice."""
+        return self._far_ahead(best, mine) and all(self.better(best, other)
+                                                   for other in others)
+
+    def _far_ahead(self, c, i) -> bool:
+        """`c` beats `i` by EARLY times the bar of `better`, once the noise is known from
+        repeats (throughput objective)."""
         if self.options.objective == "memory" or self._replicate_sd() is None:
             return False
-        gain = mean(best) / mean(mine) - 1
-        bar = max(self.options.min_gain, Z * self.noise(best, mine))
-        return gain > EARLY * bar and all(self.better(best, other) for other in others)
+        gain = mean(c) / mean(i) - 1
+        return gain > EARLY * max(self.options.min_gain, Z * self.noise(c, i))
 
     def _settled(self, best, base) -> bool:
         """The final pairs so far put the gain outside the noise (throughput objective)."""
@@ -335,17 +386,20 @@ class Tuner(Comparisons):
             return False
         return mean(c) <= mean(i)
 
-    def _incumbent_run(self, steps, rung) -> Trial:
-        """The incumbent at `steps`: at a race's first rung, its trial of that length from
-        the rung just before (any race's) or the last trial, when there is one (measured
-        moments ago: no need to run it again), else a new trial."""
+    def _incumbent_run(self, steps, rung, run=True) -> Optional[Trial]:
+        """The incumbent at `steps`: at a race's first rung, its trial of that length or
+        longer from the rung just before (any race's) or the last trial, when there is one
+        (measured moments ago: no need to run it again), else a new trial (None with
+        `run` false)."""
         if rung == 0 and self.trials:
             recent = self.last_rung | {self.trials[-1].index}
             mine = sp.key(self.incumbent)
             for t in reversed(self.trials):
-                if t.index in recent and t.ok and t.steps == steps and \
+                if t.index in recent and t.ok and t.steps >= steps and \
                         sp.key(t.setting) == mine:
                     return t
+        if not run:
+            return None
         return self.trial(self.incumbent, steps, "incumbent" if self.incumbent
                           else "baseline")
 

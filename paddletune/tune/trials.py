@@ -50,6 +50,7 @@ class Trial:
     peak_bytes: Optional[int] = None  # the memory pool's peak (reserved)
     capacity_bytes: Optional[int] = None
     batch_model: Optional[dict] = None
+    input_share: Optional[float] = None  # of a step: waiting for and feeding the next batch
     wall_s: Optional[float] = None  # the whole subprocess, start-up included
     run_s: Optional[float] = None  # the job's own duration (profile)
     no_effect: List[str] = field(default_factory=list)  # requested, never applied
@@ -206,6 +207,7 @@ def measure(trial: Trial, profile_path, returncode, timed_out, timeout_s, env):
     trial.batch_size = tp.get("batch_size")
     trial.steps_per_s = tp["steps_per_s"]
     trial.samples_per_s, trial.ci = throughput_ci(steady)
+    trial.input_share = s.get("input_share")
     trial.se = throughput_se(steady)
 
 
