@@ -110,6 +110,10 @@ def profile(
         show_default=False)] = None,
     steps: Annotated[Optional[int], typer.Option(
         "--steps", min=1, help="Stop the job cleanly after N training steps.")] = None,
+    duration: Annotated[Optional[str], typer.Option(
+        "--duration", help="Stop the job cleanly at the first training step to end this long "
+        "(90s, 5m, 1h) after the first one ended; with --steps, whichever comes first.",
+        show_default=False)] = None,
     warmup: Annotated[Optional[int], typer.Option(
         "--warmup", min=0, help="Steps excluded from steady-state figures [default: detected]",
         show_default=False)] = None,
@@ -143,9 +147,16 @@ def profile(
     profile and print the report. Exits with the script's own exit status."""
     from . import session
     target, args = _target(ctx, script, module, "profile")
+    duration_s = None
+    if duration is not None:
+        from .tune import parse_duration
+        try:
+            duration_s = parse_duration(duration, "--duration")
+        except ValueError as err:
+            fail(str(err))
     import_runtime()
-    options = session.Options(target, args, module is not None, out, steps, warmup, ops,
-                              interval, fluid_compat, check_nan,
+    options = session.Options(target, args, module is not None, out, steps, warmup,
+                              duration_s, ops, interval, fluid_compat, check_nan,
                               speed_test_steps if speed_test else None,
                               stdout_to_stderr=as_json, live=live, total_steps=total_steps)
     if live and as_json:

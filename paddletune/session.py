@@ -37,8 +37,9 @@ class SessionError(Exception):
 
 
 class StepLimitReached(BaseException):
-    """Raised inside Executor.run after the --steps-th training step: stops the job cleanly.
-    A BaseException, so the script's own `except Exception` does not swallow it."""
+    """Raised inside Executor.run after the --steps-th training step, or the first to end
+    --duration after the first one ended: stops the job cleanly. Args: (steps done, which
+    limit). A BaseException, so the script's own `except Exception` does not swallow it."""
 
 
 class Terminated(BaseException):
@@ -53,6 +54,7 @@ class Options:
     out: Optional[str] = None
     steps: Optional[int] = None
     warmup: Optional[int] = None
+    duration_s: Optional[float] = None  # --duration: training time after the first step
     ops: bool = False
     interval_s: float = 0.5
     fluid_compat: bool = False
@@ -175,6 +177,7 @@ class _Session:
                         SystemProbe(sink, clock, options.interval_s),
                         NvmlProbe(sink, clock, options.interval_s)]
         self.n_train_steps = 0
+        self.first_step_end = None  # time.monotonic() when the first training step ended
         self.speed_test = _SpeedTest(self, options) if options.speed_test else None
 
     def event(self, kind, **fields):
@@ -214,7 +217,14 @@ class _Session:
         self.n_train_steps += 1
         limit = self.options.steps
         if limit is not None and self.n_train_steps >= limit:
-            raise StepLimitReached(limit)
+            raise StepLimitReached(limit, "--steps")
+        duration = self.options.duration_s
+        if duration is not None:
+            now = time.monotonic()
+            if self.first_step_end is None:
+                self.first_step_end = now
+            elif now - self.first_step_end >= duration:
+                raise StepLimitReached(self.n_train_steps, f"--duration {duration:g}s")
 
     def execute(self):
         """Run the target like Python; returns (status, reason, message)."""
@@ -225,8 +235,9 @@ class _Session:
             except SystemExit as exc:
                 return _exit_status(exc)
             except StepLimitReached as exc:
-                self.event("step_limit", steps=exc.args[0],
-                           message=f"stopped after {exc.args[0]} training steps (--steps)")
+                steps, which = exc.args
+                self.event("step_limit", steps=steps,
+                           message=f"stopped after {steps} training steps ({which})")
                 return 0, "step_limit", None
             except Terminated:
                 return 143, "terminated", "terminated by SIGTERM"

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from paddletune.profile import load
+from paddletune.summary import training_steps
 
 REPO = Path(__file__).resolve().parents[1]
 TIMEOUT_S = 120
@@ -183,6 +184,25 @@ def test_steps_option_stops_the_job_cleanly(tmp_path):
     prof = load(tmp_path / "p.jsonl")
     assert prof.summary["n_steps"] == 7
     assert prof.summary["exit"]["reason"] == "step_limit"
+
+
+def test_duration_option_stops_the_job_cleanly(tmp_path):
+    """--duration 0.4s on an endless job: it stops at the first step to end 0.4 s after the
+    first one did; with --steps too, whichever comes first."""
+    script = write_script(tmp_path, "train(None)\n")
+    proc = profile(tmp_path, "-q", "--duration", "0.4s", "--out", "p.jsonl", str(script))
+    assert proc.returncode == 0, proc.stderr
+    prof = load(tmp_path / "p.jsonl")
+    assert prof.summary["exit"]["reason"] == "step_limit"
+    ends = [s["t"] + s["wall_s"] for s in training_steps(prof.steps)]
+    assert 0.39 <= ends[-1] - ends[0] < 0.4 + 0.5  # one step past the limit at most
+    [event] = prof.events_of("step_limit")
+    assert "(--duration 0.4s)" in event["message"]
+    proc = profile(tmp_path, "-q", "--duration", "1h", "--steps", "5", "--out", "q.jsonl",
+                   str(script))
+    assert proc.returncode == 0 and load(tmp_path / "q.jsonl").summary["n_steps"] == 5
+    proc = profile(tmp_path, "--duration", "soon", str(script))
+    assert proc.returncode == 2 and "--duration 'soon': give a duration" in proc.stderr
 
 
 def test_script_that_never_runs_the_runtime(tmp_path):

@@ -161,10 +161,12 @@ class FakeRunner:
         self.interrupt_at, self.no_effect, self.why = interrupt_at, no_effect, why
         self.rng = random.Random(0)
 
-    def run(self, setting, env, steps, timeout_s, phase, label):
+    def run(self, setting, env, steps, timeout_s, phase, label, duration_s=None):
         self.count += 1
         if self.count == self.interrupt_at:
             raise KeyboardInterrupt
+        if duration_s is not None:  # steps of 0.01 s: those ending within duration_s
+            steps = min(steps, 1 + int(duration_s / 0.01 + 1e-9))
         t = Trial(self.count, dict(setting), label, phase, steps)
         t.run_s = steps * 0.01
         t.wall_s = t.run_s + 1.0
@@ -448,6 +450,46 @@ def test_buffering_knobs_are_not_raced_when_the_step_hardly_waits_for_data(monke
     assert any(n.startswith("capacity not tried: the step waits for data 1.0%")
                for n in tuner.notes)
     assert tuner.incumbent == {"num_workers": 2}
+
+
+def test_the_first_baseline_calibrates_the_length_and_is_the_first_repeat(monkeypatch):
+    """Without --trial-steps: the first baseline runs CALIBRATION_S of steps after its first
+    (151 steps of 0.01 s); that count is the first rung's length, and the trial is the
+    first of the three baselines."""
+    clock = Clock()
+    monkeypatch.setattr(search.time, "monotonic", clock.monotonic)
+    tuner = Tuner(FakeRunner(clock, job_rate), TuneOptions(
+        keep_batch_size=True, specs=("only=num_workers",)))
+    tuner.load_profile = lambda path: fake_profile()
+    tuner.advise = lambda profile: []
+    tuner.run()
+    assert tuner.steps0 == tuner.trials[0].steps == 151
+    assert [(t.phase, t.steps) for t in tuner.trials[:4]] == [("baseline", 151)] * 3 + [
+        ("knob:num_workers", 151)]
+    assert tuner.incumbent == {"num_workers": 2}
+
+
+def test_steps_too_slow_to_calibrate_in_time_fall_back_to_a_fixed_count(monkeypatch):
+    """A job whose steps are too slow for CALIBRATION_S to hold enough of them ("no-steps"):
+    the baseline runs MIN_STEPS steps instead, and the search goes on from there."""
+    clock = Clock()
+    monkeypatch.setattr(search.time, "monotonic", clock.monotonic)
+
+    class Slow(FakeRunner):
+        def run(self, setting, env, steps, timeout_s, phase, label, duration_s=None):
+            t = super().run(setting, env, steps, timeout_s, phase, label)
+            if duration_s is not None:
+                t.status, t.samples_per_s, t.steps = "no-steps", None, 4
+            return t
+
+    tuner = Tuner(Slow(clock, job_rate), TuneOptions(keep_batch_size=True,
+                                                     specs=("only=num_workers",)))
+    tuner.load_profile = lambda path: fake_profile()
+    tuner.advise = lambda profile: []
+    tuner.run()
+    assert [(t.status, t.steps) for t in tuner.trials[:4]] == [("no-steps", 4)] + [
+        ("ok", search.MIN_STEPS)] * 3
+    assert tuner.steps0 == search.MIN_STEPS and tuner.incumbent == {"num_workers": 2}
 
 
 def test_advice_is_tried_first(monkeypatch):

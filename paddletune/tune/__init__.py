@@ -73,15 +73,15 @@ def _stop_signals_interrupt():
             signal.signal(sig, handler)
 
 
-def parse_duration(text: str) -> float:
-    """'90' / '90s' / '5m' / '1.5h' -> seconds."""
+def parse_duration(text: str, option: str = "--budget") -> float:
+    """'90' / '90s' / '5m' / '1.5h' -> seconds; a ValueError naming `option` otherwise."""
     raw = str(text).strip().lower()
     factor = {"s": 1, "m": 60, "h": 3600}.get(raw[-1:], None)
     number = raw[:-1] if factor else raw
     try:
         value = float(number) * (factor or 1)
     except ValueError:
-        raise ValueError(f"--budget {text!r}: give a duration such as 90s, 5m or 1h") from None
+        raise ValueError(f"{option} {text!r}: give a duration such as 90s, 5m or 1h") from None
     if value <= 0:
-        raise ValueError(f"--budget {text!r} must be positive")
+        raise ValueError(f"{option} {text!r} must be positive")
     return value

@@ -52,6 +52,8 @@ LR_NOTE = ("Batch size changes the optimisation, not only the speed: scale the l
            "with it (linear scaling: lr x new/old, with a warm-up) and check convergence; "
            "--keep-batch-size leaves it alone.")
 BASELINE_REPEATS = 3  # the baseline's first measurements: the first estimate of the noise
+CALIBRATION_S = 1.5  # the first baseline's steps after its first: the first rung's length
+MIN_STEPS, MAX_STEPS = 20, 2000  # the first rung's length at least / at most
 EARLY = 2.0  # a shorter rung decides when the gain clears this many times the bar
 BUFFERING = ("capacity", "use_double_buffer")  # reader knobs that only hide waiting for data
 PROMISING = 1.0  # standard errors: a gain worth more pairs of trials at the last rung
@@ -105,7 +107,7 @@ class Tuner(Comparisons):
         self.final = None  # {"baseline": [...], "best": [...], "speedup", "ci", "drift"}
         self.t0 = time.monotonic()
         self.last_rung = set()  # indices of the trials of the latest rung of any race
-        self.steps0 = options.trial_steps or 40
+        self.steps0 = options.trial_steps or MIN_STEPS
         self.per_step_s = None
         self.overhead_s = 2.0
         self.load_profile = load  # seams for tests: the baseline's profile and its advice
@@ -115,7 +117,7 @@ class Tuner(Comparisons):
     def run(self):
         try:
             sp.check_specs(self.options.specs)  # before the first trial
-            baseline = self.trial({}, self.steps0, "baseline", check_budget=False)
+            baseline = self._first_baseline()
             if not baseline.ok:
                 raise TuneError(f"the baseline run failed ({baseline.status}): "
                                 f"{baseline.message}; see {baseline.log}")
@@ -148,13 +150,24 @@ class Tuner(Comparisons):
             self._final_from_history()
         return self
 
+    def _first_baseline(self) -> Trial:
+        """The job as it is, first: CALIBRATION_S of steps after the first one (without
+        --trial-steps), whose step count becomes the first rung's length, so that it is the
+        first of the baseline's repeats too; MIN_STEPS steps when that is too few."""
+        if self.options.trial_steps is not None:
+            return self.trial({}, self.steps0, "baseline", check_budget=False)
+        t = self.trial({}, MAX_STEPS, "baseline", check_budget=False,
+                       duration_s=CALIBRATION_S)
+        if t.status == "no-steps":  # slow steps: too few in that time to measure
+            t = self.trial({}, MIN_STEPS, "baseline", check_budget=False)
+        return t
+
     def _calibrate(self, baseline):
         """Per-step time and start-up cost from the baseline; the rung-0 length."""
         self.per_step_s = (baseline.run_s or baseline.wall_s) / max(baseline.steps, 1)
         self.overhead_s = max(baseline.wall_s - (baseline.run_s or 0.0), 0.2)
         if self.options.trial_steps is None:
-            cycle = 1.0 / baseline.steps_per_s
-            self.steps0 = int(min(max(20, 1.5 / cycle + 10), 2000))
+            self.steps0 = max(baseline.steps, MIN_STEPS)
 
     # --- phases ------------------------------------------------------------------------------
     def _advice(self, profile):
@@ -443,7 +456,8 @@ class Tuner(Comparisons):
         return max(1.0, setting["batch_size"] / knob.current)
 
     # --- trials ---------------------------------------------------------------------------------
-    def trial(self, setting, steps, phase, scale=1.0, check_budget=True) -> Trial:
+    def trial(self, setting, steps, phase, scale=1.0, check_budget=True,
+              duration_s=None) -> Trial:
         expected = self.overhead_s + (self.per_step_s or 0.05) * steps * scale
         if check_budget and expected > self.remaining_s():
             raise BudgetSpent()
@@ -453,7 +467,8 @@ class Tuner(Comparisons):
         label = sp.label(setting)
         self.progress.trial_started(self, label, phase, steps)
         env = sp.to_env(setting, self.space) if setting else {}
-        t = self.runner.run(setting, env, steps, timeout, phase, label)
+        limit = {"duration_s": duration_s} if duration_s is not None else {}
+        t = self.runner.run(setting, env, steps, timeout, phase, label, **limit)
         self.trials.append(t)
         self.progress.trial_done(self, t)
         self.on_trial(self)

@@ -39,7 +39,7 @@ class Trial:
     setting: dict
     label: str
     phase: str  # baseline | advice:<id> | knob:<name> | batch | final
-    steps: int  # --steps given to the profile
+    steps: int  # --steps given to the profile (a --duration trial: the steps it ran)
     status: str = "pending"  # ok | oom | timeout | crashed | interrupted | no-steps
     samples_per_s: Optional[float] = None
     ci: Optional[float] = None  # half-width of the 95% interval, samples/s
@@ -89,12 +89,15 @@ class TrialRunner:
         if self.pycache is not None:
             shutil.rmtree(self.pycache, ignore_errors=True)
 
-    def command(self, steps, profile_path) -> List[str]:
+    def command(self, steps, profile_path, duration_s=None) -> List[str]:
         target = ["-m", self.script] if self.module else [self.script]
+        limit = ["--duration", f"{duration_s}s"] if duration_s is not None else []
         return [self.python, "-m", "paddletune", "profile", "--quiet", "--steps", str(steps),
-                "--out", str(profile_path), *target, "--", *self.args]
+                *limit, "--out", str(profile_path), *target, "--", *self.args]
 
-    def run(self, setting, env, steps, timeout_s, phase, label) -> Trial:
+    def run(self, setting, env, steps, timeout_s, phase, label, duration_s=None) -> Trial:
+        """A trial of `steps` steps; with `duration_s`, of at most that many seconds of
+        steps after the first (its `steps` then says how many it ran)."""
         self.count += 1
         trial = Trial(self.count, dict(setting), label, phase, steps)
         stem = self.workdir / f"trial-{self.count:03d}"
@@ -103,8 +106,8 @@ class TrialRunner:
         full_env = {**self.base_env, **env}
         t0 = time.monotonic()
         with open(log_path, "wb") as log:
-            proc = subprocess.Popen(self.command(steps, profile_path), env=full_env,
-                                    stdout=log, stderr=subprocess.STDOUT,
+            proc = subprocess.Popen(self.command(steps, profile_path, duration_s),
+                                    env=full_env, stdout=log, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL, start_new_session=True)
             self.current = proc
             try:
@@ -116,7 +119,8 @@ class TrialRunner:
             finally:
                 self.current = None
         trial.wall_s = time.monotonic() - t0
-        measure(trial, profile_path, proc.returncode, timed_out, timeout_s, env)
+        measure(trial, profile_path, proc.returncode, timed_out, timeout_s, env,
+                counted=duration_s is not None)
         return trial
 
 
@@ -164,8 +168,10 @@ def _kill_group(proc):
         pass
 
 
-def measure(trial: Trial, profile_path, returncode, timed_out, timeout_s, env):
-    """Fill `trial` from its profile and exit status."""
+def measure(trial: Trial, profile_path, returncode, timed_out, timeout_s, env,
+            counted=False):
+    """Fill `trial` from its profile and exit status (`counted`: its steps are those the
+    profile counted, not those asked for)."""
     try:
         profile = load(profile_path)
     except ProfileError as err:
@@ -175,6 +181,8 @@ def measure(trial: Trial, profile_path, returncode, timed_out, timeout_s, env):
         return
     s = profile.summary
     trial.run_s = s.get("duration_s")
+    if counted and s.get("n_steps"):
+        trial.steps = s["n_steps"]
     mem = s.get("memory") or {}
     trial.peak_bytes = mem.get("peak_reserved_bytes")
     trial.capacity_bytes = mem.get("capacity_bytes")
