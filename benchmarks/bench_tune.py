@@ -12,7 +12,7 @@ speedup included: the grid has no such measurement) and the time of its search a
 Each trial is a new process: its start-up (~0.4 s here: Python, NumPy, the runtime, the
 script's set-up, the profile's summary; with PYTHONDONTWRITEBYTECODE set, the first trial
 also fills the trials' private bytecode cache, ~1.5 s) weighs on short trials, the tuner's
-and the grid's alike. The floor column is the least time any search that measures its noise,
+and the grid's alike. The floor column is about the least time any search that measures its noise,
 tries each knob value once and states a measured speedup could take (see floor_s): a target
 below it cannot be met on that space.
 
@@ -145,10 +145,11 @@ def ratio_ci(a, b):
 def floor_s(grid, measured, grid_best):
     """A floor under the time of any search of this space that measures its noise (two
     baseline trials), tries each knob's every other value once, in the job's own setting,
-    at the short length, and states its speedup from one final pair (baseline and best at
-    the long length): no longer rungs, no second round, no calibration. A short trial's time
-    is taken as the grid trial's start-up (wall - run) plus half its run. None without the
-    job's own setting in the grid."""
+    at the short length, and states its speedup from one final pair (baseline and best, at
+    the short length too): no longer rungs, no second round, no calibration. A short trial's
+    time is taken as the grid trial's start-up (wall - run) plus half its run. None without
+    the job's own setting in the grid. (A search that changes a knob before trying the next
+    tries that one in the new setting, which may be faster or slower than the job's own.)"""
     by_key = {sp.key(s): t for s, t in zip(grid, measured)}
     base = by_key.get(sp.key({}))
     if base is None or base.run_s is None:
@@ -158,7 +159,7 @@ def floor_s(grid, measured, grid_best):
         return t.wall_s - (t.run_s or 0.0) / 2
 
     singles = [t for s, t in zip(grid, measured) if len(s) == 1]
-    return 2 * short(base) + sum(short(t) for t in singles) + base.wall_s + grid_best.wall_s
+    return 3 * short(base) + sum(short(t) for t in singles) + short(grid_best)
 
 
 def grid_settings(space, job):

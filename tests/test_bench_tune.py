@@ -28,13 +28,13 @@ def trial(setting, wall, run):
     return t
 
 
-def test_floor_counts_two_baselines_each_value_once_and_a_final_pair(bench):
+def test_floor_counts_two_baselines_each_value_once_and_a_short_final_pair(bench):
     grid = [{}, {"a": 1}, {"a": 2}, {"b": 1}, {"a": 1, "b": 1}, {"a": 2, "b": 1}]
     # start-up 0.5 s each; runs at the long length: the baseline 4 s, the others 2 s
     measured = [trial(grid[0], 4.5, 4.0)] + [trial(s, 2.5, 2.0) for s in grid[1:]]
     best = measured[-1]
     short_base, short_other = 0.5 + 2.0, 0.5 + 1.0
-    expected = 2 * short_base + 3 * short_other + 4.5 + 2.5
+    expected = 2 * short_base + 3 * short_other + short_base + short_other  # + final pair
     assert bench.floor_s(grid, measured, best) == pytest.approx(expected)
     assert bench.floor_s(grid[1:], measured[1:], best) is None  # no baseline in the grid
 

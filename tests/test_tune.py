@@ -582,6 +582,31 @@ def test_batch_size_ladder_up_to_what_fits(monkeypatch):
     assert any(n.startswith("batch sizes 8, 32 not tried: 80 ran") for n in tuner.notes)
 
 
+def test_unimodal_prune_keeps_the_sizes_around_the_fastest():
+    """Measured: 16 -> 400, 64 -> 900, 128 -> 600 samples/s (a peak in between): sizes below
+    16 and above 128 cannot beat 64 if throughput is single-peaked; a gap inside the noise
+    prunes nothing."""
+    from paddletune.tune.batch import unimodal_prune
+
+    class Stub:
+        notes = []
+
+        def score_of(self, runs):
+            return runs[0]
+
+        def better(self, c, i):
+            return c[0] > 1.1 * i[0]
+
+    stub = Stub()
+    ladder = [8, 32, 64, 96, 128, 256]
+    kept = unimodal_prune(stub, ladder, {16: [400.0], 64: [900.0], 128: [600.0]})
+    assert kept == [32, 64, 96, 128]
+    assert stub.notes == ["batch sizes 8, 256 not tried: 64 ran 125% faster than 16 and 50% "
+                          "faster than 128, and throughput is taken to be single-peaked in "
+                          "the batch size"]
+    assert unimodal_prune(stub, ladder, {16: [400.0], 64: [420.0]}) == ladder
+
+
 # --- the record and its rendering -------------------------------------------------------------
 def test_record_round_trip_and_report(monkeypatch, tmp_path):
     tuner = run_tuner(monkeypatch)

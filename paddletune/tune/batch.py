@@ -51,10 +51,11 @@ def unimodal_prune(tuner, ladder, points: Dict[int, list]) -> List[int]:
     left = sorted(set(ladder) - set(kept))
     if left:
         rate = {b: tuner.score_of(runs) for b, runs in points.items()}
-        why = " and ".join(f"{best} ran {rate[best] / rate[b] - 1:.0%} faster than {b}"
+        why = " and ".join(f"{rate[best] / rate[b] - 1:.0%} faster than {b}"
                            for b in (lo, hi) if b is not None)
-        tuner.notes.append(f"batch sizes {', '.join(map(str, left))} not tried: {why}, and "
-                           f"throughput is taken to be single-peaked in the batch size")
+        tuner.notes.append(f"batch sizes {', '.join(map(str, left))} not tried: {best} ran "
+                           f"{why}, and throughput is taken to be single-peaked in the batch "
+                           f"size")
     return kept
 
 
