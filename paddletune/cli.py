@@ -8,7 +8,6 @@ printed to stderr as one line, never as a traceback, and end with exit code 2.
 
 import os
 import sys
-import warnings
 from pathlib import Path
 from typing import Annotated, List, NoReturn, Optional
 
@@ -33,20 +32,17 @@ def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
 
 
 def import_runtime():
-    """Import `runtime` (which reads the FLAGS_* environment) as a CLI should.
-
-    An invalid FLAGS_* value ends the command with its message and exit code 2; each
-    warning raised while importing (an unknown FLAGS_* name) is printed once to stderr.
-    """
-    with warnings.catch_warnings(record=True) as caught:
-        try:
-            import runtime
-        except Exception as err:
-            errors = sys.modules.get("runtime.errors")  # imported before the flags are read
-            if errors is None or not isinstance(err, errors.FlagError):
-                raise
-            fail(str(err))
-    for message in dict.fromkeys(str(w.message) for w in caught):
+    """Import `runtime` (which reads the FLAGS_* environment) as a CLI should, before
+    anything that imports it (the session's probes do): an invalid FLAGS_* value ends the
+    command with its message and exit code 2; each warning raised while importing (an
+    unknown FLAGS_* name) is printed once to stderr."""
+    from .runtime_import import BadFlag
+    from .runtime_import import import_runtime as load
+    try:
+        runtime, messages = load()
+    except BadFlag as err:
+        fail(str(err))
+    for message in messages:
         typer.echo(f"paddletune: warning: {message}", err=True)
     return runtime
 
@@ -145,8 +141,8 @@ def profile(
 ):
     """Run a training script as Python would, measure where its step time goes, write the
     profile and print the report. Exits with the script's own exit status."""
-    from . import session
     target, args = _target(ctx, script, module, "profile")
+    import_runtime()  # first: the session's probes import it
     duration_s = None
     if duration is not None:
         from .tune import parse_duration
@@ -154,7 +150,7 @@ def profile(
             duration_s = parse_duration(duration, "--duration")
         except ValueError as err:
             fail(str(err))
-    import_runtime()
+    from . import session
     options = session.Options(target, args, module is not None, out, steps, warmup,
                               duration_s, ops, interval, fluid_compat, check_nan,
                               speed_test_steps if speed_test else None,
@@ -186,26 +182,22 @@ def _run_live(options):
 def _after_profile(outcome, quiet, as_json):
     """Report, then leave as the script would have: its status, or death by SIGINT."""
     from .profile import ProfileError, load
-    from .render import report as report_view
     loaded = None
     if outcome.write_error is None:  # else the writer already warned; the job's status stands
         try:
             loaded = load(outcome.path)
         except ProfileError as err:
             typer.echo(f"paddletune: warning: {err}", err=True)
-    if loaded is not None and as_json:
-        typer.echo(report_view.summary_json(loaded))
-    elif loaded is not None and not quiet:
-        report_view.render_report(loaded, _console(stderr=True))
+    if loaded is not None and (as_json or not quiet):
+        from .render import report as report_view
+        if as_json:
+            typer.echo(report_view.summary_json(loaded))
+        else:
+            report_view.render_report(loaded, _console(stderr=True))
     if not quiet and outcome.write_error is None:
         typer.echo(f"paddletune: profile written to {outcome.path}", err=True)
-    if outcome.reason == "interrupted":
-        import os
-        import signal
-        sys.stdout.flush()
-        sys.stderr.flush()
-        signal.signal(signal.SIGINT, signal.SIG_DFL)
-        os.kill(os.getpid(), signal.SIGINT)
+    from .session import die_if_interrupted
+    die_if_interrupted(outcome)
     raise typer.Exit(outcome.status)
 
 
@@ -231,6 +223,7 @@ def report(
     top: Annotated[int, typer.Option("--top", min=1, help="How many ops to list.")] = 10,
 ):
     """Render a saved profile or tuning record (nothing is re-run)."""
+    import_runtime()  # the tuning record's module imports it (a bad FLAGS_*: one line)
     if profile_path is not None and _is_tune_record(profile_path):
         _report_tune(profile_path, as_json)
         return

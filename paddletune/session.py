@@ -164,6 +164,17 @@ def run(options: Options, path: Optional[Path] = None, on_stop=None) -> Outcome:
     return outcome
 
 
+def die_if_interrupted(outcome: Outcome):
+    """Leave as Python would after a Ctrl-C in the script: killed by SIGINT (a caller exits
+    with `outcome.status` otherwise)."""
+    if outcome.reason != "interrupted":
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGINT)
+
+
 class _Session:
     def __init__(self, options, writer, clock):
         self.options, self.writer, self.clock = options, writer, clock

@@ -141,7 +141,9 @@ def test_os_exit_leaves_a_profile_readable_to_its_last_flush(tmp_path):
     assert prof.summary["exit"]["reason"] == "unknown"
 
 
-def _start_endless(tmp_path):
+def _start_endless(tmp_path, command=None):
+    """An endless training loop under `command` (default: `paddletune profile -q --out
+    p.jsonl`), once it has run 20 steps."""
     script = write_script(tmp_path, """
         def announce(step, x):
             if step == 20:
@@ -149,10 +151,10 @@ def _start_endless(tmp_path):
             return x
         train(None, announce)
         """)
-    proc = subprocess.Popen([sys.executable, "-m", "paddletune", "profile", "-q",
-                             "--interval", "0.05", "--out", "p.jsonl", str(script)],
-                            cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    command = command or [sys.executable, "-m", "paddletune", "profile", "-q",
+                          "--interval", "0.05", "--out", "p.jsonl"]
+    proc = subprocess.Popen([*command, str(script)], cwd=tmp_path, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
     assert proc.stdout.readline() == "running\n"
     return proc
 

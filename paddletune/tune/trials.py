@@ -1,5 +1,6 @@
-"""One tuning trial: `paddletune profile --steps N` of the unmodified script in a subprocess,
-with a setting imposed through the environment, and what its profile measured.
+"""One tuning trial: `paddletune profile --steps N` of the unmodified script in a subprocess
+(paddletune/trialrun.py), with a setting imposed through the environment, and what its
+profile measured.
 
 A subprocess keeps the tuner alive whatever the trial does: a crash, an out-of-memory error
 or a hang (killed at its timeout: SIGTERM to its process group, so the session still writes
@@ -90,10 +91,12 @@ class TrialRunner:
             shutil.rmtree(self.pycache, ignore_errors=True)
 
     def command(self, steps, profile_path, duration_s=None) -> List[str]:
+        """`paddletune profile --quiet --steps N --out PROFILE TARGET -- ARGS`, as
+        paddletune.trialrun runs it (without the command line's parser: faster to start)."""
         target = ["-m", self.script] if self.module else [self.script]
-        limit = ["--duration", f"{duration_s}s"] if duration_s is not None else []
-        return [self.python, "-m", "paddletune", "profile", "--quiet", "--steps", str(steps),
-                *limit, "--out", str(profile_path), *target, "--", *self.args]
+        limit = ["--duration", str(duration_s)] if duration_s is not None else []
+        return [self.python, "-m", "paddletune.trialrun", "--steps", str(steps), *limit,
+                "--out", str(profile_path), *target, "--", *self.args]
 
     def run(self, setting, env, steps, timeout_s, phase, label, duration_s=None) -> Trial:
         """A trial of `steps` steps; with `duration_s`, of at most that many seconds of

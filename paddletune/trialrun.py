@@ -1,0 +1,70 @@
+"""`python -m paddletune.trialrun --steps N --out PROFILE [--duration S] [-m] TARGET -- ARGS`:
+`paddletune profile --quiet` as the tuner's trials run it, without the command line's parser.
+
+Each tuning trial is a new process, and typer (with pydantic) and rich cost about 0.1 s of its
+start-up, for a parser whose input the tuner writes itself and a report nobody reads. The
+profile, the exit status (a job interrupted by Ctrl-C dies by SIGINT, as under `python`) and
+the one-line errors (a bad FLAGS_* value, an unusable target: exit 2) are those of
+`paddletune profile --quiet`.
+"""
+
+import sys
+
+USAGE = ("usage: python -m paddletune.trialrun --steps N --out PROFILE [--duration SECONDS] "
+         "[-m] TARGET [-- ARGS]")
+EXIT_USAGE = 2
+
+
+def parse(argv):
+    """(target, script args, module, out, steps, duration_s) from `argv`; ValueError if
+    malformed."""
+    opts = {"--steps": None, "--out": None, "--duration": None}
+    module, i = False, 0
+    while i < len(argv) and argv[i].startswith("-"):
+        if argv[i] == "-m":
+            module, i = True, i + 1
+        elif argv[i] in opts and i + 1 < len(argv):
+            opts[argv[i]], i = argv[i + 1], i + 2
+        else:
+            raise ValueError(f"unknown option {argv[i]!r}")
+    if i >= len(argv) or opts["--steps"] is None or opts["--out"] is None:
+        raise ValueError("give --steps, --out and the target")
+    target, rest = argv[i], argv[i + 1:]
+    args = rest[1:] if rest[:1] == ["--"] else rest
+    steps = int(opts["--steps"])
+    duration = float(opts["--duration"]) if opts["--duration"] is not None else None
+    if steps < 1 or (duration is not None and duration <= 0):
+        raise ValueError("--steps and --duration must be positive")
+    return target, args, module, opts["--out"], steps, duration
+
+
+def main(argv=None) -> int:
+    try:
+        target, args, module, out, steps, duration_s = parse(
+            sys.argv[1:] if argv is None else argv)
+    except ValueError as err:
+        return _fail(f"{err}\n{USAGE}")
+    from .runtime_import import BadFlag, import_runtime
+    try:
+        _, messages = import_runtime()  # first: the session's probes import it
+    except BadFlag as err:
+        return _fail(str(err))
+    for message in messages:
+        print(f"paddletune: warning: {message}", file=sys.stderr)
+    from . import session
+    options = session.Options(target, args, module, out, steps, duration_s=duration_s)
+    try:
+        outcome = session.run(options)
+    except session.SessionError as err:
+        return _fail(str(err))
+    session.die_if_interrupted(outcome)
+    return outcome.status
+
+
+def _fail(message) -> int:
+    print(f"paddletune: {message}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+if __name__ == "__main__":
+    sys.exit(main())

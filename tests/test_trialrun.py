@@ -1,0 +1,113 @@
+"""The tuner's trial process (`python -m paddletune.trialrun`, `paddletune profile --quiet`
+without the command line's parser) and the FLAGS_* check that comes first in it and in
+`paddletune profile`/`report`: real subprocesses."""
+
+import os
+import signal
+import subprocess
+import sys
+
+import pytest
+
+from paddletune.profile import load
+from paddletune.trialrun import parse
+from test_profile_cli import TIMEOUT_S, _start_endless, write_script
+
+
+def trialrun(tmp_path, *argv, env=None):
+    cmd = [sys.executable, "-m", "paddletune.trialrun", *argv]
+    return subprocess.run(cmd, cwd=tmp_path, capture_output=True, text=True,
+                          timeout=TIMEOUT_S, env=env)
+
+
+def test_parse():
+    assert parse(["--steps", "40", "--out", "p.jsonl", "train.py", "--", "--lr", "0.1"]) == (
+        "train.py", ["--lr", "0.1"], False, "p.jsonl", 40, None)
+    assert parse(["--steps", "9", "--duration", "1.5", "--out", "p", "-m", "pkg.train",
+                  "--", "-v"]) == ("pkg.train", ["-v"], True, "p", 9, 1.5)
+    assert parse(["--steps", "1", "--out", "p", "t.py", "a"])[1] == ["a"]
+
+
+@pytest.mark.parametrize("argv", [
+    [], ["--steps", "4", "t.py"], ["--out", "p", "t.py"], ["--steps", "x", "--out", "p", "t.py"],
+    ["--steps", "0", "--out", "p", "t.py"], ["--quiet", "--steps", "4", "--out", "p", "t.py"],
+    ["--steps", "4", "--out", "p", "--duration", "-1", "t.py"]])
+def test_parse_refuses(argv):
+    with pytest.raises(ValueError):
+        parse(argv)
+
+
+def test_a_trial_writes_the_profile_quietly_without_the_cli_modules(tmp_path):
+    script = write_script(tmp_path, "train(None)\n")
+    probe = ("import sys; import paddletune.trialrun as t; "
+             f"rc = t.main(['--steps', '12', '--out', 'p.jsonl', {str(script)!r}]); "
+             "print([m for m in ('typer', 'rich', 'pydantic') if m in sys.modules], rc)")
+    proc = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=TIMEOUT_S)
+    assert proc.stdout == "[] 0\n" and proc.stderr == ""
+    prof = load(tmp_path / "p.jsonl")
+    assert prof.complete and prof.summary["n_steps"] == 12
+    assert prof.summary["exit"]["reason"] == "step_limit"
+
+
+@pytest.mark.parametrize("call, status, stderr", [
+    ("sys.exit(3)", 3, ""), ("sys.exit('cannot go on')", 1, "cannot go on\n")])
+def test_the_exit_status_is_the_scripts(tmp_path, call, status, stderr):
+    script = write_script(tmp_path, f"train(4)\n{call}\n")
+    proc = trialrun(tmp_path, "--steps", "100", "--out", "p.jsonl", str(script))
+    assert (proc.returncode, proc.stderr) == (status, stderr)
+    assert load(tmp_path / "p.jsonl").summary["exit"]["status"] == status
+
+
+def test_a_missing_script_or_bad_options_are_one_line_and_exit_2(tmp_path):
+    proc = trialrun(tmp_path, "--steps", "4", "--out", "p.jsonl", "missing.py")
+    assert proc.returncode == 2
+    assert proc.stderr == "paddletune: can't open file 'missing.py': no such file\n"
+    proc = trialrun(tmp_path, "--steps", "4", "missing.py")
+    assert proc.returncode == 2 and proc.stderr.startswith("paddletune: give --steps, --out")
+    assert "usage: python -m paddletune.trialrun" in proc.stderr
+
+
+def test_sigint_dies_by_sigint_with_the_profile_written(tmp_path):
+    proc = _start_endless(tmp_path, [sys.executable, "-m", "paddletune.trialrun",
+                                     "--steps", "1000000", "--out", "p.jsonl"])
+    proc.send_signal(signal.SIGINT)
+    proc.communicate(timeout=TIMEOUT_S)
+    assert proc.returncode == -signal.SIGINT
+    assert load(tmp_path / "p.jsonl").summary["exit"]["reason"] == "interrupted"
+
+
+BAD_FLAG = {"FLAGS_check_nan_inf": "maybe"}
+
+
+@pytest.mark.parametrize("command", [
+    ["-m", "paddletune.trialrun", "--steps", "4", "--out", "p.jsonl"],
+    ["-m", "paddletune", "profile", "-q", "--steps", "4"],
+    ["-m", "paddletune", "profile", "-q", "--duration", "1s"]])
+def test_a_bad_flag_value_is_one_line_and_exit_2_before_the_script_runs(tmp_path, command):
+    """The runtime reads FLAGS_* once, on import: before the session's probes import it (they
+    did first in `profile`, which then ended with FlagError's traceback and status 1)."""
+    script = write_script(tmp_path, "print('ran')\n")
+    proc = subprocess.run([sys.executable, *command, str(script)], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=TIMEOUT_S,
+                          env={**os.environ, **BAD_FLAG})
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.startswith("paddletune: environment variable FLAGS_check_nan_inf=")
+    assert len(proc.stderr.splitlines()) == 1 and "Traceback" not in proc.stderr
+
+
+def test_report_with_a_bad_flag_value_is_one_line(tmp_path):
+    proc = subprocess.run([sys.executable, "-m", "paddletune", "report", "nothing.jsonl"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=TIMEOUT_S,
+                          env={**os.environ, **BAD_FLAG})
+    assert proc.returncode == 2 and len(proc.stderr.splitlines()) == 1
+    assert "FLAGS_check_nan_inf" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_an_unknown_flag_is_one_warning_and_the_trial_runs(tmp_path):
+    script = write_script(tmp_path, "train(None)\n")
+    proc = trialrun(tmp_path, "--steps", "3", "--out", "p.jsonl", str(script),
+                    env={**os.environ, "FLAGS_no_such_flag": "1"})
+    assert proc.returncode == 0
+    assert proc.stderr == ("paddletune: warning: unknown flag FLAGS_no_such_flag in the "
+                           "environment is ignored\n")
