@@ -27,7 +27,9 @@ time, each choice a race by successive halving; a gain counts only outside the n
 3. Order: the advisors' proposals (each, and all together); the batch size (the memory
    model's largest safe batch, verified by a trial, then a ladder of sizes up to it);
    then each knob in turn, for up to `max_rounds` rounds, ending early when a round changes
-   nothing (the remaining gains are inside the noise).
+   nothing (the remaining gains are inside the noise); a knob is raced again in a later
+   round only when other knobs changed since, and without the values prune.py leaves out
+   (shorter queues; those that lost by more than the changes since gained).
 4. Final: baseline and best alternate, first at the first rung's length, then at the
    longest (up to `final_pairs` pairs) only while the pairs so far leave the gain inside
    the noise; their ratio is the speedup reported (and the baseline's drift since the
@@ -42,6 +44,7 @@ from typing import Callable, List, Optional
 from runtime.overrides import SINGLE_PLACE_BUILD
 
 from ..profile import load
+from . import prune
 from . import space as sp
 from .batch import batch_ladder, unimodal_prune
 from .compare import Z, Comparisons, mean, speedup
@@ -107,6 +110,8 @@ class Tuner(Comparisons):
         self.final = None  # {"baseline": [...], "best": [...], "speedup", "ci", "drift"}
         self.t0 = time.monotonic()
         self.last_rung = set()  # indices of the trials of the latest rung of any race
+        self.race_runs = {}  # the latest race's trials: setting key -> its trials
+        self.losses = prune.Losses()  # values each knob's race found clearly slower
         self.steps0 = options.trial_steps or MIN_STEPS
         self.per_step_s = None
         self.overhead_s = 2.0
@@ -222,8 +227,10 @@ class Tuner(Comparisons):
                 raced[name] = context
                 now = self.incumbent.get(name, knob.current)
                 challengers = [(sp.merged(self.incumbent, {name: v}, self.space),
-                                f"knob:{name}") for v in knob.values if v != now]
+                                f"knob:{name}") for v in prune.candidates(self, name, now)]
                 changed |= self.race(challengers)
+                if self.race_runs and self.options.objective == "throughput":
+                    self.losses.record(self, name, self.race_runs, sp.key(self.incumbent))
             if not changed:
                 self.stop_reason = (f"converged: round {round_ + 1} found no gain outside "
                                     f"the noise")
@@ -293,6 +300,7 @@ class Tuner(Comparisons):
         True when one of them became the incumbent. `measured`: {setting key: trial} taken
         moments ago at the first rung's length, used there instead of a new trial."""
         pool, seen = [], {sp.key(self.incumbent)}
+        self.race_runs = {}
         for setting, phase in challengers:
             k = sp.key(setting)
             if k not in seen and k not in self.failed and not self._dead(setting):
@@ -301,6 +309,7 @@ class Tuner(Comparisons):
         if not pool:
             return False
         steps, runs = self.steps0, {}  # runs: setting key -> its trials in this race
+        self.race_runs = runs
         behind = False  # the incumbent far behind every challenger left: it sits out
         for rung in range(self.options.rungs):
             last = rung == self.options.rungs - 1
@@ -336,6 +345,7 @@ class Tuner(Comparisons):
                         last and self._more_pairs(alive[0], steps, best, mine)):
                     return False
                 self.progress.accepted(self, best[-1], mine[-1])
+                self.losses.gains.append(mean(best) / mean(mine))
                 self.incumbent = alive[0][0]
                 return True
             # a longer rung only has to tell the challengers apart when the slowest of

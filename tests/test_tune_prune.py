@@ -1,0 +1,79 @@
+"""Values the coordinate races leave out under the throughput objective (paddletune/tune/
+prune.py): shorter reader queues, and in a later round the values that lost by more than
+every change since gained; on the simulated job of test_tune.py."""
+
+import re
+
+import pytest
+
+from paddletune.tune import search
+from paddletune.tune.search import TuneOptions, Tuner
+from test_tune import Clock, FakeRunner, fake_profile, run_tuner
+
+
+def tuner_of(monkeypatch, rate, profile=None, **options):
+    clock = Clock()
+    monkeypatch.setattr(search.time, "monotonic", clock.monotonic)
+    tuner = Tuner(FakeRunner(clock, rate), TuneOptions(
+        **{"trial_steps": 50, "keep_batch_size": True, **options}))
+    tuner.load_profile = lambda path: profile or fake_profile()
+    tuner.advise = lambda profile: []
+    return tuner
+
+
+def raced(tuner, name):
+    return [t.setting.get(name) for t in tuner.trials if t.phase == f"knob:{name}"]
+
+
+def test_shorter_queues_are_not_raced_for_throughput(monkeypatch):
+    """A job with capacity 8: 2 and 4 cannot make the step wait less; 16 and 64 are tried."""
+    tuner = tuner_of(monkeypatch, lambda s: 1000.0, fake_profile(capacity=8),
+                     specs=("only=capacity",)).run()
+    assert sorted(set(raced(tuner, "capacity"))) == [16, 64]
+    assert ("capacity 2, 4 not tried: a shorter queue than 8 cannot make the step wait less "
+            "(it only saves memory: --objective memory tries it)") in tuner.notes
+
+
+def test_shorter_queues_are_raced_for_memory_and_when_given_with_space(monkeypatch):
+    memory = tuner_of(monkeypatch, lambda s: 1000.0, fake_profile(capacity=8),
+                      objective="memory", specs=("only=capacity",)).run()
+    assert {2, 4} <= set(raced(memory, "capacity"))
+    given = tuner_of(monkeypatch, lambda s: 1000.0, fake_profile(capacity=8),
+                     specs=("only=capacity", "capacity=2,4")).run()
+    assert set(raced(given, "capacity")) == {2, 4}
+    assert not any("not tried" in n for n in memory.notes + given.notes)
+
+
+def test_a_later_round_skips_values_that_lost_by_more_than_the_changes_since(monkeypatch):
+    """num_workers 0 -> 1 (+50%; 2 is 3x slower: it thrashes), then blas_threads +5%: round 2
+    re-races num_workers (its context changed) without 2, which lost by far more than +5%;
+    0 lost by 1.5x, more than +5% too, so num_workers is not raced at all in round 2."""
+    def rate(s):
+        base = {0: 1000.0, 1: 1500.0, 2: 500.0}[s.get("num_workers", 0)]
+        return base * (1.05 if s.get("blas_threads") == 1 else 1.0)
+
+    tuner = run_tuner(monkeypatch, rate=rate, specs=("only=num_workers,blas_threads",))
+    assert tuner.incumbent == {"num_workers": 1, "blas_threads": 1}
+    assert raced(tuner, "num_workers") == [1, 2]  # round 1 only
+    note = next(n for n in tuner.notes if n.startswith("num_workers: 0, 2 not tried again"))
+    figures = [float(x) for x in re.findall(r"=[02] ([\d.]+)x", note)]
+    assert figures == [pytest.approx(1.5, rel=0.03), pytest.approx(3.0, rel=0.03)]
+    gained = float(re.search(r"the \+([\d.]+)% every change since gained", note).group(1))
+    assert gained == pytest.approx(5.0, abs=2.5)
+
+
+def test_a_value_is_raced_again_when_the_changes_since_gained_more_than_it_lost(monkeypatch):
+    """num_workers=2 loses to 1 by 20% with the job's short queue, but with capacity 64 it
+    runs 2x faster than with 1 (an interaction): capacity's +50% since is more than its 20%,
+    so round 2 races it again and finds it."""
+    def rate(s):
+        workers, cap = s.get("num_workers", 0), s.get("capacity", 2)
+        base = {0: 1000.0, 1: 1500.0, 2: 1200.0}[workers]
+        if cap >= 16:
+            base *= {0: 1.0, 1: 1.5, 2: 5.0}[workers]
+        return base
+
+    tuner = run_tuner(monkeypatch, rate=rate, specs=("only=num_workers,capacity",))
+    assert tuner.incumbent.get("num_workers") == 2
+    assert tuner.incumbent.get("capacity", 2) >= 16
+    assert not any("not tried again" in n for n in tuner.notes if n.startswith("num_workers"))
