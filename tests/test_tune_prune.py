@@ -77,3 +77,39 @@ def test_a_value_is_raced_again_when_the_changes_since_gained_more_than_it_lost(
     assert tuner.incumbent.get("num_workers") == 2
     assert tuner.incumbent.get("capacity", 2) >= 16
     assert not any("not tried again" in n for n in tuner.notes if n.startswith("num_workers"))
+
+
+def waiting_runner(clock, rate, put_wait_share):
+    """Trials that wait for data 30% of the step, their producers blocked on a full queue
+    `put_wait_share(setting)` of the time."""
+    class Runner(FakeRunner):
+        def run(self, setting, env, steps, timeout_s, phase, label):
+            t = super().run(setting, env, steps, timeout_s, phase, label)
+            t.input_share, t.put_wait_share = 0.3, put_wait_share(setting)
+            return t
+    return Runner(clock, rate)
+
+
+@pytest.mark.parametrize("blocked, raced_capacity", [(0.001, False), (0.4, True)])
+def test_capacity_is_raced_only_when_the_producers_wait_for_room(monkeypatch, blocked,
+                                                                 raced_capacity):
+    """A worker process feeds a step that waits for data 30% of the time. When it is almost
+    never blocked on a full queue, a longer queue would go unused: capacity is not raced (a
+    note says why); blocked 40% of the time, it is (and wins)."""
+    clock = Clock()
+    monkeypatch.setattr(search.time, "monotonic", clock.monotonic)
+    runner = waiting_runner(clock, lambda s: 1300.0 if s.get("capacity", 2) >= 16 else 1000.0,
+                            lambda s: blocked)
+    tuner = Tuner(runner, TuneOptions(trial_steps=50, keep_batch_size=True,
+                                      specs=("only=capacity,use_double_buffer",)))
+    tuner.load_profile = lambda path: fake_profile(workers=1)
+    tuner.advise = lambda profile: []
+    tuner.run()
+    phases = {t.phase for t in tuner.trials}
+    assert ("knob:capacity" in phases) is raced_capacity
+    assert "knob:use_double_buffer" in phases  # the step does wait for data
+    note = ("capacity not tried: the reader's producers waited for room in the queue 0.1% of "
+            "the time (below the 2% that counts): a longer queue would go unused; more "
+            "producers (num_workers) are what feeds a step that waits")
+    assert (note in tuner.notes) is not raced_capacity
+    assert tuner.incumbent.get("capacity", 2) >= (16 if raced_capacity else 2)

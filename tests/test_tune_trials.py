@@ -22,6 +22,7 @@ def test_trials_cache_bytecode_privately_when_the_environment_forbids_writing_it
     assert cache.parent == tmp_path / "trials"
     trial = runner.run({}, {}, 20, 60, "baseline", "baseline")
     assert trial.status == "ok", (trial.message, Path(trial.log).read_text()[-2000:])
+    assert 0 <= trial.input_share <= 1 and trial.put_wait_share >= 0  # the reader's figures
     compiled = {p.name.split(".")[0] for p in cache.rglob("*.pyc")}
     assert {"session", "executor", "_methods"} <= compiled  # paddletune, runtime, NumPy
     runner.close()

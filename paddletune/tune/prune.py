@@ -1,6 +1,8 @@
 """Values of a knob a coordinate race need not try under the throughput objective, each left
 out with a note that says why (the memory objective and values given with --space keep all).
 
+- Buffering, when the incumbent's trial shows it idle: the step hardly waits for data, or
+  (capacity) the producers were hardly ever blocked on a full queue.
 - A shorter reader queue: capacity only buffers batches between the reader and the step, so
   a smaller one cannot make the step wait less (it saves memory, which the memory objective
   weighs).
@@ -18,6 +20,37 @@ from . import space as sp
 from .compare import mean
 
 SHORTER_QUEUE = ("capacity",)  # knobs whose smaller values only save memory
+BUFFERING = ("capacity", "use_double_buffer")  # reader knobs that only hide waiting for data
+
+
+def buffering_idle(tuner, name) -> bool:
+    """A buffering knob cannot win here (throughput objective), judged on the incumbent's
+    latest trial: its step waits for data less than min_gain's worth (input share s: at
+    most s / (1 - s) to win); or, for capacity, its producers were almost never blocked on a
+    full queue (less than min_gain of the time): room they did not use cannot speed them
+    up, only more producers can. Not raced then; a note says why (once per knob)."""
+    latest = tuner.latest(tuner.incumbent) if name in BUFFERING else None
+    if latest is None or tuner.options.objective != "throughput":
+        return False
+    bar = tuner.options.min_gain
+    share, blocked = latest.input_share, latest.put_wait_share
+    if share is not None and (share / (1 - share) if share < 1 else math.inf) < bar:
+        _note_once(tuner, name, f"the step waits for data {share:.1%} of the time (at most "
+                                f"{share / (1 - share):+.1%} to win by buffering more, below "
+                                f"the {bar:.0%} that counts)")
+        return True
+    if name == "capacity" and blocked is not None and blocked < bar:
+        _note_once(tuner, name, f"the reader's producers waited for room in the queue "
+                                f"{blocked:.1%} of the time (below the {bar:.0%} that counts): "
+                                f"a longer queue would go unused; more producers "
+                                f"(num_workers) are what feeds a step that waits")
+        return True
+    return False
+
+
+def _note_once(tuner, name, why):
+    if not any(n.startswith(f"{name} not tried:") for n in tuner.notes):
+        tuner.notes.append(f"{name} not tried: {why}")
 
 
 class Losses:

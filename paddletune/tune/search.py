@@ -58,7 +58,6 @@ BASELINE_REPEATS = 3  # the baseline's first measurements: the first estimate of
 CALIBRATION_S = 1.5  # the first baseline's steps after its first: the first rung's length
 MIN_STEPS, MAX_STEPS = 20, 2000  # the first rung's length at least / at most
 EARLY = 2.0  # a shorter rung decides when the gain clears this many times the bar
-BUFFERING = ("capacity", "use_double_buffer")  # reader knobs that only hide waiting for data
 PROMISING = 1.0  # standard errors: a gain worth more pairs of trials at the last rung
 
 
@@ -219,7 +218,8 @@ class Tuner(Comparisons):
         for round_ in range(self.options.max_rounds):
             changed = False
             for name, knob in list(self.space.knobs.items()):
-                if name == "batch_size" or self._dead({name: None}) or self._no_wait(name):
+                if name == "batch_size" or self._dead({name: None}) or \
+                        prune.buffering_idle(self, name):
                     continue
                 context = sp.key({k: v for k, v in self.incumbent.items() if k != name})
                 if raced.get(name) == context:
@@ -236,24 +236,6 @@ class Tuner(Comparisons):
                                     f"the noise")
                 return
         self.stop_reason = f"{self.options.max_rounds} rounds done"
-
-    def _no_wait(self, name) -> bool:
-        """A buffering knob cannot win more than the time the step waits for data: with the
-        incumbent's latest trial waiting less than min_gain's worth (input share s: at most
-        s / (1 - s) to win), it is not raced (a note says so, once per knob)."""
-        latest = self.latest(self.incumbent) if name in BUFFERING else None
-        share = latest.input_share if latest else None
-        if share is None or self.options.objective != "throughput":
-            return False
-        most = share / (1 - share) if share < 1 else float("inf")
-        if most >= self.options.min_gain:
-            return False
-        note = (f"{name} not tried: the step waits for data {share:.1%} of the time "
-                f"(at most {most:+.1%} to win by buffering more, below the "
-                f"{self.options.min_gain:.0%} that counts)")
-        if not any(n.startswith(f"{name} not tried:") for n in self.notes):
-            self.notes.append(note)
-        return True
 
     def _final(self):
         """Baseline and best, alternating: the speedup. The first pair at the first rung's
