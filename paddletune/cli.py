@@ -36,15 +36,11 @@ def import_runtime():
     anything that imports it (the session's probes do): an invalid FLAGS_* value ends the
     command with its message and exit code 2; each warning raised while importing (an
     unknown FLAGS_* name) is printed once to stderr."""
-    from .runtime_import import BadFlag
-    from .runtime_import import import_runtime as load
+    from .runtime_import import BadFlag, import_runtime_or_say
     try:
-        runtime, messages = load()
+        return import_runtime_or_say(lambda line: typer.echo(line, err=True))
     except BadFlag as err:
         fail(str(err))
-    for message in messages:
-        typer.echo(f"paddletune: warning: {message}", err=True)
-    return runtime
 
 
 def _print_version(value: bool):
@@ -223,10 +219,11 @@ def report(
     top: Annotated[int, typer.Option("--top", min=1, help="How many ops to list.")] = 10,
 ):
     """Render a saved profile or tuning record (nothing is re-run)."""
-    import_runtime()  # the tuning record's module imports it (a bad FLAGS_*: one line)
-    if profile_path is not None and _is_tune_record(profile_path):
-        _report_tune(profile_path, as_json)
-        return
+    if profile_path is not None:
+        import_runtime()  # paddletune.tune imports it (a bad FLAGS_* value: one line)
+        if _is_tune_record(profile_path):
+            _report_tune(profile_path, as_json)
+            return
     from .render import report as report_view
     loaded = _load_or_fail(profile_path)
     if as_json:

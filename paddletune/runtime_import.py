@@ -1,6 +1,6 @@
-"""Importing the runtime as a command should: before anything else of paddletune that imports
-it (the probes do), so that a bad FLAGS_* value in the environment is one line the command
-can print, and each unknown-flag warning is collected once instead of printed by Python."""
+"""Import the runtime the way a command should: first, before anything of paddletune that
+imports it (the probes do), so that a bad FLAGS_* value in the environment becomes a one-line
+error the command prints, and each warning of the import (an unknown FLAGS_* name) one line."""
 
 import sys
 import warnings
@@ -12,10 +12,9 @@ class BadFlag(Exception):
 
 
 def import_runtime():
-    """(the `runtime` module, [warning messages, each once]); BadFlag for an invalid FLAGS_*
-    value. Importing it reads the FLAGS_* environment once per process."""
+    """(the `runtime` module, [the import's warning messages, each once]); BadFlag for an
+    invalid FLAGS_* value. The runtime reads the FLAGS_* environment when first imported."""
     with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
         try:
             import runtime
         except Exception as err:
@@ -24,3 +23,12 @@ def import_runtime():
                 raise
             raise BadFlag(str(err)) from None
     return runtime, list(dict.fromkeys(str(w.message) for w in caught))
+
+
+def import_runtime_or_say(say):
+    """import_runtime(), each warning passed to `say` as a `paddletune: warning: ...` line;
+    returns the module (BadFlag as import_runtime)."""
+    runtime, messages = import_runtime()
+    for message in messages:
+        say(f"paddletune: warning: {message}")
+    return runtime

@@ -53,6 +53,14 @@ def reader_figures(profile, window, main_cycle=None) -> Optional[dict]:
             "errors": [{"loader": r.get("loader"), "detail": r.get("detail")} for r in errors]}
 
 
+def main_loader(reader: Optional[dict]) -> Optional[dict]:
+    """The figures of the main loader (most batches: the training loop's) in a summary's
+    reader section, or None without one."""
+    loaders = (reader or {}).get("loaders") or []
+    main = (reader or {}).get("main")
+    return next((f for f in loaders if f.get("loader") == main), loaders[0] if loaders else None)
+
+
 def loader_figures(loader, config, passes, window, main_cycle, intervals) -> dict:
     picked, scope = _in_window(intervals, window)
     c = merge(picked)

@@ -5,7 +5,8 @@ Each tuning trial is a new process, and typer (with pydantic) and rich cost abou
 start-up, for a parser whose input the tuner writes itself and a report nobody reads. The
 profile, the exit status (a job interrupted by Ctrl-C dies by SIGINT, as under `python`) and
 the one-line errors (a bad FLAGS_* value, an unusable target: exit 2) are those of
-`paddletune profile --quiet`.
+`paddletune profile --quiet`; it does not read the profile back after the job (the tuner
+does, and records a trial whose profile is unreadable as crashed).
 """
 
 import sys
@@ -44,13 +45,11 @@ def main(argv=None) -> int:
             sys.argv[1:] if argv is None else argv)
     except ValueError as err:
         return _fail(f"{err}\n{USAGE}")
-    from .runtime_import import BadFlag, import_runtime
-    try:
-        _, messages = import_runtime()  # first: the session's probes import it
+    from .runtime_import import BadFlag, import_runtime_or_say
+    try:  # first: the session's probes import it
+        import_runtime_or_say(lambda line: print(line, file=sys.stderr))
     except BadFlag as err:
         return _fail(str(err))
-    for message in messages:
-        print(f"paddletune: warning: {message}", file=sys.stderr)
     from . import session
     options = session.Options(target, args, module, out, steps, duration_s=duration_s)
     try:

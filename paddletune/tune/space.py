@@ -15,6 +15,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from runtime.overrides import ENV as OVERRIDES_ENV
 from runtime.overrides import SCHEMA
 
+from ..summary_reader import main_loader
+
 OVERRIDE_SECTIONS = tuple(SCHEMA)  # reader, exec_strategy, build_strategy
 CAPACITIES = (2, 4, 8, 16, 64)
 DEFAULT_MAX_BATCH_FACTOR = 8  # without --max-batch-size, batches up to 8x the job's own
@@ -330,9 +332,7 @@ def code_lines(setting: dict, space: Space) -> List[str]:
 
 
 def _main_loader(profile) -> Optional[dict]:
-    reader = (profile.summary or {}).get("reader") or {}
-    loaders = reader.get("loaders") or []
-    return loaders[0] if loaders else None
+    return main_loader((profile.summary or {}).get("reader"))
 
 
 def _cores(profile) -> int:

@@ -24,6 +24,7 @@ from typing import List, Optional
 
 from ..profile import ProfileError, load
 from ..summary import training_steps
+from ..summary_reader import main_loader
 
 BLOCKS = 8  # batch means for the confidence interval
 MIN_BLOCK = 3  # steps per block at least
@@ -52,8 +53,8 @@ class Trial:
     capacity_bytes: Optional[int] = None
     batch_model: Optional[dict] = None
     input_share: Optional[float] = None  # of a step: waiting for and feeding the next batch
-    put_wait_share: Optional[float] = None  # the main loader's producers blocked on a full
-    # queue (their waits summed, over the wall time)
+    put_wait_share: Optional[float] = None  # of the steady steps' time: the main loader's
+    # feeding thread blocked on a full queue
     wall_s: Optional[float] = None  # the whole subprocess, start-up included
     run_s: Optional[float] = None  # the job's own duration (profile)
     no_effect: List[str] = field(default_factory=list)  # requested, never applied
@@ -221,9 +222,9 @@ def measure(trial: Trial, profile_path, returncode, timed_out, timeout_s, env,
     trial.steps_per_s = tp["steps_per_s"]
     trial.samples_per_s, trial.ci = throughput_ci(steady)
     trial.input_share = s.get("input_share")
-    loaders = (s.get("reader") or {}).get("loaders") or []
-    if loaders:
-        trial.put_wait_share = (loaders[0].get("producer") or {}).get("put_wait_share")
+    loader = main_loader(s.get("reader"))
+    if loader is not None:
+        trial.put_wait_share = (loader.get("producer") or {}).get("put_wait_share")
     trial.se = throughput_se(steady)
 
 
