@@ -13,8 +13,9 @@ Each trial is a new process: its start-up (~0.4 s here: Python, NumPy, the runti
 script's set-up, the profile's summary; with PYTHONDONTWRITEBYTECODE set, the first trial
 also fills the trials' private bytecode cache, ~1.5 s) weighs on short trials, the tuner's
 and the grid's alike. The floor column is about the least time any search that measures its noise,
-tries each knob value once and states a measured speedup could take (see floor_s): a target
-below it cannot be met on that space.
+tries each knob value once and states a measured speedup could take (see floor_s): a search
+that tries every value cannot meet a target below it on that space (the tuner can, where it
+leaves out values that cannot win: paddletune/tune/prune.py).
 
 Jobs (all deliberately mis-configured):
   reader   tests/tunejob.py defaults: a reader thread and a 2-batch queue in front of a
