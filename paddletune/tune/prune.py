@@ -112,7 +112,9 @@ def _prunes(tuner, knob) -> bool:
 
 
 def _skip(tuner, name, why) -> bool:
-    _note(tuner, f"{name} not tried: {why}")
+    """Not raced; the note once per knob (a later round's figures would differ a little)."""
+    if not any(n.startswith(f"{name} not tried:") for n in tuner.notes):
+        tuner.notes.append(f"{name} not tried: {why}")
     return True
 
 
