@@ -9,7 +9,7 @@ the grid's winner's luck in its one measurement does not count). Reported per jo
 tuner's best as a share of the grid's best (target >= 95%) and the tuner's time as a share
 of the grid's (target <= 25%), its whole time (the final interleaved pairs that measure its
 speedup included: the grid has no such measurement) and the time of its search alone.
-Each trial is a new process: its start-up (~0.4 s here: Python, NumPy, the runtime, the
+Each trial is a new process: its start-up (~0.25 s here: Python, NumPy, the runtime, the
 script's set-up, the profile's summary; with PYTHONDONTWRITEBYTECODE set, the first trial
 also fills the trials' private bytecode cache, ~1.5 s) weighs on short trials, the tuner's
 and the grid's alike. The floor column is about the least time any search that measures its noise,

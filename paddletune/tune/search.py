@@ -282,7 +282,7 @@ class Tuner(Comparisons):
         True when one of them became the incumbent. `measured`: {setting key: trial} taken
         moments ago at the first rung's length, used there instead of a new trial."""
         pool, seen = [], {sp.key(self.incumbent)}
-        self.race_runs = {}
+        runs = self.race_runs = {}  # setting key -> its trials in this race (prune.Losses)
         for setting, phase in challengers:
             k = sp.key(setting)
             if k not in seen and k not in self.failed and not self._dead(setting):
@@ -290,8 +290,7 @@ class Tuner(Comparisons):
                 pool.append((setting, phase))
         if not pool:
             return False
-        steps, runs = self.steps0, {}  # runs: setting key -> its trials in this race
-        self.race_runs = runs
+        steps = self.steps0
         behind = False  # the incumbent far behind every challenger left: it sits out
         for rung in range(self.options.rungs):
             last = rung == self.options.rungs - 1
