@@ -16,12 +16,14 @@ Prints a table, the ratios, and one JSON line (the last line of output).
 the batches already on the device for both (compute, not host->device copies, is compared),
 each step fetching its loss (a device->host copy that waits for the step, in both), the device
 synchronised around each timed run. Reports the GPU's name (CuPy's device properties), the
-ratio runtime/torch (target >= 0.8) and the cost of the per-op CUDA events the ops probe turns
-on (runtime/gpu_timing.py). Exits with status 2, saying why, without CuPy and a GPU or without
-PyTorch built with CUDA.
+ratio runtime/torch (target >= 0.8), the same for the generic kernels (runtime/ops/fused.py
+switched off), and the cost of the per-op CUDA events the ops probe turns on
+(runtime/gpu_timing.py): four contenders interleaved round by round. Exits with status 2,
+saying why, without CuPy and a GPU or without PyTorch built with CUDA.
 """
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -293,29 +295,64 @@ def gpu_name(cupy, device_id=0):
     return name.decode() if isinstance(name, bytes) else str(name)
 
 
+class Switched:
+    """A contender's model run under a switch (a context manager factory) held for each timed
+    run: the fused kernels off, or the ops probe's CUDA events on."""
+
+    def __init__(self, model, name, switch):
+        self.model, self.name, self.switch = model, name, switch
+        self.sync = model.sync
+
+    def step(self, x, y):
+        return self.model.step(x, y)
+
+
+def _time_switched(model, xs, ys, steps):
+    if isinstance(model, Switched):
+        with model.switch():
+            return time_steps(model, xs, ys, steps)
+    return time_steps(model, xs, ys, steps)
+
+
+@contextlib.contextmanager
+def _generic_kernels():
+    from runtime.ops import fused
+    fused.ENABLED[0] = False
+    try:
+        yield
+    finally:
+        fused.ENABLED[0] = True
+
+
+def _op_events():
+    return events.subscribe("op_end", lambda record: None)  # what `--ops` turns on
+
+
 def gpu_throughput(args, cupy):
-    """samples/s of the runtime and torch on GPU 0, and what the per-op events cost."""
+    """samples/s of the runtime (fused kernels, generic kernels, fused with the ops probe's
+    per-op CUDA events) and torch on GPU 0, interleaved round by round."""
     xs, ys = make_data(args.batch_size, 8)
     runtime_model, torch_model = RuntimeCudaMLP(cupy), TorchCudaMLP()
-    data = {"runtime": (cupy.asarray(xs), cupy.asarray(ys)),
-            "torch": (torch.from_numpy(xs).cuda(), torch.from_numpy(ys).cuda())}
-    times = {m.name: [] for m in (runtime_model, torch_model)}
-    for m in (runtime_model, torch_model):
-        time_steps(m, *data[m.name], args.warmup)
+    models = [runtime_model, Switched(runtime_model, "runtime_generic", _generic_kernels),
+              torch_model, Switched(runtime_model, "runtime_op_events", _op_events)]
+    on_device = (cupy.asarray(xs), cupy.asarray(ys))
+    data = {"torch": (torch.from_numpy(xs).cuda(), torch.from_numpy(ys).cuda())}
+    times = {m.name: [] for m in models}
+    for m in models:
+        _time_switched(m, *data.get(m.name, on_device), args.warmup)
     for r in range(args.rounds):
-        for m in ((runtime_model, torch_model) if r % 2 == 0 else (torch_model, runtime_model)):
-            times[m.name].append(time_steps(m, *data[m.name], args.steps) / args.steps)
+        for m in models[r % len(models):] + models[:r % len(models)]:
+            times[m.name].append(
+                _time_switched(m, *data.get(m.name, on_device), args.steps) / args.steps)
     step_s = {k: statistics.median(v) for k, v in times.items()}
-    with events.subscribe("op_end", lambda record: None):
-        evented = statistics.median(
-            time_steps(runtime_model, *data["runtime"], args.steps) / args.steps
-            for _ in range(args.rounds))
     rate = {k: args.batch_size / v for k, v in step_s.items()}
     return {"samples_per_s": {k: round(v, 1) for k, v in rate.items()},
             "step_ms": {k: round(v * 1e3, 4) for k, v in step_s.items()},
             "runtime_vs_torch": round(rate["runtime"] / rate["torch"], 3),
+            "generic_vs_torch": round(rate["runtime_generic"] / rate["torch"], 3),
             "target": 0.8, "runtime_ops": runtime_model.n_ops,
-            "op_events_us_per_step": round((evented - step_s["runtime"]) * 1e6, 1)}
+            "op_events_us_per_step": round(
+                (step_s["runtime_op_events"] - step_s["runtime"]) * 1e6, 1)}
 
 
 def gpu_main(args):
@@ -334,9 +371,11 @@ def gpu_main(args):
     r = gpu_throughput(args, cupy)
     report.update(r)
     verdict = "meets" if r["runtime_vs_torch"] >= r["target"] else "BELOW"
-    print(f"samples/s: runtime {r['samples_per_s']['runtime']:.0f}  torch "
-          f"{r['samples_per_s']['torch']:.0f}  | runtime/torch {r['runtime_vs_torch']:.3f} "
-          f"({verdict} the {r['target']}x target) on {name}")
+    rates = r["samples_per_s"]
+    print(f"samples/s: runtime {rates['runtime']:.0f} (generic kernels "
+          f"{rates['runtime_generic']:.0f})  torch {rates['torch']:.0f}  | runtime/torch "
+          f"{r['runtime_vs_torch']:.3f} ({verdict} the {r['target']}x target; generic "
+          f"{r['generic_vs_torch']:.3f}) on {name}")
     print(f"per-op CUDA events (ops probe): +{r['op_events_us_per_step']} us/step over "
           f"{r['runtime_ops']} ops")
     print(json.dumps(report))

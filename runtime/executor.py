@@ -15,7 +15,7 @@ import time
 
 import numpy as np
 
-from . import events, memory
+from . import device_checks, events, memory
 from .backend import cupy_status
 from .errors import (EnforceNotMet, FeedError, FetchError, NanInfError, OpRuntimeError,
                      PoolOutOfMemory, UninitializedVariableError, where)
@@ -104,13 +104,17 @@ class Executor:
                 raise _uninitialized(program, holder.name)
             env[slot] = value
         batch = _batch_size(plan, env)
+        gpu = self.xp is not np
+        if gpu:
+            device_checks.clear()  # a failed step's checks are not this one's
         t_feed = _perf()
         mem = self._compute(plan, env, step, scope, writes, batch)
+        if gpu:  # the step's kernels are queued, not done: wait for them, then read their checks
+            sync_stream(self.xp)
+            device_checks.raise_pending()
         for slot, holder in writes:
             holder.value = env[slot]
             holder.writes += 1
-        if self.xp is not np:  # the step's kernels are queued, not done: wait for them
-            sync_stream(self.xp)
         t_compute = _perf()
         results = [_fetch(env[slot], return_numpy) for slot in plan.fetch_slots]
         if mem is not None and events.memory_step.subs:
@@ -225,7 +229,7 @@ class Executor:
                 if mem is not None:
                     mem.phase(tag)
                 for step in ops:
-                    t0 = _perf() if timer is None else timer.mark()
+                    t0 = _perf() if timer is None else timer.begin()
                     _run_op(step, env, check and step_no, garbage is None)
                     if garbage is not None:
                         garbage.take(step, env)

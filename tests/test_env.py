@@ -25,6 +25,7 @@ TOP_KEYS = {"python", "implementation", "executable", "platform", "paddletune", 
 def no_gpu(monkeypatch):
     """No pynvml and no CuPy, whatever this machine has."""
     monkeypatch.setitem(sys.modules, "pynvml", None)
+    monkeypatch.delitem(sys.modules, "cupy", raising=False)  # imported by a GPU test before
     monkeypatch.setattr(backend, "cupy_status", lambda: (None, 0, "CuPy is not installed"))
 
 

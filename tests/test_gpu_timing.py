@@ -79,16 +79,17 @@ def test_op_times_come_from_cuda_events_resolved_once_per_step(fake):
             step()
     assert len(fake.stream_syncs) - syncs == 3  # still one stream sync per step ...
     assert fake.event_syncs == 3  # ... plus one wait for the last event: none per op
-    assert fake.events_recorded == 3 * (2 * n_ops + 1)  # before/after each op, one anchor
-    assert fake.elapsed_reads == 3 * 2 * n_ops
-    assert len(exe._events) == 2 * n_ops + 1  # events are reused from step to step
+    assert fake.events_recorded == 3 * (n_ops + 1)  # after each op, one anchor before all
+    assert fake.elapsed_reads == 3 * n_ops  # each op's duration; begins add them up
+    assert len(exe._events) == n_ops + 1  # events are reused from step to step
     assert [o == "end" for o in order] == ([False] * n_ops + [True]) * 3
     ops = [o for o in order if o != "end"]
     assert {o.timing for o in ops} == {"cuda_event"}
     assert [o.index for o in ops[:n_ops]] == list(range(n_ops))
     assert all(o.dur_s == pytest.approx(TICK_MS * 1e-3) for o in ops)
     begins = [o.t_begin for o in ops[:n_ops]]
-    assert begins == sorted(begins) and begins[1] - begins[0] == pytest.approx(2 * TICK_MS * 1e-3)
+    assert begins == sorted(begins) and begins[1] - begins[0] == pytest.approx(TICK_MS * 1e-3)
+    assert all(a.t_end == pytest.approx(b.t_begin) for a, b in zip(ops, ops[1:n_ops]))
 
 
 def test_the_cpu_path_records_host_timing_and_touches_no_cuda(fake):

@@ -2,6 +2,7 @@
 square, abs. Gradients that can be written from the output use only Out (as Paddle does), so
 the input can be freed early."""
 
+from . import fused
 from .registry import defop, infer_same_as
 
 
@@ -28,6 +29,10 @@ def _unary(name, forward, backward, uses, attrs=None, inplace=True):
 
 
 def _relu_grad(xp, x, out, dout, attrs, buf):
+    kernels = fused.kernels(xp)
+    if kernels is not None and fused.takes(out, dout):
+        # one launch, no boolean temporary
+        return kernels.relu_grad(out, dout) if buf is None else kernels.relu_grad(out, dout, buf)
     return xp.multiply(dout, out > 0, out=buf)
 
 

@@ -3,6 +3,8 @@ softmax_with_cross_entropy (on logits). Hard labels are int64 with a trailing di
 
 import numpy as np
 
+from .. import device_checks
+from . import fused
 from .registry import defop, dims_match
 
 _TINY = 1e-20  # Paddle clips log(0) to a large finite value instead of inf
@@ -17,10 +19,13 @@ def _check_labels(xp, label, n_classes, ignore_index, what):
     lo, hi = int(valid.min()), int(valid.max())
     if lo < 0 or hi >= n_classes:
         bad = lo if lo < 0 else hi
-        pos = int(xp.nonzero(flat == bad)[0][0])
-        raise ValueError(f"label value {bad} (at row {pos}) is out of range [0, {n_classes}) "
-                         f"for {what} with {n_classes} classes; check the labels of your data "
-                         f"or the size of the last layer")
+        raise ValueError(_out_of_range(bad, int(xp.nonzero(flat == bad)[0][0]), n_classes, what))
+
+
+def _out_of_range(value, row, n_classes, what):
+    return (f"label value {value} (at row {row}) is out of range [0, {n_classes}) for {what} "
+            f"with {n_classes} classes; check the labels of your data or the size of the last "
+            f"layer")
 
 
 def _infer_loss(ic, x_slot, label_slot):
@@ -131,9 +136,34 @@ def _swce_shape(ic):
     ic.set_output("Loss", loss_shape, logits.dtype)
 
 
+def _fusable(kernels, logits, label, attrs):
+    """The fused CUDA kernels serve hard labels on the last axis of float logits."""
+    return (kernels is not None and not attrs["soft_label"]
+            and attrs["axis"] in (-1, logits.ndim - 1) and fused.takes(logits)
+            and fused.label_types_ok(label) and logits.size > 0)
+
+
+def _swce_fused(ctx, kernels, logits, label, ignore):
+    xp, c = ctx.xp, logits.shape[-1]
+    flat = xp.ascontiguousarray(logits.reshape(-1, c))
+    labels = xp.ascontiguousarray(label.reshape(-1))
+    softmax, loss, bad = kernels.swce_forward(flat, labels, ignore)
+    n = flat.shape[0]
+
+    def explain(value):
+        row = n - value
+        return _out_of_range(int(labels[row].get()), row, c, "softmax_with_cross_entropy")
+    device_checks.defer(ctx.op, bad, explain)
+    return {"Softmax": softmax.reshape(logits.shape),
+            "Loss": loss.reshape(logits.shape[:-1] + (1,))}
+
+
 @swce.kernel
 def _swce(ctx, ins, attrs):
     xp, logits, label = ctx.xp, ins["Logits"], ins["Label"]
+    kernels = fused.kernels(xp)
+    if _fusable(kernels, logits, label, attrs):
+        return _swce_fused(ctx, kernels, logits, label, attrs["ignore_index"])
     axis = attrs["axis"]
     shifted = logits - logits.max(axis=axis, keepdims=True)
     exp = xp.exp(shifted)
@@ -163,6 +193,13 @@ def _swce(ctx, ins, attrs):
 def _swce_grad(ctx, ins, attrs):
     xp, softmax, label, dloss = ctx.xp, ins["Softmax"], ins["Label"], ins["Loss@GRAD"]
     axis = attrs["axis"]
+    kernels = fused.kernels(xp)
+    if _fusable(kernels, softmax, label, attrs) and fused.takes(softmax, dloss):
+        grad = ctx.reuse("Logits@GRAD", softmax, softmax.shape, softmax.dtype)
+        grad = xp.empty_like(softmax) if grad is None else grad
+        kernels.swce_grad(softmax, label.reshape(-1), dloss.reshape(-1), softmax.shape[-1],
+                          attrs["ignore_index"], grad)
+        return {"Logits@GRAD": grad}
     if attrs["soft_label"]:
         return {"Logits@GRAD": (softmax - label) * dloss}
     ignore = attrs["ignore_index"]

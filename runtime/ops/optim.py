@@ -6,6 +6,7 @@ algorithm itself touches every row (momentum's velocity decay, non-lazy Adam's m
 
 from ..dtypes import VarType
 from ..tensor import SelectedRows
+from . import fused
 from .registry import defop, infer_same_as
 
 
@@ -32,6 +33,14 @@ def _merged(grad):
     return grad.merged() if isinstance(grad, SelectedRows) else grad
 
 
+def _fused_dense(ctx, *arrays):
+    """The fused CUDA kernels when they serve these arrays (a dense gradient), else None."""
+    kernels = fused.kernels(ctx.xp)
+    if kernels is None or isinstance(arrays[0], SelectedRows) or not fused.takes(*arrays):
+        return None
+    return kernels
+
+
 # --- SGD ---------------------------------------------------------------------------------------
 sgd = _optimizer_op("sgd", (), {})
 
@@ -39,7 +48,10 @@ sgd = _optimizer_op("sgd", (), {})
 @sgd.kernel
 def _sgd(ctx, ins, attrs):
     p, g, lr = ins["Param"], _merged(ins["Grad"]), ins["LearningRate"]
-    if isinstance(g, SelectedRows):
+    kernels = _fused_dense(ctx, g, p)
+    if kernels is not None:
+        kernels.sgd(g, lr, p)
+    elif isinstance(g, SelectedRows):
         p[g.ids] -= lr * g.value
     else:
         p -= lr * g
@@ -54,6 +66,11 @@ momentum = _optimizer_op("momentum", ("Velocity",), {"mu": 0.9, "use_nesterov": 
 def _momentum(ctx, ins, attrs):
     p, g, v, lr = ins["Param"], _merged(ins["Grad"]), ins["Velocity"], ins["LearningRate"]
     mu = attrs["mu"]
+    kernels = _fused_dense(ctx, g, p, v)
+    if kernels is not None:
+        update = kernels.nesterov if attrs["use_nesterov"] else kernels.momentum
+        update(g, lr, mu, p, v)
+        return {"ParamOut": p, "VelocityOut": v}
     v *= mu
     if isinstance(g, SelectedRows):  # every row's velocity decays; only present rows get g
         v[g.ids] += g.value
@@ -82,6 +99,13 @@ def _adam(ctx, ins, attrs):
     p, g, lr = ins["Param"], _merged(ins["Grad"]), ins["LearningRate"]
     m1, m2, b1p, b2p = ins["Moment1"], ins["Moment2"], ins["Beta1Pow"], ins["Beta2Pow"]
     b1, b2, eps = attrs["beta1"], attrs["beta2"], attrs["epsilon"]
+    kernels = None if attrs["lazy_mode"] else _fused_dense(ctx, g, p, m1, m2, b1p, b2p)
+    if kernels is not None:
+        kernels.adam(g, lr, b1p, b2p, b1, b2, eps, p, m1, m2)
+        b1p *= b1
+        b2p *= b2
+        return {"ParamOut": p, "Moment1Out": m1, "Moment2Out": m2, "Beta1PowOut": b1p,
+                "Beta2PowOut": b2p}
     lr_t = lr * xp.sqrt(1 - b2p) / (1 - b1p)
     eps_t = eps * xp.sqrt(1 - b2p)
     if isinstance(g, SelectedRows) and attrs["lazy_mode"]:  # only the rows in this batch

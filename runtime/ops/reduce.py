@@ -8,6 +8,7 @@ tie, it is split evenly between them (Fluid gives each of them the whole gradien
 import numpy as np
 
 from ..dtypes import convert_dtype
+from . import fused
 from .math import reduce_to
 from .registry import defop, dims_match
 
@@ -266,9 +267,16 @@ def _top_k(ctx, ins, attrs):
     x, k = ins["X"], attrs["k"]
     if k > x.shape[-1]:
         raise ValueError(f"k={k} is larger than the last dimension ({x.shape[-1]})")
-    if k == 1:  # the common case (accuracy): argmax is O(n) and also picks the first of ties
+    kernels = fused.kernels(ctx.xp)
+    if k == 1 and kernels is not None and fused.takes(x) and 0 < x.size \
+            and x.shape[-1] <= fused.TOP1_MAX:
+        out, order = kernels.top1(ctx.xp.ascontiguousarray(x.reshape(-1, x.shape[-1])))
+        shape = x.shape[:-1] + (1,)
+        return {"Out": out.reshape(shape), "Indices": order.reshape(shape)}
+    if k == 1:  # the common case (accuracy): argmax is O(n) and also picks the first of ties;
+        # the max is the value there (a reduction: cheaper than gathering it, on a GPU most)
         order = ctx.xp.argmax(x, axis=-1)[..., None]
-        return {"Out": ctx.xp.take_along_axis(x, order, axis=-1), "Indices": order}
+        return {"Out": x.max(axis=-1, keepdims=True), "Indices": order}
     # a stable sort puts ties in index order (CuPy's sort is always stable, and takes no kind)
     stable = {"kind": "stable"} if ctx.xp is np else {}
     order = ctx.xp.argsort(-x, axis=-1, **stable)[..., :k]
@@ -347,11 +355,17 @@ def _accuracy(ctx, ins, attrs):
     idx, label = ins["Indices"], ins["Label"]
     if idx.shape[0] != label.shape[0]:
         raise ValueError(f"Indices has {idx.shape[0]} rows but Label has {label.shape[0]}")
-    total = idx.shape[0]
-    correct = int((idx == label.reshape(-1, 1)).any(axis=1).sum())
-    outs = ctx.op.outputs
-    return {"Accuracy": ctx.xp.asarray([correct / total if total else 0.0], dtype=np.float32),
-            "Correct": ctx.xp.asarray([correct], dtype=_count_dtype(ctx.op.block,
-                                                                    outs.get("Correct", ()))),
-            "Total": ctx.xp.asarray([total], dtype=_count_dtype(ctx.op.block,
-                                                                outs.get("Total", ())))}
+    xp, total, outs = ctx.xp, idx.shape[0], ctx.op.outputs
+    correct_dtype = _count_dtype(ctx.op.block, outs.get("Correct", ()))
+    total_dtype = _count_dtype(ctx.op.block, outs.get("Total", ()))
+    kernels = fused.kernels(xp)
+    if kernels is not None and fused.label_types_ok(idx, label) and total:
+        rate, correct, count = kernels.accuracy(xp.ascontiguousarray(idx),
+                                                xp.ascontiguousarray(label.reshape(-1)),
+                                                correct_dtype, total_dtype)
+        return {"Accuracy": rate, "Correct": correct, "Total": count}
+    # counted where the arrays are: on a GPU, no read-back (a wait) and no host-to-device copies
+    correct = (idx == label.reshape(-1, 1)).any(axis=1).sum().reshape(1)
+    rate = (correct / total).astype(np.float32) if total else xp.zeros(1, np.float32)
+    return {"Accuracy": rate, "Correct": correct.astype(correct_dtype),
+            "Total": xp.full(1, total, dtype=total_dtype)}

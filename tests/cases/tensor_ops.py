@@ -149,6 +149,9 @@ case("top_k", {"X": distinct(3, 5)}, attrs={"k": 2},
                              "Indices": np.argsort(-i["X"], 1)[:, :2]})
 case("top_k", {"X": distinct(2, 2, 4)}, attrs={"k": 3}, name="3d",
      reference=lambda i, a: {"Out": -np.sort(-i["X"], -1)[..., :3]})
+case("top_k", {"X": distinct(2, 3, 5)}, attrs={"k": 1}, name="k1_3d",  # argmax's path
+     reference=lambda i, a: {"Out": i["X"].max(-1, keepdims=True),
+                             "Indices": i["X"].argmax(-1)[..., None]})
 _ids = np.array([[0], [3], [1], [3]], dtype=np.int64)
 case("one_hot", {"X": _ids}, attrs={"depth": 4},
      reference=lambda i, a: {"Out": np.eye(4, dtype=np.float32)[i["X"][:, 0]]})
