@@ -18,8 +18,11 @@ rounding: results agree with the generic path to float32 rounding, not bit for b
 Only float32/float64 arrays take these paths; anything else takes the generic one.
 """
 
+import numpy as np
+
 ENABLED = [True]
-FLOATS = ("float32", "float64")
+FLOATS = (np.dtype("float32"), np.dtype("float64"))
+INTS = (np.dtype("int32"), np.dtype("int64"))
 _C_TYPE = {"float32": "float", "float64": "double", "int32": "int", "int64": "long long"}
 _cache = {}
 
@@ -38,8 +41,8 @@ def kernels(xp):
 
 def takes(*arrays):
     """True when every array is float32/float64 of one dtype (what these kernels serve)."""
-    dtype = arrays[0].dtype
-    return dtype.name in FLOATS and all(a.dtype == dtype for a in arrays)
+    dtype = arrays[0].dtype  # (compared as dtypes: a dtype's .name is slow Python)
+    return dtype in FLOATS and all(a.dtype == dtype for a in arrays)
 
 
 # --- kernel sources ---------------------------------------------------------------------------
@@ -144,6 +147,17 @@ extern "C" __global__ void pt_top1(const T* x, T* out, long long* idx, long long
     idx[row] = at;
 }
 """
+_COLSUM = r"""
+extern "C" __global__ void pt_colsum(const T* x, T* out, long long n, long long c) {
+    // a thread per column, adding its n rows in double (the bias gradient of a batch)
+    const long long j = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+    if (j >= c) return;
+    double total = 0;
+    for (long long i = 0; i < n; ++i) total += (double)x[i * c + j];
+    out[j] = (T)total;
+}
+"""
+COLSUM_MAX_ROWS = 16384  # a thread adds a whole column: taller arrays take CuPy's sum
 TOP1_MAX = 1024  # a thread reads its whole row: wider rows take the generic argmax
 _BLOCK = 128
 MEAN_MAX = 1 << 20  # one block sums at most this many values (8192 a thread); more: CuPy's sum
@@ -208,6 +222,15 @@ class _Kernels:
                                  cupy.int64(k)))
         return rate, correct, total
 
+    def colsum(self, x):
+        """[c]: the sum over the rows of the C-contiguous float array x [n, c]."""
+        cupy = self.cupy
+        n, c = x.shape
+        out = cupy.empty(c, x.dtype)
+        self._compiled("pt_colsum", _COLSUM, T=x.dtype.name)(
+            ((c + _BLOCK - 1) // _BLOCK,), (_BLOCK,), (x, out, cupy.int64(n), cupy.int64(c)))
+        return out
+
     def top1(self, x):
         """(values [n, 1], indices int64 [n, 1]) of the largest of each row of the
         C-contiguous float array x [n, c] (n, c >= 1)."""
@@ -236,4 +259,4 @@ class _Kernels:
 
 def label_types_ok(*labels):
     """True when the (integer) arrays are int32/int64, which the kernels index with."""
-    return all(label.dtype.name in ("int32", "int64") for label in labels)
+    return all(label.dtype in INTS for label in labels)

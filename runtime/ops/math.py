@@ -2,6 +2,7 @@
 
 import numpy as np
 
+from ..backend import array_module
 from ..dtypes import VarType
 from ..tensor import SelectedRows
 from . import fused
@@ -52,6 +53,11 @@ def reduce_to(grad, shape):
     lead = grad.ndim - len(shape)
     axes = tuple(range(lead)) + tuple(
         lead + i for i, d in enumerate(shape) if d == 1 and grad.shape[lead + i] != 1)
+    if axes == (0,) and grad.ndim == 2 and type(grad) is not np.ndarray:  # a bias's gradient
+        kernels = fused.kernels(array_module(grad))
+        if (kernels is not None and fused.takes(grad) and grad.flags.c_contiguous
+                and 0 < grad.shape[0] <= fused.COLSUM_MAX_ROWS and grad.shape[1] > 0):
+            return reshaped(kernels.colsum(grad), shape)
     return reshaped(grad.sum(axis=axes, keepdims=True), shape) if axes else reshaped(grad, shape)
 
 

@@ -41,6 +41,8 @@ for op, fn in (("add", np.add), ("sub", np.subtract), ("mul", np.multiply),
          reference=_ref(fn), name="trailing", check_grad=op not in ("max", "min"))
 case("elementwise_add", {"X": f64(2, 3, 4), "Y": f64(2, 1, 4)}, reference=_ref(np.add),
      name="size1_broadcast")
+case("elementwise_add", {"X": f64(5, 3), "Y": f64(3)}, attrs={"axis": 1}, reference=_ref(np.add),
+     name="fc_bias")  # Y's gradient: a column sum (a fused kernel on a GPU)
 case("elementwise_pow", {"X": f64(3, 4, lo=0.5, hi=2.0), "Y": f64(3, 4, lo=0.5, hi=2.0)},
      reference=_ref(np.power))
 
