@@ -5,8 +5,6 @@ float rounding as the tolerance. Plus what only a real device shows: the fused k
 the generic CuPy path, and an out-of-range label raises when the step's work is done, naming the
 op. Skipped (cleanly) where CuPy or a GPU is not usable."""
 
-import dataclasses
-
 import numpy as np
 import pytest
 
@@ -16,9 +14,8 @@ from fakecupy import restore_gpu_flags  # noqa: F401  (autouse: the flags back a
 from runtime import backend
 from runtime.errors import OpRuntimeError
 from runtime.ops import fused
-from runtime.ops.registry import get_op_def
-from test_gpu_strict import GRAD_CASES, _batches, _device, _gpu_ctx, _train
-from test_training import load_example
+from test_gpu_strict import (GRAD_CASES, _assert_same, _train, cnn_model, forward_on_device,
+                             grads_on_device, mlp_model, word2vec_model)
 
 cupy = backend.cupy_status()[0]
 pytestmark = pytest.mark.skipif(cupy is None, reason=f"needs CuPy and a GPU: "
@@ -31,18 +28,6 @@ def kernels(request, monkeypatch):
     """Each check with the fused CUDA kernels and with the generic CuPy path."""
     monkeypatch.setattr(fused, "ENABLED", [request.param == "fused"])
     return request.param
-
-
-def _assert_close(got, want, what):
-    if isinstance(want, list):
-        for i, (g, w) in enumerate(zip(got, want)):
-            _assert_close(g, w, f"{what}[{i}]")
-    elif want is not None:
-        g, w = opcheck.dense(got), opcheck.dense(want)
-        if hasattr(g, "get"):
-            g = g.get()
-        assert g.shape == w.shape and g.dtype == w.dtype, (what, g.shape, w.shape, g.dtype)
-        np.testing.assert_allclose(g, w, rtol=RTOL64, atol=ATOL64, err_msg=what)
 
 
 def _to_host(value):
@@ -70,30 +55,18 @@ def _on_gpu(value, what):
 
 @pytest.mark.parametrize("c", opcheck.CASES, ids=[c.id for c in opcheck.CASES])
 def test_every_forward_kernel_matches_numpy_on_the_gpu(kernels, monkeypatch, c):
-    op, _ = opcheck.build_op(c)
-    want = opcheck.run_forward(c, op)
-    monkeypatch.setattr(opcheck, "ctx_for", _gpu_ctx(cupy))
-    got = opcheck.run_forward(c, op, _device(cupy, c.inputs))
+    want, got = forward_on_device(cupy, monkeypatch, c)
     for slot, value in want.items():
         _on_gpu(got[slot], f"{c.id} {slot}")
-        _assert_close(_to_host(got[slot]), value, f"{c.id} {slot}")
+        _assert_same(_to_host(got[slot]), value, f"{c.id} {slot}", RTOL64, ATOL64)
 
 
 @pytest.mark.parametrize("c", GRAD_CASES, ids=[c.id for c in GRAD_CASES])
 def test_every_grad_kernel_matches_numpy_on_the_gpu(kernels, monkeypatch, c):
-    opdef = get_op_def(c.op)
-    op, _ = opcheck.build_op(c)
-    outputs = opcheck.run_forward(c, op)
-    weights = opcheck._loss_weights(opdef, outputs, np.random.default_rng(1))
-    slots = opcheck.grad_slots(c, opdef)
-    want = opcheck.analytic_grads(c, op, opdef, outputs, weights, slots)
-    monkeypatch.setattr(opcheck, "ctx_for", _gpu_ctx(cupy))
-    on_device = dataclasses.replace(c, inputs=_device(cupy, c.inputs))
-    got = opcheck.analytic_grads(on_device, op, opdef, _device(cupy, outputs),
-                                 _device(cupy, weights), slots)
+    want, got = grads_on_device(cupy, monkeypatch, c)
     for slot, value in want.items():
         _on_gpu(got[slot], f"{c.id} {slot}")
-        _assert_close(_to_host(got[slot]), value, f"{c.id} {slot}")
+        _assert_same(_to_host(got[slot]), value, f"{c.id} {slot}", RTOL64, ATOL64)
 
 
 # --- the models, float32 ------------------------------------------------------------------------
@@ -107,39 +80,17 @@ def _compare(build, feeds):
 
 @pytest.mark.parametrize("optimizer", ["momentum", "adam"])
 def test_mlp_trains_alike_on_the_gpu(kernels, optimizer):
-    mlp = load_example("mlp")
-    (x, y), _ = mlp.make_data(n_train=512, n_test=8)
-
-    def build():
-        main, startup, _, loss, _ = mlp.build_program([64, 32], optimizer, 0.05, seed=2)
-        return main, startup, loss
-    _compare(build, _batches(x, y, ("img", "label"), 64, 10))
+    _compare(*mlp_model(optimizer, n_train=512, hidden=(64, 32), batch=64, steps=10))
 
 
 def test_cnn_with_batch_norm_trains_alike_on_the_gpu(kernels):
-    cnn = load_example("cnn")
-    (x, y), _ = cnn.make_data(n_train=64, n_test=8)
-
-    def build():
-        main, startup, _, loss, _ = cnn.build_program((4, 4), batch_norm=True, lr=0.01, seed=3)
-        return main, startup, loss
-    _compare(build, _batches(x, y, ("img", "label"), 16, 5))
+    _compare(*cnn_model())
 
 
 @pytest.mark.parametrize("is_sparse,optimizer", [(True, "sgd"), (False, "adam"),
                                                  (True, "momentum"), (False, "sgd")])
 def test_word2vec_embeddings_train_alike_on_the_gpu(kernels, is_sparse, optimizer):
-    w2v = load_example("word2vec")
-    train, _ = w2v.make_data(n_train=256, n_test=8, dict_size=50)
-    rng = np.random.default_rng(4)
-    feeds = [{k: v[idx] for k, v in train.items()}
-             for idx in (rng.choice(256, 32, replace=False) for _ in range(6))]
-
-    def build():
-        lr = 0.05 if optimizer == "adam" else 0.5
-        main, startup, _, loss, _ = w2v.build_program(50, 8, is_sparse, optimizer, lr, seed=5)
-        return main, startup, loss
-    _compare(build, feeds)
+    _compare(*word2vec_model(is_sparse, optimizer))
 
 
 def _swce_program(n_classes, ignore_index=-100, hidden=0):

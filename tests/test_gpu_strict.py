@@ -96,30 +96,28 @@ def _batches(x, y, names, batch, steps, seed=1):
             for idx in (rng.choice(len(x), batch, replace=False) for _ in range(steps))]
 
 
-@pytest.mark.parametrize("optimizer", ["momentum", "adam"])
-def test_mlp_trains_alike_on_the_gpu(fake, optimizer):
+def mlp_model(optimizer, n_train=256, hidden=(32, 16), batch=32, steps=8):
+    """(build, feeds) of the mlp example (also trained on a real GPU: test_gpu_ops_real.py)."""
     mlp = load_example("mlp")
-    (x, y), _ = mlp.make_data(n_train=256, n_test=8)
+    (x, y), _ = mlp.make_data(n_train=n_train, n_test=8)
 
     def build():
-        main, startup, _, loss, acc = mlp.build_program([32, 16], optimizer, 0.05, seed=2)
+        main, startup, _, loss, _ = mlp.build_program(list(hidden), optimizer, 0.05, seed=2)
         return main, startup, loss
-    _compare(build, _batches(x, y, ("img", "label"), 32, 8))
+    return build, _batches(x, y, ("img", "label"), batch, steps)
 
 
-def test_cnn_with_batch_norm_trains_alike_on_the_gpu(fake):
+def cnn_model():
     cnn = load_example("cnn")
     (x, y), _ = cnn.make_data(n_train=64, n_test=8)
 
     def build():
         main, startup, _, loss, _ = cnn.build_program((4, 4), batch_norm=True, lr=0.01, seed=3)
         return main, startup, loss
-    _compare(build, _batches(x, y, ("img", "label"), 16, 5))
+    return build, _batches(x, y, ("img", "label"), 16, 5)
 
 
-@pytest.mark.parametrize("is_sparse,optimizer", [(True, "sgd"), (False, "adam"),
-                                                 (True, "momentum")])
-def test_word2vec_embeddings_train_alike_on_the_gpu(fake, is_sparse, optimizer):
+def word2vec_model(is_sparse, optimizer):
     w2v = load_example("word2vec")
     train, _ = w2v.make_data(n_train=256, n_test=8, dict_size=50)
     rng = np.random.default_rng(4)
@@ -132,7 +130,22 @@ def test_word2vec_embeddings_train_alike_on_the_gpu(fake, is_sparse, optimizer):
         lr = 0.05 if optimizer == "adam" else 0.5
         main, startup, _, loss, _ = w2v.build_program(50, 8, is_sparse, optimizer, lr, seed=5)
         return main, startup, loss
-    _compare(build, feeds)
+    return build, feeds
+
+
+@pytest.mark.parametrize("optimizer", ["momentum", "adam"])
+def test_mlp_trains_alike_on_the_gpu(fake, optimizer):
+    _compare(*mlp_model(optimizer))
+
+
+def test_cnn_with_batch_norm_trains_alike_on_the_gpu(fake):
+    _compare(*cnn_model())
+
+
+@pytest.mark.parametrize("is_sparse,optimizer", [(True, "sgd"), (False, "adam"),
+                                                 (True, "momentum")])
+def test_word2vec_embeddings_train_alike_on_the_gpu(fake, is_sparse, optimizer):
+    _compare(*word2vec_model(is_sparse, optimizer))
 
 
 def test_dropout_sigmoid_and_grad_clip_train_alike_on_the_gpu(fake):
@@ -282,14 +295,14 @@ def _host(value, what):
     return value.get()
 
 
-def _assert_same(got, want, what):
+def _assert_same(got, want, what, rtol=1e-12, atol=1e-12):
     if isinstance(want, list):
         for i, (g, w) in enumerate(zip(got, want)):
-            _assert_same(g, w, f"{what}[{i}]")
+            _assert_same(g, w, f"{what}[{i}]", rtol, atol)
     elif want is not None:
         g, w = opcheck.dense(got), opcheck.dense(want)
         assert g.shape == w.shape and g.dtype == w.dtype, what
-        np.testing.assert_allclose(g, w, rtol=1e-12, atol=1e-12, err_msg=what)
+        np.testing.assert_allclose(g, w, rtol=rtol, atol=atol, err_msg=what)
 
 
 def _gpu_ctx(fake):
@@ -297,28 +310,39 @@ def _gpu_ctx(fake):
                                       fluid.CUDAPlace(0))
 
 
-@pytest.mark.parametrize("c", opcheck.CASES, ids=[c.id for c in opcheck.CASES])
-def test_every_forward_kernel_runs_on_device_arrays(fake, monkeypatch, c):
+def forward_on_device(xp, monkeypatch, c):
+    """(the CPU's outputs, the outputs of the same kernel on `xp`'s device arrays) of case c
+    (also run on a real GPU: test_gpu_ops_real.py)."""
     op, _ = opcheck.build_op(c)
     want = opcheck.run_forward(c, op)
-    monkeypatch.setattr(opcheck, "ctx_for", _gpu_ctx(fake))
-    got = opcheck.run_forward(c, op, _device(fake, c.inputs))
-    for slot, value in want.items():
-        _assert_same(_host(got[slot], f"{c.id} {slot}"), value, f"{c.id} {slot}")
+    monkeypatch.setattr(opcheck, "ctx_for", _gpu_ctx(xp))
+    return want, opcheck.run_forward(c, op, _device(xp, c.inputs))
 
 
-@pytest.mark.parametrize("c", GRAD_CASES, ids=[c.id for c in GRAD_CASES])
-def test_every_grad_kernel_runs_on_device_arrays(fake, monkeypatch, c):
+def grads_on_device(xp, monkeypatch, c):
+    """(the CPU's gradients, the same grad kernel's on `xp`'s device arrays) of case c."""
     opdef = get_op_def(c.op)
     op, _ = opcheck.build_op(c)
     outputs = opcheck.run_forward(c, op)
     weights = opcheck._loss_weights(opdef, outputs, np.random.default_rng(1))
     slots = opcheck.grad_slots(c, opdef)
     want = opcheck.analytic_grads(c, op, opdef, outputs, weights, slots)
-    monkeypatch.setattr(opcheck, "ctx_for", _gpu_ctx(fake))
-    on_device = dataclasses.replace(c, inputs=_device(fake, c.inputs))
-    got = opcheck.analytic_grads(on_device, op, opdef, _device(fake, outputs),
-                                 _device(fake, weights), slots)
+    monkeypatch.setattr(opcheck, "ctx_for", _gpu_ctx(xp))
+    on_device = dataclasses.replace(c, inputs=_device(xp, c.inputs))
+    return want, opcheck.analytic_grads(on_device, op, opdef, _device(xp, outputs),
+                                        _device(xp, weights), slots)
+
+
+@pytest.mark.parametrize("c", opcheck.CASES, ids=[c.id for c in opcheck.CASES])
+def test_every_forward_kernel_runs_on_device_arrays(fake, monkeypatch, c):
+    want, got = forward_on_device(fake, monkeypatch, c)
+    for slot, value in want.items():
+        _assert_same(_host(got[slot], f"{c.id} {slot}"), value, f"{c.id} {slot}")
+
+
+@pytest.mark.parametrize("c", GRAD_CASES, ids=[c.id for c in GRAD_CASES])
+def test_every_grad_kernel_runs_on_device_arrays(fake, monkeypatch, c):
+    want, got = grads_on_device(fake, monkeypatch, c)
     for slot, value in want.items():
         _assert_same(_host(got[slot], f"{c.id} {slot}"), value, f"{c.id} {slot}")
 
