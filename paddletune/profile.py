@@ -8,7 +8,9 @@ A profile is one `.jsonl` file. Every line is one JSON object with a "type":
            "compute_s", "fetch_s", "gap_s" (time since the previous step of the same executor
            ended: the loop's time outside the runtime; null for the first), "batch_size",
            "feed_bytes", "fetch_bytes", "read_s" (only when non-zero: waiting inside the run
-           for a non-iterable DataLoader's batch), and "n_ops", "fetch" and "feed" (names), "startup",
+           for a non-iterable DataLoader's batch), "queue" (only in a job fed by a
+           DataLoader/PyReader: the queue's fill as the step's last batch was popped, before
+           the pop), and "n_ops", "fetch" and "feed" (names), "startup",
            "place" -- these five only when they differ from the previous step of the same
            executor and program; load() fills them in}
   ops      per-op timings of one step (with --ops): {"program", "step", "ops": [[index, type,

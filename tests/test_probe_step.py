@@ -34,6 +34,48 @@ def test_gap_is_per_executor_and_none_at_first():
     assert len([r for r in sink if r["type"] == "step"]) == 3
 
 
+def test_a_step_carries_the_queue_fill_of_its_pop():
+    """A DataLoader's step records say how full the queue was at the step's pop (before it);
+    a speed-test peek takes nothing and is not that; steps without a pop carry nothing."""
+    sink, clock = [], Clock(t0=100.0)
+    probe = StepProbe(sink.append, clock).start()
+
+    def pop(size, peek=False):
+        events.reader_pop.emit(events.ReaderPop(7, 1, 0, 100.0, 0.0, size, 8, peek))
+    pop(8)
+    events.step_end.emit(fake_step(1, 0, 100.0, 100.01))
+    pop(5)
+    pop(3, peek=True)
+    events.step_end.emit(fake_step(1, 1, 100.02, 100.03))
+    events.step_end.emit(fake_step(1, 2, 100.04, 100.05))  # fed without the loader
+    pop(4)
+    events.step_end.emit(fake_step(1, 3, 100.06, 100.07, startup=True))
+    probe.stop()
+    steps = [r for r in sink if r["type"] == "step"]
+    assert [s.get("queue") for s in steps] == [8, 5, None, None]
+
+
+def test_real_loader_steps_carry_the_queue_and_plain_feeds_do_not():
+    sink, clock = [], Clock()
+    main, startup, loss = tiny_program()
+    x = main.global_block().var("x")
+    loader = fluid.io.DataLoader.from_generator(feed_list=[x], capacity=4)
+    loader.set_batch_generator(lambda: ([np.ones((4, 3), "float32")] for _ in range(6)),
+                               places=fluid.CPUPlace())
+    exe = fluid.Executor(fluid.CPUPlace())
+    probe = StepProbe(sink.append, clock).start()
+    with fluid.scope_guard(fluid.Scope()):
+        exe.run(startup)
+        exe.run(main, feed={"x": np.ones((4, 3), "float32")}, fetch_list=[loss])
+        for data in loader():
+            exe.run(main, feed=data, fetch_list=[loss])
+    probe.stop()
+    steps = [r for r in sink if r["type"] == "step"]
+    assert "queue" not in steps[0] and "queue" not in steps[1]  # startup, a plain feed
+    fills = [s["queue"] for s in steps[2:]]
+    assert len(fills) == 6 and all(0 <= f <= 4 for f in fills)
+
+
 def pytest_approx(x):
     import pytest
     return pytest.approx(x)

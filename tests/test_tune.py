@@ -16,6 +16,7 @@ from paddletune.cli import app
 from paddletune.render import tune as tune_view
 from paddletune.tune import parse_duration, record as rec, search, space as sp
 from paddletune.tune.search import TuneOptions, Tuner
+from paddletune.tune import trials
 from paddletune.tune.trials import Trial, throughput_ci
 
 
@@ -140,6 +141,22 @@ def test_throughput_interval_by_batch_means():
     rate, ci = throughput_ci(noisy)
     assert 950 < rate < 1050 and 0 < ci < 0.05 * rate
     assert throughput_ci(steps[:4])[1] is None  # too few steps for an interval
+
+
+def test_batches_made_before_a_trial_are_not_its_throughput():
+    """A producer-bound trial starts with a full queue (filled while the job set up) and
+    drains it: its pops came faster than the producer can make batches. The fall of the
+    queue's fill over the steps is left out; a queue that fills up is not added."""
+    steady = [{"wall_s": 0.01, "gap_s": 0.0, "batch_size": 10, "queue": max(16 - i, 0)}
+              for i in range(40)]
+    rate, _ = throughput_ci(steady)
+    assert rate == pytest.approx((40 - 16) * 10 / 0.4)  # 24 batches made in 0.4 s
+    rising = [dict(s, queue=min(i, 16)) for i, s in enumerate(steady)]
+    assert throughput_ci(rising)[0] == pytest.approx(1000)
+    no_reader = [{k: v for k, v in s.items() if k != "queue"} for s in steady]
+    assert throughput_ci(no_reader)[0] == pytest.approx(1000)
+    _, blocks = trials._block_rates(steady)  # the blocks drain too: each is corrected
+    assert blocks[0] < 1000 and blocks[-1] == pytest.approx(1000)
 
 
 # --- the search on a simulated job ---------------------------------------------------------------

@@ -4,6 +4,11 @@ since the same executor's previous run ended), and one `program` record per comp
 The gap is the training loop's time outside the runtime: in a synchronous loop, preparing
 the next batch. Its callbacks run on the training thread, so their cost is this probe's
 overhead (timed around each callback).
+
+In a job fed by a DataLoader/PyReader each step record also carries `queue`: the queue's fill
+as the last batch before the step was popped (the reader_pop event's size). Over a window of
+steps, the fill's fall is the batches made before the window began (the queue a short trial
+starts with): `paddletune tune` leaves them out of a trial's throughput (tune/trials.py).
 """
 
 import time
@@ -26,10 +31,16 @@ class StepProbe(Probe):
         self.n_steps = 0  # training (non-startup) steps
         self.last = None
         self._last_fields = {}
+        self._queue = None  # the queue's fill at the latest pop, until a step takes it
 
     def _start(self):
         self._subs = [events.subscribe("step_end", self._on_step),
-                      events.subscribe("compile", self._on_compile)]
+                      events.subscribe("compile", self._on_compile),
+                      events.subscribe("reader_pop", self._on_pop)]
+
+    def _on_pop(self, r):
+        if not r.speed_test:  # (a peek in speed-test mode takes nothing from the queue)
+            self._queue = r.size
 
     def _stop(self):
         for sub in self._subs:
@@ -52,6 +63,8 @@ class StepProbe(Probe):
             "feed_bytes": r.feed_bytes, "fetch_bytes": r.fetch_bytes}
         if r.read_s:  # a non-iterable DataLoader's batch was awaited inside the run
             record["read_s"] = _ns(r.read_s)
+        if self._queue is not None and not r.is_startup:
+            record["queue"], self._queue = self._queue, None
         self._add_changed(record, r)
         self.sink(record)
         self.overhead_s += time.perf_counter() - t0

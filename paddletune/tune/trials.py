@@ -251,18 +251,32 @@ def throughput_se(steady) -> Optional[float]:
 
 def _block_rates(steady) -> tuple:
     """(samples/s over all steps, samples/s of each of up to BLOCKS consecutive blocks, or
-    None when there are fewer than two blocks of MIN_BLOCK steps)."""
+    None when there are fewer than two blocks of MIN_BLOCK steps). Samples taken from a
+    reader's queue filled before the steps began are not counted (`_made_during`)."""
     cycles = [s["wall_s"] + (s.get("gap_s") or 0.0) for s in steady]
     sizes = [s.get("batch_size") or 1 for s in steady]
     total = sum(cycles)
-    rate = sum(sizes) / total if total > 0 else 0.0
+    rate = _made_during(steady, sizes, 0, len(steady)) / total if total > 0 else 0.0
     blocks = min(BLOCKS, len(steady) // MIN_BLOCK)
     if blocks < 2:
         return rate, None
     edges = [round(i * len(steady) / blocks) for i in range(blocks + 1)]
-    rates = [sum(sizes[a:b]) / sum(cycles[a:b]) for a, b in zip(edges, edges[1:])
-             if sum(cycles[a:b]) > 0]
+    rates = [_made_during(steady, sizes, a, b) / sum(cycles[a:b])
+             for a, b in zip(edges, edges[1:]) if sum(cycles[a:b]) > 0]
     return rate, rates if len(rates) >= 2 else None
+
+
+def _made_during(steady, sizes, a, b) -> float:
+    """The samples of steps [a, b), less the batches the reader's queue held before step a
+    that it no longer held at step b - 1 (the steps' `queue`: the fill at each pop). A trial
+    starts with the queue its producer filled while the job set up; a short trial that drains
+    it reads fast by up to capacity/steps, which would favour larger queues. Only a fall
+    counts: a queue that fills up meanwhile was not what limited the steps."""
+    first, last = steady[a].get("queue"), steady[b - 1].get("queue")
+    samples = sum(sizes[a:b])
+    if first is None or last is None or last >= first:
+        return samples
+    return max(samples - (first - last) * samples / (b - a), 0.0)
 
 
 def _block_se(rates) -> float:
