@@ -599,6 +599,43 @@ def test_batch_size_ladder_up_to_what_fits(monkeypatch):
     assert any(n.startswith("batch sizes 8, 32 not tried: 80 ran") for n in tuner.notes)
 
 
+def test_after_a_larger_batch_the_first_rung_measures_the_calibrated_time(monkeypatch):
+    """Once a batch 4x the job's own (steps 2x slower) is the incumbent, the knob races'
+    first rung runs half the calibrated steps: about the time the job's own steps took, and
+    a trial's noise is its time's (span), not its steps'. The final pair keeps steps0."""
+    clock = Clock()
+    monkeypatch.setattr(search.time, "monotonic", clock.monotonic)
+
+    class Runner(FakeRunner):
+        def run(self, setting, env, steps, timeout_s, phase, label, duration_s=None):
+            t = super().run(setting, env, steps, timeout_s, phase, label, duration_s)
+            batch = setting.get("batch_size", 16)
+            t.peak_bytes, t.capacity_bytes = 100 + 10 * batch, 1000
+            t.batch_model = {"largest_batch": 64}
+            if t.ok:
+                t.steps_per_s = t.samples_per_s / batch
+            return t
+
+    def rate(setting):
+        return (100.0 * setting.get("batch_size", 16) ** 0.5
+                * (1.5 if setting.get("num_workers") == 2 else 1.0))
+
+    tuner = Tuner(Runner(clock, rate), TuneOptions(max_batch_size=64,
+                                                   specs=("only=batch_size,num_workers",)))
+    tuner.load_profile = lambda path: fake_profile(batch=16)
+    tuner.advise = lambda profile: []
+    tuner.run()
+    assert tuner.steps0 == 151 and tuner.incumbent == {"batch_size": 64, "num_workers": 2}
+    knob = [t for t in tuner.trials if t.phase == "knob:num_workers"]
+    # 151 steps at 25/s; these at 12.5/s (both rates +-1%)
+    assert knob and min(t.steps for t in knob) == pytest.approx(76, abs=2)
+    assert tuner.span(knob[0]) == pytest.approx(1.0, rel=0.02)
+    assert [t.steps for t in tuner.trials if t.phase == "final"][:2] == [151, 151]
+    trial_steps = simulated(FakeRunner(clock, rate), max_batch_size=64)
+    trial_steps.incumbent = {"batch_size": 64}
+    assert trial_steps._first_rung_steps() == 50  # --trial-steps: as given
+
+
 def test_unimodal_prune_keeps_the_sizes_around_the_fastest():
     """Measured: 16 -> 400, 64 -> 900, 128 -> 600 samples/s (a peak in between): sizes below
     16 and above 128 cannot beat 64 if throughput is single-peaked; a gap inside the noise

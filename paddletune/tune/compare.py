@@ -74,31 +74,42 @@ class Comparisons:
         if pooled is not None:
             ss, dof = groups.get(sp.key(t.setting), (0.0, 0))
             own = math.sqrt((ss + PRIOR_DOF * pooled ** 2) / (dof + PRIOR_DOF))
-            return max(own, MIN_SD) * math.sqrt(self.steps0 / t.steps)
+            return max(own, MIN_SD) / math.sqrt(self.span(t))
         if t.se is not None:
             return t.se / t.samples_per_s
         return (_ci(t) / t.samples_per_s) / 1.96  # the default share is a normal 95% width
 
+    def span(self, t) -> float:
+        """How long trial t measured, in first rungs of the job's own steps (steps0 of them,
+        the calibrated time): a trial's noise shrinks with the time it measures, not with its
+        steps (a larger batch's steps are longer). Steps when the rates are unknown."""
+        base = self.first_baseline()
+        if base is not None and base.steps_per_s and t.steps_per_s:
+            return (t.steps / t.steps_per_s) / (self.steps0 / base.steps_per_s)
+        return t.steps / self.steps0
+
     def _replicate_sd(self) -> Optional[float]:
-        """The relative sd of one trial of steps0 steps, pooled over every (setting, length)
-        measured more than once (deviations scaled by sqrt(length / steps0))."""
+        """The relative sd of one trial of the first rung's time, pooled over every (setting,
+        length) measured more than once (deviations scaled by sqrt(span))."""
         return _pooled_sd(self._replicates().values())
 
     def _replicates(self) -> dict:
         """{setting key: (sum of squared relative deviations, degrees of freedom)} over the
         setting's (setting, length) groups measured more than once, the deviations of
-        each group from its mean scaled to a trial of steps0 steps."""
+        each group from its mean scaled to a trial of the first rung's time."""
         groups = {}
         for t in self.trials:
             if t.ok and not t.no_effect:
-                groups.setdefault((sp.key(t.setting), t.steps), []).append(t.samples_per_s)
+                groups.setdefault((sp.key(t.setting), t.steps), []).append(t)
         out = {}
-        for (setting, steps), values in groups.items():
-            if len(values) > 1:
+        for (setting, _), runs in groups.items():
+            if len(runs) > 1:
+                values = [t.samples_per_s for t in runs]
                 mean = sum(values) / len(values)
+                span = sum(self.span(t) for t in runs) / len(runs)
                 ss, dof = out.get(setting, (0.0, 0))
-                out[setting] = (ss + sum((v / mean - 1) ** 2 for v in values)
-                                * steps / self.steps0, dof + len(values) - 1)
+                out[setting] = (ss + sum((v / mean - 1) ** 2 for v in values) * span,
+                                dof + len(values) - 1)
         return out
 
     def fits(self, t) -> bool:

@@ -4,7 +4,8 @@ time, each choice a race by successive halving; a gain counts only outside the n
 1. Baseline: the job as it is (a trial with no setting), three times: their spread is the
    first estimate of the noise. Its profile gives the space and the advisors' advice.
 2. Races. A race pits challengers (settings) against the incumbent (the best setting so far):
-   rung 0 runs each for `steps` steps, later rungs the better half (at least one) for twice
+   rung 0 runs each for `steps` steps (fewer where the incumbent's steps are slower than the
+   job's own: about the calibrated time), later rungs the better half (at least one) for twice
    as many, and the incumbent runs again in every rung, so the decision compares trials
    taken moments apart (machine drift cancels; the incumbent's trial from the rung just
    before counts as such). At the last rung the best challenger (its step-weighted mean over
@@ -14,11 +15,11 @@ time, each choice a race by successive halving; a gain counts only outside the n
    on a noisy job is otherwise lost to one unlucky trial).
    A shorter rung decides already when the gain clears EARLY times that bar and the best
    clearly beats the others that would run the next rung: a longer trial would not change
-   the choice
-   (short trials differ from long ones by a few percent at most: a queue filled before
-   the first measured step, say), and a mis-configured job's first fixes are such gains.
+   the choice (a trial's throughput leaves out the batches its reader's queue held before
+   its steps, so short trials do not read fast: trials.py), and a mis-configured job's
+   first fixes are such gains.
    A trial's error is the spread between repeated trials of a setting (pooled over
-   settings, scaled by 1/sqrt(steps)), else its own batch-means interval.
+   settings, scaled by 1/sqrt of the time measured), else its own batch-means interval.
    A challenger clearly worse at a rung leaves the race early; one that crashes, hangs or
    runs out of memory is recorded and never tried again; one whose override changed
    nothing is "no effect", and so are the knobs its reason covers (a strategy section
@@ -290,7 +291,7 @@ class Tuner(Comparisons):
                 pool.append((setting, phase))
         if not pool:
             return False
-        steps = self.steps0
+        steps = self._first_rung_steps()
         behind = False  # the incumbent far behind every challenger left: it sits out
         for rung in range(self.options.rungs):
             last = rung == self.options.rungs - 1
@@ -334,6 +335,18 @@ class Tuner(Comparisons):
             behind = all(self._far_ahead(runs[sp.key(s)], mine) for s, _ in pool)
             steps *= 2
         return False
+
+    def _first_rung_steps(self) -> int:
+        """steps0, or fewer where the incumbent's steps are slower than the job's own (a
+        larger batch): its trials then measure about the calibrated time too, MIN_STEPS at
+        least. Not with --trial-steps. (A trial's throughput leaves out the queue it starts
+        with, so shorter trials do not favour larger queues: trials.py.)"""
+        mine, base = self.latest(self.incumbent), self.first_baseline()
+        if self.options.trial_steps is not None or mine is None or base is None or \
+                not mine.steps_per_s or not base.steps_per_s:
+            return self.steps0
+        slower = base.steps_per_s / mine.steps_per_s
+        return max(MIN_STEPS, min(self.steps0, round(self.steps0 / slower)))
 
     def _more_pairs(self, challenger, steps, best, mine) -> bool:
         """A promising gain left inside the noise at the last rung (more than min_gain and
