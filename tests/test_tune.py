@@ -599,10 +599,10 @@ def test_batch_size_ladder_up_to_what_fits(monkeypatch):
     assert any(n.startswith("batch sizes 8, 32 not tried: 80 ran") for n in tuner.notes)
 
 
-def test_after_a_larger_batch_the_first_rung_measures_the_calibrated_time(monkeypatch):
+def test_trials_of_a_larger_batch_measure_the_calibrated_time(monkeypatch):
     """Once a batch 4x the job's own (steps 2x slower) is the incumbent, the knob races'
     first rung runs half the calibrated steps: about the time the job's own steps took, and
-    a trial's noise is its time's (span), not its steps'. The final pair keeps steps0."""
+    a trial's noise is its time's (span), not its steps'. The final pair's best too."""
     clock = Clock()
     monkeypatch.setattr(search.time, "monotonic", clock.monotonic)
 
@@ -630,10 +630,17 @@ def test_after_a_larger_batch_the_first_rung_measures_the_calibrated_time(monkey
     # 151 steps at 25/s; these at 12.5/s (both rates +-1%)
     assert knob and min(t.steps for t in knob) == pytest.approx(76, abs=2)
     assert tuner.span(knob[0]) == pytest.approx(1.0, rel=0.02)
-    assert [t.steps for t in tuner.trials if t.phase == "final"][:2] == [151, 151]
-    trial_steps = simulated(FakeRunner(clock, rate), max_batch_size=64)
-    trial_steps.incumbent = {"batch_size": 64}
-    assert trial_steps._first_rung_steps() == 50  # --trial-steps: as given
+    final = [t.steps for t in tuner.trials if t.phase == "final"]
+    # the baseline; the best, whose steps run at 18.75/s (2 workers: 1.5x): 151 x 18.75 / 25
+    assert final[0] == 151 and final[1] == pytest.approx(113, abs=2)
+    # a batch size not measured yet: its step's time interpolated between measured ones
+    per_step = {b: tuner._per_step_s({"batch_size": b}) for b in (16, 40, 64)}
+    assert per_step[16] < per_step[40] < per_step[64]
+    assert tuner._per_step_s({"batch_size": 128}) is None  # beyond what was measured
+    assert tuner.steps_for({"batch_size": 128}, 151) == 151
+    given = simulated(FakeRunner(clock, rate), max_batch_size=64)
+    given.trials, given.space = tuner.trials, tuner.space
+    assert given.steps_for({"batch_size": 64}, 50) == 50  # --trial-steps: as given
 
 
 def test_unimodal_prune_keeps_the_sizes_around_the_fastest():

@@ -4,8 +4,9 @@ time, each choice a race by successive halving; a gain counts only outside the n
 1. Baseline: the job as it is (a trial with no setting), three times: their spread is the
    first estimate of the noise. Its profile gives the space and the advisors' advice.
 2. Races. A race pits challengers (settings) against the incumbent (the best setting so far):
-   rung 0 runs each for `steps` steps (fewer where the incumbent's steps are slower than the
-   job's own: about the calibrated time), later rungs the better half (at least one) for twice
+   rung 0 runs each for `steps` steps (fewer where a setting's steps are slower than the
+   job's own, a larger batch: about the same time), later rungs the better half (at least
+   one) for twice
    as many, and the incumbent runs again in every rung, so the decision compares trials
    taken moments apart (machine drift cancels; the incumbent's trial from the rung just
    before counts as such). At the last rung the best challenger (its step-weighted mean over
@@ -59,6 +60,7 @@ BASELINE_REPEATS = 3  # the baseline's first measurements: the first estimate of
 CALIBRATION_S = 1.5  # the first baseline's steps after its first: the first rung's length
 MIN_STEPS, MAX_STEPS = 20, 2000  # the first rung's length at least / at most
 EARLY = 2.0  # a shorter rung decides when the gain clears this many times the bar
+SLOWER = 1.1  # a setting whose steps take this much longer than the job's own runs fewer
 PROMISING = 1.0  # standard errors: a gain worth more pairs of trials at the last rung
 
 
@@ -251,7 +253,7 @@ class Tuner(Comparisons):
             for n in range(self.options.final_pairs):
                 steps = self.steps0 if n == 0 else longest
                 for which, setting in (("baseline", {}), ("best", self.incumbent)):
-                    t = self.trial(setting, steps, "final")
+                    t = self.trial(setting, self.steps_for(setting, steps), "final")
                     if t.ok:
                         pairs[which].append(t)
                 if self._settled(pairs["best"], pairs["baseline"]):
@@ -291,14 +293,14 @@ class Tuner(Comparisons):
                 pool.append((setting, phase))
         if not pool:
             return False
-        steps = self._first_rung_steps()
+        steps = self.steps0
         behind = False  # the incumbent far behind every challenger left: it sits out
         for rung in range(self.options.rungs):
             last = rung == self.options.rungs - 1
             mine = runs.setdefault(sp.key(self.incumbent), [])
             rung_trials = set()
             if not behind:
-                inc = self._incumbent_run(steps, rung)
+                inc = self._incumbent_run(self.steps_for(self.incumbent, steps), rung)
                 if not inc.ok:
                     return False
                 mine.append(inc)
@@ -309,8 +311,9 @@ class Tuner(Comparisons):
                 if self._dead(setting):
                     continue
                 t = (measured or {}).get(sp.key(setting)) if rung == 0 else None
-                if t is None or t.steps != steps:
-                    t = self.trial(setting, steps, phase, scale=self._scale(setting))
+                if t is None or t.steps < self.steps_for(setting, steps):
+                    t = self.trial(setting, self.steps_for(setting, steps), phase,
+                                   scale=self._scale(setting))
                 rung_trials.add(t.index)
                 if self._usable(t, setting):
                     runs.setdefault(sp.key(setting), []).append(t)
@@ -336,17 +339,45 @@ class Tuner(Comparisons):
             steps *= 2
         return False
 
-    def _first_rung_steps(self) -> int:
-        """steps0, or fewer where the incumbent's steps are slower than the job's own (a
-        larger batch): its trials then measure about the calibrated time too, MIN_STEPS at
-        least. Not with --trial-steps. (A trial's throughput leaves out the queue it starts
-        with, so shorter trials do not favour larger queues: trials.py.)"""
-        mine, base = self.latest(self.incumbent), self.first_baseline()
-        if self.options.trial_steps is not None or mine is None or base is None or \
-                not mine.steps_per_s or not base.steps_per_s:
-            return self.steps0
-        slower = base.steps_per_s / mine.steps_per_s
-        return max(MIN_STEPS, min(self.steps0, round(self.steps0 / slower)))
+    def steps_for(self, setting, steps) -> int:
+        """A trial of `setting` in a rung of `steps` (counted in the job's own steps): where
+        its steps are SLOWER than the job's own (a larger batch), as many as take about the
+        time of `steps` of the job's own, MIN_STEPS at least; never more than `steps`; as
+        given with --trial-steps. (A trial's throughput leaves out the queue it starts with,
+        so shorter trials do not favour larger queues: trials.py.)"""
+        base = self.first_baseline()
+        per_step = self._per_step_s(setting)
+        if self.options.trial_steps is not None or base is None or not base.steps_per_s \
+                or per_step is None:
+            return steps
+        slower = per_step * base.steps_per_s
+        if slower <= SLOWER:  # (the job's own steps, give or take their noise)
+            return steps
+        return max(MIN_STEPS, min(steps, round(steps / slower)))
+
+    def _per_step_s(self, setting) -> Optional[float]:
+        """Seconds a step of `setting` takes: its latest trial's; else, by its batch size
+        (what sets a step's time), interpolated between the nearest batch sizes measured;
+        None when unknown."""
+        t = self.latest(setting)
+        if t is not None and t.steps_per_s:
+            return 1.0 / t.steps_per_s
+        knob = self.space.knobs.get("batch_size") if self.space else None
+        if knob is None:
+            return None
+        batch = setting.get("batch_size", knob.current)
+        known = {}  # batch size -> seconds a step, the latest trial's
+        for t in self.trials:
+            if t.ok and t.steps_per_s:
+                known[t.setting.get("batch_size", knob.current)] = 1.0 / t.steps_per_s
+        lower = max((b for b in known if b <= batch), default=None)
+        upper = min((b for b in known if b >= batch), default=None)
+        if lower is None or upper is None:
+            return None
+        if lower == upper:
+            return known[lower]
+        w = (batch - lower) / (upper - lower)
+        return known[lower] * (1 - w) + known[upper] * w
 
     def _more_pairs(self, challenger, steps, best, mine) -> bool:
         """A promising gain left inside the noise at the last rung (more than min_gain and
@@ -358,8 +389,9 @@ class Tuner(Comparisons):
         for _ in range(self.options.extra_pairs):
             if self.options.objective == "memory" or not self._promising(best, mine):
                 return False
-            inc = self.trial(self.incumbent, steps, "incumbent")
-            t = self.trial(setting, steps, phase, scale=self._scale(setting))
+            inc = self.trial(self.incumbent, self.steps_for(self.incumbent, steps), "incumbent")
+            t = self.trial(setting, self.steps_for(setting, steps), phase,
+                           scale=self._scale(setting))
             if not (inc.ok and self._usable(t, setting)):
                 return False
             mine.append(inc)
