@@ -75,7 +75,10 @@ def largest_batch(tuner, own) -> Optional[int]:
         if guess is None or guess <= good or (bad is not None and guess >= bad):
             break
         setting = sp.merged(tuner.incumbent, {"batch_size": guess}, tuner.space)
-        t = tuner.trial(setting, tuner.steps0, "batch:verify", scale=guess / own)
+        # steps0 steps, or the calibrated time where a larger batch's steps take longer:
+        # the trial is also the ladder race's first-rung trial of this size
+        t = tuner.trial(setting, tuner.steps0, "batch:verify", scale=guess / own,
+                        duration_s=tuner.rung_s())
         if t.ok and tuner.fits(t):
             good = guess
             points.append((guess, t.peak_bytes))

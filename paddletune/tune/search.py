@@ -212,7 +212,7 @@ class Tuner(Comparisons):
         mine = self._incumbent_run(self.steps0, 0, run=False)
         points = {self.incumbent.get("batch_size", knob.current): [mine]} if mine else {}
         for t in verified:
-            if t.ok and self.fits(t) and t.steps == self.steps0:
+            if t.ok and self.fits(t) and self.long_enough(t, t.setting, self.steps0):
                 points[t.setting["batch_size"]] = [t]
         return points
 
@@ -311,7 +311,7 @@ class Tuner(Comparisons):
                 if self._dead(setting):
                     continue
                 t = (measured or {}).get(sp.key(setting)) if rung == 0 else None
-                if t is None or t.steps < self.steps_for(setting, steps):
+                if t is None or not self.long_enough(t, setting, steps):
                     t = self.trial(setting, self.steps_for(setting, steps), phase,
                                    scale=self._scale(setting))
                 rung_trials.add(t.index)
@@ -354,6 +354,19 @@ class Tuner(Comparisons):
         if slower <= SLOWER:  # (the job's own steps, give or take their noise)
             return steps
         return max(MIN_STEPS, min(steps, round(steps / slower)))
+
+    def rung_s(self) -> Optional[float]:
+        """Seconds the first rung's steps of the job's own take (the calibrated time); None
+        with --trial-steps or before the calibration."""
+        base = self.first_baseline()
+        if self.options.trial_steps is not None or base is None or not base.steps_per_s:
+            return None
+        return self.steps0 / base.steps_per_s
+
+    def long_enough(self, t, setting, steps) -> bool:
+        """Trial t (of `setting`, measured moments ago) can stand for one of a rung of
+        `steps`: about as long as steps_for asks, or longer."""
+        return t.steps * SLOWER >= self.steps_for(setting, steps)
 
     def _per_step_s(self, setting) -> Optional[float]:
         """Seconds a step of `setting` takes: its latest trial's; else, by its batch size
