@@ -96,11 +96,14 @@ class Comparisons:
     def _replicates(self) -> dict:
         """{setting key: (sum of squared relative deviations, degrees of freedom)} over the
         setting's (setting, length) groups measured more than once, the deviations of
-        each group from its mean scaled to a trial of the first rung's time."""
+        each group from its mean scaled to a trial of the first rung's time. A length is a
+        rung's time (span 1, 2, ...): trials of a larger batch run fewer steps for it
+        (lengths.py), and their steps vary a little with the rate they were sized by."""
         groups = {}
         for t in self.trials:
-            if t.ok and not t.no_effect:
-                groups.setdefault((sp.key(t.setting), t.steps), []).append(t)
+            if t.ok and not t.no_effect:  # one group per rung: trials of about one time
+                rung = round(math.log2(max(self.span(t), 1e-9)))
+                groups.setdefault((sp.key(t.setting), rung), []).append(t)
         out = {}
         for (setting, _), runs in groups.items():
             if len(runs) > 1:

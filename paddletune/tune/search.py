@@ -5,9 +5,9 @@ time, each choice a race by successive halving; a gain counts only outside the n
    first estimate of the noise. Its profile gives the space and the advisors' advice.
 2. Races. A race pits challengers (settings) against the incumbent (the best setting so far):
    rung 0 runs each for `steps` steps (fewer where a setting's steps are slower than the
-   job's own, a larger batch: about the same time), later rungs the better half (at least
-   one) for twice
-   as many, and the incumbent runs again in every rung, so the decision compares trials
+   job's own, a larger batch: about the same time; lengths.py), later rungs the better
+   half (at least one) for twice as many, and the incumbent runs again in every rung, so
+   the decision compares trials
    taken moments apart (machine drift cancels; the incumbent's trial from the rung just
    before counts as such). At the last rung the best challenger (its step-weighted mean over
    the race) replaces the incumbent when its gain clears `min_gain` and Z standard errors;
@@ -50,6 +50,7 @@ from . import prune
 from . import space as sp
 from .batch import batch_ladder, unimodal_prune
 from .compare import Z, Comparisons, mean, speedup
+from .lengths import MIN_STEPS, TrialLengths
 from .proposals import proposals
 from .trials import Trial
 
@@ -58,9 +59,8 @@ LR_NOTE = ("Batch size changes the optimisation, not only the speed: scale the l
            "--keep-batch-size leaves it alone.")
 BASELINE_REPEATS = 3  # the baseline's first measurements: the first estimate of the noise
 CALIBRATION_S = 1.5  # the first baseline's steps after its first: the first rung's length
-MIN_STEPS, MAX_STEPS = 20, 2000  # the first rung's length at least / at most
+MAX_STEPS = 2000  # the first rung's length at most (at least: lengths.MIN_STEPS)
 EARLY = 2.0  # a shorter rung decides when the gain clears this many times the bar
-SLOWER = 1.1  # a setting whose steps take this much longer than the job's own runs fewer
 PROMISING = 1.0  # standard errors: a gain worth more pairs of trials at the last rung
 
 
@@ -94,7 +94,7 @@ class NullProgress:
         return lambda *args, **kwargs: None
 
 
-class Tuner(Comparisons):
+class Tuner(Comparisons, TrialLengths):
     def __init__(self, runner, options: TuneOptions, progress=None,
                  on_trial: Optional[Callable] = None):
         self.runner, self.options = runner, options
@@ -338,59 +338,6 @@ class Tuner(Comparisons):
             behind = all(self._far_ahead(runs[sp.key(s)], mine) for s, _ in pool)
             steps *= 2
         return False
-
-    def steps_for(self, setting, steps) -> int:
-        """A trial of `setting` in a rung of `steps` (counted in the job's own steps): where
-        its steps are SLOWER than the job's own (a larger batch), as many as take about the
-        time of `steps` of the job's own, MIN_STEPS at least; never more than `steps`; as
-        given with --trial-steps. (A trial's throughput leaves out the queue it starts with,
-        so shorter trials do not favour larger queues: trials.py.)"""
-        base = self.first_baseline()
-        per_step = self._per_step_s(setting)
-        if self.options.trial_steps is not None or base is None or not base.steps_per_s \
-                or per_step is None:
-            return steps
-        slower = per_step * base.steps_per_s
-        if slower <= SLOWER:  # (the job's own steps, give or take their noise)
-            return steps
-        return max(MIN_STEPS, min(steps, round(steps / slower)))
-
-    def rung_s(self) -> Optional[float]:
-        """Seconds the first rung's steps of the job's own take (the calibrated time); None
-        with --trial-steps or before the calibration."""
-        base = self.first_baseline()
-        if self.options.trial_steps is not None or base is None or not base.steps_per_s:
-            return None
-        return self.steps0 / base.steps_per_s
-
-    def long_enough(self, t, setting, steps) -> bool:
-        """Trial t (of `setting`, measured moments ago) can stand for one of a rung of
-        `steps`: about as long as steps_for asks, or longer."""
-        return t.steps * SLOWER >= self.steps_for(setting, steps)
-
-    def _per_step_s(self, setting) -> Optional[float]:
-        """Seconds a step of `setting` takes: its latest trial's; else, by its batch size
-        (what sets a step's time), interpolated between the nearest batch sizes measured;
-        None when unknown."""
-        t = self.latest(setting)
-        if t is not None and t.steps_per_s:
-            return 1.0 / t.steps_per_s
-        knob = self.space.knobs.get("batch_size") if self.space else None
-        if knob is None:
-            return None
-        batch = setting.get("batch_size", knob.current)
-        known = {}  # batch size -> seconds a step, the latest trial's
-        for t in self.trials:
-            if t.ok and t.steps_per_s:
-                known[t.setting.get("batch_size", knob.current)] = 1.0 / t.steps_per_s
-        lower = max((b for b in known if b <= batch), default=None)
-        upper = min((b for b in known if b >= batch), default=None)
-        if lower is None or upper is None:
-            return None
-        if lower == upper:
-            return known[lower]
-        w = (batch - lower) / (upper - lower)
-        return known[lower] * (1 - w) + known[upper] * w
 
     def _more_pairs(self, challenger, steps, best, mine) -> bool:
         """A promising gain left inside the noise at the last rung (more than min_gain and
