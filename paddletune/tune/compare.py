@@ -83,10 +83,7 @@ class Comparisons:
         """How long trial t measured, in first rungs of the job's own steps (steps0 of them,
         the calibrated time): a trial's noise shrinks with the time it measures, not with its
         steps (a larger batch's steps are longer). Steps when the rates are unknown."""
-        base = self.first_baseline()
-        if base is not None and base.steps_per_s and t.steps_per_s:
-            return (t.steps / t.steps_per_s) / (self.steps0 / base.steps_per_s)
-        return t.steps / self.steps0
+        return _span(t, self.first_baseline(), self.steps0)
 
     def _replicate_sd(self) -> Optional[float]:
         """The relative sd of one trial of the first rung's time, pooled over every (setting,
@@ -99,17 +96,18 @@ class Comparisons:
         each group from its mean scaled to a trial of the first rung's time. A length is a
         rung's time (span 1, 2, ...): trials of a larger batch run fewer steps for it
         (lengths.py), and their steps vary a little with the rate they were sized by."""
-        groups = {}
+        base, groups = self.first_baseline(), {}
         for t in self.trials:
             if t.ok and not t.no_effect:  # one group per rung: trials of about one time
-                rung = round(math.log2(max(self.span(t), 1e-9)))
-                groups.setdefault((sp.key(t.setting), rung), []).append(t)
+                span = _span(t, base, self.steps0)
+                rung = round(math.log2(max(span, 1e-9)))
+                groups.setdefault((sp.key(t.setting), rung), []).append((t.samples_per_s, span))
         out = {}
         for (setting, _), runs in groups.items():
             if len(runs) > 1:
-                values = [t.samples_per_s for t in runs]
+                values = [v for v, _ in runs]
                 mean = sum(values) / len(values)
-                span = sum(self.span(t) for t in runs) / len(runs)
+                span = sum(s for _, s in runs) / len(runs)
                 ss, dof = out.get(setting, (0.0, 0))
                 out[setting] = (ss + sum((v / mean - 1) ** 2 for v in values) * span,
                                 dof + len(values) - 1)
@@ -132,6 +130,14 @@ class Comparisons:
         comparable: start-up and bursts weigh differently), else the first good one."""
         good = [t for t in self.trials if not t.setting and t.ok]
         return next((t for t in good if t.steps == self.steps0), good[0] if good else None)
+
+
+def _span(t, base, steps0) -> float:
+    """Comparisons.span, given the first baseline `base` (looked up once by callers that
+    take the span of many trials)."""
+    if base is not None and base.steps_per_s and t.steps_per_s:
+        return (t.steps / t.steps_per_s) / (steps0 / base.steps_per_s)
+    return t.steps / steps0
 
 
 def _pooled_sd(groups) -> Optional[float]:
