@@ -51,7 +51,7 @@ sys.path.insert(0, str(REPO))
 from paddletune.tune import record as rec  # noqa: E402
 from paddletune.tune import space as sp  # noqa: E402
 from paddletune.tune.search import TuneOptions, Tuner  # noqa: E402
-from paddletune.tune.trials import TrialRunner  # noqa: E402
+from paddletune.tune.trials import TrialRunner, t95  # noqa: E402
 
 JOBS = {
     "reader": dict(script="tests/tunejob.py", args=[], env={}, keep_batch_size=True,
@@ -132,8 +132,10 @@ def run_job(name, job, args, workdir):
 
 
 def ratio_ci(a, b):
-    """Half-width of an approximate 95% interval of mean(a) / mean(b) from the spread of the
-    verification trials (delta method; None with fewer than two of either)."""
+    """Half-width of a 95% interval of mean(a) / mean(b) from the spread of the verification
+    trials (delta method, Student's t at the Welch-Satterthwaite degrees of freedom: with
+    three trials a side the spread is itself uncertain, and z = 2 would understate it by
+    about 1.4x; None with fewer than two of either)."""
     if len(a) < 2 or len(b) < 2:
         return None
     ma, mb = sum(a) / len(a), sum(b) / len(b)
@@ -141,7 +143,11 @@ def ratio_ci(a, b):
     def rel_var(xs, m):
         return sum((x / m - 1) ** 2 for x in xs) / (len(xs) - 1) / len(xs)
 
-    return 2.0 * (ma / mb) * (rel_var(a, ma) + rel_var(b, mb)) ** 0.5
+    va, vb = rel_var(a, ma), rel_var(b, mb)
+    if va + vb == 0:
+        return 0.0
+    dof = (va + vb) ** 2 / (va ** 2 / (len(a) - 1) + vb ** 2 / (len(b) - 1))
+    return t95(dof) * (ma / mb) * (va + vb) ** 0.5
 
 
 def floor_s(grid, measured, grid_best):

@@ -43,8 +43,12 @@ def test_ratio_interval_from_the_verification_spread(bench):
     assert bench.ratio_ci([100.0], [100.0, 90.0]) is None  # one trial: no spread to use
     assert bench.ratio_ci([100.0, 100.0], [50.0, 50.0]) == 0.0
     wide = bench.ratio_ci([90.0, 110.0, 100.0], [100.0, 100.0, 100.0])
-    # relative sd 10% over 3 trials: se 5.8% of the ratio 1.0, about +-11.5%
-    assert wide == pytest.approx(2 * 0.1 / 3 ** 0.5, rel=1e-6)
+    # relative sd 10% over 3 trials: se 5.8% of the ratio 1.0; the spread of 3 trials is
+    # uncertain itself: Student's t at 2 degrees of freedom (4.30), about +-25%
+    assert wide == pytest.approx(4.30 * 0.1 / 3 ** 0.5, rel=1e-6)
+    # both sides spread alike: Welch's degrees of freedom 4 (t 2.78)
+    both = bench.ratio_ci([90.0, 110.0, 100.0], [90.0, 110.0, 100.0])
+    assert both == pytest.approx(2.78 * (2 * 0.01 / 3) ** 0.5, rel=1e-6)
 
 
 def test_the_decision_simulation_runs_and_takes_a_clear_gain(capsys):

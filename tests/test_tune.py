@@ -668,6 +668,40 @@ def test_unimodal_prune_keeps_the_sizes_around_the_fastest():
     assert unimodal_prune(stub, ladder, {16: [400.0], 64: [420.0]}) == ladder
 
 
+def test_step_time_prune_leaves_out_sizes_whose_bound_the_fastest_beats():
+    """16 -> 4,000 samples/s (250 steps/s), 100 -> 16,000 (160/s), 160 -> 19,000: a step of
+    32 or 64 takes at least as long as one of 16, so they run at most 8,000 and 16,000
+    samples/s, clearly below 19,000; 128 may run up to 128 x 160 = 20,480 (not left out);
+    sizes below every measured one, and measured ones, stay."""
+    from paddletune.tune.batch import step_time_prune
+
+    def trial(batch, rate):
+        t = Trial(batch, {"batch_size": batch}, f"batch_size={batch}", "batch", 100,
+                  status="ok", samples_per_s=rate, steps_per_s=rate / batch)
+        return [t]
+
+    class Stub:
+        notes = []
+
+        def score_of(self, runs):
+            return runs[0].samples_per_s
+
+        def better(self, c, i):
+            return c[0].samples_per_s > 1.1 * i[0].samples_per_s
+
+    stub = Stub()
+    points = {16: trial(16, 4000.0), 100: trial(100, 16000.0), 160: trial(160, 19000.0)}
+    assert step_time_prune(stub, [8, 32, 64, 128, 160], points, 160) == [8, 128, 160]
+    assert stub.notes == ["batch sizes 32, 64 not tried: their steps take no less time than "
+                          "those of the smaller size measured below each, so their samples/s "
+                          "are bounded (32 at most 8,000, 64 at most 16,000), clearly below "
+                          "the 19,000 of 160"]
+    assert points[16][0].samples_per_s == 4000.0  # the bounds are copies
+    stub.notes = []
+    assert step_time_prune(stub, [32, 64], {16: trial(16, 4000.0)}, 16) == [32, 64]
+    assert stub.notes == []
+
+
 # --- the record and its rendering -------------------------------------------------------------
 def test_record_round_trip_and_report(monkeypatch, tmp_path):
     tuner = run_tuner(monkeypatch)

@@ -14,7 +14,8 @@ makes the activations grow fast with the batch (out of memory under
 FLAGS_cpu_memory_limit_mb). The generator shards itself with fluid.io.get_worker_info(), by
 the loader's batch size (which PADDLETUNE_OVERRIDES may have changed).
 `--hang-when KEY=VALUE` / `--crash-when KEY=VALUE` hang / raise when the loader's config has
-that value (a setting that hangs or crashes); `--hidden` large makes memory grow fast with the
+that value, or at least that value with `KEY>=VALUE` (a setting that hangs or crashes, say
+a batch too large for the shared memory of its worker processes); `--hidden` large makes memory grow fast with the
 batch (out of memory under FLAGS_cpu_memory_limit_mb).
 """
 
@@ -66,6 +67,9 @@ def sample_reader(args, loader):
 def matches(loader, condition):
     if not condition:
         return False
+    if ">=" in condition:
+        key, _, value = condition.partition(">=")
+        return float(loader.config().get(key)) >= float(value)
     key, _, value = condition.partition("=")
     return str(loader.config().get(key)) == value
 

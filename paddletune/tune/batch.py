@@ -11,7 +11,13 @@ throughput is taken to be single-peaked in the batch size (it rises while a larg
 uses the machine better, then may fall as a step outgrows a cache), so once the batches
 measured so far (the job's own and the verified ones, moments apart) show a batch clearly
 slower than the fastest one, nothing beyond it, on its side, can be faster than the fastest.
+And a step of a larger batch never takes less time than one of a smaller batch, so a size
+between measured ones runs at most its size times the steps/s of the largest measured size
+below it: a size whose bound the fastest clearly beats cannot win (a job 4x faster at 160
+than at 16 leaves 32 and 64 out: at most 2x and 4x the job's own samples/s).
 """
+
+import dataclasses
 
 from typing import Dict, List, Optional
 
@@ -56,7 +62,36 @@ def unimodal_prune(tuner, ladder, points: Dict[int, list]) -> List[int]:
         tuner.notes.append(f"batch sizes {', '.join(map(str, left))} not tried: {best} ran "
                            f"{why}, and throughput is taken to be single-peaked in the batch "
                            f"size")
+    return step_time_prune(tuner, kept, points, best)
+
+
+def step_time_prune(tuner, ladder, points: Dict[int, list], best: int) -> List[int]:
+    """`ladder` less the sizes above a measured one whose bound (the size times the steps/s
+    of the largest measured size below it: a larger batch's step takes no less time) the
+    fastest of `points`, `best`, clearly beats. A note says which were left out and why."""
+    kept, left = [], []
+    for b in ladder:
+        below = max((m for m in points if m < b and _rated(points[m])), default=None)
+        if b in points or below is None:
+            kept.append(b)
+            continue
+        bound = [dataclasses.replace(t, samples_per_s=t.steps_per_s * b) for t in points[below]]
+        if tuner.better(points[best], bound):
+            left.append((b, below, tuner.score_of(bound)))
+        else:
+            kept.append(b)
+    if left:
+        sizes = ", ".join(str(b) for b, _, _ in left)
+        bounds = ", ".join(f"{b} at most {rate:,.0f}" for b, _, rate in left)
+        tuner.notes.append(
+            f"batch sizes {sizes} not tried: their steps take no less time than those of the "
+            f"smaller size measured below each, so their samples/s are bounded ({bounds}), "
+            f"clearly below the {tuner.score_of(points[best]):,.0f} of {best}")
     return kept
+
+
+def _rated(runs) -> bool:
+    return bool(runs) and all(getattr(t, "ok", False) and t.steps_per_s for t in runs)
 
 
 def largest_batch(tuner, own) -> Optional[int]:

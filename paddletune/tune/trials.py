@@ -29,8 +29,9 @@ from ..summary_reader import main_loader
 BLOCKS = 8  # batch means for the confidence interval
 MIN_BLOCK = 3  # steps per block at least
 KILL_GRACE_S = 3.0  # after SIGTERM at the timeout, before SIGKILL
-# two-sided 95% Student t quantiles by degrees of freedom
-_T95 = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31, 9: 2.26}
+# two-sided 95% Student t quantiles by degrees of freedom (t95 past the table)
+_T95 = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31, 9: 2.26,
+        10: 2.23, 12: 2.18, 15: 2.13, 20: 2.09, 30: 2.04}
 
 
 @dataclass
@@ -240,7 +241,15 @@ def throughput_ci(steady) -> tuple:
     rate, rates = _block_rates(steady)
     if rates is None:
         return rate, None
-    return rate, _T95.get(len(rates) - 1, 2.0) * _block_se(rates)
+    return rate, t95(len(rates) - 1) * _block_se(rates)
+
+
+def t95(dof: float) -> float:
+    """The two-sided 95% Student t quantile for `dof` degrees of freedom (rounded down to
+    the table's, so the interval is never narrower than it should be; 1.96 past 30)."""
+    if dof > 30:
+        return 1.96
+    return _T95[max((d for d in _T95 if d <= max(dof, 1)), default=1)]
 
 
 def throughput_se(steady) -> Optional[float]:
