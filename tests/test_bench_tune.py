@@ -61,3 +61,18 @@ def test_the_decision_simulation_runs_and_takes_a_clear_gain(capsys):
     assert time.monotonic is monotonic  # the simulated clock is gone with the simulation
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert result["took"] == 1.0 and result["trials"] > 4  # +50% against 2% noise: always
+
+
+def test_the_batch_job_simulation_runs_and_keeps_the_searchs_time_within_reach(capsys):
+    """The model of bench_tune's batch job: the tuner finds a batch of 107 or more (4x the
+    job's own samples/s) every time, and its time is a fraction of the grid's."""
+    spec = importlib.util.spec_from_file_location(
+        "sim_tune_batch", os.path.join(os.path.dirname(PATH), "sim_tune_batch.py"))
+    sim = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(sim)
+    monotonic = time.monotonic
+    sim.main(["--runs", "20"])
+    assert time.monotonic is monotonic
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert result["within_quality"] == 1.0 and result["trials_mean"] > 8
+    assert 0.1 < result["time_share_median"] < 0.5

@@ -668,6 +668,20 @@ def test_unimodal_prune_keeps_the_sizes_around_the_fastest():
     assert unimodal_prune(stub, ladder, {16: [400.0], 64: [420.0]}) == ladder
 
 
+def test_the_batch_probes_stop_where_the_peak_line_puts_the_largest_safe_batch():
+    """Peaks 100 + 10 x batch against a capacity of 1000 (900 usable): from 16 and 80 the
+    line's largest safe batch is 80, a batch known to fit: no more probes, even though one
+    of 199 ran out of memory (bisecting would try 139); a line that puts it past 199 is
+    wrong (bisect); no line yet: bisect."""
+    from paddletune.tune.batch import next_batch
+
+    points = [(16, 260), (80, 900)]
+    assert next_batch(points, 1000, 80, 199, 512) is None
+    assert next_batch([(16, 260), (80, 500)], 1000, 80, 199, 512) == 186  # the line's
+    assert next_batch([(16, 260), (80, 400)], 1000, 80, 199, 512) == 139  # line: 308
+    assert next_batch([(16, 260)], 1000, 16, 199, 512) == 107
+
+
 def test_step_time_prune_leaves_out_sizes_whose_bound_the_fastest_beats():
     """16 -> 4,000 samples/s (250 steps/s), 100 -> 16,000 (160/s), 160 -> 19,000: a step of
     32 or 64 takes at least as long as one of 16, so they run at most 8,000 and 16,000

@@ -127,12 +127,16 @@ def largest_batch(tuner, own) -> Optional[int]:
 def next_batch(points, capacity, good, bad, cap) -> Optional[int]:
     """The next batch to verify: the fitted line's largest safe batch, kept strictly
     between `good` (fitted) and `bad` (did not; None: none yet) and at most `cap`; the
-    midpoint when the line says nothing usable; None when the gap is too small."""
+    midpoint when the line says nothing usable (or more than a batch that did not fit);
+    None when the gap is too small or the line's largest is `good` or less."""
     upper = min(bad if bad is not None else cap + 1, cap + 1)
     if upper - good <= max(1, CLOSE_ENOUGH * good):
         return None
     guess = line_largest([p for p in points if p[1]], capacity) if capacity else None
-    if guess is None or not good < guess < upper:
+    if guess is not None and guess <= good:
+        return None  # the line's largest safe batch is one known to fit: nothing above it
+    if guess is None or not guess < upper:  # (a line that puts it past one that did not fit
+        # is wrong: bisect)
         guess = (good + upper) // 2 if bad is not None else min(cap, good * 2)
     if guess - good <= CLOSE_ENOUGH * good:
         return None
