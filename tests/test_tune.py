@@ -404,6 +404,22 @@ def test_a_settings_own_spread_counts_not_only_the_pooled_one(monkeypatch):
     assert tuner.trial_sd(quiet) < 0.7 * tuner.trial_sd(baseline) * (100 / 50) ** -0.5
 
 
+def test_a_best_setting_far_noisier_than_the_others_gets_a_note(monkeypatch):
+    """Capacity 64 is 1.5x the job's own, and its trials vary by about 20% where the
+    baseline's vary by 1%: the record says the choices among settings that noisy are not
+    established; a best as steady as the rest gets no such note."""
+    quiet = [0.99, 1.0, 1.01, 1.0]
+    tuner = scripted_tuner(monkeypatch, rate_64(1.5),
+                           {"baseline": quiet, "capacity=64": [1.0, 1.3, 0.8, 1.2]})
+    assert tuner.incumbent == {"capacity": 64}
+    note = [n for n in tuner.notes if n.startswith("the best setting's trials varied by")]
+    assert len(note) == 1 and "the other settings' repeats" in note[0], tuner.notes
+    steady = scripted_tuner(monkeypatch, rate_64(1.5),
+                            {"baseline": quiet, "capacity=64": [1.0, 1.01, 0.99, 1.0]})
+    assert steady.incumbent == {"capacity": 64}
+    assert not any(n.startswith("the best setting's trials varied") for n in steady.notes)
+
+
 def test_a_gain_the_final_pairs_do_not_confirm_is_stated_as_such(monkeypatch):
     """The search's best reads no faster than the baseline in the final pairs (say the gain
     was a fluke): both pairs are taken and the record says the gain is not confirmed."""

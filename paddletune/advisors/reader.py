@@ -9,8 +9,9 @@ from .base import Advice, rule
 from .facts import cpu_facts, enough_steps, free_cores, main_loader, ms
 from .input import MIN_INPUT_S
 
-STARVED_EMPTY_RATIO = 0.3  # the queue was empty in at least this share of the pops ...
-# ... while the loop waited MODERATELY_INPUT_BOUND (medium) / HIGHLY_INPUT_BOUND (high) of its step
+STARVED_EMPTY_RATIO = 0.3  # the queue was empty in at least this share of the pops, or ...
+SLOW_PRODUCER = 1.1  # ... the producer this many times slower than the consumer takes batches,
+# while the loop waited MODERATELY_INPUT_BOUND (medium) / HIGHLY_INPUT_BOUND (high) of its step
 MIN_WORKER_CORES = 0.1  # a worker mostly waiting (I/O, sleep) still needs this much of a core
 MAX_WORKERS_PER_CORE = 4  # and no more worker processes than this per core (memory, switches)
 NOT_BOTTLENECK = 1.1  # speed-test ceiling / actual at or below this: the reader is not the issue
@@ -27,8 +28,11 @@ SHARD = ("# each worker must make only its share of the batches; in the generato
 def reader_starved(profile) -> Optional[Advice]:
     """reader queue and workers (#2, #5)
 
-    Fires when the queue was empty in a large share of the pops while the loop waited a
-    visible share of its step; the worker count comes from producer vs consumer time.
+    Fires when the loop waited a visible share of its step while the queue was empty in a
+    large share of the pops, or while the producer made batches measurably slower than the
+    consumer takes them (a bursty producer: a few long waits hold most of the loop's wait,
+    and most pops find the batch made while the step ran, yet the queue cannot stay
+    filled); the worker count comes from producer vs consumer time.
     """
     f = main_loader(profile)
     if f is None or not enough_steps(profile) or not _starved(f):
@@ -38,7 +42,7 @@ def reader_starved(profile) -> Optional[Advice]:
     tiny = wait_s < MIN_INPUT_S
     return Advice(
         id="reader-starved", source=2, figures=plan, evidence=_starved_evidence(f, plan),
-        title=f"Reader-starved: the queue was empty in {f['empty_ratio']:.0%} of the pops",
+        title=_starved_title(f),
         severity="low" if tiny else "high" if share >= HIGHLY_INPUT_BOUND else "medium",
         change=_worker_change(f, plan), expected_gain=_worker_gain(plan),
         expected_speedup=plan["speedup"],
@@ -48,8 +52,25 @@ def reader_starved(profile) -> Optional[Advice]:
 
 def _starved(f) -> bool:
     share = f["wait"].get("share")
-    return (f.get("empty_ratio") or 0) >= STARVED_EMPTY_RATIO and share is not None \
-        and share >= MODERATELY_INPUT_BOUND
+    if share is None or share < MODERATELY_INPUT_BOUND:
+        return False
+    return (f.get("empty_ratio") or 0) >= STARVED_EMPTY_RATIO or _slow_producer(f) is not None
+
+
+def _slow_producer(f) -> Optional[float]:
+    """How many times slower the producer makes batches than the consumer takes them, when
+    at least SLOW_PRODUCER; else None."""
+    made = (f.get("producer") or {}).get("rate_per_s")
+    taken = (f.get("consumer") or {}).get("rate_per_s")
+    if not made or not taken or taken < SLOW_PRODUCER * made:
+        return None
+    return taken / made
+
+
+def _starved_title(f) -> str:
+    if (f.get("empty_ratio") or 0) >= STARVED_EMPTY_RATIO:
+        return f"Reader-starved: the queue was empty in {f['empty_ratio']:.0%} of the pops"
+    return f"Reader-starved: the producer is {_slow_producer(f):.2f}x slower than the step"
 
 
 def worker_plan(profile, f) -> dict:

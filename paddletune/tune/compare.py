@@ -15,6 +15,7 @@ MIN_DOF = 2  # repeats needed before their spread is the noise
 PRIOR_DOF = 2  # a setting's own spread is shrunk towards the pooled one as if by this many
 MIN_SD = 0.005  # a trial's relative error is never taken below 0.5%
 Z = 2.0  # standard errors a gain must clear (about 95%)
+NOISIER = 2.0  # the best setting's repeats varying this many times more than the others' get a note
 
 
 class Comparisons:
@@ -112,6 +113,29 @@ class Comparisons:
                 out[setting] = (ss + sum((v / mean - 1) ** 2 for v in values) * span,
                                 dof + len(values) - 1)
         return out
+
+    def noise_note(self) -> Optional[str]:
+        """A note when the best setting's repeated trials varied NOISIER times more than the
+        other settings' repeats (a large batch fed by a GIL-bound thread: its run-to-run
+        spread shows only once it is repeated, and the races before judged settings like
+        it by the pooled spread): what the races chose between such settings is less sure
+        than their intervals said."""
+        key = sp.key(self.incumbent)
+        groups = self._replicates()
+        ss, dof = groups.get(key, (0.0, 0))
+        others = _pooled_sd(g for k, g in groups.items() if k != key)
+        if not self.incumbent or not dof or others is None:
+            return None
+        own = math.sqrt(ss / dof)
+        if own < NOISIER * others:
+            return None
+        runs = sum(1 for t in self.trials if t.ok and sp.key(t.setting) == key)
+        return (f"the best setting's trials varied by ±{own:.1%} from one to the next (sd of "
+                f"{runs}), {own / others:.1f}x the ±{others:.1%} of the other settings' "
+                f"repeats: between settings as noisy as it, differences below about "
+                f"{Z * math.sqrt(2) * own:.0%} are inside that noise, so what the races chose "
+                f"among them is not established (the speedup over the baseline is measured "
+                f"by the final pairs)")
 
     def fits(self, t) -> bool:
         """Its peak leaves HEADROOM of the memory capacity free (unknown: fits)."""

@@ -145,6 +145,9 @@ class Tuner(Comparisons, TrialLengths):
             self.stop_reason = self.stop_reason or "converged"
             self._final()
             self.status = "complete"
+            note = self.noise_note()
+            if note:
+                self.notes.append(note)
         except BudgetSpent:
             self.status, self.stop_reason = "complete", "budget spent"
             self._final_from_history()
