@@ -659,29 +659,45 @@ def test_trials_of_a_larger_batch_measure_the_calibrated_time(monkeypatch):
     assert given.steps_for({"batch_size": 64}, 50) == 50  # --trial-steps: as given
 
 
+def _batch_trials(batch, rate):
+    """[one trial of `batch` at `rate` samples/s], as a race's points hold them."""
+    return [Trial(batch, {"batch_size": batch}, f"batch_size={batch}", "batch", 100,
+                  status="ok", samples_per_s=rate, steps_per_s=rate / batch)]
+
+
+class _PointsStub:
+    """A tuner's comparisons over one-trial points: better by more than 10%."""
+
+    def __init__(self):
+        self.notes = []
+
+    def score_of(self, runs):
+        return runs[0].samples_per_s
+
+    def better(self, c, i):
+        return c[0].samples_per_s > 1.1 * i[0].samples_per_s
+
+
 def test_unimodal_prune_keeps_the_sizes_around_the_fastest():
     """Measured: 16 -> 400, 64 -> 900, 128 -> 600 samples/s (a peak in between): sizes below
     16 and above 128 cannot beat 64 if throughput is single-peaked; a gap inside the noise
-    prunes nothing."""
+    prunes nothing. Then 32's step takes at least 16's: at most 800 samples/s, clearly
+    below 900; 96 may run up to 96 x 64's steps/s (1,350) and stays."""
     from paddletune.tune.batch import unimodal_prune
 
-    class Stub:
-        notes = []
-
-        def score_of(self, runs):
-            return runs[0]
-
-        def better(self, c, i):
-            return c[0] > 1.1 * i[0]
-
-    stub = Stub()
+    stub = _PointsStub()
     ladder = [8, 32, 64, 96, 128, 256]
-    kept = unimodal_prune(stub, ladder, {16: [400.0], 64: [900.0], 128: [600.0]})
-    assert kept == [32, 64, 96, 128]
-    assert stub.notes == ["batch sizes 8, 256 not tried: 64 ran 125% faster than 16 and 50% "
-                          "faster than 128, and throughput is taken to be single-peaked in "
-                          "the batch size"]
-    assert unimodal_prune(stub, ladder, {16: [400.0], 64: [420.0]}) == ladder
+    points = {16: _batch_trials(16, 400.0), 64: _batch_trials(64, 900.0),
+              128: _batch_trials(128, 600.0)}
+    kept = unimodal_prune(stub, ladder, points)
+    assert kept == [64, 96, 128]
+    assert stub.notes[0] == ("batch sizes 8, 256 not tried: 64 ran 125% faster than 16 and "
+                             "50% faster than 128, and throughput is taken to be "
+                             "single-peaked in the batch size")
+    assert stub.notes[1].startswith("batch sizes 32 not tried: their steps take no less time")
+    assert len(stub.notes) == 2
+    close = {16: _batch_trials(16, 400.0), 64: _batch_trials(64, 420.0)}
+    assert unimodal_prune(stub, ladder, close) == ladder
 
 
 def test_the_batch_probes_stop_where_the_peak_line_puts_the_largest_safe_batch():
@@ -705,22 +721,9 @@ def test_step_time_prune_leaves_out_sizes_whose_bound_the_fastest_beats():
     sizes below every measured one, and measured ones, stay."""
     from paddletune.tune.batch import step_time_prune
 
-    def trial(batch, rate):
-        t = Trial(batch, {"batch_size": batch}, f"batch_size={batch}", "batch", 100,
-                  status="ok", samples_per_s=rate, steps_per_s=rate / batch)
-        return [t]
-
-    class Stub:
-        notes = []
-
-        def score_of(self, runs):
-            return runs[0].samples_per_s
-
-        def better(self, c, i):
-            return c[0].samples_per_s > 1.1 * i[0].samples_per_s
-
-    stub = Stub()
-    points = {16: trial(16, 4000.0), 100: trial(100, 16000.0), 160: trial(160, 19000.0)}
+    stub = _PointsStub()
+    points = {16: _batch_trials(16, 4000.0), 100: _batch_trials(100, 16000.0),
+              160: _batch_trials(160, 19000.0)}
     assert step_time_prune(stub, [8, 32, 64, 128, 160], points, 160) == [8, 128, 160]
     assert stub.notes == ["batch sizes 32, 64 not tried: their steps take no less time than "
                           "those of the smaller size measured below each, so their samples/s "
@@ -728,7 +731,7 @@ def test_step_time_prune_leaves_out_sizes_whose_bound_the_fastest_beats():
                           "the 19,000 of 160"]
     assert points[16][0].samples_per_s == 4000.0  # the bounds are copies
     stub.notes = []
-    assert step_time_prune(stub, [32, 64], {16: trial(16, 4000.0)}, 16) == [32, 64]
+    assert step_time_prune(stub, [32, 64], {16: _batch_trials(16, 4000.0)}, 16) == [32, 64]
     assert stub.notes == []
 
 

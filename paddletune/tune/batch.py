@@ -91,7 +91,7 @@ def step_time_prune(tuner, ladder, points: Dict[int, list], best: int) -> List[i
 
 
 def _rated(runs) -> bool:
-    return bool(runs) and all(getattr(t, "ok", False) and t.steps_per_s for t in runs)
+    return bool(runs) and all(t.ok and t.steps_per_s for t in runs)
 
 
 def largest_batch(tuner, own) -> Optional[int]:

@@ -130,8 +130,8 @@ class Comparisons:
         if own < NOISIER * others:
             return None
         runs = sum(1 for t in self.trials if t.ok and sp.key(t.setting) == key)
-        return (f"the best setting's trials varied by ±{own:.1%} from one to the next (sd of "
-                f"{runs}), {own / others:.1f}x the ±{others:.1%} of the other settings' "
+        return (f"the best setting's trials varied by ±{own:.1%} from one to the next (sd over "
+                f"its {runs}), {own / others:.1f}x the ±{others:.1%} of the other settings' "
                 f"repeats: between settings as noisy as it, differences below about "
                 f"{Z * math.sqrt(2) * own:.0%} are inside that noise, so what the races chose "
                 f"among them is not established (the speedup over the baseline is measured "
