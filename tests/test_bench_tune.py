@@ -1,10 +1,12 @@
 """benchmarks/bench_tune.py's floor (the least time any search that measures its noise, each
 knob value once and one final pair could take, from the grid's own trials) and its quality
-interval; benchmarks/sim_tune_decisions.py runs."""
+interval; benchmarks/sim_tune_decisions.py, sim_tune_batch.py and trial_noise.py run."""
 
 import importlib.util
 import json
 import os
+import subprocess
+import sys
 import time
 
 import pytest
@@ -76,3 +78,18 @@ def test_the_batch_job_simulation_runs_and_keeps_the_searchs_time_within_reach(c
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert result["within_quality"] == 1.0 and result["trials_mean"] > 8
     assert 0.1 < result["time_share_median"] < 0.5
+
+
+def test_trial_noise_measures_each_setting_in_turn():
+    """Two settings of the batch job, twice each, in real trial subprocesses: a mean and a
+    coefficient of variation per setting, batch 128 several times the job's own rate."""
+    script = os.path.join(os.path.dirname(PATH), "trial_noise.py")
+    run = subprocess.run([sys.executable, script, "--steps", "30", "--repeats", "2",
+                          '{"batch_size": 128}', "{}"], capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == 0, run.stderr
+    result = json.loads(run.stdout.strip().splitlines()[-1])
+    settings = result["settings"]
+    assert set(settings) == {"batch_size=128", "baseline"}
+    assert all(len(s["trials"]) == 2 and s["cv"] is not None for s in settings.values())
+    assert settings["batch_size=128"]["mean"] > 2 * settings["baseline"]["mean"]
