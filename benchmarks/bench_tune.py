@@ -3,9 +3,9 @@
 For each job: the tuner runs (trials of S and 2S steps, its own stopping rule, a generous
 budget; S is the tuner's own calibration, about 1.5 s of the job's steps, unless
 --trial-steps is given; a setting whose steps are slower, a larger batch, runs fewer steps
-for about the same time: paddletune/tune/lengths.py); then every combination of the same knobs' values is measured once at
-2S steps (the tuner's longest trials); then the tuner's best and the grid's best are measured again,
-alternating, `--verify` times each, so the two are compared under the same conditions (and
+for about the same time: paddletune/tune/lengths.py); then every combination of the same
+knobs' values is measured once at 2S steps (the tuner's longest trials); then the tuner's
+best and the grid's best are measured again, alternating, `--verify` times each, so the two are compared under the same conditions (and
 the grid's winner's luck in its one measurement does not count). Reported per job: the
 tuner's best as a share of the grid's best (target >= 95%) and the tuner's time as a share
 of the grid's (target <= 25%), its whole time (the final interleaved pairs that measure its

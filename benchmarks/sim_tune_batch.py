@@ -30,13 +30,14 @@ import random
 import statistics
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from paddletune.tune import search, space as sp  # noqa: E402
 from paddletune.tune.search import TuneOptions, Tuner  # noqa: E402
 from paddletune.tune.trials import Trial  # noqa: E402
+from sim_tune_decisions import Clock, job_profile  # noqa: E402
 
 RATES = [(8, 2100), (16, 4100), (32, 7000), (64, 12500), (107, 16500), (128, 17200),
          (162, 18700), (512, 18700)]
@@ -112,27 +113,13 @@ class Runner:
         return t
 
 
-class Clock:
-    now = 0.0
-
-    def monotonic(self):
-        return self.now
-
-
-def job_profile():
-    loader = {"config": {"num_workers": 0, "capacity": 2, "use_double_buffer": True,
-                         "source": "sample", "batch_size": 16}}
-    return SimpleNamespace(summary={"reader": {"loaders": [loader]}},
-                           env={"cpu": {"usable_cores": 2}, "numpy": {}, "flags": {}})
-
-
 def one_run(job, seed) -> dict:
     clock, real = Clock(), search.time.monotonic
     search.time.monotonic = clock.monotonic  # the budget runs on simulated time
     try:
         tuner = Tuner(Runner(job, clock, seed),
                       TuneOptions(budget_s=300, specs=SPECS, max_batch_size=512))
-        tuner.load_profile = lambda path: job_profile()
+        tuner.load_profile = lambda path: job_profile(batch_size=16)
         tuner.advise = lambda profile: []
         tuner.run()
     finally:

@@ -59,9 +59,11 @@ class SimulatedRunner:
         return t
 
 
-def job_profile():
+def job_profile(batch_size=32):
+    """The baseline profile's part the space is built from: a thread-fed DataLoader over a
+    sample generator at `batch_size`, on 2 cores."""
     loader = {"config": {"num_workers": 0, "capacity": 2, "use_double_buffer": True,
-                         "source": "sample", "batch_size": 32}}
+                         "source": "sample", "batch_size": batch_size}}
     return SimpleNamespace(summary={"reader": {"loaders": [loader]}},
                            env={"cpu": {"usable_cores": 2}, "numpy": {}, "flags": {}})
 

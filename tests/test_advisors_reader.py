@@ -175,8 +175,8 @@ def test_too_few_steps_or_a_mild_wait_give_no_starved_advice(tmp_path):
 
 def test_a_bursty_producer_slower_than_the_step_is_starved_though_most_pops_find_a_batch(
         tmp_path):
-    """A producer 3.15x slower than the step (41 ms a batch, 13 ms a step) whose waits fall on a few pops (a slow file now
-    and then): 20% of the pops found the queue empty, below the 30% that counts alone, but
+    """A producer 3.15x slower than the step (41 ms a batch, 13 ms a step) whose waits fall
+    on a few pops (a slow file now and then): 20% of the pops found the queue empty, below the 30% that counts alone, but
     the queue cannot stay filled and the loop waits 69% of its step: starved all the same.
     The same pops with a producer that keeps up: no advice."""
     a = only(advise(starved(tmp_path, empty_ratio=0.2), READER_RULES), "reader-starved")

@@ -15,8 +15,7 @@ FLAGS_cpu_memory_limit_mb). The generator shards itself with fluid.io.get_worker
 the loader's batch size (which PADDLETUNE_OVERRIDES may have changed).
 `--hang-when KEY=VALUE` / `--crash-when KEY=VALUE` hang / raise when the loader's config has
 that value, or at least that value with `KEY>=VALUE` (a setting that hangs or crashes, say
-a batch too large for the shared memory of its worker processes); `--hidden` large makes memory grow fast with the
-batch (out of memory under FLAGS_cpu_memory_limit_mb).
+a batch too large for the shared memory of its worker processes).
 """
 
 import argparse

@@ -120,11 +120,12 @@ class Comparisons:
         spread shows only once it is repeated, and the races before judged settings like
         it by the pooled spread): what the races chose between such settings is less sure
         than their intervals said."""
-        key = sp.key(self.incumbent)
-        groups = self._replicates()
+        if not self.incumbent:
+            return None
+        key, groups = sp.key(self.incumbent), self._replicates()
         ss, dof = groups.get(key, (0.0, 0))
         others = _pooled_sd(g for k, g in groups.items() if k != key)
-        if not self.incumbent or not dof or others is None:
+        if not dof or others is None:
             return None
         own = math.sqrt(ss / dof)
         if own < NOISIER * others:
