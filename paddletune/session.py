@@ -22,6 +22,9 @@ from typing import List, Optional
 from . import profile as prof
 from .env import collect_env
 from .probes.base import Clock
+from .profile.records import (ErrorEvent, ExitEvent, NanInfEvent, OverridesEvent,
+                              ProbeUnavailableEvent, SpeedTestEvent, StepLimitEvent)
+from .profile.schema import SchemaError, decode
 from .probes.memory import MemoryProbe
 from .probes.scheduler import SchedulerProbe
 from .probes.nvml import NvmlProbe
@@ -63,6 +66,8 @@ class Options:
     stdout_to_stderr: bool = False  # keep stdout clean for --json
     live: bool = False  # --live: the dashboard follows the profile (flushed more often)
     total_steps: Optional[int] = None  # --total-steps: the dashboard's ETA (else --steps)
+    head_steps: Optional[int] = None  # steps per program recorded in full (None: the default)
+    framework: str = "fluid"  # the source the job is measured through
 
 
 @dataclass
@@ -141,17 +146,18 @@ def run(options: Options, path: Optional[Path] = None, on_stop=None) -> Outcome:
     `on_stop(submit)`, when given, runs once the probes stopped, before the exit record
     and the summary (--live: stop the dashboard, record its cost)."""
     path = path or prepare(options)
-    import runtime  # noqa: F401  (FLAGS are read from the environment here)
-    from runtime import overrides
-    overrides.reset()  # the overrides event lists this run's own
+    from .sources import source_for
+    source = source_for(options.framework)  # imports the framework (FLAGS read here)
+    source.begin()  # the overrides event lists this run's own
     clock, t0_unix = Clock(), time.time()
     try:
-        writer = prof.ProfileWriter(path, LIVE_FLUSH_S if options.live else 0.5)
+        writer = prof.ProfileWriter(path, LIVE_FLUSH_S if options.live else 0.5,
+                                    clock=clock.now, head_steps=options.head_steps)
     except OSError as err:
         raise SessionError(f"cannot write the profile {path}: {err.strerror or err}") from None
-    session = _Session(options, writer, clock)
+    session = _Session(options, writer, clock, source)
     writer.submit(prof.header_record(_command(options), _options_record(options),
-                                     collect_env(), t0_unix))
+                                     collect_env(), t0_unix, source.info()))
     with session.probes_running():
         status, reason, message = session.execute()
     if on_stop is not None:
@@ -176,38 +182,38 @@ def die_if_interrupted(outcome: Outcome):
 
 
 class _Session:
-    def __init__(self, options, writer, clock):
-        self.options, self.writer, self.clock = options, writer, clock
-        sink = writer.submit
-        self.probes = [StepProbe(sink, clock)]
+    def __init__(self, options, writer, clock, source):
+        self.options, self.writer, self.clock, self.source = options, writer, clock, source
+        sink, every = writer.submit, options.interval_s
+        self.probes = [StepProbe(sink, clock, source)]
         if options.ops:
-            self.probes.append(OpsProbe(sink, clock))
-        self.probes += [ReaderProbe(sink, clock, options.interval_s), MemoryProbe(sink, clock),
-                        SchedulerProbe(sink, clock),
-                        WorkerProbe(sink, clock, options.interval_s),
-                        SystemProbe(sink, clock, options.interval_s),
-                        NvmlProbe(sink, clock, options.interval_s)]
+            self.probes.append(OpsProbe(sink, clock, source))
+        self.probes += [ReaderProbe(sink, clock, every, source=source),
+                        MemoryProbe(sink, clock, source), SchedulerProbe(sink, clock, source),
+                        WorkerProbe(sink, clock, every, source),
+                        SystemProbe(sink, clock, every, source),
+                        NvmlProbe(sink, clock, every, source)]
         self.n_train_steps = 0
         self.first_step_end = None  # time.monotonic() when the first training step ended
         self.speed_test = _SpeedTest(self, options) if options.speed_test else None
 
-    def event(self, kind, **fields):
-        self.writer.submit({"type": "event", "t": self.clock.now(), "kind": kind, **fields})
+    def event(self, cls, **fields):
+        """Send one event record of class `cls` (records.py), stamped now."""
+        self.writer.submit(cls(t_s=self.clock.now(), **fields))
 
     @contextmanager
     def probes_running(self):
-        from runtime import events
         subs = []
         for probe in self.probes:
             probe.start()
             if not probe.available:
-                self.event("probe_unavailable", probe=probe.name, message=probe.reason)
-        subs.append(events.subscribe("nan_inf", self._on_nan_inf))
+                self.event(ProbeUnavailableEvent, probe=probe.name, message=probe.reason)
+        subs.append(self.source.subscribe("nan_inf", self._on_nan_inf))
         if self.speed_test is not None:
-            subs.append(events.subscribe("step_end", self.speed_test.on_step))
-        subs.append(events.subscribe("step_end", self._count_step))  # last: after the probes
+            subs.append(self.source.subscribe("step_end", self.speed_test.on_step))
+        subs.append(self.source.subscribe("step_end", self._count_step))  # last: after probes
         try:
-            with _flags_for(self.options):
+            with self.source.running(self.options.check_nan, self.options.fluid_compat):
                 yield
         finally:
             if self.speed_test is not None:
@@ -218,9 +224,14 @@ class _Session:
                 probe.stop()
 
     def _on_nan_inf(self, details):
-        self.event("nan_inf", **details, message=f"op {details['op_type']} "
-                   f"(#{details['op_index']}) produced {details['n_nan']} NaN and "
-                   f"{details['n_inf']} Inf in {details['output']!r} at step {details['step']}")
+        message = (f"op {details.get('op_type')} (#{details.get('op_index')}) produced "
+                   f"{details.get('n_nan')} NaN and {details.get('n_inf')} Inf in "
+                   f"{details.get('output')!r} at step {details.get('step')}")
+        try:
+            record = decode(NanInfEvent, {"t_s": self.clock.now(), **details, "message": message})
+        except SchemaError:
+            record = NanInfEvent(self.clock.now(), message=message)
+        self.writer.submit(record)
 
     def _count_step(self, record):
         if record.is_startup:
@@ -247,7 +258,7 @@ class _Session:
                 return _exit_status(exc)
             except StepLimitReached as exc:
                 steps, which = exc.args
-                self.event("step_limit", steps=steps,
+                self.event(StepLimitEvent, steps=steps,
                            message=f"stopped after {steps} training steps ({which})")
                 return 0, "step_limit", None
             except Terminated:
@@ -257,8 +268,8 @@ class _Session:
                 return 130, "interrupted", "interrupted (Ctrl-C)"
             except BaseException as exc:  # the script's own error: print it as Python would
                 _print_script_traceback(*sys.exc_info())
-                self.event("error", exception=type(exc).__name__,
-                           message=_first_line(exc), where=_where(exc.__traceback__))
+                self.event(ErrorEvent, exception=type(exc).__name__, message=_first_line(exc),
+                           where=_where(exc.__traceback__), oom=self.source.is_oom(exc))
                 return 1, "exception", f"{type(exc).__name__}: {_first_line(exc)}"
 
     def finish(self, outcome: Outcome):
@@ -266,45 +277,36 @@ class _Session:
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGINT, signal.SIG_DFL)
         self._overrides_event()
-        self.event("exit", status=outcome.status, reason=outcome.reason,
+        self.event(ExitEvent, status=outcome.status, reason=outcome.reason,
                    message=outcome.message, train_steps=self.n_train_steps)
-        self.writer.flush()
-        if not self.writer.failed:
-            try:
-                from .summary import summarize
-                self.writer.submit(summarize(prof.load(outcome.path)))
-            except prof.ProfileError as err:
-                print(f"paddletune: warning: could not summarise {outcome.path}: {err}",
-                      file=sys.stderr)
-        self.writer.close()
+        self.writer.finish()
 
     def _overrides_event(self):
-        """One "overrides" event: what PADDLETUNE_OVERRIDES asked for, what the runtime
+        """One "overrides" event: what the overrides variable asked for, what the source
         actually overrode (with the script's own value) and what had no effect (why)."""
-        from runtime import overrides
-        try:
-            wanted = overrides.requested()
-        except Exception:  # noqa: BLE001  (a bad value already failed the import)
-            wanted = {}
-        done = overrides.applied()
-        no_effect = overrides.skipped() + (overrides.unreached() if wanted else [])
-        if not (wanted or done or no_effect):
+        report = self.source.overrides()
+        if report is None:
             return
-        self.event("overrides", env=overrides.ENV, requested=wanted, applied=done,
-                   skipped=no_effect, message=_overrides_message(overrides.ENV, done,
-                                                                 no_effect))
+        try:
+            report["requested"] = decode(OverridesEvent, {"t_s": 0.0, "requested": report[
+                "requested"]}).requested
+        except SchemaError:
+            report["requested"] = {}
+        self.event(OverridesEvent, **report,
+                   message=overrides_message(report["env"], report["applied"],
+                                             report["skipped"]))
 
 
-def _overrides_message(env, applied, no_effect) -> str:
+def overrides_message(env, applied, no_effect) -> str:
     """'ENV overrode a.b=1 (was 2); no effect: c.d=True (why)', each key once; a key some
     DataLoader applied is not listed as having no effect."""
-    changes = ", ".join(f"{a['section']}.{a['key']}={a['value']!r} (was {a['was']!r})"
+    changes = ", ".join(f"{a.section}.{a.key}={a.value!r} (was {a.was!r})"
                         for a in applied) or "nothing"
     first_why = {}
     for e in no_effect:
-        first_why.setdefault((e["section"], e["key"]), e)
-    done = {(a["section"], a["key"]) for a in applied}
-    idle = [f"{e['section']}.{e['key']}={e['value']!r} ({e['why']})"
+        first_why.setdefault((e.section, e.key), e)
+    done = {(a.section, a.key) for a in applied}
+    idle = [f"{e.section}.{e.key}={e.value!r} ({e.why})"
             for key, e in first_why.items() if key not in done]
     return f"{env} overrode {changes}" + (f"; no effect: {'; '.join(idle)}" if idle else "")
 
@@ -386,11 +388,9 @@ class _SpeedTest:
             self._switch("baseline", "speed test: baseline window "
                          f"({self.window} steps, reader queue popped as usual)")
         elif self.steps == self.start + self.window:
-            import runtime
-            self.previous = runtime.get_flags(["FLAGS_reader_queue_speed_test_mode"])
-            runtime.set_flags({"FLAGS_reader_queue_speed_test_mode": True})
-            self._switch("ceiling", f"speed test: FLAGS_reader_queue_speed_test_mode on for "
-                         f"{self.window} steps (the same batch is re-read: the no-data ceiling)")
+            self.previous = self.session.source.set_speed_test_mode(True)
+            self._switch("ceiling", f"speed test: the no-data ceiling mode on for "
+                         f"{self.window} steps (the same batch is re-read instead of popped)")
         elif self.steps == self.start + 2 * self.window:
             self.finish()
 
@@ -398,8 +398,7 @@ class _SpeedTest:
         """Turn the flag back off (idempotent): the ceiling window's end, or the job's."""
         if self.phase != "ceiling":
             return
-        import runtime
-        runtime.set_flags(self.previous)
+        self.session.source.set_speed_test_mode(self.previous)
         complete = self.steps >= self.start + 2 * self.window
         self._switch("done", "speed test: flag off again" if complete else
                      f"speed test cut short after {self.steps - self.start - self.window} of "
@@ -407,21 +406,7 @@ class _SpeedTest:
 
     def _switch(self, phase, message):
         self.phase = phase
-        self.session.event("speed_test", phase=phase, step=self.steps, message=message)
-
-
-@contextmanager
-def _flags_for(options):
-    import runtime
-    if options.fluid_compat:
-        runtime.compat.install()
-    previous = runtime.get_flags(["FLAGS_check_nan_inf"])
-    if options.check_nan:
-        runtime.set_flags({"FLAGS_check_nan_inf": True})
-    try:
-        yield
-    finally:
-        runtime.set_flags(previous)
+        self.session.event(SpeedTestEvent, phase=phase, step=self.steps, message=message)
 
 
 def _exit_status(exc: SystemExit):
@@ -465,10 +450,14 @@ def _command(options):
             "cwd": os.getcwd(), "python": sys.executable}
 
 
+OVERRIDES_ENV = "PADDLETUNE_OVERRIDES"
+
+
 def _options_record(options):
     record = asdict(options)
-    for key in ("target", "args", "module", "stdout_to_stderr"):
+    for key in ("target", "args", "module", "stdout_to_stderr", "out", "framework"):
         record.pop(key)
-    from runtime.overrides import ENV
-    record["overrides_env"] = {ENV: os.environ[ENV]} if os.environ.get(ENV) else None
+    record["head_steps"] = options.head_steps or prof.records.Options.head_steps
+    value = os.environ.get(OVERRIDES_ENV)
+    record["overrides_env"] = {OVERRIDES_ENV: value} if value else None
     return record

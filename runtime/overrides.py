@@ -42,7 +42,8 @@ The runtime applies each value where the option is fixed:
 
 `applied()` lists what was actually overridden, [{"section", "key", "value", "was"}, ...]
 (once per distinct change), so a profile can say which values were not the script's own.
-`skipped()` lists the overrides that had no effect, each with why: a batch size the
+`skipped()` lists the overrides that had no effect, each with why (in words, and as a
+`code` a program acts on: NO_EFFECT_CODES): a batch size the
 script's batches cannot be regrouped to (above), use_double_buffer on CPU places, a
 BuildStrategy fusion (any field but enable_inplace and memory_optimize) or an
 ExecutionStrategy field of a program run without with_data_parallel, a value the script had
@@ -59,6 +60,9 @@ from .errors import FlagError
 from .place import is_gpu
 
 ENV = "PADDLETUNE_OVERRIDES"
+# why an override had no effect, as codes (the words vary with the job)
+NO_EFFECT_CODES = ("same-value", "no-loader", "no-compiled-program", "not-data-parallel",
+                   "cpu-places", "fixed-batch", "lod-feed", "unbatchable")
 
 
 def _int(low):
@@ -186,9 +190,9 @@ def _apply_batch_size(loader, source, value):
     """Give `loader`'s new source the requested batch size (see the module docstring)."""
     kind, reader, batch_size, drop_last = source
     loader._overridden_source = source  # this source is done; a new one is not
-    why = _fixed_batch(loader, kind)
-    if why is not None:
-        _note_no_effect("reader", "batch_size", value, why)
+    fixed = _fixed_batch(loader, kind)
+    if fixed is not None:
+        _note_no_effect("reader", "batch_size", value, *fixed)
         return
     if kind == "sample":
         was = batch_size
@@ -209,16 +213,16 @@ def _apply_batch_size(loader, source, value):
 
 
 def _fixed_batch(loader, kind):
-    """Why `loader`'s feed variables take no other batch size (None: they do)."""
+    """(why, code) when `loader`'s feed variables take no other batch size (None: they do)."""
     for var in loader._feed_vars:
         shape = tuple(var.shape or ())
         if kind != "sample" and var.lod_level:
             return (f"{loader.name} feeds {var.name!r}, a LoD tensor (lod_level="
                     f"{var.lod_level}): its rows are not one per sample, so the script's "
-                    f"batches (set_{kind}_generator) are kept")
+                    f"batches (set_{kind}_generator) are kept", "lod-feed")
         if shape and shape[0] >= 0:
             return (f"{loader.name} feeds {var.name!r}, whose first dimension is fixed "
-                    f"(shape {list(shape)}): no other batch size fits it")
+                    f"(shape {list(shape)}): no other batch size fits it", "fixed-batch")
     return None
 
 
@@ -229,21 +233,21 @@ def record_batch_size(value, was):
 
 def batch_size_no_effect(value, why):
     """The reader stage kept the script's batches: `why`."""
-    _note_no_effect("reader", "batch_size", value, why)
+    _note_no_effect("reader", "batch_size", value, why, "unbatchable")
 
 
 def withdraw_batch_size(value, was, why):
     """The reader stage stopped regrouping part way (a batch it cannot join): the override is
     taken out of `applied()` (also if recorded again later) and noted with `why`."""
     _add("withdrawn", {"section": "reader", "key": "batch_size", "value": value, "was": was,
-                       "why": why})
+                       "why": why, "code": "unbatchable"})
 
 
 def _double_buffer_no_effect(loader):
     if any(is_gpu(place) for place in loader._places):
         return None
     return (f"{loader.name} feeds CPU places: the double buffer only stages batches onto a "
-            f"GPU")
+            f"GPU", "cpu-places")
 
 
 def apply_strategies(build_strategy, exec_strategy, data_parallel):
@@ -259,7 +263,7 @@ def apply_strategies(build_strategy, exec_strategy, data_parallel):
                                           and key in SINGLE_PLACE_BUILD):
                 _note_no_effect(section, key, value,
                                 "the program runs without with_data_parallel, so no "
-                                "data-parallel graph uses it")
+                                "data-parallel graph uses it", "not-data-parallel")
             elif strategy is not None:
                 _set(strategy, key, section, key, value)
 
@@ -272,24 +276,26 @@ def applied():
 
 
 def skipped():
-    """[{"section", "key", "value", "why"}, ...]: overrides that had no effect where asked
-    (not applied, or applied where nothing uses them, or equal to the script's own value)."""
+    """[{"section", "key", "value", "why", "code"}, ...]: overrides that had no effect where
+    asked (not applied, or applied where nothing uses them, or equal to the script's own
+    value)."""
     with _lock:
         return [dict(entry) for entry in _skipped]
 
 
-_NOT_REACHED = {"reader": "no DataLoader/PyReader of the job used it",
-                "build_strategy": "the job ran no CompiledProgram (a Program that a plain "
-                                  "Executor runs has no strategies)"}
+_NOT_REACHED = {"reader": ("no DataLoader/PyReader of the job used it", "no-loader"),
+                "build_strategy": ("the job ran no CompiledProgram (a Program that a plain "
+                                   "Executor runs has no strategies)", "no-compiled-program")}
 _NOT_REACHED["exec_strategy"] = _NOT_REACHED["build_strategy"]
 
 
 def unreached():
-    """[{"section", "key", "value", "why"}, ...]: requested overrides that nothing in the job
-    came to (neither applied nor skipped); call it when the job is over."""
+    """[{"section", "key", "value", "why", "code"}, ...]: requested overrides that nothing in
+    the job came to (neither applied nor skipped); call it when the job is over."""
     with _lock:
         seen = {(e["section"], e["key"]) for e in _applied + _skipped}
-    return [{"section": section, "key": key, "value": value, "why": _NOT_REACHED[section]}
+    return [{"section": section, "key": key, "value": value, "why": _NOT_REACHED[section][0],
+             "code": _NOT_REACHED[section][1]}
             for section, values in requested().items() for key, value in values.items()
             if (section, key) not in seen]
 
@@ -309,17 +315,17 @@ def _set(obj, attr, section, key, value):
 
 
 def _record(section, key, value, was, no_effect=None):
-    """An override made: applied, or (`no_effect`: why) one that changes nothing."""
+    """An override made: applied, or (`no_effect`: (why, code)) one that changes nothing."""
     if no_effect is None and value == was:
-        no_effect = f"the script's own value is {json.dumps(value)} already"
+        no_effect = (f"the script's own value is {json.dumps(value)} already", "same-value")
     if no_effect is not None:
-        _note_no_effect(section, key, value, no_effect)
+        _note_no_effect(section, key, value, *no_effect)
         return
     _add("applied", {"section": section, "key": key, "value": value, "was": was})
 
 
-def _note_no_effect(section, key, value, why):
-    _add("skipped", {"section": section, "key": key, "value": value, "why": why})
+def _note_no_effect(section, key, value, why, code):
+    _add("skipped", {"section": section, "key": key, "value": value, "why": why, "code": code})
 
 
 def _add(kind, entry):
@@ -345,7 +351,7 @@ def accept(kind, entry):
                 _withdrawn.append(done)
             if done in _applied:
                 _applied.remove(done)
-            note = {k: entry[k] for k in ("section", "key", "value", "why")}
+            note = {k: entry.get(k) for k in ("section", "key", "value", "why", "code")}
             if note not in _skipped:
                 _skipped.append(note)
 

@@ -1,9 +1,17 @@
-"""Build synthetic profiles for tests: `make_profile(path, ...)` writes a JSONL profile file
-with exactly the records the session would write, and returns its path (load it with
-paddletune.profile.load)."""
+"""Build synthetic profiles for tests: `make_profile(path, ...)` writes a schema-2 profile
+file with the records the session would write, and returns its path (load it with
+paddletune.profile.load).
+
+The builders below speak the plain-dict vocabulary of the first profile schema (`t`, `pass`,
+`allocated`, a probe's `result`), which is short to write in a test; `typed()` turns such
+dicts into the typed records a profile holds, through the loader's own v1 conversion, so a
+test's records are checked exactly as a file's are.
+"""
 
 from paddletune import profile as prof
-from paddletune.summary import summarize
+from paddletune.profile import v1
+from paddletune.profile.codec import from_json
+from paddletune.profile.schema import SchemaError
 
 DEFAULT_ENV = {"python": "3.11.7", "platform": "Linux-x86_64",
                "numpy": {"version": "2.0.0", "blas": "openblas", "blas_threads": 1},
@@ -56,6 +64,23 @@ def ops_records(steps, op_durations, program=1):
     return out
 
 
+def typed(records):
+    """Typed records from dicts in the v1 vocabulary (typed records pass through). A dict
+    that does not fit its record class (a test's broken record) is kept as its v2 JSON
+    object, so the file holds it as a buggy writer would have written it."""
+    out = []
+    for record in records:
+        if not isinstance(record, dict):
+            out.append(record)
+            continue
+        for item in v1.convert(record):
+            try:
+                out.append(from_json(item))
+            except SchemaError:
+                out.append(item)
+    return out
+
+
 def make_profile(path, steps=None, env=None, options=None, extra=(), exit_status=0,
                  exit_reason="returned", summary=True, command=None):
     """Write a profile to `path`: header, `steps` (default: step_records()), `extra` records
@@ -65,13 +90,13 @@ def make_profile(path, steps=None, env=None, options=None, extra=(), exit_status
                                 {**DEFAULT_ENV, **(env or {})}, t0_unix=1.7e9)
     steps = step_records() if steps is None else steps
     end_t = max([s["t"] + s["wall_s"] for s in steps] or [0.0]) + 0.01
-    records = [header, *steps, *extra]
+    records = [header, *typed(steps), *typed(extra)]
     if exit_reason is not None:
-        records.append({"type": "event", "t": end_t, "kind": "exit", "status": exit_status,
-                        "reason": exit_reason, "message": None})
+        records += typed([{"type": "event", "t": end_t, "kind": "exit", "status": exit_status,
+                           "reason": exit_reason, "message": None}])
     prof.write_records(path, records)
     if summary:
-        records.append(summarize(prof.load(path)))
+        records.append(prof.load(path).summary)
         prof.write_records(path, records)
     return path
 
@@ -158,7 +183,7 @@ READER_BATCH = {"wait_s": 0.0, "empty_ratio": 0.0, "produce_s": 0.002, "cpu_s": 
 
 def reader_interval(t0, t, n, per, loader=0, peeking=False):
     """One interval record of `n` batches pushed and popped (peeked when `peeking`)."""
-    from paddletune import loghist
+    from paddletune.profile import loghist
     pops, ids, wait_s = (0 if peeking else n), per["workers"], per["wait_s"]
     share = [n / len(ids), per["produce_s"] * n / len(ids), per["cpu_s"] * n / len(ids)]
     return {"type": "reader", "what": "interval", "t0": t0, "t": t, "loader": loader,

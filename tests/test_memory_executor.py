@@ -254,24 +254,32 @@ def test_pool_oom_reports_and_recovers():
     assert np.isfinite(value).all()
 
 
-def test_find_max_batch_size_under_the_cap():
-    from paddletune.batchsize import find_max_batch_size
-
+def test_batches_bisected_under_the_cap_in_one_process():
+    """Out-of-memory errors under the cap leave the executor and pool usable: a bisection
+    over batch sizes in one process finds the largest that runs."""
     main, loss, exe, scope = _wide_setup()
     _cap_above_current(3)
     feeds = {}
 
-    def trial(size):
+    def fits(size):
         feed = feeds.get(size) or feeds.setdefault(size, _feed(size, 64))
-        exe.run(main, feed=feed, fetch_list=[loss], scope=scope)
+        try:
+            exe.run(main, feed=feed, fetch_list=[loss], scope=scope)
+            return True
+        except MemoryError:
+            gc.collect()
+            return False
 
-    result = find_max_batch_size(trial, start=64, max_size=1 << 15, cleanup=gc.collect)
-    best = result.best
-    assert 64 <= best < 1 << 15 and result.first_failure == best + 1
-    assert any(t.outcome == "oom" for t in result.trials)
-    trial(best)  # still runs
-    with pytest.raises(MemoryError):
-        trial(best + 1)
+    assert fits(64)
+    good, bad, ooms = 64, 1 << 15, 0
+    while bad - good > 1:
+        mid = (good + bad) // 2
+        if fits(mid):
+            good = mid
+        else:
+            bad, ooms = mid, ooms + 1
+    assert 64 <= good < 1 << 15 and ooms > 0
+    assert fits(good) and not fits(good + 1)
     gc.collect()
     _pool().check()
 

@@ -1,10 +1,13 @@
-"""paddletune.memory_model on hand-made traces and points: the GC / inplace replay and the
-`fixed + per_sample x batch` fit (the advisors' tests check both against real runs)."""
+"""paddletune.profile.memory_model on hand-made traces and points: the GC / inplace replay and
+the `fixed + per_sample x batch` fit (the advisors' tests check both against real runs)."""
 
 import pytest
 
-from paddletune.memory_model import HEADROOM, MemoryModel, fit, fixed_bytes, simulate
-from paddletune.summary_memory import feed_points
+from paddletune.profile.figures import ByCategory, MemoryFigures
+from paddletune.profile.memory_figures import feed_model, feed_points
+from paddletune.profile.memory_model import HEADROOM, MemoryModel, fit, fixed_bytes, simulate
+from paddletune.profile.records import MemoryStep, MemoryTrace
+from paddletune.profile.schema import decode
 
 MB = 1 << 20
 
@@ -31,9 +34,10 @@ def chain_trace(gc, inplace):
                     "peak": peak, "after": sum(live.values()),
                     "outputs": {out: 0 if granted else size}, "frees": frees,
                     "inplace": [out] if granted else []})
-    return {"gc": gc, "inplace": inplace, "step": 1, "batch_size": 8, "ops": ops,
-            "last_value_use": {"a": 1, "b": 2, "c": 3, "loss": 3},
-            "inplace_candidates": {"1": [["b", "a"]], "2": [["c", "b"]]}}
+    return decode(MemoryTrace, {
+        "t_s": 0.0, "program": 1, "gc": gc, "inplace": inplace, "step": 1, "batch_size": 8,
+        "ops": ops, "last_value_use": {"a": 1, "b": 2, "c": 3, "loss": 3},
+        "inplace_candidates": {"1": [["b", "a"]], "2": [["c", "b"]]}})
 
 
 SETTINGS = [(False, False), (True, False), (True, True), (False, True)]
@@ -42,7 +46,7 @@ SETTINGS = [(False, False), (True, False), (True, True), (False, True)]
 @pytest.mark.parametrize("measured", SETTINGS)
 @pytest.mark.parametrize("wanted", SETTINGS)
 def test_replay_of_any_setting_matches_tracing_that_setting(measured, wanted):
-    truth = max(op["peak"] for op in chain_trace(*wanted)["ops"])
+    truth = max(op.peak for op in chain_trace(*wanted).ops)
     assert simulate(chain_trace(*measured), *wanted)["step_peak"] == truth
 
 
@@ -85,25 +89,30 @@ def test_out_of_memory_raises_the_slope_and_nothing_fits_below_the_fixed_part():
 
 
 def test_fixed_bytes_counts_parameter_gradients_once_more():
-    assert fixed_bytes({"by_category_at_peak": {"parameters": 100, "optimizer_state": 50}}) \
-        == 250
-    assert fixed_bytes({"by_category_at_peak": {}}) is None
+    figures = MemoryFigures(by_category_at_peak=ByCategory(parameters=100, optimizer_state=50))
+    assert fixed_bytes(figures) == 250
+    assert fixed_bytes(MemoryFigures()) is None
+
+
+def _memory_step(feed_bytes, step_peak):
+    return MemoryStep(0.0, 1, 0, 0, 0, step_peak, feed_bytes=feed_bytes or 0)
 
 
 def test_feed_points_keep_the_highest_peak_per_size_and_thin_evenly():
-    steps = [{"feed_bytes": b, "step_peak": p} for b, p in
-             [(10, 5), (10, 7), (20, 9), (None, 3), (30, 11)]]
-    assert feed_points(steps) == [[10, 7], [20, 9], [30, 11]]
-    many = [{"feed_bytes": i, "step_peak": i} for i in range(1, 201)]
+    steps = [_memory_step(b, p) for b, p in [(10, 5), (10, 7), (20, 9), (None, 3), (30, 11)]]
+    assert feed_points(steps) == ((10, 7), (20, 9), (30, 11))
+    many = [_memory_step(i, i) for i in range(1, 201)]
     thinned = feed_points(many, most=5)
-    assert len(thinned) == 5 and thinned[0] == [1, 1] and thinned[-1] == [200, 200]
+    assert len(thinned) == 5 and thinned[0] == (1, 1) and thinned[-1] == (200, 200)
 
 
 def test_summary_feed_model_only_when_bytes_fed_vary_more_than_the_batch():
-    from paddletune.summary_memory import feed_model
-    m = {"by_category_at_peak": {"parameters": MB}, "batch_points": [[32, 10 * MB]],
-         "feed_points": [[1000, 4 * MB], [2000, 5 * MB], [4000, 7 * MB]]}
+    m = MemoryFigures(by_category_at_peak=ByCategory(parameters=MB),
+                      batch_points=((32, 10 * MB),),
+                      feed_points=((1000, 4 * MB), (2000, 5 * MB), (4000, 7 * MB)))
     f = feed_model(m)
-    assert f["unit"] == "feed byte" and f["how"] == "fit"
-    assert f["per_unit_bytes"] == pytest.approx(MB / 1000)
-    assert feed_model({**m, "feed_points": [[1000, 4 * MB]]}) is None
+    assert f.unit == "feed byte" and f.how == "fit"
+    assert f.per_unit_bytes == pytest.approx(MB / 1000)
+    assert feed_model(MemoryFigures(by_category_at_peak=m.by_category_at_peak,
+                                    batch_points=m.batch_points,
+                                    feed_points=((1000, 4 * MB),))) is None

@@ -3,7 +3,8 @@ op totals."""
 
 import pytest
 
-from paddletune import summary as S
+from paddletune.profile import summarize as S
+from paddletune.profile.figures import GpuFigures, SampleStats, SystemFigures
 from paddletune.profile import load
 from profiles import make_profile, ops_records, step_records
 
@@ -21,10 +22,11 @@ def test_distribution_matches_numpy():
     np = pytest.importorskip("numpy")
     values = [0.3, 0.1, 0.7, 0.2, 0.9, 0.4]
     d = S.distribution(values)
-    assert d["p50"] == pytest.approx(np.percentile(values, 50))
-    assert d["p90"] == pytest.approx(np.percentile(values, 90))
-    assert d["cv"] == pytest.approx(np.std(values) / np.mean(values))
-    assert (d["min"], d["max"], d["n"]) == (0.1, 0.9, 6)
+    assert d.p50 == pytest.approx(np.percentile(values, 50))
+    assert d.p90 == pytest.approx(np.percentile(values, 90))
+    assert d.p99 == pytest.approx(np.percentile(values, 99))
+    assert d.cv == pytest.approx(np.std(values) / np.mean(values))
+    assert (d.min, d.max, d.n) == (0.1, 0.9, 6)
 
 
 @pytest.mark.parametrize("gap_s, kind", [(0.0, "compute-bound"), (0.001, "moderately-input-bound"),
@@ -33,71 +35,72 @@ def test_verdict_thresholds(tmp_path, gap_s, kind):
     # step wall 10 ms with 0.2 ms feed: input share = (gap + 0.2 ms) / (10 ms + gap)
     p = load(make_profile(tmp_path / "p.jsonl", steps=step_records(gap_s=gap_s, feed_s=0.0002)))
     s = p.summary
-    assert s["verdict"]["kind"] == kind
-    assert s["input_share"] == pytest.approx((gap_s + 0.0002) / (0.010 + gap_s))
-    assert f"{s['input_share']:.1%}" in s["verdict"]["text"]
+    assert s.verdict.kind == kind
+    assert s.input_share == pytest.approx((gap_s + 0.0002) / (0.010 + gap_s))
+    assert f"{s.input_share:.1%}" in s.verdict.text
 
 
 def test_too_few_steps_and_no_steps(tmp_path):
     few = load(make_profile(tmp_path / "a.jsonl", steps=step_records(n_steps=4)))
-    assert few.summary["verdict"]["kind"] == "too-few-steps"
-    assert "3 steady-state" in few.summary["verdict"]["text"]
+    assert few.summary.verdict.kind == "too-few-steps"
+    assert "3 steady-state" in few.summary.verdict.text
     none = load(make_profile(tmp_path / "b.jsonl", steps=step_records(n_steps=0)))
-    assert none.summary["n_steps"] == 0
-    assert "no training steps observed" in none.summary["verdict"]["text"]
-    assert none.summary["step_s"] is None
+    assert none.summary.n_steps == 0
+    assert "no training steps observed" in none.summary.verdict.text
+    assert none.summary.step_s is None
 
 
 def test_breakdown_and_throughput(tmp_path):
     p = load(make_profile(tmp_path / "p.jsonl",
                           steps=step_records(n_steps=21, gap_s=0.002, batch_size=32)))
     s = p.summary
-    assert (s["warmup_steps"], s["steady_steps"]) == (1, 20)
-    assert s["breakdown_s"]["outside"] == pytest.approx(0.002)
-    assert s["breakdown_s"]["compute"] == pytest.approx(0.010 - 0.0005 - 0.0002)
-    assert sum(s["shares"].values()) == pytest.approx(1.0)
-    assert s["throughput"]["steps_per_s"] == pytest.approx(1 / 0.012)
-    assert s["throughput"]["samples_per_s"] == pytest.approx(32 / 0.012)
+    assert (s.warmup_steps, s.steady_steps) == (1, 20)
+    assert s.breakdown_s.outside_s == pytest.approx(0.002)
+    assert s.breakdown_s.compute_s == pytest.approx(0.010 - 0.0005 - 0.0002)
+    assert sum(s.shares.part(p) for p in s.breakdown_s.PARTS) == pytest.approx(1.0)
+    assert s.throughput.steps_per_s == pytest.approx(1 / 0.012)
+    assert s.throughput.samples_per_s == pytest.approx(32 / 0.012)
 
 
 def test_explicit_warmup_option_wins(tmp_path):
     p = load(make_profile(tmp_path / "p.jsonl", options={"warmup": 5}))
-    assert p.summary["warmup_steps"] == 5 and p.summary["steady_steps"] == 35
+    assert p.summary.warmup_steps == 5 and p.summary.steady_steps == 35
 
 
 def test_main_program_is_the_one_that_ran_most(tmp_path):
     steps = step_records(n_steps=30) + step_records(n_steps=3, program=7)[1:]
     p = load(make_profile(tmp_path / "p.jsonl", steps=steps))
-    assert p.summary["main_program"] == 1 and p.summary["n_steps"] == 30
+    assert p.summary.main_program == 1 and p.summary.n_steps == 30
 
 
 def test_op_totals_over_steady_steps(tmp_path):
     extra = ops_records(range(10), [("mul", 0.003), ("relu", 0.001), ("mul", 0.001)])
     p = load(make_profile(tmp_path / "p.jsonl", steps=step_records(n_steps=10), extra=extra))
-    ops = p.summary["ops"]
-    assert ops["steps"] == 9  # step 0 is warm-up
-    assert [r["type"] for r in ops["by_type"]] == ["mul", "relu"]
-    assert ops["by_type"][0]["share"] == pytest.approx(0.8)
-    assert ops["by_type"][0]["count"] == 18
-    assert ops["top"][0] == pytest.approx({"index": 0, "type": "mul", "total_s": 0.027,
-                                           "count": 9, "mean_s": 0.003, "share": 0.6})
+    ops = p.summary.ops
+    assert ops.steps == 9  # step 0 is warm-up
+    assert [r.type for r in ops.by_type] == ["mul", "relu"]
+    assert ops.by_type[0].share == pytest.approx(0.8)
+    assert ops.by_type[0].count == 18
+    top = ops.top[0]
+    assert (top.index, top.type, top.count) == (0, "mul", 9)
+    assert (top.total_s, top.mean_s, top.share) == pytest.approx((0.027, 0.003, 0.6))
 
 
 def test_samples_aggregate_numbers_only(tmp_path):
     extra = [{"type": "sample", "probe": "system", "t": t, "rss_bytes": r, "load1": None,
               "per_core_percent": [1, 2], "steal_percent": float("nan")}
              for t, r in [(0.1, 100), (0.2, 300)]]
-    s = load(make_profile(tmp_path / "p.jsonl", extra=extra)).summary["samples"]["system"]
-    assert s == {"rss_bytes": {"mean": 200, "max": 300, "last": 300, "n": 2}}
+    s = load(make_profile(tmp_path / "p.jsonl", extra=extra)).summary.system
+    assert s == SystemFigures(rss_bytes=SampleStats(mean=200, min=100, max=300, last=300, n=2))
 
 
 def test_gpu_samples_are_summarised_per_gpu(tmp_path):
     extra = [{"type": "sample", "probe": "nvml", "t": 0.1 * i, "gpu": g, "util_percent": u}
              for i, (g, u) in enumerate([(0, 10), (1, 90), (0, 30), (1, 70)])]
     s = load(make_profile(tmp_path / "p.jsonl", extra=extra)).summary
-    assert "nvml" not in s["samples"]
-    assert s["gpus"] == [{"gpu": 0, "util_percent": {"mean": 20, "max": 30, "last": 30, "n": 2}},
-                         {"gpu": 1, "util_percent": {"mean": 80, "max": 90, "last": 70, "n": 2}}]
+    assert s.system is None
+    assert s.gpus == (GpuFigures(0, util_percent=SampleStats(20, 10, 30, 30, 2)),
+                      GpuFigures(1, util_percent=SampleStats(80, 70, 90, 70, 2)))
 
 
 
@@ -107,18 +110,23 @@ def test_gpu_throttle_reasons_are_summarised_as_shares(tmp_path):
              for i, reasons in enumerate([["hw_thermal"], ["hw_thermal", "sw_power_cap"], [],
                                           None])]
     s = load(make_profile(tmp_path / "p.jsonl", extra=extra)).summary
-    assert s["gpus"][0]["throttle"] == {"hw_thermal": 2 / 3, "sw_power_cap": 1 / 3}
+    assert s.gpus[0].throttle == {"hw_thermal": 2 / 3, "sw_power_cap": 1 / 3}
 
 def test_steps_with_non_finite_times_are_skipped(tmp_path):
+    """A step whose run time is NaN is left out (with a warning naming it); an infinite gap
+    before a step reads as not measured: the step counts, with its run time as its cycle."""
     steps = step_records(n_steps=20, feed_s=0.0002)
     steps[5]["wall_s"] = float("nan")
     steps[6]["gap_s"] = float("inf")
-    s = load(make_profile(tmp_path / "p.jsonl", steps=steps)).summary
-    assert s["n_steps"] == 18 and s["verdict"]["kind"] == "compute-bound"
-    assert s["cycle_s"]["mean"] == pytest.approx(0.010)
+    p = load(make_profile(tmp_path / "p.jsonl", steps=steps))
+    s = p.summary
+    assert s.n_steps == 19 and s.verdict.kind == "compute-bound"
+    assert s.cycle_s.mean == pytest.approx(0.010)
+    assert len(p.warnings) == 1 and "skipped 1 record of kind 'step'" in p.warnings[0]
+    assert "field wall_s: expected a finite number" in p.warnings[0]
 
 
 def test_duration_of_a_killed_job_reaches_its_last_record(tmp_path):
     extra = [{"type": "sample", "probe": "system", "t": 9.5, "rss_bytes": 1}]
     p = load(make_profile(tmp_path / "p.jsonl", extra=extra, exit_reason=None, summary=False))
-    assert p.summary["duration_s"] == 9.5
+    assert p.summary.duration_s == 9.5

@@ -2,9 +2,11 @@
 
 import pytest
 
-from paddletune import loghist
-from paddletune import summary_reader as R
+from paddletune.profile import loghist
+from paddletune.profile import reader_figures as R
 from paddletune.profile import load
+from paddletune.profile.figures import DimFigures, Growth, ShapeFigures
+from paddletune.profile.records import StepCost
 from profiles import make_profile, reader_records, step_records
 
 
@@ -29,60 +31,60 @@ def starved(tmp_path, **per_batch):
 
 def test_no_dataloader_no_reader_figures(tmp_path):
     s = load(make_profile(tmp_path / "p.jsonl")).summary
-    assert s["reader"] is None and s["speed_test"] is None
-    assert s["speed_test_steps_excluded"] == 0
+    assert s.reader is None and s.speed_test is None
+    assert s.speed_test_steps_excluded == 0
 
 
 def test_starved_loader_figures(tmp_path):
     s = starved(tmp_path)
-    reader = s["reader"]
-    f = reader["loaders"][0]
-    assert reader["main"] == 0 and reader["errors"] == []
-    assert (f["name"], f["passes"], f["scope"]) == ("DataLoader#0", 1, "steady")
-    assert f["batches"] == 30  # the first interval holds the start-up: left out
-    assert f["empty_ratio"] == pytest.approx(0.9)
-    w = f["wait"]
-    assert w["mean_s"] == pytest.approx(0.004) and w["per_step_s"] == pytest.approx(0.004)
-    assert w["share"] == pytest.approx(0.004 / 0.015)  # of the steady 15 ms cycle
-    assert w["p50_s"] == pytest.approx(0.004, rel=0.15) and w["max_s"] == pytest.approx(0.006)
-    p, c = f["producer"], f["consumer"]
-    assert p["s_per_batch"] == pytest.approx(0.012) and p["rate_per_s"] == pytest.approx(1 / 0.012)
-    assert p["cpu_share"] == pytest.approx(0.5) and p["producers"] == 1
-    assert c["s_per_batch"] == pytest.approx(0.011) and c["batches_per_step"] == 1
-    assert c["actual_per_s"] == pytest.approx(1 / 0.015)
-    assert f["occupancy"]["empty_share"] == 1.0 and f["occupancy"]["source"] == "samples"
-    assert not f["oscillating"]
+    reader = s.reader
+    f = reader.loaders[0]
+    assert reader.main == 0 and reader.errors == ()
+    assert (f.name, f.passes, f.scope) == ("DataLoader#0", 1, "steady")
+    assert f.batches == 30  # the first interval holds the start-up: left out
+    assert f.empty_ratio == pytest.approx(0.9)
+    w = f.wait
+    assert w.mean_s == pytest.approx(0.004) and w.per_step_s == pytest.approx(0.004)
+    assert w.share == pytest.approx(0.004 / 0.015)  # of the steady 15 ms cycle
+    assert w.p50_s == pytest.approx(0.004, rel=0.15) and w.max_s == pytest.approx(0.006)
+    p, c = f.producer, f.consumer
+    assert p.s_per_batch == pytest.approx(0.012) and p.rate_per_s == pytest.approx(1 / 0.012)
+    assert p.cpu_share == pytest.approx(0.5) and p.producers == 1
+    assert c.s_per_batch == pytest.approx(0.011) and c.batches_per_step == 1
+    assert c.actual_per_s == pytest.approx(1 / 0.015)
+    assert f.occupancy.empty_share == 1.0 and f.occupancy.source == "samples"
+    assert not f.oscillating
 
 
 def test_full_queue_occupancy_and_oscillation(tmp_path):
-    f = starved(tmp_path, fill=8, empty_ratio=0.0, wait_s=0.0, swings=2)["reader"]["loaders"][0]
-    o = f["occupancy"]
-    assert (o["mean"], o["min"], o["max"], o["capacity"]) == (8, 8, 8, 8)
-    assert (o["full_share"], o["empty_share"]) == (1.0, 0.0)
-    assert f["swings"] == 6 and f["oscillating"]  # 2 per steady interval
-    assert [round(fill) for _, fill in f["timeline"]] == [8, 8, 8, 8]
+    f = starved(tmp_path, fill=8, empty_ratio=0.0, wait_s=0.0, swings=2).reader.loaders[0]
+    o = f.occupancy
+    assert (o.mean, o.min, o.max, o.capacity) == (8, 8, 8, 8)
+    assert (o.full_share, o.empty_share) == (1.0, 0.0)
+    assert f.swings == 6 and f.oscillating  # 2 per steady interval
+    assert [round(fill) for _, fill in f.timeline] == [8, 8, 8, 8]
 
 
 def test_workers_and_shapes(tmp_path):
     shapes = {"img": {"64x100": 18, "64x230": 1, "64x5000": 1}, "label": {"64x1": 20}}
-    f = starved(tmp_path, workers=(0, 1), shapes=shapes)["reader"]["loaders"][0]
-    assert [(r["worker"], r["batches"]) for r in f["workers"]] == [(0, 15), (1, 15)]
-    assert f["workers"][0]["s_per_batch"] == pytest.approx(0.012)
-    img = f["shapes"]["img"]
-    assert img["shape"] == [64, None] and not img["rank_varies"]
-    assert img["varying"] == [{"dim": 1, "min": 100, "p50": 100, "p95": 230, "max": 5000}]
-    assert f["shapes"]["label"] == {"batches": 600, "rank_varies": False, "shape": [64, 1],
-                                    "varying": []}
+    f = starved(tmp_path, workers=(0, 1), shapes=shapes).reader.loaders[0]
+    assert [(r.worker, r.batches) for r in f.workers] == [(0, 15), (1, 15)]
+    assert f.workers[0].s_per_batch == pytest.approx(0.012)
+    img = f.shapes["img"]
+    assert img.shape == (64, None) and not img.rank_varies
+    assert img.varying == (DimFigures(dim=1, min=100, p50=100, p95=230, max=5000),)
+    assert f.shapes["label"] == ShapeFigures(batches=600, rank_varies=False, shape=(64, 1),
+                                             varying=())
 
 
 def test_long_batches_against_the_others():
-    cost = {6400: [95, 95 * 0.010], 320000: [5, 5 * 0.200]}
+    cost = {6400: StepCost(95, 95 * 0.010), 320000: StepCost(5, 5 * 0.200)}
     f = R.long_batches(cost)
-    assert (f["steps"], f["p95_elements"], f["max_elements"], f["long_steps"]) == \
+    assert (f.steps, f.p95_elements, f.max_elements, f.long_steps) == \
         (100, 6400, 320000, 5)
-    assert f["slowdown"] == pytest.approx(20.0)
-    assert f["long_share"] == pytest.approx(1.0 / 1.95)
-    assert R.long_batches({6400: [10, 0.1]}) is None
+    assert f.slowdown == pytest.approx(20.0)
+    assert f.long_share == pytest.approx(1.0 / 1.95)
+    assert R.long_batches({6400: StepCost(10, 0.1)}) is None
 
 
 def test_loghist_quantiles():
@@ -106,14 +108,14 @@ def test_speed_test_windows_and_ceiling_steps_left_out(tmp_path):
                                steps[31]["t"] - 1e-4)
     p = load(make_profile(tmp_path / "p.jsonl", steps=steps, options={"speed_test": 10},
                           extra=events + reader_records(steps)))
-    st = p.summary["speed_test"]
-    assert st["has_loader"] and st["complete"] and st["reached"] == "done"
-    assert st["baseline"]["steps"] == st["ceiling"]["steps"] == 10
-    assert st["baseline"]["steps_per_s"] == pytest.approx(1 / 0.015)
-    assert st["ceiling"]["samples_per_s"] == pytest.approx(64 / 0.005)
-    assert st["ratio"] == pytest.approx(3.0) and st["data_share"] == pytest.approx(2 / 3)
-    assert p.summary["speed_test_steps_excluded"] == 10 and p.summary["steady_steps"] == 29
-    assert p.summary["cycle_s"]["max"] == pytest.approx(0.015)
+    st = p.summary.speed_test
+    assert st.has_loader and st.complete and st.reached == "done"
+    assert st.baseline.steps == st.ceiling.steps == 10
+    assert st.baseline.steps_per_s == pytest.approx(1 / 0.015)
+    assert st.ceiling.samples_per_s == pytest.approx(64 / 0.005)
+    assert st.ratio == pytest.approx(3.0) and st.data_share == pytest.approx(2 / 3)
+    assert p.summary.speed_test_steps_excluded == 10 and p.summary.steady_steps == 29
+    assert p.summary.cycle_s.max == pytest.approx(0.015)
 
 
 def test_speed_test_cut_short_and_without_a_loader(tmp_path):
@@ -121,11 +123,11 @@ def test_speed_test_cut_short_and_without_a_loader(tmp_path):
     events = speed_test_events(steps[11]["t"] - 1e-4, steps[36]["t"] - 1e-4, None)
     p = load(make_profile(tmp_path / "p.jsonl", steps=steps, options={"speed_test": 10},
                           extra=events))
-    st = p.summary["speed_test"]
-    assert not st["has_loader"] and not st["complete"] and st["reached"] == "ceiling"
-    assert st["baseline"]["steps"] == 25 and st["ceiling"]["steps"] == 5
+    st = p.summary.speed_test
+    assert not st.has_loader and not st.complete and st.reached == "ceiling"
+    assert st.baseline.steps == 25 and st.ceiling.steps == 5
     requested = load(make_profile(tmp_path / "q.jsonl", options={"speed_test": 20}))
-    assert requested.summary["speed_test"]["baseline"] is None
+    assert requested.summary.speed_test.baseline is None
 
 
 def test_non_iterable_wait_inside_the_run_counts_as_input(tmp_path):
@@ -133,9 +135,9 @@ def test_non_iterable_wait_inside_the_run_counts_as_input(tmp_path):
     for st in steps[1:]:
         st["read_s"] = 0.004
     s = load(make_profile(tmp_path / "p.jsonl", steps=steps)).summary
-    assert s["breakdown_s"]["read"] == pytest.approx(0.004)
-    assert s["input_share"] == pytest.approx((0.004 + 0.0005) / 0.014)
-    assert "+ 4.00 ms waiting for the DataLoader inside exe.run" in s["verdict"]["text"]
+    assert s.breakdown_s.read_s == pytest.approx(0.004)
+    assert s.input_share == pytest.approx((0.004 + 0.0005) / 0.014)
+    assert "+ 4.00 ms waiting for the DataLoader inside exe.run" in s.verdict.text
 
 
 def test_worker_process_memory_and_cpu(tmp_path):
@@ -144,13 +146,13 @@ def test_worker_process_memory_and_cpu(tmp_path):
     extra = reader_records(steps, workers=(0, 1), config={"num_workers": 2}) + \
         worker_samples(workers=2, growth=40 * 2 ** 20, cores=0.75)
     s = load(make_profile(tmp_path / "p.jsonl", steps=steps, extra=extra)).summary
-    p = s["reader"]["loaders"][0]["processes"]
-    assert p["workers"] == 2 and p["cores"] == pytest.approx(1.5)
-    assert p["uss_growth_bytes"] == {"mean": 40 * 2 ** 20, "max": 40 * 2 ** 20}
-    assert p["uss_max_bytes"] == 48 * 2 ** 20
-    assert [r["worker"] for r in p["per_worker"]] == [0, 1]
-    assert "workers" not in s["samples"]  # per-worker rows are not averaged together
+    p = s.reader.loaders[0].processes
+    assert p.workers == 2 and p.cores == pytest.approx(1.5)
+    assert p.uss_growth_bytes == Growth(mean=40 * 2 ** 20, max=40 * 2 ** 20)
+    assert p.uss_max_bytes == 48 * 2 ** 20
+    assert [r.worker for r in p.per_worker] == [0, 1]
+    assert s.system is None  # per-worker rows are not averaged into the system figures
 
 
 def test_no_worker_samples_no_process_figures(tmp_path):
-    assert starved(tmp_path)["reader"]["loaders"][0]["processes"] is None
+    assert starved(tmp_path).reader.loaders[0].processes is None

@@ -1,11 +1,14 @@
-"""What every probe shares: the record sink, the session clock, overhead bookkeeping, and the
-background sampling thread of the periodic probes (system, nvml)."""
+"""What every probe shares: the record sink, the session clock, the source it listens to,
+overhead bookkeeping, and the background sampling thread of the periodic probes (system,
+nvml, workers). Probes send typed records (paddletune/profile/records.py) to the sink."""
 
 import threading
 import time
 from typing import Callable, Optional
 
-Sink = Callable[[dict], None]
+from ..profile.records import ProbeRecord
+
+Sink = Callable[[object], None]
 
 
 class Clock:
@@ -22,13 +25,14 @@ class Clock:
 
 
 class Probe:
-    """Base class. Subclasses set `name` and implement `_start()`/`_stop()`."""
+    """Base class. Subclasses set `name` and implement `_start()`/`_stop()`; event probes
+    subscribe through `source` (paddletune/sources/base.py)."""
 
     name = "probe"
     in_step = False  # True when its cost lands inside the training loop (event callbacks)
 
-    def __init__(self, sink: Sink, clock: Clock):
-        self.sink, self.clock = sink, clock
+    def __init__(self, sink: Sink, clock: Clock, source=None):
+        self.sink, self.clock, self.source = sink, clock, source
         self.available, self.reason = True, None
         self.overhead_s = 0.0
         self.running = False
@@ -40,7 +44,7 @@ class Probe:
             self._start()
         return self
 
-    def stop(self) -> dict:
+    def stop(self) -> ProbeRecord:
         """Stop measuring, send the probe record and return it (once; later calls return it
         again without sending it)."""
         if self.stopped is not None:
@@ -49,12 +53,15 @@ class Probe:
         if self.running:
             self.running = False
             result = self._stop() or {}
-        record = {"type": "probe", "name": self.name, "available": self.available,
-                  "reason": self.reason, "overhead_s": self.overhead_s,
-                  "in_step": self.in_step, "result": result}
+        record = ProbeRecord(self.name, self.available, self.reason, self.overhead_s,
+                             self.in_step, result)
         self.sink(record)
         self.stopped = record
         return record
+
+    def subscribe(self, event: str, fn):
+        """Listen to one of the source's events (sources/base.py names them)."""
+        return self.source.subscribe(event, fn)
 
     def snapshot(self) -> dict:
         return {}
@@ -67,35 +74,34 @@ class Probe:
 
 
 class SamplingProbe(Probe):
-    """A probe that takes `sample()` every `interval_s` on a daemon thread.
+    """A probe that takes `sample(t_s)` every `interval_s` on a daemon thread.
 
-    Each sample is sent as {"type": "sample", "probe": name, "t": ..., **fields}; the time
-    spent sampling is the probe's overhead (it runs off the training thread, but it shares
-    the cores and, in Python, the GIL).
+    Each sample is a typed record sent to the sink; the time spent sampling is the probe's
+    overhead (it runs off the training thread, but it shares the cores and, in Python, the
+    GIL).
     """
 
-    def __init__(self, sink: Sink, clock: Clock, interval_s: float = 0.5):
-        super().__init__(sink, clock)
+    def __init__(self, sink: Sink, clock: Clock, interval_s: float = 0.5, source=None):
+        super().__init__(sink, clock, source)
         self.interval_s = interval_s
         self.n_samples = 0
         self.last: dict = {}
         self._halt = threading.Event()
         self._thread = None
 
-    def sample(self):
-        """One measurement: a dict of JSON-able fields (None for what is not available), or
-        a list of such dicts (one per device), each sent as its own record with the same t."""
+    def sample(self, t_s: float):
+        """One measurement taken at `t_s`: a typed sample record (None for a field that is not
+        available), or a list of them (one per device), each sent as its own record."""
         raise NotImplementedError
 
     def take(self):
         t0 = time.perf_counter()
-        fields = self.sample()
+        rows = self.sample(self.clock.rel(t0))
         self.overhead_s += time.perf_counter() - t0
         self.n_samples += 1
-        self.last = fields
-        t = self.clock.rel(t0)
-        for row in (fields if isinstance(fields, list) else [fields]):
-            self.sink({"type": "sample", "probe": self.name, "t": t, **row})
+        self.last = rows
+        for row in (rows if isinstance(rows, list) else [rows]):
+            self.sink(row)
 
     def snapshot(self):
         return self.last

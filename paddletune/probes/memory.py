@@ -1,75 +1,69 @@
-"""The memory probe: the CPU memory pool's figures per training step, the allocation
-breakdown at the pool's peak, the first per-op trace of each program, and out-of-memory
-details.
+"""The memory probe: the memory pool's figures per training step, the allocation breakdown at
+the pool's peak, the first per-op trace of each program, out-of-memory details, and the pool's
+state when the job ended.
 
-It listens to the runtime's memory_step / memory_trace / memory_oom events and to step_end
-(emitted right after memory_step by the same Executor.run: it says whether the run was a
-startup program and when it began). Host RSS is not sampled here: the system probe's
-samples carry it (`rss_bytes`).
+It listens to the source's memory_step / memory_trace / memory_oom events and to step_end
+(emitted right after memory_step by the same step: it says whether the run was a startup
+program and when it began). Host RSS is not sampled here: the system probe's samples carry it.
 
-Records (type "memory"; `t` seconds on the session clock, bytes and seconds):
-
-  {"what": "step", "t", "program", "step", "allocated", "reserved", "step_peak",
-   "phase_peaks" {category: bytes}, "requests", "system_allocs", "system_alloc_s",
-   "batch_size", "feed_bytes"}                 one per training (non-startup) run
-  {"what": "peak", "t", "program", "step", "peak_allocated", "peak_reserved",
-   "by_tag" {category: bytes}}                 whenever the pool's all-time peak rose; the
-                                               last one holds the breakdown at the peak
-  {"what": "trace", "t", "program", "step", "batch_size", "gc", "inplace",
-   "persistable_bytes", "ops", "last_value_use", "inplace_candidates"}   first per program
-  {"what": "oom", "t", ...PoolOutOfMemory details}   a pool refused a request
+Records (paddletune/profile/records.py): MemoryStep per training step, MemoryPeak whenever the
+pool's all-time peak rose (the last one holds the breakdown at the peak), MemoryTrace (the
+first per program), MemoryOom (a refused request), MemoryPool (at the end).
 """
 
 import time
 
-from runtime import events
-
+from ..profile.records import MemoryOom, MemoryPeak, MemoryPool, MemoryStep, MemoryTrace
+from ..profile.schema import SchemaError, decode
 from .base import Probe
 
 _perf = time.perf_counter
+_OOM_BYTES = {"requested": "requested_bytes", "allocated": "allocated_bytes",
+              "reserved": "reserved_bytes", "capacity": "capacity_bytes", "peak": "peak_bytes",
+              "free": "free_bytes"}
 
 
 class MemoryProbe(Probe):
     name = "memory"
     in_step = True  # its callbacks run in the training loop
 
-    def __init__(self, sink, clock):
-        super().__init__(sink, clock)
+    def __init__(self, sink, clock, source=None):
+        super().__init__(sink, clock, source)
         self._subs = []
         self._pending = None  # the memory_step record of the run whose step_end is next
         self._traced = set()  # program ids whose trace was written
-        self.last = None  # the latest MemoryStepRecord
+        self.last = None  # the latest memory_step payload
         self.peak_allocated = -1
         self.steps = self.startup_runs = self.requests = self.system_allocs = 0
         self.system_alloc_s = 0.0
         self.ooms = []
 
     def _start(self):
-        self._subs = [events.subscribe("memory_step", self._on_memory),
-                      events.subscribe("step_end", self._on_step),
-                      events.subscribe("memory_trace", self._on_trace),
-                      events.subscribe("memory_oom", self._on_oom)]
+        self._subs = [self.subscribe("memory_step", self._on_memory),
+                      self.subscribe("step_end", self._on_step),
+                      self.subscribe("memory_trace", self._on_trace),
+                      self.subscribe("memory_oom", self._on_oom)]
 
     def _stop(self):
         for sub in self._subs:
             sub.close()
         self._subs = []
-        return self.result()
+        pool = self.pool()
+        if pool is not None:
+            self.sink(pool)
+        return {"steps": self.steps, "startup_runs": self.startup_runs,
+                "requests": self.requests, "ooms": len(self.ooms)}
 
-    def result(self) -> dict:
+    def pool(self):
+        """The pool's state now (None before the first memory step)."""
         r = self.last
-        out = {"steps": self.steps, "startup_runs": self.startup_runs,
-               "requests": self.requests, "system_allocs": self.system_allocs,
-               "system_alloc_s": self.system_alloc_s, "ooms": len(self.ooms),
-               "rss": "see the system probe's samples (rss_bytes)"}
-        if r is not None:
-            out.update(place=r.place, strategy=r.strategy, capacity=r.capacity,
-                       peak_allocated=r.peak_allocated, peak_reserved=r.peak_reserved,
-                       allocated=r.allocated, reserved=r.reserved,
-                       by_tag_at_peak=dict(r.by_tag_at_peak), by_tag=dict(r.by_tag),
-                       cached_free=r.cached_free, fragmentation=r.fragmentation,
-                       gc=r.gc, inplace=r.inplace)
-        return out
+        if r is None:
+            return None
+        return MemoryPool(
+            self.clock.now(), r.place, r.strategy, r.capacity, r.peak_allocated,
+            r.peak_reserved, r.allocated, r.reserved, dict(r.by_tag_at_peak), dict(r.by_tag),
+            r.cached_free, r.fragmentation, r.gc, r.inplace, self.steps, self.startup_runs,
+            self.requests, self.system_allocs, self.system_alloc_s, len(self.ooms))
 
     def snapshot(self) -> dict:
         r = self.last
@@ -88,10 +82,8 @@ class MemoryProbe(Probe):
         self.system_alloc_s += r.system_alloc_s
         if r.peak_allocated > self.peak_allocated:
             self.peak_allocated = r.peak_allocated
-            self.sink({"type": "memory", "what": "peak", "t": self.clock.rel(t0),
-                       "program": r.program_id, "step": r.step,
-                       "peak_allocated": r.peak_allocated, "peak_reserved": r.peak_reserved,
-                       "by_tag": dict(r.by_tag_at_peak)})
+            self.sink(MemoryPeak(self.clock.rel(t0), r.program_id, r.step, r.peak_allocated,
+                                 r.peak_reserved, dict(r.by_tag_at_peak)))
         self.overhead_s += _perf() - t0
 
     def _on_step(self, s):
@@ -102,31 +94,39 @@ class MemoryProbe(Probe):
                 self.startup_runs += 1
             else:
                 self.steps += 1
-                self.sink({"type": "memory", "what": "step",
-                           "t": round(s.t_begin - self.clock.t0, 9),
-                           "program": r.program_id, "step": r.step, "allocated": r.allocated,
-                           "reserved": r.reserved, "step_peak": r.step_peak,
-                           "phase_peaks": r.phase_peaks, "requests": r.requests,
-                           "system_allocs": r.system_allocs,
-                           "system_alloc_s": round(r.system_alloc_s, 9),
-                           "batch_size": r.batch_size, "feed_bytes": s.feed_bytes})
+                self.sink(MemoryStep(round(s.t_begin - self.clock.t0, 9), r.program_id, r.step,
+                                     r.allocated, r.reserved, r.step_peak, r.phase_peaks,
+                                     r.requests, r.system_allocs, round(r.system_alloc_s, 9),
+                                     r.batch_size, s.feed_bytes))
         self.overhead_s += _perf() - t0
 
     def _on_trace(self, tr):
         t0 = _perf()
         if tr.program_id not in self._traced:
             self._traced.add(tr.program_id)
-            self.sink({"type": "memory", "what": "trace", "t": self.clock.rel(t0),
-                       "program": tr.program_id, "step": tr.step, "batch_size": tr.batch_size,
-                       "gc": tr.gc, "inplace": tr.inplace,
-                       "persistable_bytes": tr.persistable_bytes, "ops": tr.ops,
-                       "last_value_use": tr.last_value_use,
-                       "inplace_candidates": {str(k): list(v) for k, v in
-                                              tr.inplace_candidates.items()}})
+            self.sink(decode(MemoryTrace, {
+                "t_s": self.clock.rel(t0), "program": tr.program_id, "step": tr.step,
+                "batch_size": tr.batch_size, "gc": tr.gc, "inplace": tr.inplace,
+                "persistable_bytes": tr.persistable_bytes, "ops": tr.ops,
+                "last_value_use": tr.last_value_use,
+                "inplace_candidates": {str(k): [list(p) for p in v]
+                                       for k, v in tr.inplace_candidates.items()}}))
         self.overhead_s += _perf() - t0
 
     def _on_oom(self, details):
         t0 = _perf()
         self.ooms.append(details)
-        self.sink({"type": "memory", "what": "oom", "t": self.clock.rel(t0), **details})
+        self.sink(oom_record(self.clock.rel(t0), details))
         self.overhead_s += _perf() - t0
+
+
+def oom_record(t_s: float, details: dict) -> MemoryOom:
+    """A pool's out-of-memory details as a record (a field that does not fit is left out)."""
+    fields = {_OOM_BYTES.get(k, k): v for k, v in details.items()}
+    fields["largest"] = [list(x) for x in fields.get("largest") or ()]
+    try:
+        return decode(MemoryOom, {"t_s": t_s, **fields})
+    except SchemaError:
+        keep = {k: fields[k] for k in ("place", "requested_bytes", "capacity_bytes", "op_type",
+                                       "batch_size") if k in fields}
+        return decode(MemoryOom, {"t_s": t_s, **keep})

@@ -4,6 +4,7 @@ import os
 import threading
 from contextlib import contextmanager
 
+from ..profile.records import GpuSample
 from .base import Clock, SamplingProbe, Sink
 
 NOT_INSTALLED = "pynvml is not installed (pip install nvidia-ml-py)"
@@ -195,8 +196,8 @@ class NvmlProbe(SamplingProbe):
 
     name = "nvml"
 
-    def __init__(self, sink: Sink, clock: Clock, interval_s: float = 0.5):
-        super().__init__(sink, clock, interval_s)
+    def __init__(self, sink: Sink, clock: Clock, interval_s: float = 0.5, source=None):
+        super().__init__(sink, clock, interval_s, source)
         self._nv, self.reason = acquire()
         self._handles = []
         if self._nv is not None:
@@ -216,9 +217,9 @@ class NvmlProbe(SamplingProbe):
         pid = os.getpid()
         return [gpu_fields(self._nv, i, h, pid) for i, h in self._handles]
 
-    def sample(self) -> list:
-        """One record per GPU (the base class sends each with the same `t`)."""
-        return self.sample_all()
+    def sample(self, t_s) -> list:
+        """One record per GPU, each at `t_s`."""
+        return [GpuSample(t_s, **fields) for fields in self.sample_all()]
 
     def snapshot(self):
         return {"gpus": list(self.last or [])}

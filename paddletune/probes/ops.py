@@ -1,19 +1,18 @@
-"""The ops probe (`--ops`): times every op and sends one `ops` record per Executor.run,
-[[index, type, t, dur_s], ...], from which the summary ranks op types and single ops.
+"""The ops probe (`--ops`): times every op and sends one `OpsRecord` per step, every op's
+(index, type, start, duration), from which the summary ranks op types and single ops.
 
-Subscribing to op_end switches the executor to its instrumented loop (two clock reads and an
-event per op), so this probe costs more than the default ones; its callback time is its
-measured overhead.
+Subscribing to op_end switches the embedded runtime's executor to its instrumented loop (two
+clock reads and an event per op), so this probe costs more than the default ones; its
+callback time is its measured overhead.
 
 On a GPU place the runtime times ops with CUDA events (device time, not launch time; see
-runtime/gpu_timing.py): such `ops` records carry `"timing": "cuda_event"`, and the probe's
-result says how the op times were taken (`timing`: "host" or "cuda_event").
+runtime/gpu_timing.py): such records carry `timing` "cuda_event", and the probe's details say
+how the op times were taken ("host" or "cuda_event").
 """
 
 import time
 
-from runtime import events
-
+from ..profile.records import OpsRecord, OpTime
 from .base import Probe
 
 
@@ -21,8 +20,8 @@ class OpsProbe(Probe):
     name = "ops"
     in_step = True
 
-    def __init__(self, sink, clock):
-        super().__init__(sink, clock)
+    def __init__(self, sink, clock, source=None):
+        super().__init__(sink, clock, source)
         self._subs = []
         self._rows = []
         self._key = None  # (program id, step) of the rows being collected
@@ -31,8 +30,8 @@ class OpsProbe(Probe):
         self.totals = {}  # op type -> [seconds, count], for snapshot()
 
     def _start(self):
-        self._subs = [events.subscribe("op_end", self._on_op),
-                      events.subscribe("step_end", self._on_step)]
+        self._subs = [self.subscribe("op_end", self._on_op),
+                      self.subscribe("step_end", self._on_step)]
 
     def _stop(self):
         for sub in self._subs:
@@ -50,7 +49,7 @@ class OpsProbe(Probe):
             self._timing = r.timing
             self.timings.add(r.timing)
         dur = r.t_end - r.t_begin
-        self._rows.append([r.index, r.type, r.t_begin - self.clock.t0, dur])
+        self._rows.append(OpTime(r.index, r.type, r.t_begin - self.clock.t0, dur))
         total = self.totals.get(r.type)
         if total is None:
             self.totals[r.type] = [dur, 1]
@@ -67,10 +66,7 @@ class OpsProbe(Probe):
     def _flush(self):
         if self._rows:
             program, step = self._key
-            record = {"type": "ops", "program": program, "step": step, "ops": self._rows}
-            if self._timing != "host":
-                record["timing"] = self._timing
-            self.sink(record)
+            self.sink(OpsRecord(program, step, self._timing or "host", tuple(self._rows)))
             self._rows = []
         self._key = None
 

@@ -1,20 +1,15 @@
 """The reader probe: each DataLoader/PyReader queue's fill, waits, producer and consumer.
 
-It listens to the runtime's reader_state / reader_push / reader_pop events (and, once a
+It listens to the source's reader_state / reader_push / reader_pop events (and, once a
 loader has started, step_end, to pair each step with the size of the batch it consumed) and
-samples `loader.queue.size()` of the running passes every `sample_s` on a daemon thread
-started by the first pass. A job without a DataLoader costs nothing.
+samples the running queues' sizes (`source.queue_sizes()`) every `sample_s` on a daemon
+thread started by the first pass. A job without a DataLoader costs nothing.
 
-Records (type "reader"; `t` seconds on the session clock, `loader` the loader's id, `pass`
-its pass number from 1):
-
-  {"what": "start", "t", "loader", "pass", "config": loader.config()}   a pass began
-  {"what": "end" | "reset" | "error", "t", "loader", "pass", "batches", "detail"}
-  {"what": "interval", "t0", "t", "loader", "pass", "speed_test", ...counters}
-
-An interval record aggregates one pass over [t0, t) (every `interval_s`, and cut at the
-pass's end and wherever FLAGS_reader_queue_speed_test_mode switches, so `speed_test` marks
-intervals whose pops were peeks). Counters:
+Records (paddletune/profile/records.py; `loader` the loader's id, `pass_no` its pass from 1):
+ReaderStart when a pass begins (with its config), ReaderEnd when it ends, is reset or fails,
+and ReaderInterval for one pass over [t0_s, t_s) (every `interval_s`, and cut at the pass's
+end and wherever the speed-test mode switches, so `speed_test` marks intervals whose pops
+were peeks). Counters:
   pushes, produce_s, cpu_s (sums over the batches that reported it), cpu_n, put_wait_s,
   nbytes                          the producer side
   workers {worker: [batches, produce_s, cpu_s]}   per producer (-1: the loader's thread)
@@ -42,11 +37,10 @@ import math
 import threading
 import time
 
-from runtime import events
-from runtime.flags import FLAGS
-from runtime.reader.loader import live_loaders
-
-from .. import loghist
+from ..profile import loghist
+from ..profile.records import (LoaderConfig, ReaderEnd, ReaderInterval, ReaderStart, StepCost,
+                               WorkerCounts)
+from ..profile.schema import SchemaError, decode
 from .base import Probe
 
 SAMPLE_S = 0.01  # how often the running queues' sizes are sampled
@@ -78,7 +72,8 @@ class _Produced:
     def fields(self, feeds) -> dict:
         return {"pushes": self.pushes, "produce_s": self.produce_s, "cpu_s": self.cpu_s,
                 "cpu_n": self.cpu_n, "put_wait_s": self.put_wait_s, "nbytes": self.nbytes,
-                "workers": _keyed(self.workers), "shapes": _shape_names(self.shapes, feeds)}
+                "workers": {w: WorkerCounts(*row) for w, row in self.workers.items()},
+                "shapes": _shape_names(self.shapes, feeds)}
 
 
 class _Consumed:
@@ -111,9 +106,11 @@ class _Consumed:
         return {"speed_test": self.speed_test, "pops": self.pops, "peeks": self.peeks,
                 "empty_pops": self.empty_pops, "wait_s": self.wait_s,
                 "wait_max_s": self.wait_max_s, "copy_s": self.copy_s,
-                "wait_hist": _keyed(self.wait_hist), "pop_sizes": _keyed(self.pop_sizes),
-                "swings": self.swings, "cost": _keyed(self.cost), "steps": self.steps,
-                "step_wait_s": self.step_wait_s, "programs": _keyed(self.programs)}
+                "wait_hist": self.wait_hist, "pop_sizes": self.pop_sizes,
+                "swings": self.swings,
+                "cost": {k: StepCost(*row) for k, row in self.cost.items()},
+                "steps": self.steps, "step_wait_s": self.step_wait_s,
+                "programs": self.programs}
 
 
 class _PassState:
@@ -153,8 +150,9 @@ class ReaderProbe(Probe):
     name = "reader"
     in_step = True  # the pop and step callbacks run in the training loop
 
-    def __init__(self, sink, clock, interval_s: float = 0.5, sample_s: float = SAMPLE_S):
-        super().__init__(sink, clock)
+    def __init__(self, sink, clock, interval_s: float = 0.5, sample_s: float = SAMPLE_S,
+                 source=None):
+        super().__init__(sink, clock, source)
         self.interval_s, self.sample_s = interval_s, sample_s
         self._lock = threading.Lock()  # pass starts and ends, totals
         self._passes = {}  # loader id -> _PassState of its running pass
@@ -167,9 +165,9 @@ class ReaderProbe(Probe):
 
     # --- life cycle ------------------------------------------------------------------------------
     def _start(self):
-        self._subs = [events.subscribe("reader_state", self._on_state),
-                      events.subscribe("reader_push", self._on_push),
-                      events.subscribe("reader_pop", self._on_pop)]
+        self._subs = [self.subscribe("reader_state", self._on_state),
+                      self.subscribe("reader_push", self._on_push),
+                      self.subscribe("reader_pop", self._on_pop)]
 
     def _stop(self):
         for sub in self._subs + ([self._step_sub] if self._step_sub else []):
@@ -207,14 +205,14 @@ class ReaderProbe(Probe):
             old = self._passes.pop(r.loader_id, None)
             self._passes[r.loader_id] = st
         records = [self._flush(old, self.clock.rel(r.t))] if old is not None else []
-        records.append({"type": "reader", "what": "start", "t": self.clock.rel(r.t),
-                        "loader": r.loader_id, "pass": r.pass_no, "config": r.config})
+        records.append(ReaderStart(self.clock.rel(r.t), r.loader_id, r.pass_no,
+                                   loader_config(r.config)))
         totals = self.totals.setdefault(r.loader_id, _new_totals())
         totals["name"], totals["passes"] = (r.config or {}).get("name"), r.pass_no
         self._emit(records)
         self._run_sampler()
         if self._step_sub is None:
-            self._step_sub = events.subscribe("step_end", self._on_step)
+            self._step_sub = self.subscribe("step_end", self._on_step)
 
     def _end(self, r):
         t = self.clock.rel(r.t)
@@ -224,8 +222,8 @@ class ReaderProbe(Probe):
                 return
             del self._passes[r.loader_id]
         records = [self._flush(st, t)]
-        records.append({"type": "reader", "what": r.what, "t": t, "loader": r.loader_id,
-                        "pass": r.pass_no, "batches": r.batches, "detail": r.detail})
+        records.append(ReaderEnd(t, r.loader_id, r.pass_no, r.what, r.batches,
+                                 str(r.detail or "")))
         self._emit(records)
 
     def _on_push(self, r):
@@ -296,8 +294,8 @@ class ReaderProbe(Probe):
 
     def sample(self, now) -> list:
         """Count each running queue's size; every interval_s, the records of all passes."""
-        sizes = {ld.id: ld.queue.size() for ld in live_loaders() if ld.id in self._passes}
-        speed_test = FLAGS.get("reader_queue_speed_test_mode")
+        sizes = {k: v for k, v in self.source.queue_sizes().items() if k in self._passes}
+        speed_test = self.source.speed_test_mode()
         for loader, size in sizes.items():
             st = self._passes.get(loader)
             if st is not None and not speed_test:
@@ -322,9 +320,9 @@ class ReaderProbe(Probe):
             return None
         with self._lock:
             _add_totals(self.totals.setdefault(st.loader, _new_totals()), produced, consumed)
-        return {"type": "reader", "what": "interval", "t0": t0, "t": t, "loader": st.loader,
-                "pass": st.number, **consumed.fields(),
-                **produced.fields(st.config.get("feed")), "occupancy": _keyed(occupancy)}
+        return ReaderInterval(t0_s=t0, t_s=t, loader=st.loader, pass_no=st.number,
+                              **consumed.fields(), **produced.fields(st.config.get("feed")),
+                              occupancy=occupancy)
 
     def _emit(self, records):
         for record in records:
@@ -337,11 +335,6 @@ def _count(counter: dict, key, n=1):
     counter[key] = counter.get(key, 0) + n
 
 
-def _keyed(counter: dict) -> dict:
-    """JSON object keys are strings."""
-    return {str(k): v for k, v in counter.items()}
-
-
 def _new_totals() -> dict:
     return {"name": None, "passes": 0, "pushes": 0, "pops": 0, "peeks": 0, "empty_pops": 0,
             "wait_s": 0.0, "produce_s": 0.0, "swings": 0}
@@ -352,6 +345,23 @@ def _add_totals(totals, produced, consumed):
         totals[key] += getattr(produced, key)
     for key in ("pops", "peeks", "empty_pops", "wait_s", "swings"):
         totals[key] += getattr(consumed, key)
+
+
+def loader_config(config) -> LoaderConfig:
+    """A DataLoader's config dict (the source's reader_state payload) as a record; fields
+    that do not fit are left out."""
+    config = dict(config or {})
+    try:
+        return decode(LoaderConfig, config)
+    except SchemaError:
+        keep = {}
+        for key, value in config.items():
+            try:
+                decode(LoaderConfig, {key: value})
+            except SchemaError:
+                continue
+            keep[key] = value
+        return decode(LoaderConfig, keep)
 
 
 def _shape_names(shapes: dict, feeds) -> dict:

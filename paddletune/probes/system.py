@@ -8,6 +8,7 @@ import psutil
 
 from runtime import blas
 
+from ..profile.records import SystemSample
 from .base import Clock, SamplingProbe, Sink
 
 
@@ -97,12 +98,12 @@ class SystemProbe(SamplingProbe):
 
     name = "system"
 
-    def __init__(self, sink: Sink, clock: Clock, interval_s: float = 0.5):
-        super().__init__(sink, clock, interval_s)
+    def __init__(self, sink: Sink, clock: Clock, interval_s: float = 0.5, source=None):
+        super().__init__(sink, clock, interval_s, source)
         self._proc = safe(psutil.Process)
         self._prev = None
 
-    def sample(self) -> dict:
+    def sample(self, t_s) -> SystemSample:
         now = self._read()
         prev, self._prev = self._prev, now
         threads = now["proc"]["threads"]
@@ -113,7 +114,7 @@ class SystemProbe(SamplingProbe):
                   "mem_available_bytes": safe(lambda: psutil.virtual_memory().available),
                   "blas_threads": safe(blas.get_blas_threads)}
         fields.update(self._rates(prev, now))
-        return fields
+        return SystemSample(t_s, **fields)
 
     def _read(self) -> dict:
         proc = {"cpu_s": None, "ctx": None, "rss_bytes": None, "threads": None}

@@ -5,32 +5,31 @@ Its records show two things the reader's own events cannot: copy-on-read growth 
 touching the trainer's Python objects copies their pages, so each worker's private memory, its
 USS, climbs towards the size of the dataset; pytorch#13246) and how busy each worker's core is.
 
-Records: one `sample` per live worker per interval, {"probe": "workers", "t", "loader", "pass",
-"worker", "pid", "uss_bytes", "rss_bytes", "cpu_s" (cumulative user+system seconds)}. A
-worker's first sample is taken when its pass starts (the baseline before it touched
-anything); its last, at the final interval before it exits.
+Records: one WorkerSample per live worker per interval (loader, pass_no, worker, pid,
+uss_bytes, rss_bytes, cpu_s: cumulative user+system seconds). A worker's first sample is
+taken when its pass starts (the baseline before it touched anything); its last, at the final
+interval before it exits.
 """
 
 import time
 
 import psutil
 
-from runtime import events
-
+from ..profile.records import WorkerSample
 from .base import SamplingProbe
 
 
 class WorkerProbe(SamplingProbe):
     name = "workers"
 
-    def __init__(self, sink, clock, interval_s: float = 0.5):
-        super().__init__(sink, clock, interval_s)
+    def __init__(self, sink, clock, interval_s: float = 0.5, source=None):
+        super().__init__(sink, clock, interval_s, source)
         self._procs = {}  # pid -> (loader id, pass, worker index, psutil.Process)
         self._sub = None
         self.n_workers = 0
 
     def _start(self):
-        self._sub = events.subscribe("reader_state", self._on_state)
+        self._sub = self.subscribe("reader_state", self._on_state)
         super()._start()
 
     def _stop(self):
@@ -55,21 +54,20 @@ class WorkerProbe(SamplingProbe):
             except psutil.Error:
                 continue
             self.n_workers += 1
-            row = self._measure(pid)
+            row = self._measure(pid, self.clock.rel(time.perf_counter()))
             if row is not None:
-                self.sink({"type": "sample", "probe": self.name,
-                           "t": self.clock.rel(time.perf_counter()), **row})
+                self.sink(row)
         self.overhead_s += time.perf_counter() - t0
 
-    def sample(self):
+    def sample(self, t_s):
         rows = []
         for pid in list(self._procs):
-            row = self._measure(pid)
+            row = self._measure(pid, t_s)
             if row is not None:
                 rows.append(row)
         return rows
 
-    def _measure(self, pid):
+    def _measure(self, pid, t_s):
         entry = self._procs.get(pid)
         if entry is None:
             return None
@@ -81,9 +79,8 @@ class WorkerProbe(SamplingProbe):
         except (psutil.Error, OSError):  # exited (or a zombie): stop watching it
             self._procs.pop(pid, None)
             return None
-        return {"loader": loader, "pass": pass_no, "worker": index, "pid": pid,
-                "uss_bytes": mem.uss, "rss_bytes": mem.rss,
-                "cpu_s": round(cpu.user + cpu.system, 4)}
+        return WorkerSample(t_s, loader, pass_no, index, pid, mem.uss, mem.rss,
+                            round(cpu.user + cpu.system, 4))
 
     def snapshot(self):
         return {"workers": list(self.last) if isinstance(self.last, list) else []}

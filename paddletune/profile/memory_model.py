@@ -17,56 +17,58 @@
 from dataclasses import dataclass, replace
 from typing import Dict, Iterable, Optional, Sequence, Tuple
 
+from .figures import ModelFigures
+from .records import MemoryTrace
+
 HEADROOM = 0.10  # share of the capacity a recommended batch leaves free
 MIN_SPREAD = 1.2  # a fit needs the largest x at least this much above the smallest
 TOP = 8  # largest live temporaries reported at the peak
 FLAT = 1.05  # a peak within this factor of the lowest one does not grow with x (yet)
 
 
-def simulate(trace: dict, gc: bool, inplace: bool) -> dict:
+def simulate(trace: MemoryTrace, gc: bool, inplace: bool) -> dict:
     """{"step_peak", "phase_peaks" {tag: bytes}, "peak_op" {index, type}, "largest_live"
     [[temporary, bytes], ...] (the TOP largest held when the peak was reached, after the peak
     op's writes)} the traced step would reach with `gc` (FLAGS_eager_delete_tensor_gb=0 when
     True, GC off when False) and `inplace` (BuildStrategy.enable_inplace)."""
-    last_use = trace.get("last_value_use") or {}
-    pairs = {int(k): {o: x for o, x in v} for k, v in
-             (trace.get("inplace_candidates") or {}).items()}
+    last_use = trace.last_value_use
+    pairs = {int(k): {o: x for o, x in v} for k, v in trace.inplace_candidates.items()}
     frees_at: Dict[int, list] = {}
     for name, index in last_use.items():
         frees_at.setdefault(int(index), []).append(name)
     measured, simulated = _Live(), _Live()
     peak, phases, at_peak = 0, {}, ({}, None)
-    for op in trace["ops"]:
-        i = op["index"]
-        granted_m = set(op.get("inplace") or ())
+    for op in trace.ops:
+        i = op.index
+        granted_m = set(op.inplace)
         granted_t = pairs.get(i, {}) if inplace else {}
         sizes = {o: (measured.get(pairs.get(i, {}).get(o)) if o in granted_m else b)
-                 for o, b in (op.get("outputs") or {}).items()}
+                 for o, b in op.outputs.items()}
         # an output written into its input needs no allocation of its own
         extra = sum(sizes.get(o, 0) for o in granted_m if o not in granted_t) - \
             sum(sizes.get(o, 0) for o in granted_t if o not in granted_m)
         shift = simulated.total - measured.total
-        op_peak = op["peak"] + shift + extra
+        op_peak = op.peak + shift + extra
         for o, nbytes in sizes.items():
             if o not in last_use:
                 continue  # persistables, feeds and fetch targets: the same in both settings
             measured.write(o, nbytes, pairs.get(i, {}).get(o) if o in granted_m else None)
             simulated.write(o, nbytes, granted_t.get(o))
         held = simulated.bytes.copy()  # after the op's writes, before its frees
-        measured.drop(op.get("frees") or ())
+        measured.drop(op.frees)
         if gc:
             simulated.drop(frees_at.get(i, ()))
-        after = op["after"] + simulated.total - measured.total
+        after = op.after + simulated.total - measured.total
         top = max(op_peak, after)
         if top > peak:
             at_peak = (held, op)
         peak = max(peak, top)
-        tag = op.get("tag") or "other"
+        tag = op.tag or "other"
         phases[tag] = max(phases.get(tag, 0), top)
     live, op = at_peak
     largest = sorted(((n, b) for n, b in live.items() if b), key=lambda x: -x[1])[:TOP]
     return {"step_peak": int(peak), "phase_peaks": {k: int(v) for k, v in phases.items()},
-            "peak_op": {"index": op["index"], "type": op["type"]} if op else None,
+            "peak_op": {"index": op.index, "type": op.type} if op else None,
             "largest_live": [[n, int(b)] for n, b in largest]}
 
 
@@ -134,6 +136,11 @@ class MemoryModel:
                 "floor_bytes": self.floor, "how": self.how,
                 "points": [list(p) for p in self.points], "max_error": self.error()}
 
+    def figures(self, **extra) -> ModelFigures:
+        """The model as the summary holds it (figures.ModelFigures)."""
+        return ModelFigures(self.fixed, self.per_unit, self.unit, self.floor, self.how,
+                            self.points, self.error(), **extra)
+
 
 def fit(points: Sequence[Sequence[float]], fixed_hint: Optional[float] = None,
         unit: str = "sample") -> Optional[MemoryModel]:
@@ -164,32 +171,27 @@ def fit(points: Sequence[Sequence[float]], fixed_hint: Optional[float] = None,
     return MemoryModel(float(fixed_hint), (p - fixed_hint) / x, unit, pts, "one point", floor)
 
 
-def batch_fit(memory_summary: dict) -> Optional[MemoryModel]:
-    """The batch model of a summary's memory figures: `fit` over its batch points with the
-    fixed part as a hint, raised (`at_least`) so that a batch that ran out of memory needs
-    the whole capacity; None without a model."""
-    m = memory_summary
-    model = fit(m.get("batch_points") or [], fixed_bytes(m))
-    oom, capacity = m.get("oom") or {}, m.get("capacity_bytes")
-    if model is not None and oom.get("batch_size") and capacity:
-        model = model.at_least(oom["batch_size"], capacity)
+def batch_fit(m) -> Optional[MemoryModel]:
+    """The batch model of a summary's memory figures (figures.MemoryFigures): `fit` over its
+    batch points with the fixed part as a hint, raised (`at_least`) so that a batch that ran
+    out of memory needs the whole capacity; None without a model."""
+    model = fit(m.batch_points, fixed_bytes(m))
+    oom, capacity = m.oom, m.capacity_bytes
+    if model is not None and oom is not None and oom.batch_size and capacity:
+        model = model.at_least(oom.batch_size, capacity)
     return model
 
 
-def trace_of(profile, program=None) -> Optional[dict]:
-    """The memory trace record of `program` (default: the main program), None without one."""
-    want = program if program is not None else profile.summary.get("main_program")
-    for r in profile.memory:
-        if r.get("what") == "trace" and r.get("program") == want:
-            return r
-    return None
+def trace_of(profile, program=None) -> Optional[MemoryTrace]:
+    """The memory trace of `program` (default: the main program), None without one."""
+    want = program if program is not None else profile.summary.main_program
+    return next((t for t in profile.records("memory", MemoryTrace) if t.program == want), None)
 
 
-def fixed_bytes(memory_summary: dict) -> Optional[float]:
+def fixed_bytes(m) -> Optional[float]:
     """What does not grow with the batch: parameters, their gradients (as large) and the
-    optimizer state, from the breakdown at the pool's peak."""
-    by = memory_summary.get("by_category_at_peak") or {}
-    params = by.get("parameters") or 0
-    if not params:
+    optimizer state, from the breakdown at the pool's peak (figures.MemoryFigures)."""
+    by = m.by_category_at_peak
+    if not by.parameters:
         return None
-    return float(2 * params + (by.get("optimizer_state") or 0))
+    return float(2 * by.parameters + by.optimizer_state)

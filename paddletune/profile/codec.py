@@ -1,0 +1,104 @@
+"""One record as one JSON object, and back: the record registry (which class a line's "type"
+and discriminator name) and the step records' compact form (their rarely changing fields
+written only when they change)."""
+
+from typing import Dict, Optional, Tuple
+
+from . import records as r
+from .figures import Summary
+from .schema import SchemaError, decode, encode, record_fields
+
+REGISTRY: Dict[Tuple[str, Optional[str]], type] = {}
+for _cls in r.RECORDS + (Summary,):
+    _disc = r.DISCRIMINATORS.get(_cls.KIND)
+    if _disc is None:
+        REGISTRY[(_cls.KIND, None)] = _cls
+    elif hasattr(_cls, "WHAT"):
+        REGISTRY[(_cls.KIND, _cls.WHAT)] = _cls
+REGISTRY.update({("reader", what): r.ReaderEnd for what in ("end", "reset", "error")})
+_HAS_FIELD = {cls: {f.name for f in record_fields(cls)} for cls in r.RECORDS + (Summary,)}
+
+
+class UnknownRecord(SchemaError):
+    """A record type (or variant) this version does not know: written by a newer one."""
+
+
+def to_json(record) -> dict:
+    """The record as the JSON object of its line."""
+    cls = type(record)
+    out = {"type": cls.KIND}
+    disc = r.DISCRIMINATORS.get(cls.KIND)
+    if disc is not None:
+        out[disc] = getattr(record, disc) if disc in _HAS_FIELD[cls] else cls.WHAT
+    out.update(encode(record))
+    return out
+
+
+def from_json(obj, where: str = ""):
+    """The typed record of a line's parsed JSON; SchemaError naming the field when it does not
+    fit its class, UnknownRecord for a type this version does not know."""
+    if not isinstance(obj, dict) or not isinstance(obj.get("type"), str):
+        raise SchemaError(where, "not a JSON object with a \"type\"")
+    kind = obj["type"]
+    disc = r.DISCRIMINATORS.get(kind)
+    variant = obj.get(disc) if disc else None
+    cls = REGISTRY.get((kind, variant if isinstance(variant, str) else None))
+    if cls is None and kind == "event":
+        cls = r.Event  # an event kind this version does not know: kept as a plain event
+    if cls is None:
+        known = REGISTRY.get((kind, None)) is not None or any(k == kind for k, _ in REGISTRY)
+        what = f"{kind!r} record" + (f" with {disc} {variant!r}" if known else "")
+        raise UnknownRecord(where, f"unknown {what}")
+    return decode(cls, obj, where)
+
+
+def kind_of(record) -> str:
+    """A record's type and variant, as messages name it ("event exit", "step")."""
+    cls = type(record)
+    disc = r.DISCRIMINATORS.get(cls.KIND)
+    if disc is None:
+        return cls.KIND
+    return f"{cls.KIND} {getattr(record, disc) if disc in _HAS_FIELD[cls] else cls.WHAT}"
+
+
+def event_kind(event) -> str:
+    """An event's kind ("exit", "error", ...)."""
+    return getattr(event, "kind", None) or getattr(type(event), "WHAT", "note")
+
+
+class StepCompressor:
+    """Writes a step's rarely changing fields (records.STICKY) only when they differ from the
+    same executor and program's previous step."""
+
+    def __init__(self):
+        self._last: Dict[tuple, tuple] = {}
+
+    def compress(self, step: r.Step) -> dict:
+        out = to_json(step)
+        key = (step.executor, step.program)
+        values = tuple(getattr(step, name) for name in r.STICKY)
+        previous = self._last.get(key)
+        self._last[key] = values
+        if previous is not None:
+            for name, now, before in zip(r.STICKY, values, previous):
+                if now == before:
+                    out.pop(name, None)
+        return out
+
+
+class StepFiller:
+    """Fills in the rarely changing fields a compressed step left out (the loader's side)."""
+
+    def __init__(self):
+        self._known: Dict[tuple, dict] = {}
+
+    def fill(self, step: r.Step) -> r.Step:
+        known = self._known.setdefault((step.executor, step.program), dict(r.STICKY_START))
+        missing = {}
+        for name in r.STICKY:
+            value = getattr(step, name)
+            if value is None:
+                missing[name] = known[name]
+            else:
+                known[name] = value
+        return step._replace(**missing) if missing else step

@@ -1,0 +1,330 @@
+"""Reader and speed-test figures of the summary: each DataLoader's queue over the steady window,
+and the --speed-test no-data ceiling against the baseline window.
+
+Reader figures come from the reader probe's interval records (probes/reader.py) whose span
+overlaps the steady steps, leaving out the speed-test intervals (their pops were peeks); when
+none overlaps (a very short job), from all of them (`scope` says which). Rates are per batch:
+  producer.s_per_batch    time one producer (the loader's thread or one worker) spends
+                          making a batch; producer.rate_per_s = producers / s_per_batch
+  wait.per_step_s         the loop's wait for batches per training step (the pops paired
+                          with each step by the probe); wait.share = per_step_s / cycle
+  consumer.s_per_batch    the loop's time per batch when not waiting for one: what a batch
+                          would cost if data were free, (cycle - wait per step) / batches per
+                          step; consumer.rate_per_s its inverse
+The cycle is the main program's steady mean when the loader feeds the main program; else the
+figures fall back to the intervals' own span (time the pass ran).
+"""
+
+from collections import defaultdict
+from typing import Dict, Optional, Sequence, Tuple
+
+from . import figures as F
+from . import loghist
+from . import records as r
+from .reader_merge import merge_intervals
+from .samples import entity_windows
+
+OSCILLATION_SWINGS = 3  # drained from full to empty at least this often: oscillating
+TIMELINE_POINTS = 48  # the fill-over-time series is averaged down to at most this many points
+MIN_POPS = 10  # fewer pops than this in the steady intervals: use every interval
+
+
+# --- reader ---------------------------------------------------------------------------------------
+def reader_figures(profile, window, main_cycle=None) -> Optional[F.ReaderFigures]:
+    """Every loader's figures, the main loader (most pops) and failed passes; None when no
+    DataLoader pass started. `window`: (t0, t1) of the steady steps, or None; `main_cycle`:
+    (main program id, its steady mean cycle in seconds), or None."""
+    starts = profile.records("reader", r.ReaderStart)
+    if not starts:
+        return None
+    configs, passes = {}, defaultdict(int)
+    for s in starts:
+        configs.setdefault(s.loader, s.config)
+        passes[s.loader] += 1
+    intervals = profile.records("reader", r.ReaderInterval)
+    loaders = tuple(
+        loader_figures(loader, config, passes[loader], window, main_cycle,
+                       [iv for iv in intervals if iv.loader == loader],
+                       process_figures(profile, loader))
+        for loader, config in configs.items())
+    main = max(loaders, key=lambda f: f.batches)
+    errors = tuple(F.LoaderError(e.loader, e.detail)
+                   for e in profile.records("reader", r.ReaderEnd) if e.what == "error")
+    return F.ReaderFigures(loaders, main.loader, errors)
+
+
+def loader_figures(loader, config: r.LoaderConfig, passes, window, main_cycle, intervals,
+                   processes=None) -> F.LoaderFigures:
+    picked, scope = _in_window(intervals, window)
+    c = merge_intervals(picked) if picked else r.ReaderInterval(0.0, 0.0, loader, 0)
+    span_s = sum(max(iv.t_s - iv.t0_s, 0.0) for iv in picked)
+    pops = c.pops
+    step = _per_step(c, main_cycle) if scope == "steady" else None  # same steps only
+    producers = max(int(config.num_workers or 0), 1)
+    return F.LoaderFigures(
+        loader=loader, name=config.name, config=config, passes=passes, scope=scope,
+        span_s=span_s, batches=pops, pushes=c.pushes, peeks=c.peeks, empty_pops=c.empty_pops,
+        empty_ratio=c.empty_pops / pops if pops else None, wait=_wait(c, step, span_s),
+        occupancy=_occupancy(c, config.capacity), timeline=timeline(intervals),
+        producer=_producer(c, producers, span_s), workers=_workers(c),
+        consumer=_consumer(c, step, span_s), swings=c.swings,
+        oscillating=c.swings >= OSCILLATION_SWINGS,
+        copy_s_per_pop=c.copy_s / pops if pops else None,
+        shapes=shape_figures(c.shapes), long_batches=long_batches(c.cost),
+        processes=processes)
+
+
+def _in_window(intervals, window):
+    """The intervals that began inside the steady window when they hold MIN_POPS pops (the
+    first interval of a pass also holds its start-up: the first batches, the compile), else
+    those overlapping it, else all; the speed test's intervals never."""
+    usable = [iv for iv in intervals if not iv.speed_test]
+    if window is None:
+        return usable, "all"
+    t0, t1 = window
+    overlapping = [iv for iv in usable if iv.t_s > t0 and iv.t0_s < t1]
+    inside = [iv for iv in overlapping if iv.t0_s >= t0]
+    for picked in (inside, overlapping):
+        if sum(iv.pops for iv in picked) >= MIN_POPS:
+            return picked, "steady"
+    return usable, "all"
+
+
+def process_figures(profile, loader) -> Optional[F.ProcessFigures]:
+    """Memory and CPU of a loader's worker processes, from the workers probe's samples and
+    windows: for each worker of each pass, its USS growth since its first sample (taken as
+    the pass started: copy-on-read shows here) and the cores it kept busy; then per worker
+    index (the largest growth, the mean cores over passes) and in total. None without
+    samples."""
+    lives = defaultdict(lambda: {"first": None, "last": None, "uss_max": 0})
+    for s in profile.workers:
+        if s.loader == loader:
+            _live(lives[(s.pass_no, s.worker)], s.t_s, s.t_s, s.uss_bytes, s.uss_bytes,
+                  s.uss_bytes, s.cpu_s, s.cpu_s)
+    for w in (x for rows in entity_windows(profile.sample_windows, "workers").values()
+              for x in rows):
+        uss, cpu = w.fields.get("uss_bytes"), w.fields.get("cpu_s")
+        if w.labels.get("loader") == loader and uss is not None and cpu is not None:
+            _live(lives[(w.labels.get("pass_no"), w.labels.get("worker"))], w.t0_s, w.t_s,
+                  uss.first, uss.last, uss.max, cpu.first, cpu.last)
+    per_worker = defaultdict(lambda: {"growth": 0, "uss_max": 0, "cores": []})
+    for (_, worker), life in lives.items():
+        into = per_worker[worker]
+        (t0, uss0, cpu0), (t1, _, cpu1) = life["first"], life["last"]
+        into["growth"] = max(into["growth"], life["uss_max"] - uss0)
+        into["uss_max"] = max(into["uss_max"], life["uss_max"])
+        if t1 > t0:
+            into["cores"].append((cpu1 - cpu0) / (t1 - t0))
+    if not per_worker:
+        return None
+    rows = tuple(F.WorkerProcess(w, v["growth"], v["uss_max"],
+                                 sum(v["cores"]) / len(v["cores"]) if v["cores"] else None)
+                 for w, v in sorted(per_worker.items()))
+    growths = [p.uss_growth_bytes for p in rows]
+    cores = [p.cores for p in rows if p.cores is not None]
+    return F.ProcessFigures(len(rows), F.Growth(sum(growths) / len(growths), max(growths)),
+                            max(p.uss_max_bytes for p in rows), sum(cores) if cores else None,
+                            rows)
+
+
+def _live(life, t0, t1, uss_first, uss_last, uss_max, cpu_first, cpu_last):
+    if life["first"] is None or t0 < life["first"][0]:
+        life["first"] = (t0, uss_first, cpu_first)
+    if life["last"] is None or t1 >= life["last"][0]:
+        life["last"] = (t1, uss_last, cpu_last)
+    life["uss_max"] = max(life["uss_max"], uss_max)
+
+
+def _per_step(c: r.ReaderInterval, main_cycle) -> Optional[dict]:
+    """Wait and batches per training step, and the cycle they belong to, when the loader's
+    steps are the main program's (the cycle is then measured by the step records)."""
+    programs, steps = c.programs, c.steps
+    if not main_cycle or not steps or not programs or not main_cycle[1]:
+        return None
+    if max(programs, key=programs.get) != main_cycle[0]:
+        return None
+    return {"wait_s": c.step_wait_s / steps, "batches": c.pops / steps,
+            "cycle_s": main_cycle[1]}
+
+
+def _wait(c: r.ReaderInterval, step, span_s) -> F.WaitFigures:
+    pops, hist = c.pops, c.wait_hist
+    share = (step["wait_s"] / step["cycle_s"] if step else
+             c.wait_s / span_s if span_s > 0 else None)
+    top = c.wait_max_s
+    p50, p90 = (loghist.quantile(hist, q) for q in (0.5, 0.9))
+    return F.WaitFigures(mean_s=c.wait_s / pops if pops else None,
+                         p50_s=None if p50 is None else min(p50, top),
+                         p90_s=None if p90 is None else min(p90, top), max_s=top,
+                         total_s=c.wait_s, per_step_s=step["wait_s"] if step else None,
+                         share=share)
+
+
+def _occupancy(c: r.ReaderInterval, capacity) -> Optional[F.Occupancy]:
+    """Queue fill from the periodic samples (time-weighted), else from the pops' sizes."""
+    sizes, source = c.occupancy, "samples"
+    if not sizes:
+        sizes, source = c.pop_sizes, "pops"
+    n = sum(sizes.values())
+    if not n:
+        return None
+    full = sum(k for size, k in sizes.items() if capacity and size >= capacity)
+    return F.Occupancy(sum(size * k for size, k in sizes.items()) / n, min(sizes), max(sizes),
+                       capacity, full / n, sizes.get(0, 0) / n, n, source)
+
+
+def timeline(intervals) -> Tuple[Tuple[float, float], ...]:
+    """[[t, mean fill], ...] of every interval with queue samples (speed-test ones too),
+    averaged down to at most TIMELINE_POINTS points: fill against capacity over time."""
+    points = []
+    for iv in sorted(intervals, key=lambda iv: iv.t_s):
+        n = sum(iv.occupancy.values())
+        if n:
+            points.append((iv.t_s, sum(s * k for s, k in iv.occupancy.items()) / n))
+    group = -(-len(points) // TIMELINE_POINTS) or 1
+    return tuple((chunk[-1][0], sum(p[1] for p in chunk) / len(chunk))
+                 for chunk in (points[i:i + group] for i in range(0, len(points), group)))
+
+
+def _producer(c: r.ReaderInterval, producers, span_s) -> F.ProducerFigures:
+    per = c.produce_s / c.pushes if c.pushes else None
+    cpu = c.cpu_s / c.cpu_n if c.cpu_n else None
+    return F.ProducerFigures(producers, per, cpu,
+                             cpu / per if cpu is not None and per else None,
+                             producers / per if per else None,
+                             c.put_wait_s / span_s if span_s > 0 else None)
+
+
+def _workers(c: r.ReaderInterval) -> Tuple[F.WorkerFigures, ...]:
+    return tuple(F.WorkerFigures(w, row.batches, row.produce_s / row.batches if row.batches
+                                 else None, row.cpu_s / row.batches if row.batches else None)
+                 for w, row in sorted(c.workers.items()))
+
+
+def _consumer(c: r.ReaderInterval, step, span_s) -> F.ConsumerFigures:
+    pops = c.pops
+    if step:
+        free = max(step["cycle_s"] - step["wait_s"], 0.0) / step["batches"]
+        actual = step["batches"] / step["cycle_s"]
+    else:
+        free = (span_s - c.wait_s) / pops if pops and span_s > c.wait_s else None
+        actual = pops / span_s if span_s > 0 else None
+    return F.ConsumerFigures(free or None, 1 / free if free else None, actual,
+                             step["batches"] if step else None)
+
+
+def shape_figures(shapes: Dict[str, Dict[str, int]]) -> Dict[str, F.ShapeFigures]:
+    """Per feed variable: the most common shape (None where a dim varies) and, for each
+    varying dim, min/p50/p95/max over the batches."""
+    out = {}
+    for name, counter in shapes.items():
+        parsed = {}
+        for key, n in counter.items():
+            try:
+                shape = tuple(int(d) for d in str(key).split("x") if d)
+            except ValueError:
+                continue  # not a shape ("64x?"): not counted
+            parsed[shape] = parsed.get(shape, 0) + n
+        if not parsed:
+            continue
+        common = max(parsed, key=parsed.get)
+        rank_varies = len({len(s) for s in parsed}) > 1
+        varying = () if rank_varies else tuple(
+            row for row in (_dim(parsed, d) for d in range(len(common))) if row)
+        varied = {row.dim for row in varying}
+        out[name] = F.ShapeFigures(sum(parsed.values()), rank_varies,
+                                   tuple(None if d in varied else v
+                                         for d, v in enumerate(common)), varying)
+    return out
+
+
+def _dim(parsed, d) -> Optional[F.DimFigures]:
+    values = defaultdict(int)
+    for shape, n in parsed.items():
+        values[shape[d]] += n
+    if len(values) < 2:
+        return None
+    return F.DimFigures(d, min(values), counter_quantile(values, 0.5),
+                        counter_quantile(values, 0.95), max(values))
+
+
+def counter_quantile(counts: dict, q: float):
+    """The smallest value whose cumulative count reaches q of the total (values weighted by
+    their counts)."""
+    rows = sorted(counts.items())
+    rank, seen = q * sum(n for _, n in rows), 0
+    for v, n in rows:
+        seen += n
+        if seen >= rank:
+            return v
+    return rows[-1][0]
+
+
+def long_batches(cost: Dict[int, r.StepCost]) -> Optional[F.LongBatches]:
+    """Steps on batches larger than the p95 batch (in elements) against the others."""
+    steps = sum(row.steps for row in cost.values())
+    if len(cost) < 2 or not steps:
+        return None
+    p95 = counter_quantile({k: row.steps for k, row in cost.items()}, 0.95)
+    long = [row for k, row in cost.items() if k > p95]
+    rest = [row for k, row in cost.items() if k <= p95]
+    if not long:
+        return None
+    long_n, long_s = sum(x.steps for x in long), sum(x.compute_s for x in long)
+    rest_n, rest_s = sum(x.steps for x in rest), sum(x.compute_s for x in rest)
+    typical = rest_s / rest_n if rest_n else 0.0
+    return F.LongBatches(steps, p95, max(cost), long_n, long_s / long_n, typical,
+                         long_s / long_n / typical if typical > 0 else None,
+                         long_s / (long_s + rest_s) if long_s + rest_s > 0 else None)
+
+
+# --- speed test -----------------------------------------------------------------------------------
+def ceiling_span(profile) -> Optional[Tuple[float, float]]:
+    """(t0, t1) of the speed test's ceiling window (t1 = inf while it never ended), or None."""
+    switches = _switches(profile)
+    if "ceiling" not in switches:
+        return None
+    done = switches.get("done")
+    return switches["ceiling"].t_s, done.t_s if done is not None else float("inf")
+
+
+def _switches(profile) -> dict:
+    return {e.phase: e for e in profile.events_of("speed_test")}
+
+
+def speed_test_figures(profile, train: Sequence[r.Step],
+                       has_loader: bool) -> Optional[F.SpeedTestFigures]:
+    """Baseline and ceiling throughput of --speed-test's windows (None without a speed test).
+
+    A window holds the training steps that began after its switch event and before the
+    next; its throughput is steps (samples) over the sum of their cycles (run + the gap
+    before it). ratio = ceiling / baseline steps/s; data_share = 1 - baseline / ceiling."""
+    window = profile.options.speed_test
+    switches = _switches(profile)
+    if window is None and not switches:
+        return None
+    bounds = [switches[p].t_s if p in switches else None
+              for p in ("baseline", "ceiling", "done")]
+    ends = [t if t is not None else float("inf") for t in bounds[1:]]
+    base = _window(train, bounds[0], ends[0])
+    ceil = _window(train, bounds[1], ends[1])
+    ratio = ceil.steps_per_s / base.steps_per_s if base and ceil and base.steps_per_s else None
+    done, started = switches.get("done"), switches.get("ceiling")
+    return F.SpeedTestFigures(
+        window_steps=window, has_loader=has_loader,
+        reached=next((p for p in ("done", "ceiling", "baseline") if p in switches), None),
+        complete=bool(done and started and window and done.step - started.step >= window),
+        baseline=base, ceiling=ceil, ratio=ratio,
+        data_share=1 - 1 / ratio if ratio else None)
+
+
+def _window(train, t0, t1) -> Optional[F.WindowRate]:
+    if t0 is None:
+        return None
+    steps = [s for s in train if t0 <= s.t_s < t1]
+    total_s = sum(s.cycle_s for s in steps)
+    if not steps or total_s <= 0:
+        return None
+    samples = sum(s.batch_size or 0 for s in steps)
+    return F.WindowRate(len(steps), total_s / len(steps), len(steps) / total_s,
+                        samples / total_s if samples else None)

@@ -1,0 +1,349 @@
+"""The summary of a profile's records (figures.Summary): steady-state step figures, the
+breakdown, throughput, the input-bound verdict, per-op totals, the background samples and the
+probes' cost; the reader, memory and ParallelExecutor sections come from their own modules.
+
+Steps recorded in full give exact figures; a long job's later steps come as windows
+(records.StepWindow), whose moments merge exactly and whose sketches give the quantiles within
+sketch.ACCURACY. Warm-up steps (compile, first-touch allocation, caches) are excluded from the
+steady state: `detect_warmup`; so are the steps of a --speed-test ceiling window. The
+definitions of each figure are in figures.py.
+"""
+
+import math
+from collections import Counter
+from typing import List, Optional, Sequence, Tuple
+
+from . import figures as F
+from . import records as r
+from .memory_figures import memory_figures
+from .parallel_figures import parallel_figures
+from .reader_figures import ceiling_span, reader_figures, speed_test_figures
+from .samples import FIELDS, entity_windows, field_stats, throttle_shares
+from .sketch import DistBuilder
+
+HIGHLY_INPUT_BOUND = 0.20  # input share of a step: TensorFlow Profiler's thresholds
+MODERATELY_INPUT_BOUND = 0.05
+MIN_STEADY_STEPS = 5  # fewer steady steps than this: too few to tell
+WARMUP_FACTOR = 1.5  # a step slower than this x the steady median is still warming up
+TOP_OPS = 10
+
+
+class Steady:
+    """The main program's steady steps: those recorded in full, and the windows after them."""
+
+    def __init__(self, steps: Sequence[r.Step], windows: Sequence[r.StepWindow]):
+        self.steps, self.windows = list(steps), list(windows)
+        self.n_tail = sum(w.n for w in self.windows)
+
+    @property
+    def n(self) -> int:
+        return len(self.steps) + self.n_tail
+
+    def keys(self) -> set:
+        """(program, step) of the steady steps recorded in full."""
+        return {(s.program, s.step) for s in self.steps}
+
+    def span(self) -> Optional[Tuple[float, float]]:
+        """(first step's begin, last step's end), None without steps."""
+        begins = [s.t_s for s in self.steps[:1]] + [w.t0_s for w in self.windows[:1]]
+        ends = [s.end_s for s in self.steps[-1:]] + [w.t_s for w in self.windows[-1:]]
+        return (min(begins), max(ends)) if begins else None
+
+    def dist(self, part: str, value) -> Optional[F.Distribution]:
+        """The distribution of one part (records.StepWindow.parts) over every steady step;
+        `value(step)` reads it from a step recorded in full."""
+        values = [value(s) for s in self.steps]
+        if not self.n_tail:
+            return distribution(values)
+        b = DistBuilder()
+        for w in self.windows:
+            if part in w.parts:
+                b.merge(w.parts[part])
+        for v in values:
+            b.add(v)
+        q = b.sketch.quantile
+        return F.Distribution(b.mean, q(0.5), q(0.9), q(0.99), b.min, b.max, b.cv(), b.n)
+
+    def total(self, part: str, value) -> float:
+        return sum(value(s) for s in self.steps) + sum(
+            w.parts[part].sum for w in self.windows if part in w.parts)
+
+
+def summarize(profile) -> F.Summary:
+    """The summary of `profile` (a paddletune.profile.Profile)."""
+    main, counts = main_program(profile)
+    full = [s for s in profile.steps if s.program == main and not s.startup]
+    tail = [w for w in profile.windows if w.program == main]
+    usable, ceiling_steps = _without_ceiling(full, ceiling_span(profile))
+    warmup = profile.options.warmup
+    if warmup is None:
+        warmup = detect_warmup([s.cycle_s for s in usable], tail)
+    warmup = min(int(warmup), len(usable))
+    steady = Steady(usable[warmup:], tail)
+    n_steps = len(full) + steady.n_tail
+    step = step_figures(steady)
+    cycle = step["cycle_s"].mean if step["cycle_s"] else None
+    verdict = make_verdict(n_steps, steady.n, step)
+    reader = reader_figures(profile, steady.span(), (main, cycle))
+    return F.Summary(
+        n_steps=n_steps, main_program=main, warmup_steps=warmup, steady_steps=steady.n,
+        aggregated_steps=steady.n_tail, speed_test_steps_excluded=ceiling_steps,
+        programs=_programs(profile, counts), duration_s=_duration(profile), **step,
+        verdict=verdict, reader=reader,
+        speed_test=speed_test_figures(profile, full, reader is not None),
+        memory=memory_figures(profile, steady, cycle),
+        parallel=parallel_figures(profile, steady, main),
+        ops=op_figures(profile, main, steady), system=system_figures(profile),
+        gpus=gpu_figures(profile), overhead=probe_overhead(profile, step, steady.n),
+        exit=exit_figures(profile))
+
+
+def main_program(profile) -> Tuple[Optional[int], Counter]:
+    """The non-startup program that ran the most steps, and every program's training steps."""
+    counts = Counter(s.program for s in profile.steps if not s.startup)
+    for w in profile.windows:
+        counts[w.program] += w.n
+    return (counts.most_common(1)[0][0] if counts else None), counts
+
+
+def training_steps(steps: Sequence[r.Step]) -> List[r.Step]:
+    """The steps recorded in full of the main program (not startup, the program that ran
+    most often among them)."""
+    counts = Counter(s.program for s in steps if not s.startup)
+    if not counts:
+        return []
+    main = counts.most_common(1)[0][0]
+    return [s for s in steps if s.program == main and not s.startup]
+
+
+def _without_ceiling(steps, span):
+    """The steps outside the speed test's ceiling window (training on one re-read batch is
+    not the job's real step), and how many were left out."""
+    if span is None:
+        return steps, 0
+    kept = [s for s in steps if not span[0] <= s.t_s < span[1]]
+    return kept, len(steps) - len(kept)
+
+
+def detect_warmup(cycle_s: Sequence[float], tail: Sequence[r.StepWindow] = ()) -> int:
+    """How many leading steps are warm-up.
+
+    The first step always is (it compiles the program). After it, a step still warms up while
+    it is slower than WARMUP_FACTOR x the median of the second half of the run; at most half
+    of the steps are ever called warm-up. Warm-up is looked for among the steps recorded in
+    full; the run's second half includes the windows after them.
+    """
+    n = len(cycle_s) + sum(w.n for w in tail)
+    if n <= 1:
+        return n
+    settled = _second_half_median(cycle_s, tail, n)
+    k = 1
+    while k < min(n // 2, len(cycle_s)) and cycle_s[k] > WARMUP_FACTOR * settled:
+        k += 1
+    return k
+
+
+def _second_half_median(cycle_s, tail, n) -> float:
+    if not tail:
+        return _quantile(sorted(cycle_s[n // 2:]), 0.5)
+    b = DistBuilder()
+    for w in tail:
+        if "cycle" in w.parts:
+            b.merge(w.parts["cycle"])
+    for v in cycle_s[n // 2:]:
+        b.add(v)
+    return b.sketch.quantile(0.5) or 0.0
+
+
+def step_figures(steady: Steady) -> dict:
+    """Distribution, breakdown (mean seconds and shares of the cycle) and throughput."""
+    if not steady.n:
+        return {"step_s": None, "cycle_s": None, "breakdown_s": None, "shares": None,
+                "input_share": None, "throughput": None}
+    n = steady.n
+    total_cycle = steady.total("cycle", r.Step.cycle_s.fget)
+    mean_cycle = total_cycle / n
+    breakdown = F.Breakdown(*(steady.total(part, getter) / n for part, getter in _PARTS))
+    shares = F.Shares(*(b / mean_cycle if mean_cycle > 0 else 0.0 for b in (
+        breakdown.outside_s, breakdown.read_s, breakdown.feed_s, breakdown.compute_s,
+        breakdown.fetch_s)))
+    return {"step_s": steady.dist("wall", lambda s: s.wall_s),
+            "cycle_s": steady.dist("cycle", r.Step.cycle_s.fget),
+            "breakdown_s": breakdown, "shares": shares,
+            "input_share": shares.outside + shares.read + shares.feed,
+            "throughput": _throughput(steady, total_cycle, mean_cycle)}
+
+
+_PARTS = (("outside", lambda s: s.gap_s or 0.0), ("read", lambda s: s.read_s),
+          ("feed", lambda s: s.feed_s), ("compute", lambda s: s.compute_s),
+          ("fetch", lambda s: s.fetch_s))
+
+
+def _throughput(steady: Steady, total_cycle: float, mean_cycle: float) -> F.Throughput:
+    sizes = Counter(s.batch_size for s in steady.steps if s.batch_size)
+    for w in steady.windows:
+        sizes.update(w.batch_sizes)
+    batch = _median_of_counts(sizes)
+    samples = sum(s.batch_size or 0 for s in steady.steps) + sum(w.samples
+                                                                 for w in steady.windows)
+    fetched = sum(s.fetch_bytes for s in steady.steps) + sum(w.fetch_bytes
+                                                             for w in steady.windows)
+    return F.Throughput(
+        steps_per_s=1.0 / mean_cycle if mean_cycle > 0 else None, batch_size=batch,
+        samples_per_s=samples / total_cycle if batch and total_cycle > 0 else None,
+        fetch_bytes_per_step=fetched / steady.n)
+
+
+def _median_of_counts(counts: Counter) -> Optional[int]:
+    """The element at index n // 2 of the sorted values counted (None when empty)."""
+    total = sum(counts.values())
+    if not total:
+        return None
+    seen = 0
+    for value in sorted(counts):
+        seen += counts[value]
+        if seen > total // 2:
+            return value
+    return None
+
+
+def make_verdict(n_steps: int, steady_steps: int, step: dict) -> F.Verdict:
+    """Input-bound or compute-bound, stated with the numbers (TF Profiler's classes)."""
+    share = step["input_share"]
+    if share is None or steady_steps < MIN_STEADY_STEPS:
+        why = ("no training steps observed" if not n_steps
+               else f"only {steady_steps} steady-state step(s); need at least "
+                    f"{MIN_STEADY_STEPS}")
+        return F.Verdict("too-few-steps", share, f"Too few steps to tell: {why}.")
+    b, cycle = step["breakdown_s"], step["cycle_s"]
+    read = (f" + {b.read_s * 1e3:.2f} ms waiting for the DataLoader inside exe.run"
+            if b.read_s else "")
+    numbers = (f"{share:.1%} of each {cycle.mean * 1e3:.2f} ms step waits for input "
+               f"({b.outside_s * 1e3:.2f} ms outside the runtime{read} + "
+               f"{b.feed_s * 1e3:.2f} ms feeding), {step['shares'].compute:.1%} computes")
+    if share >= HIGHLY_INPUT_BOUND:
+        kind, head = "highly-input-bound", "Highly input-bound"
+    elif share >= MODERATELY_INPUT_BOUND:
+        kind, head = "moderately-input-bound", "Moderately input-bound"
+    else:
+        kind, head = "compute-bound", "Compute-bound"
+    noisy = f"; step times vary a lot (CV {cycle.cv:.0%})" if cycle.cv > 0.5 else ""
+    return F.Verdict(kind, share, f"{head}: {numbers}{noisy}.")
+
+
+def op_figures(profile, program, steady: Steady) -> Optional[F.OpFigures]:
+    """Per-op-type total/mean/count/share of the steady steps' op time, and the top ops."""
+    keys = steady.keys()
+    rows = [o for o in profile.ops if o.program == program and (o.program, o.step) in keys]
+    windows = [w for w in steady.windows if w.op_steps]
+    if not rows and not windows:
+        return None
+    by_type, by_op = {}, {}
+    for o in rows:
+        for op in o.ops:
+            _add_time(by_type, op.type, op.dur_s, 1)
+            _add_time(by_op, (op.index, op.type), op.dur_s, 1)
+    for w in windows:
+        for op in w.ops:
+            _add_time(by_type, op.type, op.total_s, op.count)
+            _add_time(by_op, (op.index, op.type), op.total_s, op.count)
+    total = sum(v[0] for v in by_type.values()) or 1e-30
+    types = tuple(F.OpTypeFigures(t, s, c, s / c, s / total)
+                  for t, (s, c) in sorted(by_type.items(), key=lambda kv: -kv[1][0]))
+    top = tuple(F.SingleOpFigures(i, t, s, c, s / c, s / total)
+                for (i, t), (s, c) in sorted(by_op.items(), key=lambda kv: -kv[1][0])[:TOP_OPS])
+    timings = {o.timing for o in rows} | {w.timing for w in windows if w.timing}
+    return F.OpFigures(len(rows) + sum(w.op_steps for w in windows), total,
+                       "+".join(sorted(timings)) or "host", types, top)
+
+
+def _add_time(table, key, seconds, count):
+    row = table.get(key)
+    if row is None:
+        table[key] = [seconds, count]
+    else:
+        row[0] += seconds
+        row[1] += count
+
+
+def system_figures(profile) -> Optional[F.SystemFigures]:
+    """The system probe's fields over its samples and windows (None: never sampled)."""
+    windows = entity_windows(profile.sample_windows, "system").get(None, [])
+    if not profile.system and not windows:
+        return None
+    names = [f for f in FIELDS["system"] if hasattr(F.SystemFigures, f)]
+    return F.SystemFigures(**field_stats(profile.system, windows, names))
+
+
+def gpu_figures(profile) -> Tuple[F.GpuFigures, ...]:
+    """Each GPU's NVML fields over its samples and windows, by index."""
+    windows = entity_windows(profile.sample_windows, "nvml")
+    gpus = sorted({s.gpu for s in profile.gpu} | {k for k in windows if k is not None})
+    names = [f for f in FIELDS["nvml"] if hasattr(F.GpuFigures, f)]
+    out = []
+    for g in gpus:
+        mine = [s for s in profile.gpu if s.gpu == g]
+        theirs = windows.get(g, [])
+        out.append(F.GpuFigures(g, **field_stats(mine, theirs, names),
+                                throttle=throttle_shares(mine, theirs)))
+    return tuple(out)
+
+
+def probe_overhead(profile, step: dict, steady_n: int) -> dict:
+    """Each probe's self-measured cost, and its share of the time the job ran steps."""
+    cycles = step.get("cycle_s")
+    busy = cycles.mean * steady_n if cycles else None
+    out = {}
+    for name, rec in profile.probes.items():
+        if rec.overhead_s is None:
+            continue
+        out[name] = F.ProbeOverhead(rec.overhead_s, rec.overhead_s / busy if busy else None,
+                                    rec.in_step)
+    return out
+
+
+def distribution(values: Sequence[float]) -> Optional[F.Distribution]:
+    """The exact distribution of `values` (None when empty)."""
+    if not values:
+        return None
+    ordered = sorted(values)
+    n = len(ordered)
+    mean = sum(ordered) / n
+    var = sum((v - mean) ** 2 for v in ordered) / n
+    return F.Distribution(mean, _quantile(ordered, 0.5), _quantile(ordered, 0.9),
+                          _quantile(ordered, 0.99), ordered[0], ordered[-1],
+                          math.sqrt(var) / mean if mean > 0 else 0.0, n)
+
+
+def _quantile(ordered, q):
+    """Linear interpolation between closest ranks (NumPy's default)."""
+    if not ordered:
+        return 0.0
+    pos = (len(ordered) - 1) * q
+    lo = int(pos)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+def _programs(profile, counts) -> Tuple[F.ProgramSteps, ...]:
+    runs = Counter((s.program, bool(s.startup)) for s in profile.steps if s.startup)
+    runs.update({(p, False): n for p, n in counts.items()})
+    return tuple(F.ProgramSteps(p, st, n) for (p, st), n in sorted(runs.items()))
+
+
+def _duration(profile) -> float:
+    exit_event = profile.last_event("exit")
+    if exit_event is not None:
+        return max(exit_event.t_s, 0.0)
+    ends = [s.end_s for s in profile.steps[-1:]] + [w.t_s for w in profile.windows[-1:]]
+    ends += [x.t_s for family in (profile.system, profile.gpu, profile.events)
+             for x in family[-1:]]
+    return max([t for t in ends if t >= 0] or [0.0])
+
+
+def exit_figures(profile) -> F.ExitFigures:
+    e = profile.last_event("exit")
+    if e is not None:
+        return F.ExitFigures(e.status, e.reason, e.message)
+    return F.ExitFigures(None, "unknown", "the profile ends without an exit record: the job "
+                                          "was killed or the profiler crashed")

@@ -1,0 +1,129 @@
+"""Writing a profile while the job runs: records are queued by the measuring threads and a
+background flusher passes them through the accumulator (which folds a long job's steps into
+windows) and appends what it keeps to the file, so the file and the memory stay bounded and
+a kill loses at most the last flush interval (and the open windows). `finish()` closes the
+windows and writes the summary, computed from what was kept: the file is never read back."""
+
+import json
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Callable, List, Optional
+
+from . import records as r
+from .accumulate import Accumulator
+from .codec import StepCompressor, to_json
+from .schema import encode
+from .figures import Summary
+from .load import assemble
+from .summarize import summarize
+
+
+class ProfileWriter:
+    """Append records to `path` from any thread; a daemon thread writes them every interval.
+
+    A write that fails (disk full, file gone) warns once on stderr and turns the writer off:
+    the job itself goes on untouched. `clock()`, when given, is the session clock (seconds):
+    windows whose time is up are closed at each flush, so a follower sees them."""
+
+    def __init__(self, path, flush_interval_s=0.5, warn=None,
+                 clock: Optional[Callable[[], float]] = None, head_steps: Optional[int] = None):
+        self.path = Path(path)
+        self._file = open(self.path, "w", encoding="utf-8")  # errors here: caller reports them
+        self.accumulator = Accumulator(head_steps)
+        self._steps = StepCompressor()
+        self._pending: List = []
+        self._lock = threading.Lock()  # serialises the accumulator and the file
+        self._interval = flush_interval_s
+        self._last_flush = time.monotonic()
+        self._clock = clock
+        self._stop = threading.Event()
+        self._warn = warn or (lambda msg: print(f"paddletune: warning: {msg}", file=sys.stderr))
+        self.failed: Optional[str] = None
+        self.n_written = 0
+        self._thread = threading.Thread(target=self._loop, name="paddletune-writer", daemon=True)
+        self._thread.start()
+
+    def submit(self, record):
+        """Queue one typed record (cheap: a list append).
+
+        Every 64 records it checks that the flusher thread kept up: a training loop that
+        drops and retakes the GIL very often (NumPy's random generators do) can starve
+        other threads for seconds, so then the records are written from here.
+        """
+        pending = self._pending
+        pending.append(record)
+        if not len(pending) & 63 and time.monotonic() - self._last_flush > 2 * self._interval:
+            self.flush()
+
+    def flush(self):
+        """Pass every queued record through the accumulator; write what it keeps."""
+        with self._lock:
+            self._last_flush = time.monotonic()
+            batch, self._pending = self._pending, []
+            out = []
+            for record in batch:
+                out += self.accumulator.add(record)
+            if self._clock is not None:
+                out += self.accumulator.tick(self._clock())
+            self._write(out)
+
+    def finish(self) -> Optional[Summary]:
+        """Close the open windows, write the summary and close the file; the summary (None
+        when writing failed)."""
+        self._stop.set()
+        if self._thread is not threading.current_thread():
+            self._thread.join(timeout=5)
+        self.flush()
+        with self._lock:
+            self._write(self.accumulator.close())
+            summary = summarize(assemble(str(self.path), self.accumulator, True))
+            self._write([summary])
+        self.close()
+        return None if self.failed else summary
+
+    def close(self):
+        """Write what is queued and close the file (idempotent)."""
+        self._stop.set()
+        if self._thread is not threading.current_thread():
+            self._thread.join(timeout=5)
+        self.flush()
+        with self._lock:
+            if self._file is not None:
+                try:
+                    self._file.close()
+                except OSError as err:
+                    if not self.failed:
+                        self._warn(f"could not close the profile {self.path}: {err}")
+                self._file = None
+
+    def _write(self, records):
+        if not records or self.failed or self._file is None:
+            return
+        try:
+            self._file.write("".join(self._line(x) for x in records))
+            self._file.flush()
+            self.n_written += len(records)
+        except (OSError, ValueError) as err:
+            self.failed = str(err)
+            self._warn(f"could not write the profile {self.path}: {err}; profiling output "
+                       f"stops here (the job goes on)")
+
+    def _line(self, record) -> str:
+        obj = self._steps.compress(record) if isinstance(record, r.Step) else to_json(record)
+        return json.dumps(obj, separators=(",", ":")) + "\n"
+
+    def _loop(self):
+        while not self._stop.wait(self._interval):
+            self.flush()
+
+
+def write_records(path, records) -> Path:
+    """Write `records` (typed records, or JSON objects as they are) as a profile file in one
+    go (tests, converters); steps are written whole."""
+    with open(path, "w", encoding="utf-8") as f:
+        for record in records:
+            obj = record if isinstance(record, dict) else to_json(record)
+            f.write(json.dumps(obj, separators=(",", ":"), default=encode) + "\n")
+    return Path(path)

@@ -1,0 +1,113 @@
+"""What a source is: the one way measurements of a framework reach paddletune's probes.
+
+A source announces what the job does as events on named channels (the probes subscribe),
+answers a few questions the probes and the session ask while the job runs (the DataLoader
+queues' sizes, the speed-test and NaN-check switches, what the overrides changed), and
+declares itself for the profile's header: its framework, how it detects steps, its knobs
+(their names in that framework and their values) and, through its code writer
+(paddletune/sources/code.py), how a change is written in that framework's code.
+
+Events and the attributes a payload must have (the embedded runtime's records,
+runtime/events.py, are the reference; other sources build objects with the same attributes):
+
+  step_end      executor_id, program_id, step, t_begin, t_end, feed_s, compute_s, fetch_s,
+                read_s, batch_size, n_ops, feed_bytes, fetch_bytes, fetch_names, feed_names,
+                place, is_startup (perf_counter seconds)
+  op_end        program_id, step, index, type, role, t_begin, t_end, timing
+  compile       program_id, compile_s, program (with global_block().ops: type, attrs,
+                inputs, outputs), or None
+  nan_inf       a dict: op_type, op_index, output, inputs, n_nan, n_inf, step
+  reader_state  loader_id, pass_no, t, what (start|end|reset|error), config (dict with
+                records.LoaderConfig's fields), detail, batches
+  reader_push   loader_id, pass_no, index, worker, t, produce_s, put_wait_s, size, capacity,
+                nbytes, shapes, cpu_s
+  reader_pop    loader_id, pass_no, index, t, wait_s, size, capacity, speed_test, copy_s
+  memory_step   executor_id, program_id, step, place, strategy, capacity, allocated,
+                reserved, step_peak, peak_allocated, peak_reserved, phase_peaks, requests,
+                system_allocs, system_alloc_s, by_tag, by_tag_at_peak, cached_free,
+                fragmentation, batch_size, gc, inplace
+  memory_trace  program_id, step, batch_size, gc, inplace, persistable_bytes, ops,
+                last_value_use, inplace_candidates
+  memory_oom    a dict of records.MemoryOom's fields (v1 names: requested, allocated, ...)
+  sched_step    executor_id, program_id, step, num_places, num_threads, reduce_strategy,
+                wall_s, busy_s, ops_run, sched_s, ready_max, ready_mean, concurrency,
+                combine_s, place_s, num_iteration_per_drop_scope, dropped, fused
+  drop_scope    executor_id, program_id, step, t, wall_s, held_bytes, variables
+"""
+
+from contextlib import contextmanager
+from typing import Callable, Dict, List, Optional
+
+from ..profile.records import AppliedOverride, Knob, NoEffect, SourceInfo
+
+EVENTS = ("step_end", "op_end", "compile", "nan_inf", "reader_state", "reader_push",
+          "reader_pop", "memory_step", "memory_trace", "memory_oom", "sched_step",
+          "drop_scope")
+
+
+class Subscription:
+    """Returned by Source.subscribe(); close() unsubscribes (idempotent)."""
+
+    def __init__(self, close: Callable[[], None]):
+        self._close = close
+
+    def close(self):
+        if self._close is not None:
+            self._close()
+            self._close = None
+
+
+class Source:
+    """The interface; a framework's source implements what its framework can measure. The
+    defaults describe a framework that exposes nothing beyond steps."""
+
+    framework = "none"
+
+    def begin(self):
+        """A job starts being measured (forget what an earlier job in this process left)."""
+
+    def info(self) -> SourceInfo:
+        """The header's declaration: framework, version, how steps are detected, knobs."""
+        return SourceInfo(self.framework, None, None, tuple(self.knobs()))
+
+    def knobs(self) -> List[Knob]:
+        return []
+
+    def subscribe(self, event: str, fn: Callable) -> Subscription:
+        raise NotImplementedError
+
+    def subscribers(self, event: str) -> int:
+        """How many callbacks listen to `event` (a probe that is the only listener of an
+        event may leave it unsubscribed when it has nothing to do)."""
+        return 0
+
+    def queue_sizes(self) -> Dict[int, int]:
+        """{loader id: batches queued now} of the DataLoaders running now."""
+        return {}
+
+    def speed_test_mode(self) -> bool:
+        """Whether the no-data ceiling mode is on (a batch re-read instead of popped)."""
+        return False
+
+    def set_speed_test_mode(self, on: bool) -> bool:
+        """Turn the no-data ceiling mode on or off; the previous setting."""
+        raise NotImplementedError(f"{self.framework}: no speed-test mode")
+
+    @contextmanager
+    def running(self, check_nan: bool = False, compat: bool = False):
+        """The block the job runs in, with NaN/Inf checking (and the framework's compatibility
+        switches) as asked, restored after."""
+        yield
+
+    def overrides(self) -> Optional[dict]:
+        """What the overrides variable asked for and did: {"env", "requested", "applied"
+        [AppliedOverride], "skipped" [NoEffect]}, None when nothing was asked or applied."""
+        return None
+
+    def is_oom(self, exc: BaseException) -> bool:
+        """Whether an exception the script raised means out of memory."""
+        from ..oom import is_oom
+        return is_oom(exc)
+
+
+__all__ = ["AppliedOverride", "EVENTS", "Knob", "NoEffect", "Source", "Subscription"]
