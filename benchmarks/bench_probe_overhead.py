@@ -28,6 +28,7 @@ from paddletune.probes.nvml import NvmlProbe  # noqa: E402
 from paddletune.probes.ops import OpsProbe  # noqa: E402
 from paddletune.probes.step import StepProbe  # noqa: E402
 from paddletune.probes.system import SystemProbe  # noqa: E402
+from paddletune.sources.fluid import FluidSource  # noqa: E402
 from runtime import blas  # noqa: E402
 
 
@@ -38,10 +39,11 @@ def probes(kind, directory):
         yield
         return
     writer = ProfileWriter(Path(directory) / f"{kind}.jsonl")
-    clock, sink = Clock(), writer.submit
-    active = [StepProbe(sink, clock), SystemProbe(sink, clock, 0.5), NvmlProbe(sink, clock, 0.5)]
+    clock, sink, source = Clock(), writer.submit, FluidSource()
+    active = [StepProbe(sink, clock, source), SystemProbe(sink, clock, 0.5, source),
+              NvmlProbe(sink, clock, 0.5, source)]
     if kind == "ops":
-        active.append(OpsProbe(sink, clock))
+        active.append(OpsProbe(sink, clock, source))
     if kind == "check_nan":
         active, previous = [], fluid.get_flags(["FLAGS_check_nan_inf"])
         fluid.set_flags({"FLAGS_check_nan_inf": True})

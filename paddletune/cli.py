@@ -26,8 +26,10 @@ app = typer.Typer(
 
 
 def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
-    """Print `paddletune: <message>` to stderr and exit with `code`."""
-    typer.echo(f"paddletune: {message}", err=True)
+    """Print `paddletune: <message>` to stderr (control characters escaped: a message may
+    quote a file's contents) and exit with `code`."""
+    from .render.fmt import clean
+    typer.echo(f"paddletune: {clean(message)}", err=True)
     raise typer.Exit(code)
 
 
@@ -183,7 +185,7 @@ def _after_profile(outcome, quiet, as_json):
         try:
             loaded = load(outcome.path)
         except ProfileError as err:
-            typer.echo(f"paddletune: warning: {err}", err=True)
+            _warn_each([str(err)])
     if loaded is not None and (as_json or not quiet):
         from .render import report as report_view
         if as_json:
@@ -203,11 +205,22 @@ def _console(stderr=False):
 
 
 def _load_or_fail(path):
+    """The profile at `path` (default: the newest run); what loading skipped or repaired is
+    printed first, one `paddletune: warning: ...` line each on stderr."""
     from .profile import ProfileError, latest, load
     try:
-        return load(path if path is not None else latest())
+        loaded = load(path if path is not None else latest())
     except ProfileError as err:
         fail(str(err), code=1)
+    _warn_each(loaded.warnings)
+    return loaded
+
+
+def _warn_each(warnings):
+    """One `paddletune: warning: ...` line on stderr per warning (a newline in one escaped)."""
+    from .render.fmt import clean
+    for warning in warnings:
+        typer.echo(f"paddletune: warning: {clean(warning)}".replace("\n", "\\n"), err=True)
 
 
 @app.command()

@@ -1,14 +1,18 @@
-"""The machine a job ran on (Python, NumPy/BLAS, CPU, memory, GPUs, FLAGS) for headers and `env`."""
+"""The machine a job ran on (Python, NumPy/BLAS, CPU, memory, GPUs, FLAGS) for headers and `env`:
+`collect_env()` describes this one as a plain dict (what a profile header records), and
+`format_env()` turns that dict, or a profile's typed records.Env, into text rows."""
 
 import os
 import platform
 import sys
+from typing import List, Optional, Tuple, Union
 
 import numpy as np
 import psutil
 
 from . import __version__
 from .probes import nvml
+from .profile import env_record, records
 
 THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "CPU_NUM",
                "CUDA_VISIBLE_DEVICES")
@@ -107,21 +111,30 @@ def env_vars() -> dict:
 
 
 # --- text ----------------------------------------------------------------------------------------
-def format_env(env: dict) -> list:
+Rows = List[Tuple[str, str]]
+
+
+def format_env(env: Union[records.Env, dict, None]) -> Rows:
     """(label, value) rows of plain text for `paddletune env` and report headers.
 
-    Takes any env dict, including the shorter ones in old profiles: missing parts read N/A.
-    """
-    env = env or {}
-    rows = [("Python", _python_row(env)), ("Platform", _text(env.get("platform"))),
-            ("paddletune", _text(env.get("paddletune")))]
-    rows += _numpy_rows(env.get("numpy") or {})
-    rows += [("CPU", _cpu_row(env.get("cpu") or {})),
-             ("Memory", _memory_row(env.get("memory") or {}))]
-    rows += _gpu_rows(env.get("gpu") or {})
-    rows.append(("CuPy", _cupy_row(env.get("cupy") or {})))
-    rows += _mapping_rows("FLAGS", env.get("flags"), "none changed from the defaults")
-    rows += _mapping_rows("Environment", env.get("env_vars"), "no thread/device variables set")
+    Takes a profile's records.Env or the dict collect_env() returns (including the shorter
+    ones of old profiles, and None): missing parts read N/A."""
+    if isinstance(env, records.Env):
+        return _rows(env, env.flags)
+    typed = env_record(env or {})
+    # the typed Env reads a whole float (FLAGS_x = 0.0) as an int: show collect_env()'s own
+    return _rows(typed, (env or {})["flags"] if typed.flags is not None else None)
+
+
+def _rows(env: records.Env, flags: Optional[dict]) -> Rows:
+    rows = [("Python", _python_row(env)), ("Platform", _text(env.platform)),
+            ("paddletune", _text(env.paddletune))]
+    rows += _numpy_rows(env.numpy)
+    rows += [("CPU", _cpu_row(env.cpu)), ("Memory", _memory_row(env.memory))]
+    rows += _gpu_rows(env.gpu)
+    rows.append(("CuPy", _cupy_row(env.cupy)))
+    rows += _mapping_rows("FLAGS", flags, "none changed from the defaults")
+    rows += _mapping_rows("Environment", env.env_vars, "no thread/device variables set")
     return rows
 
 
@@ -129,62 +142,60 @@ def _text(value) -> str:
     return "N/A" if value is None else str(value)
 
 
-def _gib(n_bytes) -> str:
+def _gib(n_bytes: Optional[int]) -> str:
     return "N/A" if n_bytes is None else f"{n_bytes / GIB:.1f} GiB"
 
 
-def _python_row(env) -> str:
-    parts = [_text(env.get("python"))]
-    if env.get("implementation"):
-        parts.append(f"({env['implementation']})")
-    if env.get("executable"):
-        parts.append(env["executable"])
+def _python_row(env: records.Env) -> str:
+    parts = [_text(env.python)]
+    if env.implementation:
+        parts.append(f"({env.implementation})")
+    if env.executable:
+        parts.append(env.executable)
     return " ".join(parts)
 
 
-def _numpy_rows(numpy: dict) -> list:
-    blas = _text(numpy.get("blas"))
-    if numpy.get("blas_threads") is not None:
-        blas += f", {numpy['blas_threads']} thread(s)"
-    rows = [("NumPy", _text(numpy.get("version"))), ("BLAS", blas)]
-    if numpy.get("blas_path"):
-        rows.append(("BLAS library", numpy["blas_path"]))
+def _numpy_rows(numpy: records.NumpyInfo) -> Rows:
+    blas = _text(numpy.blas)
+    if numpy.blas_threads is not None:
+        blas += f", {numpy.blas_threads} thread(s)"
+    rows = [("NumPy", _text(numpy.version)), ("BLAS", blas)]
+    if numpy.blas_path:
+        rows.append(("BLAS library", numpy.blas_path))
     return rows
 
 
-def _cpu_row(cpu: dict) -> str:
-    counts = [f"{cpu[k]} {label}" for k, label in (("logical_cores", "logical"),
-                                                  ("physical_cores", "physical"),
-                                                  ("usable_cores", "usable"))
-              if cpu.get(k) is not None]
+def _cpu_row(cpu: records.CpuInfo) -> str:
+    counts = [f"{n} {label}" for n, label in ((cpu.logical_cores, "logical"),
+                                             (cpu.physical_cores, "physical"),
+                                             (cpu.usable_cores, "usable"))
+              if n is not None]
     cores = f" ({', '.join(counts)} cores)" if counts else ""
-    return f"{_text(cpu.get('model'))}{cores}"
+    return f"{_text(cpu.model)}{cores}"
 
 
-def _memory_row(memory: dict) -> str:
-    if memory.get("total_bytes") is None:
+def _memory_row(memory: records.MemoryInfo) -> str:
+    if memory.total_bytes is None:
         return "N/A"
-    return (f"{_gib(memory.get('total_bytes'))} total, "
-            f"{_gib(memory.get('available_bytes'))} available")
+    return f"{_gib(memory.total_bytes)} total, {_gib(memory.available_bytes)} available"
 
 
-def _gpu_rows(gpu: dict) -> list:
-    if not gpu.get("available"):
-        return [("GPU", f"N/A: {gpu.get('reason') or 'unknown'}")]
-    driver = f" (driver {gpu['driver']})" if gpu.get("driver") else ""
-    return [(f"GPU {d.get('index')}", f"{_text(d.get('name'))}, "
-             f"{_gib(d.get('memory_total_bytes'))}{driver}")
-            for d in gpu.get("devices") or [{}]]
+def _gpu_rows(gpu: records.GpuInfo) -> Rows:
+    if not gpu.available:
+        return [("GPU", f"N/A: {gpu.reason or 'unknown'}")]
+    driver = f" (driver {gpu.driver})" if gpu.driver else ""
+    return [(f"GPU {d.index}", f"{_text(d.name)}, {_gib(d.memory_total_bytes)}{driver}")
+            for d in gpu.devices or (records.GpuDevice(),)]
 
 
-def _cupy_row(cupy: dict) -> str:
-    if cupy.get("available"):
-        return f"{_text(cupy.get('version'))}, {cupy.get('devices', 0)} device(s)"
-    version = f"{cupy['version']} installed; " if cupy.get("version") else ""
-    return f"N/A: {version}{cupy.get('reason') or 'unknown'}"
+def _cupy_row(cupy: records.CupyInfo) -> str:
+    if cupy.available:
+        return f"{_text(cupy.version)}, {cupy.devices or 0} device(s)"
+    version = f"{cupy.version} installed; " if cupy.version else ""
+    return f"N/A: {version}{cupy.reason or 'unknown'}"
 
 
-def _mapping_rows(label, mapping, empty) -> list:
+def _mapping_rows(label, mapping, empty) -> Rows:
     if mapping is None:
         return [(label, "N/A")]
     if not mapping:

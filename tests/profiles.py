@@ -185,11 +185,12 @@ def reader_interval(t0, t, n, per, loader=0, peeking=False):
     """One interval record of `n` batches pushed and popped (peeked when `peeking`)."""
     from paddletune.profile import loghist
     pops, ids, wait_s = (0 if peeking else n), per["workers"], per["wait_s"]
-    share = [n / len(ids), per["produce_s"] * n / len(ids), per["cpu_s"] * n / len(ids)]
+    counts = [n // len(ids) + (i < n % len(ids)) for i in range(len(ids))]  # whole batches
     return {"type": "reader", "what": "interval", "t0": t0, "t": t, "loader": loader,
             "pass": 1, "speed_test": peeking, "pushes": n, "produce_s": per["produce_s"] * n,
             "cpu_s": per["cpu_s"] * n, "cpu_n": n, "put_wait_s": 0.0, "nbytes": n * 1000,
-            "workers": {str(w): share for w in ids}, "pops": pops, "peeks": n - pops,
+            "workers": {str(w): [k, per["produce_s"] * k, per["cpu_s"] * k]
+                        for w, k in zip(ids, counts)}, "pops": pops, "peeks": n - pops,
             "empty_pops": round(per["empty_ratio"] * pops), "wait_s": wait_s * pops,
             "wait_max_s": wait_s * 1.5 if pops else 0.0, "copy_s": per["copy_s"] * pops,
             "wait_hist": {str(loghist.bucket(wait_s)): pops} if pops else {},

@@ -5,12 +5,14 @@ import subprocess
 import sys
 
 import pytest
-from profiles import make_profile, ops_records, program_record, step_records
+from profiles import (make_profile, ops_records, program_record, sched_records, step_records,
+                      typed)
 
 from paddletune import advisors
 from paddletune.advisors import base, fetch, fusion, input, nan, threads
 from paddletune.advisors.base import Advice, advise, rank
 from paddletune.profile import load
+from paddletune.profile.records import NumpyInfo
 
 
 # --- builders ------------------------------------------------------------------------------------
@@ -237,9 +239,10 @@ def test_input_bound_placeholders_and_gpu_place(tmp_path):
 
 
 def test_feed_names_skip_parameters_learning_rate_and_gradients():
-    ops = mlp_program()["ops"]
+    (program,) = typed([mlp_program()])
+    ops = program.ops
     assert input.feed_names(ops) == ["img", "label"]
-    no_optimizer = [op for op in ops if op["role"] == 0]
+    no_optimizer = [op for op in ops if op.role == 0]
     assert input.feed_names(no_optimizer, created={"fc_0.w_0", "fc_0.b_0"}) == ["img", "label"]
 
 
@@ -302,7 +305,7 @@ def test_fused_or_unrelated_softmax_is_silent(tmp_path):
     assert advise(fused, [fusion.unfused_softmax_cross_entropy]) == []
     other = program_record([("softmax", {"X": ["a"]}, {"Out": ["b"]}),
                             ("cross_entropy", {"X": ["c"], "Label": ["y"]}, {"Y": ["d"]})])
-    assert fusion.softmax_ce_pairs(other["ops"]) == []
+    assert fusion.softmax_ce_pairs(typed([other])[0].ops) == []
     assert advise(load_profile(tmp_path, "n.jsonl"), [fusion.unfused_softmax_cross_entropy]) \
         == []
 
@@ -337,24 +340,27 @@ def test_oversubscribed_high_when_blas_ops_dominate_and_mkl_variable(tmp_path):
 
 
 def test_blas_family_from_a_config_string_or_library_path():
-    config = {"blas": "OpenBLAS 0.3.31.188.0 USE64BITINT DYNAMIC_ARCH Haswell MAX_THREADS=64"}
-    assert threads.blas_family(config) == {"blas": "OpenBLAS", "blas_env": "OPENBLAS_NUM_THREADS"}
-    assert threads.blas_family({"blas": None, "blas_path": "/x/libmkl_rt.so.2"})["blas_env"] \
+    config = NumpyInfo(blas="OpenBLAS 0.3.31.188.0 USE64BITINT DYNAMIC_ARCH Haswell "
+                            "MAX_THREADS=64")
+    assert threads.blas_family(config) == ("OpenBLAS", "OPENBLAS_NUM_THREADS")
+    assert threads.blas_family(NumpyInfo(blas=None, blas_path="/x/libmkl_rt.so.2")).env_var \
         == "MKL_NUM_THREADS"
-    assert threads.blas_family({}) == {"blas": "BLAS", "blas_env": "OMP_NUM_THREADS"}
+    assert threads.blas_family(NumpyInfo()) == ("BLAS", "OMP_NUM_THREADS")
 
 
 def test_runtime_threads_multiply_blas_threads(tmp_path):
-    profile = load_profile(tmp_path, steps=tuned_steps(), env=env_with(2, cores=4),
-                           options={"num_threads": 4})
+    # the runtime's threads per executor: the ParallelExecutor's (the scheduler records)
+    steps = tuned_steps()
+    profile = load_profile(tmp_path, steps=steps, env=env_with(2, cores=4),
+                           extra=sched_records(steps, places=1, threads=4))
     a = only(advise(profile, [threads.cpu_threads]), "cpu-oversubscribed")
     assert a.figures["threads"] == 8 and a.change.startswith("export OPENBLAS_NUM_THREADS=1")
 
 
 def test_concurrent_executors_count_only_overlapping_runs():
-    a = step_records(n_steps=5, executor=1)
-    b = step_records(n_steps=5, executor=2, t_start=0.105)  # overlaps a's steps
-    later = step_records(n_steps=5, executor=3, t_start=10.0)
+    a = typed(step_records(n_steps=5, executor=1))
+    b = typed(step_records(n_steps=5, executor=2, t_start=0.105))  # overlaps a's steps
+    later = typed(step_records(n_steps=5, executor=3, t_start=10.0))
     assert threads.concurrent_executors(a + later) == 1
     assert threads.concurrent_executors(a + b + later) == 2
     assert threads.concurrent_executors([]) == 1
@@ -471,9 +477,9 @@ def test_nan_inf_in_gradients_clips_first_and_flags_fed_inputs(tmp_path):
 
 
 def test_nan_inf_reads_the_briefs_field_names_and_is_silent_without_events(tmp_path):
-    event = {"type": "event", "t": 0.2, "kind": "nan_inf", "op": "elementwise_div",
+    event = {"type": "event", "t": 0.2, "kind": "nan_inf", "op_type": "elementwise_div",
              "op_index": 5, "step": 2, "inputs": {"X": ["a"], "Y": ["b"]},
-             "outputs": {"Out": ["c"]}, "message": "boom"}
+             "output": "c", "message": "boom"}
     a = only(advise(load_profile(tmp_path, extra=[event]), [nan.nan_inf]), "nan-inf")
     assert a.evidence.startswith("op elementwise_div (#5) produced NaN/Inf in 'c' at step 2; "
                                  "its inputs: a, b")
@@ -486,7 +492,7 @@ def test_well_tuned_profile_gets_no_advice(tmp_path):
     profile = load_profile(tmp_path, steps=tuned_steps(), options={"ops": True},
                            extra=[startup_program(), mlp_program(fused=True),
                                   *op_times(softmax_s=0.0), *system_rows()])
-    assert profile.summary["verdict"]["kind"] == "compute-bound"
+    assert profile.summary.verdict.kind == "compute-bound"
     assert advise(profile) == []
 
 

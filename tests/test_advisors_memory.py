@@ -40,7 +40,7 @@ def profile(tmp_path, name, args, expect_rc=0, **flags):
 
 def one(profile_, rule):
     found = rule(profile_)
-    assert found is not None, f"{rule.__name__} did not fire: {profile_.summary['memory']}"
+    assert found is not None, f"{rule.__name__} did not fire: {profile_.summary.memory}"
     assert found in advise(profile_) or any(a.id == found.id for a in advise(profile_))
     return found
 
@@ -52,7 +52,7 @@ def within(measured, predicted):
 
 
 def step_peak(p):
-    return p.summary["memory"]["step_peak_bytes"]
+    return p.summary.memory.step_peak_bytes
 
 
 def test_gc_off_prediction_holds_when_gc_is_turned_on(tmp_path):
@@ -74,7 +74,7 @@ def test_inplace_prediction_holds_with_enable_inplace(tmp_path):
     assert advice.figures["saving_bytes"] >= 0.05 * step_peak(before)
     after = profile(tmp_path, "inplace", args + ["--compiled", "--inplace"],
                     cpu_memory_limit_mb=16)
-    assert after.summary["memory"]["inplace"] is True
+    assert after.summary.memory.inplace is True
     within(step_peak(after), advice.figures["predicted_peak_bytes"])
     assert memory.inplace_off(after) is None
 
@@ -83,14 +83,14 @@ def test_fraction_zero_advice_and_auto_growth_removes_the_allocations(tmp_path):
     args = ["--model", "mlp", "--batches", "16", "--steps", "14"]
     before = profile(tmp_path, "frac0", args, allocator_strategy="naive_best_fit",
                      fraction_of_cpu_memory_to_use=0)
-    m = before.summary["memory"]
-    assert m["system_allocs_per_step"] == pytest.approx(m["requests_per_step"])
+    m = before.summary.memory
+    assert m.system_allocs_per_step == pytest.approx(m.requests_per_step)
     advice = one(before, memory.underlying_allocations)
     assert "FLAGS_allocator_strategy=auto_growth" in advice.change
     assert advice.figures["predicted_system_allocs_per_step"] == 0.0
     after = profile(tmp_path, "auto", args, allocator_strategy="auto_growth")
     # predicted ~0 per steady step: within 15% of what the advice removes
-    assert after.summary["memory"]["system_allocs_per_step"] <= \
+    assert after.summary.memory.system_allocs_per_step <= \
         TOLERANCE * advice.figures["system_allocs_per_step"]
 
 
@@ -98,15 +98,15 @@ def test_largest_safe_batch_after_an_oom_fits_and_peaks_as_predicted(tmp_path):
     limit = 32
     before = profile(tmp_path, "oom", ["--model", "mlp", "--batches", "256,1024,2048,8192",
                                        "--steps", "3"], expect_rc=1, cpu_memory_limit_mb=limit)
-    m = before.summary["memory"]
-    assert m["oom"] and m["oom"]["batch_size"] == 8192
+    m = before.summary.memory
+    assert m.oom and m.oom.batch_size == 8192
     advice = one(before, memory.batch_size_memory)
     assert advice.severity == "high" and advice.confidence == "high"
     largest = advice.figures["largest_safe_batch"]
     assert 2048 < largest < 8192 and f"BATCH_SIZE = {largest}" in advice.change
     after = profile(tmp_path, "fits", ["--model", "mlp", "--batches", str(largest),
                                        "--steps", "4"], cpu_memory_limit_mb=limit)
-    assert not after.summary["memory"]["oom"]
+    assert not after.summary.memory.oom
     within(step_peak(after), advice.figures["predicted_peak_bytes"])
     assert step_peak(after) <= limit * MiB
 
@@ -146,7 +146,7 @@ def test_out_of_memory_before_any_step_points_at_gc_and_the_optimizer_not_the_ba
     args = ["--model", "mlp", "--steps", "4"]
     before = profile(tmp_path, "early", args + ["--optimizer", "adam"], expect_rc=1,
                      eager_delete_tensor_gb=-1, cpu_memory_limit_mb=12)
-    assert before.summary["memory"]["oom"]["phase"] == "optimizer"
+    assert before.summary.memory.oom.phase == "optimizer"
     found = {a.id: a for a in advise(before)}
     assert found["gc-off"].severity == "high" and found["gc-off"].confidence == "medium"
     assert "unknown" in found["gc-off"].expected_gain  # no step to replay: no made-up figure
@@ -155,5 +155,5 @@ def test_out_of_memory_before_any_step_points_at_gc_and_the_optimizer_not_the_ba
     # both changes together: the same batch now fits
     after = profile(tmp_path, "fixed", args + ["--optimizer", "momentum"],
                     eager_delete_tensor_gb=0, cpu_memory_limit_mb=12)
-    assert not after.summary["memory"]["oom"]
+    assert not after.summary.memory.oom
     assert step_peak(after) <= found["optimizer-memory"].figures["predicted_peak_bytes"]

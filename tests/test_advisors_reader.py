@@ -188,7 +188,7 @@ def test_a_bursty_producer_slower_than_the_step_is_starved_though_most_pops_find
 
 def test_input_bound_defers_to_the_reader_rules(tmp_path):
     p = starved(tmp_path)
-    assert p.summary["verdict"]["kind"] == "highly-input-bound"
+    assert p.summary.verdict.kind == "highly-input-bound"
     assert input.input_bound(p) is None
     no_loader = load(make_profile(tmp_path / "q.jsonl", steps=step_records(gap_s=0.030)))
     assert input.input_bound(no_loader).id == "input-bound"
@@ -210,7 +210,7 @@ def test_speed_test_quantifies_what_data_costs(tmp_path):
 
 def test_speed_test_within_10_percent_gives_nothing(tmp_path):
     p = load(speed_test_profile(tmp_path, ceiling_wall_s=0.0139))
-    assert p.summary["speed_test"]["ratio"] < 1.1
+    assert p.summary.speed_test.ratio < 1.1
     assert reader.speed_test_ceiling(p) is None
 
 
@@ -277,7 +277,8 @@ def test_no_outliers_or_steps_that_do_not_follow_give_nothing(tmp_path):
 def workers_profile(tmp_path, growth, workers=4, available=8 * 2 ** 30):
     from profiles import worker_samples
     steps = step_records(gap_s=0.001)
-    records = reader_records(steps, fill=8, workers=tuple(range(workers)),
+    # 5 intervals of 8 batches: whole batches per worker (schema 2 counts them as integers)
+    records = reader_records(steps, fill=8, workers=tuple(range(workers)), intervals=5,
                              config={"num_workers": workers}) + \
         worker_samples(workers=workers, growth=growth) + \
         system_samples(mem_available_bytes=available)

@@ -84,3 +84,29 @@ def test_env_lists_the_machine(runner):
 def test_profile_needs_a_target(runner):
     result = runner.invoke(app, ["profile"])
     assert result.exit_code == 2 and "give the training script" in result.stderr
+
+
+def test_load_warnings_come_first_one_line_each_and_sanitised(runner, input_bound, tmp_path):
+    with open(input_bound, "a", encoding="utf-8") as f:
+        f.write(json.dumps({"type": "future\x1b[2J\nx", "x": 1}) + "\n")  # a newer kind
+    out = tmp_path / "t.json"
+    for command in (["report"], ["report", "--json"], ["advise", "--json"],
+                    ["export", "--out", str(out)]):
+        result = runner.invoke(app, [command[0], str(input_bound), *command[1:]], env=PLAIN_ENV)
+        assert result.exit_code == 0, (command, result.output)
+        first, *rest = result.stderr.splitlines()
+        assert first.startswith(f"paddletune: warning: {input_bound}:")
+        assert "skipped 1 record of kind 'future\\x1b[2J\\nx'" in first
+        assert "\x1b" not in result.stderr
+        assert not any(line.startswith("paddletune: warning:") for line in rest)
+    assert json.loads(runner.invoke(app, ["report", "--json", str(input_bound)]).stdout)
+
+
+def test_report_prints_no_escape_sequence_from_the_profile(runner, tmp_path):
+    hostile = make_profile(tmp_path / "p.jsonl", steps=step_records(gap_s=0.006),
+                           command={"argv": ["train.py", "\x1b]0;owned\x07", "\x1b[2J"],
+                                    "script": "train.py"})
+    result = runner.invoke(app, ["report", str(hostile)], env=PLAIN_ENV)
+    assert result.exit_code == 0, result.output
+    assert "\x1b" not in result.stdout and "\x07" not in result.stdout
+    assert "train.py '\\x1b]0;owned\\x07' '\\x1b[2J'" in result.stdout

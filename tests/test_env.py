@@ -178,3 +178,14 @@ def test_format_env_reads_old_and_empty_records():
     assert dict(rows)["FLAGS"] == "none changed from the defaults"
     assert dict(env.format_env({}))["GPU"] == "N/A: unknown"
     assert dict(env.format_env(None))["Memory"] == "N/A"
+
+
+def test_format_env_reads_a_profiles_typed_env(tmp_path):
+    from paddletune.profile import load, records
+    from profiles import make_profile
+    e = {**DEFAULT_ENV, "flags": {"FLAGS_check_nan_inf": True}, "env_vars": {"CPU_NUM": "2"}}
+    typed = load(make_profile(tmp_path / "p.jsonl", env=e)).env
+    assert isinstance(typed, records.Env)
+    assert env.format_env(typed) == env.format_env(e)
+    assert dict(env.format_env(typed))["CPU"] == "Test CPU (2 logical, 2 physical cores)"
+    assert ("FLAGS_check_nan_inf", "True") in env.format_env(typed)

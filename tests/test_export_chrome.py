@@ -1,7 +1,10 @@
-"""The Chrome trace exporter: structure, nesting, counters, strict JSON."""
+"""The Chrome trace exporter: structure, nesting, counters, the aggregated tail, strict JSON,
+writing in place."""
 
+import dataclasses
 import json
 import math
+import os
 
 import pytest
 
@@ -41,7 +44,7 @@ def test_top_level_and_every_event_has_the_required_fields(profile):
     trace = to_chrome_trace(profile)
     assert trace["displayTimeUnit"] == "ms"
     assert trace["otherData"]["profile"] == profile.path
-    assert trace["otherData"]["t0_unix"] == profile.header["t0_unix"]
+    assert trace["otherData"]["t0_unix"] == profile.header.t0_unix_s
     for e in trace["traceEvents"]:
         assert {"ph", "ts", "pid", "tid", "name"} <= set(e), e
         assert e["ts"] >= 0
@@ -67,8 +70,8 @@ def test_steps_are_complete_events_in_microseconds(profile):
         f"step {i} (program 1)" for i in range(6)]
     first = steps[1]
     record = profile.steps[1]
-    assert first["ts"] == pytest.approx(record["t"] * 1e6)
-    assert first["dur"] == pytest.approx(record["wall_s"] * 1e6)
+    assert first["ts"] == pytest.approx(record.t_s * 1e6)
+    assert first["dur"] == pytest.approx(record.wall_s * 1e6)
     assert first["args"]["wall_ms"] == pytest.approx(50.0)
     assert first["args"]["feed_ms"] == pytest.approx(0.5)
     assert first["args"]["batch_size"] == 64 and first["args"]["startup"] is False
@@ -106,10 +109,10 @@ def test_outside_runtime_gaps_end_where_the_next_step_starts(profile):
     gaps = events(trace, "X", thread_ids(trace)["outside runtime"])
     steps = {e["args"].get("before_step"): e for e in gaps}
     assert len(gaps) == 6 and set(steps) == set(range(6))
-    records = [s for s in profile.steps if not s["startup"]]
+    records = [s for s in profile.steps if not s.startup]
     for record in records:
-        gap = steps[record["step"]]
-        assert gap["ts"] + gap["dur"] == pytest.approx(record["t"] * 1e6)
+        gap = steps[record.step]
+        assert gap["ts"] + gap["dur"] == pytest.approx(record.t_s * 1e6)
         assert gap["dur"] == pytest.approx(2000.0)
 
 
@@ -147,14 +150,13 @@ def test_counters_from_samples(profile):
     assert [e["ts"] for e in by_name["threads"]] == pytest.approx([1e5, 2e5, 3e5])
 
 
-def test_a_new_probe_is_one_counter_entry(profile, monkeypatch):
-    rows = ({"type": "sample", "probe": "reader", "t": 0.2, "queue_size": 3},)
-    monkeypatch.setitem(profile.samples, "reader", rows)
+def test_a_new_counter_is_one_entry(profile, monkeypatch):
     monkeypatch.setattr(chrome, "COUNTERS", chrome.COUNTERS + (
-        chrome.Counter("reader", "reader queue", (("batches", "queue_size", 1.0),)),))
-    queue = [e for e in events(to_chrome_trace(profile), "C") if e["name"] == "reader queue"]
-    assert queue == [{"ph": "C", "name": "reader queue", "ts": 200000.0,
-                      "pid": queue[0]["pid"], "tid": 0, "args": {"batches": 3.0}}]
+        chrome.Counter("system", "load (1 min)", (("load", "load1", 1.0),)),))
+    load1 = [e for e in events(to_chrome_trace(profile), "C") if e["name"] == "load (1 min)"]
+    assert load1[0] == {"ph": "C", "name": "load (1 min)", "ts": 100000.0,
+                        "pid": load1[0]["pid"], "tid": 0, "args": {"load": 1.0}}
+    assert len(load1) == 3
 
 
 def test_reader_queue_and_worker_memory_counters(tmp_path):
@@ -176,16 +178,24 @@ def test_nan_values_give_strict_json(tmp_path):
     steps = step_records(n_steps=4)
     steps[2]["wall_s"], steps[3]["feed_s"], steps[3]["t"] = nan, float("inf"), nan  # steps 1, 2
     extra = [*system_samples(n=2, cpu_percent=nan),
-             {"type": "event", "t": 0.2, "kind": "nan_inf", "loss": nan, "message": "loss"}]
+             {"type": "event", "t": 0.2, "kind": "nan_inf", "inputs": {"loss": nan},
+              "message": "loss"}]
     profile = load(make_profile(tmp_path / "p.jsonl", steps=steps, extra=extra))
+    assert [s.step for s in profile.steps] == [0, 0, 3]  # loading skips the broken records
+    assert any("skipped 2 records of kind 'step'" in w for w in profile.warnings)
     trace = to_chrome_trace(profile)
+    assert "NaN" not in json.dumps(trace, allow_nan=False)
+    typed = list(profile.steps)  # records built in memory (the live window's) are not checked
+    typed[1] = typed[1]._replace(wall_s=nan)
+    typed[2] = typed[2]._replace(feed_s=float("inf"), t_s=nan)
+    trace = to_chrome_trace(dataclasses.replace(profile, steps=tuple(typed)))
     text = json.dumps(trace, allow_nan=False)
     assert "NaN" not in text and "Infinity" not in text
-    assert not [e for e in events(trace) if e["name"] == "step 2 (program 1)"]  # no time
-    broken = next(e for e in events(trace, "X") if e["name"] == "step 1 (program 1)")
+    assert not [e for e in events(trace) if e["name"] == "step 3 (program 1)"]  # no time
+    broken = next(e for e in events(trace, "X") if e["name"] == "step 0 (program 1)")
     assert broken["dur"] == 0.0 and broken["args"]["wall_ms"] is None
     nan_event = next(e for e in events(trace, "i") if e["name"] == "nan_inf")
-    assert nan_event["args"]["loss"] is None
+    assert nan_event["args"]["inputs"] == {"loss": None}
     assert not [e for e in events(trace, "C") if e["name"] == "CPU % (process)"]
 
 
@@ -194,6 +204,28 @@ def test_write_and_read_back(profile, tmp_path):
     assert out == tmp_path / "trace.json"
     with open(out, encoding="utf-8") as f:
         assert json.load(f) == json.loads(json.dumps(to_chrome_trace(profile)))
+    umask = os.umask(0)
+    os.umask(umask)
+    assert out.stat().st_mode & 0o777 == 0o666 & ~umask  # as a file the user writes
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p.jsonl", "trace.json"]
+
+
+@pytest.mark.parametrize("fail_at", ["serialise", "rename"])
+def test_a_failed_write_leaves_no_partial_trace(profile, tmp_path, monkeypatch, fail_at):
+    out = tmp_path / "p.trace.json"
+    out.write_text("the previous trace")
+    if fail_at == "serialise":
+        monkeypatch.setattr(chrome, "to_chrome_trace", lambda _p: {"x": float("nan")})
+        error = ValueError
+    else:
+        def refuse(_src, _dst):
+            raise OSError(28, "No space left on device")
+        monkeypatch.setattr(chrome.os, "replace", refuse)
+        error = OSError
+    with pytest.raises(error):
+        write_chrome_trace(profile, out)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p.jsonl", "p.trace.json"]
+    assert out.read_text() == "the previous trace"
 
 
 def test_empty_profile_still_has_a_named_process(tmp_path):
@@ -240,3 +272,89 @@ def test_memory_pool_counter_track(tmp_path):
     assert len(pool) == 3
     assert pool[0]["args"] == {"allocated": 2.0, "reserved": 3.0, "step peak": 4.0}
     assert pool[0]["ts"] == pytest.approx(steps[1]["t"] * 1e6)
+
+
+# --- a long job: windows, exemplars, sample windows ----------------------------------------------
+@pytest.fixture
+def long_job(tmp_path):
+    """300 training steps of 10 ms, the first 10 recorded in full; step 150 is slow; 300
+    system samples (the first 240 kept in full)."""
+    steps = step_records(n_steps=300)
+    slow = steps[151]  # training step 150
+    slow["wall_s"], slow["compute_s"] = 0.050, 0.050 - slow["feed_s"] - slow["fetch_s"]
+    for later in steps[152:]:
+        later["t"] += 0.040
+    extra = system_samples(n=300, interval_s=0.01)
+    return load(make_profile(tmp_path / "p.jsonl", steps=steps, extra=extra,
+                             options={"head_steps": 10}))
+
+
+def test_steps_recorded_in_full_are_slices_and_the_tail_is_windows(long_job):
+    assert long_job.windows and long_job.exemplars
+    trace = to_chrome_trace(long_job)
+    tids = thread_ids(trace)
+    full = [e for e in events(trace, "X", tids["steps"]) if e["cat"] in ("step", "startup")]
+    assert len(full) == 1 + 10
+    windows = events(trace, "X", tids["steps (aggregated windows)"])
+    assert sum(e["args"]["steps"] for e in windows) == 290
+    for e, w in zip(windows, long_job.windows):
+        assert e["ts"] == pytest.approx(w.t0_s * 1e6)
+        assert e["ts"] + e["dur"] == pytest.approx(w.t_s * 1e6)
+        assert e["args"]["wall mean ms"] == pytest.approx(w.parts["wall"].sum / w.n * 1e3)
+    assert windows[-1]["ts"] + windows[-1]["dur"] == pytest.approx(
+        max(s.end_s for s in long_job.exemplars) * 1e6)  # the timeline runs to the end
+    assert partial_overlaps(trace) == []
+
+
+def test_window_counters(long_job):
+    trace = to_chrome_trace(long_job)
+    rate = [e for e in events(trace, "C") if e["name"] == "steps/s"]
+    means = [e for e in events(trace, "C") if e["name"] == "mean step ms"]
+    assert len(rate) == len(means) == len(long_job.windows) >= 2
+    assert [e["ts"] for e in rate] == pytest.approx([w.t0_s * 1e6 for w in long_job.windows])
+    for e, w in zip(means, long_job.windows):
+        n_slow = 1 if w.parts["wall"].max > 0.04 else 0
+        wall = (0.010 * (w.n - n_slow) + 0.050 * n_slow) / w.n
+        assert e["args"]["Executor.run"] == pytest.approx(wall * 1e3)
+        assert e["args"]["loop iteration"] == pytest.approx(wall * 1e3)
+    assert rate[-1]["args"]["steps/s"] == pytest.approx(100.0, rel=1e-3)
+
+
+def test_exemplars_have_their_own_row(long_job):
+    trace = to_chrome_trace(long_job)
+    row = events(trace, "X", thread_ids(trace)["slowest / sampled steps"])
+    steps = [e for e in row if e["cat"] == "exemplar"]
+    names = [e["name"] for e in steps]
+    assert len(names) == len(set(names)) == len({(s.program, s.step) for s in long_job.exemplars})
+    slow = next(e for e in steps if e["name"] == "step 150 (program 1)")
+    assert slow["args"]["exemplar"] == "slow" and slow["dur"] == pytest.approx(50000.0)
+    assert {e["name"] for e in row if e["cat"] == "segment"} == {"feed", "compute", "fetch"}
+    assert all(int(e["name"].split()[1]) >= 10 for e in steps)
+
+
+def test_sample_windows_feed_the_counters_at_their_time(long_job):
+    assert len(long_job.system) == 240 and long_job.sample_windows
+    trace = to_chrome_trace(long_job)
+    cpu = [e for e in events(trace, "C") if e["name"] == "CPU % (process)"]
+    assert len(cpu) == 240 + len(long_job.sample_windows)
+    assert [e["ts"] for e in cpu] == sorted(e["ts"] for e in cpu)
+    last = long_job.sample_windows[-1]
+    assert cpu[-1]["ts"] == pytest.approx(last.t_s * 1e6)
+    assert cpu[-1]["args"] == {"cpu": pytest.approx(last.fields["cpu_percent"].mean)}
+
+
+def test_gpu_and_worker_windows_keep_their_track_names(tmp_path):
+    from profiles import worker_samples
+    extra = nvml_samples(n=250, gpus=(0,), interval_s=0.01) + worker_samples(
+        workers=2, n=250, interval_s=0.01)
+    profile = load(make_profile(tmp_path / "p.jsonl", extra=extra))
+    assert {w.probe for w in profile.sample_windows} == {"nvml", "workers"}
+    trace = to_chrome_trace(profile)
+    names = {}
+    for e in events(trace, "C"):
+        names[e["name"]] = names.get(e["name"], 0) + 1
+    windows = {probe: sum(1 for w in profile.sample_windows if w.probe == probe)
+               for probe in ("nvml", "workers")}
+    assert names["GPU 0 util %"] == 240 + windows["nvml"]
+    assert names["DataLoader 0 worker 1 USS MiB"] == 240 + windows["workers"] // 2
+    assert not [name for name in names if "?" in name]

@@ -9,6 +9,9 @@ import pytest
 
 import runtime as fluid
 from paddletune.probes.base import Clock
+from paddletune.profile.codec import to_json
+from paddletune.profile.records import OpsRecord
+from paddletune.sources.fluid import FluidSource
 from paddletune.probes.ops import OpsProbe
 from runtime import events
 
@@ -103,21 +106,22 @@ def test_the_cpu_path_records_host_timing_and_touches_no_cuda(fake):
 def test_the_ops_probe_records_how_op_times_were_taken(fake):
     step, _main, _exe = _trainer(fluid.CUDAPlace(0))
     sink = []
-    probe = OpsProbe(sink.append, Clock()).start()
+    probe = OpsProbe(sink.append, Clock(), FluidSource()).start()
     step()
     record = probe.stop()
-    (ops,) = [r for r in sink if r["type"] == "ops"]
-    assert ops["timing"] == "cuda_event" and record["result"]["timing"] == "cuda_event"
-    assert all(dur == pytest.approx(TICK_MS * 1e-3) for _, _, _, dur in ops["ops"])
+    (ops,) = [r for r in sink if isinstance(r, OpsRecord)]
+    assert ops.timing == "cuda_event" and record.details["timing"] == "cuda_event"
+    assert all(op.dur_s == pytest.approx(TICK_MS * 1e-3) for op in ops.ops)
 
 
 def test_cpu_ops_records_stay_as_they_were():
     sink = []
-    probe = OpsProbe(sink.append, Clock(t0=0.0)).start()
+    probe = OpsProbe(sink.append, Clock(t0=0.0), FluidSource()).start()
     events.op_end.emit(events.OpRecord(1, 0, 0, "mul", 0, 1.0, 1.5))
     record = probe.stop()
-    (ops,) = [r for r in sink if r["type"] == "ops"]
-    assert "timing" not in ops and record["result"]["timing"] == "host"
+    (ops,) = [r for r in sink if isinstance(r, OpsRecord)]
+    assert ops.timing == "host" and "timing" not in to_json(ops)
+    assert record.details["timing"] == "host"
 
 
 def test_a_failing_gpu_step_keeps_the_times_of_the_ops_that_ran(fake):

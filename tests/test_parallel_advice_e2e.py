@@ -36,30 +36,30 @@ def test_one_thread_for_a_sequential_model(tmp_path):
     before = profile(tmp_path, "t4", args + ["--threads", "4"])
     advice = parallel.num_threads(before)
     assert advice is not None and advice.figures["suggested_threads"] == 1
-    assert before.summary["parallel"]["concurrency"] < parallel.SERIAL
+    assert before.summary.parallel.concurrency < parallel.SERIAL
     after = profile(tmp_path, "t1", args + ["--threads", "1"])
-    p0, p1 = before.summary["parallel"], after.summary["parallel"]
-    assert p1["threads"] == 1 and parallel.num_threads(after) is None
+    p0, p1 = before.summary.parallel, after.summary.parallel
+    assert p1.threads == 1 and parallel.num_threads(after) is None
     # the idle threads are gone: the one thread spends most of the step in ops (step time
     # itself is left to benchmarks/bench_parallel.py: on a loaded 2-core machine it flakes)
-    assert p1["thread_busy_mean"] > 2 * p0["thread_busy_mean"]
+    assert p1.thread_busy_mean > 2 * p0.thread_busy_mean
 
 
 def test_drop_scope_every_step_then_the_suggested_value(tmp_path):
     # GC off and no memory_optimize: the local scopes hold every temporary until a drop
     args = ["--places", "2", "--threads", "2", "--steps", "60", "--keep-temporaries"]
     before = profile(tmp_path, "d1", args + ["--drop", "1"], eager_delete_tensor_gb=-1)
-    drop = before.summary["parallel"]["drop"]
-    assert drop["every"] == 1 and drop["count"] == 60 and drop["variables_max"] > 20
+    drop = before.summary.parallel.drop
+    assert drop.every == 1 and drop.count == 60 and drop.variables_max > 20
     advice = parallel.drop_scope_cost(before)
     assert advice is not None, drop
     n = advice.figures["suggested_every"]
-    assert n > 1 and advice.figures["held_bytes"] == drop["held_bytes_max"]
+    assert n > 1 and advice.figures["held_bytes"] == drop.held_bytes_max
     after = profile(tmp_path, "dn", args + ["--drop", str(n)], eager_delete_tensor_gb=-1)
-    d = after.summary["parallel"]["drop"]
-    assert d["every"] == n and d["count"] == 60 // n
-    assert d["share"] < drop["share"] / 2  # the drops' time falls with their number
-    assert d["held_bytes_max"] <= 1.5 * drop["held_bytes_max"]  # what it costs in memory
+    d = after.summary.parallel.drop
+    assert d.every == n and d.count == 60 // n
+    assert d.share < drop.share / 2  # the drops' time falls with their number
+    assert d.held_bytes_max <= 1.5 * drop.held_bytes_max  # what it costs in memory
 
 
 def test_fusions_predict_the_op_count(tmp_path):
@@ -69,9 +69,9 @@ def test_fusions_predict_the_op_count(tmp_path):
     flags = sorted(advice.figures["fusions"])
     assert "fuse_all_optimizer_ops" in flags and "fuse_all_reduce_ops" in flags
     after = profile(tmp_path, "fused", args + ["--fuse", ",".join(flags)])
-    p = after.summary["parallel"]
-    assert sorted(p["fused"]) == flags
-    assert p["ops_per_step"] == advice.figures["predicted_ops_per_step"]
+    p = after.summary.parallel
+    assert sorted(p.fused) == flags
+    assert p.ops_per_step == advice.figures["predicted_ops_per_step"]
     assert parallel.parallel_fusions(after) is None
 
 
@@ -83,8 +83,9 @@ def test_reduce_runs_each_update_once(tmp_path):
     after = profile(tmp_path, "reduce", args + ["--reduce"], ops=True)
 
     def updates(p):
-        row = next(r for r in p.summary["ops"]["by_type"] if r["type"] == "momentum")
-        return row["count"] / p.summary["ops"]["steps"], row["total_s"] / p.summary["ops"]["steps"]
+        ops = p.summary.ops
+        row = next(r for r in ops.by_type if r.type == "momentum")
+        return row.count / ops.steps, row.total_s / ops.steps
 
     (n0, t0), (n1, t1) = updates(before), updates(after)
     assert n1 == n0 / 2  # each parameter updated on one place

@@ -5,6 +5,9 @@ import numpy as np
 import runtime as fluid
 from paddletune.probes.base import Clock
 from paddletune.probes.memory import MemoryProbe
+from paddletune.profile.records import (MemoryOom, MemoryPeak, MemoryPool, MemoryStep,
+                                        MemoryTrace, ProbeRecord)
+from paddletune.sources.fluid import FluidSource
 from runtime import events
 
 MB = 1 << 20
@@ -26,7 +29,7 @@ def step_end(step, program=3, startup=False, t_begin=10.0):
 
 def run_probe(emit):
     records = []
-    probe = MemoryProbe(records.append, Clock(t0=0.0)).start()
+    probe = MemoryProbe(records.append, Clock(t0=0.0), FluidSource()).start()
     try:
         emit()
     finally:
@@ -42,43 +45,43 @@ def test_step_samples_skip_startup_and_result_has_totals():
             events.memory_step.emit(mem(i, peak=8 * MB if i else 6 * MB))
             step_end(i, t_begin=2.0 + i)
     records, probe = run_probe(emit)
-    steps = [r for r in records if r.get("what") == "step"]
-    assert [(r["program"], r["step"], r["t"]) for r in steps] == [(3, 0, 2.0), (3, 1, 3.0),
-                                                                 (3, 2, 4.0)]
-    assert steps[0] == {"type": "memory", "what": "step", "t": 2.0, "program": 3, "step": 0,
-                        "allocated": 2 * MB, "reserved": 4 * MB, "step_peak": 6 * MB,
-                        "phase_peaks": {"activations": 3 * MB, "gradients": 5 * MB},
-                        "requests": 50, "system_allocs": 2, "system_alloc_s": 0.001,
-                        "batch_size": 4, "feed_bytes": 4 * 785 * 4}
-    peaks = [r["peak_allocated"] for r in records if r.get("what") == "peak"]
+    steps = [r for r in records if isinstance(r, MemoryStep)]
+    assert [(r.program, r.step, r.t_s) for r in steps] == [(3, 0, 2.0), (3, 1, 3.0),
+                                                           (3, 2, 4.0)]
+    assert steps[0] == MemoryStep(2.0, 3, 0, 2 * MB, 4 * MB, 6 * MB,
+                                  {"activations": 3 * MB, "gradients": 5 * MB}, 50, 2, 0.001,
+                                  4, 4 * 785 * 4)
+    peaks = [r.peak_allocated_bytes for r in records if isinstance(r, MemoryPeak)]
     assert peaks == [MB, 6 * MB, 8 * MB]  # only when the all-time peak rose
-    assert records[-1]["type"] == "probe" and records[-1]["in_step"]
-    result = probe["result"]
-    assert result["steps"] == 3 and result["startup_runs"] == 1
-    assert result["peak_allocated"] == 8 * MB and result["peak_reserved"] == 16 * MB
-    assert result["capacity"] == 1 << 30 and result["strategy"] == "auto_growth"
-    assert result["by_tag_at_peak"] == {"parameters": MB, "activations": 7 * MB}
-    assert result["requests"] == 200 and result["system_allocs"] == 8
-    assert abs(result["system_alloc_s"] - 0.004) < 1e-12
-    assert result["gc"] is True and result["inplace"] is False
-    assert probe["overhead_s"] > 0
+    assert isinstance(records[-1], ProbeRecord) and records[-1].in_step
+    pool = next(r for r in records if isinstance(r, MemoryPool))
+    assert pool.steps == 3 and pool.startup_runs == 1
+    assert pool.peak_allocated_bytes == 8 * MB and pool.peak_reserved_bytes == 16 * MB
+    assert pool.capacity_bytes == 1 << 30 and pool.strategy == "auto_growth"
+    assert pool.by_tag_at_peak == {"parameters": MB, "activations": 7 * MB}
+    assert pool.requests == 200 and pool.system_allocs == 8
+    assert abs(pool.system_alloc_s - 0.004) < 1e-12
+    assert pool.gc is True and pool.inplace is False
+    assert probe.overhead_s > 0 and probe.details["steps"] == 3
 
 
 def test_first_trace_per_program_and_oom_details():
-    trace = events.MemoryTrace(3, 1, 4, True, False, 1024, [{"index": 0, "type": "mul"}],
-                               {"x": 0}, {0: ["y"]})
+    trace = events.MemoryTrace(3, 1, 4, True, False, 1024,
+                               [{"index": 0, "type": "mul", "before": 0, "peak": 8,
+                                 "after": 4}], {"x": 0}, {0: [["y", "x"]]})
 
     def emit():
         events.memory_trace.emit(trace)
         events.memory_trace.emit(trace)
         events.memory_oom.emit({"requested": 10, "capacity": 100, "op_type": "mul"})
     records, probe = run_probe(emit)
-    traces = [r for r in records if r.get("what") == "trace"]
-    assert len(traces) == 1 and traces[0]["inplace_candidates"] == {"0": ["y"]}
-    assert traces[0]["persistable_bytes"] == 1024 and traces[0]["ops"][0]["type"] == "mul"
-    oom = [r for r in records if r.get("what") == "oom"]
-    assert oom[0]["requested"] == 10 and oom[0]["op_type"] == "mul"
-    assert probe["result"]["ooms"] == 1 and "peak_allocated" not in probe["result"]
+    traces = [r for r in records if isinstance(r, MemoryTrace)]
+    assert len(traces) == 1 and traces[0].inplace_candidates == {0: (("y", "x"),)}
+    assert traces[0].persistable_bytes == 1024 and traces[0].ops[0].type == "mul"
+    oom = [r for r in records if isinstance(r, MemoryOom)]
+    assert oom[0].requested_bytes == 10 and oom[0].op_type == "mul"
+    assert probe.details["ooms"] == 1
+    assert not any(isinstance(r, MemoryPool) for r in records)  # no step: no pool state
 
 
 def test_real_training_steps(tmp_path):
@@ -96,9 +99,9 @@ def test_real_training_steps(tmp_path):
         for _ in range(3):
             exe.run(main, feed=feed, fetch_list=[loss])
     records, probe = run_probe(emit)
-    steps = [r for r in records if r.get("what") == "step"]
-    assert len(steps) == 3 and all(r["batch_size"] == 4 for r in steps)
-    assert len([r for r in records if r.get("what") == "trace"]) == 1
-    result = probe["result"]
-    assert result["steps"] == 3 and result["startup_runs"] == 1
-    assert result["peak_allocated"] >= (16 * 8 + 8) * 4 and result["capacity"] > 0
+    steps = [r for r in records if isinstance(r, MemoryStep)]
+    assert len(steps) == 3 and all(r.batch_size == 4 for r in steps)
+    assert len([r for r in records if isinstance(r, MemoryTrace)]) == 1
+    pool = next(r for r in records if isinstance(r, MemoryPool))
+    assert pool.steps == 3 and pool.startup_runs == 1
+    assert pool.peak_allocated_bytes >= (16 * 8 + 8) * 4 and pool.capacity_bytes > 0

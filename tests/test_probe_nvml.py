@@ -6,14 +6,17 @@ import time
 import types
 from types import SimpleNamespace
 
+import dataclasses
+
 import pytest
 
+from paddletune.profile.records import GpuSample
 from paddletune.probes import nvml
 from paddletune.probes.base import Clock
 from paddletune.probes.nvml import NvmlProbe
 
 GIB = 1024 ** 3
-GPU_FIELDS = {"type", "probe", "t", "gpu", "util_percent", "mem_util_percent", "mem_used_bytes",
+GPU_FIELDS = {"t_s", "gpu", "util_percent", "mem_util_percent", "mem_used_bytes",
               "mem_total_bytes", "proc_mem_bytes", "sm_clock_mhz", "mem_clock_mhz", "power_w",
               "power_limit_w", "temperature_c", "throttle"}
 
@@ -172,7 +175,7 @@ def test_probe_unavailable_without_pynvml_does_nothing(use):
     assert not probe.running
     result = probe.stop()
     assert records == [result]
-    assert result["available"] is False and result["result"] == {}
+    assert result.available is False and result.details == {}
 
 
 def test_probe_unavailable_when_init_fails(use):
@@ -180,7 +183,7 @@ def test_probe_unavailable_when_init_fails(use):
     probe, _ = _probe()
     assert not probe.available
     assert probe.reason.startswith("NVML could not initialise: Driver/library version mismatch")
-    assert probe.stop()["available"] is False
+    assert probe.stop().available is False
 
 
 def test_probe_samples_one_record_per_gpu(use):
@@ -190,22 +193,22 @@ def test_probe_samples_one_record_per_gpu(use):
     probe.start()
     _wait_for(lambda: len(records) >= 4)
     result = probe.stop()
-    samples = [r for r in records if r["type"] == "sample"]
-    assert len(samples) == 2 * result["result"]["samples"] and len(samples) >= 4
-    assert all(set(r) == GPU_FIELDS and r["probe"] == "nvml" for r in samples)
+    samples = [r for r in records if isinstance(r, GpuSample)]
+    assert len(samples) == 2 * result.details["samples"] and len(samples) >= 4
+    assert all(set(dataclasses.asdict(r)) == GPU_FIELDS for r in samples)
     first, second = samples[0], samples[1]
-    assert first["t"] == second["t"] and [first["gpu"], second["gpu"]] == [0, 1]
-    assert first == {"type": "sample", "probe": "nvml", "t": first["t"], "gpu": 0,
-                     "util_percent": 50, "mem_util_percent": 20, "mem_used_bytes": GIB,
-                     "mem_total_bytes": 16 * GIB, "proc_mem_bytes": 100,
-                     "sm_clock_mhz": 1410, "mem_clock_mhz": 1215, "power_w": 123.456,
-                     "power_limit_w": 300.0, "temperature_c": 61, "throttle": []}
-    assert second["proc_mem_bytes"] == 200 and second["util_percent"] == 51
-    assert second["throttle"] == ["sw_power_cap", "hw_thermal"]
-    assert result["available"] and result["result"]["gpus"] == [0, 1]
-    assert result["overhead_s"] > 0
+    assert first.t_s == second.t_s and [first.gpu, second.gpu] == [0, 1]
+    assert first == GpuSample(t_s=first.t_s, gpu=0, util_percent=50, mem_util_percent=20,
+                              mem_used_bytes=GIB, mem_total_bytes=16 * GIB,
+                              proc_mem_bytes=100, sm_clock_mhz=1410, mem_clock_mhz=1215,
+                              power_w=123.456, power_limit_w=300.0, temperature_c=61,
+                              throttle=[])
+    assert second.proc_mem_bytes == 200 and second.util_percent == 51
+    assert second.throttle == ["sw_power_cap", "hw_thermal"]
+    assert result.available and result.details["gpus"] == [0, 1]
+    assert result.overhead_s > 0
     assert fake.calls == {"init": 1, "shutdown": 1}  # once for the probe's whole life
-    assert [g["gpu"] for g in probe.snapshot()["gpus"]] == [0, 1]
+    assert [g.gpu for g in probe.snapshot()["gpus"]] == [0, 1]
 
 
 def test_one_unsupported_field_is_none_and_the_rest_stay(use):
@@ -245,7 +248,7 @@ def test_probe_honours_cuda_visible_devices(use, monkeypatch):
     probe, records = _probe(interval_s=10)
     probe.start()
     probe.stop()
-    assert {r["gpu"] for r in records if r["type"] == "sample"} == {1}
+    assert {r.gpu for r in records if isinstance(r, GpuSample)} == {1}
 
 
 def test_probe_with_no_visible_gpu_is_unavailable(use, monkeypatch):

@@ -9,7 +9,12 @@ import pytest
 import runtime as fluid
 from paddletune.probes.base import Clock
 from paddletune.probes.reader import ReaderProbe
+from paddletune.profile.records import (ProbeRecord, ReaderEnd, ReaderInterval, ReaderStart,
+                                        StepCost)
+from paddletune.sources.fluid import FluidSource
 from runtime import events
+
+SOURCE = FluidSource()
 
 CONFIG = {"name": "L", "capacity": 2, "feed": ["x", "y"], "num_workers": 0}
 SHAPES = ((4, 3), (4, 1))  # 16 elements
@@ -34,12 +39,13 @@ def state(what, t, **kw):
 
 
 def intervals(sink):
-    return [r for r in sink if r.get("what") == "interval"]
+    return [r for r in sink if isinstance(r, ReaderInterval)]
 
 
 def test_fake_events_give_compact_interval_records():
     sink = []
-    probe = ReaderProbe(sink.append, Clock(t0=100.0), interval_s=100, sample_s=100).start()
+    probe = ReaderProbe(sink.append, Clock(t0=100.0), interval_s=100, sample_s=100,
+                        source=SOURCE).start()
     state("start", 100.0, config=CONFIG)
     push(0, 100.001, 1)
     push(1, 100.002, 2)  # the queue is full
@@ -60,32 +66,32 @@ def test_fake_events_give_compact_interval_records():
     pop(3, 100.013, 0.0, 1, speed_test=True)
     state("end", 100.02, batches=3)
     result = probe.stop()
-    assert [r["what"] for r in sink if r["type"] == "reader"] == \
-        ["start", "interval", "interval", "end"]
+    kinds = [type(r) for r in sink if isinstance(r, (ReaderStart, ReaderEnd, ReaderInterval))]
+    assert kinds == [ReaderStart, ReaderInterval, ReaderInterval, ReaderEnd]
     first, second = intervals(sink)
-    assert (first["t0"], first["t"]) == (0.0, pytest.approx(0.012))  # the first peek began
-    assert (first["pushes"], first["pops"], first["empty_pops"], first["swings"]) == (4, 3, 1, 1)
-    assert first["wait_s"] == pytest.approx(0.005) and first["step_wait_s"] == pytest.approx(0.005)
-    assert first["shapes"] == {"x": {"4x3": 4}, "y": {"4x1": 4}}
-    assert first["cost"] == {"16": [3, pytest.approx(0.007)]} and first["steps"] == 3
-    assert first["programs"] == {"3": 3} and first["workers"]["-1"][0] == 4
-    assert first["cpu_s"] == pytest.approx(0.002) and first["cpu_n"] == 4
-    assert sum(first["wait_hist"].values()) == 3 and first["pop_sizes"] == {"2": 1, "1": 1, "0": 1}
-    assert (second["speed_test"], second["peeks"], second["pops"]) == (True, 2, 0)
-    assert sink[-2]["batches"] == 3 and sink[-1]["type"] == "probe"
-    assert result["in_step"] and result["overhead_s"] > 0
-    totals = result["result"]["loaders"]["7"]
+    assert (first.t0_s, first.t_s) == (0.0, pytest.approx(0.012))  # the first peek began
+    assert (first.pushes, first.pops, first.empty_pops, first.swings) == (4, 3, 1, 1)
+    assert first.wait_s == pytest.approx(0.005) and first.step_wait_s == pytest.approx(0.005)
+    assert first.shapes == {"x": {"4x3": 4}, "y": {"4x1": 4}}
+    assert first.cost == {16: StepCost(3, pytest.approx(0.007))} and first.steps == 3
+    assert first.programs == {3: 3} and first.workers[-1].batches == 4
+    assert first.cpu_s == pytest.approx(0.002) and first.cpu_n == 4
+    assert sum(first.wait_hist.values()) == 3 and first.pop_sizes == {2: 1, 1: 1, 0: 1}
+    assert (second.speed_test, second.peeks, second.pops) == (True, 2, 0)
+    assert sink[-2].batches == 3 and isinstance(sink[-1], ProbeRecord)
+    assert result.in_step and result.overhead_s > 0
+    totals = result.details["loaders"]["7"]
     assert (totals["pushes"], totals["pops"], totals["peeks"], totals["empty_pops"]) == \
         (4, 3, 2, 1)
 
 
 def test_no_dataloader_costs_nothing():
     before = events.subscribers("step_end")
-    probe = ReaderProbe([].append, Clock()).start()
+    probe = ReaderProbe([].append, Clock(), source=SOURCE).start()
     assert events.subscribers("step_end") == before and probe._sampler is None
     step()
     record = probe.stop()
-    assert record["result"]["loaders"] == {} and record["result"]["records"] == 0
+    assert record.details["loaders"] == {} and record.details["records"] == 0
     assert events.subscribers("reader_pop") == 0
 
 
@@ -102,7 +108,8 @@ def run_loader(gen, capacity=4, step_sleep_s=0.0, interval_s=0.02):
     """Train on `gen` through a thread-producer DataLoader with the probe on; its records."""
     main, total, loader = loader_over(gen, capacity)
     sink = []
-    probe = ReaderProbe(sink.append, Clock(), interval_s=interval_s, sample_s=0.002).start()
+    probe = ReaderProbe(sink.append, Clock(), interval_s=interval_s, sample_s=0.002,
+                        source=SOURCE).start()
     exe = fluid.Executor(fluid.CPUPlace())
     with fluid.scope_guard(fluid.Scope()):
         for data in loader():
@@ -110,15 +117,16 @@ def run_loader(gen, capacity=4, step_sleep_s=0.0, interval_s=0.02):
             time.sleep(step_sleep_s)
     probe.stop()
     rows = intervals(sink)
-    return rows, {k: sum(r[k] for r in rows) for k in ("pushes", "pops", "empty_pops",
-                                                       "steps", "swings")}
+    return rows, {k: sum(getattr(r, k) for r in rows) for k in ("pushes", "pops",
+                                                                 "empty_pops", "steps",
+                                                                 "swings")}
 
 
 def queue_samples(rows):
     """{queue size: samples} over the interval records."""
     occupancy = {}
     for r in rows:
-        for size, n in r["occupancy"].items():
+        for size, n in r.occupancy.items():
             occupancy[int(size)] = occupancy.get(int(size), 0) + n
     return occupancy
 
@@ -147,4 +155,4 @@ def test_fast_producer_keeps_the_queue_full():
     assert max(occupancy) == 4
     full = sum(n for size, n in occupancy.items() if size >= 3)
     assert full >= 0.5 * sum(occupancy.values())
-    assert rows[0]["shapes"] == {"x": {"4x3": rows[0]["pushes"]}}
+    assert rows[0].shapes == {"x": {"4x3": rows[0].pushes}}

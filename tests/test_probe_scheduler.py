@@ -6,6 +6,8 @@ import pytest
 from paddletune.probes.base import Clock
 from paddletune.probes.scheduler import SchedulerProbe
 from paddletune.profile import load
+from paddletune.profile.records import SchedDrop, SchedStep
+from paddletune.sources.fluid import FluidSource
 from profiles import make_profile, sched_records, step_records
 from runtime import events
 from test_render_reader import render, section
@@ -23,20 +25,19 @@ def sched_event(step, **kw):
 
 def test_probe_writes_a_record_per_step_and_per_drop():
     records = []
-    probe = SchedulerProbe(records.append, Clock(t0=0.0)).start()
+    probe = SchedulerProbe(records.append, Clock(t0=0.0), FluidSource()).start()
     try:
         events.sched_step.emit(sched_event(0))
         events.drop_scope.emit(events.DropScopeRecord(1, 3, 1, 5.0, 0.003, 1 << 20, 12))
         events.sched_step.emit(sched_event(1, dropped=True))
     finally:
-        result = probe.stop()["result"]
-    steps = [r for r in records if r.get("what") == "step"]
-    assert [r["step"] for r in steps] == [0, 1] and steps[1]["dropped"]
-    assert steps[0]["busy_s"] == [0.008, 0.002, 0.0, 0.0] and steps[0]["threads"] == 4
-    assert steps[0]["fused"] == {"fuse_all_optimizer_ops": 5}
-    drop = next(r for r in records if r.get("what") == "drop")
-    assert drop == {"type": "sched", "what": "drop", "t": 5.0, "executor": 1, "program": 3,
-                    "step": 1, "wall_s": 0.003, "held_bytes": 1 << 20, "variables": 12}
+        result = probe.stop().details
+    steps = [r for r in records if isinstance(r, SchedStep)]
+    assert [r.step for r in steps] == [0, 1] and steps[1].dropped
+    assert steps[0].busy_s == (0.008, 0.002, 0.0, 0.0) and steps[0].threads == 4
+    assert steps[0].fused == {"fuse_all_optimizer_ops": 5}
+    drop = next(r for r in records if isinstance(r, SchedDrop))
+    assert drop == SchedDrop(5.0, 1, 3, 1, 0.003, 1 << 20, 12)
     assert result == {"steps": 2, "drops": 1, "places": 2, "threads": 4,
                       "reduce": "AllReduce", "drop_every": 100,
                       "fused": {"fuse_all_optimizer_ops": 5}}
@@ -47,24 +48,24 @@ def test_summary_figures(tmp_path):
     steps = step_records(n_steps=30, wall_s=0.01)
     extra = sched_records(steps, drops=[(9, (0.002, 3 << 20)), (19, (0.004, 1 << 20))],
                           drop_every=10)
-    p = load(make_profile(tmp_path / "p.jsonl", steps=steps, extra=extra)).summary["parallel"]
-    assert p["places"] == 2 and p["threads"] == 4 and p["reduce"] == "AllReduce"
-    assert p["scope"] == "steady" and p["steps"] == 29  # the first step is warm-up
-    assert p["thread_busy"] == pytest.approx([0.6, 0.4, 0.1, 0.0])
-    assert p["thread_busy_mean"] == pytest.approx(0.275)
-    assert p["sched_s_per_op"] == pytest.approx(0.0012 / 120)
-    assert p["sched_share"] == pytest.approx(0.12)
-    assert p["combine_share"] == pytest.approx(0.1)
-    assert p["straggler_share"] == pytest.approx(0.05)
-    d = p["drop"]
-    assert d["every"] == 10 and d["count"] == 2 and d["wall_s_mean"] == pytest.approx(0.003)
-    assert d["held_bytes_max"] == 3 << 20
+    p = load(make_profile(tmp_path / "p.jsonl", steps=steps, extra=extra)).summary.parallel
+    assert p.places == 2 and p.threads == 4 and p.reduce == "AllReduce"
+    assert p.scope == "steady" and p.steps == 29  # the first step is warm-up
+    assert p.thread_busy == pytest.approx((0.6, 0.4, 0.1, 0.0))
+    assert p.thread_busy_mean == pytest.approx(0.275)
+    assert p.sched_s_per_op == pytest.approx(0.0012 / 120)
+    assert p.sched_share == pytest.approx(0.12)
+    assert p.combine_share == pytest.approx(0.1)
+    assert p.straggler_share == pytest.approx(0.05)
+    d = p.drop
+    assert d.every == 10 and d.count == 2 and d.wall_s_mean == pytest.approx(0.003)
+    assert d.held_bytes_max == 3 << 20
     total = sum(s["wall_s"] for s in steps if not s.get("startup"))
-    assert d["share"] == pytest.approx(0.006 / total)
+    assert d.share == pytest.approx(0.006 / total)
 
 
 def test_no_parallel_figures_without_records(tmp_path):
-    assert load(make_profile(tmp_path / "p.jsonl")).summary["parallel"] is None
+    assert load(make_profile(tmp_path / "p.jsonl")).summary.parallel is None
     assert not any(line.startswith("Parallel:") for line in
                    render(make_profile(tmp_path / "q.jsonl"), width=200))
 

@@ -1,5 +1,6 @@
 """The system probe: real psutil sampling, the fields and their units, None where the OS is silent."""
 
+import dataclasses
 import threading
 import time
 from collections import namedtuple
@@ -9,6 +10,7 @@ import psutil
 from paddletune.probes import system
 from paddletune.probes.base import Clock, SamplingProbe
 from paddletune.probes.system import SystemProbe
+from paddletune.profile.records import ProbeRecord, SystemSample
 
 FIELDS = {"cpu_percent", "cpu_total_percent", "per_core_percent", "rss_bytes", "threads",
           "ctx_switches_per_s", "ctx_involuntary_per_s", "load1", "steal_percent",
@@ -25,6 +27,17 @@ def _probe(interval_s=0.05):
     return SystemProbe(records.append, Clock(), interval_s=interval_s), records
 
 
+def _fields(sample: SystemSample) -> dict:
+    """A sample's measured fields (all but its time)."""
+    fields = dataclasses.asdict(sample)
+    del fields["t_s"]
+    return fields
+
+
+def _sample(probe) -> dict:
+    return _fields(probe.sample(0.0))
+
+
 def _busy(cpu_s, max_wall_s=2.0):
     """Burn `cpu_s` of this process's CPU time (capped in wall time on a crowded machine)."""
     start_cpu, end_wall = time.process_time(), time.perf_counter() + max_wall_s
@@ -37,19 +50,18 @@ def test_real_sampling_in_the_background():
     probe.start()
     _busy(0.3)
     result = probe.stop()
-    samples = [r for r in records if r["type"] == "sample"]
+    samples = [r for r in records if isinstance(r, SystemSample)]
     assert len(samples) >= 2
-    assert all(r["probe"] == "system" and FIELDS <= set(r) for r in samples)
-    assert [r["t"] for r in samples] == sorted(r["t"] for r in samples)
+    assert all(FIELDS == set(_fields(r)) for r in samples)
+    assert [r.t_s for r in samples] == sorted(r.t_s for r in samples)
     # the job's threads (here: this one, perhaps BLAS's), never the probe's own sampler:
     # the samples its thread took and the last one, taken as it stopped, count alike
-    assert all(r["rss_bytes"] > 0 and r["threads"] >= 1 for r in samples)
-    assert records[-1] is result and result["type"] == "probe"
-    assert result["name"] == "system" and result["available"] and result["reason"] is None
-    assert 0 < result["overhead_s"] < 0.25
-    assert result["result"]["samples"] == len(samples)
-    assert probe.snapshot() == {k: v for k, v in samples[-1].items()
-                                if k not in ("type", "probe", "t")}
+    assert all(r.rss_bytes > 0 and r.threads >= 1 for r in samples)
+    assert records[-1] is result and isinstance(result, ProbeRecord)
+    assert result.name == "system" and result.available and result.reason is None
+    assert 0 < result.overhead_s < 0.25
+    assert result.details["samples"] == len(samples)
+    assert probe.snapshot() == samples[-1]
 
 
 def test_threads_leave_out_the_probes_own_sampler():
@@ -57,19 +69,19 @@ def test_threads_leave_out_the_probes_own_sampler():
     the same as in the last sample, which the stopping thread takes."""
     probe, _ = _probe()
     own = psutil.Process().num_threads()
-    assert probe.sample()["threads"] == own
+    assert _sample(probe)["threads"] == own
     probe._thread = threading.current_thread()  # as if taken by its sampling thread
-    assert probe.sample()["threads"] == own - 1
+    assert _sample(probe)["threads"] == own - 1
 
 
 def test_first_sample_has_no_rates_and_later_ones_do():
     probe, _ = _probe()
-    first = probe.sample()
+    first = _sample(probe)
     assert set(first) == FIELDS
     assert all(first[k] is None for k in RATES)
     assert first["rss_bytes"] > 0 and first["mem_available_bytes"] > 0
     _busy(0.06)  # several clock ticks of CPU time, so /proc has moved
-    second = probe.sample()
+    second = _sample(probe)
     assert second["cpu_percent"] > 0
     assert 0 <= second["cpu_total_percent"] <= 100
     assert len(second["per_core_percent"]) == psutil.cpu_count()
@@ -79,7 +91,7 @@ def test_first_sample_has_no_rates_and_later_ones_do():
 def test_blas_threads_and_load_come_from_their_sources(monkeypatch):
     monkeypatch.setattr(system.blas, "get_blas_threads", lambda: 7)
     monkeypatch.setattr(system.os, "getloadavg", lambda: (1.5, 1.0, 0.5), raising=False)
-    fields = _probe()[0].sample()
+    fields = _sample(_probe()[0])
     assert fields["blas_threads"] == 7 and fields["load1"] == 1.5
 
 
@@ -88,8 +100,8 @@ def test_cpu_times_without_steal_or_iowait_read_none(monkeypatch):
     monkeypatch.setattr(psutil, "cpu_times", lambda percpu=False: next(times) if not percpu
                         else [MacTimes(1.0, 0.0, 1.0, 1.0)])
     probe, _ = _probe()
-    probe.sample()
-    fields = probe.sample()
+    _sample(probe)
+    fields = _sample(probe)
     assert fields["steal_percent"] is None and fields["iowait_percent"] is None
     assert fields["cpu_total_percent"] == 50.0  # 5 s busy of 10 s
     assert fields["per_core_percent"] == [None]  # no tick passed on the core
@@ -116,8 +128,8 @@ def test_failing_os_calls_become_none(monkeypatch):
     monkeypatch.setattr(system.os, "getloadavg", fail, raising=False)
     monkeypatch.setattr(system.blas, "get_blas_threads", fail)
     probe, _ = _probe()
-    probe.sample()
-    fields = probe.sample()
+    _sample(probe)
+    fields = _sample(probe)
     assert set(fields) == FIELDS
     assert all(v is None for v in fields.values())
 
@@ -128,8 +140,8 @@ def test_no_process_handle_still_samples_the_machine(monkeypatch):
 
     monkeypatch.setattr(psutil, "Process", no_process)
     probe, _ = _probe()
-    probe.sample()
-    fields = probe.sample()
+    _sample(probe)
+    fields = _sample(probe)
     assert fields["rss_bytes"] is None and fields["cpu_percent"] is None
     assert fields["mem_available_bytes"] > 0
 
@@ -137,7 +149,7 @@ def test_no_process_handle_still_samples_the_machine(monkeypatch):
 class Broken(SamplingProbe):
     name = "broken"
 
-    def sample(self):
+    def sample(self, t_s):
         raise RuntimeError("sensor fell off")
 
 
@@ -147,18 +159,18 @@ def test_a_failing_sampler_marks_itself_unavailable_and_stops_quietly():
     probe._thread.join(timeout=2)
     assert not probe._thread.is_alive()
     result = probe.stop()
-    assert result["available"] is False
-    assert result["reason"] == "sampling failed: sensor fell off"
-    assert [r["type"] for r in records] == ["probe"]
+    assert result.available is False
+    assert result.reason == "sampling failed: sensor fell off"
+    assert records == [result]
 
 
 def test_sample_is_cheap():
     probe, _ = _probe()
-    probe.sample()
+    _sample(probe)
     times_s = []
     for _ in range(20):
         t0 = time.perf_counter()
-        probe.sample()
+        probe.sample(0.0)
         times_s.append(time.perf_counter() - t0)
     assert sorted(times_s)[10] < 0.02  # typically ~0.15 ms; generous for loaded CI machines
 
@@ -167,4 +179,4 @@ def test_stop_right_after_start_still_has_a_sample():
     probe, records = _probe(interval_s=0.5)
     probe.start()
     probe.stop()
-    assert sum(r["type"] == "sample" for r in records) >= 1
+    assert sum(isinstance(r, SystemSample) for r in records) >= 1

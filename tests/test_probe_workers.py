@@ -10,6 +10,8 @@ import pytest
 import runtime as fluid
 from paddletune.probes.base import Clock
 from paddletune.probes.workers import WorkerProbe
+from paddletune.profile.records import WorkerSample
+from paddletune.sources.fluid import FluidSource
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork"), reason="worker processes need fork")
 
@@ -27,7 +29,7 @@ def run_loader(gen, workers, batches_expected):
 
 
 def worker_rows(records):
-    return [r for r in records if r["type"] == "sample" and r["probe"] == "workers"]
+    return [r for r in records if isinstance(r, WorkerSample)]
 
 
 def test_copy_on_read_growth_of_each_worker_is_measured():
@@ -43,18 +45,18 @@ def test_copy_on_read_growth_of_each_worker_is_measured():
             yield [np.full((1, 1), total, "float32")]
 
     records = []
-    probe = WorkerProbe(records.append, Clock(), interval_s=0.1).start()
+    probe = WorkerProbe(records.append, Clock(), interval_s=0.1, source=FluidSource()).start()
     run_loader(gen, 4, 8)
     result = probe.stop()
     rows = worker_rows(records)
-    assert result["result"]["workers_seen"] == 4
-    assert {r["worker"] for r in rows} == {0, 1, 2, 3}
+    assert result.details["workers_seen"] == 4
+    assert {r.worker for r in rows} == {0, 1, 2, 3}
     for worker in range(4):
-        mine = [r for r in rows if r["worker"] == worker]
-        growth = max(r["uss_bytes"] for r in mine) - mine[0]["uss_bytes"]
+        mine = [r for r in rows if r.worker == worker]
+        growth = max(r.uss_bytes for r in mine) - mine[0].uss_bytes
         assert growth > 32 * MIB, (worker, growth / MIB)  # most of the floats' pages copied
-        assert mine[-1]["cpu_s"] >= mine[0]["cpu_s"]
-    assert all(set(r) >= {"t", "loader", "pass", "pid", "rss_bytes"} for r in rows)
+        assert mine[-1].cpu_s >= mine[0].cpu_s
+    assert all(r.pass_no >= 1 and r.pid > 0 for r in rows)
 
 
 def test_workers_that_only_read_numpy_arrays_stay_small():
@@ -68,24 +70,24 @@ def test_workers_that_only_read_numpy_arrays_stay_small():
             yield [np.full((1, 1), total, "float32")]
 
     records = []
-    probe = WorkerProbe(records.append, Clock(), interval_s=0.1).start()
+    probe = WorkerProbe(records.append, Clock(), interval_s=0.1, source=FluidSource()).start()
     run_loader(gen, 2, 4)
     probe.stop()
     rows = worker_rows(records)
     for worker in range(2):
-        mine = [r for r in rows if r["worker"] == worker]
-        growth = max(r["uss_bytes"] for r in mine) - mine[0]["uss_bytes"]
+        mine = [r for r in rows if r.worker == worker]
+        growth = max(r.uss_bytes for r in mine) - mine[0].uss_bytes
         assert growth < 16 * MIB, (worker, growth / MIB)  # the interpreter's own few MiB
 
 
 def test_no_loader_means_no_records_and_a_thread_producer_has_no_workers():
     records = []
-    probe = WorkerProbe(records.append, Clock(), interval_s=0.05).start()
+    probe = WorkerProbe(records.append, Clock(), interval_s=0.05, source=FluidSource()).start()
 
     def gen():
         for i in range(3):
             yield [np.zeros((1, 1), "float32")]
     run_loader(gen, 0, 3)
     result = probe.stop()
-    assert worker_rows(records) == [] and result["result"]["workers_seen"] == 0
+    assert worker_rows(records) == [] and result.details["workers_seen"] == 0
     assert probe.snapshot() == {"workers": []}

@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from paddletune.profile import load
-from paddletune.summary import training_steps
+from paddletune.profile.figures import ExitFigures
+from paddletune.profile.summarize import training_steps
 
 REPO = Path(__file__).resolve().parents[1]
 TIMEOUT_S = 120
@@ -70,10 +71,10 @@ def test_profile_writes_a_readable_profile_and_report(tmp_path):
     assert proc.stdout == "trained\n"  # the script's stdout is its own
     prof = load(out)
     assert prof.complete and not prof.truncated
-    assert prof.summary["n_steps"] == 30
-    assert prof.summary["exit"] == {"status": 0, "reason": "returned", "message": None}
-    assert prof.header["env"]["cpu"]["logical_cores"] >= 1
-    assert prof.samples.get("system"), "the system probe sampled nothing"
+    assert prof.summary.n_steps == 30
+    assert prof.summary.exit == ExitFigures(status=0, reason="returned", message=None)
+    assert prof.env.cpu.logical_cores >= 1
+    assert prof.system, "the system probe sampled nothing"
     assert f"profile written to {out}" in proc.stderr
     assert "bound" in proc.stderr or "Too few" in proc.stderr  # the verdict is reported
 
@@ -112,10 +113,10 @@ def test_script_raising_on_step_3_prints_pythons_traceback(tmp_path):
     assert proc.returncode == plain.returncode == 1
     assert proc.stderr.startswith(plain.stderr), proc.stderr  # then paddletune's own lines
     prof = load(tmp_path / "p.jsonl")
-    assert prof.summary["n_steps"] == 3
-    assert prof.summary["exit"]["reason"] == "exception"
+    assert prof.summary.n_steps == 3
+    assert prof.summary.exit.reason == "exception"
     (error,) = prof.events_of("error")
-    assert error["exception"] == "ValueError" and "train.py" in error["where"]
+    assert error.exception == "ValueError" and "train.py" in error.where
 
 
 @pytest.mark.parametrize("call, status, stderr", [
@@ -127,8 +128,8 @@ def test_sys_exit_status_is_the_scripts(tmp_path, call, status, stderr):
     assert proc.returncode == status
     assert proc.stderr == stderr
     prof = load(tmp_path / "p.jsonl")
-    assert prof.complete and prof.summary["exit"]["status"] == status
-    assert prof.summary["n_steps"] == 4
+    assert prof.complete and prof.summary.exit.status == status
+    assert prof.summary.n_steps == 4
 
 
 def test_os_exit_leaves_a_profile_readable_to_its_last_flush(tmp_path):
@@ -137,8 +138,8 @@ def test_os_exit_leaves_a_profile_readable_to_its_last_flush(tmp_path):
     assert proc.returncode == 5
     prof = load(tmp_path / "p.jsonl")
     assert not prof.complete
-    assert prof.summary["n_steps"] == 5  # computed at load
-    assert prof.summary["exit"]["reason"] == "unknown"
+    assert prof.summary.n_steps == 5  # computed at load
+    assert prof.summary.exit.reason == "unknown"
 
 
 def _start_endless(tmp_path, command=None):
@@ -166,8 +167,8 @@ def test_sigint_keeps_the_profile_and_dies_by_sigint(tmp_path):
     assert proc.returncode == -signal.SIGINT, stderr  # a shell shows 130
     assert "KeyboardInterrupt" in stderr
     prof = load(tmp_path / "p.jsonl")
-    assert prof.complete and prof.summary["exit"]["reason"] == "interrupted"
-    assert prof.summary["n_steps"] >= 20
+    assert prof.complete and prof.summary.exit.reason == "interrupted"
+    assert prof.summary.n_steps >= 20
 
 
 def test_sigterm_keeps_the_profile_and_exits_143(tmp_path):
@@ -176,7 +177,7 @@ def test_sigterm_keeps_the_profile_and_exits_143(tmp_path):
     proc.communicate(timeout=TIMEOUT_S)
     assert proc.returncode == 143
     prof = load(tmp_path / "p.jsonl")
-    assert prof.complete and prof.summary["exit"]["reason"] == "terminated"
+    assert prof.complete and prof.summary.exit.reason == "terminated"
 
 
 def test_steps_option_stops_the_job_cleanly(tmp_path):
@@ -184,8 +185,8 @@ def test_steps_option_stops_the_job_cleanly(tmp_path):
     proc = profile(tmp_path, "-q", "--steps", "7", "--out", "p.jsonl", str(script))
     assert proc.returncode == 0, proc.stderr
     prof = load(tmp_path / "p.jsonl")
-    assert prof.summary["n_steps"] == 7
-    assert prof.summary["exit"]["reason"] == "step_limit"
+    assert prof.summary.n_steps == 7
+    assert prof.summary.exit.reason == "step_limit"
 
 
 def test_duration_option_stops_the_job_cleanly(tmp_path):
@@ -195,14 +196,16 @@ def test_duration_option_stops_the_job_cleanly(tmp_path):
     proc = profile(tmp_path, "-q", "--duration", "0.4s", "--out", "p.jsonl", str(script))
     assert proc.returncode == 0, proc.stderr
     prof = load(tmp_path / "p.jsonl")
-    assert prof.summary["exit"]["reason"] == "step_limit"
-    ends = [s["t"] + s["wall_s"] for s in training_steps(prof.steps)]
-    assert 0.39 <= ends[-1] - ends[0] < 0.4 + 0.5  # one step past the limit at most
+    assert prof.summary.exit.reason == "step_limit"
+    train = training_steps(prof.steps)  # the first ones; a fast job's later steps are windows
+    last = max([s.end_s for s in train] + [w.t_s for w in prof.windows
+                                           if w.program == train[0].program])
+    assert 0.39 <= last - train[0].end_s < 0.4 + 0.5  # one step past the limit at most
     [event] = prof.events_of("step_limit")
-    assert "(--duration 0.4s)" in event["message"]
+    assert "(--duration 0.4s)" in event.message
     proc = profile(tmp_path, "-q", "--duration", "1h", "--steps", "5", "--out", "q.jsonl",
                    str(script))
-    assert proc.returncode == 0 and load(tmp_path / "q.jsonl").summary["n_steps"] == 5
+    assert proc.returncode == 0 and load(tmp_path / "q.jsonl").summary.n_steps == 5
     proc = profile(tmp_path, "--duration", "soon", str(script))
     assert proc.returncode == 2 and "--duration 'soon': give a duration" in proc.stderr
 
@@ -213,7 +216,7 @@ def test_script_that_never_runs_the_runtime(tmp_path):
     proc = profile(tmp_path, "--out", "p.jsonl", str(script))
     assert proc.returncode == 0
     assert "no training steps observed" in proc.stderr.lower()
-    assert load(tmp_path / "p.jsonl").summary["verdict"]["kind"] == "too-few-steps"
+    assert load(tmp_path / "p.jsonl").summary.verdict.kind == "too-few-steps"
 
 
 @pytest.mark.parametrize("make, message", [
@@ -249,7 +252,7 @@ def test_module_with_relative_imports_and_chdir(tmp_path):
     proc = profile(tmp_path, "-q", "--out", "p.jsonl", "-m", "pkg.train", "--", "a")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout == "__main__ ['a']\n"
-    assert load(tmp_path / "p.jsonl").summary["n_steps"] == 6  # written where it was asked
+    assert load(tmp_path / "p.jsonl").summary.n_steps == 6  # written where it was asked
 
 
 def test_spawned_worker_defined_in_the_script_runs(tmp_path):
@@ -283,9 +286,9 @@ def test_check_nan_names_the_op_and_step(tmp_path):
     assert "FLAGS_check_nan_inf: op log" in proc.stderr and "at step 7" in proc.stderr
     prof = load(tmp_path / "p.jsonl")
     (event,) = prof.events_of("nan_inf")
-    assert (event["op_type"], event["step"], event["n_nan"]) == ("log", 7, 1)
-    assert event["inputs"] == ["x"]
-    assert prof.summary["n_steps"] == 7
+    assert (event.op_type, event.step, event.n_nan) == ("log", 7, 1)
+    assert event.inputs == ("x",)
+    assert prof.summary.n_steps == 7
 
 
 def test_json_summary_on_stdout_and_ops(tmp_path):
@@ -339,8 +342,8 @@ def test_sigkill_leaves_a_profile_readable_to_its_last_full_line(tmp_path):
     proc.kill()
     proc.communicate(timeout=TIMEOUT_S)
     prof = load(tmp_path / "p.jsonl")
-    assert not prof.complete and prof.summary["n_steps"] >= 20
-    assert prof.summary["exit"]["reason"] == "unknown"
+    assert not prof.complete and prof.summary.n_steps >= 20
+    assert prof.summary.exit.reason == "unknown"
 
 
 @pytest.mark.skipif(not os.access("/dev/full", os.W_OK), reason="needs a writable /dev/full")

@@ -117,7 +117,7 @@ def _scan(script):
 
 
 def training_steps(path):
-    return [s for s in prof.load(path).steps if not s.get("startup")]
+    return [s for s in prof.load(path).steps if not s.startup]
 
 
 # --- 1, 2: a worker raises -------------------------------------------------------------------
@@ -150,7 +150,7 @@ def test_worker_raises_stops_promptly_with_type_message_and_worker_traceback(tmp
     assert float((tmp_path / "latency").read_text()) < 1.0
     assert len(training_steps(tmp_path / "run.jsonl")) == 3
     errors = prof.load(tmp_path / "run.jsonl").events_of("error")
-    assert errors and errors[0]["exception"] == "ValueError"
+    assert errors and errors[0].exception == "ValueError"
 
 
 def test_exception_with_two_required_arguments_keeps_its_type_and_text(tmp_path):
@@ -477,7 +477,7 @@ def test_ctrl_c_under_profile_writes_the_profile_and_reaps_the_workers(tmp_path)
     assert "KeyboardInterrupt" in case.err
     loaded = prof.load(out)
     assert loaded.complete and len(training_steps(out)) >= 20
-    assert loaded.events_of("exit")[0]["reason"] == "interrupted"
+    assert loaded.events_of("exit")[0].reason == "interrupted"
 
 
 @pytest.mark.parametrize("how", ["sys.exit(3)", "os._exit(5)"])

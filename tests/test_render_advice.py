@@ -123,3 +123,16 @@ def test_wrapped_code_keeps_its_indent_in_a_narrow_terminal():
     lines = c.export_text().splitlines()
     start = [i for i, line in enumerate(lines) if line.startswith("│ Change:")][0]
     assert all(line.startswith("│   ") for line in lines[start + 1:start + 5])
+
+
+def test_names_from_the_profile_are_printed_without_control_characters():
+    hostile = Advice(
+        id="x", title="Loader \x1b]0;owned\x07 is slow", severity="medium",
+        evidence="variable \x1b[2Jimg", change="loader = fluid.io.DataLoader(\n    x)\x9b",
+        expected_gain="some", confidence="high")
+    c = console()
+    render_advice([hostile], c)
+    text = c.export_text()
+    assert "\x1b" not in text and "\x07" not in text and "\x9b" not in text
+    assert "Loader \\x1b]0;owned\\x07 is slow" in text and "variable \\x1b[2Jimg" in text
+    assert "│       x)\\x9b" in text  # newlines in code kept

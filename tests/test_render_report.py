@@ -1,14 +1,16 @@
 """The report view: exact text from a fixed-width, colourless console, and summary_json."""
 
+import dataclasses
 import json
 
 import pytest
 from rich.console import Console
 
-from paddletune.profile import load, write_records
+from paddletune.profile import load, records, write_records
+from paddletune.profile.schema import encode
 from paddletune.render.report import bar, command_line, render_report, summary_json
-from profiles import (make_profile, nvml_samples, ops_records_in_steps, step_records,
-                      system_samples)
+from profiles import (make_profile, nvml_samples, ops_records_in_steps, reader_records,
+                      sched_records, step_records, system_samples)
 
 OPS = [("mul", 0.004), ("elementwise_add", 0.001), ("relu", 0.0005), ("mul_grad", 0.003)]
 ENV_4_CORES = {"cpu": {"model": "Test CPU", "logical_cores": 8, "physical_cores": 4,
@@ -22,7 +24,7 @@ def render(path, width=100, **kwargs):
 
 
 def when(path):
-    created = load(path).header["created"]  # local time of the test machine
+    created = load(path).header.created  # local time of the test machine
     return created[:10] + " " + created[11:19]
 
 
@@ -36,10 +38,10 @@ def test_compute_bound_report(tmp_path):
                           "0.10 ms feeding), 97.0% computes."]
     assert lines[6:11] == [
         "Steps: 40 measured · 1 warm-up excluded · 39 steady (program 1)",
-        "step time (ms)    mean     p50     p90     max   CV",
-        "───────────────────────────────────────────────────",
-        "Executor.run     10.00   10.00   10.00   10.00   0%",
-        "loop iteration   10.00   10.00   10.00   10.00   0%"]
+        "step time (ms)    mean     p50     p90     p99     max   CV",
+        "───────────────────────────────────────────────────────────",
+        "Executor.run     10.00   10.00   10.00   10.00   10.00   0%",
+        "loop iteration   10.00   10.00   10.00   10.00   10.00   0%"]
     assert "Throughput: 100.0 steps/s · 6,400 samples/s (batch size 64)" in lines
     i = lines.index("outside the runtime    0.00     0.0%")
     assert lines[i - 2].split() == ["Time", "per", "step", "ms", "share"]
@@ -56,7 +58,7 @@ def test_input_bound_report_shows_the_time_outside_the_runtime(tmp_path):
     assert ("Verdict: Highly input-bound: 52.5% of each 20.00 ms step waits for input "
             "(10.00 ms outside the runtime + 0.50 ms feeding), 46.5% computes.") in text
     assert "outside the runtime   10.00    50.0%   ████████████\n" in text
-    assert "loop iteration   20.00   20.00   20.00   20.00   0%" in text
+    assert "loop iteration   20.00   20.00   20.00   20.00   20.00   0%" in text
     assert "Throughput: 50.0 steps/s · 3,200 samples/s (batch size 64)" in text
 
 
@@ -93,13 +95,11 @@ def test_nonzero_exit_is_shown_with_its_message(tmp_path):
     path = make_profile(tmp_path / "p.jsonl", exit_status=1, exit_reason="exception")
     assert render(path)[1] == f"{when(path)} · ran 550 ms · exit 1 (exception)"
     events = [{"type": "event", "t": 0.2, "kind": "error", "exception": "ValueError",
-               "message": "bad shape"}]
-    path = make_profile(tmp_path / "q.jsonl", extra=events, exit_status=1,
-                        exit_reason="exception")
-    old = '"reason":"exception","message":null'  # in the exit event and the summary's "exit"
-    assert path.read_text().count(old) == 2
-    path.write_text(path.read_text().replace(
-        old, '"reason":"exception","message":"ValueError: bad shape"'))
+               "message": "bad shape"},
+              {"type": "event", "t": 0.56, "kind": "exit", "status": 1, "reason": "exception",
+               "message": "ValueError: bad shape"}]  # the summary's "exit" is computed from it
+    path = make_profile(tmp_path / "q.jsonl", extra=events, exit_reason=None)
+    assert load(path).summary.exit.message == "ValueError: bad shape"
     lines = render(path)
     assert lines[1].endswith("exit 1 (exception): ValueError: bad shape")
     assert "Events: error at 200 ms: bad shape" in lines
@@ -182,18 +182,31 @@ def test_verdict_is_coloured_by_kind(tmp_path):
 
 def test_old_or_partial_summary_does_not_crash(tmp_path):
     path = make_profile(tmp_path / "p.jsonl", summary=False)
+    with open(path, "a", encoding="utf-8") as f:  # a summary with only a step count
+        f.write(json.dumps({"type": "summary", "n_steps": 3,
+                            "step_s": None, "throughput": {"steps_per_s": None},
+                            "shares": None, "overhead": {}}) + "\n")
+    text = "\n".join(render(path))
+    assert "Verdict: Too few steps to tell." in text  # the typed summary's default verdict
+    assert "Steps: 3 measured · 0 warm-up excluded · 0 steady\n" in text
+    assert "Executor.run        —     —     —     —     —    —" in text
+    assert "Throughput: — steps/s (batch size unknown)" in text
+    assert "Op types" not in text and "Single ops" not in text and "Probe overhead" not in text
+
+
+def test_an_old_summary_that_does_not_fit_is_recomputed(tmp_path):
+    path = make_profile(tmp_path / "p.jsonl", summary=False)
     with open(path, "a", encoding="utf-8") as f:  # a summary from an older writer
         f.write(json.dumps({"type": "summary", "n_steps": 3, "verdict": None, "exit": None,
-                            "step_s": None, "throughput": {"steps_per_s": None},
                             "breakdown_s": {"feed": None}, "shares": None,
                             "ops": {"by_type": [{"type": "mul"}]},
                             "samples": {"system": {}}, "overhead": {"x": {}}}) + "\n")
+    profile = load(path)
+    assert profile.complete and len(profile.warnings) == 1
+    assert "skipped 1 record of kind 'summary'" in profile.warnings[0]
     text = "\n".join(render(path))
-    assert "Verdict: unknown (the profile has no summary figures)." in text
-    assert "Steps: 3 measured · 0 warm-up excluded · 0 steady\n" in text
-    assert "Executor.run        —     —     —     —    —" in text
-    assert "mul           —       —         —       —" in text
-    assert "Single ops" not in text and "Probe overhead" not in text
+    assert "Steps: 40 measured · 1 warm-up excluded · 39 steady (program 1)" in text
+    assert "Verdict: Moderately input-bound" in text and "Op types" not in text
 
 
 def test_summary_json_is_strict_sorted_and_complete(tmp_path):
@@ -204,22 +217,80 @@ def test_summary_json_is_strict_sorted_and_complete(tmp_path):
     text = summary_json(profile)
     data = json.loads(text)
     assert list(data) == sorted(data)
-    assert set(data) == set(profile.summary)
+    # every figure written, those at their default (0, null) too
+    assert data == json.loads(json.dumps(encode(profile.summary, defaults=True)))
+    assert set(data) == {f.name for f in dataclasses.fields(profile.summary)}
     assert data["n_steps"] == 39  # the step with a NaN time is skipped, not averaged in
     assert abs(data["step_s"]["mean"] - 0.010) < 1e-12 and "NaN" not in text
-    object.__setattr__(profile, "summary", {**profile.summary, "odd": float("nan")})
-    assert json.loads(summary_json(profile))["odd"] is None
-    clean = load(make_profile(tmp_path / "q.jsonl"))
-    assert json.loads(summary_json(clean)) == json.loads(json.dumps(clean.summary))
+    assert data["step_s"]["p99"] == pytest.approx(0.010)
+    assert data["breakdown_s"]["compute_s"] == pytest.approx(0.0093)
+    assert data["verdict"]["kind"] == "moderately-input-bound"
+    odd = dataclasses.replace(profile.summary, input_share=float("nan"))
+    object.__setattr__(profile, "summary", odd)
+    assert json.loads(summary_json(profile))["input_share"] is None
+
+
+def test_aggregated_steps_are_said_in_the_steps_line(tmp_path):
+    path = make_profile(tmp_path / "p.jsonl", options={"head_steps": 10})
+    profile = load(path)
+    assert profile.windows and profile.summary.aggregated_steps == 30
+    text = " ".join(render(path, width=200))
+    assert ("Steps: 40 measured · 1 warm-up excluded · 39 steady (program 1) · 30 of them "
+            "from aggregated windows (after each program's first 10 steps)") in text
+    assert "Executor.run     10.00   10.00   10.00   10.00   10.00   0%" in text
+    assert "from aggregated windows" not in " ".join(render(make_profile(tmp_path / "q.jsonl")))
+
+
+def test_parallel_section(tmp_path):
+    steps = step_records()
+    extra = sched_records(steps, drops=((10, (0.002, 4 << 20)),),
+                          fused={"fuse_all_reduce_ops": 5})
+    lines = render(make_profile(tmp_path / "p.jsonl", steps=steps, extra=extra), width=200)
+    start = next(i for i, line in enumerate(lines) if line.startswith("Parallel:"))
+    section = lines[start:lines.index("", start)]
+    assert section[0] == "Parallel: ParallelExecutor · 2 place(s) · 4 thread(s) · AllReduce"
+    rows = dict(line.split("  ", 1) for line in section[1:])
+    rows = {label: value.strip() for label, value in rows.items()}
+    assert rows["cpu threads"] == "4 executor x 1 BLAS = 4 on 2 usable cores (oversubscribed)"
+    assert rows["combine"].startswith("gradient all-reduce 1.00 ms per step")
+    assert rows["drop scope"].startswith("every 100 steps: 1 drop(s), 2.00 ms each")
+    assert rows["fused"] == "fuse_all_reduce_ops replaced 5 ops"
+
+
+HOSTILE = "\x1b]0;owned\x07"  # sets the terminal's title
+CLEAR = "\x1b[2J"  # clears the screen
+
+
+def test_text_from_the_profile_never_reaches_the_terminal_raw(tmp_path):
+    steps = step_records(gap_s=0.005)
+    extra = [*reader_records(steps, config={"name": f"loader{CLEAR}"},
+                             shapes={f"img{HOSTILE}": {"64x784": 1}, "[/bold]": {"64x1": 1}}),
+             {"type": "event", "t": 0.2, "kind": "error", "exception": "ValueError",
+              "message": f"bad {CLEAR}shape"},
+             {"type": "event", "t": 0.56, "kind": "exit", "status": 1, "reason": "exception",
+              "message": f"ValueError: {HOSTILE}"}]
+    path = make_profile(tmp_path / "p.jsonl", steps=steps, extra=extra, exit_reason=None,
+                        command={"argv": ["train.py", HOSTILE, CLEAR], "script": "train.py"})
+    console = Console(width=200, record=True, force_terminal=False, color_system=None)
+    render_report(load(path), console)
+    text = console.export_text()
+    assert "\x1b" not in text and "\x07" not in text
+    assert "paddletune report · train.py '\\x1b]0;owned\\x07' '\\x1b[2J'" in text
+    assert "Events: error at 200 ms: bad \\x1b[2Jshape" in text
+    assert "exit 1 (exception): ValueError: \\x1b]0;owned\\x07" in text
+    assert "Reader: loader\\x1b[2J · thread producer" in text
+    assert "shape img\\x1b]0;owned\\x07" in text and "shape [/bold]" in text
 
 
 def test_bar_and_command_line():
     assert bar(1.0, width=4) == "████"
     assert bar(0.5 + 1 / 16, width=4) == "██▎"
     assert bar(0.0) == bar(None) == bar(float("nan")) == ""
-    assert command_line({"argv": ["train.py", "--lr", "0.1 0.2"]}) == "train.py --lr '0.1 0.2'"
-    assert command_line({"argv": ["pkg.train"], "module": True}) == "-m pkg.train"
-    assert command_line(None) == "?"
+    assert command_line(records.Command(argv=("train.py", "--lr", "0.1 0.2"))) == \
+        "train.py --lr '0.1 0.2'"
+    assert command_line(records.Command(argv=("pkg.train",), module=True)) == "-m pkg.train"
+    assert command_line(records.Command(script="/abs/train.py")) == "/abs/train.py"
+    assert command_line(records.Command()) == command_line(None) == "?"
 
 
 def test_a_bare_header_renders(tmp_path):

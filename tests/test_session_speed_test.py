@@ -4,11 +4,13 @@ the flag always turned back off."""
 import runtime
 from runtime import events
 from paddletune.session import Options, _SpeedTest
+from paddletune.sources.fluid import FluidSource
 
 
 class FakeSession:
     def __init__(self):
         self.events = []
+        self.source = FluidSource()
 
     def event(self, kind, **fields):
         self.events.append((fields["phase"], fields["step"]))

@@ -1,49 +1,68 @@
-"""Figures several rules read from a profile: main program ops, op-time shares, samples."""
+"""Figures several rules read from a profile: the main program's ops, op-time shares, the
+system samples, the main loader, the cores free for its producers, the CPU's threads; and the
+code writer of the profile's framework, through which every rule writes its change."""
 
-from typing import Iterable, List, Optional
+from dataclasses import dataclass
+from typing import Iterable, List, Mapping, NamedTuple, Optional, Sequence, Tuple
 
-from ..summary import MIN_STEADY_STEPS
+from ..profile.figures import LoaderFigures, SampleStats
+from ..profile.records import NumpyInfo, ProgramOp, Step
+from ..profile.summarize import MIN_STEADY_STEPS
+from ..sources.code import CodeWriter, code_for
 
 BLAS_FAMILIES = (("openblas", "OpenBLAS", "OPENBLAS_NUM_THREADS"),  # (match, name, env var)
                  ("mkl", "MKL", "MKL_NUM_THREADS"), ("blis", "BLIS", "BLIS_NUM_THREADS"))
 LOSS_ROLE = 256  # runtime.framework.OpRole.Loss: set on the op seeding the loss gradient
-# optimizer update op types -> the fluid.optimizer class that adds them
+# optimizer update op types -> the optimizer class that adds them
 OPTIMIZER_NAMES = {"adam": "Adam", "adamax": "Adamax", "adadelta": "Adadelta",
                    "rmsprop": "RMSProp", "ftrl": "Ftrl", "lamb": "Lamb", "adagrad": "Adagrad",
                    "decayed_adagrad": "DecayedAdagrad", "momentum": "Momentum",
                    "lars_momentum": "LarsMomentum", "sgd": "SGD", "dpsgd": "DpSGD"}
 
 
+def writer(profile) -> CodeWriter:
+    """The code writer of the profile's framework: every change a rule proposes is its."""
+    return code_for(profile.source.framework)
+
+
 def enough_steps(profile) -> bool:
     """The summary has a steady-state verdict (at least MIN_STEADY_STEPS steady steps)."""
-    verdict = profile.summary.get("verdict") or {}
-    return verdict.get("kind") not in (None, "too-few-steps") and \
-        (profile.summary.get("steady_steps") or 0) >= MIN_STEADY_STEPS
+    s = profile.summary
+    return s.verdict.kind != "too-few-steps" and s.steady_steps >= MIN_STEADY_STEPS
 
 
-def main_ops(profile) -> List[dict]:
-    """The ops ({type, role, inputs, outputs}) of the main program, [] when not recorded."""
-    record = profile.programs.get(profile.summary.get("main_program")) or {}
-    return list(record.get("ops") or [])
+def main_ops(profile) -> Tuple[ProgramOp, ...]:
+    """The ops of the main program, () when not recorded."""
+    return profile.program_ops(profile.summary.main_program)
+
+
+def main_steps(profile) -> List[Step]:
+    """The main program's training steps recorded in full (startup runs left out)."""
+    main = profile.summary.main_program
+    return [s for s in profile.steps if s.program == main and not s.startup]
 
 
 def startup_outputs(profile) -> set:
     """Every variable a startup program writes (parameters, learning rate, accumulators)."""
-    startup = {p["program"] for p in profile.summary.get("programs") or [] if p.get("startup")}
-    return {name for pid in startup for op in (profile.programs.get(pid) or {}).get("ops", [])
-            for name in names(op.get("outputs"))}
+    return {name for p in profile.summary.programs if p.startup
+            for op in profile.program_ops(p.program) for name in names(op.outputs)}
 
 
-def names(slots) -> List[str]:
+def names(slots: Optional[Mapping[str, Sequence[str]]]) -> List[str]:
     """The variable names of an op's inputs/outputs ({slot: [names]}), in slot order."""
-    return [n for values in (slots or {}).values() for n in (values or [])]
+    return [n for values in (slots or {}).values() for n in values]
 
 
-def loss_name(ops: Iterable[dict]) -> Optional[str]:
+def is_forward(op: ProgramOp) -> bool:
+    """The op runs in the forward pass (no backward, optimizer or lr-schedule role bit)."""
+    return not op.role & 0xFF
+
+
+def loss_name(ops: Iterable[ProgramOp]) -> Optional[str]:
     """The loss variable: the input of the op with the Loss role (the gradient seed)."""
     for op in ops:
-        if int(op.get("role") or 0) & LOSS_ROLE:
-            inputs = names(op.get("inputs"))
+        if op.role & LOSS_ROLE:
+            inputs = names(op.inputs)
             if inputs:
                 return inputs[0]
     return None
@@ -51,19 +70,33 @@ def loss_name(ops: Iterable[dict]) -> Optional[str]:
 
 def op_types_share(profile, types: Iterable[str]) -> Optional[float]:
     """Share of the measured op time spent in ops of `types` (None without op timings)."""
-    ops = profile.summary.get("ops") or {}
-    by_type = ops.get("by_type")
-    if not by_type:
+    ops = profile.summary.ops
+    if ops is None or not ops.by_type:
         return None
     wanted = set(types)
-    return sum(row["share"] for row in by_type if row["type"] in wanted)
+    return sum(row.share for row in ops.by_type if row.type in wanted)
 
 
-def sample_mean(profile, probe: str, key: str) -> Optional[float]:
-    """Mean of one numeric field of a probe's samples (from the summary), None if absent."""
-    fields = (profile.summary.get("samples") or {}).get(probe) or {}
-    value = (fields.get(key) or {}).get("mean")
-    return float(value) if value is not None else None
+def system_stats(profile, field: str) -> Optional[SampleStats]:
+    """One field of the system probe's samples (figures.SystemFigures), None if absent."""
+    system = profile.summary.system
+    return getattr(system, field) if system is not None else None
+
+
+def system_mean(profile, field: str) -> Optional[float]:
+    """The mean of one field of the system probe's samples, None if absent."""
+    stats = system_stats(profile, field)
+    return float(stats.mean) if stats is not None else None
+
+
+def main_loader(profile) -> Optional[LoaderFigures]:
+    """The figures of the DataLoader that delivered the most batches (None without one)."""
+    return profile.summary.main_loader
+
+
+def script(profile) -> str:
+    """The job's command line as typed (train.py when unknown)."""
+    return " ".join(str(a) for a in profile.command.argv) or "train.py"
 
 
 def ms(seconds: float) -> str:
@@ -93,66 +126,101 @@ def human_bytes(n: float) -> str:
     return f"{n:.1f} {unit}"
 
 
-def main_loader(profile) -> Optional[dict]:
-    """The summary's figures of the DataLoader that delivered the most batches (None when the
-    job has none): see summary_reader.py."""
-    loaders = [f for f in ((profile.summary.get("reader") or {}).get("loaders") or [])
-               if f.get("batches")]
-    return max(loaders, key=lambda f: f["batches"]) if loaders else None
+# --- cores ---------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class FreeCores:
+    """The usable cores and who kept them busy (means over the system samples).
+
+    cores      usable cores (None: unknown, in a placeholder)
+    free       cores left to a loader's producers (None: unknown)
+    others     cores other processes kept busy
+    trainer    cores the trainer kept busy, its loader's reader thread left out (None:
+               unsampled)
+    producers  cores the loader's producers kept busy
+    idle       cores nothing kept busy (None: the machine's CPU unsampled)
+    """
+
+    cores: Optional[int]
+    free: Optional[float]
+    others: float
+    trainer: Optional[float]
+    producers: float
+    idle: Optional[float]
 
 
-def free_cores(profile, loader: Optional[dict] = None) -> Optional[dict]:
+def free_cores(profile, loader: Optional[LoaderFigures] = None) -> Optional[FreeCores]:
     """Usable cores, and how many are free for `loader`'s producers: all but the trainer's
     (at least one core; more when its BLAS threads keep more busy) and those other processes
     used. The loader's own producers are what is being sized, so they never count against
     it: its worker processes' CPU (the workers probe) is taken out of the other processes',
     its reader thread's (CPU per batch x batches/s) out of the trainer's. From the system
     samples' means; None when the core count is unknown."""
-    cpu = profile.env.get("cpu") or {}
-    cores = cpu.get("usable_cores") or cpu.get("logical_cores")
+    cores = profile.env.cpu.cores
     if not cores:
         return None
-    machine = sample_mean(profile, "system", "cpu_total_percent")
-    process = sample_mean(profile, "system", "cpu_percent")
+    machine = system_mean(profile, "cpu_total_percent")
+    process = system_mean(profile, "cpu_percent")
     busy = machine * cores / 100 if machine is not None else None
     in_trainer, in_workers = _producer_cores(loader)
     trainer = max(process / 100 - in_trainer, 0.0) if process is not None else None
     others = (max(busy - process / 100 - in_workers, 0.0)
               if busy is not None and process is not None else 0.0)
-    return {"cores": cores, "free": max(cores - max(trainer or 0.0, 1.0) - others, 0.0),
-            "others": others, "trainer": trainer, "producers": in_trainer + in_workers,
-            "idle": cores - busy if busy is not None else None}
+    return FreeCores(cores, max(cores - max(trainer or 0.0, 1.0) - others, 0.0), others,
+                     trainer, in_trainer + in_workers,
+                     cores - busy if busy is not None else None)
 
 
-def _producer_cores(loader) -> tuple:
+def _producer_cores(loader: Optional[LoaderFigures]) -> Tuple[float, float]:
     """(cores the loader's reader thread used inside the trainer, cores its workers used)."""
-    if not loader:
+    if loader is None:
         return 0.0, 0.0
-    if (loader.get("config") or {}).get("num_workers"):
-        return 0.0, ((loader.get("processes") or {}).get("cores") or 0.0)
-    cpu_s = (loader.get("producer") or {}).get("cpu_s_per_batch")
-    rate = (loader.get("consumer") or {}).get("actual_per_s")
+    if loader.config.num_workers:
+        return 0.0, (loader.processes.cores or 0.0) if loader.processes else 0.0
+    cpu_s, rate = loader.producer.cpu_s_per_batch, loader.consumer.actual_per_s
     return (cpu_s * rate if cpu_s and rate else 0.0), 0.0
 
 
-def cpu_facts(profile) -> dict:
-    """Usable cores, BLAS family/threads (last sampled value, else the header's) and runtime
-    threads (threads per executor x executors running at the same time)."""
-    cpu, numpy = profile.env.get("cpu") or {}, profile.env.get("numpy") or {}
-    sampled = ((profile.summary.get("samples") or {}).get("system") or {}).get("blas_threads")
-    blas = sampled["last"] if sampled else numpy.get("blas_threads")
-    parallel = profile.summary.get("parallel") or {}
-    per_executor = profile.options.get("num_threads") or parallel.get("threads") or max(
-        [s.get("threads") or 1 for s in profile.steps] or [1])
-    return {"cores": cpu.get("usable_cores") or cpu.get("logical_cores"),
-            "blas_threads": int(blas) if blas else None,
-            **blas_family(numpy),
-            "runtime_threads": int(per_executor) * concurrent_executors(profile.steps)}
+# --- threads -------------------------------------------------------------------------------------
+class BlasFamily(NamedTuple):
+    """A BLAS library's short name and the variable that sets its thread count."""
+
+    name: str
+    env_var: str
 
 
-def concurrent_executors(steps) -> int:
+@dataclass(frozen=True)
+class CpuFacts:
+    """The cores and the threads that compete for them.
+
+    cores            usable cores (None: unknown)
+    blas_threads     NumPy's BLAS threads (the last sampled value, else the header's)
+    blas             the BLAS family's short name
+    blas_env         the variable that sets its thread count
+    runtime_threads  threads per executor x executors running at the same time
+    """
+
+    cores: Optional[int]
+    blas_threads: Optional[int]
+    blas: str
+    blas_env: str
+    runtime_threads: int
+
+
+def cpu_facts(profile) -> CpuFacts:
+    """Usable cores, BLAS family/threads and runtime threads (the ParallelExecutor's threads,
+    else 1, x executors running at the same time)."""
+    sampled = system_stats(profile, "blas_threads")
+    blas = sampled.last if sampled is not None else profile.env.numpy.blas_threads
+    parallel = profile.summary.parallel
+    per_executor = parallel.threads if parallel is not None and parallel.threads else 1
+    family = blas_family(profile.env.numpy)
+    return CpuFacts(profile.env.cpu.cores, int(blas) if blas else None, family.name,
+                    family.env_var, int(per_executor) * concurrent_executors(profile.steps))
+
+
+def concurrent_executors(steps: Sequence[Step]) -> int:
     """The most executors whose training runs overlap in time (1 for the usual single loop)."""
-    runs = [(s["t"], s["t"] + s["wall_s"]) for s in steps if not s.get("startup")]
+    runs = [(s.t_s, s.end_s) for s in steps if not s.startup]
     edges = sorted([(t0, 1) for t0, _ in runs] + [(t1, -1) for _, t1 in runs])
     running = peak = 0
     for _t, delta in edges:  # at equal times ends (-1) sort first: touching runs don't overlap
@@ -161,11 +229,11 @@ def concurrent_executors(steps) -> int:
     return max(peak, 1)
 
 
-def blas_family(numpy: dict) -> dict:
-    """{'blas': short name, 'blas_env': its thread-count variable} from the header's numpy
-    entry ('blas' may be a family or a whole config string, 'blas_path' the library)."""
-    text = f"{numpy.get('blas') or ''} {numpy.get('blas_path') or ''}".lower()
+def blas_family(numpy: NumpyInfo) -> BlasFamily:
+    """The BLAS family of the header's numpy entry (`blas` may be a family or a whole config
+    string, `blas_path` the library)."""
+    text = f"{numpy.blas or ''} {numpy.blas_path or ''}".lower()
     for match, name, var in BLAS_FAMILIES:
         if match in text:
-            return {"blas": name, "blas_env": var}
-    return {"blas": "BLAS", "blas_env": "OMP_NUM_THREADS"}
+            return BlasFamily(name, var)
+    return BlasFamily("BLAS", "OMP_NUM_THREADS")

@@ -3,8 +3,9 @@
 from collections import Counter
 from typing import List, Optional
 
+from ..sources.code import CodeWriter
 from .base import Advice, rule
-from .facts import enough_steps, human_bytes, loss_name, main_ops, ms, py_name
+from .facts import enough_steps, human_bytes, loss_name, main_ops, main_steps, ms, py_name, writer
 
 MEDIUM_SHARE = 0.05  # fetch share of the step cycle: medium
 HIGH_SHARE = 0.15  # ... high
@@ -22,13 +23,13 @@ def large_fetch(profile) -> Optional[Advice]:
     if not enough_steps(profile):
         return None
     s = profile.summary
-    share, fetch_s = s["shares"]["fetch"], s["breakdown_s"]["fetch"]
-    nbytes = (s.get("throughput") or {}).get("fetch_bytes_per_step") or 0
+    share, fetch_s = s.shares.fetch, s.breakdown_s.fetch_s
+    nbytes = (s.throughput.fetch_bytes_per_step if s.throughput is not None else 0) or 0
     severity = _severity(share, nbytes)
     if severity is None:
         return None
     fetched = fetched_names(profile)
-    cycle_s = s["cycle_s"]["mean"]
+    cycle_s = s.cycle_s.mean
     saved_s = fetch_s * (1 - 1 / EVERY)
     speedup = cycle_s / (cycle_s - saved_s) if cycle_s > saved_s else None
     return Advice(
@@ -37,8 +38,8 @@ def large_fetch(profile) -> Optional[Advice]:
         evidence=(f"fetching {', '.join(map(repr, fetched)) or 'the fetch list'} takes "
                   f"{ms(fetch_s)} per step, {share:.1%} of the {ms(cycle_s)} step, and "
                   f"copies {human_bytes(nbytes)} out of the runtime per step "
-                  f"({s['steady_steps']} steady steps)."),
-        change=_change(fetched, loss_name(main_ops(profile))),
+                  f"({s.steady_steps} steady steps)."),
+        change=_change(writer(profile), fetched, loss_name(main_ops(profile))),
         expected_gain=(f"up to {speedup:.2f}x steps/s ({ms(saved_s)} less per step) "
                        f"fetching the rest every {EVERY} steps" if speedup else "unknown"),
         expected_speedup=speedup,
@@ -59,19 +60,15 @@ def _severity(share: float, nbytes: float) -> Optional[str]:
 
 def fetched_names(profile) -> List[str]:
     """The fetch list most training steps of the main program used."""
-    main = profile.summary.get("main_program")
-    lists = Counter(tuple(r.get("fetch") or ()) for r in profile.steps
-                    if r.get("program") == main and not r.get("startup"))
+    lists = Counter(tuple(r.fetch or ()) for r in main_steps(profile))
     return list(lists.most_common(1)[0][0]) if lists else []
 
 
-def _change(fetched: List[str], loss: Optional[str]) -> str:
+def _change(code: CodeWriter, fetched: List[str], loss: Optional[str]) -> str:
     keep = loss if loss in fetched else (fetched[0] if fetched else None)
     keep_py = keep if keep and keep.isidentifier() else "loss"
     others = [n for n in fetched if n != keep]
     rest = [keep_py] + [py_name(n) for n in others]
-    line = (f"fetch_list = [{keep_py}] if step % {EVERY} else [{', '.join(rest)}]" if others
-            else f"fetch_list = [] if step % {EVERY} else [{keep_py}]")
     renamed = [f"{p} is {n!r}" for p, n in zip(rest, [keep] + others) if n and p != n]
     notes = [f"# {', '.join(renamed)}"] if renamed else []
-    return "\n".join([line, "# then: exe.run(..., fetch_list=fetch_list)", *notes])
+    return "\n".join([code.fetch_every(keep_py, rest[1:], EVERY), *notes])

@@ -1,9 +1,11 @@
 """ADVICE.md #9: softmax feeding cross_entropy: use the fused softmax_with_cross_entropy."""
 
-from typing import List, Optional, Tuple
+from typing import List, Optional, Sequence, Tuple
 
+from ..profile.records import ProgramOp
+from ..sources.code import CodeWriter
 from .base import Advice, rule
-from .facts import code_name, main_ops, names, op_types_share
+from .facts import code_name, is_forward, main_ops, names, op_types_share, writer
 
 PAIR_TYPES = ("softmax", "cross_entropy", "softmax_grad", "cross_entropy_grad")
 LOW_SHARE = 0.02  # below this share of op time the saving is small: severity low
@@ -33,30 +35,34 @@ def unfused_softmax_cross_entropy(profile) -> Optional[Advice]:
         evidence=(f"{len(pairs)} softmax op(s) feed cross_entropy: softmax({logits!r}) -> "
                   f"{softmax_out!r} -> cross_entropy(label={label!r}){measured}. Taking the "
                   f"log of a softmax that underflowed to 0 gives inf/NaN losses."),
-        change=_change(ops, pairs),
+        change=_change(writer(profile), ops, pairs),
         expected_gain=_gain(share),
         confidence="high" if share is not None else "medium", figures=figures)
 
 
-def softmax_ce_pairs(ops: List[dict]) -> List[Tuple[str, str, str]]:
+def softmax_ce_pairs(ops: Sequence[ProgramOp]) -> List[Tuple[str, str, str]]:
     """(logits, softmax output, label) for each softmax whose output is cross_entropy's X."""
     made_by_softmax = {}
     for op in ops:
-        if op.get("type") == "softmax":
-            for out in (op.get("outputs") or {}).get("Out", []):
-                made_by_softmax[out] = ((op.get("inputs") or {}).get("X") or ["?"])[0]
+        if op.type == "softmax":
+            for out in op.outputs.get("Out", ()):
+                made_by_softmax[out] = _first(op.inputs, "X", "?")
     pairs = []
     for op in ops:
-        if op.get("type") != "cross_entropy":
+        if op.type != "cross_entropy":
             continue
-        x = ((op.get("inputs") or {}).get("X") or [None])[0]
+        x = _first(op.inputs, "X", None)
         if x in made_by_softmax:
-            label = ((op.get("inputs") or {}).get("Label") or ["?"])[0]
-            pairs.append((made_by_softmax[x], x, label))
+            pairs.append((made_by_softmax[x], x, _first(op.inputs, "Label", "?")))
     return pairs
 
 
-def _change(ops, pairs) -> str:
+def _first(slots, slot: str, default):
+    """The first variable of an op's `slot`, `default` when it has none."""
+    return next(iter(slots.get(slot) or ()), default)
+
+
+def _change(code: CodeWriter, ops: Sequence[ProgramOp], pairs) -> str:
     lines = []
     for logits, softmax_out, label in pairs:
         keep = _other_readers(ops, softmax_out)
@@ -64,18 +70,15 @@ def _change(ops, pairs) -> str:
                      f"cost): pass the logits")
         if keep:
             lines.append(f"# prediction replaces {softmax_out!r} in {', '.join(keep)}")
-        lhs, extra = ("cost, prediction", ", return_softmax=True") if keep else ("cost", "")
-        lines += [f"{lhs} = fluid.layers.softmax_with_cross_entropy(",
-                  f"    logits={code_name(logits, 'logits')}, "
-                  f"label={code_name(label, 'label')}{extra})"]
+        lines.append(code.fused_softmax_cross_entropy(
+            code_name(logits, "logits"), code_name(label, "label"), return_softmax=bool(keep)))
     return "\n".join(lines)
 
 
-def _other_readers(ops, var) -> List[str]:
+def _other_readers(ops: Sequence[ProgramOp], var: str) -> List[str]:
     """Forward ops other than cross_entropy that read `var` (e.g. accuracy, top_k)."""
-    return sorted({op["type"] for op in ops
-                   if var in names(op.get("inputs")) and not int(op.get("role") or 0) & 0xFF
-                   and op.get("type") != "cross_entropy"})
+    return sorted({op.type for op in ops
+                   if var in names(op.inputs) and is_forward(op) and op.type != "cross_entropy"})
 
 
 def _gain(share) -> str:

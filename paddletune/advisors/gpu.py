@@ -24,11 +24,13 @@ is bounded by the measured share, not predicted.
 
 from typing import List, Optional
 
+from ..profile.figures import GpuFigures, OpFigures
+from ..profile.records import ProgramOp
 from .base import Advice, rule
-from .facts import enough_steps, human_bytes, main_ops, main_loader, ms, names, op_types_share
+from .facts import (enough_steps, human_bytes, main_loader, main_ops, main_steps, ms, names,
+                    op_types_share, writer)
 from .input import async_reader_code, overlap_figures, overlap_gain
-from .memory import (FULL, allocation_advice, allocation_figures, flag_change, on_gpu,
-                     speedup_words)
+from .memory import FULL, allocation_advice, allocation_figures, on_gpu, speedup_words
 
 CONV_TYPES = ("conv2d", "depthwise_conv2d", "conv2d_transpose", "depthwise_conv2d_transpose",
               "conv3d", "conv3d_transpose")
@@ -53,20 +55,17 @@ def acts_on(name: str) -> bool:
 
 def gpu_place(profile) -> Optional[str]:
     """The main program's place when it is a GPU ("CUDAPlace(0)"), else None."""
-    main = profile.summary.get("main_program")
-    places = [s.get("place") for s in profile.steps
-              if s.get("program") == main and not s.get("startup") and s.get("place")]
+    places = [s.place for s in main_steps(profile) if s.place]
     return places[-1] if places and places[-1].startswith("CUDAPlace") else None
 
 
-def device_ops(profile) -> Optional[dict]:
+def device_ops(profile) -> Optional[OpFigures]:
     """The summary's op figures of a GPU profile when they are device times (CUDA events)."""
-    ops = profile.summary.get("ops")
-    if not gpu_place(profile) or not ops or not ops.get("by_type"):
+    ops = profile.summary.ops
+    if not gpu_place(profile) or ops is None or not ops.by_type:
         return None
-    result = (profile.probes.get("ops") or {}).get("result") or {}
-    if result.get("timing") == "cuda_event" or any(
-            r.get("timing") == "cuda_event" for r in profile.ops):
+    if "cuda_event" in ops.timing.split("+") or any(
+            r.timing == "cuda_event" for r in profile.ops):
         return ops
     return None
 
@@ -83,26 +82,27 @@ def gpu_underlying_allocations(profile) -> Optional[Advice]:
     The GPU pool goes to cudaMalloc during steady steps, a visible share of the step.
     """
     f = allocation_figures(profile)
-    if f is None or not on_gpu(f["m"]):
+    if f is None or not on_gpu(f.m):
         return None
-    flags = profile.env.get("flags") or {}
-    if f["m"].get("strategy") == "naive_best_fit":
+    flags = profile.env.flags or {}
+    if f.m.strategy == "naive_best_fit":
+        code = writer(profile)
         fraction = flags.get("FLAGS_fraction_of_gpu_memory_to_use", 0.92)
         change = "\n".join([
-            flag_change("FLAGS_fraction_of_gpu_memory_to_use", 0.92,
-                        f"one chunk of 92% of the free memory (now {fraction}; 0 makes every "
-                        f"allocation a cudaMalloc)"),
-            "# or " + flag_change("FLAGS_allocator_strategy", "auto_growth",
-                                  "grow on demand, keep freed blocks").replace("\n", "\n# ")])
-        gain = (f"~0 cudaMalloc per steady step instead of {f['per_step']:.0f}: "
-                f"{ms(f['alloc_s'])} less per step in the calls alone" + speedup_words(f)
+            code.set_flag("FLAGS_fraction_of_gpu_memory_to_use", 0.92,
+                          f"one chunk of 92% of the free memory (now {fraction}; 0 makes every "
+                          f"allocation a cudaMalloc)"),
+            code.comment("or " + code.set_flag("FLAGS_allocator_strategy", "auto_growth",
+                                               "grow on demand, keep freed blocks"))])
+        gain = (f"~0 cudaMalloc per steady step instead of {f.per_step:.0f}: "
+                f"{ms(f.alloc_s)} less per step in the calls alone" + speedup_words(f)
                 + ", more without cudaFree's implicit device synchronisation")
         return allocation_advice(f, change, gain, "high", "cudaMalloc")
     change = ("# the pool is held at its cap and gives memory back to grow again: raise "
               "FLAGS_gpu_memory_limit_mb (0: the whole device) or lower the peak (GC / inplace "
               "/ batch size advice)")
-    gain = (f"up to {f['speedup']:.2f}x steps/s ({ms(f['alloc_s'])} less per step)"
-            if f["speedup"] else "unknown")
+    gain = (f"up to {f.speedup:.2f}x steps/s ({ms(f.alloc_s)} less per step)"
+            if f.speedup else "unknown")
     return allocation_advice(f, change, gain, "medium", "cudaMalloc")
 
 
@@ -124,8 +124,8 @@ def gpu_math_flags(profile) -> List[Advice]:
     FLAGS_cudnn_exhaustive_search / FLAGS_enable_cublas_tensor_op_math off on a conv- or
     matmul-heavy GPU job.
     """
-    ops, flags = device_ops(profile), profile.env.get("flags")
-    if ops is None or not isinstance(flags, dict):  # flags not recorded: nothing to go on
+    ops, flags = device_ops(profile), profile.env.flags
+    if ops is None or flags is None:  # flags not recorded: nothing to go on
         return []
     out = []
     for flag, types, what, advice_id, cost in MATH_FLAGS:
@@ -137,10 +137,10 @@ def gpu_math_flags(profile) -> List[Advice]:
             confidence="low",
             title=f"{what.capitalize()} take {share:.0%} of GPU time with {flag} off",
             evidence=(f"{what} (forward and backward) took {share:.1%} of the "
-                      f"{ms(ops['total_s'] / max(ops['steps'], 1))} of device op time per step "
-                      f"(CUDA events, {ops['steps']} steady steps) on {gpu_place(profile)}, and "
+                      f"{ms(ops.total_s / max(ops.steps, 1))} of device op time per step "
+                      f"(CUDA events, {ops.steps} steady steps) on {gpu_place(profile)}, and "
                       f"{flag} is off."),
-            change=flag_change(flag, True, cost.split(" (")[0]),
+            change=writer(profile).set_flag(flag, True, cost.split(" (")[0]),
             expected_gain=(f"faster {what}: at most their {share:.0%} of the GPU op time is at "
                            f"stake (no prediction: measure it); the cost: {cost}"),
             figures={"share": share, "flag": flag, "place": gpu_place(profile)}))
@@ -148,21 +148,21 @@ def gpu_math_flags(profile) -> List[Advice]:
 
 
 # --- #8 -----------------------------------------------------------------------------------------
-def _cudnn_slow(op: dict, batch) -> Optional[str]:
+def _cudnn_slow(op: ProgramOp, batch) -> Optional[str]:
     """Why cuDNN is the slow choice for this op of the program record, or None."""
-    attrs = op.get("attrs") or {}
-    if not attrs.get("use_cudnn"):
+    if not op.attrs.get("use_cudnn"):
         return None
-    base = op["type"][:-len("_grad")] if op["type"].endswith("_grad") else op["type"]
+    base = op.type[:-len("_grad")] if op.type.endswith("_grad") else op.type
     if base == "conv2d_transpose" and batch == 1:
         return "conv2d_transpose at batch 1"
-    if base == "pool2d" and attrs.get("global_pooling"):
+    if base == "pool2d" and op.attrs.get("global_pooling"):
         return "global pool2d"
     return None
 
 
-LAYER_CALLS = {"conv2d_transpose at batch 1": "fluid.layers.conv2d_transpose(..., use_cudnn=False)",
-               "global pool2d": "fluid.layers.pool2d(..., global_pooling=True, use_cudnn=False)"}
+LAYER_CALLS = {  # why cuDNN is slow -> (the layer, the arguments that avoid it)
+    "conv2d_transpose at batch 1": ("conv2d_transpose", {"use_cudnn": False}),
+    "global pool2d": ("pool2d", {"global_pooling": True, "use_cudnn": False})}
 
 
 @rule
@@ -175,16 +175,16 @@ def cudnn_slow_ops(profile) -> Optional[Advice]:
     program = main_ops(profile)
     if ops is None or not program or not acts_on("use_cudnn"):
         return None
-    batch = (profile.summary.get("throughput") or {}).get("batch_size")
+    batch = _batch_size(profile)
     shares = {}  # why -> (share of GPU op time, forward ops' outputs)
-    for row in ops.get("top") or []:
-        op = program[row["index"]] if row["index"] < len(program) else None
-        why = _cudnn_slow(op, batch) if op and op["type"] == row["type"] else None
+    for row in ops.top:
+        op = program[row.index] if row.index < len(program) else None
+        why = _cudnn_slow(op, batch) if op and op.type == row.type else None
         if why is not None:
             share, outs = shares.get(why, (0.0, []))
-            if not op["type"].endswith("_grad"):
-                outs = outs + names(op.get("outputs"))[:1]
-            shares[why] = (share + row["share"], outs)
+            if not op.type.endswith("_grad"):
+                outs = outs + names(op.outputs)[:1]
+            shares[why] = (share + row.share, outs)
     total = sum(share for share, _ in shares.values())
     if total < DOMINANT:
         return None
@@ -194,33 +194,45 @@ def cudnn_slow_ops(profile) -> Optional[Advice]:
         id="cudnn-slow-ops", source=8, severity="medium" if total >= 0.4 else "low",
         confidence="low",
         title=f"cuDNN ops known to be slow take {total:.0%} of GPU time",
-        evidence=(f"of the device op time (CUDA events, {ops['steps']} steady steps, batch "
+        evidence=(f"of the device op time (CUDA events, {ops.steps} steady steps, batch "
                   f"{batch}) on {gpu_place(profile)}: {parts}. Paddle's playbook: cuDNN is "
                   f"slower than Paddle's own kernels for these."),
-        change="\n".join(f"{LAYER_CALLS[why]}  # for the layer(s) above" for why in shares),
+        change="\n".join(f"{_layer_call(profile, why)}  # for the layer(s) above"
+                         for why in shares),
         expected_gain=(f"faster {', '.join(shares)}: at most their {total:.0%} of the GPU op "
                        f"time is at stake (no prediction: measure it)"),
         figures={"share": total, "by_case": {k: v[0] for k, v in shares.items()},
                  "batch_size": batch, "place": gpu_place(profile)})
 
 
+def _layer_call(profile, why: str) -> str:
+    layer, args = LAYER_CALLS[why]
+    return writer(profile).layer_call(layer, **args)
+
+
+def _batch_size(profile) -> Optional[int]:
+    """The steady steps' median batch size (None: unknown)."""
+    throughput = profile.summary.throughput
+    return throughput.batch_size if throughput is not None else None
+
+
 # --- #24 ----------------------------------------------------------------------------------------
-def place_gpu_samples(profile, place: str) -> Optional[dict]:
+def place_gpu_samples(profile, place: str) -> Optional[GpuFigures]:
     """The summary's NVML figures of the place's GPU (the only one sampled, or the one with the
     place's index), None without enough utilisation samples."""
-    gpus = profile.summary.get("gpus") or []
+    gpus = profile.summary.gpus
     index = int(place[place.index("(") + 1:-1]) if "(" in place else 0
-    gpu = gpus[0] if len(gpus) == 1 else next((g for g in gpus if g.get("gpu") == index), None)
-    util = (gpu or {}).get("util_percent") or {}
-    return gpu if (util.get("n") or 0) >= MIN_UTIL_SAMPLES else None
+    gpu = gpus[0] if len(gpus) == 1 else next((g for g in gpus if g.gpu == index), None)
+    util = gpu.util_percent if gpu is not None else None
+    return gpu if util is not None and util.n >= MIN_UTIL_SAMPLES else None
 
 
 def device_busy_share(profile) -> Optional[float]:
     """Device op time per step over the step's compute time (None without device op times)."""
-    ops, b = device_ops(profile), profile.summary.get("breakdown_s") or {}
-    if ops is None or not b.get("compute") or not ops.get("steps"):
+    ops, b = device_ops(profile), profile.summary.breakdown_s
+    if ops is None or b is None or not b.compute_s or not ops.steps:
         return None
-    return ops["total_s"] / ops["steps"] / b["compute"]
+    return ops.total_s / ops.steps / b.compute_s
 
 
 @rule
@@ -231,13 +243,12 @@ def gpu_underused(profile) -> Optional[Advice]:
     """
     place = gpu_place(profile)
     gpu = place_gpu_samples(profile, place) if place and enough_steps(profile) else None
-    if gpu is None or gpu["util_percent"]["mean"] >= LOW_UTIL_PERCENT:
+    if gpu is None or gpu.util_percent.mean >= LOW_UTIL_PERCENT:
         return None
-    util = gpu["util_percent"]["mean"]
-    s = profile.summary
-    seen = (f"NVML put GPU {gpu.get('gpu')} ({place}) at {util:.0f}% utilisation on average "
-            f"over {gpu['util_percent']['n']} samples")
-    if (s.get("input_share") or 0.0) >= DATA_SHARE:
+    util = gpu.util_percent.mean
+    seen = (f"NVML put GPU {gpu.gpu} ({place}) at {util:.0f}% utilisation on average "
+            f"over {gpu.util_percent.n} samples")
+    if (profile.summary.input_share or 0.0) >= DATA_SHARE:
         return _data_advice(profile, seen, util)
     return _batch_advice(profile, seen, util)
 
@@ -259,13 +270,13 @@ def _data_advice(profile, seen: str, util: float) -> Advice:
 
 
 def _batch_advice(profile, seen: str, util: float) -> Optional[Advice]:
-    batch = (profile.summary.get("throughput") or {}).get("batch_size")
+    batch = _batch_size(profile)
     busy = device_busy_share(profile)
     small = batch is not None and batch <= SMALL_BATCH
     if not batch or not (small or (busy is not None and busy < BUSY_LOW)):
         return None  # utilisation is low for a reason this profile does not show
-    m = profile.summary.get("memory") or {}
-    peak = m.get("peak_reserved_share")
+    m = profile.summary.memory
+    peak = m.peak_reserved_share if m is not None else None
     if peak is not None and peak >= FULL:
         return None  # no memory to grow the batch into (the memory advice speaks)
     why = [f"batch {batch}" + (f" (at most {SMALL_BATCH} rarely fills a GPU)" if small else "")]
@@ -273,15 +284,16 @@ def _batch_advice(profile, seen: str, util: float) -> Optional[Advice]:
         why.append(f"the device ran kernels for {busy:.0%} of the step's compute time "
                    f"(CUDA events): the rest is launching small kernels")
     if peak is not None:
-        why.append(f"memory peaked at {human_bytes(m['peak_reserved_bytes'])} of "
-                   f"{human_bytes(m['capacity_bytes'])} ({peak:.0%})")
+        why.append(f"memory peaked at {human_bytes(m.peak_reserved_bytes)} of "
+                   f"{human_bytes(m.capacity_bytes)} ({peak:.0%})")
     return Advice(
         id="gpu-underused-batch", source=24, severity="medium",
         confidence="medium" if busy is not None else "low",
         title=f"The GPU is {util:.0f}% busy at batch {batch}: use a bigger batch",
         evidence=f"{seen}, with {'; '.join(why)}; the step waits little for data.",
-        change=(f"BATCH_SIZE = {batch * 2}  # then 4x: keep the largest that raises samples/s "
-                f"(paddletune tune measures it); scale the learning rate with it"),
+        change=writer(profile).batch_size(
+            batch * 2, "then 4x: keep the largest that raises samples/s (paddletune tune "
+                       "measures it); scale the learning rate with it"),
         expected_gain=(f"more samples/s as utilisation rises from {util:.0f}% (fewer, larger "
                        f"kernels per sample); steps/s falls, so judge by samples/s"),
         figures={"util_percent": util, "batch_size": batch, "device_busy_share": busy,

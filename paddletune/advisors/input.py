@@ -1,11 +1,13 @@
 """ADVICE.md #1: the training loop waits for data: move data preparation to an async reader."""
 
-from typing import List, Optional
+from typing import List, Optional, Sequence
 
-from ..summary import HIGHLY_INPUT_BOUND, MIN_STEADY_STEPS, MODERATELY_INPUT_BOUND
+from ..profile.figures import Summary
+from ..profile.records import ProgramOp
+from ..profile.summarize import HIGHLY_INPUT_BOUND, MIN_STEADY_STEPS, MODERATELY_INPUT_BOUND
 from .base import Advice, rule
-from .facts import (code_name, enough_steps, loss_name, main_loader, main_ops, ms, names,
-                    startup_outputs)
+from .facts import (code_name, enough_steps, is_forward, loss_name, main_loader, main_ops,
+                    main_steps, ms, names, script, startup_outputs, writer)
 
 SUGGESTED_STEPS = 50  # what to ask for when a profile has too few steady steps
 MIN_INPUT_S = 0.0002  # less input than this per step is loop overhead, not data: low severity
@@ -23,7 +25,7 @@ def input_bound(profile) -> Optional[Advice]:
         return _too_few_steps(profile)
     if main_loader(profile) is not None:  # already an async reader: advisors/reader.py judges
         return None                       # it with the queue's own waits (#2-#5)
-    share = s.get("input_share")
+    share = s.input_share
     if share is None or share < MODERATELY_INPUT_BOUND:
         return None
     f = overlap_figures(s)
@@ -31,7 +33,7 @@ def input_bound(profile) -> Optional[Advice]:
     evidence = (f"{share:.1%} of each {ms(f['cycle_s'])} step waits for input: "
                 f"{ms(f['outside_s'])} outside the runtime (data preparation and Python "
                 f"between exe.run calls) + {ms(f['feed_s'])} feeding, against "
-                f"{ms(f['rest_s'])} computing and fetching; {s['steady_steps']} steady steps.")
+                f"{ms(f['rest_s'])} computing and fetching; {s.steady_steps} steady steps.")
     if tiny:
         evidence += (f" At under {ms(MIN_INPUT_S)} per step this is mostly the loop's own "
                      f"overhead, which an async reader does not remove.")
@@ -41,21 +43,21 @@ def input_bound(profile) -> Optional[Advice]:
         severity="low" if tiny else "high" if share >= HIGHLY_INPUT_BOUND else "medium",
         change=async_reader_code(profile), expected_speedup=f["speedup"],
         expected_gain=overlap_gain(f),
-        confidence="low" if tiny else "high" if s["steady_steps"] >= 20
-        and s["cycle_s"]["cv"] <= 0.5 else "medium")
+        confidence="low" if tiny else "high" if s.steady_steps >= 20
+        and s.cycle_s.cv <= 0.5 else "medium")
 
 
-def overlap_figures(s: dict) -> dict:
+def overlap_figures(s: Summary) -> dict:
     """The step's parts, and the cycle if input overlapped compute + fetch."""
-    b, cycle_s = s["breakdown_s"], s["cycle_s"]["mean"]
-    input_s = b["outside"] + b["feed"]
+    b, cycle_s = s.breakdown_s, s.cycle_s.mean
+    input_s = b.outside_s + b.feed_s
     rest_s = max(cycle_s - input_s, 0.0)  # compute + fetch (+ the run's own overhead)
     new_s = max(rest_s, input_s)
-    return {"input_share": s["input_share"], "cycle_s": cycle_s, "input_s": input_s,
-            "outside_s": b["outside"], "feed_s": b["feed"], "compute_s": b["compute"],
-            "fetch_s": b["fetch"], "rest_s": rest_s, "overlapped_cycle_s": new_s,
+    return {"input_share": s.input_share, "cycle_s": cycle_s, "input_s": input_s,
+            "outside_s": b.outside_s, "feed_s": b.feed_s, "compute_s": b.compute_s,
+            "fetch_s": b.fetch_s, "rest_s": rest_s, "overlapped_cycle_s": new_s,
             "speedup": cycle_s / new_s if new_s > 0 else None,
-            "steady_steps": s["steady_steps"]}
+            "steady_steps": s.steady_steps}
 
 
 def overlap_gain(f: dict) -> str:
@@ -70,56 +72,46 @@ def overlap_gain(f: dict) -> str:
 
 
 def async_reader_code(profile) -> str:
-    """The DataLoader lines for this job, with its feed variables and place when known."""
-    fed = [s.get("feed") for s in profile.steps
-           if s.get("program") == profile.summary.get("main_program") and s.get("feed")]
-    feeds = fed[0] if fed else feed_names(main_ops(profile), startup_outputs(profile))
-    usable = bool(feeds) and all(n.isidentifier() for n in feeds)
+    """The async DataLoader lines for this job, with its feed variables, place and loss when
+    known."""
+    fed = [s.feed for s in main_steps(profile) if s.feed]
+    feeds = list(fed[0]) if fed else feed_names(main_ops(profile), startup_outputs(profile))
     loss = code_name(loss_name(main_ops(profile)), "loss")
-    lines = ["# reader: your generator yielding one batch (a list of arrays) per iteration"]
-    if not usable:
-        named = f" ({', '.join(map(repr, feeds))})" if feeds else ""
-        lines.append(f"# feed_list: your fluid.data variables{named}")
-    return "\n".join(lines + [
-        f"loader = fluid.io.DataLoader.from_generator(feed_list="
-        f"[{', '.join(feeds) if usable else 'image, label'}], capacity=8, iterable=True)",
-        f"loader.set_batch_generator(reader, places={_place(profile)})",
-        "for data in loader():",
-        f"    exe.run(main_program, feed=data, fetch_list=[{loss}])"])
+    return writer(profile).async_loader(feeds, _place(profile), loss)
 
 
-def feed_names(ops: List[dict], created=()) -> List[str]:
+def feed_names(ops: Sequence[ProgramOp], created=()) -> List[str]:
     """Variables the forward pass reads that no op writes and no startup program creates
     (`created`): the data the loop feeds. In a training program the optimizer writes the
     parameters; the learning rate is read only by optimizer ops."""
-    written = {n for op in ops for n in names(op.get("outputs"))} | set(created)
+    written = {n for op in ops for n in names(op.outputs)} | set(created)
     out: List[str] = []
     for op in ops:
-        if int(op.get("role") or 0) & 0xFF:  # backward, optimizer, lr schedule
+        if not is_forward(op):  # backward, optimizer, lr schedule
             continue
-        for n in names(op.get("inputs")):
+        for n in names(op.inputs):
             if n not in written and n not in out and not n.endswith("@GRAD"):
                 out.append(n)
     return out
 
 
 def _place(profile) -> str:
-    places = [s.get("place") for s in profile.steps if not s.get("startup") and s.get("place")]
-    place = places[-1] if places else "CPUPlace"
-    return f"fluid.{place}" if "(" in place else f"fluid.{place}()"
+    """The device the training steps ran on ("CPUPlace" when unknown)."""
+    places = [s.place for s in profile.steps if not s.startup and s.place]
+    return places[-1] if places else "CPUPlace"
 
 
 def _too_few_steps(profile) -> Optional[Advice]:
     s = profile.summary
-    n, steady = s.get("n_steps") or 0, s.get("steady_steps") or 0
+    n, steady = s.n_steps, s.steady_steps
     if n == 0:
         return None
-    need = max(SUGGESTED_STEPS, (s.get("warmup_steps") or 0) + MIN_STEADY_STEPS)
+    need = max(SUGGESTED_STEPS, s.warmup_steps + MIN_STEADY_STEPS)
     return Advice(
         id="too-few-steps", source=1, severity="info", confidence="high",
         title="Too few steps to judge the step time",
         evidence=(f"only {steady} steady-state step(s) measured ({n} training step(s), "
-                  f"{s.get('warmup_steps') or 0} of them warm-up); the input-bound and "
+                  f"{s.warmup_steps} of them warm-up); the input-bound and "
                   f"fetch checks need at least {MIN_STEADY_STEPS}."),
         change=_more_steps(profile, need),
         expected_gain="none by itself: it makes the step-time advice possible",
@@ -127,13 +119,8 @@ def _too_few_steps(profile) -> Optional[Advice]:
 
 
 def _more_steps(profile, need: int) -> str:
-    limit = profile.options.get("steps")
+    limit = profile.options.steps
     if limit is not None and limit < need:
-        return f"paddletune profile --steps {need} {_script(profile)}"
+        return f"paddletune profile --steps {need} {script(profile)}"
     return (f"# let the training loop run at least {need} steps (more iterations or data), "
-            f"then:\npaddletune profile {_script(profile)}")
-
-
-def _script(profile) -> str:
-    argv = (profile.header.get("command") or {}).get("argv") or ["train.py"]
-    return " ".join(str(a) for a in argv)
+            f"then:\npaddletune profile {script(profile)}")

@@ -1,6 +1,6 @@
 """ADVICE.md #13, #15-#17: memory, and the figures the other memory rules share (#18 in
 sequences.py, #19 in optimizer.py). Each rule states a predicted figure from the memory model
-(paddletune/memory_model.py) over the memory probe's records:
+(paddletune/profile/memory_model.py) over the memory probe's records:
 
 - #13 underlying allocations a visible share of the step: the allocator flags (a GPU pool's
   cudaMalloc: advisors/gpu.py, from the same figures);
@@ -19,11 +19,14 @@ pool's reserved bytes, which is what the capacity limits). Without pressure #15/
 at low severity, when they would save LOW_SAVING of the step peak; #17 and #19 do not.
 """
 
+from dataclasses import dataclass
 from typing import Optional
 
-from ..memory_model import HEADROOM, batch_fit, simulate, trace_of
+from ..profile.figures import MemoryFigures
+from ..profile.memory_model import HEADROOM, MemoryModel, batch_fit, simulate, trace_of
+from ..profile.records import MemoryOom, MemoryTrace
 from .base import Advice, rule
-from .facts import enough_steps, human_bytes, ms
+from .facts import enough_steps, human_bytes, main_loader, ms, script, writer
 
 NEAR = 0.85  # peak share of the capacity that counts as memory pressure
 FULL = 0.90  # #17: a steady peak above this share of the capacity is too close
@@ -32,44 +35,39 @@ LOW_SAVING = 0.20  # ... without memory pressure it must save this much (low sev
 ALLOC_SHARES = ((0.15, "high"), (0.05, "medium"), (0.02, "low"))  # #13: share -> severity
 MALLOC_EACH_MIN = 10  # #13: underlying allocations per step that, at half the requests or
 # more, mean "a malloc per allocation" (FLAGS_fraction_of_*_memory_to_use=0)
-SET_FLAG = "fluid.set_flags({{'{flag}': {value}}})  # in the script, before the first exe.run"
+GC_WHY = "free each temporary right after its last use (Paddle's default)"
 
 
-def memory_summary(profile) -> Optional[dict]:
+def memory_summary(profile) -> Optional[MemoryFigures]:
     """The summary's memory figures, None without them (no pool: GPU, or the probe off)."""
-    m = profile.summary.get("memory")
-    return m if m and m.get("capacity_bytes") else None
+    m = profile.summary.memory
+    return m if m is not None and m.capacity_bytes else None
 
 
-def pressure(m: dict) -> Optional[str]:
+def pressure(m: MemoryFigures) -> Optional[str]:
     """'oom', 'near' (peak at least NEAR of the capacity) or None."""
-    if m.get("oom"):
+    if m.oom is not None:
         return "oom"
-    share = m.get("peak_reserved_share") or m.get("peak_allocated_share") or 0.0
+    share = m.peak_reserved_share or m.peak_allocated_share or 0.0
     return "near" if share >= NEAR else None
 
 
-def pressure_words(m: dict) -> str:
+def pressure_words(m: MemoryFigures) -> str:
     """The memory pressure in words: the out-of-memory error, or the peak against the capacity."""
-    if m.get("oom"):
-        o = m["oom"]
-        return (f"the run ran out of memory (op {o.get('op_type')} asked for "
-                f"{human_bytes(o.get('requested') or 0)} at batch {o.get('batch_size')})")
-    return (f"the pool peaked at {human_bytes(m['peak_reserved_bytes'])} reserved of "
-            f"{human_bytes(m['capacity_bytes'])} ({m['peak_reserved_share']:.0%})")
+    if m.oom is not None:
+        o = m.oom
+        return (f"the run ran out of memory (op {o.op_type} asked for "
+                f"{human_bytes(o.requested_bytes or 0)} at batch {o.batch_size})")
+    return (f"the pool peaked at {human_bytes(m.peak_reserved_bytes)} reserved of "
+            f"{human_bytes(m.capacity_bytes)} ({m.peak_reserved_share:.0%})")
 
 
-def pressure_prefix(m: dict) -> str:
+def pressure_prefix(m: MemoryFigures) -> str:
     """pressure_words and a "; " when there is memory pressure, else nothing."""
     return pressure_words(m) + "; " if pressure(m) else ""
 
 
-def flag_change(flag: str, value, why: str) -> str:
-    return "\n".join([f"export {flag}={value}  # {why}",
-                      "# or " + SET_FLAG.format(flag=flag, value=repr(value))])
-
-
-def _saving_severity(m: dict, saving: float, base: float) -> Optional[str]:
+def _saving_severity(m: MemoryFigures, saving: float, base: float) -> Optional[str]:
     share = saving / base if base else 0.0
     if share < MIN_SAVING:
         return None
@@ -78,63 +76,89 @@ def _saving_severity(m: dict, saving: float, base: float) -> Optional[str]:
     return "low" if share >= LOW_SAVING else None
 
 
-def _base_peak(m: dict, trace: dict) -> float:
-    return float(m.get("step_peak_bytes") or max(op["peak"] for op in trace["ops"]))
+def _base_peak(m: MemoryFigures, trace: MemoryTrace) -> float:
+    return float(m.step_peak_bytes or max(op.peak for op in trace.ops))
+
+
+def _replayed_peak(trace: MemoryTrace, gc: bool, inplace: bool) -> int:
+    """The traced step's peak replayed with `gc` and `inplace` (memory_model.simulate)."""
+    return simulate(trace, gc, inplace)["step_peak"]
 
 
 # --- #13 ----------------------------------------------------------------------------------------
-def on_gpu(m: dict) -> bool:
+def on_gpu(m: MemoryFigures) -> bool:
     """Whether the memory figures are a GPU pool's (#13 on a GPU: advisors/gpu.py)."""
-    return str(m.get("place") or "").startswith("CUDAPlace")
+    return (m.place or "").startswith("CUDAPlace")
 
 
-def allocation_figures(profile) -> Optional[dict]:
+@dataclass(frozen=True)
+class AllocationFigures:
+    """#13's measured figures (the CPU and GPU rules share them).
+
+    m         the memory summary
+    share     the underlying allocations' share of the step
+    per_step  underlying allocations per steady step
+    alloc_s   their time per step
+    each      a malloc per allocation (a fresh allocation per pool request)
+    severity  the advice's severity
+    cycle_s   the mean step cycle
+    speedup   the steps/s factor without them (None: unknown)
+    """
+
+    m: MemoryFigures
+    share: float
+    per_step: float
+    alloc_s: float
+    each: bool
+    severity: str
+    cycle_s: float
+    speedup: Optional[float]
+
+
+def allocation_figures(profile) -> Optional[AllocationFigures]:
     """#13's measured figures, None unless the underlying allocations of the steady steps are
-    worth a word: {m (the memory summary), share, per_step, alloc_s, each (a malloc per
-    allocation), severity, cycle_s, speedup}. The CPU and GPU rules share them."""
+    worth a word."""
     m = memory_summary(profile)
-    if not m or not enough_steps(profile) or m.get("system_alloc_share") is None:
+    if m is None or not enough_steps(profile) or m.system_alloc_share is None:
         return None
-    share = m["system_alloc_share"]
-    per_step, alloc_s = m["system_allocs_per_step"], m["system_alloc_s_per_step"]
+    share = m.system_alloc_share
+    per_step, alloc_s = m.system_allocs_per_step, m.system_alloc_s_per_step
     # a fresh allocation per request (fraction 0): its page faults on first touch cost more
     # than the timed malloc call, so the pattern alone is worth a medium
-    each = per_step >= MALLOC_EACH_MIN and per_step >= 0.5 * (m["requests_per_step"] or 0)
+    each = per_step >= MALLOC_EACH_MIN and per_step >= 0.5 * (m.requests_per_step or 0)
     severity = next((sev for bound, sev in ALLOC_SHARES if share >= bound), None)
     if each and severity in (None, "low"):
         severity = "medium"
     if severity is None:
         return None
-    cycle_s = profile.summary["cycle_s"]["mean"]
+    cycle_s = profile.summary.cycle_s.mean
     speedup = cycle_s / (cycle_s - alloc_s) if cycle_s > alloc_s else None
-    return {"m": m, "share": share, "per_step": per_step, "alloc_s": alloc_s, "each": each,
-            "severity": severity, "cycle_s": cycle_s, "speedup": speedup}
+    return AllocationFigures(m, share, per_step, alloc_s, each, severity, cycle_s, speedup)
 
 
-def allocation_advice(f: dict, change: str, gain: str, confidence: str,
+def allocation_advice(f: AllocationFigures, change: str, gain: str, confidence: str,
                       call: str = "system") -> Advice:
     """The #13 advice from allocation_figures `f`; `call` names the underlying allocation."""
-    m, per_step, alloc_s, share = f["m"], f["per_step"], f["alloc_s"], f["share"]
+    m, per_step, alloc_s, share = f.m, f.per_step, f.alloc_s, f.share
     to = "the system" if call == "system" else call
     return Advice(
-        id="underlying-allocations", source=13, severity=f["severity"], confidence=confidence,
-        title=(f"Every allocation goes to {to}: {per_step:.0f} per step" if f["each"] else
+        id="underlying-allocations", source=13, severity=f.severity, confidence=confidence,
+        title=(f"Every allocation goes to {to}: {per_step:.0f} per step" if f.each else
                f"Allocating from {to} costs {share:.0%} of each step"),
         evidence=(f"each steady step made {per_step:.0f} underlying ({call}) allocations for "
-                  f"{m['requests_per_step']:.0f} pool requests, {ms(alloc_s)} of the "
-                  f"{ms(f['cycle_s'])} step ({share:.1%}), with FLAGS_allocator_strategy="
-                  f"{m.get('strategy')} on {m.get('place')}."),
-        change=change, expected_gain=gain, expected_speedup=f["speedup"],
+                  f"{m.requests_per_step:.0f} pool requests, {ms(alloc_s)} of the "
+                  f"{ms(f.cycle_s)} step ({share:.1%}), with FLAGS_allocator_strategy="
+                  f"{m.strategy} on {m.place}."),
+        change=change, expected_gain=gain, expected_speedup=f.speedup,
         figures={"system_allocs_per_step": per_step, "system_alloc_s_per_step": alloc_s,
-                 "system_alloc_share": share, "strategy": m.get("strategy"),
-                 "place": m.get("place"),
+                 "system_alloc_share": share, "strategy": m.strategy, "place": m.place,
                  "predicted_system_allocs_per_step":
-                     0.0 if m.get("strategy") == "naive_best_fit" else None,
-                 "cycle_s": f["cycle_s"]})
+                     0.0 if m.strategy == "naive_best_fit" else None,
+                 "cycle_s": f.cycle_s})
 
 
-def speedup_words(f: dict) -> str:
-    return f" (up to {f['speedup']:.2f}x steps/s)" if f["speedup"] else ""
+def speedup_words(f: AllocationFigures) -> str:
+    return f" (up to {f.speedup:.2f}x steps/s)" if f.speedup else ""
 
 
 @rule
@@ -145,24 +169,24 @@ def underlying_allocations(profile) -> Optional[Advice]:
     (a CPU pool; the GPU pool's cudaMalloc is advisors/gpu.py's).
     """
     f = allocation_figures(profile)
-    if f is None or on_gpu(f["m"]):
+    if f is None or on_gpu(f.m):
         return None
-    if f["m"].get("strategy") == "naive_best_fit":
+    if f.m.strategy == "naive_best_fit":
         change = "\n".join([
-            flag_change("FLAGS_allocator_strategy", "auto_growth",
-                        "keep freed blocks for the next step"),
+            writer(profile).set_flag("FLAGS_allocator_strategy", "auto_growth",
+                                     "keep freed blocks for the next step"),
             "# or keep naive_best_fit with real chunks: FLAGS_fraction_of_cpu_memory_to_use=1.0"
             " (GPU: FLAGS_fraction_of_gpu_memory_to_use=0.92); 0 makes every allocation a "
             "malloc"])
-        gain = (f"~0 underlying allocations per steady step instead of {f['per_step']:.0f}: "
-                f"{ms(f['alloc_s'])} less per step in the calls alone" + speedup_words(f)
+        gain = (f"~0 underlying allocations per steady step instead of {f.per_step:.0f}: "
+                f"{ms(f.alloc_s)} less per step in the calls alone" + speedup_words(f)
                 + ", more with the page faults of fresh memory on first touch")
         return allocation_advice(f, change, gain, "high")
     change = ("# the pool is kept at its capacity and gives memory back to grow again: "
               "lower the peak (see the GC / inplace / batch size advice) or raise "
               "FLAGS_cpu_memory_limit_mb")
-    gain = (f"up to {f['speedup']:.2f}x steps/s ({ms(f['alloc_s'])} less per step)"
-            if f["speedup"] else "unknown")
+    gain = (f"up to {f.speedup:.2f}x steps/s ({ms(f.alloc_s)} less per step)"
+            if f.speedup else "unknown")
     return allocation_advice(f, change, gain, "medium")
 
 
@@ -175,41 +199,41 @@ def gc_off(profile) -> Optional[Advice]:
     peak with GC on is replayed from the traced step.
     """
     m = memory_summary(profile)
-    if not m or m.get("gc") is not False:
+    if m is None or m.gc is not False:
         return None
     trace = trace_of(profile)
-    if trace is None or trace.get("gc"):
-        return _gc_off_unmeasured(m) if m.get("oom") else None
+    if trace is None or trace.gc:
+        return _gc_off_unmeasured(profile, m) if m.oom is not None else None
     base = _base_peak(m, trace)
-    now = simulate(trace, False, trace["inplace"])["step_peak"]
-    gc = base - (now - simulate(trace, True, trace["inplace"])["step_peak"])
-    both = base - (now - simulate(trace, True, True)["step_peak"])
+    now = _replayed_peak(trace, False, trace.inplace)
+    gc = base - (now - _replayed_peak(trace, True, trace.inplace))
+    both = base - (now - _replayed_peak(trace, True, True))
     severity = _saving_severity(m, base - gc, base)
     if severity is None:
         return None
     more = (f"; ~{human_bytes(both)} with BuildStrategy.enable_inplace too"
-            if not trace["inplace"] and both < gc * (1 - MIN_SAVING / 2) else "")
+            if not trace.inplace and both < gc * (1 - MIN_SAVING / 2) else "")
     why = pressure_prefix(m)
     return Advice(
         id="gc-off", source=15, severity=severity, confidence="high",
         title=f"Garbage collection is off: the step peak would drop {1 - gc / base:.0%}",
         evidence=(f"{why}FLAGS_eager_delete_tensor_gb is negative, so every temporary lives "
                   f"until the end of the step: the step peak is {human_bytes(base)}. "
-                  f"Replaying the traced step (step {trace['step']}, batch "
-                  f"{trace.get('batch_size')}) with each temporary freed after its last use "
+                  f"Replaying the traced step (step {trace.step}, batch "
+                  f"{trace.batch_size}) with each temporary freed after its last use "
                   f"gives ~{human_bytes(gc)}."),
-        change=GC_CHANGE,
+        change=_gc_change(profile),
         expected_gain=f"step peak {human_bytes(base)} -> ~{human_bytes(gc)}{more}",
         figures={"step_peak_bytes": base, "predicted_peak_bytes": gc,
                  "predicted_peak_with_inplace_bytes": both,
-                 "capacity_bytes": m["capacity_bytes"], "pressure": pressure(m)})
+                 "capacity_bytes": m.capacity_bytes, "pressure": pressure(m)})
 
 
-GC_CHANGE = flag_change("FLAGS_eager_delete_tensor_gb", 0.0,
-                         "free each temporary right after its last use (Paddle's default)")
+def _gc_change(profile) -> str:
+    return writer(profile).set_flag("FLAGS_eager_delete_tensor_gb", 0.0, GC_WHY)
 
 
-def _gc_off_unmeasured(m: dict) -> Advice:
+def _gc_off_unmeasured(profile, m: MemoryFigures) -> Advice:
     """GC off and out of memory before a step completed: no traced step to replay."""
     return Advice(
         id="gc-off", source=15, severity="high", confidence="medium",
@@ -217,21 +241,14 @@ def _gc_off_unmeasured(m: dict) -> Advice:
         evidence=(f"{pressure_words(m)} with FLAGS_eager_delete_tensor_gb negative: every "
                   f"temporary of the step was still held. No step completed, so there is no "
                   f"traced step to predict the peak from."),
-        change=GC_CHANGE,
+        change=_gc_change(profile),
         expected_gain=("a lower step peak (unknown: profile again with GC on, or at a smaller "
                        "batch, for the figures)"),
-        figures={"predicted_peak_bytes": None, "capacity_bytes": m["capacity_bytes"],
+        figures={"predicted_peak_bytes": None, "capacity_bytes": m.capacity_bytes,
                  "pressure": "oom"})
 
 
 # --- #16 ----------------------------------------------------------------------------------------
-INPLACE_CHANGE = "\n".join([
-    "build_strategy = fluid.BuildStrategy()",
-    "build_strategy.enable_inplace = True",
-    "compiled = fluid.CompiledProgram(main_program, build_strategy=build_strategy)",
-    "exe.run(compiled, feed=feed, fetch_list=fetch_list)  # instead of exe.run(main_program, ...)"])
-
-
 @rule
 def inplace_off(profile) -> Optional[Advice]:
     """inplace off (#16)
@@ -240,22 +257,22 @@ def inplace_off(profile) -> Optional[Advice]:
     inplace (and GC) on is replayed from the traced step.
     """
     m = memory_summary(profile)
-    trace = trace_of(profile) if m else None
-    if trace is None or m.get("inplace") is not False or trace.get("inplace"):
+    trace = trace_of(profile) if m is not None else None
+    if trace is None or m.inplace is not False or trace.inplace:
         return None
-    pairs = sum(len(v) for v in (trace.get("inplace_candidates") or {}).values())
+    pairs = sum(len(v) for v in trace.inplace_candidates.values())
     if not pairs:
         return None
     base = _base_peak(m, trace)
-    now = simulate(trace, trace["gc"], False)["step_peak"]
-    with_gc = simulate(trace, True, False)["step_peak"]
-    saving = with_gc - simulate(trace, True, True)["step_peak"]
+    now = _replayed_peak(trace, trace.gc, False)
+    with_gc = _replayed_peak(trace, True, False)
+    saving = with_gc - _replayed_peak(trace, True, True)
     after_gc = base - (now - with_gc)  # what GC alone gives (the base when GC is on)
     predicted = after_gc - saving
     severity = _saving_severity(m, saving, base)
     if severity is None:
         return None
-    gc_note = ("" if trace["gc"] else
+    gc_note = ("" if trace.gc else
                f" (with FLAGS_eager_delete_tensor_gb=0 as well, which alone gives "
                f"~{human_bytes(after_gc)})")
     why = pressure_prefix(m)
@@ -264,27 +281,27 @@ def inplace_off(profile) -> Optional[Advice]:
         title=f"Inplace is off: {pairs} op outputs could reuse their input's memory",
         evidence=(f"{why}the program runs without BuildStrategy.enable_inplace: {pairs} op "
                   f"outputs allocate a buffer of their own where they could take over their "
-                  f"input's. Replaying the traced step (step {trace['step']}, batch "
-                  f"{trace.get('batch_size')}) with inplace saves {human_bytes(saving)} at "
+                  f"input's. Replaying the traced step (step {trace.step}, batch "
+                  f"{trace.batch_size}) with inplace saves {human_bytes(saving)} at "
                   f"the peak{gc_note}."),
-        change=INPLACE_CHANGE,
+        change=writer(profile).build_strategy({"enable_inplace": True}, data_parallel=False),
         expected_gain=f"step peak {human_bytes(base)} -> ~{human_bytes(predicted)}",
         figures={"step_peak_bytes": base, "predicted_peak_bytes": predicted,
-                 "saving_bytes": saving, "inplace_pairs": pairs, "gc": trace["gc"],
-                 "capacity_bytes": m["capacity_bytes"], "pressure": pressure(m)})
+                 "saving_bytes": saving, "inplace_pairs": pairs, "gc": trace.gc,
+                 "capacity_bytes": m.capacity_bytes, "pressure": pressure(m)})
 
 
 # --- #17 ----------------------------------------------------------------------------------------
 BATCH_SHARE = 0.3  # activations' share of what a failing step held for the batch to matter
+AROUND = (0.75, 1.0, 1.25)  # #17: the batch sizes `paddletune tune` is asked to measure
 
 
-def _batch_filled_memory(oom: dict) -> bool:
+def _batch_filled_memory(oom: MemoryOom) -> bool:
     """Whether the batch filled the memory of a step that failed before any step completed:
     it failed outside the update, and activations held BATCH_SHARE of the pool or more."""
-    by = oom.get("by_tag") or {}
-    held = sum(by.values()) or oom.get("allocated") or 0
-    return (oom.get("phase") not in ("optimizer", "parameters", "optimizer_state")
-            and held > 0 and (by.get("activations") or 0) >= BATCH_SHARE * held)
+    held = sum(oom.by_tag.values()) or oom.allocated_bytes or 0
+    return (oom.phase not in ("optimizer", "parameters", "optimizer_state")
+            and held > 0 and oom.by_tag.get("activations", 0) >= BATCH_SHARE * held)
 
 
 @rule
@@ -295,53 +312,68 @@ def batch_size_memory(profile) -> Optional[Advice]:
     predicted peak leaves HEADROOM free, from the model fitted to the measured peaks.
     """
     m = memory_summary(profile)
-    if not m:
+    if m is None:
         return None
-    oom = m.get("oom")
-    share = m.get("peak_reserved_share") or 0.0
-    if not oom and share < FULL:
+    oom, share = m.oom, m.peak_reserved_share or 0.0
+    if oom is None and share < FULL:
         return None
-    capacity = m["capacity_bytes"]
+    capacity = m.capacity_bytes
     model = batch_fit(m)
-    current = (oom or {}).get("batch_size") or max(
-        (b for b, _ in m.get("batch_points") or []), default=None)
+    current = (oom.batch_size if oom is not None else None) or max(
+        (b for b, _ in m.batch_points), default=None)
     largest = model.largest(capacity) if model else None
-    if largest is None and oom and oom.get("fit_batch_size"):
+    if largest is None and oom is not None and oom.fit_batch_size:
         if not _batch_filled_memory(oom):
             return None  # the other memory advice (GC, optimizer, the cap) applies instead
-        largest = int(oom["fit_batch_size"] * (1 - HEADROOM))
-    if not largest or (current and largest >= current and not oom):
+        largest = int(oom.fit_batch_size * (1 - HEADROOM))
+    if not largest or (current and largest >= current and oom is None):
         return None
-    if model is not None:
-        predicted = model.peak(largest)
-        how = (f"step peak = {human_bytes(model.fixed)} + {human_bytes(model.per_unit)} per "
-               f"sample (" + ("fitted to the peaks at batch " + ", ".join(
-                   str(int(x)) for x, _ in model.points) if model.how.startswith("fit") else
-                   f"parameters, their gradients and optimizer state fixed; the rest of the "
-                   f"peak at batch {int(model.points[-1][0])} scaled per sample")
-               + (f"; at least {human_bytes(capacity)} at batch {current}, which ran out of "
-                  f"memory" if "raised" in model.how else "") + ")")
-        gain = (f"no out-of-memory: predicted step peak ~{human_bytes(predicted)} of "
-                f"{human_bytes(capacity)} at batch {largest} ({HEADROOM:.0%} headroom)")
-    else:
-        predicted = None
-        how = "estimated from what the failing step held (an upper bound)"
-        gain = f"no out-of-memory at batch {largest} (an estimate: measure it)"
-    what = pressure_words(m)
+    predicted = model.peak(largest) if model is not None else None
     return Advice(
         id="batch-size-memory", source=17, severity="high" if oom else "medium",
         confidence="high" if model is not None and model.how.startswith("fit") else
         "medium" if model is not None else "low",
         title=(f"Batch {current} does not fit: use at most {largest}" if oom else
                f"Batch {current} leaves {1 - share:.0%} of the memory free: use {largest}"),
-        evidence=f"{what}; {how}.",
-        change="\n".join([
-            f"BATCH_SIZE = {largest}  # the largest batch predicted to leave {HEADROOM:.0%} of "
-            f"{human_bytes(capacity)} free",
-            "# to measure it instead: paddletune.batchsize.find_max_batch_size(trial) runs "
-            "trial(batch) until out of memory, in process"]),
-        expected_gain=gain,
+        evidence=f"{pressure_words(m)}; {_model_words(model, capacity, current)}.",
+        change=_batch_change(profile, largest, capacity, current if oom else None),
+        expected_gain=(f"no out-of-memory: predicted step peak ~{human_bytes(predicted)} of "
+                       f"{human_bytes(capacity)} at batch {largest} ({HEADROOM:.0%} headroom)"
+                       if model is not None else
+                       f"no out-of-memory at batch {largest} (an estimate: measure it)"),
         figures={"batch_size": current, "largest_safe_batch": largest,
                  "predicted_peak_bytes": predicted, "capacity_bytes": capacity,
                  "headroom": HEADROOM, "model": model.to_dict() if model else None,
                  "oom": bool(oom)})
+
+
+def _model_words(model: Optional[MemoryModel], capacity: float, current) -> str:
+    """How the largest batch was found, in words."""
+    if model is None:
+        return "estimated from what the failing step held (an upper bound)"
+    fitted = model.how.startswith("fit")
+    how = ("fitted to the peaks at batch " + ", ".join(str(int(x)) for x, _ in model.points)
+           if fitted else
+           f"parameters, their gradients and optimizer state fixed; the rest of the peak at "
+           f"batch {int(model.points[-1][0])} scaled per sample")
+    raised = (f"; at least {human_bytes(capacity)} at batch {current}, which ran out of "
+              f"memory" if "raised" in model.how else "")
+    return (f"step peak = {human_bytes(model.fixed)} + {human_bytes(model.per_unit)} per "
+            f"sample ({how}{raised})")
+
+
+def _batch_change(profile, largest: int, capacity: float, failed: Optional[int]) -> str:
+    """The batch size line, and how to measure the sizes around it (below `failed`, the batch
+    that ran out of memory): `paddletune tune` where a DataLoader makes the batches (it can
+    change their size), else a profile at the new size."""
+    line = writer(profile).batch_size(largest, f"the largest batch predicted to leave "
+                                               f"{HEADROOM:.0%} of {human_bytes(capacity)} "
+                                               f"free")
+    if main_loader(profile) is None:
+        return "\n".join([line, f"# to measure it: set that batch size, then paddletune "
+                                f"profile {script(profile)} (its memory figures give the peak)"])
+    sizes = sorted({max(1, round(largest * k)) for k in AROUND
+                    if failed is None or round(largest * k) < failed} | {largest})
+    return "\n".join([line, f"# to measure it: paddletune tune --space reader.batch_size="
+                            f"{','.join(map(str, sizes))} {script(profile)}",
+                      "# (a trial per size: tune resizes the batches the DataLoader makes)"])

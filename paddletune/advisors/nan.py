@@ -2,23 +2,17 @@
 
 from typing import List, Optional
 
+from ..profile.records import NanInfEvent
+from ..sources.code import CodeWriter
 from .base import Advice, rule
-from .facts import main_ops, names, startup_outputs
+from .facts import main_ops, names, startup_outputs, writer
 
-CLIP = ("# clip gradients (before optimizer.minimize(loss)):\n"
-        "fluid.clip.set_gradient_clip(fluid.clip.GradientClipByGlobalNorm(clip_norm=1.0))")
-LOWER_LR = ("# lower the learning rate 10x (any optimizer):\n"
-            "optimizer = fluid.optimizer.SGD(learning_rate=learning_rate / 10)")
 CHECK_DATA = ("# check the data and labels the reader yields:\n"
               "assert np.isfinite(x).all() and 0 <= label.min() and label.max() < num_classes")
-EPSILON_FIX = {  # op type -> the guarded call
-    "log": "# never take log(0):\nout = fluid.layers.log(fluid.layers.clip(x, min=1e-8, max=1e8))",
-    "elementwise_div": "# never divide by 0:\nout = fluid.layers.elementwise_div(x, y + 1e-8)",
-    "sqrt": "# never sqrt a negative:\nout = fluid.layers.sqrt(fluid.layers.relu(x) + 1e-12)",
-    "pow": "# keep the base positive:\nout = fluid.layers.pow(fluid.layers.relu(x) + 1e-8, factor)",
-    "cross_entropy": ("# stable log-softmax; replaces softmax + cross_entropy:\n"
-                      "loss = fluid.layers.softmax_with_cross_entropy(logits=logits, label=label)"),
-}
+EPSILON_WHY = {  # op type -> what its guarded call (the code writer's nan_guard) avoids
+    "log": "never take log(0)", "elementwise_div": "never divide by 0",
+    "sqrt": "never sqrt a negative", "pow": "keep the base positive",
+    "cross_entropy": "stable log-softmax; replaces softmax + cross_entropy"}
 OPTIMIZER_OPS = ("sgd", "momentum", "adam", "adamax", "adagrad", "adadelta", "rmsprop",
                  "lamb", "lars_momentum", "ftrl", "decayed_adagrad")
 
@@ -32,39 +26,48 @@ def nan_inf(profile) -> Optional[Advice]:
     found = profile.events_of("nan_inf")
     if not found:
         return None
-    first = min(found, key=lambda e: e.get("t") or 0.0)
-    op = first.get("op_type") or first.get("op") or "?"
-    inputs = _names(first.get("inputs"))
-    output = first.get("output") or ", ".join(_names(first.get("outputs")))
-    where = f"op {op} (#{first.get('op_index', '?')})"
+    first = min(found, key=lambda e: e.t_s)
+    op = first.op_type or "?"
+    inputs = _names(first.inputs)
+    output = first.output
+    where = f"op {op} (#{_or_unknown(first.op_index)})"
     counts = _counts(first)
     return Advice(
         id="nan-inf", source=23, severity="high", confidence="high", blocking=True,
         title=f"NaN/Inf first produced by {op}",
         evidence=(f"{where} produced {counts}in {output or 'its output'!r} at step "
-                  f"{first.get('step', '?')}; its inputs: {', '.join(inputs) or 'none'}"
+                  f"{_or_unknown(first.step)}; its inputs: {', '.join(inputs) or 'none'}"
                   f"{_origin(profile, inputs)}. {len(found)} NaN/Inf event(s) recorded."),
-        change="\n".join(_changes(op)),
+        change="\n".join(_changes(writer(profile), op)),
         expected_gain="finite losses again: every step after the first NaN is wasted",
-        figures={"op": op, "op_index": first.get("op_index"), "step": first.get("step"),
-                 "inputs": inputs, "output": output, "n_nan": first.get("n_nan"),
-                 "n_inf": first.get("n_inf"), "events": len(found)})
+        figures={"op": op, "op_index": first.op_index, "step": first.step,
+                 "inputs": inputs, "output": output, "n_nan": first.n_nan,
+                 "n_inf": first.n_inf, "events": len(found)})
 
 
-def _changes(op: str) -> List[str]:
+def _or_unknown(value) -> str:
+    return "?" if value is None else str(value)
+
+
+def _changes(code: CodeWriter, op: str) -> List[str]:
     base = op[:-5] if op.endswith("_grad") else op
-    if base in EPSILON_FIX and not op.endswith("_grad"):
-        return [EPSILON_FIX[base], CHECK_DATA, CLIP]
+    clip = code.gradient_clip(1.0, "clip gradients")
+    lower_lr = ("# lower the learning rate 10x (any optimizer):\n"
+                + code.optimizer("SGD", {"learning_rate": "learning_rate / 10"}))
+    guard = code.nan_guard(base) if base in EPSILON_WHY else None
+    if guard is not None and not op.endswith("_grad"):
+        return [f"# {EPSILON_WHY[base]}:\n{guard}", CHECK_DATA, clip]
     if base in OPTIMIZER_OPS or op.endswith("_grad"):  # exploding gradients first
-        return [CLIP, LOWER_LR, CHECK_DATA]
-    return [CHECK_DATA, CLIP, LOWER_LR]
+        return [clip, lower_lr, CHECK_DATA]
+    return [CHECK_DATA, clip, lower_lr]
 
 
-def _counts(event) -> str:
-    n_nan, n_inf = event.get("n_nan"), event.get("n_inf")
-    if n_nan is None and n_inf is None:
+def _counts(event: NanInfEvent) -> str:
+    """The NaN and Inf counts in words (the runtime reports both, never both zero; an event
+    without counts leaves them at 0)."""
+    if not event.n_nan and not event.n_inf:
         return "NaN/Inf "
-    return f"{n_nan or 0} NaN and {n_inf or 0} Inf "
+    return f"{event.n_nan} NaN and {event.n_inf} Inf "
 
 
 def _names(value) -> List[str]:
@@ -78,7 +81,7 @@ def _origin(profile, inputs: List[str]) -> str:
     ops = main_ops(profile)
     if not ops:
         return ""
-    written = {n for op in ops for n in names(op.get("outputs"))} | startup_outputs(profile)
+    written = {n for op in ops for n in names(op.outputs)} | startup_outputs(profile)
     fed = [n for n in inputs if n not in written and not n.endswith("@GRAD")]
     if not fed:
         return ""

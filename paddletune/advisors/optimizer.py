@@ -3,10 +3,11 @@ parameter (Adam, Adadelta, RMSProp, ...) holds a large share of the peak: Moment
 The predicted peak takes the saved state off every phase, and the update's temporaries
 shrink with the accumulators (see _peak_with_fewer_accumulators)."""
 
-from typing import Optional
+from typing import Optional, Tuple
 
+from ..profile.figures import MemoryFigures
 from .base import Advice, rule
-from .facts import OPTIMIZER_NAMES, human_bytes, main_ops
+from .facts import OPTIMIZER_NAMES, human_bytes, main_ops, writer
 from .memory import memory_summary, pressure, pressure_words
 
 OPTIMIZER_SHARE = 0.25  # optimizer state share of the step peak
@@ -20,35 +21,38 @@ def optimizer_in(profile) -> Optional[tuple]:
     """(op type, accumulators per parameter) of the main program's optimizer (of any program
     when no step completed), from its update ops' inputs (None without a known update op)."""
     ops = main_ops(profile) or [op for record in profile.programs.values()
-                                for op in record.get("ops") or ()]
+                                for op in record.ops]
     for op in ops:
-        if op.get("type") in OPTIMIZER_NAMES:
-            slots = [s for s, v in (op.get("inputs") or {}).items() if v and s not in _NOT_STATE]
-            return op["type"], len(slots)
+        if op.type in OPTIMIZER_NAMES:
+            slots = [s for s, v in op.inputs.items() if v and s not in _NOT_STATE]
+            return op.type, len(slots)
     return None
 
 
-def _breakdown(m: dict) -> tuple:
-    """(bytes by category, the peak they make up): at the pool's peak, or, when the run ran
-    out of memory before a step completed, at the failure (what was held plus the request)."""
-    by = m.get("by_category_at_peak") or {}
-    base = float(m.get("step_peak_bytes") or m.get("peak_allocated_bytes") or 0)
-    oom = m.get("oom")
-    if oom and not m.get("step_peak_bytes"):
-        by = oom.get("by_tag") or {}
-        base = float((oom.get("allocated") or 0) + (oom.get("requested") or 0))
-    return by, base
+def _breakdown(m: MemoryFigures) -> Tuple[float, float, float]:
+    """(optimizer state bytes, parameter bytes, the peak they are part of): at the pool's
+    peak, or, when the run ran out of memory before a step completed, at the failure (what
+    was held plus the request)."""
+    oom = m.oom
+    if oom is not None and not m.step_peak_bytes:
+        held = (oom.allocated_bytes or 0) + (oom.requested_bytes or 0)
+        return (oom.by_tag.get("optimizer_state", 0), oom.by_tag.get("parameters", 0),
+                float(held))
+    by = m.by_category_at_peak
+    return by.optimizer_state, by.parameters, float(m.step_peak_bytes or
+                                                     m.peak_allocated_bytes or 0)
 
 
-def _peak_with_fewer_accumulators(m: dict, base: float, saved: float, slots: int) -> float:
+def _peak_with_fewer_accumulators(m: MemoryFigures, base: float, saved: float,
+                                  slots: int) -> float:
     """The step peak with one accumulator per parameter instead of `slots`: `saved` bytes of
     state less in every phase; where the peak is in the update, its temporaries (the
     "optimizer" bytes at the pool's peak) are taken to shrink with the accumulators too."""
-    phases = m.get("phase_peaks_bytes") or {}
-    others = max((phases.get(k) or 0 for k in ("forward", "backward")), default=0)
-    update = phases.get("optimizer") or 0
-    temporaries = (m.get("by_category_at_peak") or {}).get("optimizer") or 0
-    if not update or m.get("oom"):
+    phases = m.phase_peaks
+    others = max(phases.forward_bytes or 0, phases.backward_bytes or 0)
+    update = phases.optimizer_bytes or 0
+    temporaries = m.by_category_at_peak.optimizer
+    if not update or m.oom is not None:
         return base - saved
     return max(others - saved, update - saved - temporaries * (1 - 1 / slots))
 
@@ -65,16 +69,15 @@ def optimizer_memory(profile) -> Optional[Advice]:
     if not found or found[1] < 2 or not pressure(m):
         return None
     op_type, slots = found
-    by, base = _breakdown(m)
-    failed = bool(m.get("oom")) and not m.get("step_peak_bytes")
-    state, params = by.get("optimizer_state") or 0, by.get("parameters") or 0
+    state, params, base = _breakdown(m)
+    failed = m.oom is not None and not m.step_peak_bytes
     if not base or not params or state < OPTIMIZER_SHARE * base:
         return None
     saved = min(params * (slots - 1), state)
     predicted = _peak_with_fewer_accumulators(m, base, saved, slots)
     name = OPTIMIZER_NAMES[op_type]
     return Advice(
-        id="optimizer-memory", source=19, severity="high" if m.get("oom") else "medium",
+        id="optimizer-memory", source=19, severity="high" if m.oom is not None else "medium",
         confidence="medium",  # a lighter optimizer changes the training: check convergence
         title=f"{name}'s state holds {state / base:.0%} of the peak",
         evidence=(f"{pressure_words(m)}; {name} keeps {slots} accumulators per parameter: "
@@ -82,8 +85,8 @@ def optimizer_memory(profile) -> Optional[Advice]:
                   f"parameters, {state / base:.0%} of the {human_bytes(base)} "
                   + ("the failing step held and asked for." if failed else "step peak.")),
         change="\n".join([
-            "optimizer = fluid.optimizer.Momentum(learning_rate=lr, momentum=0.9)  # instead "
-            f"of fluid.optimizer.{name}(...): one accumulator per parameter",
+            writer(profile).optimizer("Momentum", {"learning_rate": "lr", "momentum": 0.9},
+                                      instead_of=name, why="one accumulator per parameter"),
             "# re-tune the learning rate: Momentum usually wants a larger one than " + name]),
         expected_gain=(f"{human_bytes(saved)} less optimizer state (and smaller update "
                        f"temporaries): step peak "

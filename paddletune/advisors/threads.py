@@ -4,10 +4,10 @@ the ParallelExecutor on CPU places, Reduce instead of AllReduce."""
 from typing import List, Optional
 
 from .base import Advice, rule
-from .facts import (BLAS_FAMILIES, OPTIMIZER_NAMES, blas_family,  # noqa: F401
+from .facts import (BLAS_FAMILIES, OPTIMIZER_NAMES, CpuFacts, blas_family,  # noqa: F401
                     concurrent_executors, cpu_facts, enough_steps, main_ops, op_types_share,
-                    sample_mean)
-from .parallel import build_strategy_change, parallel_summary
+                    system_mean, system_stats, writer)
+from .parallel import parallel_summary
 
 STEAL_PERCENT = 10.0  # mean steal at or above this: the VM shares its cores (medium)
 HIGH_STEAL_PERCENT = 25.0  # ... and at or above this: high
@@ -26,7 +26,7 @@ def cpu_threads(profile) -> List[Advice]:
     BLAS x runtime threads vs usable cores, hypervisor steal time, idle cores.
     """
     cpu = cpu_facts(profile)
-    if not cpu["cores"]:
+    if not cpu.cores:
         return []
     found = [_steal(profile, cpu), _oversubscribed(profile, cpu)]
     if found[1] is None:
@@ -34,28 +34,27 @@ def cpu_threads(profile) -> List[Advice]:
     return [a for a in found if a is not None]
 
 
-def blas_setting(cpu: dict, n: int) -> str:
-    """The env var line that sets NumPy's BLAS threads, and the in-script equivalent."""
-    return (f"export {cpu['blas_env']}={n}\n# or in the script, before training: "
-            f"from runtime import blas; blas.set_blas_threads({n})")
+def blas_setting(profile, cpu: CpuFacts, n: int) -> str:
+    """The lines that set NumPy's BLAS threads to `n`."""
+    return writer(profile).blas_threads(cpu.blas_env, n)
 
 
-def _per_runtime_thread(cpu: dict, cores: float) -> int:
-    return max(1, int(cores) // cpu["runtime_threads"])
+def _per_runtime_thread(cpu: CpuFacts, cores: float) -> int:
+    return max(1, int(cores) // cpu.runtime_threads)
 
 
-def _oversubscribed(profile, cpu) -> Optional[Advice]:
-    blas, rt, cores = cpu["blas_threads"], cpu["runtime_threads"], cpu["cores"]
+def _oversubscribed(profile, cpu: CpuFacts) -> Optional[Advice]:
+    blas, rt, cores = cpu.blas_threads, cpu.runtime_threads, cpu.cores
     if not blas or blas * rt <= cores:
         return None
     total, share = blas * rt, op_types_share(profile, BLAS_OPS)
     ratio = total / cores
-    ctx = sample_mean(profile, "system", "ctx_involuntary_per_s")
+    ctx = system_mean(profile, "ctx_involuntary_per_s")
     severity = "medium"  # high only when measured: BLAS ops a large share of op time
     if share is not None:
         severity = "low" if share < 0.1 else "high" if ratio >= 2 and share >= MIN_BLAS_SHARE \
             else "medium"
-    evidence = (f"NumPy's {cpu['blas']} runs {blas} threads in each of {rt} runtime "
+    evidence = (f"NumPy's {cpu.blas} runs {blas} threads in each of {rt} runtime "
                 f"thread(s): {total} threads on {cores} usable cores ({ratio:.1f}x "
                 f"oversubscribed)")
     if share is not None:
@@ -66,7 +65,7 @@ def _oversubscribed(profile, cpu) -> Optional[Advice]:
     return Advice(
         id="cpu-oversubscribed", source=21, severity=severity, confidence="medium",
         title=f"CPU oversubscribed: {total} math threads on {cores} cores",
-        evidence=evidence + ".", change=blas_setting(cpu, n),
+        evidence=evidence + ".", change=blas_setting(profile, cpu, n),
         expected_gain=(f"not measurable from this profile: at {n} BLAS thread(s) per runtime "
                        f"thread they stop preempting and waiting for one another; typically "
                        f"1.1-2x on BLAS-heavy steps (verify with a second profile)"),
@@ -75,40 +74,40 @@ def _oversubscribed(profile, cpu) -> Optional[Advice]:
                  "suggested_blas_threads": n})
 
 
-def _steal(profile, cpu) -> Optional[Advice]:
-    steal = sample_mean(profile, "system", "steal_percent")
+def _steal(profile, cpu: CpuFacts) -> Optional[Advice]:
+    stats = system_stats(profile, "steal_percent")
+    steal = stats.mean if stats is not None else None
     if steal is None or steal < STEAL_PERCENT:
         return None
-    fields = profile.summary["samples"]["system"]["steal_percent"]
-    n = _per_runtime_thread(cpu, cpu["cores"] * (1 - steal / 100))
+    n = _per_runtime_thread(cpu, cpu.cores * (1 - steal / 100))
     speedup = 1 / (1 - min(steal, 90.0) / 100)
     return Advice(
         id="cpu-steal", source=21, confidence="medium",
         severity="high" if steal >= HIGH_STEAL_PERCENT else "medium",
         title=f"The hypervisor steals {steal:.0f}% of the CPU",
-        evidence=(f"steal time averaged {steal:.1f}% of CPU time (peak {fields['max']:.1f}%) "
-                  f"over {fields['n']} samples: this VM's {cpu['cores']} cores are shared "
+        evidence=(f"steal time averaged {steal:.1f}% of CPU time (peak {stats.max:.1f}%) "
+                  f"over {stats.n} samples: this VM's {cpu.cores} cores are shared "
                   f"with other tenants, and threads stall while descheduled."),
-        change=_steal_change(cpu, n),
+        change=_steal_change(profile, cpu, n),
         expected_gain=f"up to {speedup:.2f}x on CPU-bound steps if the stolen time comes back",
         expected_speedup=speedup,
-        figures={"steal_percent_mean": steal, "steal_percent_max": fields["max"],
-                 "samples": fields["n"], "usable_cores": cpu["cores"],
+        figures={"steal_percent_mean": steal, "steal_percent_max": stats.max,
+                 "samples": stats.n, "usable_cores": cpu.cores,
                  "suggested_blas_threads": n})
 
 
-def _steal_change(cpu: dict, n: int) -> str:
+def _steal_change(profile, cpu: CpuFacts, n: int) -> str:
     move = "# run on a dedicated (non-shared, non-burstable) instance"
-    if cpu["blas_threads"] and cpu["blas_threads"] <= n:
-        return f"{move}; your {cpu['blas_threads']} BLAS thread(s) per runtime thread fit"
-    return f"{move}; until then use fewer threads:\n{blas_setting(cpu, n)}"
+    if cpu.blas_threads and cpu.blas_threads <= n:
+        return f"{move}; your {cpu.blas_threads} BLAS thread(s) per runtime thread fit"
+    return f"{move}; until then use fewer threads:\n{blas_setting(profile, cpu, n)}"
 
 
-def _underused(profile, cpu) -> Optional[Advice]:
+def _underused(profile, cpu: CpuFacts) -> Optional[Advice]:
     """Conservative: compute-bound, BLAS-heavy (or unknown), process far below the cores."""
-    blas, rt, cores = cpu["blas_threads"], cpu["runtime_threads"], cpu["cores"]
-    busy = sample_mean(profile, "system", "cpu_percent")
-    verdict = (profile.summary.get("verdict") or {}).get("kind")
+    blas, rt, cores = cpu.blas_threads, cpu.runtime_threads, cpu.cores
+    busy = system_mean(profile, "cpu_percent")
+    verdict = profile.summary.verdict.kind
     if not enough_steps(profile) or verdict != "compute-bound" or busy is None or not blas \
             or cores < 2 or blas * rt * 2 > cores or busy >= IDLE_FRACTION * cores * 100:
         return None
@@ -124,10 +123,10 @@ def _underused(profile, cpu) -> Optional[Advice]:
         title=f"Cores idle: {blas} BLAS thread(s) on {cores} cores",
         evidence=(f"the job is compute-bound, yet the process used {busy:.0f}% CPU on "
                   f"average (100% = one core) of {cores * 100}% available; NumPy's "
-                  f"{cpu['blas']} runs {blas} thread(s) per runtime thread ({rt})"
+                  f"{cpu.blas} runs {blas} thread(s) per runtime thread ({rt})"
                   + (f"; BLAS ops take {share:.1%} of the op time" if share is not None
                      else "") + "."),
-        change=blas_setting(cpu, n), expected_speedup=speedup,
+        change=blas_setting(profile, cpu, n), expected_speedup=speedup,
         expected_gain=(f"up to {speedup:.2f}x steps/s (Amdahl: BLAS ops {factor:.0f}x faster "
                        f"at best)" if speedup else f"up to {factor:.0f}x on the BLAS ops "
                        f"only (profile with --ops to size the gain)"),
@@ -138,7 +137,8 @@ def _underused(profile, cpu) -> Optional[Advice]:
 
 def _amdahl(profile, share, factor) -> Optional[float]:
     """Steps/s factor if BLAS ops (`share` of op time) ran `factor` x faster (None: unknown)."""
-    compute = (profile.summary.get("shares") or {}).get("compute")
+    shares = profile.summary.shares
+    compute = shares.compute if shares is not None else None
     if share is None or compute is None:
         return None
     part = compute * share
@@ -152,15 +152,15 @@ def reduce_strategy(profile) -> Optional[Advice]:
     Under AllReduce every place runs every parameter's update; Reduce runs each once.
     """
     p = parallel_summary(profile)
-    if p is None or p["places"] < 2 or p["reduce"] != "AllReduce":
+    if p is None or p.places < 2 or p.reduce != "AllReduce":
         return None
-    if any(str(s.get("place") or "").startswith("CUDAPlace") for s in profile.steps):
+    if any((s.place or "").startswith("CUDAPlace") for s in profile.steps):
         return None
-    kinds = sorted({op["type"] for op in main_ops(profile) if op.get("type") in OPTIMIZER_NAMES})
+    kinds = sorted({op.type for op in main_ops(profile) if op.type in OPTIMIZER_NAMES})
     share = op_types_share(profile, kinds) if kinds else None
     if share is None or share < REDUCE_SHARE:
         return None
-    places = p["places"]
+    places = p.places
     saved = share * (1 - 1 / places)
     return Advice(
         id="reduce-strategy", source=21, severity="low", confidence="medium",
@@ -168,8 +168,7 @@ def reduce_strategy(profile) -> Optional[Advice]:
         evidence=(f"under AllReduce each of the {places} places runs every parameter's "
                   f"{'/'.join(kinds)} update: {share:.1%} of the op time. Reduce updates each "
                   f"parameter on one place and broadcasts it."),
-        change=build_strategy_change(
-            ["reduce_strategy = fluid.BuildStrategy.ReduceStrategy.Reduce"]),
+        change=writer(profile).build_strategy({"reduce_strategy": "Reduce"}),
         expected_gain=(f"up to {saved:.1%} of the op time less (the updates' "
                        f"{1 - 1 / places:.0%}), minus the broadcasts"),
         figures={"places": places, "optimizer_share": share, "optimizer_ops": kinds,

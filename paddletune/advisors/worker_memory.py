@@ -4,7 +4,7 @@ read them (copy-on-read, pytorch#13246), measured as each worker's private memor
 from typing import Optional
 
 from .base import Advice, rule
-from .facts import human_bytes, main_loader, sample_mean
+from .facts import human_bytes, main_loader, system_mean
 
 GROWTH_BYTES = 64 * 2 ** 20  # per worker: an idle forked worker grows by a few MiB
 MEDIUM_TOTAL_BYTES = 2 ** 30  # all workers together: medium from 1 GiB ...
@@ -26,12 +26,12 @@ def worker_copy_on_read(profile) -> Optional[Advice]:
     during a pass: it reads the trainer's Python objects and so copies their pages.
     """
     f = main_loader(profile)
-    p = (f or {}).get("processes")
-    if not p or p["uss_growth_bytes"]["mean"] < GROWTH_BYTES:
+    p = f.processes if f is not None else None
+    if p is None or p.uss_growth_bytes.mean < GROWTH_BYTES:
         return None
-    mean, n = p["uss_growth_bytes"]["mean"], p["workers"]
+    mean, n, largest = p.uss_growth_bytes.mean, p.workers, p.uss_growth_bytes.max
     total = mean * n
-    available = sample_mean(profile, "system", "mem_available_bytes")
+    available = system_mean(profile, "mem_available_bytes")
     big = total >= MEDIUM_TOTAL_BYTES or (available and total >= MEDIUM_AVAILABLE_SHARE
                                           * available)
     room = f", with {human_bytes(available)} available" if available else ""
@@ -39,13 +39,13 @@ def worker_copy_on_read(profile) -> Optional[Advice]:
         id="worker-copy-on-read", source=7, severity="medium" if big else "low",
         confidence="high" if n >= 2 else "medium",
         title=f"Reader workers copy the dataset: +{human_bytes(mean)} each",
-        evidence=(f"each of the {n} worker process(es) of {f.get('name') or 'the DataLoader'} "
+        evidence=(f"each of the {n} worker process(es) of {f.name or 'the DataLoader'} "
                   f"grew its private memory (USS) by {human_bytes(mean)} during a pass (max "
-                  f"{human_bytes(p['uss_growth_bytes']['max'])}), {human_bytes(total)} in "
+                  f"{human_bytes(largest)}), {human_bytes(total)} in "
                   f"all{room}: the workers read Python objects inherited from the trainer, "
                   f"and each read writes a reference count, copying the page."),
         change=CHANGE,
         expected_gain=f"up to {human_bytes(total)} less memory ({human_bytes(mean)} per worker)",
         figures={"workers": n, "uss_growth_bytes_mean": mean,
-                 "uss_growth_bytes_max": p["uss_growth_bytes"]["max"], "total_bytes": total,
+                 "uss_growth_bytes_max": largest, "total_bytes": total,
                  "available_bytes": available})

@@ -1,16 +1,32 @@
-"""A profile as Chrome Trace Event Format JSON (opens in Perfetto and chrome://tracing)."""
+"""A profile as Chrome Trace Event Format JSON (opens in Perfetto and chrome://tracing).
+
+Rows (threads of one process): the steps recorded in full, each with its feed, compute and
+fetch nested inside and the loop's time outside the runtime on the row below; a long job's
+aggregated tail as one slice per window, with counter tracks (steps/s, mean step ms) so the
+whole timeline shows; the slowest and sampled tail steps (exemplars) on their own row; op
+times (--ops); events as instants. Counter tracks also carry the background samples (and
+their windows' means), the DataLoader queues and the memory pool.
+"""
 
 import json
 import math
+import os
+import secrets
 from collections import namedtuple
+from dataclasses import fields as dataclass_fields
 from pathlib import Path
 from typing import Dict, List, Optional
 
-US = 1e6  # trace timestamps are microseconds since the session start (record "t" is seconds)
+from ..profile import records as r
+from ..profile.codec import event_kind
+from ..profile.schema import encode
+
+US = 1e6  # trace timestamps are microseconds since the session start (record "t_s" seconds)
 MIB = 1.0 / 2 ** 20
 
 # One sample probe's counter track: `name` is formatted with the sample's fields (so
 # "GPU {gpu} util %" is one track per GPU); `series` are (label, field, scale) on that track.
+# `probe` is the sample's probe ("system", "nvml", "workers"), as a SampleWindow names it.
 # Adding a probe's counters to the timeline is one entry here.
 Counter = namedtuple("Counter", "probe name series")
 COUNTERS = (
@@ -23,29 +39,43 @@ COUNTERS = (
     Counter("workers", "DataLoader {loader} worker {worker} USS MiB",
             (("uss", "uss_bytes", MIB),)),
 )
+SAMPLES = {"system": "system", "nvml": "gpu", "workers": "workers"}  # probe -> Profile field
 SEGMENTS = ("feed", "compute", "fetch")  # in the order Executor.run does them
+EXEMPLAR_ROW = "slowest / sampled steps"
+WINDOW_ROW = "steps (aggregated windows)"
 EVENT_NAMES = {  # event kind -> how its instant marker is named (default: the kind)
-    "exit": lambda e: f"exit {e.get('status')} ({e.get('reason')})",
-    "error": lambda e: f"error: {e.get('exception') or e.get('message')}",
+    "exit": lambda e: f"exit {e.status} ({e.reason})",
+    "error": lambda e: f"error: {e.exception or e.message}",
 }
 
 
 def to_chrome_trace(profile) -> dict:
     """The trace as a dict ready for json.dump (non-finite numbers are already null)."""
     tracks = _Tracks(_pid(profile))
-    events = _steps(profile, tracks) + _ops(profile, tracks) + _instants(profile, tracks)
-    events += _counters(profile, tracks.pid) + _reader_counters(profile, tracks.pid)
-    events += _memory_counters(profile, tracks.pid)
+    events = _steps(profile, tracks) + _windows(profile, tracks)
+    events += _exemplars(profile, tracks) + _ops(profile, tracks) + _instants(profile, tracks)
+    events += _window_counters(profile, tracks.pid) + _counters(profile, tracks.pid)
+    events += _reader_counters(profile, tracks.pid) + _memory_counters(profile, tracks.pid)
     trace = {"traceEvents": tracks.metadata(_process_name(profile)) + events,
              "displayTimeUnit": "ms", "otherData": _other_data(profile)}
     return json_safe(trace)
 
 
 def write_chrome_trace(profile, out_path) -> Path:
-    """Write the trace to `out_path` (strict JSON) and return the path."""
+    """Write the trace to `out_path` (strict JSON) and return the path. It is written to a
+    temporary file beside it and renamed into place: a failure leaves no partial trace (and
+    an older trace at `out_path` untouched)."""
     out_path = Path(out_path)
     text = json.dumps(to_chrome_trace(profile), separators=(",", ":"), allow_nan=False)
-    out_path.write_text(text, encoding="utf-8")
+    tmp = out_path.with_name(f".{out_path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.replace(tmp, out_path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     return out_path
 
 
@@ -85,31 +115,28 @@ def _meta(pid, tid, kind, **args) -> dict:
 
 
 def _pid(profile) -> int:
-    pid = profile.header.get("pid")
+    pid = profile.header.pid
     return pid if isinstance(pid, int) and not isinstance(pid, bool) else 1
 
 
 def _process_name(profile) -> str:
-    command = profile.header.get("command") or {}
-    if isinstance(command, dict):
-        script = command.get("script") or (command.get("argv") or ["?"])[0]
-    else:
-        script = str(command)
+    command = profile.command
+    script = command.script or (command.argv[0] if command.argv else "?")
     return f"paddletune: {Path(str(script)).name or script}"
 
 
 def _other_data(profile) -> dict:
     h = profile.header
-    return {"tool": h.get("tool"), "profile": str(profile.path), "created": h.get("created"),
-            "t0_unix": h.get("t0_unix"), "command": h.get("command"),
+    return {"tool": h.tool, "profile": str(profile.path), "created": h.created,
+            "t0_unix": h.t0_unix_s, "command": encode(h.command),
             "complete": profile.complete, "truncated": profile.truncated}
 
 
-# --- events --------------------------------------------------------------------------------------
+# --- steps ---------------------------------------------------------------------------------------
 def _steps(profile, tracks) -> List[dict]:
-    executors = {s.get("executor") for s in profile.steps}
-    suffix = (lambda s: f" (executor {s.get('executor')})") if len(executors) > 1 else (
-        lambda s: "")
+    """The steps recorded in full, their segments, and the time outside the runtime."""
+    executors = {s.executor for s in profile.steps}
+    suffix = (lambda s: f" (executor {s.executor})") if len(executors) > 1 else (lambda s: "")
     out = []
     for s in profile.steps:
         step = _step_event(s, tracks.pid, tracks.tid("steps" + suffix(s)))
@@ -122,23 +149,25 @@ def _steps(profile, tracks) -> List[dict]:
     return out
 
 
-def _step_event(s, pid, tid) -> Optional[dict]:
-    ts, dur = _us(s.get("t")), _us(s.get("wall_s"))
+def _step_event(s: r.Step, pid, tid, cat=None) -> Optional[dict]:
+    ts, dur = _us(s.t_s), _us(s.wall_s)
     if ts is None:
         return None
-    args = {f"{k}_ms": _ms(s.get(f"{k}_s")) for k in ("wall",) + SEGMENTS}
-    args.update(batch_size=s.get("batch_size"), startup=bool(s.get("startup")),
-                n_ops=s.get("n_ops"), place=s.get("place"), executor=s.get("executor"))
-    return {"ph": "X", "name": f"step {s.get('step')} (program {s.get('program')})",
-            "cat": "startup" if s.get("startup") else "step", "ts": ts,
+    args = {f"{k}_ms": _ms(getattr(s, f"{k}_s")) for k in ("wall",) + SEGMENTS}
+    args.update(batch_size=s.batch_size, startup=bool(s.startup), n_ops=s.n_ops,
+                place=s.place, executor=s.executor)
+    if s.exemplar is not None:
+        args.update(exemplar=s.exemplar, gap_ms=_ms(s.gap_s))
+    return {"ph": "X", "name": f"step {s.step} (program {s.program})",
+            "cat": cat or ("startup" if s.startup else "step"), "ts": ts,
             "dur": max(dur or 0.0, 0.0), "pid": pid, "tid": tid, "args": args}
 
 
-def _segments(s, step) -> List[dict]:
+def _segments(s: r.Step, step) -> List[dict]:
     """feed, compute, fetch one after another from the step's start, clipped to the step."""
     start, end, out = step["ts"], step["ts"] + step["dur"], []
     for name in SEGMENTS:
-        length = _us(s.get(f"{name}_s"))
+        length = _us(getattr(s, f"{name}_s"))
         if length is None or length <= 0:
             continue
         seg_end = min(start + length, end)
@@ -149,97 +178,192 @@ def _segments(s, step) -> List[dict]:
     return out
 
 
-def _gap_event(s, pid, tid) -> Optional[dict]:
-    ts, gap = _us(s.get("t")), _us(s.get("gap_s"))
+def _gap_event(s: r.Step, pid, tid) -> Optional[dict]:
+    ts, gap = _us(s.t_s), _us(s.gap_s)
     if ts is None or gap is None or gap <= 0:
         return None
     return {"ph": "X", "name": "outside runtime", "cat": "gap", "ts": max(ts - gap, 0.0),
             "dur": min(gap, ts), "pid": pid, "tid": tid,
-            "args": {"gap_ms": _ms(s.get("gap_s")), "before_step": s.get("step")}}
+            "args": {"gap_ms": _ms(s.gap_s), "before_step": s.step}}
 
 
+def _exemplars(profile, tracks) -> List[dict]:
+    """The tail's slowest and sampled steps, in full, on their own row (a step that is both
+    is drawn once)."""
+    out, seen = [], set()
+    for s in sorted(profile.exemplars, key=lambda s: s.t_s):
+        key = (s.executor, s.program, s.step)
+        if key in seen:
+            continue
+        seen.add(key)
+        step = _step_event(s, tracks.pid, tracks.tid(EXEMPLAR_ROW), cat="exemplar")
+        if step is not None:
+            out += [step] + _segments(s, step)
+    return out
+
+
+# --- the aggregated tail -------------------------------------------------------------------------
+def _windows(profile, tracks) -> List[dict]:
+    """One slice per window of aggregated steps, spanning its steps."""
+    out = []
+    for w in profile.windows:
+        ts, end = _us(w.t0_s), _us(w.t_s)
+        if ts is None or end is None:
+            continue
+        args = {"steps": w.n, "program": w.program, "samples": w.samples or None}
+        for part in ("wall", "cycle", "compute"):
+            args.update(_dist_args(part, w.parts.get(part)))
+        out.append({"ph": "X", "name": f"{w.n} steps (program {w.program})", "cat": "window",
+                    "ts": ts, "dur": max(end - ts, 0.0), "pid": tracks.pid,
+                    "tid": tracks.tid(WINDOW_ROW), "args": args})
+    return out
+
+
+def _dist_args(part: str, d: Optional[r.Dist]) -> dict:
+    if d is None or not d.n:
+        return {}
+    return {f"{part} mean ms": _ms(d.sum / d.n), f"{part} min ms": _ms(d.min),
+            f"{part} max ms": _ms(d.max)}
+
+
+def _window_counters(profile, pid) -> List[dict]:
+    """Per window (at its start): steps per second (1 / the mean loop iteration) and the mean
+    step time; a track per program when several programs have windows."""
+    programs = {w.program for w in profile.windows}
+    out = []
+    for w in profile.windows:
+        ts = _us(w.t0_s)
+        wall, cycle = _mean(w.parts.get("wall")), _mean(w.parts.get("cycle"))
+        if ts is None or cycle is None:
+            continue
+        suffix = f" (program {w.program})" if len(programs) > 1 else ""
+        out.append({"ph": "C", "name": "steps/s" + suffix, "ts": ts, "pid": pid, "tid": 0,
+                    "args": {"steps/s": round(1.0 / cycle, 3) if cycle > 0 else None}})
+        means = {"Executor.run": _ms(wall), "loop iteration": _ms(cycle)}
+        out.append({"ph": "C", "name": "mean step ms" + suffix, "ts": ts, "pid": pid,
+                    "tid": 0, "args": {k: v for k, v in means.items() if v is not None}})
+    return out
+
+
+def _mean(d: Optional[r.Dist]) -> Optional[float]:
+    return d.sum / d.n if d is not None and d.n else None
+
+
+# --- ops and events ------------------------------------------------------------------------------
 def _ops(profile, tracks) -> List[dict]:
     out = []
     for rec in profile.ops:
-        for row in rec.get("ops") or []:
-            if not isinstance(row, (list, tuple)) or len(row) < 4:
-                continue
-            index, op_type, t, dur = row[:4]
-            ts, dur_us = _us(t), _us(dur)
+        for op in rec.ops:
+            ts, dur_us = _us(op.t_s), _us(op.dur_s)
             if ts is None:
                 continue
-            out.append({"ph": "X", "name": str(op_type), "cat": "op", "ts": ts,
+            out.append({"ph": "X", "name": op.type, "cat": "op", "ts": ts,
                         "dur": max(dur_us or 0.0, 0.0), "pid": tracks.pid,
                         "tid": tracks.tid("ops"),
-                        "args": {"index": index, "program": rec.get("program"),
-                                 "step": rec.get("step")}})
+                        "args": {"index": op.index, "program": rec.program,
+                                 "step": rec.step}})
     return out
 
 
 def _instants(profile, tracks) -> List[dict]:
     out = []
     for e in profile.events:
-        ts = _us(e.get("t"))
+        ts = _us(e.t_s)
         if ts is None:
             continue
-        kind = str(e.get("kind"))
+        kind = event_kind(e)
         name = EVENT_NAMES.get(kind, lambda _e: kind)(e)
-        args = {k: v for k, v in e.items() if k not in ("type", "t")}
+        args = {"kind": kind, **{k: v for k, v in encode(e).items() if k != "t_s"}}
         out.append({"ph": "i", "s": "t", "name": name, "cat": "event", "ts": ts,
                     "pid": tracks.pid, "tid": tracks.tid("events"), "args": args})
     return out
 
 
+# --- counters ------------------------------------------------------------------------------------
 def _counters(profile, pid) -> List[dict]:
+    """The background samples recorded in full, then each sample window's means at its
+    last sample's time."""
+    points = {probe: _sample_points(profile, probe) for probe in {c.probe for c in COUNTERS}}
     out = []
     for counter in COUNTERS:
-        for sample in profile.samples.get(counter.probe, ()):
-            ts = _us(sample.get("t"))
-            args = {label: _finite(sample.get(field), scale)
-                    for label, field, scale in counter.series}
-            args = {k: v for k, v in args.items() if v is not None}
-            if ts is not None and args:
-                out.append({"ph": "C", "name": _counter_name(counter.name, sample), "ts": ts,
-                            "pid": pid, "tid": 0, "args": args})
+        for t_s, labels, values in points[counter.probe]:
+            point = _counter_point(counter, pid, t_s, labels, values)
+            out += [point] if point else []
     return out
+
+
+def _sample_points(profile, probe: str) -> List[tuple]:
+    """(t_s, the fields naming the entity, the values) of a probe's samples and windows, in
+    time order."""
+    points = []
+    for sample in getattr(profile, SAMPLES[probe]):
+        fields = _fields_of(sample)
+        points.append((sample.t_s, fields, fields))
+    points += [(w.t_s, _window_labels(w), {k: v.mean for k, v in w.fields.items()})
+               for w in profile.sample_windows if w.probe == probe]
+    return sorted(points, key=lambda p: p[0])
+
+
+def _counter_point(counter, pid, t_s, labels, values) -> Optional[dict]:
+    ts = _us(t_s)
+    args = {label: _finite(values.get(field), scale) for label, field, scale in counter.series}
+    args = {k: v for k, v in args.items() if v is not None}
+    if ts is None or not args:
+        return None
+    return {"ph": "C", "name": _counter_name(counter.name, labels), "ts": ts, "pid": pid,
+            "tid": 0, "args": args}
+
+
+def _fields_of(sample) -> dict:
+    return {f.name: getattr(sample, f.name) for f in dataclass_fields(sample)}
+
+
+def _window_labels(w: r.SampleWindow) -> dict:
+    """What names a window's entity, as its samples' fields do: a GPU's index, a worker's
+    loader, index and pid."""
+    key = {"nvml": "gpu", "workers": "pid"}.get(w.probe)
+    return {**w.labels, key: w.key} if key else dict(w.labels)
 
 
 def _reader_counters(profile, pid) -> List[dict]:
     """Per DataLoader: the queue's mean fill and the pops that found it empty, one point per
     reader-probe interval (at its end)."""
     out = []
-    for r in getattr(profile, "reader", ()):
-        sizes, ts = r.get("occupancy") or {}, _us(r.get("t"))
-        n = sum(sizes.values())
-        if r.get("what") != "interval" or ts is None or not n:
+    for iv in profile.records("reader", r.ReaderInterval):
+        ts, n = _us(iv.t_s), sum(iv.occupancy.values())
+        if ts is None or not n:
             continue
-        fill = sum(int(size) * k for size, k in sizes.items()) / n
-        out.append({"ph": "C", "name": f"DataLoader {r.get('loader')} queue", "ts": ts,
+        fill = sum(size * k for size, k in iv.occupancy.items()) / n
+        out.append({"ph": "C", "name": f"DataLoader {iv.loader} queue", "ts": ts,
                     "pid": pid, "tid": 0, "args": {"fill": round(fill, 3),
-                                                   "empty pops": r.get("empty_pops") or 0}})
+                                                   "empty pops": iv.empty_pops}})
     return out
 
 
 def _memory_counters(profile, pid) -> List[dict]:
     """The CPU memory pool's allocated/reserved bytes (MiB) at each training step's end and
-    its step peak, one point per memory-probe step record (at the step's start)."""
+    its step peak, one point per memory-probe step record (at the step's start); for the
+    aggregated tail, each window's highest step peak (at the window's start)."""
+    points = [(m.t_s, {"allocated": m.allocated_bytes, "reserved": m.reserved_bytes,
+                       "step peak": m.step_peak_bytes})
+              for m in profile.records("memory", r.MemoryStep)]
+    points += [(w.t0_s, {"step peak": w.memory.step_peak_bytes})
+               for w in profile.windows if w.memory is not None]
     out = []
-    for r in getattr(profile, "memory", ()):
-        ts = _us(r.get("t"))
-        if r.get("what") != "step" or ts is None:
-            continue
-        args = {label: _finite(r.get(field), MIB) for label, field in (
-            ("allocated", "allocated"), ("reserved", "reserved"), ("step peak", "step_peak"))}
-        out.append({"ph": "C", "name": "memory pool MiB", "ts": ts, "pid": pid, "tid": 0,
-                    "args": {k: round(v, 3) for k, v in args.items() if v is not None}})
+    for t_s, values in sorted(points, key=lambda p: p[0]):
+        ts = _us(t_s)
+        args = {k: _finite(v, MIB) for k, v in values.items()}
+        if ts is not None:
+            out.append({"ph": "C", "name": "memory pool MiB", "ts": ts, "pid": pid, "tid": 0,
+                        "args": {k: round(v, 3) for k, v in args.items() if v is not None}})
     return out
 
 
-def _counter_name(template: str, sample: dict) -> str:
+def _counter_name(template: str, labels: dict) -> str:
     class Missing(dict):
         def __missing__(self, key):
             return "?"
-    return template.format_map(Missing(sample))
+    return template.format_map(Missing(labels))
 
 
 # --- numbers -------------------------------------------------------------------------------------

@@ -54,11 +54,11 @@ class StepProbe(Probe):
             self.n_steps += 1
             queue, self._queue = self._queue, None
         self.last = step = Step(
-            round(r.t_begin - self.clock.t0, 9), r.program_id, r.executor_id, r.step,
-            round(r.t_end - r.t_begin, 9), round(r.feed_s, 9), round(r.compute_s, 9),
-            round(r.fetch_s, 9), None if prev is None else round(r.t_begin - prev, 9),
-            r.batch_size, r.feed_bytes, r.fetch_bytes, round(r.read_s, 9), queue, r.n_ops,
-            tuple(r.fetch_names), tuple(r.feed_names), r.is_startup, r.place)
+            r.t_begin - self.clock.t0, r.program_id, r.executor_id, r.step,
+            r.t_end - r.t_begin, r.feed_s, r.compute_s, r.fetch_s,
+            None if prev is None else r.t_begin - prev, r.batch_size, r.feed_bytes,
+            r.fetch_bytes, r.read_s, queue, r.n_ops, r.fetch_names, r.feed_names, r.is_startup,
+            r.place)
         self.sink(step)
         self.overhead_s += time.perf_counter() - t0
 

@@ -199,7 +199,7 @@ class Accumulator:
             return [iv]
         key = (iv.loader, iv.pass_no, iv.speed_test)
         out = self._close_intervals(lambda k, rows: k[0] == iv.loader and
-                                    (k != key or iv.t_s >= _interval_end(rows)))
+                                    (k != key or iv.t0_s >= _interval_end(rows)))
         self._pending_intervals.setdefault(key, []).append(iv)
         return out
 

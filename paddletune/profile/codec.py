@@ -66,15 +66,22 @@ def event_kind(event) -> str:
     return getattr(event, "kind", None) or getattr(type(event), "WHAT", "note")
 
 
+_SECONDS = ("t_s", "wall_s", "feed_s", "compute_s", "fetch_s", "gap_s", "read_s")
+
+
 class StepCompressor:
-    """Writes a step's rarely changing fields (records.STICKY) only when they differ from the
-    same executor and program's previous step."""
+    """Writes a step: its times rounded to the nanosecond (the clock's resolution, and a
+    shorter number), its rarely changing fields (records.STICKY) only when they differ from
+    the same executor and program's previous step."""
 
     def __init__(self):
         self._last: Dict[tuple, tuple] = {}
 
     def compress(self, step: r.Step) -> dict:
         out = to_json(step)
+        for name in _SECONDS:
+            if name in out:
+                out[name] = round(out[name], 9)
         key = (step.executor, step.program)
         values = tuple(getattr(step, name) for name in r.STICKY)
         previous = self._last.get(key)

@@ -16,7 +16,7 @@ most steps; warm-up steps and the speed test's ceiling window excluded):
 from dataclasses import dataclass
 from typing import ClassVar, Dict, Literal, Optional, Tuple
 
-from .records import LoaderConfig
+from .records import LoaderConfig, MemoryOom
 from .schema import (EMPTY, Bytes, Count, Id, Number, Percent, Seconds, Share, TimeS)
 
 VerdictKind = Literal["compute-bound", "moderately-input-bound", "highly-input-bound",
@@ -507,49 +507,6 @@ class PhasePeaks:
 
 
 @dataclass(frozen=True)
-class OomFigures:
-    """The last out-of-memory error.
-
-    Fields:
-      t_s              when
-      place            the device
-      requested_bytes  what was asked for
-      allocated_bytes  allocated then
-      reserved_bytes   reserved then
-      capacity_bytes   the capacity
-      peak_bytes       the peak so far
-      free_bytes       what was free
-      op_type          the failing op
-      op_index         its position
-      batch_size       the step's batch size
-      fit_batch_size   the runtime's estimate of the largest batch that fits
-      by_tag           {category: bytes} allocated then
-      largest          [[variable, bytes]] the largest live variables
-      phase            the failing op's category
-      gc               garbage collection on
-      inplace          inplace reuse on
-    """
-
-    t_s: Optional[TimeS] = None
-    place: Optional[str] = None
-    requested_bytes: Optional[Bytes] = None
-    allocated_bytes: Optional[Bytes] = None
-    reserved_bytes: Optional[Bytes] = None
-    capacity_bytes: Optional[Bytes] = None
-    peak_bytes: Optional[Bytes] = None
-    free_bytes: Optional[Bytes] = None
-    op_type: Optional[str] = None
-    op_index: Optional[Count] = None
-    batch_size: Optional[Count] = None
-    fit_batch_size: Optional[Count] = None
-    by_tag: Dict[str, Bytes] = EMPTY
-    largest: Tuple[Tuple[str, Bytes], ...] = ()
-    phase: Optional[str] = None
-    gc: Optional[bool] = None
-    inplace: Optional[bool] = None
-
-
-@dataclass(frozen=True)
 class PeakOp:
     """The op at which a replayed step peaked.
 
@@ -657,7 +614,7 @@ class MemoryFigures:
       cached_free_bytes         freed blocks kept
       gc                        garbage collection on
       inplace                   inplace reuse on
-      oom                       the last out-of-memory error
+      oom                       the last out-of-memory error (its record)
       ooms                      out-of-memory errors
       batch_points              [[batch size, highest step peak]]
       feed_points               [[bytes fed, highest step peak]] (at most 64)
@@ -688,7 +645,7 @@ class MemoryFigures:
     cached_free_bytes: Optional[Bytes] = None
     gc: Optional[bool] = None
     inplace: Optional[bool] = None
-    oom: Optional[OomFigures] = None
+    oom: Optional[MemoryOom] = None
     ooms: Count = 0
     batch_points: Tuple[Tuple[Count, Bytes], ...] = ()
     feed_points: Tuple[Tuple[Bytes, Bytes], ...] = ()

@@ -60,7 +60,7 @@ def memory_figures(profile, steady, cycle_s: Optional[float]) -> Optional[F.Memo
         cached_free_bytes=pool.cached_free_bytes if pool else None,
         gc=_first(pool and pool.gc, last_oom and last_oom.gc),
         inplace=_first(pool and pool.inplace, last_oom and last_oom.inplace),
-        oom=_oom(last_oom) if last_oom else None, ooms=len(ooms),
+        oom=last_oom, ooms=len(ooms),
         batch_points=batch_points(steps, windows), feed_points=feed_points(steps, windows),
         at_step_peak=at_step_peak(profile, steady),
         traced_programs=tuple(sorted({t.program for t in profile.records("memory",
@@ -138,34 +138,28 @@ def _allocs(rows, tail, cycle_s) -> dict:
                                   sum(w.requests for w in tail)) / n}
 
 
-def _oom(o: r.MemoryOom) -> F.OomFigures:
-    return F.OomFigures(o.t_s, o.place, o.requested_bytes, o.allocated_bytes, o.reserved_bytes,
-                        o.capacity_bytes, o.peak_bytes, o.free_bytes, o.op_type, o.op_index,
-                        o.batch_size, o.fit_batch_size, o.by_tag, o.largest, o.phase, o.gc,
-                        o.inplace)
-
-
 def batch_points(steps, windows=()) -> tuple:
     """((batch_size, highest step peak seen at that batch size), ...) by batch size."""
-    best = {}
-    for m in steps:
-        _raise(best, m.batch_size, m.step_peak_bytes)
-    for w in windows:
-        for b, peak in w.batch_peaks.items():
-            _raise(best, b, peak)
-    return tuple(sorted(best.items()))
+    return tuple(sorted(_highest(steps, "batch_size", windows, "batch_peaks").items()))
 
 
 def feed_points(steps, windows=(), most: int = MAX_FEED_PEAKS) -> tuple:
     """((bytes fed, highest step peak seen with that many bytes fed), ...) by bytes fed: at
     most `most` of them (evenly spread, the smallest and largest kept)."""
+    return tuple(spread(sorted(_highest(steps, "feed_bytes", windows, "feed_peaks").items()),
+                        most))
+
+
+def _highest(steps, key, windows, peaks) -> dict:
+    """{a step's `key`: the highest step peak seen with it} over memory steps and the
+    windows' `peaks` tables."""
     best = {}
     for m in steps:
-        _raise(best, m.feed_bytes, m.step_peak_bytes)
+        _raise(best, getattr(m, key), m.step_peak_bytes)
     for w in windows:
-        for b, peak in w.feed_peaks.items():
-            _raise(best, b, peak)
-    return tuple(spread(sorted(best.items()), most))
+        for k, peak in getattr(w, peaks).items():
+            _raise(best, k, peak)
+    return best
 
 
 def _raise(best, key, peak):

@@ -428,13 +428,13 @@ class Sketch(NamedTuple):
 
     Fields:
       offset  the first bucket's index
-      counts  values per bucket from `offset` on
+      counts  values per bucket from `offset` on; a negative number -k skips k empty buckets
       zeros   values at or below sketch.MIN_VALUE
     """
 
     JSON_ARRAY = True
     offset: Id
-    counts: Tuple[Count, ...]
+    counts: Tuple[Id, ...]
     zeros: Count = 0
 
 
@@ -494,7 +494,7 @@ class SchedWindow(NamedTuple):
       sched_s         the threads' time in the scheduler
       ready_mean_sum  the steps' mean ready-queue lengths, summed
       ready_max       the longest ready queue
-      concurrency_sum the steps' concurrency, summed
+      concurrency_sum  the steps' concurrency, summed
       combine_s       time in gradient combining ops
       spread_sum      the steps' straggler spread (place finish spread over the step), summed
       spread_n        steps with a spread
@@ -954,7 +954,7 @@ class LoaderConfig:
       use_shared_memory  workers hand batches over in shared memory
       prefetch_factor    batches each worker prepares ahead
       pin_memory         batches copied to page-locked memory
-      persistent_workers workers kept between passes
+      persistent_workers  workers kept between passes
       source             sample | sample_list | batch: what the script's generator yields
       batch_size         samples per batch (None: unknown)
       feed               the variables it feeds

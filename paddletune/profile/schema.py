@@ -175,15 +175,14 @@ def _bounded(inner: Decoder, bounds: Bounds) -> Decoder:
 def _union(args) -> Decoder:
     optional = type(None) in args
     options = [a for a in args if a is not type(None)]
-    if options and all(a in _SCALARS for a in options):  # Scalar: bool before int
-        decoders = [_SCALARS[a] for a in options]
-
+    if options and all(a in _SCALARS for a in options):  # Scalar: the value's own type first
         def scalar(value, where):
             if value is None and optional:
                 return None
-            for dec in decoders:
+            own = type(value) if type(value) in options else None
+            for kind in ([own] if own else []) + options:
                 try:
-                    return dec(value, where)
+                    return _SCALARS[kind](value, where)
                 except SchemaError:
                     continue
             raise SchemaError(where, f"expected one of {', '.join(a.__name__ for a in options)}"
@@ -336,36 +335,38 @@ def _record(cls) -> Decoder:
 _ENCODE_PLANS: Dict[type, tuple] = {}
 
 
-def encode(value):
-    """`value` as JSON-ready values: records as objects (arrays for JSON_ARRAY classes)
-    without the fields that hold their default, tuples as lists, non-finite floats as None."""
+def encode(value, defaults: bool = False):
+    """`value` as JSON-ready values: records as objects (arrays for JSON_ARRAY classes), tuples
+    as lists, non-finite floats as None. The fields that hold their default are left out (a
+    file stays short; decoding fills them in) unless `defaults` (output for scripts, where
+    every key is always there)."""
     if isinstance(value, float):
         return value if math.isfinite(value) else None
     if value is None or isinstance(value, (bool, int, str)):
         return value
     cls = type(value)
     if is_record(cls):
-        return _encode_record(value, cls)
+        return _encode_record(value, cls, defaults)
     if isinstance(value, dict):
-        return {str(k): encode(v) for k, v in value.items()}
+        return {str(k): encode(v, defaults) for k, v in value.items()}
     if isinstance(value, (list, tuple, set, frozenset)):
-        return [encode(v) for v in value]
+        return [encode(v, defaults) for v in value]
     if hasattr(value, "item"):  # a NumPy scalar
         return encode(value.item())
     return str(value)
 
 
-def _encode_record(record, cls):
+def _encode_record(record, cls, defaults):
     plan = _ENCODE_PLANS.get(cls)
     if plan is None:
         plan = _ENCODE_PLANS[cls] = tuple((f.name, f.required, f.default)
                                           for f in record_fields(cls))
     if getattr(cls, "JSON_ARRAY", False):
-        return [encode(getattr(record, name)) for name, _, _ in plan]
+        return [encode(getattr(record, name), defaults) for name, _, _ in plan]
     out = {}
     for name, required, default in plan:
         value = getattr(record, name)
-        if not required and (value is None or value == default):
+        if not (required or defaults) and (value is None or value == default):
             continue
-        out[name] = encode(value)
+        out[name] = encode(value, defaults)
     return out

@@ -1,4 +1,7 @@
-"""The `paddletune advise` view: ranked advice as numbered rich panels, or a JSON array."""
+"""The `paddletune advise` view: ranked advice as numbered rich panels, or a JSON array.
+
+Advice text embeds names read from the profile (variables, ops, loaders): it is printed
+through fmt.clean(), so no control character in them reaches the terminal."""
 
 import json
 from collections import Counter
@@ -10,6 +13,7 @@ from rich.panel import Panel
 from rich.text import Text
 
 from ..advisors import Advice, checks, rank
+from .fmt import clean
 
 BADGE_STYLE = {"high": "bold white on red", "medium": "bold black on yellow",
                "low": "bold black on cyan", "info": "bold white on blue"}
@@ -51,7 +55,7 @@ def advice_panel(number: int, advice: Advice) -> Panel:
     """One advice: badge and title on the border; evidence, change, gain, confidence inside."""
     title = Text.assemble(f" {number}. ", (f" {advice.severity.upper()} ",
                                            BADGE_STYLE[advice.severity]),
-                          " ", (advice.title, "bold"), " ")
+                          " ", (clean(advice.title), "bold"), " ")
     return Panel(Group(*_body(advice)), title=title, title_align="left",
                  border_style=BORDER_STYLE[advice.severity])
 
@@ -60,11 +64,11 @@ def _body(advice: Advice) -> list:
     source = f"ADVICE.md #{advice.source} · " if advice.source is not None else ""
     return [_labelled("Evidence", advice.evidence),
             Text("Change:", style="bold"),
-            Padding(Text(advice.change, style="cyan"), (0, 0, 0, 2)),  # wrapped lines too
+            Padding(Text(clean(advice.change), style="cyan"), (0, 0, 0, 2)),  # wrapped too
             _labelled("Expected gain", advice.expected_gain),
-            Text.assemble(("Confidence: ", "bold"), advice.confidence,
-                          (f" · {source}id {advice.id}", "dim"))]
+            Text.assemble(("Confidence: ", "bold"), clean(advice.confidence),
+                          (f" · {source}id {clean(advice.id)}", "dim"))]
 
 
 def _labelled(label: str, value: str) -> Text:
-    return Text.assemble((f"{label}: ", "bold"), value)
+    return Text.assemble((f"{label}: ", "bold"), clean(value))

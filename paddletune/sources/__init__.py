@@ -8,7 +8,7 @@ import importlib
 from .base import EVENTS, Source, Subscription
 from .code import CodeWriter, code_for
 
-SOURCES = {"fluid": "paddletune.sources.fluid:FluidSource"}
+SOURCES = {"fluid": "paddletune.sources.fluid.source:FluidSource"}
 
 
 def source_for(framework: str) -> Source:
