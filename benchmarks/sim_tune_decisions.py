@@ -24,10 +24,11 @@ import random
 import statistics
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from paddletune.profile import figures, records  # noqa: E402
+from paddletune.profile.model import Profile  # noqa: E402
 from paddletune.tune import search  # noqa: E402
 from paddletune.tune.search import TuneOptions, Tuner  # noqa: E402
 from paddletune.tune.trials import Trial  # noqa: E402
@@ -61,11 +62,20 @@ class SimulatedRunner:
 
 def job_profile(batch_size=32):
     """The baseline profile's part the space is built from: a thread-fed DataLoader over a
-    sample generator at `batch_size`, on 2 cores."""
-    loader = {"config": {"num_workers": 0, "capacity": 2, "use_double_buffer": True,
-                         "source": "sample", "batch_size": batch_size}}
-    return SimpleNamespace(summary={"reader": {"loaders": [loader]}},
-                           env={"cpu": {"usable_cores": 2}, "numpy": {}, "flags": {}})
+    sample generator at `batch_size`, on 2 cores (typed, as a loaded profile holds it)."""
+    config = records.LoaderConfig(name="DataLoader#0", num_workers=0, capacity=2,
+                                  use_double_buffer=True, source="sample",
+                                  batch_size=batch_size)
+    loader = figures.LoaderFigures(
+        loader=0, name=config.name, config=config, passes=1, scope="steady", span_s=1.0,
+        batches=100, pushes=100, peeks=0, empty_pops=0, empty_ratio=0.0,
+        wait=figures.WaitFigures(), occupancy=None, timeline=(),
+        producer=figures.ProducerFigures(producers=1), workers=(),
+        consumer=figures.ConsumerFigures(), swings=0, oscillating=False)
+    env = records.Env(cpu=records.CpuInfo(usable_cores=2), flags={})
+    summary = figures.Summary(reader=figures.ReaderFigures(loaders=(loader,), main=0))
+    return Profile(path="baseline.jsonl", header=records.Header(schema=2, env=env),
+                   summary=summary)
 
 
 def one_run(args, seed):

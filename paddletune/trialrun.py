@@ -7,6 +7,10 @@ profile, the exit status (a job interrupted by Ctrl-C dies by SIGINT, as under `
 the one-line errors (a bad FLAGS_* value, an unusable target: exit 2) are those of
 `paddletune profile --quiet`; it does not read the profile back after the job (the tuner
 does, and records a trial whose profile is unreadable as crashed).
+
+A trial keeps every step in full (HEAD_STEPS: more than any trial runs, --duration ones
+included): the tuner's throughput interval is computed from blocks of consecutive steps, which
+the aggregated windows of a long job's tail would not give.
 """
 
 import sys
@@ -14,6 +18,7 @@ import sys
 USAGE = ("usage: python -m paddletune.trialrun --steps N --out PROFILE [--duration SECONDS] "
          "[-m] TARGET [-- ARGS]")
 EXIT_USAGE = 2
+HEAD_STEPS = 10 ** 6  # steps per program recorded in full: all of a trial's
 
 
 def parse(argv):
@@ -51,7 +56,8 @@ def main(argv=None) -> int:
     except BadFlag as err:
         return _fail(str(err))
     from . import session
-    options = session.Options(target, args, module, out, steps, duration_s=duration_s)
+    options = session.Options(target, args, module, out, steps, duration_s=duration_s,
+                              head_steps=HEAD_STEPS)
     try:
         outcome = session.run(options)
     except session.SessionError as err:

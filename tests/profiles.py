@@ -81,13 +81,26 @@ def typed(records):
     return out
 
 
+_SOURCES = {}
+
+
+def source_info(framework="fluid"):
+    """The header's source declaration a session of `framework` writes (made once)."""
+    if framework not in _SOURCES:
+        from paddletune.sources import source_for
+        _SOURCES[framework] = source_for(framework).info()
+    return _SOURCES[framework]
+
+
 def make_profile(path, steps=None, env=None, options=None, extra=(), exit_status=0,
-                 exit_reason="returned", summary=True, command=None):
-    """Write a profile to `path`: header, `steps` (default: step_records()), `extra` records
-    (program/ops/sample/event/probe), the exit event and (if `summary`) the summary."""
+                 exit_reason="returned", summary=True, command=None, source=None):
+    """Write a profile to `path`: header (declaring `source`, default the embedded
+    runtime's), `steps` (default: step_records()), `extra` records (program/ops/sample/
+    event/probe), the exit event and (if `summary`) the summary."""
     header = prof.header_record(command or {"argv": ["train.py"], "script": "train.py"},
                                 {"warmup": None, **(options or {})},
-                                {**DEFAULT_ENV, **(env or {})}, t0_unix=1.7e9)
+                                {**DEFAULT_ENV, **(env or {})}, t0_unix=1.7e9,
+                                source=source or source_info())
     steps = step_records() if steps is None else steps
     end_t = max([s["t"] + s["wall_s"] for s in steps] or [0.0]) + 0.01
     records = [header, *typed(steps), *typed(extra)]

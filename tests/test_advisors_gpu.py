@@ -61,7 +61,7 @@ def _ids(profile, rule):
 @pytest.fixture
 def runtime_acts(monkeypatch):
     """#8 and #14 as they will be once the runtime acts on the flags and use_cudnn."""
-    monkeypatch.setattr(gpu, "acts_on", lambda name: True)
+    monkeypatch.setattr(gpu, "acts_on", lambda profile, name: True)
 
 
 # --- #14 ----------------------------------------------------------------------------------------
@@ -91,10 +91,12 @@ def test_math_flags_silent_when_on_on_cpu_or_host_timed(tmp_path, runtime_acts):
 def test_no_cudnn_or_cublas_advice_while_the_runtime_ignores_what_it_would_change(tmp_path):
     """The runtime records the #14 flags and use_cudnn without acting on them: advice to
     change them could not be verified by measuring, so there is none yet."""
-    assert not gpu.acts_on("FLAGS_cudnn_exhaustive_search")
-    assert not gpu.acts_on("FLAGS_enable_cublas_tensor_op_math") and not gpu.acts_on("use_cudnn")
-    assert gpu.acts_on("FLAGS_fraction_of_gpu_memory_to_use")
-    assert _ids(_profile(tmp_path), gpu.gpu_math_flags) == []
+    profile = _profile(tmp_path)  # declares the embedded runtime's knobs, as a session does
+    assert not gpu.acts_on(profile, "FLAGS_cudnn_exhaustive_search")
+    assert not gpu.acts_on(profile, "FLAGS_enable_cublas_tensor_op_math")
+    assert not gpu.acts_on(profile, "use_cudnn")
+    assert gpu.acts_on(profile, "FLAGS_fraction_of_gpu_memory_to_use")
+    assert _ids(profile, gpu.gpu_math_flags) == []
     assert _ids(_profile(tmp_path, GLOBAL_POOL, attrs=POOL_ATTRS), gpu.cudnn_slow_ops) == []
 
 

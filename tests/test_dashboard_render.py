@@ -191,6 +191,28 @@ def test_a_finished_pass_and_no_batches_in_the_window(tmp_path):
     assert box(lines, "Step time") == ["N/A — no training step in the window", "", ""]
 
 
+def test_a_long_job_whose_steps_come_as_windows(tmp_path):
+    """After each program's first steps, a long job's steps and samples arrive only as
+    windows: the panels read them (the pool's per-step figures give way to the window's
+    largest step peak; per-core figures are not aggregated)."""
+    from test_live_follow import long_job_stream
+    records, end, _ = long_job_stream()
+    model = LiveModel()
+    model.add(records)
+    lines = frame(model.state(end), 100, 30)
+    assert lines[1] == "elapsed 15.10 s · step 2,803 of 4,000 (70%) · ETA 5.99 s"
+    assert box(lines, "Throughput")[:4] == [
+        "200.0 steps/s · 6,400 samples/s", "▇█████████████",
+        "history: 14 s, max 200 steps/s", "batch 32 · 89,696 samples so far"]
+    assert box(lines, "Step time 5.00 ms (mean of 2803)")[1:4] == [
+        "▓ wait 0.00 ms 0%  ▒ feed 0.50 ms 10%", "█ compute 3.30 ms 66%  ░ fetch 0.20 ms 4%",
+        "· other 1.00 ms 20%"]
+    assert box(lines, "Memory")[0] == "step peak 5.0 MiB (largest in the window)"
+    assert box(lines, "CPU")[:2] == ["process 400% · machine —", "threads — · BLAS —"]
+    assert [row.split()[0] for row in box(lines, "Top ops (per step, 2803 steps)")[:2]] == [
+        "mul", "relu"]
+
+
 def test_bars_and_sparklines():
     bar = stacked_bar([("wait", 0, 0.5), ("feed", 0, 0.0), ("compute", 0, 0.3),
                        ("fetch", 0, 0.0), ("other", 0, 0.2)], 10)

@@ -178,7 +178,7 @@ def test_nan_values_give_strict_json(tmp_path):
     steps = step_records(n_steps=4)
     steps[2]["wall_s"], steps[3]["feed_s"], steps[3]["t"] = nan, float("inf"), nan  # steps 1, 2
     extra = [*system_samples(n=2, cpu_percent=nan),
-             {"type": "event", "t": 0.2, "kind": "nan_inf", "inputs": {"loss": nan},
+             {"type": "event", "t": 0.2, "kind": "nan_inf", "inputs": ["loss"],
               "message": "loss"}]
     profile = load(make_profile(tmp_path / "p.jsonl", steps=steps, extra=extra))
     assert [s.step for s in profile.steps] == [0, 0, 3]  # loading skips the broken records
@@ -195,7 +195,7 @@ def test_nan_values_give_strict_json(tmp_path):
     broken = next(e for e in events(trace, "X") if e["name"] == "step 0 (program 1)")
     assert broken["dur"] == 0.0 and broken["args"]["wall_ms"] is None
     nan_event = next(e for e in events(trace, "i") if e["name"] == "nan_inf")
-    assert nan_event["args"]["inputs"] == {"loss": None}
+    assert nan_event["args"]["inputs"] == ["loss"]
     assert not [e for e in events(trace, "C") if e["name"] == "CPU % (process)"]
 
 

@@ -75,12 +75,12 @@ def test_live_dashboard_in_a_terminal_and_a_clean_exit(tmp_path, tmux):
     log = (tmp_path / "run.log").read_text()
     assert "step 500" in log and log.rstrip().endswith("done")
     profile = load(tmp_path / "run.jsonl")
-    assert profile.complete and profile.summary["n_steps"] == 600
-    assert profile.options["live"] is True and profile.options["total_steps"] == 600
+    assert profile.complete and profile.summary.n_steps == 600
+    assert profile.options.live is True and profile.options.total_steps == 600
     dash = profile.probes["dashboard"]
-    assert dash["in_step"] is False and dash["result"]["frames"] >= 4
-    assert dash["result"]["error"] is None
-    assert "dashboard" in profile.summary["overhead"]
+    assert dash.in_step is False and dash.details["frames"] >= 4
+    assert dash.details["error"] is None
+    assert "dashboard" in profile.summary.overhead
 
 
 @needs_tmux
@@ -93,8 +93,8 @@ def test_ctrl_c_stops_the_job_and_keeps_the_profile(tmp_path, tmux):
     history = tmux.history()
     assert "paddletune report · job.py 0" in history and "exit 130 (interrupted)" in history
     profile = load(tmp_path / "run.jsonl")
-    assert profile.complete and profile.summary["exit"]["reason"] == "interrupted"
-    assert profile.summary["n_steps"] > 0
+    assert profile.complete and profile.summary.exit.reason == "interrupted"
+    assert profile.summary.n_steps > 0
     assert "KeyboardInterrupt" in (tmp_path / "run.log").read_text()
 
 
@@ -109,7 +109,7 @@ def test_without_a_terminal_plain_lines_go_to_stderr(tmp_path):
     assert status and "step 300 of 300 (100%)" in status[-1]
     assert status[-1].endswith("finished: exit 0 (returned)")
     assert not (tmp_path / "run.log").exists()
-    assert load(tmp_path / "run.jsonl").probes["dashboard"]["result"]["frames"] > 0
+    assert load(tmp_path / "run.jsonl").probes["dashboard"].details["frames"] > 0
 
 
 @pytest.mark.parametrize("profile, log", [
@@ -146,6 +146,6 @@ def test_a_profile_named_log_keeps_the_scripts_output_apart(tmp_path):
     assert done.returncode == 0, done.stderr
     assert f"status=0 log={tmp_path / 'run.output.log'}" in done.stdout
     profile = load(tmp_path / "run.log")
-    assert profile.complete and profile.summary["n_steps"] == 50
+    assert profile.complete and profile.summary.n_steps == 50
     output = (tmp_path / "run.output.log").read_text()
     assert "step 0" in output and output.rstrip().endswith("done")

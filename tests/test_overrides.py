@@ -4,6 +4,7 @@ strategy hooks, what is recorded as applied, and the profile's overrides record.
 import json
 import subprocess
 import sys
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -191,13 +192,13 @@ def _profile_overridden_job(tmp_path, value, compiled=False):
 def test_profile_records_the_overrides_and_the_variable(tmp_path):
     value = '{"reader":{"capacity":4,"batch_size":8}}'
     profile = _profile_overridden_job(tmp_path, value)
-    assert profile.options["overrides_env"] == {overrides.ENV: value}
+    assert profile.options.overrides_env == {overrides.ENV: value}
     [event] = profile.events_of("overrides")
-    assert event["applied"] == [
+    assert [asdict(a) for a in event.applied] == [
         {"section": "reader", "key": "capacity", "value": 4, "was": 2},
         {"section": "reader", "key": "batch_size", "value": 8, "was": 2}]
-    assert "capacity=4 (was 2)" in event["message"]
-    assert profile.summary["throughput"]["batch_size"] == 8
+    assert "capacity=4 (was 2)" in event.message
+    assert profile.summary.throughput.batch_size == 8
 
 
 def _plain_env():
@@ -287,11 +288,13 @@ def test_profile_and_tune_show_no_effect_overrides_with_why(tmp_path):
                         "exec_strategy": {"num_iteration_per_drop_scope": 7}})
     profile = _profile_overridden_job(tmp_path, value, compiled=True)
     [event] = profile.events_of("overrides")
-    assert event["applied"] == [{"section": "reader", "key": "capacity", "value": 4, "was": 2}]
-    assert [(s["section"], s["key"]) for s in event["skipped"]] == [
-        ("reader", "use_double_buffer"), ("build_strategy", "fuse_all_reduce_ops"),
-        ("exec_strategy", "num_iteration_per_drop_scope")]
-    message = event["message"]
+    assert [asdict(a) for a in event.applied] == [
+        {"section": "reader", "key": "capacity", "value": 4, "was": 2}]
+    assert [(s.section, s.key, s.code) for s in event.skipped] == [
+        ("reader", "use_double_buffer", "cpu-places"),
+        ("build_strategy", "fuse_all_reduce_ops", "not-data-parallel"),
+        ("exec_strategy", "num_iteration_per_drop_scope", "not-data-parallel")]
+    message = event.message
     assert message.startswith(f"{overrides.ENV} overrode reader.capacity=4 (was 2); no effect: ")
     assert "reader.use_double_buffer=False (DataLoader#0 feeds CPU places" in message
     assert "build_strategy.fuse_all_reduce_ops=True (the program runs without " \
@@ -303,5 +306,7 @@ def test_profile_and_tune_show_no_effect_overrides_with_why(tmp_path):
     trial = Trial(index=1, setting={}, label="", phase="knob", steps=1)
     _overrides(trial, profile, {overrides.ENV: value})  # what `paddletune tune` reads
     assert [a["key"] for a in trial.applied] == ["capacity"]
-    assert len(trial.no_effect) == 3 and "feeds CPU places" in trial.no_effect[0]
-    assert "with_data_parallel" in trial.no_effect[1]
+    assert len(trial.no_effect) == 3 and "feeds CPU places" in trial.no_effect[0].text
+    assert "with_data_parallel" in trial.no_effect[1].text
+    assert [i.code for i in trial.no_effect] == ["cpu-places", "not-data-parallel",
+                                                 "not-data-parallel"]

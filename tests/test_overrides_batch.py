@@ -8,7 +8,7 @@ space's batch_size knob for such jobs."""
 import json
 import subprocess
 import sys
-from types import SimpleNamespace
+from dataclasses import asdict
 
 import numpy as np
 import pytest
@@ -17,7 +17,9 @@ import runtime as fluid
 from runtime import overrides
 from runtime.tensor import LoDTensor
 
+from paddletune.profile.figures import DimFigures, ShapeFigures
 from paddletune.tune import space as sp
+from test_tune import fake_profile
 
 
 @pytest.fixture
@@ -342,26 +344,20 @@ def test_profile_records_was_from_the_first_batch(tmp_path, workers):
     assert run.returncode == 0, run.stderr
     profile = load(out)
     [event] = profile.events_of("overrides")
-    assert event["applied"] == _applied(16, 6)
-    assert event["skipped"] == []
-    assert "batch_size=16 (was 6)" in event["message"]
-    assert profile.summary["throughput"]["batch_size"] == 16
+    assert [asdict(a) for a in event.applied] == _applied(16, 6)
+    assert event.skipped == ()
+    assert "batch_size=16 (was 6)" in event.message
+    assert profile.summary.throughput.batch_size == 16
 
 
 # --- the tuning space ----------------------------------------------------------------------------
 def _profile(source, batch=None, shapes=None):
-    loader = {"config": {"num_workers": 0, "capacity": 2, "use_double_buffer": True,
-                         "source": source, "batch_size": batch}}
-    if shapes is not None:
-        loader["shapes"] = shapes
-    return SimpleNamespace(
-        summary={"reader": {"loaders": [loader]}},
-        env={"cpu": {"usable_cores": 2}, "numpy": {"blas": "OpenBLAS", "blas_threads": 2},
-             "flags": {}})
+    return fake_profile(source=source, batch=batch, shapes=shapes, blas="OpenBLAS", flags={})
 
 
 def _shape(*dims, varying=()):
-    return {"batches": 10, "rank_varies": False, "shape": list(dims), "varying": list(varying)}
+    return ShapeFigures(batches=10, rank_varies=False, shape=tuple(dims),
+                        varying=tuple(DimFigures(**row) for row in varying))
 
 
 def test_space_tunes_the_batch_size_of_sample_list_jobs():

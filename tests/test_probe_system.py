@@ -11,6 +11,7 @@ from paddletune.probes import system
 from paddletune.probes.base import Clock, SamplingProbe
 from paddletune.probes.system import SystemProbe
 from paddletune.profile.records import ProbeRecord, SystemSample
+from paddletune.sources.fluid import FluidSource
 
 FIELDS = {"cpu_percent", "cpu_total_percent", "per_core_percent", "rss_bytes", "threads",
           "ctx_switches_per_s", "ctx_involuntary_per_s", "load1", "steal_percent",
@@ -22,9 +23,12 @@ RATES = {"cpu_percent", "cpu_total_percent", "per_core_percent", "ctx_switches_p
 MacTimes = namedtuple("MacTimes", "user nice system idle")
 
 
+SOURCE = FluidSource()
+
+
 def _probe(interval_s=0.05):
     records = []
-    return SystemProbe(records.append, Clock(), interval_s=interval_s), records
+    return SystemProbe(records.append, Clock(), interval_s=interval_s, source=SOURCE), records
 
 
 def _fields(sample: SystemSample) -> dict:
@@ -89,7 +93,7 @@ def test_first_sample_has_no_rates_and_later_ones_do():
 
 
 def test_blas_threads_and_load_come_from_their_sources(monkeypatch):
-    monkeypatch.setattr(system.blas, "get_blas_threads", lambda: 7)
+    monkeypatch.setattr(SOURCE, "blas_threads", lambda: 7)
     monkeypatch.setattr(system.os, "getloadavg", lambda: (1.5, 1.0, 0.5), raising=False)
     fields = _sample(_probe()[0])
     assert fields["blas_threads"] == 7 and fields["load1"] == 1.5
@@ -126,7 +130,7 @@ def test_failing_os_calls_become_none(monkeypatch):
     for name in ("cpu_times", "num_ctx_switches", "memory_info", "num_threads"):
         monkeypatch.setattr(psutil.Process, name, fail)
     monkeypatch.setattr(system.os, "getloadavg", fail, raising=False)
-    monkeypatch.setattr(system.blas, "get_blas_threads", fail)
+    monkeypatch.setattr(SOURCE, "blas_threads", fail)
     probe, _ = _probe()
     _sample(probe)
     fields = _sample(probe)

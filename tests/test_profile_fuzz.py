@@ -43,7 +43,7 @@ def rich_profile(path):
              memory_records(steps) + sched_records(steps, drops=[(9, (0.002, 3 << 20))]) +
              system_samples() + nvml_samples(gpus=(0, 1)) + worker_samples() +
              [{"type": "event", "t": 0.3, "kind": "nan_inf", "op_type": "log", "op_index": 3,
-               "output": "l", "inputs": {"p": [0.0]}, "n_nan": 1, "n_inf": 0, "step": 5},
+               "output": "l", "inputs": ["p", "y"], "n_nan": 1, "n_inf": 0, "step": 5},
               {"type": "event", "t": 0.35, "kind": "speed_test", "phase": "baseline",
                "step": 10}])
     return make_profile(path, steps=steps, extra=extra, options={"ops": True})
@@ -121,7 +121,10 @@ def mutate(rng, lines):
             cut = rng.randrange(len(line) + 1)
             lines[i] = rng.choice((line[:cut], line[:cut] + "\x00\xff" + line[cut:], ""))
             continue
-        record = json.loads(lines[i])
+        try:
+            record = json.loads(lines[i])
+        except ValueError:
+            continue  # a line damaged by an earlier mutation
         where = list(paths(record))
         path, old = rng.choice(where[1:] or where)
         if path and rng.random() < 0.15:

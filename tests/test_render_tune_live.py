@@ -21,7 +21,7 @@ from tmuxpane import needs_tmux
 from paddletune.render import tune as tune_view
 from paddletune.render.tune_live import TuneLive
 from paddletune.tune.search import TuneOptions, Tuner
-from paddletune.tune.trials import Trial
+from paddletune.tune.trials import IdleOverride, Trial
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 JOB = os.path.join(REPO, "tests", "tunejob.py")
@@ -73,7 +73,8 @@ SEARCH = [make_trial(4, {"num_workers": 1}, "advice:reader", 40, 1100.0, 30.0),
                      status="oom", message="out of memory at batch 16"),
           make_trial(8, {"num_workers": 2, "use_double_buffer": False},
                      "knob:use_double_buffer", 40, 1280.0, 25.0,
-                     no_effect=["reader.use_double_buffer: no DataLoader/PyReader"]),
+                     no_effect=[IdleOverride("reader", "use_double_buffer", "no-loader",
+                                             "no DataLoader/PyReader")]),
           make_trial(9, {"num_workers": 2, "capacity": 16}, "knob:capacity", 40,
                      status="timeout", message="still running after 30 s: killed")]
 

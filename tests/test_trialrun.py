@@ -46,8 +46,8 @@ def test_a_trial_writes_the_profile_quietly_without_the_cli_modules(tmp_path):
                           text=True, timeout=TIMEOUT_S)
     assert proc.stdout == "[] 0\n" and proc.stderr == ""
     prof = load(tmp_path / "p.jsonl")
-    assert prof.complete and prof.summary["n_steps"] == 12
-    assert prof.summary["exit"]["reason"] == "step_limit"
+    assert prof.complete and prof.summary.n_steps == 12
+    assert prof.summary.exit.reason == "step_limit"
 
 
 @pytest.mark.parametrize("call, status, stderr", [
@@ -56,7 +56,7 @@ def test_the_exit_status_is_the_scripts(tmp_path, call, status, stderr):
     script = write_script(tmp_path, f"train(4)\n{call}\n")
     proc = trialrun(tmp_path, "--steps", "100", "--out", "p.jsonl", str(script))
     assert (proc.returncode, proc.stderr) == (status, stderr)
-    assert load(tmp_path / "p.jsonl").summary["exit"]["status"] == status
+    assert load(tmp_path / "p.jsonl").summary.exit.status == status
 
 
 def test_a_missing_script_or_bad_options_are_one_line_and_exit_2(tmp_path):
@@ -79,7 +79,7 @@ def test_signals_end_the_trial_as_profile_does_with_the_profile_written(tmp_path
     proc.communicate(timeout=TIMEOUT_S)
     assert proc.returncode == status
     prof = load(tmp_path / "p.jsonl")
-    assert prof.complete and prof.summary["exit"]["reason"] == reason
+    assert prof.complete and prof.summary.exit.reason == reason
 
 
 BAD_FLAG = {"FLAGS_check_nan_inf": "maybe"}
@@ -116,3 +116,26 @@ def test_an_unknown_flag_is_one_warning_and_the_trial_runs(tmp_path):
     assert proc.returncode == 0
     assert proc.stderr == ("paddletune: warning: unknown flag FLAGS_no_such_flag in the "
                            "environment is ignored\n")
+
+
+def test_a_trial_keeps_every_step_in_full_for_its_throughput_interval(tmp_path):
+    """A trial longer than a profile's default head (1000 steps in full, then windows) keeps
+    all its steps (trialrun.HEAD_STEPS): the tuner's steady steps and batch-means interval
+    cover the whole trial, and the trial measures as ok."""
+    from paddletune.profile.summarize import training_steps
+    from paddletune.trialrun import HEAD_STEPS
+    from paddletune.tune.trials import Trial, measure, steady_steps, throughput_ci
+    script = write_script(tmp_path, "train(None)\n")
+    proc = trialrun(tmp_path, "--steps", "1200", "--out", "p.jsonl", str(script))
+    assert proc.returncode == 0, proc.stderr
+    prof = load(tmp_path / "p.jsonl")
+    assert prof.options.head_steps == HEAD_STEPS and prof.windows == ()
+    assert len(training_steps(prof.steps)) == prof.summary.n_steps == 1200
+    steady = steady_steps(prof)
+    assert len(steady) == prof.summary.steady_steps == 1200 - prof.summary.warmup_steps
+    rate, ci = throughput_ci(steady)
+    assert rate > 0 and ci is not None
+    trial = Trial(1, {}, "baseline", "baseline", 1200)
+    measure(trial, tmp_path / "p.jsonl", 0, False, 60, {})
+    assert trial.status == "ok" and trial.steady_steps == len(steady), trial.message
+    assert trial.samples_per_s == pytest.approx(rate) and trial.se is not None

@@ -6,6 +6,7 @@ import io
 import json
 import random
 import re
+from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
@@ -13,20 +14,54 @@ from rich.console import Console
 from typer.testing import CliRunner
 
 from paddletune.cli import app
+from paddletune.profile import figures as F
+from paddletune.profile import records as R
+from paddletune.profile.model import Profile
 from paddletune.render import tune as tune_view
 from paddletune.tune import parse_duration, record as rec, search, space as sp
 from paddletune.tune.search import TuneOptions, Tuner
 from paddletune.tune import trials
-from paddletune.tune.trials import Trial, throughput_ci
+from paddletune.tune.trials import IdleOverride, Trial, throughput_ci
 
 
-def fake_profile(source="sample", batch=32, workers=0, capacity=2, cores=2):
-    loader = {"config": {"num_workers": workers, "capacity": capacity,
-                         "use_double_buffer": True, "source": source, "batch_size": batch}}
-    return SimpleNamespace(
-        summary={"reader": {"loaders": [loader]}},
-        env={"cpu": {"usable_cores": cores}, "numpy": {"blas": "OpenBLAS 0.3", "blas_threads": 2},
-             "flags": {"FLAGS_eager_delete_tensor_gb": 0.0}})
+def loader_figures(config, shapes=None):
+    """A main loader's figures of 100 batches (what the space reads: config and shapes)."""
+    return F.LoaderFigures(
+        loader=0, name=config.name, config=config, passes=1, scope="steady", span_s=1.0,
+        batches=100, pushes=100, peeks=0, empty_pops=0, empty_ratio=0.0, wait=F.WaitFigures(),
+        occupancy=None, timeline=(), producer=F.ProducerFigures(producers=1), workers=(),
+        consumer=F.ConsumerFigures(), swings=0, oscillating=False, shapes=shapes or {})
+
+
+def fake_profile(source="sample", batch=32, workers=0, capacity=2, cores=2, shapes=None,
+                 blas="OpenBLAS 0.3", flags=None):
+    """A baseline profile with what the space is built from: one DataLoader (`source`
+    None: none), the cores, NumPy's BLAS and the FLAGS."""
+    config = R.LoaderConfig(name="DataLoader#0", num_workers=workers, capacity=capacity,
+                            use_double_buffer=True, source=source, batch_size=batch)
+    reader = (F.ReaderFigures(loaders=(loader_figures(config, shapes),), main=0)
+              if source is not None else None)
+    env = R.Env(cpu=R.CpuInfo(usable_cores=cores),
+                numpy=R.NumpyInfo(blas=blas, blas_threads=2),
+                flags={"FLAGS_eager_delete_tensor_gb": 0.0} if flags is None else flags)
+    return Profile(path="baseline.jsonl", header=R.Header(schema=2, env=env),
+                   summary=F.Summary(reader=reader))
+
+
+def parallel_figures(threads, every):
+    """A data-parallel job's ParallelExecutor figures (what the space reads: threads, drop)."""
+    return F.ParallelFigures(
+        places=2, threads=threads, reduce="AllReduce", steps=10, scope="steady", wall_s=0.01,
+        thread_busy=(), thread_busy_mean=None, concurrency=1.0, ops_per_step=10.0,
+        sched_s_per_op=None, sched_share=None, ready_mean=1.0, ready_max=1, combine_s=0.0,
+        combine_share=None, straggler_share=None, drop=F.DropFigures(every=every))
+
+
+def step(wall_s, gap_s=0.0, batch_size=10, queue=None, i=0):
+    """A training step record as a trial's profile holds it."""
+    return R.Step(t_s=0.01 * i, program=1, executor=1, step=i, wall_s=wall_s, feed_s=0.0,
+                  compute_s=wall_s, fetch_s=0.0, gap_s=gap_s, batch_size=batch_size,
+                  queue=queue)
 
 
 # --- space -------------------------------------------------------------------------------------
@@ -49,7 +84,8 @@ def test_space_starts_from_the_jobs_own_execution_strategy():
     space = sp.build_space(profile)
     assert space.knobs["num_threads"].current == 0
     assert space.knobs["num_iteration_per_drop_scope"].current == 100
-    profile.summary["parallel"] = {"threads": 1, "drop": {"every": 1}}
+    profile = replace(profile, summary=replace(profile.summary,
+                                               parallel=parallel_figures(threads=1, every=1)))
     space = sp.build_space(profile)
     drop = space.knobs["num_iteration_per_drop_scope"]
     assert drop.current == 1 and drop.values == (1, 100, 10)
@@ -65,8 +101,7 @@ def test_space_batch_size_needs_a_sample_generator_and_not_keep():
 
 
 def test_space_without_a_loader_has_no_reader_knobs():
-    profile = fake_profile()
-    profile.summary = {"reader": None}
+    profile = fake_profile(source=None)
     space = sp.build_space(profile)
     assert "num_workers" not in space and "FLAGS_allocator_strategy" in space
 
@@ -132,12 +167,11 @@ def test_parse_value_and_duration():
 
 
 def test_throughput_interval_by_batch_means():
-    steps = [{"wall_s": 0.01, "gap_s": 0.0, "batch_size": 10} for _ in range(40)]
+    steps = [step(0.01, 0.0, 10, i=i) for i in range(40)]
     rate, ci = throughput_ci(steps)
     assert rate == pytest.approx(1000) and ci == pytest.approx(0, abs=1e-9)
     rng = random.Random(1)
-    noisy = [{"wall_s": 0.01 * rng.uniform(0.8, 1.2), "gap_s": None, "batch_size": 10}
-             for _ in range(400)]
+    noisy = [step(0.01 * rng.uniform(0.8, 1.2), None, 10, i=i) for i in range(400)]
     rate, ci = throughput_ci(noisy)
     assert 950 < rate < 1050 and 0 < ci < 0.05 * rate
     assert throughput_ci(steps[:4])[1] is None  # too few steps for an interval
@@ -147,13 +181,12 @@ def test_batches_made_before_a_trial_are_not_its_throughput():
     """A producer-bound trial starts with a full queue (filled while the job set up) and
     drains it: its pops came faster than the producer can make batches. The fall of the
     queue's fill over the steps is left out; a queue that fills up is not added."""
-    steady = [{"wall_s": 0.01, "gap_s": 0.0, "batch_size": 10, "queue": max(16 - i, 0)}
-              for i in range(40)]
+    steady = [step(0.01, 0.0, 10, queue=max(16 - i, 0), i=i) for i in range(40)]
     rate, _ = throughput_ci(steady)
     assert rate == pytest.approx((40 - 16) * 10 / 0.4)  # 24 batches made in 0.4 s
-    rising = [dict(s, queue=min(i, 16)) for i, s in enumerate(steady)]
+    rising = [s._replace(queue=min(i, 16)) for i, s in enumerate(steady)]
     assert throughput_ci(rising)[0] == pytest.approx(1000)
-    no_reader = [{k: v for k, v in s.items() if k != "queue"} for s in steady]
+    no_reader = [s._replace(queue=None) for s in steady]
     assert throughput_ci(no_reader)[0] == pytest.approx(1000)
     _, blocks = trials._block_rates(steady)  # the blocks drain too: each is corrected
     assert blocks[0] < 1000 and blocks[-1] == pytest.approx(1000)
@@ -173,7 +206,7 @@ class FakeRunner:
 
     def __init__(self, clock, rate, interrupt_at=None, no_effect=("exec_strategy",
                                                                    "build_strategy"),
-                 why="the job ran no CompiledProgram"):
+                 why=("no-compiled-program", "the job ran no CompiledProgram")):
         self.clock, self.rate, self.count = clock, rate, 0
         self.interrupt_at, self.no_effect, self.why = interrupt_at, no_effect, why
         self.rng = random.Random(0)
@@ -196,8 +229,9 @@ class FakeRunner:
         t.samples_per_s = value * (1 + self.rng.uniform(-0.01, 0.01))
         t.ci, t.peak_bytes, t.capacity_bytes = 0.02 * value, 1000, None
         requested = json.loads(env.get("PADDLETUNE_OVERRIDES", "{}"))
-        t.no_effect = [f"{s}.{k}: {self.why(k) if callable(self.why) else self.why}"
-                       for s in self.no_effect for k in requested.get(s, {})]
+        t.no_effect = [IdleOverride(s, k, *(self.why(k) if callable(self.why) else self.why))
+                       for s in self.no_effect for k in requested.get(s, {})
+                       if not callable(self.why) or self.why(k) is not None]
         return t
 
 
@@ -259,17 +293,10 @@ def test_without_data_parallel_only_the_fusions_are_skipped(monkeypatch):
     monkeypatch.setattr(search.time, "monotonic", clock.monotonic)
     runner = FakeRunner(
         clock, lambda s: 1000.0 * (1.3 if s.get("enable_inplace") else 1.0),
-        why=lambda key: None if key == "enable_inplace" else
-        "the program runs without with_data_parallel, so no data-parallel graph uses it")
+        why=lambda key: None if key == "enable_inplace" else (
+            "not-data-parallel",
+            "the program runs without with_data_parallel, so no data-parallel graph uses it"))
     runner.no_effect = ("exec_strategy", "build_strategy")
-    real_run = runner.run
-
-    def run(setting, env, steps, timeout_s, phase, label):
-        t = real_run(setting, env, steps, timeout_s, phase, label)
-        t.no_effect = [item for item in t.no_effect if not item.endswith("None")]
-        return t
-
-    runner.run = run
     tuner = Tuner(runner, TuneOptions(
         trial_steps=50, keep_batch_size=True,
         specs=("only=num_threads,fuse_all_optimizer_ops,fuse_elewise_add_act_ops",
@@ -281,6 +308,63 @@ def test_without_data_parallel_only_the_fusions_are_skipped(monkeypatch):
     assert len([t for t in tuner.trials if t.no_effect]) == 2  # one per section, then skipped
     assert tuner.dead_knobs == {"num_threads", "fuse_all_optimizer_ops",
                                 "fuse_elewise_add_act_ops"} and not tuner.dead_sections
+
+
+def _knobs_killed(monkeypatch, why):
+    """The dead sections and knobs after tuning the strategy knobs of a job whose strategy
+    overrides change nothing for `why(key)` ((code, words), None: it has an effect)."""
+    clock = Clock()
+    monkeypatch.setattr(search.time, "monotonic", clock.monotonic)
+    runner = FakeRunner(clock, lambda s: 1000.0, why=why)
+    tuner = Tuner(runner, TuneOptions(
+        trial_steps=50, keep_batch_size=True,
+        specs=("only=num_threads,fuse_all_optimizer_ops,fuse_elewise_add_act_ops",
+               "build_strategy.enable_inplace=true")))
+    tuner.load_profile = lambda path: fake_profile()
+    tuner.advise = lambda profile: []
+    tuner.run()
+    return tuner.dead_sections, tuner.dead_knobs
+
+
+def test_the_tuner_acts_on_reason_codes_not_on_their_words(monkeypatch):
+    """Rewording a no-effect reason changes nothing the tuner does: a not-data-parallel code
+    whose words say nothing of data parallelism still kills every strategy knob but
+    enable_inplace; no-compiled-program in other words kills the sections; and words that
+    name "no CompiledProgram" or "with_data_parallel" under another code kill nothing."""
+    plain = "this override did nothing in this job"
+    reworded = _knobs_killed(monkeypatch, lambda key: None if key == "enable_inplace" else
+                             ("not-data-parallel", plain))
+    assert reworded == (set(), {"num_threads", "fuse_all_optimizer_ops",
+                                "fuse_elewise_add_act_ops"})
+    sections = _knobs_killed(monkeypatch, lambda key: ("no-compiled-program", plain))
+    assert sections == ({"exec_strategy", "build_strategy"}, set())
+    misleading = _knobs_killed(monkeypatch, lambda key: (
+        "same-value", "no CompiledProgram; runs without with_data_parallel"))
+    assert misleading == (set(), set())
+
+
+def test_a_trials_no_effect_carries_the_events_codes_and_the_fallbacks():
+    """trials._overrides: the overrides event's NoEffect entries keep their code and words;
+    a requested key no event mentions gets no-loader (reader) or no-compiled-program
+    (strategies); applied ones are not "no effect"."""
+    event = R.OverridesEvent(
+        t_s=1.0, applied=(R.AppliedOverride("reader", "capacity", 16, 2),),
+        skipped=(R.NoEffect("exec_strategy", "num_threads", 1, "not-data-parallel",
+                            "reworded: nothing to do with it"),))
+    profile = replace(fake_profile(), events=(event,))
+    requested = {"reader": {"capacity": 16, "num_workers": 2},
+                 "exec_strategy": {"num_threads": 1}, "build_strategy": {"enable_inplace": True}}
+    trial = Trial(1, {}, "", "knob", 50)
+    trials._overrides(trial, profile, {"PADDLETUNE_OVERRIDES": json.dumps(requested)})
+    assert trial.applied == [{"section": "reader", "key": "capacity", "value": 16, "was": 2}]
+    assert [(i.section, i.key, i.code) for i in trial.no_effect] == [
+        ("reader", "num_workers", "no-loader"),
+        ("exec_strategy", "num_threads", "not-data-parallel"),
+        ("build_strategy", "enable_inplace", "no-compiled-program")]
+    assert trial.no_effect[1].why == "reworded: nothing to do with it"
+    assert "exec_strategy.num_threads: reworded" in trial.no_effect_text
+    from runtime.overrides import NO_EFFECT_CODES
+    assert {i.code for i in trial.no_effect} <= set(NO_EFFECT_CODES)
 
 
 def test_gains_inside_the_noise_are_not_taken(monkeypatch):
@@ -750,6 +834,11 @@ def test_record_round_trip_and_report(monkeypatch, tmp_path):
     out = result.output
     assert "paddletune tune train.py --lr 0.1" in out
     assert "Settings, best first" in out and "timeout" in out and "no effect" in out
+    # why a setting changed nothing, in the runtime's words (the code is the record's)
+    assert re.search(r"no effect: .+: (exec|build)_strategy\.\w+: the job ran no "
+                     r"CompiledProgram", out), out
+    idle = next(r for r in record["ranking"] if r["status"] == "no effect")["no_effect"]
+    assert idle[0]["code"] == "no-compiled-program" and record["schema"] == 2
     assert "export PADDLETUNE_OVERRIDES=" in out
     assert "fluid.io.DataLoader.from_generator(..., num_workers=2" in out
     assert re.search(r"Speedup: 1\.[78]\dx ± 0\.\d\d \([\d,]+ -> 1,[78]\d\d samples/s, 1 "

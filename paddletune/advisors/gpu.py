@@ -18,7 +18,7 @@ clocks around asynchronous launches time the launch, not the kernel.
 paddletune's runtime accepts the #14 flags and `use_cudnn` without effect so far (convolution
 is im2col + a CuPy matmul): a change it ignores could not be verified by measuring it (`paddletune
 tune` would find no gain), so #8 and #14 stay silent until the runtime acts on what they name
-(`acts_on`: the flag implemented in runtime/flags.py, the attr out of IGNORED_ATTRS). Their gain
+(`acts_on`: the job's source declares the flag or the attr as a knob). Their gain
 is bounded by the measured share, not predicted.
 """
 
@@ -42,15 +42,13 @@ MIN_UTIL_SAMPLES = 3
 DATA_SHARE = 0.20  # #24: input share of the step that explains the idle GPU
 SMALL_BATCH = 32  # #24: a batch this small rarely fills a GPU
 BUSY_LOW = 0.5  # #24: device op time below this share of compute time: launch-bound
-IGNORED_ATTRS = ("use_cudnn",)  # op attrs the runtime's kernels record but do not act on
 
 
-def acts_on(name: str) -> bool:
-    """Whether paddletune's runtime acts on `name` (a FLAGS_* flag, or an op attr)."""
-    if name.startswith("FLAGS_"):
-        from runtime.flags import FLAGS
-        return FLAGS.flag(name).implemented
-    return name not in IGNORED_ATTRS
+def acts_on(profile, name: str) -> bool:
+    """Whether the job's framework acts on `name` (a FLAGS_* flag, or an op attr): its source
+    declares it as a knob (a setting it ignores is not one)."""
+    knob = f"flag.{name}" if name.startswith("FLAGS_") else f"op_attr.{name}"
+    return any(k.id == knob for k in profile.source.knobs)
 
 
 def gpu_place(profile) -> Optional[str]:
@@ -130,7 +128,7 @@ def gpu_math_flags(profile) -> List[Advice]:
     out = []
     for flag, types, what, advice_id, cost in MATH_FLAGS:
         share = op_types_share(profile, with_grads(types))
-        if share is None or share < FLAG_SHARE or flags.get(flag) or not acts_on(flag):
+        if share is None or share < FLAG_SHARE or flags.get(flag) or not acts_on(profile, flag):
             continue
         out.append(Advice(
             id=advice_id, source=14, severity="medium" if share >= 0.5 else "low",
@@ -173,7 +171,7 @@ def cudnn_slow_ops(profile) -> Optional[Advice]:
     """
     ops = device_ops(profile)
     program = main_ops(profile)
-    if ops is None or not program or not acts_on("use_cudnn"):
+    if ops is None or not program or not acts_on(profile, "use_cudnn"):
         return None
     batch = _batch_size(profile)
     shares = {}  # why -> (share of GPU op time, forward ops' outputs)

@@ -28,7 +28,7 @@ def nan_inf(profile) -> Optional[Advice]:
         return None
     first = min(found, key=lambda e: e.t_s)
     op = first.op_type or "?"
-    inputs = _names(first.inputs)
+    inputs = list(first.inputs)
     output = first.output
     where = f"op {op} (#{_or_unknown(first.op_index)})"
     counts = _counts(first)
@@ -68,12 +68,6 @@ def _counts(event: NanInfEvent) -> str:
     if not event.n_nan and not event.n_inf:
         return "NaN/Inf "
     return f"{event.n_nan} NaN and {event.n_inf} Inf "
-
-
-def _names(value) -> List[str]:
-    if isinstance(value, dict):
-        return names(value)
-    return [str(v) for v in value or []]
 
 
 def _origin(profile, inputs: List[str]) -> str:

@@ -1,251 +1,315 @@
-"""The dashboard's figures, computed from a LiveModel's window: plain dicts, no rendering.
+"""The dashboard's figures, computed from a LiveModel's window: typed panels (state.py), no
+rendering.
 
-Definitions (t on the profile clock; "main" is the non-startup program with most steps):
-  throughput  steps of main ending in the last RATE_S seconds / that span (shorter at the
-              start); samples/s likewise with the steps' batch sizes; history: steps per
-              second of each complete second (the sparkline)
-  breakdown   mean seconds per main step over the window: wait (for data: `read_s` inside
-              exe.run, plus an iterable DataLoader's wait per step from the reader's
-              intervals), feed, compute, fetch, other (the rest of the loop's time outside
-              exe.run: Python, or data preparation in a synchronous loop)
+Definitions (t on the profile clock; "main" is the non-startup program with most steps; a
+long job's later steps come as StepWindows, each n steps over [t0_s, t_s), and its later
+samples as SampleWindows; "horizon" is now, or, once main's steps come as windows (after
+its head_steps), the end of its newest window (or last step recorded in full), never more
+than a window's length before now: LiveModel.horizon):
+  throughput  steps of main in the last RATE_S seconds before the horizon / that span
+              (shorter at the start): a step counts when it ends in the span, a window in
+              proportion to its overlap with it; samples/s likewise with the batch sizes
+              (a window's `samples`); the batch size is the median of those steps';
+              history: steps per second of each complete second up to the horizon (the
+              sparkline; a window's steps spread evenly over its seconds)
+  progress    steps of main so far (recorded in full plus every window's n) of the total,
+              --total-steps or --steps of `paddletune profile` (the header's options); ETA
+              (total - steps done) / the throughput's steps per second
+  breakdown   mean seconds per main step over the window's steps and windows (the windows'
+              part sums): wait (for data: `read_s` inside exe.run, plus an iterable
+              DataLoader's wait per step from the reader's intervals), feed, compute,
+              fetch, other (the rest of the loop's time outside exe.run: Python, or data
+              preparation in a synchronous loop)
   reader      the loader with most pops: time-weighted queue fill of the window's intervals
               against capacity, share of pops that found the queue empty, wait per pop
-  memory      the newest memory step (pool allocated/reserved), the window's largest step
-              peak, the all-time pool peak, the capacity (the pool's, else
-              FLAGS_cpu_memory_limit_mb, else the machine's memory), RSS and GPU memory
-              from the newest samples
-  ETA         (total - steps done) / steps per second, where the total is --total-steps or
-              --steps of `paddletune profile` (the header's options)
+  memory      the newest memory step (pool allocated/reserved; None once steps come as
+              windows, until the pool's final state), the largest step peak of the window's
+              steps and windows, the all-time pool peak (the newest peak record, else the
+              pool's state), the capacity (the pool's, else FLAGS_cpu_memory_limit_mb, else
+              the machine's memory), RSS and GPU memory from the newest samples
+  cpu, GPUs   the newest sample of each sampled entity; once samples come as windows, a
+              SampleWindow's `last` values (per-core figures are not aggregated: none then)
+  ops         op time per main step over the window's ops records and windows' op totals
+  parallel    the ParallelExecutor's step records and windows' scheduler figures
+  stalled     no record for STALLED_S seconds (plus a window's length once windowed)
 """
 
-import math
 from collections import Counter
+from typing import Optional
+
+from ..profile import records as r
+from ..profile.codec import event_kind
+from .state import (CpuNow, GpuNow, LiveState, MemoryNow, OpLine, OpsNow, ParallelNow,
+                    Progress, ReaderNow, Status, StepTime, Throughput)
+from .tally import overlap_share
 
 RATE_S = 10.0  # throughput over the last 10 s
-STALLED_S = 10.0
-HISTORY_SHOWN = 120  # seconds of throughput history  # no record for this long while the job runs: "no new records"
+STALLED_S = 10.0  # no record for this long while the job runs: "no new records"
+HISTORY_SHOWN = 120  # seconds of throughput history
 NOTABLE = ("error", "nan_inf", "step_limit", "overrides")
-STEP_SUMS = ("n", "read_s", "feed_s", "compute_s", "fetch_s", "gap_s")  # LiveModel.sums
+MEMORY_LIMIT_FLAG = "FLAGS_cpu_memory_limit_mb"
 
 
-def state(model, now, live=True, **extra) -> dict:
+def state(model, now, live=True, **extra) -> LiveState:
     main = model.main_program
-    out = {"title": _title(model.header), "path": model.path, "now_s": now,
-           "window_s": model.window_s, "status": status(model, now, live),
-           "throughput": throughput(model, main, now), "breakdown": breakdown(model, main),
-           "reader": reader(model), "memory": memory(model), "cpu": cpu(model),
-           "ops": ops(model, main), "parallel": parallel(model), "advice": model.advice,
-           "notes": [e.get("message") or e.get("kind") for e in model.events
-                     if e.get("kind") in NOTABLE][-2:]}
-    out["progress"] = progress(model, main, out["throughput"])
-    out.update(extra)
-    return out
+    tp = throughput(model, main, now)
+    return LiveState(
+        title=_title(model.header), path=model.path, now_s=now, window_s=model.window_s,
+        status=status(model, now, live), progress=progress(model, main, tp),
+        memory=memory(model), cpu=cpu(model), ops=ops(model, main), throughput=tp,
+        breakdown=breakdown(model, main), reader=reader(model), parallel=parallel(model),
+        advice=model.advice, notes=tuple(notes(model)[-2:]), **extra)
 
 
-def _title(header) -> str:
-    command = (header or {}).get("command") or {}
-    argv = [str(a) for a in command.get("argv") or []]
-    if command.get("module"):
-        argv = ["-m"] + argv
-    return " ".join(argv) if argv else "(waiting for the profile header)"
+def _title(header: Optional[r.Header]) -> str:
+    if header is None or not header.command.argv:
+        return "(waiting for the profile header)"
+    argv = [str(a) for a in header.command.argv]
+    return " ".join(["-m"] + argv if header.command.module else argv)
 
 
-def status(model, now, live) -> dict:
+def notes(model) -> list:
+    return [e.message or event_kind(e) for e in model.events if event_kind(e) in NOTABLE]
+
+
+def status(model, now, live) -> Status:
     if model.header is None:
-        return {"state": "waiting", "idle_s": None, "exit": None}
-    exits = [e for e in model.events if e.get("kind") == "exit"]
-    if exits:
-        e = exits[-1]
-        return {"state": "finished", "idle_s": None,
-                "exit": {k: e.get(k) for k in ("status", "reason", "message")}}
+        return Status("waiting")
+    if model.exit is not None:
+        return Status("finished", exit=model.exit)
     idle = max(now - model.last_t, 0.0)
-    stalled = live and idle > STALLED_S
-    return {"state": "stalled" if stalled else ("running" if live else "cut short"),
-            "idle_s": idle, "exit": None}
+    stalled = live and idle > STALLED_S + model.lag_s(now)
+    return Status("stalled" if stalled else ("running" if live else "cut short"), idle)
 
 
-def progress(model, main, tp) -> dict:
-    options = (model.header or {}).get("options") or {}
-    total, source = options.get("total_steps"), "--total-steps"
+def progress(model, main, tp: Optional[Throughput]) -> Progress:
+    options = model.header.options if model.header is not None else r.Options()
+    total, source = options.total_steps, "--total-steps"
     if not total:
-        total, source = options.get("steps"), "--steps"
-    done = model.step_counts.get(main, 0)
-    rate = (tp or {}).get("steps_per_s")
+        total, source = options.steps, "--steps"
+    done = model.step_counts[main] if main is not None else 0
+    rate = tp.steps_per_s if tp is not None else None
     eta = (total - done) / rate if total and rate and done < total else None
-    return {"steps": done, "total": total or None, "total_from": source if total else None,
-            "eta_s": 0.0 if total and done >= total else eta}
+    return Progress(done, total or None, source if total else None,
+                    0.0 if total and done >= total else eta)
 
 
-def throughput(model, main, now):
+# --- throughput ----------------------------------------------------------------------------------
+class _Recent:
+    """Steps (fractions of windows) of one program in a span, and their batch sizes."""
+
+    def __init__(self):
+        self.steps, self.samples, self.batches = 0.0, 0.0, Counter()
+
+    def add_step(self, s: r.Step):
+        self.steps += 1
+        if s.batch_size:
+            self.samples += s.batch_size
+            self.batches[s.batch_size] += 1
+
+    def add_window(self, w: r.StepWindow, share: float):
+        self.steps += w.n * share
+        self.samples += w.samples * share
+        for size, n in w.batch_sizes.items():
+            self.batches[size] += n * share
+
+    def median_batch(self) -> Optional[int]:
+        half, seen = sum(self.batches.values()) / 2, 0.0
+        for size in sorted(self.batches):
+            seen += self.batches[size]
+            if seen > half:
+                return size
+        return None
+
+
+def throughput(model, main, now) -> Optional[Throughput]:
     if main is None:
         return None
-    start = max(now - RATE_S, model.first_step_t.get(main, now))
-    span = now - start
-    recent = []
+    horizon = model.horizon(main, now)
+    start = max(horizon - RATE_S, model.first_step_t.get(main, horizon))
+    span = horizon - start
+    recent = _Recent()
     for s in reversed(model.steps):  # the newest first: stop at the span's start
-        if s["t"] + s["wall_s"] <= start:
+        if s.end_s <= start:
             break
-        if s.get("program") == main:
-            recent.append(s)
-    batches = [s.get("batch_size") for s in recent if s.get("batch_size")]
-    hist = model.history.get(main) or {}
-    seconds = range(max(min(hist), int(now) - HISTORY_SHOWN), int(now)) if hist else ()
-    return {"steps_per_s": len(recent) / span if span > 0 else None,
-            "samples_per_s": sum(batches) / span if batches and span > 0 else None,
-            "batch_size": sorted(batches)[len(batches) // 2] if batches else None,
-            "span_s": span, "history": [hist.get(k, 0) for k in seconds],
-            "samples": model.sample_counts.get(main, 0)}
+        if s.program == main and s.end_s <= horizon:
+            recent.add_step(s)
+    for w in model.windows:
+        if w.program == main:
+            recent.add_window(w, overlap_share(w.t0_s, w.t_s, start, horizon))
+    hist = model.history[main]
+    seconds = range(max(min(hist), int(horizon) - HISTORY_SHOWN), int(horizon)) if hist else ()
+    return Throughput(
+        steps_per_s=recent.steps / span if span > 0 else None,
+        samples_per_s=recent.samples / span if recent.batches and span > 0 else None,
+        batch_size=recent.median_batch(), span_s=span,
+        history=tuple(hist[k] for k in seconds), samples=model.sample_counts[main])
 
 
-def breakdown(model, main):
-    sums = model.sums.get(main)
-    if main is None or not sums or not sums[0]:
+# --- step time -----------------------------------------------------------------------------------
+def breakdown(model, main) -> Optional[StepTime]:
+    sums = model.sums[main] if main is not None else None
+    if sums is None or not sums.n:
         return None
-    n = sums[0]
-    mean = {k: max(v / n, 0.0) for k, v in zip(STEP_SUMS[1:], sums[1:])}
+    gap = sums.mean("gap_s")
     loader_wait = _reader_wait_per_step(model)
-    from_loader = min(loader_wait or 0.0, mean["gap_s"])
-    wait = mean["read_s"] + from_loader
-    parts = [("wait", wait), ("feed", mean["feed_s"]), ("compute", mean["compute_s"]),
-             ("fetch", mean["fetch_s"]), ("other", mean["gap_s"] - from_loader)]
-    source = "reader" if loader_wait is not None else ("run" if mean["read_s"] else None)
-    return {"n": n, "cycle_s": sum(v for _, v in parts), "parts": parts, "wait_from": source}
+    from_loader = min(loader_wait or 0.0, gap)
+    read = sums.mean("read_s")
+    parts = (("wait", read + from_loader), ("feed", sums.mean("feed_s")),
+             ("compute", sums.mean("compute_s")), ("fetch", sums.mean("fetch_s")),
+             ("other", gap - from_loader))
+    source = "reader" if loader_wait is not None else ("run" if read else None)
+    return StepTime(sums.n, sum(v for _, v in parts), parts, source)
 
 
-def _reader_wait_per_step(model):
-    rows = [r for r in model.reader if not r.get("speed_test")]
-    n = sum(r.get("steps") or 0 for r in rows)
-    return sum(r.get("step_wait_s") or 0.0 for r in rows) / n if n else None
+def _reader_wait_per_step(model) -> Optional[float]:
+    rows = [iv for iv in model.reader if not iv.speed_test]
+    n = sum(iv.steps for iv in rows)
+    return sum(iv.step_wait_s for iv in rows) / n if n else None
 
 
-def reader(model):
-    starts = [r for r in model.reader_passes if r.get("what") == "start"]
+# --- the reader ----------------------------------------------------------------------------------
+def reader(model) -> Optional[ReaderNow]:
+    starts = [p for p in model.reader_passes if isinstance(p, r.ReaderStart)]
     if not starts:
         return None
     pops = Counter()
-    for r in model.reader:
-        pops[r.get("loader")] += r.get("pops") or 0
-    loader = pops.most_common(1)[0][0] if pops else starts[-1].get("loader")
-    mine = [r for r in starts if r.get("loader") == loader]
-    config = mine[-1].get("config") or {}
-    ended = [r for r in model.reader_passes if r.get("loader") == loader
-             and r.get("what") in ("end", "reset", "error") and r.get("pass") == len(mine)]
-    out = {"name": config.get("name") or f"loader {loader}", "capacity": config.get("capacity"),
-           "workers": config.get("num_workers") or 0, "passes": len(mine),
-           "pass_ended": ended[-1].get("what") if ended else None}
-    rows = [r for r in model.reader if r.get("loader") == loader and not r.get("speed_test")]
-    out.update(_queue(rows, config.get("capacity")))
-    return out
+    for iv in model.reader:
+        pops[iv.loader] += iv.pops
+    loader = pops.most_common(1)[0][0] if pops else starts[-1].loader
+    mine = [p for p in starts if p.loader == loader]
+    config = mine[-1].config
+    ended = [p for p in model.reader_passes if isinstance(p, r.ReaderEnd)
+             and p.loader == loader and p.pass_no == len(mine)]
+    rows = [iv for iv in model.reader if iv.loader == loader and not iv.speed_test]
+    return ReaderNow(name=config.name or f"loader {loader}", capacity=config.capacity,
+                     workers=config.num_workers, passes=len(mine),
+                     pass_ended=ended[-1].what if ended else None,
+                     **_queue(rows, config.capacity))
 
 
-def _queue(rows, capacity):
-    occ, pops = Counter(), sum(r.get("pops") or 0 for r in rows)
-    for r in rows:
-        occ.update({int(k): v for k, v in (r.get("occupancy") or {}).items()})
+def _queue(rows, capacity) -> dict:
+    occ, pops = Counter(), sum(iv.pops for iv in rows)
+    for iv in rows:
+        occ.update(iv.occupancy)
     n = sum(occ.values())
     fill = sum(k * v for k, v in occ.items()) / n if n else None
-    span = sum(r["t"] - r.get("t0", r["t"]) for r in rows)
-    pushes = sum(r.get("pushes") or 0 for r in rows)
+    span = sum(iv.t_s - iv.t0_s for iv in rows)
+    pushes = sum(iv.pushes for iv in rows)
     return {"pops": pops, "fill_mean": fill,
             "fill_share": fill / capacity if fill is not None and capacity else None,
-            "empty_ratio": sum(r.get("empty_pops") or 0 for r in rows) / pops if pops else None,
-            "wait_per_pop_s": sum(r.get("wait_s") or 0.0 for r in rows) / pops if pops else None,
+            "empty_ratio": sum(iv.empty_pops for iv in rows) / pops if pops else None,
+            "wait_per_pop_s": sum(iv.wait_s for iv in rows) / pops if pops else None,
             "batches_per_s": pops / span if span > 0 else None,
-            "produce_per_batch_s": (sum(r.get("produce_s") or 0.0 for r in rows) / pushes
+            "produce_per_batch_s": (sum(iv.produce_s for iv in rows) / pushes
                                     if pushes else None),
-            "fill_history": [_mean_fill(r, capacity) for r in rows][-60:]}
+            "fill_history": tuple(_mean_fill(iv, capacity) for iv in rows)[-60:]}
 
 
-def _mean_fill(r, capacity):
-    occ = {int(k): v for k, v in (r.get("occupancy") or {}).items()}
-    n = sum(occ.values())
-    return sum(k * v for k, v in occ.items()) / n / capacity if n and capacity else None
+def _mean_fill(iv: r.ReaderInterval, capacity) -> Optional[float]:
+    n = sum(iv.occupancy.values())
+    fill = sum(k * v for k, v in iv.occupancy.items())
+    return fill / n / capacity if n and capacity else None
 
 
-def memory(model):
-    steps = list(model.memory)
-    last = steps[-1] if steps else {}
-    result = ((model.probes.get("memory") or {}).get("result")) or {}
-    peak = next((m for m in reversed(model.memory_fixed) if m.get("what") == "peak"), {})
-    ooms = [m for m in model.memory_fixed if m.get("what") == "oom"]
-    capacity, source = _capacity(model, result, ooms)
-    system = (model.latest.get("system") or [{}])[0]
-    gpus = [{"gpu": r.get("gpu"), "used": r.get("mem_used_bytes"),
-             "total": r.get("mem_total_bytes"), "util": r.get("util_percent"),
-             "proc": r.get("proc_mem_bytes")} for r in model.latest.get("nvml") or []]
-    return {"allocated": last.get("allocated", result.get("allocated")),
-            "reserved": last.get("reserved", result.get("reserved")),
-            "peak_allocated": peak.get("peak_allocated", result.get("peak_allocated")),
-            "peak_reserved": peak.get("peak_reserved", result.get("peak_reserved")),
-            "capacity": capacity, "capacity_from": source, "ooms": len(ooms),
-            "pool_seen": bool(steps or peak or result),
-            "rss": system.get("rss_bytes"), "available": system.get("mem_available_bytes"),
-            "gpus": gpus, "gpu_reason": _gpu_reason(model)}
+# --- memory and CPU ------------------------------------------------------------------------------
+def _newest(records, cls):
+    found = [x for x in records if isinstance(x, cls)]
+    return found[-1] if found else None
 
 
-def _capacity(model, result, ooms):
-    if result.get("capacity"):
-        return result["capacity"], "pool"
-    if ooms and ooms[-1].get("capacity"):
-        return ooms[-1]["capacity"], "pool"
-    env = (model.header or {}).get("env") or {}
-    limit = (env.get("flags") or {}).get("FLAGS_cpu_memory_limit_mb")
-    if isinstance(limit, (int, float)) and limit > 0:
-        return int(limit * 2 ** 20), "FLAGS_cpu_memory_limit_mb"
-    total = (env.get("memory") or {}).get("total_bytes")
+def memory(model) -> MemoryNow:
+    with_memory = [w for w in model.windows if w.memory is not None]
+    folded = [w.memory for w in with_memory]
+    last = model.memory[-1] if model.memory else None  # the newest memory step in the window
+    if last is not None and with_memory and with_memory[-1].t_s > last.t_s:
+        last = None  # steps come as windows now: the head's figures are stale
+    pool = _newest(model.memory_fixed, r.MemoryPool)
+    peak = _newest(model.memory_fixed, r.MemoryPeak)
+    ooms = [m for m in model.memory_fixed if isinstance(m, r.MemoryOom)]
+    step_peaks = [m.step_peak_bytes for m in model.memory] + [m.step_peak_bytes for m in folded]
+    now = last or pool  # allocated and reserved: the newest step's, else the pool's at the end
+    high = peak or pool  # the all-time peak
+    capacity, source = _capacity(model.header, pool, ooms)
+    system = model.current("system")
+    return MemoryNow(
+        allocated=now.allocated_bytes if now else None,
+        reserved=now.reserved_bytes if now else None,
+        peak_allocated=high.peak_allocated_bytes if high else None,
+        peak_reserved=high.peak_reserved_bytes if high else None,
+        step_peak=max(step_peaks) if step_peaks else None, capacity=capacity,
+        capacity_from=source, ooms=len(ooms),
+        pool_seen=bool(model.memory or peak or pool or folded),
+        rss=system[-1].rss_bytes if system else None,
+        available=system[-1].mem_available_bytes if system else None,
+        gpus=tuple(GpuNow(g.gpu, g.mem_used_bytes, g.mem_total_bytes, g.util_percent,
+                          g.proc_mem_bytes) for g in model.current("nvml")),
+        gpu_reason=_gpu_reason(model))
+
+
+def _capacity(header: Optional[r.Header], pool, ooms):
+    if pool is not None and pool.capacity_bytes:
+        return pool.capacity_bytes, "pool"
+    if ooms and ooms[-1].capacity_bytes:
+        return ooms[-1].capacity_bytes, "pool"
+    if header is None:
+        return None, None
+    flags = header.env.flags
+    limit = flags[MEMORY_LIMIT_FLAG] if flags and MEMORY_LIMIT_FLAG in flags else None
+    if isinstance(limit, (int, float)) and not isinstance(limit, bool) and limit > 0:
+        return int(limit * 2 ** 20), MEMORY_LIMIT_FLAG
+    total = header.env.memory.total_bytes
     return (total, "machine") if total else (None, None)
 
 
-def _gpu_reason(model):
-    env = (model.header or {}).get("env") or {}
-    gpu = env.get("gpu") or {}
-    probe = model.probes.get("nvml") or {}
-    return gpu.get("reason") or probe.get("reason") or "no NVML samples yet"
+def _gpu_reason(model) -> str:
+    gpu_reason = model.header.env.gpu.reason if model.header is not None else None
+    probe = model.probes["nvml"].reason if "nvml" in model.probes else None
+    return gpu_reason or probe or "no NVML samples yet"
 
 
-def cpu(model):
-    rows = model.latest.get("system")
-    env = (model.header or {}).get("env") or {}
-    cores = (env.get("cpu") or {}).get("usable_cores") or (env.get("cpu") or {}).get(
-        "logical_cores")
+def cpu(model) -> CpuNow:
+    cores = model.header.env.cpu.cores if model.header is not None else None
+    rows = model.current("system")
     if not rows:
-        return {"sampled": False, "cores": cores}
-    s = rows[0]
-    workers = {r.get("worker") for r in model.latest.get("workers") or []}
-    return {"sampled": True, "cores": cores, "process": s.get("cpu_percent"),
-            "total": s.get("cpu_total_percent"), "per_core": s.get("per_core_percent") or [],
-            "threads": s.get("threads"), "blas_threads": s.get("blas_threads"),
-            "load1": s.get("load1"), "steal": s.get("steal_percent"),
-            "workers": len(workers - {None})}
+        return CpuNow(False, cores)
+    s = rows[-1]
+    return CpuNow(True, cores, process=s.cpu_percent, total=s.cpu_total_percent,
+                  per_core=tuple(p for p in s.per_core_percent or () if p is not None),
+                  threads=s.threads, blas_threads=s.blas_threads, load1=s.load1,
+                  steal=s.steal_percent, workers=len(model.current("workers")))
 
 
-def ops(model, main):
-    enabled = bool(((model.header or {}).get("options") or {}).get("ops"))
-    n, by_type = model.op_steps.get(main, 0), model.op_sums.get(main) or {}
-    total = sum(by_type.values())
-    top = sorted(by_type.items(), key=lambda kv: -kv[1])
-    return {"enabled": enabled, "steps": n,
-            "top": [{"type": t, "per_step_s": s / n, "share": s / total}
-                    for t, s in top if s > 0] if n and total > 0 else []}
+# --- ops and the ParallelExecutor ----------------------------------------------------------------
+def ops(model, main) -> OpsNow:
+    enabled = model.header is not None and model.header.options.ops
+    sums = model.op_sums[main] if main is not None else None
+    if sums is None or not sums.steps:
+        return OpsNow(enabled)
+    n, total = sums.steps, sum(sums.by_type.values())
+    top = sorted(sums.by_type.items(), key=lambda kv: -kv[1])
+    return OpsNow(enabled, n, tuple(OpLine(t, s / n, s / total) for t, s in top if s > 0)
+                  if total > 0 else ())
 
 
-def parallel(model):
-    rows = [r for r in model.sched if r.get("what") == "step"]
-    if not rows:
+def parallel(model) -> Optional[ParallelNow]:
+    rows = [s for s in model.sched if isinstance(s, r.SchedStep)]
+    folded = [w for w in model.windows if w.sched is not None]
+    if not rows and not folded:
         return None
-    last, wall = rows[-1], sum(r.get("wall_s") or 0.0 for r in rows)
-    busy = sum(sum(r.get("busy_s") or []) for r in rows)
-    threads = last.get("threads") or 1
-    return {"places": last.get("places"), "threads": last.get("threads"),
-            "reduce": last.get("reduce"), "steps": len(rows),
-            "concurrency": _mean(r.get("concurrency") for r in rows),
-            "ready_mean": _mean(r.get("ready_mean") for r in rows),
-            "busy_share": busy / (threads * wall) if wall > 0 else None,
-            "sched_share": sum(r.get("sched_s") or 0.0 for r in rows) / wall if wall > 0
-            else None,
-            "drops": sum(1 for r in model.sched if r.get("what") == "drop")}
-
-
-def _mean(values):
-    vals = [v for v in values if isinstance(v, (int, float)) and math.isfinite(v)]
-    return sum(vals) / len(vals) if vals else None
+    newest_window = folded[-1] if folded else None
+    last = (newest_window.sched if newest_window is not None
+            and (not rows or newest_window.t_s > rows[-1].t_s) else rows[-1])
+    n = len(rows) + sum(w.sched.n for w in folded)
+    wall = sum(s.wall_s for s in rows) + sum(w.sched.wall_s for w in folded)
+    busy = sum(sum(s.busy_s) for s in rows) + sum(sum(w.sched.busy_s) for w in folded)
+    sched_s = sum(s.sched_s for s in rows) + sum(w.sched.sched_s for w in folded)
+    concurrency = (sum(s.concurrency for s in rows)
+                   + sum(w.sched.concurrency_sum for w in folded))
+    ready = sum(s.ready_mean for s in rows) + sum(w.sched.ready_mean_sum for w in folded)
+    return ParallelNow(
+        places=last.places, threads=last.threads, reduce=last.reduce, steps=n,
+        concurrency=concurrency / n if n else None, ready_mean=ready / n if n else None,
+        busy_share=busy / ((last.threads or 1) * wall) if wall > 0 else None,
+        sched_share=sched_s / wall if wall > 0 else None,
+        drops=sum(1 for s in model.sched if isinstance(s, r.SchedDrop)))

@@ -14,10 +14,12 @@ import threading
 import time
 
 from .follow import Follower
+from .state import LiveState
 from .window import WINDOW_S, LiveModel
 
 ADVICE_EVERY_S = 5.0  # the rolling verdict and advice are recomputed this often (wall clock)
 STALLED_EXIT_S = 10.0  # `watch` gives up this long after a writer that died without an exit
+SUMMARY_WAIT_S = 2.0  # after the exit record, `watch` waits this long for the summary
 
 
 class LiveLoop:
@@ -37,18 +39,20 @@ class LiveLoop:
         self._one_frame = threading.Lock()  # the thread's frames and a caller's never overlap
 
     # --- one round -----------------------------------------------------------------------------
-    def frame(self) -> dict:
+    def frame(self) -> LiveState:
         """Read what was appended, update the model, draw; returns the state drawn."""
         with self._one_frame:
             return self._frame()
 
-    def _frame(self) -> dict:
+    def _frame(self) -> LiveState:
         t0, c0 = time.perf_counter(), time.thread_time()
         records = self.follower.poll()
         if self.follower.restarted != self._restarts:  # a new run rewrote the file
             self._restarts = self.follower.restarted
             self.model.reset()
             self._advice_at, self._advice_final = None, False
+        if records and self.model.finished:  # the writer adds the last windows and the
+            self._advice_final = False  # summary after the exit record: advise again
         self.model.add(records)
         now = self.model.now(live=self.live)
         if self._advice_due():
@@ -67,7 +71,7 @@ class LiveLoop:
 
     def _advice_due(self) -> bool:
         model = self.model
-        if model.header is None or not model.steps and not model.finished:
+        if model.header is None or not (model.steps or model.windows or model.finished):
             return False
         if model.finished and not self.follower.at_end:
             return False  # replaying a finished file: advise once, on its end
@@ -83,8 +87,8 @@ class LiveLoop:
 
     def writer_state(self) -> str:
         """'alive', 'gone' (its pid runs no more on this machine) or 'unknown'."""
-        pid = (self.model.header or {}).get("pid")
-        if not isinstance(pid, int) or pid <= 0:
+        pid = self.model.header.pid if self.model.header is not None else None
+        if pid is None or pid <= 0:
             return "unknown"
         if pid == os.getpid():
             return "alive"
@@ -130,16 +134,22 @@ class LiveLoop:
 
 
 def follow_until_done(loop: LiveLoop, until_finished=True, stalled_exit_s=STALLED_EXIT_S,
-                      sleep=time.sleep) -> LiveLoop:
-    """Run `loop`'s frames in this thread until the job finished (its exit record was read),
-    or its writer's process is gone with nothing new for `stalled_exit_s` and everything
-    read (a killed job), or KeyboardInterrupt (which propagates)."""
+                      sleep=time.sleep, clock=time.monotonic) -> LiveLoop:
+    """Run `loop`'s frames in this thread until the job finished (its exit record was read,
+    and the summary the writer adds after it, the last windows before it: unless the writer
+    is gone or SUMMARY_WAIT_S passed), or its writer's process is gone with nothing new for
+    `stalled_exit_s` and everything read (a killed job), or KeyboardInterrupt (which
+    propagates)."""
+    ended_at = None
     while True:
         state = loop.frame()
         if until_finished and loop.model.finished and loop.follower.at_end:
-            return loop
-        idle = (state["status"] or {}).get("idle_s")
+            ended_at = clock() if ended_at is None else ended_at
+            if (loop.model.summary is not None or state.writer != "alive"
+                    or clock() - ended_at >= SUMMARY_WAIT_S):
+                return loop
+        idle = state.status.idle_s
         if (stalled_exit_s is not None and idle is not None and idle > stalled_exit_s
-                and state.get("writer") == "gone" and loop.follower.at_end):
+                and state.writer == "gone" and loop.follower.at_end):
             return loop
         sleep(loop.period_s)

@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from .. import session
+from ..profile.records import ProbeRecord
 from .loop import LiveLoop
 
 LIVE_HZ = 4.0
@@ -70,9 +71,11 @@ def _final_state(loop):
         return loop.last_state
 
 
-def _probe_record(cost) -> dict:
-    return {"type": "probe", "name": "dashboard", "available": True, "reason": cost.get("error"),
-            "overhead_s": cost.get("cpu_s", 0.0), "in_step": False, "result": cost}
+def _probe_record(cost: dict) -> ProbeRecord:
+    """The "dashboard" probe record: the loop's cost (LiveLoop.cost()) as its overhead, the
+    whole of it as details."""
+    return ProbeRecord(name="dashboard", available=True, reason=cost["error"],
+                       overhead_s=cost["cpu_s"], in_step=False, details=cost)
 
 
 @contextmanager

@@ -6,8 +6,6 @@ import time
 
 import psutil
 
-from runtime import blas
-
 from ..profile.records import SystemSample
 from .base import Clock, SamplingProbe, Sink
 
@@ -86,7 +84,7 @@ def _ctx_rates(before, after, elapsed_s):
 class SystemProbe(SamplingProbe):
     """One sample per interval: process CPU % (100 = one core busy), RSS, threads, context
     switches/s, machine CPU % (total, per core, steal, iowait), load, available memory and
-    NumPy's BLAS thread count.
+    the BLAS thread count (the source's: NumPy's for the embedded runtime).
 
     Rates compare with the previous sample, so the first sample's rates are None; `threads`
     counts the job's threads (OS threads: BLAS's too), not this probe's own sampling thread,
@@ -112,9 +110,13 @@ class SystemProbe(SamplingProbe):
         fields = {"rss_bytes": now["proc"]["rss_bytes"], "threads": threads,
                   "load1": safe(lambda: os.getloadavg()[0]),
                   "mem_available_bytes": safe(lambda: psutil.virtual_memory().available),
-                  "blas_threads": safe(blas.get_blas_threads)}
+                  "blas_threads": safe(self._blas_threads)}
         fields.update(self._rates(prev, now))
         return SystemSample(t_s, **fields)
+
+    def _blas_threads(self):
+        """The BLAS threads the source reports (None without a source: unknown)."""
+        return self.source.blas_threads() if self.source is not None else None
 
     def _read(self) -> dict:
         proc = {"cpu_s": None, "ctx": None, "rss_bytes": None, "threads": None}

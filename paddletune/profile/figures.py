@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import ClassVar, Dict, Literal, Optional, Tuple
 
 from .records import LoaderConfig, MemoryOom
-from .schema import (EMPTY, Bytes, Count, Id, Number, Percent, Seconds, Share, TimeS)
+from .schema import EMPTY, Bytes, Count, Id, Number, Seconds, Share, TimeS
 
 VerdictKind = Literal["compute-bound", "moderately-input-bound", "highly-input-bound",
                       "too-few-steps"]

@@ -822,7 +822,7 @@ class NanInfEvent:
       op_type   the op's type
       op_index  its position in the program
       output    the output holding NaN/Inf
-      inputs    its inputs' names and figures
+      inputs    its inputs' names
       n_nan     NaN values in the output
       n_inf     Inf values in the output
       step      the step
@@ -835,7 +835,7 @@ class NanInfEvent:
     op_type: Optional[str] = None
     op_index: Optional[Count] = None
     output: Optional[str] = None
-    inputs: Json = None
+    inputs: Names = ()
     n_nan: Count = 0
     n_inf: Count = 0
     step: Optional[Count] = None

@@ -27,11 +27,21 @@ def convert(record: dict) -> List[dict]:
     if kind == V1_SUMMARY:
         return []
     out = _renamed(record, _TIME)
+    if kind == "event" and isinstance(out.get("inputs"), dict):  # {slot: [names]}
+        out["inputs"] = _slot_names(out["inputs"])
     if kind == "memory":
         out = _renamed(out, _MEMORY_BYTES)
     elif kind == "probe":
         return _probe(out)
     return [out]
+
+
+def _slot_names(slots: dict):
+    """[names] of a {slot: [names]} mapping; the mapping itself (for the schema to reject)
+    when it is not one."""
+    if not all(isinstance(v, list) for v in slots.values()):
+        return slots
+    return [n for names in slots.values() for n in names]
 
 
 def _renamed(record: dict, names: dict) -> dict:

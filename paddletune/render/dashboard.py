@@ -25,6 +25,7 @@ from .dashboard_panels import (SEGMENTS, _line, _num2, _rate, _share, advice_pan
                                breakdown_panel, cpu_panel, memory_panel, ops_panel,
                                parallel_panel, reader_panel, sparkline, stacked_bar,
                                throughput_panel)
+from ..live.state import LiveState, Progress, Status
 from .fmt import NA, duration, finite, nbytes
 
 __all__ = ["SEGMENTS", "PlainLines", "Screen", "plain_line", "render_dashboard", "sparkline",
@@ -35,11 +36,12 @@ ADVICE_LINES = 3  # the verdict and two advice lines
 
 
 # --- the whole screen ----------------------------------------------------------------------------
-def render_dashboard(state: dict, width: int = MIN_WIDTH, height: int = MIN_HEIGHT) -> Group:
+def render_dashboard(state: LiveState, width: int = MIN_WIDTH,
+                     height: int = MIN_HEIGHT) -> Group:
     """The dashboard for a terminal of `width` x `height` (at least 80 x 24 is readable)."""
     width, height = max(width, 40), max(height, 12)
     panels = [throughput_panel, breakdown_panel, reader_panel, memory_panel, cpu_panel,
-              ops_panel] + ([parallel_panel] if state.get("parallel") else [])
+              ops_panel] + ([parallel_panel] if state.parallel is not None else [])
     rows = (len(panels) + 1) // 2
     advice_lines = ADVICE_LINES + (1 if height >= 30 else 0)
     lines = max(2, (height - 3 - (advice_lines + 2)) // rows - 2)
@@ -55,33 +57,31 @@ def render_dashboard(state: dict, width: int = MIN_WIDTH, height: int = MIN_HEIG
 
 
 # --- header and footer ---------------------------------------------------------------------------
-def header(state, width):
-    status = state.get("status") or {}
-    first = _line(("paddletune live", "bold"), f" · {state.get('title') or '?'} · ",
+def header(state: LiveState, width):
+    status = state.status
+    first = _line(("paddletune live", "bold"), f" · {state.title or '?'} · ",
                   _status_text(status))
-    p = state.get("progress") or {}
-    parts = [f"elapsed {duration(state.get('now_s'))}", _steps_text(p)]
-    if status.get("state") in ("finished", "cut short"):
+    p = state.progress
+    parts = [f"elapsed {duration(state.now_s)}", _steps_text(p)]
+    if status.state in ("finished", "cut short"):
         pass
-    elif p.get("total"):
-        eta = p.get("eta_s")
-        parts.append(f"ETA {duration(eta) if finite(eta) else NA}")
+    elif p.total:
+        parts.append(f"ETA {duration(p.eta_s) if finite(p.eta_s) else NA}")
     else:
         parts.append("ETA N/A (no --total-steps/--steps)")
-    if state.get("log_path"):
-        parts.append(f"script output: {state['log_path']}")
+    if state.log_path:
+        parts.append(f"script output: {state.log_path}")
     return [first, _line(" · ".join(parts))]
 
 
-def _status_text(status):
-    kind = status.get("state")
+def _status_text(status: Status):
+    kind = status.state
     if kind == "finished":
-        e = status.get("exit") or {}
-        ok = e.get("status") == 0
-        text = f"finished: exit {e.get('status')} ({e.get('reason')})"
-        return (text, "green" if ok else "bold red")
+        e = status.exit
+        code, reason = (e.status, e.reason) if e is not None else (None, "unknown")
+        return (f"finished: exit {code} ({reason})", "green" if code == 0 else "bold red")
     if kind == "stalled":
-        return (f"no new record for {duration(status.get('idle_s'))}", "yellow")
+        return (f"no new record for {duration(status.idle_s)}", "yellow")
     if kind == "waiting":
         return ("waiting for the profile", "dim")
     if kind == "cut short":
@@ -89,15 +89,15 @@ def _status_text(status):
     return ("running", "green")
 
 
-def _steps_text(p):
-    done, total = p.get("steps") or 0, p.get("total")
+def _steps_text(p: Progress):
+    done, total = p.steps, p.total
     if total:
         return f"step {done:,} of {total:,} ({min(done / total, 1.0):.0%})"
     return f"step {done:,}"
 
 
 def footer(state) -> Text:
-    stop = ("Ctrl-C stops the job (profile kept)" if state.get("mode") == "live"
+    stop = ("Ctrl-C stops the job (profile kept)" if state.mode == "live"
             else "Ctrl-C stops watching")
     text = Text(no_wrap=True, overflow="ellipsis")
     for word, style in (("ok", "green"), ("watch", "yellow"), ("problem", "red"),
@@ -109,32 +109,29 @@ def footer(state) -> Text:
 
 
 # --- plain lines (not a terminal) ----------------------------------------------------------------
-def plain_line(state) -> str:
+def plain_line(state: LiveState) -> str:
     """One line of the main figures, for logs and pipes."""
-    p, tp = state.get("progress") or {}, state.get("throughput") or {}
-    parts = [f"{duration(state.get('now_s'))}", _steps_text(p)]
-    running = (state.get("status") or {}).get("state") in ("running", "stalled")
-    if running and p.get("total") and finite(p.get("eta_s")):
-        parts.append(f"ETA {duration(p['eta_s'])}")
-    parts.append(f"{_rate(tp.get('steps_per_s'))} steps/s")
-    if finite(tp.get("samples_per_s")):
-        parts.append(f"{_rate(tp['samples_per_s'])} samples/s")
-    b = state.get("breakdown")
-    if b and b["cycle_s"] > 0:
-        parts.append(" ".join(f"{k} {v / b['cycle_s']:.0%}" for k, v in b["parts"]))
-    r = state.get("reader")
-    if r and r.get("pops"):
-        parts.append(f"queue {_num2(r.get('fill_mean'))}/{r.get('capacity')} empty "
-                     f"{_share(r.get('empty_ratio'))}")
-    m = state.get("memory") or {}
-    if m.get("pool_seen"):
-        parts.append(f"pool peak {nbytes(m.get('peak_allocated'))}")
-    if finite(m.get("rss")):
-        parts.append(f"RSS {nbytes(m['rss'])}")
-    v = ((state.get("advice") or {}).get("verdict") or {}).get("kind")
-    status = state.get("status") or {}
-    parts.append(v or "verdict pending")
-    if status.get("state") not in ("running", None):
+    p, tp, status = state.progress, state.throughput, state.status
+    parts = [f"{duration(state.now_s)}", _steps_text(p)]
+    if status.state in ("running", "stalled") and p.total and finite(p.eta_s):
+        parts.append(f"ETA {duration(p.eta_s)}")
+    parts.append(f"{_rate(tp.steps_per_s if tp else None)} steps/s")
+    if tp is not None and finite(tp.samples_per_s):
+        parts.append(f"{_rate(tp.samples_per_s)} samples/s")
+    b = state.breakdown
+    if b is not None and b.cycle_s > 0:
+        parts.append(" ".join(f"{k} {v / b.cycle_s:.0%}" for k, v in b.parts))
+    r = state.reader
+    if r is not None and r.pops:
+        parts.append(f"queue {_num2(r.fill_mean)}/{r.capacity} empty {_share(r.empty_ratio)}")
+    m = state.memory
+    if m.pool_seen:
+        parts.append(f"pool peak {nbytes(m.peak_allocated)}")
+    if finite(m.rss):
+        parts.append(f"RSS {nbytes(m.rss)}")
+    verdict = state.advice.verdict if state.advice is not None else None
+    parts.append(verdict.kind if verdict is not None else "verdict pending")
+    if status.state != "running":
         parts.append(_status_text(status)[0])
     return "paddletune live: " + " · ".join(parts)
 
@@ -151,7 +148,7 @@ class PlainLines:
 
     def draw(self, state):
         now = self.clock()
-        if (state.get("status") or {}).get("state") == "waiting":
+        if state.status.state == "waiting":
             return  # nothing to say before the profile's header
         if self._last is None or now - self._last >= self.every_s:
             self._last = now

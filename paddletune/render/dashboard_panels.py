@@ -1,6 +1,6 @@
-"""The dashboard's panels: each takes the live state, its text height (lines) and width and
-returns a fixed-height rich Panel; a panel without data says why (N/A) instead of going.
-Colours are documented in dashboard.py."""
+"""The dashboard's panels: each takes the live state (paddletune.live.state.LiveState), its
+text height (lines) and width and returns a fixed-height rich Panel; a panel without data
+says why (N/A) instead of going. Colours are documented in dashboard.py."""
 
 from rich import box
 from rich.console import Console, Group
@@ -37,24 +37,23 @@ def _na(reason) -> Text:
 
 # --- panels --------------------------------------------------------------------------------------
 def throughput_panel(state, lines, width) -> Panel:
-    tp = state.get("throughput")
-    if not tp:
+    tp = state.throughput
+    if tp is None:
         return _panel("Throughput", [_na("no training step yet")], lines)
-    samples = tp.get("samples_per_s")
-    rate = _line((f"{_rate(tp.get('steps_per_s'))} steps/s", "bold"),
+    samples = tp.samples_per_s
+    rate = _line((f"{_rate(tp.steps_per_s)} steps/s", "bold"),
                  f" · {_rate(samples)} samples/s" if finite(samples) else " · samples/s N/A")
-    hist = tp.get("history") or []
+    hist = tp.history
     body = [rate]
     if hist:
         body.append(_line((sparkline(hist, width), "cyan")))
-        body.append(_line((f"history: {min(len(hist), width)} s, max {max(hist):,} steps/s",
-                           "dim")))
+        body.append(_line((f"history: {min(len(hist), width)} s, max {max(hist):,.0f} "
+                           f"steps/s", "dim")))
     else:
         body.append(_line(("history: after the first full second", "dim")))
-    batch = tp.get("batch_size")
-    body.append(_line(f"batch {batch if batch else NA} · {tp.get('samples', 0):,} samples "
-                      f"so far"))
-    return _panel(f"Throughput (last {tp.get('span_s', 0):.0f} s)", body, lines)
+    batch = tp.batch_size
+    body.append(_line(f"batch {batch if batch else NA} · {tp.samples:,} samples so far"))
+    return _panel(f"Throughput (last {tp.span_s:.0f} s)", body, lines)
 
 
 def _rate(x):
@@ -62,11 +61,11 @@ def _rate(x):
 
 
 def breakdown_panel(state, lines, width) -> Panel:
-    b = state.get("breakdown")
-    if not b:
+    b = state.breakdown
+    if b is None:
         return _panel("Step time", [_na("no training step in the window")], lines)
-    cycle = b["cycle_s"]
-    shares = [(k, v, v / cycle if cycle > 0 else 0.0) for k, v in b["parts"]]
+    cycle = b.cycle_s
+    shares = [(k, v, v / cycle if cycle > 0 else 0.0) for k, v in b.parts]
     body = [stacked_bar(shares, width)]
     long = [f"{SEGMENTS[k][0]} {k} {v * 1e3:.2f} ms {s:.0%}" for k, v, s in shares]
     short = [f"{SEGMENTS[k][0]} {k} {s:.0%}" for k, v, s in shares]
@@ -75,7 +74,7 @@ def breakdown_panel(state, lines, width) -> Panel:
         if len(packed) <= lines - 1 or items is short:
             break
     body += [_styled_legend(row, shares) for row in packed]
-    title = f"Step time {cycle * 1e3:.2f} ms (mean of {b['n']})"
+    title = f"Step time {cycle * 1e3:.2f} ms (mean of {b.n})"
     return _panel(title, body, lines)
 
 
@@ -113,31 +112,31 @@ def _styled_legend(row, shares) -> Text:
 
 
 def reader_panel(state, lines, width) -> Panel:
-    r = state.get("reader")
+    r = state.reader
     if r is None:
         return _panel("Reader queue", [_na("no DataLoader/PyReader: feeding is synchronous")],
                       lines)
-    workers = f"{r['workers']} workers" if r.get("workers") else "thread"
-    passes = f", pass {r['passes']}" if (r.get("passes") or 0) > 1 else ""
-    title = f"Reader {r.get('name')} ({workers}{passes})"
-    if not r.get("pops"):
-        why = (f"pass {r['passes']} {r['pass_ended']}" if r.get("pass_ended")
+    workers = f"{r.workers} workers" if r.workers else "thread"
+    passes = f", pass {r.passes}" if r.passes > 1 else ""
+    title = f"Reader {r.name} ({workers}{passes})"
+    if not r.pops:
+        why = (f"pass {r.passes} {r.pass_ended}" if r.pass_ended
                else "no batch popped in the window")
         return _panel(title, [_na(why)], lines)
-    fill, share, cap = r.get("fill_mean"), r.get("fill_share"), r.get("capacity")
+    fill, share, cap = r.fill_mean, r.fill_share, r.capacity
     style = _fill_style(share)
     bar_w = max(width - 22, 4)
     body = [_line("fill ", (_bar(share, bar_w), style),
                   f" {fill:.1f} of {cap}" if finite(fill) else f" {NA} of {cap}",
                   (f" {share:.0%}" if finite(share) else "", style))]
-    empty = r.get("empty_ratio")
+    empty = r.empty_ratio
     body.append(_line("empty ", (f"{empty:.0%}" if finite(empty) else NA, _empty_style(empty)),
-                      f" of {r['pops']:,} pops · {_ms(r.get('wait_per_pop_s'))}/pop"))
-    hist = [h for h in r.get("fill_history") or [] if finite(h)]
+                      f" of {r.pops:,} pops · {_ms(r.wait_per_pop_s)}/pop"))
+    hist = [h for h in r.fill_history if finite(h)]
     if hist:
         body.append(_line("fill over time ", (sparkline(hist, width - 15, top=1.0), style)))
-    body.append(_line(f"{_rate(r.get('batches_per_s'))} batches/s · producer "
-                      f"{_ms(r.get('produce_per_batch_s'))}/batch"))
+    body.append(_line(f"{_rate(r.batches_per_s)} batches/s · producer "
+                      f"{_ms(r.produce_per_batch_s)}/batch"))
     return _panel(title, body, lines)
 
 
@@ -156,36 +155,40 @@ def _ms(seconds):
 
 
 def memory_panel(state, lines, width) -> Panel:
-    m = state.get("memory") or {}
-    cap, peak = m.get("capacity"), m.get("peak_allocated")
+    m = state.memory
+    cap, peak = m.capacity, m.peak_allocated
     body = []
-    if m.get("pool_seen"):
-        body.append(_line(f"alloc {nbytes(m.get('allocated'))} · "
-                          f"reserved {nbytes(m.get('reserved'))}"))
+    if m.pool_seen:
+        body.append(_pool_line(m))
         share = peak / cap if finite(peak) and finite(cap) and cap else None
-        style = "bold red" if m.get("ooms") else _mem_style(share)
+        style = "bold red" if m.ooms else _mem_style(share)
         body.append(_line("peak ", (nbytes(peak), style),
                           (f" {share:.1%}" if finite(share) else "", style),
-                          f" of {nbytes(cap)} {CAPACITY_WORDS.get(m.get('capacity_from'), '')}"
-                          .rstrip(), (" · OOM", "bold red") if m.get("ooms") else ""))
+                          f" of {nbytes(cap)} {CAPACITY_WORDS.get(m.capacity_from, '')}"
+                          .rstrip(), (" · OOM", "bold red") if m.ooms else ""))
     else:
         body.append(_na("no pool figures until a training step ends"))
-    avail = m.get("available")
-    if finite(m.get("rss")):
-        body.append(_line(f"RSS {nbytes(m['rss'])}",
-                          f" · {nbytes(avail)} free" if finite(avail) else ""))
+    if finite(m.rss):
+        body.append(_line(f"RSS {nbytes(m.rss)}",
+                          f" · {nbytes(m.available)} free" if finite(m.available) else ""))
     else:
         body.append(_line("RSS ", ("N/A — no system sample yet", "dim")))
-    gpus = m.get("gpus") or []
-    if not gpus:
-        body.append(_line("GPU ", (f"N/A — {m.get('gpu_reason')}", "dim")))
-    for g in gpus:
-        used, total = g.get("used"), g.get("total")
-        share = used / total if finite(used) and finite(total) and total else None
-        body.append(_line(f"GPU {g.get('gpu')} ", (f"{nbytes(used)} of {nbytes(total)}",
-                                                   _mem_style(share)),
-                          f" · util {g['util']:.0f}%" if finite(g.get("util")) else ""))
+    if not m.gpus:
+        body.append(_line("GPU ", (f"N/A — {m.gpu_reason}", "dim")))
+    for g in m.gpus:
+        share = g.used / g.total if finite(g.used) and finite(g.total) and g.total else None
+        body.append(_line(f"GPU {g.gpu} ", (f"{nbytes(g.used)} of {nbytes(g.total)}",
+                                            _mem_style(share)),
+                          f" · util {g.util:.0f}%" if finite(g.util) else ""))
     return _panel("Memory (pool, host, GPU)", body, lines)
+
+
+def _pool_line(m) -> Text:
+    """Allocated and reserved at the newest step; once a long job's steps come only as
+    windows (no per-step pool figures), the window's largest step peak."""
+    if not finite(m.allocated) and finite(m.step_peak):
+        return _line(f"step peak {nbytes(m.step_peak)} (largest in the window)")
+    return _line(f"alloc {nbytes(m.allocated)} · reserved {nbytes(m.reserved)}")
 
 
 def _mem_style(share):
@@ -194,13 +197,13 @@ def _mem_style(share):
 
 
 def cpu_panel(state, lines, width) -> Panel:
-    c = state.get("cpu") or {}
-    cores = c.get("cores")
-    if not c.get("sampled"):
+    c = state.cpu
+    cores = c.cores
+    if not c.sampled:
         return _panel("CPU", [_na("no system sample yet")], lines)
     of = f" of {cores * 100}%" if cores else ""
-    body = [_line(f"process {_pct(c.get('process'))}{of} · machine {_pct(c.get('total'))}")]
-    per_core = [p for p in c.get("per_core") or [] if finite(p)]
+    body = [_line(f"process {_pct(c.process)}{of} · machine {_pct(c.total)}")]
+    per_core = [p for p in c.per_core if finite(p)]
     if per_core:
         text = _line("cores ")
         for p in per_core[:max(width - 12, 1)]:
@@ -208,10 +211,9 @@ def cpu_panel(state, lines, width) -> Panel:
                         style=_busy_style(p))
         text.append(f" ({len(per_core)}, mean {sum(per_core) / len(per_core):.0f}%)")
         body.append(text)
-    body.append(_line(f"threads {_int(c.get('threads'))} · BLAS {_int(c.get('blas_threads'))}"
-                      f" · load {c['load1']:.2f}" if finite(c.get("load1")) else
-                      f"threads {_int(c.get('threads'))} · BLAS {_int(c.get('blas_threads'))}"))
-    steal, workers = c.get("steal"), c.get("workers")
+    threads = f"threads {_int(c.threads)} · BLAS {_int(c.blas_threads)}"
+    body.append(_line(f"{threads} · load {c.load1:.2f}" if finite(c.load1) else threads))
+    steal, workers = c.steal, c.workers
     extra = ([f"steal {steal:.1f}%"] if finite(steal) else []) + (
         [f"{workers} reader worker processes"] if workers else [])
     if extra:
@@ -232,26 +234,24 @@ def _int(x):
 
 
 def ops_panel(state, lines, width) -> Panel:
-    o = state.get("ops") or {}
-    if not o.get("enabled"):
+    o = state.ops
+    if not o.enabled:
         return _panel("Top ops", [_na("per-op timing is off: profile with --ops")], lines)
-    if not o.get("top"):
+    if not o.top:
         return _panel("Top ops", [_na("no op timings in the window")], lines)
     name_w = max(width - 19, 6)
-    body = [_line(f"{r['type'][:name_w]:<{name_w}} {r['per_step_s'] * 1e3:7.2f} ms "
-                  f"{r['share']:5.1%}") for r in o["top"][:lines]]
-    return _panel(f"Top ops (per step, {o.get('steps')} steps)", body, lines)
+    body = [_line(f"{op.type[:name_w]:<{name_w}} {op.per_step_s * 1e3:7.2f} ms "
+                  f"{op.share:5.1%}") for op in o.top[:lines]]
+    return _panel(f"Top ops (per step, {o.steps} steps)", body, lines)
 
 
 def parallel_panel(state, lines, width) -> Panel:
-    p = state.get("parallel")
-    body = [_line(f"{p.get('places')} places · {p.get('threads')} threads · "
-                  f"{p.get('reduce') or '?'}"),
-            _line(f"busy {_share(p.get('busy_share'))} · concurrency "
-                  f"{_num2(p.get('concurrency'))} · ready {_num2(p.get('ready_mean'))}"),
-            _line(f"scheduling {_share(p.get('sched_share'))} of the step · "
-                  f"{p.get('drops', 0)} scope drops")]
-    return _panel(f"ParallelExecutor ({p.get('steps')} steps)", body, lines)
+    p = state.parallel
+    body = [_line(f"{p.places} places · {p.threads} threads · {p.reduce or '?'}"),
+            _line(f"busy {_share(p.busy_share)} · concurrency {_num2(p.concurrency)} · "
+                  f"ready {_num2(p.ready_mean)}"),
+            _line(f"scheduling {_share(p.sched_share)} of the step · {p.drops} scope drops")]
+    return _panel(f"ParallelExecutor ({p.steps} steps)", body, lines)
 
 
 def _share(x):
@@ -263,28 +263,28 @@ def _num2(x):
 
 
 def advice_panel(state, lines, width) -> Panel:
-    a = state.get("advice")
-    window = f"last {state.get('window_s', 0):.0f} s"
+    a = state.advice
+    window = f"last {state.window_s:.0f} s"
     if a is None:
         return _panel(f"Verdict and advice ({window})",
                       [_na("first computed once training steps arrive (every 5 s)")], lines)
-    if a.get("error"):
+    if a.error:
         return _panel(f"Verdict and advice ({window})",
-                      [_line(("advisors failed: " + a["error"], "red"))], lines)
-    v = a.get("verdict") or {}
-    verdict = Text(v.get("text") or "no verdict", style=VERDICT_STYLES.get(v.get("kind"), ""))
-    spare = lines - max(len(a.get("advice") or []), 1)  # lines the verdict may take
+                      [_line(("advisors failed: " + a.error, "red"))], lines)
+    v = a.verdict
+    verdict = Text(v.text if v is not None and v.text else "no verdict",
+                   style=VERDICT_STYLES.get(v.kind, "") if v is not None else "")
+    spare = lines - max(len(a.advice), 1)  # lines the verdict may take
     wrapped = verdict.wrap(Console(width=width, color_system=None), width)
     if len(wrapped) > spare:
         wrapped = [_line(verdict)]
     body = list(wrapped)
-    for item in a.get("advice") or []:
-        body.append(_line((f"● {item['severity']:<6} ", SEVERITY_STYLES.get(item["severity"],
-                                                                             "")),
-                          item["title"], (f" — {item['gain']}", "dim")))
-    if not a.get("advice"):
+    for item in a.advice:
+        body.append(_line((f"● {item.severity:<6} ", SEVERITY_STYLES.get(item.severity, "")),
+                          item.title, (f" — {item.gain}", "dim")))
+    if not a.advice:
         body.append(_line(("no advice: nothing stands out in the window", "dim")))
-    age = max((state.get("now_s") or 0.0) - (a.get("t") or 0.0), 0.0)
+    age = max(state.now_s - a.t_s, 0.0)
     return _panel(f"Verdict and advice ({window}, computed {duration(age)} ago)", body, lines)
 
 

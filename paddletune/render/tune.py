@@ -55,7 +55,7 @@ class TuneProgress:
         else:
             what = f"{t.status}: {t.message or ''}"
         if t.no_effect:
-            what = f"no effect ({'; '.join(t.no_effect)})"
+            what = f"no effect ({t.no_effect_text})"
         line = Text(f"  #{t.index:<3} {_clock(tuner)} {t.phase:<18} {t.label}  ")
         line.append(what, style=STATUS_STYLE.get("no effect" if t.no_effect else t.status,
                                                  ""))
@@ -86,6 +86,7 @@ def render_record(record: dict, console: Optional[Console] = None, rows: int = M
                   f"{duration(opts.get('budget_s'))}, objective {opts.get('objective')}); "
                   f"{record.get('stop_reason') or record.get('status')}", soft_wrap=True)
     console.print(ranking_table(record, rows))
+    _no_effect(record, console)
     _best(record, console)
     for note in record.get("notes") or []:
         console.print(Text(f"note: {note}", style="dim"), soft_wrap=True)
@@ -109,6 +110,24 @@ def ranking_table(record: dict, rows: int = MAX_ROWS) -> Table:
     if len(ranking) > rows:
         table.add_row("", "", "", "", "", "", f"... {len(ranking) - rows} more")
     return table
+
+
+def _no_effect(record, console):
+    """Why each setting ranked "no effect" changed nothing, in the runtime's words."""
+    for r in record.get("ranking") or []:
+        items = r.get("no_effect") or []
+        if r.get("status") != "no effect" or not items:
+            continue
+        why = "; ".join(_idle_text(item) for item in items)
+        console.print(Text(f"no effect: {r.get('label')}: {why}", style="yellow"),
+                      soft_wrap=True)
+
+
+def _idle_text(item) -> str:
+    """One override that changed nothing: an object of schema 2, a string of schema 1."""
+    if isinstance(item, str):
+        return item
+    return f"{item.get('section')}.{item.get('key')}: {item.get('why') or item.get('code')}"
 
 
 def _best(record, console):

@@ -4,7 +4,8 @@ A source announces what the job does as events on named channels (the probes sub
 answers a few questions the probes and the session ask while the job runs (the DataLoader
 queues' sizes, the speed-test and NaN-check switches, what the overrides changed), and
 declares itself for the profile's header: its framework, how it detects steps, its knobs
-(their names in that framework and their values) and, through its code writer
+(their names in that framework and their values; only settings the framework acts on are
+knobs, so advice about a flag it ignores stays silent) and, through its code writer
 (paddletune/sources/code.py), how a change is written in that framework's code.
 
 Events and the attributes a payload must have (the embedded runtime's records,
@@ -80,6 +81,10 @@ class Source:
         """How many callbacks listen to `event` (a probe that is the only listener of an
         event may leave it unsubscribed when it has nothing to do)."""
         return 0
+
+    def blas_threads(self) -> Optional[int]:
+        """The thread count of the BLAS library the host math runs on (None: unknown)."""
+        return None
 
     def queue_sizes(self) -> Dict[int, int]:
         """{loader id: batches queued now} of the DataLoaders running now."""

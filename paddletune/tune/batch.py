@@ -1,12 +1,13 @@
 """The batch sizes a tuning race tries: up to the largest batch that fits, found with the
 memory model and verified by trials.
 
-The summary's memory model (summary["memory"]["batch_model"], paddletune/memory_model.py)
-predicts the largest batch leaving HEADROOM of the capacity free; a trial verifies it. After
-each verification trial the (batch, peak) points measured so far are fitted with a line and
-the next guess is kept between the largest batch that fitted and the smallest that did not
-(out of memory, or too full); bisection when the line says nothing usable. The ladder is then
-half the job's batch, its doublings, and that largest batch, less the sizes that cannot win:
+The summary's memory model (summary.memory.batch_model, paddletune/profile/memory_model.py;
+a trial keeps it as JSON) predicts the largest batch leaving HEADROOM of the capacity free; a
+trial verifies it. After each verification trial the (batch, peak) points measured so far are
+fitted with a line and the next guess is kept between the largest batch that fitted and the
+smallest that did not (out of memory, or too full); bisection when the line says nothing
+usable. The ladder is then half the job's batch, its doublings, and that largest batch, less
+the sizes that cannot win:
 throughput is taken to be single-peaked in the batch size (it rises while a larger batch
 uses the machine better, then may fall as a step outgrows a cache), so once the batches
 measured so far (the job's own and the verified ones, moments apart) show a batch clearly
@@ -21,7 +22,7 @@ import dataclasses
 
 from typing import Dict, List, Optional
 
-from ..memory_model import HEADROOM
+from ..profile.memory_model import HEADROOM
 from . import space as sp
 
 MAX_BATCH_PROBES = 4  # trials to find the largest batch that fits
@@ -99,7 +100,7 @@ def largest_batch(tuner, own) -> Optional[int]:
     None when nothing above `own` does."""
     cap = tuner.options.max_batch_size or own * sp.DEFAULT_MAX_BATCH_FACTOR
     latest = tuner.latest(tuner.incumbent)
-    largest = ((latest.batch_model if latest else None) or {}).get("largest_batch")
+    largest = _model_largest(latest)
     guess = min(largest, cap) if largest else cap
     tuner.notes.append(f"memory model: largest batch with {HEADROOM:.0%} headroom "
                        f"{largest if largest else 'unknown'} (cap {cap})")
@@ -163,3 +164,11 @@ def doublings(own, top) -> List[int]:
         out.append(b)
         b *= 2
     return out
+
+
+def _model_largest(trial) -> Optional[int]:
+    """The largest batch the memory model of `trial`'s profile predicts to leave the headroom
+    free (figures.ModelFigures.largest_batch, kept as JSON by the trial), None without one."""
+    if trial is None or not trial.batch_model:
+        return None
+    return trial.batch_model.get("largest_batch")

@@ -6,7 +6,7 @@ else a trial's batch-means interval), and the speedup stated at the end."""
 import math
 from typing import List, Optional
 
-from ..memory_model import HEADROOM
+from ..profile.memory_model import HEADROOM
 from . import space as sp
 from .trials import Trial
 

@@ -3,10 +3,15 @@ space, every trial, the ranking, the winning setting as exports and code, and th
 
 It is rewritten after every trial, so an interrupted or killed tuning leaves what it
 measured. `paddletune report FILE.tune.json` renders it (render/tune.py).
+
+Schema 2: a trial's and a ranking row's `no_effect` lists the requested overrides that
+changed nothing as objects {section, key, code, why} (schema 1: "section.key: why" strings);
+a trial's `batch_model` is the profile's figures.ModelFigures as JSON.
 """
 
 import json
 import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import List, Optional
 
@@ -16,7 +21,7 @@ from ..profile import RUNS_DIR, new_run_path
 from . import space as sp
 
 KIND = "paddletune-tune"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 SUFFIX = ".tune.json"
 
 
@@ -64,6 +69,7 @@ def ranking(tuner) -> List[dict]:
              "samples_per_s": t.samples_per_s, "peak_bytes": t.peak_bytes,
              "ci": 1.96 * tuner.trial_sd(t) * t.samples_per_s if t.ok else None,
              "steps": t.steps, "trial": t.index, "message": t.message,
+             "no_effect": [asdict(idle) for idle in t.no_effect],
              "vs_baseline": (t.samples_per_s / base.samples_per_s - 1)
              if t.ok and base is not None else None,
              "best": sp.key(t.setting) == best_key} for t in ordered]

@@ -23,9 +23,9 @@ time, each choice a race by successive halving; a gain counts only outside the n
    settings, scaled by 1/sqrt of the time measured), else its own batch-means interval.
    A challenger clearly worse at a rung leaves the race early; one that crashes, hangs or
    runs out of memory is recorded and never tried again; one whose override changed
-   nothing is "no effect", and so are the knobs its reason covers (a strategy section
-   without a CompiledProgram; without data parallelism, all but enable_inplace and
-   memory_optimize).
+   nothing is "no effect", and so are the knobs its reason code covers (a strategy section
+   without a CompiledProgram, no-compiled-program; without data parallelism,
+   not-data-parallel, all but enable_inplace and memory_optimize).
 3. Order: the advisors' proposals (each, and all together); the batch size (the memory
    model's largest safe batch, verified by a trial, then a ladder of sizes up to it);
    then each knob in turn, for up to `max_rounds` rounds, ending early when a round changes
@@ -52,7 +52,7 @@ from .batch import batch_ladder, unimodal_prune
 from .compare import Z, Comparisons, mean, speedup
 from .lengths import MIN_STEPS, TrialLengths
 from .proposals import proposals
-from .trials import Trial
+from .trials import NO_COMPILED_PROGRAM, NOT_DATA_PARALLEL, Trial
 
 LR_NOTE = ("Batch size changes the optimisation, not only the speed: scale the learning rate "
            "with it (linear scaling: lr x new/old, with a warm-up) and check convergence; "
@@ -62,6 +62,7 @@ CALIBRATION_S = 1.5  # the first baseline's steps after its first: the first run
 MAX_STEPS = 2000  # the first rung's length at most (at least: lengths.MIN_STEPS)
 EARLY = 2.0  # a shorter rung decides when the gain clears this many times the bar
 PROMISING = 1.0  # standard errors: a gain worth more pairs of trials at the last rung
+STRATEGY_SECTIONS = ("exec_strategy", "build_strategy")
 
 
 class TuneError(Exception):
@@ -429,19 +430,19 @@ class Tuner(Comparisons, TrialLengths):
         return t.ok
 
     def _kill(self, no_effect):
-        """Skip the knobs that a no-effect reason covers beyond the setting itself: a whole
-        strategy section when the job runs no CompiledProgram; without data parallelism,
-        every field but those a single-place program uses (runtime/overrides.py)."""
-        for item in no_effect:
-            section, _, rest = item.partition(".")
-            if section not in ("exec_strategy", "build_strategy"):
+        """Skip the knobs that a no-effect reason covers beyond the setting itself, by its
+        code (trials.IdleOverride; never its words): a whole strategy section when the job
+        runs no CompiledProgram; without data parallelism, every field but those a
+        single-place program uses (runtime/overrides.py)."""
+        for idle in no_effect:
+            if idle.section not in STRATEGY_SECTIONS:
                 continue
-            if "no CompiledProgram" in rest:
-                self.dead_sections.add(section)
-            elif "with_data_parallel" in rest:
+            if idle.code == NO_COMPILED_PROGRAM:
+                self.dead_sections.add(idle.section)
+            elif idle.code == NOT_DATA_PARALLEL:
                 self.dead_knobs.update(
-                    k.name for k in self.space.knobs.values() if k.section == section
-                    and not (section == "build_strategy" and k.key in SINGLE_PLACE_BUILD))
+                    k.name for k in self.space.knobs.values() if k.section == idle.section
+                    and not (idle.section == "build_strategy" and k.key in SINGLE_PLACE_BUILD))
 
     def _dead(self, setting) -> bool:
         return any(n in self.dead_knobs or self.space.knobs[n].section in self.dead_sections

@@ -10,12 +10,10 @@ specs restrict or extend them.
 
 import json
 from dataclasses import dataclass, field, replace
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Sequence, Tuple
 
 from runtime.overrides import ENV as OVERRIDES_ENV
 from runtime.overrides import SCHEMA
-
-from ..summary_reader import main_loader
 
 OVERRIDE_SECTIONS = tuple(SCHEMA)  # reader, exec_strategy, build_strategy
 CAPACITIES = (2, 4, 8, 16, 64)
@@ -57,54 +55,63 @@ class Space:
 def build_space(profile, keep_batch_size=False, max_batch_size=None, specs=()) -> Space:
     """The knobs worth trying on the job of `profile` (the baseline trial), then `specs`."""
     space = Space()
-    cores = _cores(profile)
-    loader = _main_loader(profile)
+    cores = profile.env.cpu.cores or 1
+    loader = profile.summary.main_loader
     if loader is not None:
         _add_reader(space, loader, cores, keep_batch_size, max_batch_size)
     else:
         space.notes.append("no DataLoader/PyReader ran: reader knobs and the batch size are "
                            "not tunable without editing the script")
-    flags = (profile.env.get("flags") or {})
+    _add_flags(space, profile.env.flags or {})
+    blas = profile.env.numpy.blas_threads
+    env_var = _blas_env(profile)
+    _put(space, Knob("blas_threads", "env", env_var, _uniq([blas] + list(range(1, cores + 1))),
+                     blas, f"NumPy's BLAS threads ({env_var})"))
+    _add_strategies(space, profile.summary.parallel, cores)
+    for spec in specs:
+        apply_spec(space, spec)
+    return space
+
+
+def _add_flags(space, flags):
+    """The GC threshold and the allocator strategy, from the job's FLAGS ({name: value})."""
     gc = flags.get("FLAGS_eager_delete_tensor_gb", 0.0)
     _put(space, Knob("FLAGS_eager_delete_tensor_gb", "flag", "FLAGS_eager_delete_tensor_gb",
                      _uniq([gc, 0.0, -1.0]), gc, "GC at last use / GC off"))
     strategy = flags.get("FLAGS_allocator_strategy", "auto_growth")
     _put(space, Knob("FLAGS_allocator_strategy", "flag", "FLAGS_allocator_strategy",
                      _uniq([strategy, "auto_growth", "naive_best_fit"]), strategy))
-    blas = (profile.env.get("numpy") or {}).get("blas_threads")
-    env_var = _blas_env(profile)
-    _put(space, Knob("blas_threads", "env", env_var, _uniq([blas] + list(range(1, cores + 1))),
-                     blas, f"NumPy's BLAS threads ({env_var})"))
-    # the job's own ExecutionStrategy, as its data-parallel steps ran (0 / 100: Paddle's
-    # defaults, when it ran none: those knobs then have no effect anyway)
-    parallel = (profile.summary or {}).get("parallel") or {}
-    threads = parallel.get("threads") or 0
+
+
+def _add_strategies(space, parallel, cores):
+    """The job's own ExecutionStrategy, as its data-parallel steps ran (figures.
+    ParallelFigures; without any: 0 / 100, Paddle's defaults: those knobs then have no
+    effect anyway), and the BuildStrategy fusions."""
+    threads = parallel.threads if parallel is not None else 0
     _put(space, Knob("num_threads", "exec_strategy", "num_threads",
                      _uniq([threads, 1, cores]), threads,
                      "ParallelExecutor threads (0: its default)"))
-    every = (parallel.get("drop") or {}).get("every") or 100
+    every = (parallel.drop.every if parallel is not None else None) or 100
     _put(space, Knob("num_iteration_per_drop_scope", "exec_strategy",
                      "num_iteration_per_drop_scope", _uniq([every, 100, 1, 10]), every))
     for fusion in ("fuse_all_optimizer_ops", "fuse_elewise_add_act_ops"):
         _put(space, Knob(fusion, "build_strategy", fusion, (False, True), False))
-    for spec in specs:
-        apply_spec(space, spec)
-    return space
 
 
 def _add_reader(space, loader, cores, keep_batch_size, max_batch_size):
-    config = loader.get("config") or {}
-    workers = config.get("num_workers") or 0
+    """The main loader's knobs (figures.LoaderFigures; its settings: records.LoaderConfig)."""
+    config = loader.config
+    workers = config.num_workers
     _put(space, Knob("num_workers", "reader", "num_workers",
                      _uniq([workers] + list(range(0, cores + 1))), workers,
                      f"0 (a thread) to {cores} worker processes ({cores} cores)"))
-    capacity = config.get("capacity")
+    capacity = config.capacity
     _put(space, Knob("capacity", "reader", "capacity", _uniq([capacity, *CAPACITIES]),
                      capacity, "queue length in batches"))
-    double = config.get("use_double_buffer")
+    double = config.use_double_buffer
     _put(space, Knob("use_double_buffer", "reader", "use_double_buffer",
                      _uniq([double, True, False]), double))
-    source = config.get("source") or "batch"
+    source = config.source or "batch"
     batch, why = _own_batch(loader, config, source)
     if keep_batch_size:
         space.notes.append("batch size kept (--keep-batch-size)")
@@ -127,12 +134,12 @@ def _own_batch(loader, config, source):
     first dimension (the reader probe's shapes); a batch generator's batches must have been
     seen to be regroupable (every slot with a first axis of the same size, the other axes
     alike in every batch), or the trial would only find it has no effect."""
-    batch = config.get("batch_size")
+    batch = config.batch_size
     if source == "sample":
         return (batch, None) if batch else (None, "the sample generator's batch_size is "
                                                    "not in the profile")
     method = f"set_{source}_generator"
-    seen, why = _seen_batch(loader.get("shapes"))
+    seen, why = _seen_batch(loader.shapes)
     if source == "batch" and why:
         return None, (f"the script makes whole batches itself ({method}), and {why}: the "
                       f"runtime regroups them only when every slot is an array with one row "
@@ -145,21 +152,19 @@ def _own_batch(loader, config, source):
 
 
 def _seen_batch(shapes):
-    """(the batches' common first dimension, None) from the reader probe's per-feed shape
-    figures (summary_reader.shape_figures), or (None, why they cannot be regrouped)."""
+    """(the batches' common first dimension, None) from the reader's per-feed shape figures
+    ({feed variable: figures.ShapeFigures}), or (None, why they cannot be regrouped)."""
     if not shapes:
         return None, "the profile has no shapes of its batches"
     firsts = set()
     for name, fig in shapes.items():
-        shape = fig.get("shape") or []
-        varying = {row.get("dim"): row for row in fig.get("varying") or []}
-        if fig.get("rank_varies") or not shape:
+        varying = {row.dim: row for row in fig.varying}
+        if fig.rank_varies or not fig.shape:
             return None, f"its slot {name!r} has no fixed rank with a first axis"
         if set(varying) - {0}:
             return None, f"its slot {name!r} changes shape from batch to batch"
         first = varying.get(0)
-        firsts.add(shape[0] if first is None else
-                   (first.get("p50"), first.get("min"), first.get("max")))
+        firsts.add(fig.shape[0] if first is None else (first.p50, first.min, first.max))
     if len(firsts) != 1:
         return None, "its slots have different first dimensions"
     first = firsts.pop()
@@ -331,17 +336,8 @@ def code_lines(setting: dict, space: Space) -> List[str]:
     return lines
 
 
-def _main_loader(profile) -> Optional[dict]:
-    return main_loader((profile.summary or {}).get("reader"))
-
-
-def _cores(profile) -> int:
-    cpu = profile.env.get("cpu") or {}
-    return int(cpu.get("usable_cores") or cpu.get("logical_cores") or 1)
-
-
 def _blas_env(profile) -> str:
-    text = str((profile.env.get("numpy") or {}).get("blas") or "").lower()
+    text = (profile.env.numpy.blas or "").lower()
     if "mkl" in text:
         return "MKL_NUM_THREADS"
     return "OPENBLAS_NUM_THREADS" if "openblas" in text else "OMP_NUM_THREADS"

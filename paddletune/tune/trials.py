@@ -7,7 +7,13 @@ or a hang (killed at its timeout: SIGTERM to its process group, so the session s
 its profile, then SIGKILL) is a failed trial, and the search goes on. Throughput is the
 profile's steady-state samples/s (warm-up excluded by the summary); its confidence interval
 comes from batch means over the steady steps (consecutive steps are correlated, so blocks of
-them are treated as the independent measurements).
+them are treated as the independent measurements): a trial keeps every step in full
+(trialrun.HEAD_STEPS), never the aggregated windows of a long job.
+
+Out of memory is what the profile says it is: the memory pool's out-of-memory figures, or an
+error event the session marked `oom` (paddletune.oom.is_oom knows every framework's kinds).
+An override that changed nothing is an `IdleOverride`: its reason code (runtime/overrides.py
+NO_EFFECT_CODES) is what the search acts on, its words are for display.
 """
 
 import json
@@ -23,8 +29,8 @@ from pathlib import Path
 from typing import List, Optional
 
 from ..profile import ProfileError, load
-from ..summary import training_steps
-from ..summary_reader import main_loader
+from ..profile.schema import encode
+from ..profile.summarize import training_steps
 
 BLOCKS = 8  # batch means for the confidence interval
 MIN_BLOCK = 3  # steps per block at least
@@ -32,6 +38,31 @@ KILL_GRACE_S = 3.0  # after SIGTERM at the timeout, before SIGKILL
 # two-sided 95% Student t quantiles by degrees of freedom (t95 past the table)
 _T95 = {1: 12.71, 2: 4.30, 3: 3.18, 4: 2.78, 5: 2.57, 6: 2.45, 7: 2.36, 8: 2.31, 9: 2.26,
         10: 2.23, 12: 2.18, 15: 2.13, 20: 2.09, 30: 2.04}
+# the no-effect reason codes the tuner acts on or writes (runtime/overrides.py
+# NO_EFFECT_CODES): the search kills knobs by the last two; the first two are also those of a
+# requested override that no overrides event mentions (nothing in the job came to it)
+NO_LOADER = "no-loader"
+NO_COMPILED_PROGRAM = "no-compiled-program"
+NOT_DATA_PARALLEL = "not-data-parallel"
+_UNREACHED = {"reader": (NO_LOADER, "no DataLoader/PyReader"),
+              "exec_strategy": (NO_COMPILED_PROGRAM, "no CompiledProgram applied its strategies"),
+              "build_strategy": (NO_COMPILED_PROGRAM,
+                                 "no CompiledProgram applied its strategies")}
+
+
+@dataclass
+class IdleOverride:
+    """A requested override that changed nothing: where, the reason code the tuner acts on
+    (runtime/overrides.py NO_EFFECT_CODES) and the reason in words (display only)."""
+
+    section: str
+    key: str
+    code: str
+    why: str = ""
+
+    @property
+    def text(self) -> str:
+        return f"{self.section}.{self.key}: {self.why or self.code}"
 
 
 @dataclass
@@ -52,13 +83,13 @@ class Trial:
     steady_steps: int = 0
     peak_bytes: Optional[int] = None  # the memory pool's peak (reserved)
     capacity_bytes: Optional[int] = None
-    batch_model: Optional[dict] = None
+    batch_model: Optional[dict] = None  # figures.ModelFigures as JSON (schema.encode)
     input_share: Optional[float] = None  # of a step: waiting for and feeding the next batch
     put_wait_share: Optional[float] = None  # of the steady steps' time: the main loader's
     # feeding thread blocked on a full queue
     wall_s: Optional[float] = None  # the whole subprocess, start-up included
     run_s: Optional[float] = None  # the job's own duration (profile)
-    no_effect: List[str] = field(default_factory=list)  # requested, never applied
+    no_effect: List[IdleOverride] = field(default_factory=list)  # requested, changed nothing
     applied: List[dict] = field(default_factory=list)
     message: Optional[str] = None
     profile: Optional[str] = None
@@ -71,6 +102,11 @@ class Trial:
     @property
     def rel_ci(self) -> Optional[float]:
         return self.ci / self.samples_per_s if self.ok and self.ci is not None else None
+
+    @property
+    def no_effect_text(self) -> str:
+        """The overrides that changed nothing, in words ('' for none)."""
+        return "; ".join(item.text for item in self.no_effect)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -187,52 +223,72 @@ def measure(trial: Trial, profile_path, returncode, timed_out, timeout_s, env,
                          f"exit status {returncode}; no profile ({err}); " + _log_tail(trial))
         return
     s = profile.summary
-    trial.run_s = s.get("duration_s")
-    if counted and s.get("n_steps"):
-        trial.steps = s["n_steps"]
-    mem = s.get("memory") or {}
-    trial.peak_bytes = mem.get("peak_reserved_bytes")
-    trial.capacity_bytes = mem.get("capacity_bytes")
-    trial.batch_model = mem.get("batch_model")
+    trial.run_s = s.duration_s
+    if counted and s.n_steps:
+        trial.steps = s.n_steps
+    _memory(trial, s.memory)
     _overrides(trial, profile, env)
+    if not _failed(trial, profile, returncode, timed_out, timeout_s):
+        _throughput(trial, profile)
+
+
+def _memory(trial, mem):
+    """The memory pool's peak, capacity and batch model (None without the memory probe)."""
+    if mem is None:
+        return
+    trial.peak_bytes = mem.peak_reserved_bytes
+    trial.capacity_bytes = mem.capacity_bytes
+    trial.batch_model = encode(mem.batch_model) if mem.batch_model is not None else None
+
+
+def _failed(trial, profile, returncode, timed_out, timeout_s) -> bool:
+    """Out of memory, timed out or crashed: the status and message set, True."""
     errors = profile.events_of("error")
-    if mem.get("oom") or any("MemoryError" in (e.get("exception") or "") for e in errors):
+    mem = profile.summary.memory
+    if (mem is not None and mem.oom is not None) or any(e.oom for e in errors):
         trial.status = "oom"
         trial.message = _oom_message(mem, errors)
-        return
-    if timed_out:
+    elif timed_out:
         trial.status = "timeout"
         trial.message = (f"still running after {timeout_s:.0f} s: killed "
-                         f"({s.get('n_steps', 0)} steps done)")
-        return
-    if returncode not in (0, None) or errors:
+                         f"({profile.summary.n_steps} steps done)")
+    elif returncode not in (0, None) or errors:
         trial.status = "crashed"
-        e = errors[-1] if errors else {}
-        trial.message = (f"{e.get('exception')}: {e.get('message')}" if e else
+        trial.message = (f"{errors[-1].exception}: {errors[-1].message}" if errors else
                          f"exit status {returncode}; " + _log_tail(trial))
-        return
+    else:
+        return False
+    return True
+
+
+def _throughput(trial, profile):
+    """A trial that ran: its steady steps' throughput and interval ("no-steps" when too few
+    of them, or none with a throughput)."""
+    s = profile.summary
     steady = steady_steps(profile)
-    tp = s.get("throughput") or {}
-    if len(steady) < 2 * MIN_BLOCK or not tp.get("steps_per_s"):
+    tp = s.throughput
+    if len(steady) < 2 * MIN_BLOCK or tp is None or not tp.steps_per_s:
         trial.status = "no-steps"
         trial.message = f"only {len(steady)} steady steps: the job ended too soon to measure"
         return
     trial.status = "ok"
     trial.steady_steps = len(steady)
-    trial.batch_size = tp.get("batch_size")
-    trial.steps_per_s = tp["steps_per_s"]
+    trial.batch_size = tp.batch_size
+    trial.steps_per_s = tp.steps_per_s
     trial.samples_per_s, trial.ci = throughput_ci(steady)
-    trial.input_share = s.get("input_share")
-    loader = main_loader(s.get("reader"))
+    trial.input_share = s.input_share
+    loader = s.main_loader
     if loader is not None:
-        trial.put_wait_share = (loader.get("producer") or {}).get("put_wait_share")
+        trial.put_wait_share = loader.producer.put_wait_share
     trial.se = throughput_se(steady)
 
 
 def steady_steps(profile) -> list:
-    """The summary's steady steps: the main program's training steps after the warm-up."""
+    """The summary's steady steps (records.Step): the main program's training steps after
+    the warm-up. A trial records every step in full (trialrun.HEAD_STEPS); a profile whose
+    later steps were aggregated into windows gives only those of its head."""
     steps = training_steps(profile.steps)
-    return steps[profile.summary.get("warmup_steps") or 0:]
+    return steps[profile.summary.warmup_steps:]
 
 
 def throughput_ci(steady) -> tuple:
@@ -262,8 +318,8 @@ def _block_rates(steady) -> tuple:
     """(samples/s over all steps, samples/s of each of up to BLOCKS consecutive blocks, or
     None when there are fewer than two blocks of MIN_BLOCK steps). Samples taken from a
     reader's queue filled before the steps began are not counted (`_made_during`)."""
-    cycles = [s["wall_s"] + (s.get("gap_s") or 0.0) for s in steady]
-    sizes = [s.get("batch_size") or 1 for s in steady]
+    cycles = [s.cycle_s for s in steady]
+    sizes = [s.batch_size or 1 for s in steady]
     total = sum(cycles)
     rate = _made_during(steady, sizes, 0, len(steady)) / total if total > 0 else 0.0
     blocks = min(BLOCKS, len(steady) // MIN_BLOCK)
@@ -281,7 +337,7 @@ def _made_during(steady, sizes, a, b) -> float:
     starts with the queue its producer filled while the job set up; a short trial that drains
     it reads fast by up to capacity/steps, which would favour larger queues. Only a fall
     counts: a queue that fills up meanwhile was not what limited the steps."""
-    first, last = steady[a].get("queue"), steady[b - 1].get("queue")
+    first, last = steady[a].queue, steady[b - 1].queue
     samples = sum(sizes[a:b])
     if first is None or last is None or last >= first:
         return samples
@@ -295,28 +351,30 @@ def _block_se(rates) -> float:
 
 
 def _overrides(trial, profile, env):
-    """What the runtime applied, and which requested overrides had no effect."""
-    events = profile.events_of("overrides")
-    applied = events[-1].get("applied", []) if events else []
-    trial.applied = applied
-    done = {(a["section"], a["key"]) for a in applied}
-    skipped = {(s["section"], s["key"]): s.get("why") for s in
-               (events[-1].get("skipped", []) if events else [])}
+    """What the runtime applied, and which requested overrides had no effect (with the
+    overrides event's reason code and words; a key no event mentions: nothing in the job came
+    to it, the code of _UNREACHED)."""
+    event = profile.last_event("overrides")
+    applied = event.applied if event is not None else ()
+    trial.applied = [asdict(a) for a in applied]
+    done = {(a.section, a.key) for a in applied}
+    skipped = {(idle.section, idle.key): idle for idle in
+               (event.skipped if event is not None else ())}
     requested = json.loads(env.get("PADDLETUNE_OVERRIDES") or "{}")
     for section, values in requested.items():
-        for k in values:
-            if (section, k) not in done:
-                why = skipped.get((section, k)) or (
-                    "no DataLoader/PyReader" if section == "reader" else
-                    "no CompiledProgram applied its strategies")
-                trial.no_effect.append(f"{section}.{k}: {why}")
+        for key in values:
+            if (section, key) in done:
+                continue
+            idle = skipped.get((section, key))
+            code, why = (idle.code, idle.why) if idle is not None else _UNREACHED[section]
+            trial.no_effect.append(IdleOverride(section, key, code, why))
 
 
 def _oom_message(mem, errors) -> str:
-    oom = mem.get("oom") or {}
-    if errors:
-        return f"out of memory: {errors[-1].get('message')}"
-    return f"out of memory at batch {oom.get('batch_size')}"
+    oom_errors = [e for e in errors if e.oom] or errors
+    if oom_errors:
+        return f"out of memory: {oom_errors[-1].message}"
+    return f"out of memory at batch {mem.oom.batch_size}"
 
 
 def _log_tail(trial, lines=3) -> str:

@@ -20,6 +20,9 @@ LOADER = "fluid.io.DataLoader.from_generator(..., {key}={{value}})"
 FLAG_KNOBS = ("FLAGS_eager_delete_tensor_gb", "FLAGS_allocator_strategy",
               "FLAGS_fraction_of_cpu_memory_to_use", "FLAGS_fraction_of_gpu_memory_to_use",
               "FLAGS_cudnn_exhaustive_search", "FLAGS_enable_cublas_tensor_op_math")
+# op attributes the runtime's kernels act on (use_cudnn is recorded, not acted on yet: the
+# convolutions are im2col + a matmul)
+ATTR_KNOBS = ()
 STRATEGY_KNOBS = (("exec_strategy", "num_threads"),
                   ("exec_strategy", "num_iteration_per_drop_scope"),
                   ("build_strategy", "fuse_all_optimizer_ops"),
@@ -45,10 +48,12 @@ class FluidSource(Source):
         out = [Knob(f"reader.{key}", f"DataLoader {key}", None, LOADER.format(key=key))
                for key in ("num_workers", "capacity", "use_double_buffer", "batch_size")]
         out += [Knob(f"flag.{flag}", flag, _flag_value(flag),
-                     f"fluid.set_flags({{{{'{flag}': {{value}}}}}})") for flag in FLAG_KNOBS]
-        from runtime import blas
+                     f"fluid.set_flags({{{{'{flag}': {{value}}}}}})") for flag in FLAG_KNOBS
+                if FLAGS.flag(flag).implemented]
+        out += [Knob(f"op_attr.{attr}", attr, None, f"layers.*(..., {attr}={{value}})")
+                for attr in ATTR_KNOBS]
         out.append(Knob("threads.blas", "BLAS threads (OPENBLAS_NUM_THREADS / "
-                        "OMP_NUM_THREADS)", _safe(blas.get_blas_threads),
+                        "OMP_NUM_THREADS)", self.blas_threads(),
                         "blas.set_blas_threads({value})"))
         out += [Knob(f"{section}.{key}", f"{STRATEGY_CLASS[section]}().{key}", None,
                      f"{section}.{key} = {{value}}") for section, key in STRATEGY_KNOBS]
@@ -59,6 +64,10 @@ class FluidSource(Source):
 
     def subscribers(self, event: str) -> int:
         return events.subscribers(event)
+
+    def blas_threads(self) -> Optional[int]:
+        from runtime import blas
+        return _safe(blas.get_blas_threads)
 
     def queue_sizes(self) -> Dict[int, int]:
         return {ld.id: ld.queue.size() for ld in live_loaders()}

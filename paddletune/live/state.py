@@ -1,0 +1,203 @@
+"""What the dashboard draws: each panel's figures as a frozen dataclass, and `LiveState`, the
+whole frame (computed by figures.py from a LiveModel; drawn by paddletune/render/dashboard.py).
+A panel's figures are None where the stream has nothing for it yet; the definitions are in
+figures.py."""
+
+from dataclasses import dataclass
+from typing import Optional, Tuple
+
+from ..profile import records as r
+from ..profile.figures import Verdict
+
+
+@dataclass(frozen=True)
+class Status:
+    """The job's state: waiting (no header yet), running, stalled (no new record for a
+    while), finished (its exit record), cut short (a file that ended without one).
+
+    idle_s: time since the newest record (None: waiting or finished); exit: the exit record.
+    """
+
+    state: str
+    idle_s: Optional[float] = None
+    exit: Optional[r.ExitEvent] = None
+
+
+@dataclass(frozen=True)
+class Progress:
+    """Steps done of the job's total (--total-steps, else --steps), and the time left."""
+
+    steps: int = 0
+    total: Optional[int] = None
+    total_from: Optional[str] = None
+    eta_s: Optional[float] = None
+
+
+@dataclass(frozen=True)
+class Throughput:
+    """The main program's rate over `span_s`, the per-second history, samples so far."""
+
+    steps_per_s: Optional[float]
+    samples_per_s: Optional[float]
+    batch_size: Optional[int]
+    span_s: float
+    history: Tuple[float, ...]
+    samples: int
+
+
+@dataclass(frozen=True)
+class StepTime:
+    """Mean seconds per main step over the window: `parts` ((name, seconds) for wait, feed,
+    compute, fetch, other), their sum `cycle_s`, `n` steps; `wait_from`: "reader" (an
+    iterable DataLoader's waits), "run" (a non-iterable one's, inside exe.run) or None."""
+
+    n: int
+    cycle_s: float
+    parts: Tuple[Tuple[str, float], ...]
+    wait_from: Optional[str]
+
+
+@dataclass(frozen=True)
+class ReaderNow:
+    """The busiest DataLoader's queue over the window."""
+
+    name: str
+    capacity: Optional[int]
+    workers: int
+    passes: int
+    pass_ended: Optional[str]
+    pops: int = 0
+    fill_mean: Optional[float] = None
+    fill_share: Optional[float] = None
+    empty_ratio: Optional[float] = None
+    wait_per_pop_s: Optional[float] = None
+    batches_per_s: Optional[float] = None
+    produce_per_batch_s: Optional[float] = None
+    fill_history: Tuple[Optional[float], ...] = ()
+
+
+@dataclass(frozen=True)
+class GpuNow:
+    """One GPU's newest sample (or its window's last values)."""
+
+    gpu: int
+    used: Optional[float]
+    total: Optional[float]
+    util: Optional[float]
+    proc: Optional[float]
+
+
+@dataclass(frozen=True)
+class MemoryNow:
+    """The memory pool, the host and the GPUs. `allocated`/`reserved`: at the newest step
+    recorded in full (None once steps come only as windows); `step_peak`: the window's
+    largest step peak; `capacity_from`: pool | FLAGS_cpu_memory_limit_mb | machine."""
+
+    allocated: Optional[int] = None
+    reserved: Optional[int] = None
+    peak_allocated: Optional[int] = None
+    peak_reserved: Optional[int] = None
+    step_peak: Optional[int] = None
+    capacity: Optional[int] = None
+    capacity_from: Optional[str] = None
+    ooms: int = 0
+    pool_seen: bool = False
+    rss: Optional[float] = None
+    available: Optional[float] = None
+    gpus: Tuple[GpuNow, ...] = ()
+    gpu_reason: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class CpuNow:
+    """The newest system sample (or its window's last values); `cores` the job can use."""
+
+    sampled: bool
+    cores: Optional[int] = None
+    process: Optional[float] = None
+    total: Optional[float] = None
+    per_core: Tuple[float, ...] = ()
+    threads: Optional[float] = None
+    blas_threads: Optional[float] = None
+    load1: Optional[float] = None
+    steal: Optional[float] = None
+    workers: int = 0
+
+
+@dataclass(frozen=True)
+class OpLine:
+    """One op type's time per step and share of all op time."""
+
+    type: str
+    per_step_s: float
+    share: float
+
+
+@dataclass(frozen=True)
+class OpsNow:
+    """--ops: the op types taking most time per main step over the window."""
+
+    enabled: bool
+    steps: int = 0
+    top: Tuple[OpLine, ...] = ()
+
+
+@dataclass(frozen=True)
+class ParallelNow:
+    """The ParallelExecutor over the window."""
+
+    places: int
+    threads: int
+    reduce: str
+    steps: int
+    concurrency: Optional[float]
+    ready_mean: Optional[float]
+    busy_share: Optional[float]
+    sched_share: Optional[float]
+    drops: int
+
+
+@dataclass(frozen=True)
+class AdviceLine:
+    severity: str
+    title: str
+    gain: str
+
+
+@dataclass(frozen=True)
+class LiveAdvice:
+    """The rolling verdict and advice, computed at `t_s` (profile clock) over the window;
+    `error`: the advisors failed (the dashboard goes on)."""
+
+    t_s: float
+    verdict: Optional[Verdict] = None
+    advice: Tuple[AdviceLine, ...] = ()
+    error: Optional[str] = None
+    cost_s: float = 0.0
+
+
+@dataclass(frozen=True)
+class LiveState:
+    """One frame: every panel's figures at `now_s` (profile clock), and the loop's extras
+    (`cost`: LiveLoop.cost(), `writer`: alive | gone | unknown, `log_path`: the script's
+    output, `mode`: live | watch)."""
+
+    title: str
+    path: str
+    now_s: float
+    window_s: float
+    status: Status
+    progress: Progress
+    memory: MemoryNow
+    cpu: CpuNow
+    ops: OpsNow
+    throughput: Optional[Throughput] = None
+    breakdown: Optional[StepTime] = None
+    reader: Optional[ReaderNow] = None
+    parallel: Optional[ParallelNow] = None
+    advice: Optional[LiveAdvice] = None
+    notes: Tuple[str, ...] = ()
+    cost: Optional[dict] = None
+    writer: Optional[str] = None
+    log_path: Optional[str] = None
+    mode: Optional[str] = None
