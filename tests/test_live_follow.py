@@ -255,7 +255,7 @@ def test_the_follower_converts_a_schema_1_profile_and_fills_compressed_steps(tmp
     assert [s.t_s for s in got if isinstance(s, rec.Step)] == pytest.approx(
         [0.0, 0.1, 0.15, 0.16])
     assert [type(x) for x in got[-2:]] == [rec.MemoryPool, rec.ProbeRecord]
-    assert got[-2].capacity_bytes == 1 << 30 and f.unknown == {"wibble": 1}
+    assert got[-2].capacity_bytes == 1 << 30 and any("'wibble'" in w for w in f.warnings())
     compress = StepCompressor()
     steps = [s._replace(feed=("img",)) for s in typed(step_records(n_steps=3))]
     v2 = [header(), *(compress.compress(s) for s in steps)]

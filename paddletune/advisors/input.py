@@ -30,9 +30,10 @@ def input_bound(profile) -> Optional[Advice]:
         return None
     f = overlap_figures(s)
     tiny = f["input_s"] < MIN_INPUT_S
+    terms = profile.source.terms
     evidence = (f"{share:.1%} of each {ms(f['cycle_s'])} step waits for input: "
-                f"{ms(f['outside_s'])} outside the runtime (data preparation and Python "
-                f"between exe.run calls) + {ms(f['feed_s'])} feeding, against "
+                f"{ms(f['outside_s'])} {terms.between} (data preparation and Python "
+                f"between {terms.calls}) + {ms(f['feed_s'])} feeding, against "
                 f"{ms(f['rest_s'])} computing and fetching; {s.steady_steps} steady steps.")
     if tiny:
         evidence += (f" At under {ms(MIN_INPUT_S)} per step this is mostly the loop's own "

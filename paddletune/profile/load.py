@@ -73,63 +73,40 @@ def from_records(path, records, head_steps: Optional[int] = None) -> Profile:
     return assemble(str(path), acc, complete=acc.kept.summary is not None)
 
 
-class _Reader:
-    """One file's lines in order: parsed, checked, converted (v1), accumulated."""
+class LineDecoder:
+    """A profile's lines in order, as typed records: the header's schema decides how the lines
+    after it read (a v1 profile's records converted first), a step's omitted rarely changing
+    fields are filled in, a record that does not fit its class or is of an unknown kind is
+    skipped and counted (`warnings()`). A line that is not JSON, or a bad header, is a
+    ProfileError naming the line. `load()` reads a file through one; so does the live
+    dashboard's follower, line by line as they are written."""
 
     def __init__(self, path: str):
-        self.path, self.lineno = path, 0
-        self.acc = Accumulator()
+        self.path = path
         self.schema = None
-        self.pending = None  # the previous line, held until we know it was not the last
-        self.truncated = False
-        self.warnings: List[str] = []
-        self.skipped = {}  # kind -> (count, first line, why)
         self.filler = StepFiller()
+        self.skipped = {}  # kind -> (count, first line, why)
         self.saw_summary = False  # the job finished (its summary, valid or not, is there)
 
-    def line(self, raw: bytes):
-        if self.pending is not None:
-            self._record(*self.pending)
-        self.lineno += 1
-        self.pending = (self.lineno, raw)
-
-    def finish(self) -> Profile:
-        if self.pending is not None:
-            lineno, raw = self.pending
-            if raw.endswith(b"\n"):
-                self._record(lineno, raw)
-            else:
-                self._last_unterminated(lineno, raw)
-        if self.schema is None:
-            raise ProfileError(f"{self.path}:1: not a paddletune profile (the first line must "
-                               f"be the header record)")
-        self.acc.close()
-        self._warn_skipped()
-        return assemble(self.path, self.acc, self.saw_summary, self.truncated, self.warnings)
-
-    def _last_unterminated(self, lineno, raw):
-        """A last line without its newline: a complete record written just before a kill,
-        or one cut off mid-write (ignored, the profile marked truncated)."""
-        try:
-            json.loads(raw)
-        except ValueError:
-            self.truncated = True
-            return
-        except RecursionError:
-            pass
-        self._record(lineno, raw)
-
-    def _record(self, lineno: int, raw: bytes):
+    def decode(self, lineno: int, raw: bytes) -> list:
+        """The typed records of one line ([] for a blank, skipped or dropped one)."""
         if not raw.strip():
-            return
+            return []
         obj = self._parse(lineno, raw)
-        if self.schema is None:
+        if obj["type"] == "header":
+            if self.schema is not None:  # a new run rewrote the file: start over
+                self.__init__(self.path)
             self._header(lineno, obj)
+        elif self.schema is None:
+            raise ProfileError(f"{self.path}:{lineno}: not a paddletune profile (the first "
+                               f"line must be the header record)")
         self.saw_summary = self.saw_summary or obj["type"] == "summary"
+        out = []
         for item in (v1.convert(obj) if self.schema == 1 else [obj]):
             record = self._typed(lineno, item)
             if record is not None:
-                self.acc.add(self.filler.fill(record) if isinstance(record, r.Step) else record)
+                out.append(self.filler.fill(record) if isinstance(record, r.Step) else record)
+        return out
 
     def _parse(self, lineno, raw):
         try:
@@ -147,9 +124,6 @@ class _Reader:
         return obj
 
     def _header(self, lineno, obj):
-        if obj.get("type") != "header":
-            raise ProfileError(f"{self.path}:{lineno}: not a paddletune profile (the first "
-                               f"line must be the header record)")
         schema = obj.get("schema")
         if not isinstance(schema, int) or isinstance(schema, bool) or schema > max(READABLE):
             raise ProfileError(f"{self.path} was written by a newer paddletune (profile schema "
@@ -178,12 +152,62 @@ class _Reader:
         count, first, first_why = self.skipped.get(kind, (0, lineno, why))
         self.skipped[kind] = (count + 1, first, first_why)
 
-    def _warn_skipped(self):
+    def warnings(self) -> List[str]:
+        """One line per kind of record skipped, naming the first such line and why."""
+        out = []
         for kind, (count, first, why) in self.skipped.items():
             lines = f"{count} records" if count > 1 else "1 record"
-            self.warnings.append(f"{self.path}:{first}: skipped {lines} of kind {kind!r} "
-                                 f"({why}); the figures leave {'them' if count > 1 else 'it'}"
-                                 f" out")
+            out.append(f"{self.path}:{first}: skipped {lines} of kind {kind!r} ({why}); the "
+                       f"figures leave {'them' if count > 1 else 'it'} out")
+        return out
+
+
+class _Reader:
+    """One file's lines in order: decoded, accumulated; a last line cut off mid-write (the
+    job was killed) ignored."""
+
+    def __init__(self, path: str):
+        self.path, self.lineno = path, 0
+        self.acc = Accumulator()
+        self.decoder = LineDecoder(path)
+        self.pending = None  # the previous line, held until we know it was not the last
+        self.truncated = False
+
+    def line(self, raw: bytes):
+        if self.pending is not None:
+            self._record(*self.pending)
+        self.lineno += 1
+        self.pending = (self.lineno, raw)
+
+    def finish(self) -> Profile:
+        if self.pending is not None:
+            lineno, raw = self.pending
+            if raw.endswith(b"\n"):
+                self._record(lineno, raw)
+            else:
+                self._last_unterminated(lineno, raw)
+        if self.decoder.schema is None:
+            raise ProfileError(f"{self.path}:1: not a paddletune profile (the first line must "
+                               f"be the header record)")
+        self.acc.close()
+        return assemble(self.path, self.acc, self.decoder.saw_summary, self.truncated,
+                        self.decoder.warnings())
+
+    def _last_unterminated(self, lineno, raw):
+        """A last line without its newline: a complete record written just before a kill,
+        or one cut off mid-write (ignored, the profile marked truncated)."""
+        try:
+            json.loads(raw)
+        except ValueError:
+            self.truncated = True
+            return
+        except RecursionError:
+            pass
+        self._record(lineno, raw)
+
+    def _record(self, lineno: int, raw: bytes):
+        for record in self.decoder.decode(lineno, raw):
+            self.acc.add(record)
 
 
 def _what(obj) -> str:
@@ -211,4 +235,4 @@ def assemble(path: str, acc: Accumulator, complete: bool, truncated: bool = Fals
     return profile
 
 
-__all__ = ["ProfileError", "assemble", "from_records", "kind_of", "load"]
+__all__ = ["LineDecoder", "ProfileError", "assemble", "from_records", "kind_of", "load"]

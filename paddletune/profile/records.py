@@ -234,6 +234,23 @@ class Knob:
 
 
 @dataclass(frozen=True)
+class Terms:
+    """How the report and advice name the parts of a step in the source's framework.
+
+    Fields:
+      step     the call one step is timed around ("Executor.run")
+      between  the loop's time outside that call ("outside the runtime")
+      calls    those calls in a sentence ("exe.run calls")
+      loader   the framework's async data loader ("DataLoader")
+    """
+
+    step: str = "Executor.run"
+    between: str = "outside the runtime"
+    calls: str = "exe.run calls"
+    loader: str = "DataLoader"
+
+
+@dataclass(frozen=True)
 class SourceInfo:
     """The source the measurements came from: the framework the job trains with.
 
@@ -242,12 +259,14 @@ class SourceInfo:
       version     the framework's version
       steps_from  how training steps are detected ("Executor.run")
       knobs       the settings it declares
+      terms       how the report names the parts of a step in this framework
     """
 
     framework: str = "fluid"
     version: Optional[str] = None
     steps_from: Optional[str] = None
     knobs: Tuple[Knob, ...] = ()
+    terms: Terms = Terms()
 
 
 @dataclass(frozen=True)

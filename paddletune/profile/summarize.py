@@ -83,7 +83,7 @@ def summarize(profile) -> F.Summary:
     n_steps = len(full) + steady.n_tail
     step = step_figures(steady)
     cycle = step["cycle_s"].mean if step["cycle_s"] else None
-    verdict = make_verdict(n_steps, steady.n, step)
+    verdict = make_verdict(n_steps, steady.n, step, profile.source.terms)
     reader = reader_figures(profile, steady.span(), (main, cycle))
     return F.Summary(
         n_steps=n_steps, main_program=main, warmup_steps=warmup, steady_steps=steady.n,
@@ -207,8 +207,10 @@ def _median_of_counts(counts: Counter) -> Optional[int]:
     return None
 
 
-def make_verdict(n_steps: int, steady_steps: int, step: dict) -> F.Verdict:
-    """Input-bound or compute-bound, stated with the numbers (TF Profiler's classes)."""
+def make_verdict(n_steps: int, steady_steps: int, step: dict,
+                 terms: r.Terms = r.Terms()) -> F.Verdict:
+    """Input-bound or compute-bound, stated with the numbers (TF Profiler's classes), in the
+    source's `terms`."""
     share = step["input_share"]
     if share is None or steady_steps < MIN_STEADY_STEPS:
         why = ("no training steps observed" if not n_steps
@@ -216,10 +218,10 @@ def make_verdict(n_steps: int, steady_steps: int, step: dict) -> F.Verdict:
                     f"{MIN_STEADY_STEPS}")
         return F.Verdict("too-few-steps", share, f"Too few steps to tell: {why}.")
     b, cycle = step["breakdown_s"], step["cycle_s"]
-    read = (f" + {b.read_s * 1e3:.2f} ms waiting for the DataLoader inside exe.run"
+    read = (f" + {b.read_s * 1e3:.2f} ms waiting for the {terms.loader} inside {terms.step}"
             if b.read_s else "")
     numbers = (f"{share:.1%} of each {cycle.mean * 1e3:.2f} ms step waits for input "
-               f"({b.outside_s * 1e3:.2f} ms outside the runtime{read} + "
+               f"({b.outside_s * 1e3:.2f} ms {terms.between}{read} + "
                f"{b.feed_s * 1e3:.2f} ms feeding), {step['shares'].compute:.1%} computes")
     if share >= HIGHLY_INPUT_BOUND:
         kind, head = "highly-input-bound", "Highly input-bound"

@@ -40,7 +40,8 @@ def render_report(profile, console: Console, top_ops: int = 10):
     """Print the report of `profile` (a paddletune.profile.Profile) on `console`."""
     s = profile.summary
     sections = [_header(profile, s), _verdict(s), _no_steps(profile, s),
-                _steps(s, profile.options.head_steps), _breakdown(s),
+                _steps(s, profile.options.head_steps, profile.source.terms),
+                _breakdown(s, profile.source.terms),
                 *reader_sections(profile, s), memory_section(profile, s),
                 parallel_section(profile, s), *_ops(s, top_ops), _system(profile, s),
                 _events(profile), _overhead(s), _hint(profile)]
@@ -124,13 +125,13 @@ def _no_steps(profile, s) -> Optional[Text]:
         why = (f"the script only ran startup programs ({runs} of program "
                f"{', '.join(programs)})")
     else:
-        why = "the script never called Executor.run"
+        why = f"the script never called {profile.source.terms.step}"
     return Text(f"No training steps observed: {why}. Nothing to time; check that the "
                 f"training loop runs (and that it uses this runtime).", style="bold yellow")
 
 
 # --- steps and time breakdown --------------------------------------------------------------------
-def _steps(s, head_steps: int) -> Optional[Group]:
+def _steps(s, head_steps: int, terms) -> Optional[Group]:
     if not s.n_steps:
         return None
     head = Text("Steps: ", style="bold")
@@ -147,7 +148,7 @@ def _steps(s, head_steps: int) -> Optional[Group]:
     table.add_column("step time (ms)", style="bold")
     for name in QUANTILES + ("CV",):
         table.add_column(name, justify="right")
-    for label, d in (("Executor.run", s.step_s), ("loop iteration", s.cycle_s)):
+    for label, d in ((terms.step, s.step_s), ("loop iteration", s.cycle_s)):
         table.add_row(label, *_distribution_cells(d))
     tp = Text("Throughput: ", style="bold")
     tp.append(_throughput(s.throughput))
@@ -172,7 +173,7 @@ def _throughput(tp: Optional[Throughput]) -> str:
     return text + " (batch size unknown)"
 
 
-def _breakdown(s) -> Optional[Table]:
+def _breakdown(s, terms) -> Optional[Table]:
     b: Optional[Breakdown] = s.breakdown_s
     if b is None:
         return None
@@ -182,6 +183,7 @@ def _breakdown(s) -> Optional[Table]:
     table.add_column("share", justify="right")
     table.add_column("", no_wrap=True)
     for key, label in BREAKDOWN:
+        label = terms.between if key == "outside" else label
         if key in OPTIONAL_PARTS and not b.part(key):
             continue
         share = s.shares.part(key) if s.shares is not None else None
