@@ -1,5 +1,6 @@
 """What profiling costs: the reference MLP of bench_runtime.py (784-512-512-10, Momentum,
-batch 128) trained with no probes, with the default probes (step + system + nvml, writing a
+batch 128) trained with no probes, with the probes a `paddletune profile` session runs
+(session.session_probes: step, reader, memory, scheduler, workers, system, nvml, writing a
 real profile file), with --ops added, and with FLAGS_check_nan_inf on, interleaved in one
 process so that machine noise hits every configuration alike.
 
@@ -22,12 +23,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_runtime as ref  # noqa: E402  (the reference model and data)
 import runtime as fluid  # noqa: E402
-from paddletune.profile import ProfileWriter  # noqa: E402
+from paddletune.profile import ProfileWriter, header_record  # noqa: E402
 from paddletune.probes.base import Clock  # noqa: E402
-from paddletune.probes.nvml import NvmlProbe  # noqa: E402
-from paddletune.probes.ops import OpsProbe  # noqa: E402
-from paddletune.probes.step import StepProbe  # noqa: E402
-from paddletune.probes.system import SystemProbe  # noqa: E402
+from paddletune.session import session_probes  # noqa: E402
 from paddletune.sources.fluid import FluidSource  # noqa: E402
 from runtime import blas  # noqa: E402
 
@@ -38,12 +36,12 @@ def probes(kind, directory):
     if kind == "none":
         yield
         return
-    writer = ProfileWriter(Path(directory) / f"{kind}.jsonl")
-    clock, sink, source = Clock(), writer.submit, FluidSource()
-    active = [StepProbe(sink, clock, source), SystemProbe(sink, clock, 0.5, source),
-              NvmlProbe(sink, clock, 0.5, source)]
-    if kind == "ops":
-        active.append(OpsProbe(sink, clock, source))
+    clock = Clock()
+    writer = ProfileWriter(Path(directory) / f"{kind}.jsonl", clock=clock.now)
+    source = FluidSource()
+    writer.submit(header_record({"argv": ["bench_probe_overhead"]}, {"ops": kind == "ops"}, {},
+                                time.time(), source.info()))
+    active = session_probes(writer.submit, clock, source, 0.5, ops=kind == "ops")
     if kind == "check_nan":
         active, previous = [], fluid.get_flags(["FLAGS_check_nan_inf"])
         fluid.set_flags({"FLAGS_check_nan_inf": True})
@@ -56,7 +54,7 @@ def probes(kind, directory):
             p.stop()
         if kind == "check_nan":
             fluid.set_flags(previous)
-        writer.close()
+        writer.finish()
 
 
 def run_rounds(model, xs, ys, args, kinds, directory):

@@ -181,18 +181,24 @@ def die_if_interrupted(outcome: Outcome):
     os.kill(os.getpid(), signal.SIGINT)
 
 
+def session_probes(sink, clock, source, interval_s=0.5, ops=False) -> list:
+    """The probes a profiling session runs (not started), in the order their step callbacks
+    run: the step probe first, the per-op timer only with --ops."""
+    probes = [StepProbe(sink, clock, source)]
+    if ops:
+        probes.append(OpsProbe(sink, clock, source))
+    return probes + [ReaderProbe(sink, clock, interval_s, source=source),
+                     MemoryProbe(sink, clock, source), SchedulerProbe(sink, clock, source),
+                     WorkerProbe(sink, clock, interval_s, source),
+                     SystemProbe(sink, clock, interval_s, source),
+                     NvmlProbe(sink, clock, interval_s, source)]
+
+
 class _Session:
     def __init__(self, options, writer, clock, source):
         self.options, self.writer, self.clock, self.source = options, writer, clock, source
-        sink, every = writer.submit, options.interval_s
-        self.probes = [StepProbe(sink, clock, source)]
-        if options.ops:
-            self.probes.append(OpsProbe(sink, clock, source))
-        self.probes += [ReaderProbe(sink, clock, every, source=source),
-                        MemoryProbe(sink, clock, source), SchedulerProbe(sink, clock, source),
-                        WorkerProbe(sink, clock, every, source),
-                        SystemProbe(sink, clock, every, source),
-                        NvmlProbe(sink, clock, every, source)]
+        self.probes = session_probes(writer.submit, clock, source, options.interval_s,
+                                     options.ops)
         self.n_train_steps = 0
         self.first_step_end = None  # time.monotonic() when the first training step ended
         self.speed_test = _SpeedTest(self, options) if options.speed_test else None

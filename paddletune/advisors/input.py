@@ -33,7 +33,7 @@ def input_bound(profile) -> Optional[Advice]:
     terms = profile.source.terms
     evidence = (f"{share:.1%} of each {ms(f['cycle_s'])} step waits for input: "
                 f"{ms(f['outside_s'])} {terms.between} (data preparation and Python "
-                f"between {terms.calls}) + {ms(f['feed_s'])} feeding, against "
+                f"between {terms.call} calls) + {ms(f['feed_s'])} feeding, against "
                 f"{ms(f['rest_s'])} computing and fetching; {s.steady_steps} steady steps.")
     if tiny:
         evidence += (f" At under {ms(MIN_INPUT_S)} per step this is mostly the loop's own "

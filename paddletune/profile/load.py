@@ -223,7 +223,8 @@ def assemble(path: str, acc: Accumulator, complete: bool, truncated: bool = Fals
     computed."""
     k = acc.kept
     profile = Profile(
-        path=path, header=k.header, summary=Summary(), steps=tuple(k.steps),
+        path=path, header=k.header or r.Header(schema=r.SCHEMA_VERSION), summary=Summary(),
+        steps=tuple(k.steps),
         windows=tuple(k.windows), exemplars=tuple(k.slow) + tuple(k.sampled.values()),
         ops=tuple(k.ops), programs=dict(k.programs), system=tuple(k.system), gpu=tuple(k.gpu),
         workers=tuple(k.workers), sample_windows=tuple(k.sample_windows),

@@ -15,7 +15,7 @@ from typing import Optional
 
 from . import figures as F
 from . import records as r
-from .accumulate import MAX_FEED_PEAKS, spread
+from .windows import MAX_FEED_PEAKS, spread
 from .memory_model import HEADROOM, batch_fit, fit, fixed_bytes, simulate
 
 PHASES = (("forward", "activations"), ("backward", "gradients"), ("optimizer", "optimizer"))

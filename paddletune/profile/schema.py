@@ -56,6 +56,7 @@ Share = Annotated[float, Bounds(0.0, 1e6)]  # a fraction: 1.0 is all of it
 Percent = Annotated[float, Bounds(0.0, 1e7)]  # 100 is one core / all of a GPU
 Number = Annotated[float, Bounds(-1e300, 1e300)]  # any finite number
 Scalar = Union[bool, int, float, str, None]  # a flag's or a knob's value
+Names = Tuple[str, ...]  # variable names
 
 
 class FrozenDict(dict):

@@ -218,7 +218,7 @@ def make_verdict(n_steps: int, steady_steps: int, step: dict,
                     f"{MIN_STEADY_STEPS}")
         return F.Verdict("too-few-steps", share, f"Too few steps to tell: {why}.")
     b, cycle = step["breakdown_s"], step["cycle_s"]
-    read = (f" + {b.read_s * 1e3:.2f} ms waiting for the {terms.loader} inside {terms.step}"
+    read = (f" + {b.read_s * 1e3:.2f} ms waiting for the {terms.loader} inside {terms.call}"
             if b.read_s else "")
     numbers = (f"{share:.1%} of each {cycle.mean * 1e3:.2f} ms step waits for input "
                f"({b.outside_s * 1e3:.2f} ms {terms.between}{read} + "

@@ -76,10 +76,16 @@ class ProfileWriter:
         if self._thread is not threading.current_thread():
             self._thread.join(timeout=5)
         self.flush()
+        summary = None
         with self._lock:
             self._write(self.accumulator.close())
-            summary = summarize(assemble(str(self.path), self.accumulator, True))
-            self._write([summary])
+            try:
+                summary = summarize(assemble(str(self.path), self.accumulator, True))
+            except Exception as err:  # noqa: BLE001  (a summary bug never loses the records)
+                self._warn(f"could not summarise {self.path}: {type(err).__name__}: {err}; "
+                           f"the records are written (`paddletune report` computes it again)")
+            else:
+                self._write([summary])
         self.close()
         return None if self.failed else summary
 

@@ -1,0 +1,353 @@
+"""The summary's DataLoader figures (queue, waits, producers, consumer, shapes, worker processes)
+and the speed test's windows."""
+
+from dataclasses import dataclass
+from typing import Dict, Literal, Optional, Tuple
+
+from ..records import LoaderConfig
+from ..schema import EMPTY, Bytes, Count, Id, Number, Seconds, Share, TimeS
+
+
+@dataclass(frozen=True)
+class WaitFigures:
+    """The loop's waits for a loader's batches.
+
+    Fields:
+      mean_s      mean wait per pop
+      p50_s       median wait per pop (from the log histogram)
+      p90_s       90th percentile
+      max_s       the longest
+      total_s     all of them
+      per_step_s  per training step (the pops paired with each step)
+      share       of the loop's time (per step / cycle, else total / span)
+    """
+
+    mean_s: Optional[Seconds] = None
+    p50_s: Optional[Seconds] = None
+    p90_s: Optional[Seconds] = None
+    max_s: Seconds = 0.0
+    total_s: Seconds = 0.0
+    per_step_s: Optional[Seconds] = None
+    share: Optional[Share] = None
+
+
+@dataclass(frozen=True)
+class Occupancy:
+    """The queue's fill.
+
+    Fields:
+      mean         mean batches queued
+      min          fewest
+      max          most
+      capacity     the queue's capacity
+      full_share   share of the samples with the queue full
+      empty_share  share with it empty
+      n            samples
+      source       "samples" (the 10 ms sampler, time-weighted) or "pops" (the size each
+                   pop saw)
+    """
+
+    mean: Number
+    min: Count
+    max: Count
+    capacity: Optional[Count]
+    full_share: Share
+    empty_share: Share
+    n: Count
+    source: Literal["samples", "pops"]
+
+
+@dataclass(frozen=True)
+class ProducerFigures:
+    """The loader's producers.
+
+    Fields:
+      producers        the thread or worker processes
+      s_per_batch      one producer's time per batch
+      cpu_s_per_batch  its CPU time per batch
+      cpu_share        CPU time / time (a thread computing most of its time holds the GIL)
+      rate_per_s       batches per second all producers make
+      put_wait_share   share of the time producers were blocked on a full queue
+    """
+
+    producers: Count
+    s_per_batch: Optional[Seconds] = None
+    cpu_s_per_batch: Optional[Seconds] = None
+    cpu_share: Optional[Share] = None
+    rate_per_s: Optional[Number] = None
+    put_wait_share: Optional[Share] = None
+
+
+@dataclass(frozen=True)
+class WorkerFigures:
+    """One producer's batches.
+
+    Fields:
+      worker           its index (-1: the loader's thread)
+      batches          batches it made
+      s_per_batch      its time per batch
+      cpu_s_per_batch  its CPU time per batch
+    """
+
+    worker: Id
+    batches: Count
+    s_per_batch: Optional[Seconds] = None
+    cpu_s_per_batch: Optional[Seconds] = None
+
+
+@dataclass(frozen=True)
+class ConsumerFigures:
+    """The training loop as the loader's consumer.
+
+    Fields:
+      s_per_batch       the loop's time per batch when not waiting for one
+      rate_per_s        batches per second it could take if data were free
+      actual_per_s      batches per second it took
+      batches_per_step  batches per training step
+    """
+
+    s_per_batch: Optional[Seconds] = None
+    rate_per_s: Optional[Number] = None
+    actual_per_s: Optional[Number] = None
+    batches_per_step: Optional[Number] = None
+
+
+@dataclass(frozen=True)
+class DimFigures:
+    """A feed dimension that varies from batch to batch.
+
+    Fields:
+      dim  its position
+      min  the smallest size
+      p50  the median
+      p95  the 95th percentile
+      max  the largest
+    """
+
+    dim: Count
+    min: Count
+    p50: Count
+    p95: Count
+    max: Count
+
+
+@dataclass(frozen=True)
+class ShapeFigures:
+    """The shapes one feed variable's batches had.
+
+    Fields:
+      batches      batches counted
+      rank_varies  the number of dimensions varies
+      shape        the most common shape, None where a dimension varies
+      varying      the varying dimensions
+    """
+
+    batches: Count
+    rank_varies: bool
+    shape: Tuple[Optional[Count], ...] = ()
+    varying: Tuple[DimFigures, ...] = ()
+
+
+@dataclass(frozen=True)
+class LongBatches:
+    """Steps on batches larger than the 95th percentile against the rest.
+
+    Fields:
+      steps               steps counted
+      p95_elements        the 95th percentile batch size in elements
+      max_elements        the largest
+      long_steps          steps on larger batches
+      long_compute_s      their mean compute time
+      typical_compute_s   the others' mean compute time
+      slowdown            long / typical
+      long_share          the long steps' share of all compute time
+    """
+
+    steps: Count
+    p95_elements: Count
+    max_elements: Count
+    long_steps: Count
+    long_compute_s: Seconds
+    typical_compute_s: Seconds
+    slowdown: Optional[Number] = None
+    long_share: Optional[Share] = None
+
+
+@dataclass(frozen=True)
+class Growth:
+    """A growth over the workers.
+
+    Fields:
+      mean  their mean
+      max   the largest
+    """
+
+    mean: Number
+    max: Number
+
+
+@dataclass(frozen=True)
+class WorkerProcess:
+    """One worker index's memory and CPU over its passes.
+
+    Fields:
+      worker            its index
+      uss_growth_bytes  the largest private-memory growth in a pass
+      uss_max_bytes     its largest private memory
+      cores             the cores it kept busy (mean over passes)
+    """
+
+    worker: Id
+    uss_growth_bytes: Number
+    uss_max_bytes: Bytes
+    cores: Optional[Number] = None
+
+
+@dataclass(frozen=True)
+class ProcessFigures:
+    """A loader's worker processes.
+
+    Fields:
+      workers           worker indices seen
+      uss_growth_bytes  their private-memory growth (copy-on-read)
+      uss_max_bytes     the largest private memory
+      cores             cores they kept busy, summed
+      per_worker        each worker
+    """
+
+    workers: Count
+    uss_growth_bytes: Growth
+    uss_max_bytes: Bytes
+    cores: Optional[Number] = None
+    per_worker: Tuple[WorkerProcess, ...] = ()
+
+
+@dataclass(frozen=True)
+class LoaderFigures:
+    """One DataLoader's queue, waits, producers and consumer over the steady steps.
+
+    Fields:
+      loader          its id
+      name            its name
+      config          its settings
+      passes          passes it ran
+      scope           "steady" (the intervals of the steady steps) or "all"
+      span_s          the time its intervals cover
+      batches         batches the loop took
+      pushes          batches pushed
+      peeks           batches peeked at (speed test)
+      empty_pops      pops that found the queue empty
+      empty_ratio     their share of the pops
+      wait            the loop's waits
+      occupancy       the queue's fill
+      timeline        [[t_s, mean fill]] over time (at most 48 points)
+      producer        the producers
+      workers         each producer
+      consumer        the loop as consumer
+      swings          drains from full to empty
+      oscillating     it swung at least 3 times
+      copy_s_per_pop  host-to-device copy on the loop's thread per batch
+      shapes          {feed variable: its shapes}
+      long_batches    steps on the largest batches against the rest
+      processes       its worker processes' memory and CPU
+    """
+
+    loader: Id
+    name: Optional[str]
+    config: LoaderConfig
+    passes: Count
+    scope: Literal["steady", "all"]
+    span_s: Seconds
+    batches: Count
+    pushes: Count
+    peeks: Count
+    empty_pops: Count
+    empty_ratio: Optional[Share]
+    wait: WaitFigures
+    occupancy: Optional[Occupancy]
+    timeline: Tuple[Tuple[TimeS, Number], ...]
+    producer: ProducerFigures
+    workers: Tuple[WorkerFigures, ...]
+    consumer: ConsumerFigures
+    swings: Count
+    oscillating: bool
+    copy_s_per_pop: Optional[Seconds] = None
+    shapes: Dict[str, ShapeFigures] = EMPTY
+    long_batches: Optional[LongBatches] = None
+    processes: Optional[ProcessFigures] = None
+
+
+@dataclass(frozen=True)
+class LoaderError:
+    """A DataLoader pass that failed.
+
+    Fields:
+      loader  its id
+      detail  what happened
+    """
+
+    loader: Id
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class ReaderFigures:
+    """Every DataLoader of the job.
+
+    Fields:
+      loaders  each loader's figures
+      main     the loader that delivered the most batches
+      errors   failed passes
+    """
+
+    loaders: Tuple[LoaderFigures, ...]
+    main: Optional[Id] = None
+    errors: Tuple[LoaderError, ...] = ()
+
+    @property
+    def main_loader(self) -> Optional[LoaderFigures]:
+        """The main loader's figures (the training loop's), None without loaders."""
+        return next((f for f in self.loaders if f.loader == self.main),
+                    self.loaders[0] if self.loaders else None)
+
+
+@dataclass(frozen=True)
+class WindowRate:
+    """One speed-test window's throughput.
+
+    Fields:
+      steps          steps in it
+      cycle_s        their mean cycle
+      steps_per_s    steps per second
+      samples_per_s  samples per second (None without batch sizes)
+    """
+
+    steps: Count
+    cycle_s: Seconds
+    steps_per_s: Number
+    samples_per_s: Optional[Number] = None
+
+
+@dataclass(frozen=True)
+class SpeedTestFigures:
+    """--speed-test: the baseline window against the no-data ceiling.
+
+    Fields:
+      window_steps  steps per window asked for
+      has_loader    a DataLoader ran (the ceiling needs one)
+      reached       the last phase reached: baseline | ceiling | done
+      complete      the ceiling window ran all its steps
+      baseline      the baseline window
+      ceiling       the ceiling window
+      ratio         ceiling / baseline steps per second
+      data_share    1 - baseline / ceiling: what data costs of the throughput
+    """
+
+    window_steps: Optional[Count] = None
+    has_loader: bool = False
+    reached: Optional[str] = None
+    complete: bool = False
+    baseline: Optional[WindowRate] = None
+    ceiling: Optional[WindowRate] = None
+    ratio: Optional[Number] = None
+    data_share: Optional[Number] = None

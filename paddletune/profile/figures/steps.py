@@ -1,0 +1,190 @@
+"""The summary's step figures: distributions, the breakdown and its shares, throughput, the
+verdict, the programs, per-op times."""
+
+from dataclasses import dataclass
+from typing import ClassVar, Literal, Optional, Tuple
+
+from ..schema import Count, Id, Number, Seconds, Share
+
+
+VerdictKind = Literal["compute-bound", "moderately-input-bound", "highly-input-bound",
+                      "too-few-steps"]
+
+
+@dataclass(frozen=True)
+class Distribution:
+    """A quantity's distribution over the steady steps (exact over the steps recorded in
+    full; within sketch.ACCURACY over aggregated ones).
+
+    Fields:
+      mean  the mean
+      p50   the median
+      p90   the 90th percentile
+      p99   the 99th percentile
+      min   the smallest
+      max   the largest
+      cv    the coefficient of variation (standard deviation / mean)
+      n     values
+    """
+
+    mean: Number
+    p50: Number
+    p90: Number
+    p99: Number
+    min: Number
+    max: Number
+    cv: Number
+    n: Count
+
+
+@dataclass(frozen=True)
+class Breakdown:
+    """Mean seconds per steady step in each part of the loop.
+
+    Fields:
+      outside_s  outside the runtime (the loop's own time, a synchronous loop's data)
+      read_s     waiting inside the run for a non-iterable DataLoader's batch
+      feed_s     feeding (converting and copying the batch to the device)
+      compute_s  computing
+      fetch_s    fetching results back to the host
+    """
+
+    outside_s: Seconds = 0.0
+    read_s: Seconds = 0.0
+    feed_s: Seconds = 0.0
+    compute_s: Seconds = 0.0
+    fetch_s: Seconds = 0.0
+
+    PARTS: ClassVar[Tuple[str, ...]] = ("outside", "read", "feed", "compute", "fetch")
+
+    def part(self, name: str) -> float:
+        return getattr(self, f"{name}_s")
+
+
+@dataclass(frozen=True)
+class Shares:
+    """Each part's share of the mean loop iteration.
+
+    Fields:
+      outside  outside the runtime
+      read     waiting for a DataLoader inside the run
+      feed     feeding
+      compute  computing
+      fetch    fetching
+    """
+
+    outside: Share = 0.0
+    read: Share = 0.0
+    feed: Share = 0.0
+    compute: Share = 0.0
+    fetch: Share = 0.0
+
+    def part(self, name: str) -> float:
+        return getattr(self, name)
+
+
+@dataclass(frozen=True)
+class Throughput:
+    """How fast the steady steps went.
+
+    Fields:
+      steps_per_s           steps per second (1 / the mean cycle)
+      batch_size            the median batch size (None: unknown)
+      samples_per_s         samples per second (None without batch sizes)
+      fetch_bytes_per_step  bytes fetched per step
+    """
+
+    steps_per_s: Optional[Number] = None
+    batch_size: Optional[Count] = None
+    samples_per_s: Optional[Number] = None
+    fetch_bytes_per_step: Number = 0.0
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Input-bound or compute-bound, with the numbers (TensorFlow Profiler's classes).
+
+    Fields:
+      kind         compute-bound | moderately-input-bound | highly-input-bound |
+                   too-few-steps
+      input_share  the input's share of the step
+      text         the verdict in one sentence
+    """
+
+    kind: VerdictKind
+    input_share: Optional[Share] = None
+    text: str = ""
+
+
+@dataclass(frozen=True)
+class ProgramSteps:
+    """How often one program ran.
+
+    Fields:
+      program  its id
+      startup  a startup program
+      steps    its runs
+    """
+
+    program: Id
+    startup: bool
+    steps: Count
+
+
+@dataclass(frozen=True)
+class OpTypeFigures:
+    """One op type's time over the steady steps.
+
+    Fields:
+      type     the op type
+      total_s  its time
+      count    its runs
+      mean_s   per run
+      share    of all op time
+    """
+
+    type: str
+    total_s: Seconds
+    count: Count
+    mean_s: Seconds
+    share: Share
+
+
+@dataclass(frozen=True)
+class SingleOpFigures:
+    """One op's time over the steady steps.
+
+    Fields:
+      index    its position in the program
+      type     its type
+      total_s  its time
+      count    its runs
+      mean_s   per run
+      share    of all op time
+    """
+
+    index: Count
+    type: str
+    total_s: Seconds
+    count: Count
+    mean_s: Seconds
+    share: Share
+
+
+@dataclass(frozen=True)
+class OpFigures:
+    """Per-op timing of the steady steps (--ops).
+
+    Fields:
+      steps    steps with op times
+      total_s  all op time
+      timing   "host" or "cuda_event" (device time)
+      by_type  op types by time, most first
+      top      the 10 single ops that took most time
+    """
+
+    steps: Count
+    total_s: Seconds
+    timing: str = "host"
+    by_type: Tuple[OpTypeFigures, ...] = ()
+    top: Tuple[SingleOpFigures, ...] = ()

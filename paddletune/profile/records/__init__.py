@@ -1,0 +1,51 @@
+"""Every record a profile holds, as a typed class (schema 2): what crosses from measurement to
+analysis. A profile file is JSON Lines; each line is one record, `{"type": KIND, ...fields}`
+(and, for the kinds with variants, a discriminator field: an event's `kind`, a reader,
+memory or scheduler record's `what`, a sample's `probe`).
+
+Per-step records (Step, MemoryStep, SchedStep) are NamedTuples: the probes make one per
+training step, and a NamedTuple costs a sixth of a frozen dataclass to build. Everything else
+is a frozen dataclass. Field units are in the names (`_s` seconds, `_bytes`, `_percent`,
+`share` a fraction) and in the types (schema.Seconds, schema.Bytes, ...).
+
+Each class's docstring lists its fields under "Fields:"; docs/profile-format.md is generated
+from these classes (paddletune/profile/docs.py) and a test keeps the two identical. The
+modules: header, steps (steps, programs, op times, the windows of a long job's tail),
+samples, events, reader, memory, sched (and every probe's own record).
+"""
+
+from ..schema import Names
+from .events import (AppliedOverride, ErrorEvent, Event, ExitEvent, NanInfEvent, NoEffect,
+                     OverridesEvent, ProbeUnavailableEvent, SpeedTestEvent, StepLimitEvent)
+from .header import (Command, CpuInfo, CupyInfo, Env, GpuDevice, GpuInfo, Header, Knob,
+                     MemoryInfo, NumpyInfo, Options, SourceInfo, Terms)
+from .memory import MemoryOom, MemoryPeak, MemoryPool, MemoryStep, MemoryTrace, MemoryTraceOp
+from .reader import (LoaderConfig, ReaderEnd, ReaderInterval, ReaderStart, StepCost,
+                     WorkerCounts)
+from .samples import GpuSample, SampleWindow, Stats, SystemSample, WorkerSample
+from .sched import ProbeRecord, SchedDrop, SchedStep
+from .steps import (STICKY, STICKY_START, Dist, MemoryWindow, OpsRecord, OpTime, OpTotal,
+                    Program, ProgramOp, SchedWindow, Sketch, Step, StepWindow)
+
+SCHEMA_VERSION = 2
+DISCRIMINATORS = {"event": "kind", "reader": "what", "memory": "what", "sched": "what",
+                  "sample": "probe"}
+RECORDS = (Header, Step, Program, OpsRecord, StepWindow, SystemSample, GpuSample,
+           WorkerSample, SampleWindow, Event, ExitEvent, ErrorEvent, StepLimitEvent,
+           NanInfEvent, ProbeUnavailableEvent, SpeedTestEvent, OverridesEvent, ReaderStart,
+           ReaderEnd, ReaderInterval, MemoryStep, MemoryPeak, MemoryTrace, MemoryOom,
+           MemoryPool, SchedStep, SchedDrop, ProbeRecord)
+EVENTS = (Event, ExitEvent, ErrorEvent, StepLimitEvent, NanInfEvent, ProbeUnavailableEvent,
+          SpeedTestEvent, OverridesEvent)
+SAMPLES = (SystemSample, GpuSample, WorkerSample)
+
+__all__ = ["AppliedOverride", "Command", "CpuInfo", "CupyInfo", "DISCRIMINATORS", "Dist", "EVENTS",
+           "Env", "ErrorEvent", "Event", "ExitEvent", "GpuDevice", "GpuInfo", "GpuSample",
+           "Header", "Knob", "LoaderConfig", "MemoryInfo", "MemoryOom", "MemoryPeak",
+           "MemoryPool", "MemoryStep", "MemoryTrace", "MemoryTraceOp", "MemoryWindow", "Names",
+           "NanInfEvent", "NoEffect", "NumpyInfo", "OpTime", "OpTotal", "Options", "OpsRecord",
+           "OverridesEvent", "ProbeRecord", "ProbeUnavailableEvent", "Program", "ProgramOp",
+           "RECORDS", "ReaderEnd", "ReaderInterval", "ReaderStart", "SAMPLES", "SCHEMA_VERSION",
+           "STICKY", "STICKY_START", "SampleWindow", "SchedDrop", "SchedStep", "SchedWindow",
+           "Sketch", "SourceInfo", "SpeedTestEvent", "Stats", "Step", "StepCost", "StepLimitEvent",
+           "StepWindow", "SystemSample", "Terms", "WorkerCounts", "WorkerSample"]

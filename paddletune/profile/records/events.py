@@ -1,0 +1,209 @@
+"""Events: something happened (the job ended or raised, a limit stopped it, NaN/Inf, the speed
+test switched, what the overrides changed)."""
+
+from dataclasses import dataclass
+from typing import ClassVar, Dict, Literal, Optional, Tuple
+
+from ..schema import EMPTY, Count, Id, Names, Scalar, TimeS
+
+
+@dataclass(frozen=True)
+class Event:
+    """Something that happened (a kind this version does not know is kept as this).
+
+    Fields:
+      t_s      when
+      kind     what kind of event
+      message  a sentence saying what happened
+    """
+
+    KIND: ClassVar[str] = "event"
+    t_s: TimeS
+    kind: str = "note"
+    message: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class ExitEvent:
+    """The job ended.
+
+    Fields:
+      t_s          when
+      status       the exit status `python SCRIPT` would have had
+      reason       returned | exit | exception | interrupted | terminated | step_limit
+      train_steps  training steps the job ran
+      message      how it ended, in words
+    """
+
+    KIND: ClassVar[str] = "event"
+    WHAT: ClassVar[str] = "exit"
+    t_s: TimeS
+    status: Optional[Id] = None
+    reason: str = "returned"
+    train_steps: Count = 0
+    message: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class ErrorEvent:
+    """The script raised.
+
+    Fields:
+      t_s        when
+      exception  the exception's class
+      where      "file:line in function" of the innermost frame
+      oom        the exception means out of memory (any framework's kind)
+      message    its first line
+    """
+
+    KIND: ClassVar[str] = "event"
+    WHAT: ClassVar[str] = "error"
+    t_s: TimeS
+    exception: str = "Exception"
+    where: Optional[str] = None
+    oom: bool = False
+    message: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class StepLimitEvent:
+    """--steps or --duration stopped the job.
+
+    Fields:
+      t_s      when
+      steps    training steps done
+      message  which limit
+    """
+
+    KIND: ClassVar[str] = "event"
+    WHAT: ClassVar[str] = "step_limit"
+    t_s: TimeS
+    steps: Count = 0
+    message: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class NanInfEvent:
+    """--check-nan found NaN or Inf in an op's output.
+
+    Fields:
+      t_s       when
+      op_type   the op's type
+      op_index  its position in the program
+      output    the output holding NaN/Inf
+      inputs    its inputs' names
+      n_nan     NaN values in the output
+      n_inf     Inf values in the output
+      step      the step
+      message   the sentence the report shows
+    """
+
+    KIND: ClassVar[str] = "event"
+    WHAT: ClassVar[str] = "nan_inf"
+    t_s: TimeS
+    op_type: Optional[str] = None
+    op_index: Optional[Count] = None
+    output: Optional[str] = None
+    inputs: Names = ()
+    n_nan: Count = 0
+    n_inf: Count = 0
+    step: Optional[Count] = None
+    message: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class ProbeUnavailableEvent:
+    """A probe could not measure (no GPU, no permission, ...).
+
+    Fields:
+      t_s      when
+      probe    the probe's name
+      message  why
+    """
+
+    KIND: ClassVar[str] = "event"
+    WHAT: ClassVar[str] = "probe_unavailable"
+    t_s: TimeS
+    probe: str = "?"
+    message: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class SpeedTestEvent:
+    """--speed-test switched windows.
+
+    Fields:
+      t_s      when
+      phase    baseline (queue popped as usual), ceiling (the same batch re-read: the
+               no-data ceiling) or done
+      step     training steps so far
+      message  what changed
+    """
+
+    KIND: ClassVar[str] = "event"
+    WHAT: ClassVar[str] = "speed_test"
+    t_s: TimeS
+    phase: Literal["baseline", "ceiling", "done"] = "baseline"
+    step: Count = 0
+    message: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class AppliedOverride:
+    """A setting imposed through the environment that changed what ran.
+
+    Fields:
+      section  reader | exec_strategy | build_strategy
+      key      the option
+      value    the value imposed
+      was      the script's own value
+    """
+
+    section: str
+    key: str
+    value: Scalar = None
+    was: Scalar = None
+
+
+@dataclass(frozen=True)
+class NoEffect:
+    """A setting imposed through the environment that changed nothing.
+
+    Fields:
+      section  reader | exec_strategy | build_strategy
+      key      the option
+      value    the value asked for
+      code     why, as a code the tuner acts on: same-value, no-loader,
+               no-compiled-program, not-data-parallel, cpu-places, fixed-batch,
+               unbatchable, other
+      why      why, in words
+    """
+
+    section: str
+    key: str
+    value: Scalar = None
+    code: str = "other"
+    why: str = ""
+
+
+@dataclass(frozen=True)
+class OverridesEvent:
+    """What the overrides variable asked for, what it changed and what had no effect.
+
+    Fields:
+      t_s        when (the job's end)
+      env        the variable's name
+      requested  {section: {key: value}} asked for
+      applied    the changes made
+      skipped    the requests that changed nothing, with why
+      message    the same in one sentence
+    """
+
+    KIND: ClassVar[str] = "event"
+    WHAT: ClassVar[str] = "overrides"
+    t_s: TimeS
+    env: str = "PADDLETUNE_OVERRIDES"
+    requested: Dict[str, Dict[str, Scalar]] = EMPTY
+    applied: Tuple[AppliedOverride, ...] = ()
+    skipped: Tuple[NoEffect, ...] = ()
+    message: Optional[str] = None
