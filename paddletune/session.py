@@ -7,13 +7,17 @@ interrupted job re-raises SIGINT, as Python does). Nothing here prints except th
 own traceback (printed as Python would print it) and one-line warnings.
 """
 
+import builtins
+import importlib.machinery
 import os
 import runpy
 import signal
 import sys
 import threading
 import time
+import tokenize
 import traceback
+import types
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -46,7 +50,13 @@ class StepLimitReached(BaseException):
 
 
 class Terminated(BaseException):
-    """SIGTERM arrived: unwind the script so the profile is finished, then exit 143."""
+    """SIGTERM (or SIGHUP: the terminal or ssh session closed) arrived: unwind the script so
+    the profile is finished, then exit 128 + the signal's number (143, 129), as a shell
+    reports a process those signals ended. Args: (signal number,)."""
+
+
+STOP_SIGNALS = tuple(s for s in (getattr(signal, "SIGTERM", None), getattr(signal, "SIGHUP", None))
+                     if s is not None)
 
 
 @dataclass
@@ -108,7 +118,8 @@ def prepare(options: Options) -> Path:
     except OSError as err:
         raise SessionError(f"cannot create the profile in ./{prof.RUNS_DIR}/: "
                            f"{err.strerror or err}; pass --out with a writable location") from None
-    path = path.resolve()  # a script that chdir()s still writes here
+    path = Path(os.path.abspath(path))  # a script that chdir()s still writes here (a
+    # symbolic link at the path is not followed: the profile replaces it when complete)
     if path.is_dir():
         raise SessionError(f"--out {path} is a directory; give a file name such as "
                            f"{path / 'run.jsonl'}")
@@ -151,8 +162,9 @@ def run(options: Options, path: Optional[Path] = None, on_stop=None) -> Outcome:
     source.begin()  # the overrides event lists this run's own
     clock, t0_unix = Clock(), time.time()
     try:
-        writer = prof.ProfileWriter(path, LIVE_FLUSH_S if options.live else 0.5,
-                                    clock=clock.now, head_steps=options.head_steps)
+        writer = prof.ProfileWriter(prof.writing_path(path),
+                                    LIVE_FLUSH_S if options.live else 0.5, clock=clock.now,
+                                    head_steps=options.head_steps, final=path)
     except OSError as err:
         raise SessionError(f"cannot write the profile {path}: {err.strerror or err}") from None
     session = _Session(options, writer, clock, source)
@@ -167,6 +179,8 @@ def run(options: Options, path: Optional[Path] = None, on_stop=None) -> Outcome:
     outcome = Outcome(status, reason, path, message)
     session.finish(outcome)
     outcome.write_error = writer.failed
+    if writer.failed:
+        outcome.path = writer.path  # what was written (an earlier profile at `path` is kept)
     return outcome
 
 
@@ -255,28 +269,38 @@ class _Session:
                 raise StepLimitReached(self.n_train_steps, f"--duration {duration:g}s")
 
     def execute(self):
-        """Run the target like Python; returns (status, reason, message)."""
-        with _as_main(self.options), _sigterm_raises():
+        """Run the target like Python; returns (status, reason, message). A process the
+        script forked that comes back here (its sys.exit, an exception) ends as Python would
+        end it, without touching the profile: the job's own process writes it."""
+        owner = os.getpid()
+        with _as_main(self.options), _stop_signals_raise():
             try:
                 _run_target(self.options)
-                return 0, "returned", None
+                outcome = 0, "returned", None
             except SystemExit as exc:
-                return _exit_status(exc)
+                outcome = _exit_status(exc)
             except StepLimitReached as exc:
                 steps, which = exc.args
-                self.event(StepLimitEvent, steps=steps,
-                           message=f"stopped after {steps} training steps ({which})")
-                return 0, "step_limit", None
-            except Terminated:
-                return 143, "terminated", "terminated by SIGTERM"
+                outcome = 0, "step_limit", None
+                if os.getpid() == owner:
+                    self.event(StepLimitEvent, steps=steps,
+                               message=f"stopped after {steps} training steps ({which})")
+            except Terminated as exc:
+                name = signal.Signals(exc.args[0]).name
+                outcome = 128 + exc.args[0], "terminated", f"terminated by {name}"
             except KeyboardInterrupt:
                 _print_script_traceback(*sys.exc_info())
-                return 130, "interrupted", "interrupted (Ctrl-C)"
+                outcome = 130, "interrupted", "interrupted (Ctrl-C)"
             except BaseException as exc:  # the script's own error: print it as Python would
                 _print_script_traceback(*sys.exc_info())
-                self.event(ErrorEvent, exception=type(exc).__name__, message=_first_line(exc),
-                           where=_where(exc.__traceback__), oom=self.source.is_oom(exc))
-                return 1, "exception", f"{type(exc).__name__}: {_first_line(exc)}"
+                if os.getpid() == owner:
+                    self.event(ErrorEvent, exception=type(exc).__name__,
+                               message=_first_line(exc), where=_where(exc.__traceback__),
+                               oom=self.source.is_oom(exc))
+                outcome = 1, "exception", f"{type(exc).__name__}: {_first_line(exc)}"
+        if os.getpid() != owner:
+            _end_forked_child(outcome[0])
+        return outcome
 
     def finish(self, outcome: Outcome):
         """Write the exit event and the summary; a second Ctrl-C from here kills at once."""
@@ -321,7 +345,27 @@ def _run_target(options):
     if options.module:
         runpy.run_module(options.target, run_name="__main__", alter_sys=True)
     else:
-        runpy.run_path(options.target, run_name="__main__")
+        run_script(os.path.abspath(options.target))
+
+
+def run_script(path: str):
+    """Run the script at `path` (absolute) as `python path` does: in a fresh `__main__`
+    module (sys.modules["__main__"] while it runs) whose __file__ is the absolute path,
+    __package__ and __spec__ None and __loader__ a source loader; tracebacks name the
+    absolute path, as Python's since 3.9."""
+    with tokenize.open(path) as f:  # honours a coding: declaration, as Python does
+        source = f.read()
+    code = compile(source, path, "exec", dont_inherit=True)
+    main = types.ModuleType("__main__")
+    main.__dict__.update(__file__=path, __cached__=None, __package__=None, __spec__=None,
+                         __loader__=importlib.machinery.SourceFileLoader("__main__", path),
+                         __builtins__=builtins)
+    saved = sys.modules.get("__main__")
+    sys.modules["__main__"] = main
+    try:
+        exec(code, main.__dict__)
+    finally:
+        sys.modules["__main__"] = saved
 
 
 @contextmanager
@@ -350,20 +394,35 @@ def _as_main(options):
             sys.path[0] = saved_path0
 
 
+def _end_forked_child(status: int):
+    """A process the script forked returned into the session: exit as that process would
+    have (its output flushed, `status`), leaving the profile to the job's own process, as
+    multiprocessing ends its forked children."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass
+    os._exit(status)
+
+
 @contextmanager
-def _sigterm_raises():
+def _stop_signals_raise():
+    """SIGTERM and SIGHUP raise Terminated in the script (main thread only), so the session
+    finishes the profile before the process ends."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
 
     def handler(signum, frame):
-        raise Terminated()
+        raise Terminated(signum)
 
-    previous = signal.signal(signal.SIGTERM, handler)
+    previous = {sig: signal.signal(sig, handler) for sig in STOP_SIGNALS}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for sig, old in previous.items():
+            signal.signal(sig, old)
 
 
 class _SpeedTest:

@@ -126,9 +126,10 @@ def test_a_summary_record_that_does_not_fit_is_computed_again(tmp_path):
 
 @pytest.mark.parametrize("content, message", [
     ('{"type": "step"}\n', "not a paddletune profile"),
-    ("", "not a paddletune profile"),
+    ("", "is empty: its job is starting"),
+    ("\n\n", "not a paddletune profile"),
     ('[1, 2]\n', "not a paddletune profile"),
-    ('\x00\x01\x02binary\n', "corrupt profile record")])
+    ('\x00\x01\x02binary\n', "binary data, not a paddletune profile")])
 def test_not_a_profile(tmp_path, content, message):
     path = tmp_path / "x.jsonl"
     path.write_text(content)
@@ -249,6 +250,18 @@ def test_latest_picks_the_newest(tmp_path):
     os.utime(a, (1e9, 1e9))
     assert prof.latest(runs) == b
     assert prof.default_path("x/train.py", runs).name.endswith("-train.jsonl")
+
+
+def test_latest_skips_a_profile_still_empty_unless_following_a_starting_job(tmp_path):
+    """A run that is starting (or was killed in its first half second) has an empty profile:
+    report/advise take the newest one with records; watch may follow the starting one."""
+    import os
+    done = make_profile(tmp_path / "done.jsonl")
+    os.utime(done, (1e9, 1e9))
+    starting = tmp_path / "starting.jsonl"
+    starting.write_text("")
+    assert prof.latest(tmp_path) == done
+    assert prof.latest(tmp_path, starting=True) == starting
 
 
 def test_schema_errors_name_the_field_path():

@@ -139,3 +139,29 @@ def test_a_trial_keeps_every_step_in_full_for_its_throughput_interval(tmp_path):
     measure(trial, tmp_path / "p.jsonl", 0, False, 60, {})
     assert trial.status == "ok" and trial.steady_steps == len(steady), trial.message
     assert trial.samples_per_s == pytest.approx(rate) and trial.se is not None
+
+
+def test_a_trial_imports_nothing_from_the_working_directory(tmp_path):
+    """`python -m paddletune.trialrun` put the working directory first on sys.path: a
+    psutil.py planted there ran in every trial. The tuner's launcher does not (the script's
+    own directory is on the path, as under `python train.py`)."""
+    from paddletune.tune.trials import TrialRunner
+    work, scripts = tmp_path / "work", tmp_path / "scripts"
+    work.mkdir()
+    scripts.mkdir()
+    for name in ("psutil", "numpy", "typing_extensions"):
+        (work / f"{name}.py").write_text(f"open({str(tmp_path / 'planted')!r}, 'a')"
+                                         f".write({name!r})\nraise SystemExit(9)\n")
+    script = write_script(scripts, "import helper\ntrain(None)\n")
+    (scripts / "helper.py").write_text("HELP = 1\n")
+    runner = TrialRunner(str(script), [], tmp_path / "trials")
+    old = os.getcwd()
+    os.chdir(work)
+    try:
+        proc = subprocess.run(runner.command(12, tmp_path / "p.jsonl"), capture_output=True,
+                              text=True, timeout=TIMEOUT_S)
+    finally:
+        os.chdir(old)
+    assert proc.returncode == 0, proc.stderr
+    assert not (tmp_path / "planted").exists()
+    assert load(tmp_path / "p.jsonl").summary.n_steps == 12

@@ -64,6 +64,13 @@ class Follower:
         self.at_end = self.offset >= st.st_size
         return self._parse(data)
 
+    def moved_to(self, path):
+        """The followed file took a new name (a profile written beside an earlier one is
+        renamed over it when complete): go on reading it there, from where reading stopped."""
+        path = Path(path)
+        if path != self.path and not self.path.exists() and path.exists():
+            self.path = path
+
     def _check_restart(self, st):
         if self._inode is not None and (st.st_ino != self._inode or st.st_size < self.offset):
             self.offset, self._partial = 0, b""

@@ -16,6 +16,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from .. import session
+from ..profile import writing_path
+from ..profile.paths import replaceable
 from ..profile.records import ProbeRecord
 from .loop import LiveLoop
 
@@ -38,10 +40,11 @@ def run_live(options, screen, redirect: bool, hz: float = LIVE_HZ):
     Returns (Outcome, cost dict, the log path or None)."""
     path = session.prepare(options)
     log = log_path_for(path) if redirect else None
-    extra = {"log_path": str(log) if log else None, "mode": "live"}
-    with _output_to(log) as terminal:
+    log_now = writing_path(log) if log else None  # an earlier log is replaced only at the end
+    extra = {"log_path": str(log_now) if log else None, "mode": "live"}
+    with _output_to(log_now) as terminal:
         screen.open(terminal)
-        loop = LiveLoop(path, screen.draw, hz, extra=extra)
+        loop = LiveLoop(writing_path(path), screen.draw, hz, extra=extra)
         stopped = {}
 
         def on_stop(submit):
@@ -56,7 +59,10 @@ def run_live(options, screen, redirect: bool, hz: float = LIVE_HZ):
         finally:
             if not stopped:
                 stopped.update(loop.stop())
+            loop.follower.moved_to(path)  # the profile took its final name
             screen.close(_final_state(loop))
+    if log_now is not None and log_now != log and replaceable(log):
+        os.replace(log_now, log)
     return outcome, stopped, log
 
 
@@ -88,7 +94,8 @@ def _output_to(log):
         return
     saved = os.dup(1), os.dup(2)
     terminal = os.fdopen(os.dup(saved[0]), "w", encoding="utf-8", errors="replace")
-    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0),
+                 0o644)
     try:
         os.dup2(fd, 1)
         os.dup2(fd, 2)

@@ -52,6 +52,9 @@ def _check_file(path: Path):
         raise ProfileError(f"{path} is not a regular file (a device or pipe), not a profile")
     if not path.exists():
         raise ProfileError(f"no such profile: {path}")
+    if path.stat().st_size == 0:
+        raise ProfileError(f"{path} is empty: its job is starting (follow it with `paddletune "
+                           f"watch {path}`) or was killed before it wrote anything")
 
 
 def _read(path: str, lines: Iterable[bytes]) -> Profile:
@@ -109,6 +112,9 @@ class LineDecoder:
         return out
 
     def _parse(self, lineno, raw):
+        if self.schema is None and (b"\0" in raw or not _text(raw)):
+            raise ProfileError(f"{self.path}:{lineno}: binary data, not a paddletune profile "
+                               f"(a JSON Lines file `paddletune profile` writes)")
         try:
             obj = json.loads(raw)
         except (ValueError, RecursionError) as err:
@@ -208,6 +214,14 @@ class _Reader:
     def _record(self, lineno: int, raw: bytes):
         for record in self.decoder.decode(lineno, raw):
             self.acc.add(record)
+
+
+def _text(raw: bytes) -> bool:
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def _what(obj) -> str:

@@ -1,6 +1,8 @@
-"""Where profiles go: ./paddletune-runs/<time>-<script>.jsonl, and the newest one there."""
+"""Where profiles go: ./paddletune-runs/<time>-<script>.jsonl, the newest one there, and where
+a profile is written until it is complete (never over an earlier one)."""
 
 import os
+import stat
 import time
 from pathlib import Path
 
@@ -31,10 +33,51 @@ def new_run_path(script_name: str, suffix: str, runs_dir=RUNS_DIR) -> Path:
             n += 1
 
 
-def latest(runs_dir=RUNS_DIR) -> Path:
-    """The newest profile in `runs_dir`, or ProfileError saying how to make one."""
-    runs = sorted(Path(runs_dir).glob("*.jsonl"), key=lambda p: p.stat().st_mtime)
+def writing_path(path: Path) -> Path:
+    """Where a profile (or log) for `path` is written while its job runs: `path` itself while
+    it holds nothing, else `<name>.<pid>.part` beside it, renamed over `path` once complete
+    (ProfileWriter's `final`), so an earlier profile there survives a run that is killed,
+    fails to write, or is still going. A symbolic link at `path` is never written through."""
+    try:
+        st = path.lstat()
+    except FileNotFoundError:
+        return path
+    if stat.S_ISLNK(st.st_mode) or (stat.S_ISREG(st.st_mode) and st.st_size > 0):
+        return path.with_name(f"{path.name}.{os.getpid()}.part")
+    return path  # empty, or not a file at all (/dev/full, a pipe): written as it is
+
+
+def replaceable(path: Path) -> bool:
+    """Whether `path` may be renamed over: missing, a regular file or a symbolic link (never
+    a device or a pipe)."""
+    try:
+        mode = path.lstat().st_mode
+    except FileNotFoundError:
+        return True
+    return stat.S_ISREG(mode) or stat.S_ISLNK(mode)
+
+
+def open_new(path: Path):
+    """`path` opened for writing text (created, or truncated when empty) without following a
+    symbolic link planted there (OSError then)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0)
+    fd = os.open(path, flags | getattr(os, "O_CLOEXEC", 0), 0o666)
+    return os.fdopen(fd, "w", encoding="utf-8")
+
+
+def latest(runs_dir=RUNS_DIR, starting: bool = False) -> Path:
+    """The newest profile in `runs_dir`, or ProfileError saying how to make one. A profile
+    still empty (its job is starting, or was killed before it wrote its header) is left
+    out unless `starting` (`watch` follows a job from its first line)."""
+    runs = []
+    for path in Path(runs_dir).glob("*.jsonl"):
+        try:
+            st = path.stat()
+        except OSError:  # removed meanwhile
+            continue
+        if starting or st.st_size > 0:
+            runs.append((st.st_mtime, path))
     if not runs:
         raise ProfileError(f"no profile found in ./{runs_dir}/; make one with "
                            f"`paddletune profile train.py` or pass a profile path")
-    return runs[-1]
+    return max(runs)[1]

@@ -2,9 +2,11 @@
 background flusher passes them through the accumulator (which folds a long job's steps into
 windows) and appends what it keeps to the file, so the file and the memory stay bounded and
 a kill loses at most the last flush interval (and the open windows). `finish()` closes the
-windows and writes the summary, computed from what was kept: the file is never read back."""
+windows and writes the summary, computed from what was kept (the file is never read back),
+then renames a profile written beside an earlier one (paths.writing_path) over it."""
 
 import json
+import os
 import sys
 import threading
 import time
@@ -17,6 +19,7 @@ from .codec import StepCompressor, to_json
 from .schema import encode
 from .figures import Summary
 from .load import assemble
+from .paths import open_new, replaceable
 from .summarize import summarize
 
 
@@ -28,9 +31,11 @@ class ProfileWriter:
     windows whose time is up are closed at each flush, so a follower sees them."""
 
     def __init__(self, path, flush_interval_s=0.5, warn=None,
-                 clock: Optional[Callable[[], float]] = None, head_steps: Optional[int] = None):
+                 clock: Optional[Callable[[], float]] = None, head_steps: Optional[int] = None,
+                 final=None):
         self.path = Path(path)
-        self._file = open(self.path, "w", encoding="utf-8")  # errors here: caller reports them
+        self.final = Path(final) if final is not None else self.path  # renamed to once done
+        self._file = open_new(self.path)  # errors here: the caller reports them
         self.accumulator = Accumulator(head_steps)
         self._steps = StepCompressor()
         self._pending: List = []
@@ -42,6 +47,7 @@ class ProfileWriter:
         self._warn = warn or (lambda msg: print(f"paddletune: warning: {msg}", file=sys.stderr))
         self.failed: Optional[str] = None
         self.n_written = 0
+        self._owner = os.getpid()  # a process the job forks never writes the profile
         self._thread = threading.Thread(target=self._loop, name="paddletune-writer", daemon=True)
         self._thread.start()
 
@@ -58,7 +64,11 @@ class ProfileWriter:
             self.flush()
 
     def flush(self):
-        """Pass every queued record through the accumulator; write what it keeps."""
+        """Pass every queued record through the accumulator; write what it keeps (in a
+        process the job forked: drop them)."""
+        if os.getpid() != self._owner:
+            self._pending = []
+            return
         with self._lock:
             self._last_flush = time.monotonic()
             batch, self._pending = self._pending, []
@@ -87,7 +97,24 @@ class ProfileWriter:
             else:
                 self._write([summary])
         self.close()
-        return None if self.failed else summary
+        if self.failed:
+            return None
+        self._publish()
+        return summary
+
+    def _publish(self):
+        """The complete profile takes its final name (replacing an earlier one only now)."""
+        if self.final == self.path:
+            return
+        if not replaceable(self.final):
+            self._warn(f"{self.final} is not a regular file: the profile stays in {self.path}")
+            return
+        try:
+            os.replace(self.path, self.final)
+        except OSError as err:
+            self.failed = str(err)
+            self._warn(f"could not rename {self.path} to {self.final}: {err}; the profile is "
+                       f"in {self.path}")
 
     def close(self):
         """Write what is queued and close the file (idempotent)."""
@@ -105,7 +132,7 @@ class ProfileWriter:
                 self._file = None
 
     def _write(self, records):
-        if not records or self.failed or self._file is None:
+        if not records or self.failed or self._file is None or os.getpid() != self._owner:
             return
         try:
             self._file.write("".join(self._line(x) for x in records))

@@ -132,10 +132,11 @@ class TrialRunner:
 
     def command(self, steps, profile_path, duration_s=None) -> List[str]:
         """`paddletune profile --quiet --steps N --out PROFILE TARGET -- ARGS`, as
-        paddletune.trialrun runs it (without the command line's parser: faster to start)."""
+        paddletune.trialrun runs it (without the command line's parser: faster to start),
+        through `launcher()`: nothing is imported from the working directory."""
         target = ["-m", self.script] if self.module else [self.script]
         limit = ["--duration", str(duration_s)] if duration_s is not None else []
-        return [self.python, "-m", "paddletune.trialrun", "--steps", str(steps), *limit,
+        return [self.python, "-c", launcher(), "--steps", str(steps), *limit,
                 "--out", str(profile_path), *target, "--", *self.args]
 
     def run(self, setting, env, steps, timeout_s, phase, label, duration_s=None) -> Trial:
@@ -165,6 +166,18 @@ class TrialRunner:
         measure(trial, profile_path, proc.returncode, timed_out, timeout_s, env,
                 counted=duration_s is not None)
         return trial
+
+
+def launcher() -> str:
+    """The `python -c` code that starts a trial: `python -m paddletune.trialrun` would put
+    the working directory first on sys.path, and a `psutil.py` (or any module paddletune
+    imports) planted there would run in every trial. Instead that first entry becomes the
+    directory paddletune is installed in (already on the path) before anything else is
+    imported; the session then puts the script's directory there, as `python train.py`
+    does (and the working directory for `-m`, as `python -m` does)."""
+    home = str(Path(__file__).resolve().parents[2])
+    return (f"import sys; sys.path[0] = {home!r}; "
+            f"from paddletune.trialrun import main; sys.exit(main())")
 
 
 def _private_bytecode(env, where: Path) -> Optional[Path]:
