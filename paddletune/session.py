@@ -173,8 +173,7 @@ def run(options: Options, path: Optional[Path] = None, on_stop=None) -> Outcome:
     with session.probes_running():
         status, reason, message = session.execute()
     if on_stop is not None:
-        if threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGINT, signal.SIG_DFL)  # from here a 2nd Ctrl-C kills
+        _second_ctrl_c_kills()
         on_stop(writer.submit)
     outcome = Outcome(status, reason, path, message)
     session.finish(outcome)
@@ -273,7 +272,7 @@ class _Session:
         script forked that comes back here (its sys.exit, an exception) ends as Python would
         end it, without touching the profile: the job's own process writes it."""
         owner = os.getpid()
-        with _as_main(self.options), _stop_signals_raise():
+        with _as_main(self.options), _stop_signals_raise(self.source):
             try:
                 _run_target(self.options)
                 outcome = 0, "returned", None
@@ -289,7 +288,8 @@ class _Session:
                 name = signal.Signals(exc.args[0]).name
                 outcome = 128 + exc.args[0], "terminated", f"terminated by {name}"
             except KeyboardInterrupt:
-                _print_script_traceback(*sys.exc_info())
+                _second_ctrl_c_kills()  # the script's cleanup (a DataLoader's) may run in a
+                _print_script_traceback(*sys.exc_info())  # finalizer, which drops exceptions
                 outcome = 130, "interrupted", "interrupted (Ctrl-C)"
             except BaseException as exc:  # the script's own error: print it as Python would
                 _print_script_traceback(*sys.exc_info())
@@ -304,8 +304,7 @@ class _Session:
 
     def finish(self, outcome: Outcome):
         """Write the exit event and the summary; a second Ctrl-C from here kills at once."""
-        if threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGINT, signal.SIG_DFL)
+        _second_ctrl_c_kills()
         self._overrides_event()
         self.event(ExitEvent, status=outcome.status, reason=outcome.reason,
                    message=outcome.message, train_steps=self.n_train_steps)
@@ -394,6 +393,15 @@ def _as_main(options):
             sys.path[0] = saved_path0
 
 
+def _second_ctrl_c_kills():
+    """From now on Ctrl-C ends the process at once (SIGINT's default action), as a user
+    pressing it a second time means: the script's own cleanup after the first one (a
+    DataLoader stopping its workers, often run by a finalizer, where a KeyboardInterrupt
+    would be dropped) is not waited for."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _end_forked_child(status: int):
     """A process the script forked returned into the session: exit as that process would
     have (its output flushed, `status`), leaving the profile to the job's own process, as
@@ -406,18 +414,56 @@ def _end_forked_child(status: int):
     os._exit(status)
 
 
+SECOND_CTRL_C_S = 5.0  # a Ctrl-C this soon after the last one ends the job at once
+
+
+RESEND_S = 0.005  # a signal that landed in a native callback is sent again this much later
+
+
+def _resent(source, signum, frame) -> bool:
+    """When the handler of `signum` runs inside a native callback (where the exception it
+    would raise is dropped), send the signal again a moment later, once the callback has
+    returned; True if it did."""
+    if source is None or not source.in_native_callback(frame):
+        return False
+    resend = threading.Timer(RESEND_S, os.kill, (os.getpid(), signum))
+    resend.daemon = True
+    resend.start()
+    return True
+
+
 @contextmanager
-def _stop_signals_raise():
-    """SIGTERM and SIGHUP raise Terminated in the script (main thread only), so the session
-    finishes the profile before the process ends."""
+def _stop_signals_raise(source=None):
+    """While the script runs (main thread only): SIGTERM and SIGHUP raise Terminated, so the
+    session finishes the profile before the process ends; SIGINT raises KeyboardInterrupt as
+    Python's own handler does, but a second one within SECOND_CTRL_C_S of the first ends the
+    process at once by SIGINT. That second press may land in the script's cleanup after the
+    first (a DataLoader's iterator is closed by a finalizer as the exception unwinds, and a
+    KeyboardInterrupt raised in a finalizer is printed as "Exception ignored" and dropped).
+    A script that installed its own SIGINT handler keeps it."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
+    last = [None]
 
-    def handler(signum, frame):
+    def stop(signum, frame):
+        if _resent(source, signum, frame):
+            return
         raise Terminated(signum)
 
-    previous = {sig: signal.signal(sig, handler) for sig in STOP_SIGNALS}
+    def interrupt(signum, frame):
+        if _resent(source, signum, frame):
+            return
+        now = time.monotonic()
+        if last[0] is not None and now - last[0] < SECOND_CTRL_C_S:
+            _second_ctrl_c_kills()
+            os.kill(os.getpid(), signal.SIGINT)
+        last[0] = now
+        raise KeyboardInterrupt
+
+    previous = {sig: signal.signal(sig, stop) for sig in STOP_SIGNALS}
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        previous[signal.SIGINT] = signal.signal(signal.SIGINT, interrupt)
     try:
         yield
     finally:

@@ -1,6 +1,6 @@
 """End-to-end `paddletune profile` runs in real subprocesses: the script runs exactly as under
 `python`, its exit paths and signals give Python's status, and the profile survives them all
-(RELIABILITY.md cases 16-21, 25)."""
+(docs/reliability.md cases 16-21, 25)."""
 
 import json
 import os
@@ -142,10 +142,12 @@ def test_os_exit_leaves_a_profile_readable_to_its_last_flush(tmp_path):
     assert prof.summary.exit.reason == "unknown"
 
 
-def _start_endless(tmp_path, command=None):
-    """An endless training loop under `command` (default: `paddletune profile -q --out
-    p.jsonl`), once it has run 20 steps."""
-    script = write_script(tmp_path, """
+def _start_endless(tmp_path, procs, command=None, body=None):
+    """An endless training loop (or `body`, which prints "running" when it runs) under
+    `command` (default: `paddletune profile -q --out p.jsonl`), once it has run 20 steps;
+    started through the `procs` fixture (a process group of its own, SIGINT at its default,
+    killed whatever the test's end)."""
+    script = write_script(tmp_path, body or """
         def announce(step, x):
             if step == 20:
                 print("running", flush=True)
@@ -154,14 +156,14 @@ def _start_endless(tmp_path, command=None):
         """)
     command = command or [sys.executable, "-m", "paddletune", "profile", "-q",
                           "--interval", "0.05", "--out", "p.jsonl"]
-    proc = subprocess.Popen([*command, str(script)], cwd=tmp_path, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = procs.popen([*command, str(script)], cwd=tmp_path, stdout=subprocess.PIPE,
+                       stderr=subprocess.PIPE, text=True)
     assert proc.stdout.readline() == "running\n"
     return proc
 
 
-def test_sigint_keeps_the_profile_and_dies_by_sigint(tmp_path):
-    proc = _start_endless(tmp_path)
+def test_sigint_keeps_the_profile_and_dies_by_sigint(tmp_path, procs):
+    proc = _start_endless(tmp_path, procs)
     proc.send_signal(signal.SIGINT)
     _, stderr = proc.communicate(timeout=TIMEOUT_S)
     assert proc.returncode == -signal.SIGINT, stderr  # a shell shows 130
@@ -171,11 +173,14 @@ def test_sigint_keeps_the_profile_and_dies_by_sigint(tmp_path):
     assert prof.summary.n_steps >= 20
 
 
-def test_sigterm_keeps_the_profile_and_exits_143(tmp_path):
-    proc = _start_endless(tmp_path)
-    proc.send_signal(signal.SIGTERM)
+@pytest.mark.parametrize("sig, status", [(signal.SIGTERM, 143), (signal.SIGHUP, 129)])
+def test_sigterm_and_sighup_keep_the_profile(tmp_path, procs, sig, status):
+    """SIGTERM (a scheduler, `kill`) and SIGHUP (the terminal or ssh session closed) finish
+    the profile, exit record and summary included, and exit as a shell reports them."""
+    proc = _start_endless(tmp_path, procs)
+    proc.send_signal(sig)
     proc.communicate(timeout=TIMEOUT_S)
-    assert proc.returncode == 143
+    assert proc.returncode == status
     prof = load(tmp_path / "p.jsonl")
     assert prof.complete and prof.summary.exit.reason == "terminated"
 
@@ -336,14 +341,36 @@ def test_report_of_a_corrupt_profile_names_the_line(tmp_path):
     assert f"{bad}:3: corrupt profile record" in proc.stderr and "Traceback" not in proc.stderr
 
 
-def test_sigkill_leaves_a_profile_readable_to_its_last_full_line(tmp_path):
-    proc = _start_endless(tmp_path)
+def test_sigkill_leaves_a_profile_readable_to_its_last_full_line(tmp_path, procs):
+    proc = _start_endless(tmp_path, procs)
     time.sleep(2.5)  # flushes happen every 0.5 s (at most 1 s late when starved)
     proc.kill()
     proc.communicate(timeout=TIMEOUT_S)
     prof = load(tmp_path / "p.jsonl")
     assert not prof.complete and prof.summary.n_steps >= 20
     assert prof.summary.exit.reason == "unknown"
+
+
+def test_a_ctrl_c_the_script_catches_lets_it_go_on_as_under_python(tmp_path, procs):
+    """A script that catches KeyboardInterrupt (a "stop and save" loop) goes on after it as
+    under plain Python: only a second Ctrl-C soon after the first ends the job at once."""
+    proc = _start_endless(tmp_path, procs, body="""
+        def announce(step, x):
+            if step == 20:
+                print("running", flush=True)
+            return x
+        try:
+            train(None, announce)
+        except KeyboardInterrupt:
+            print("saving", flush=True)
+            train(30)
+            print("saved", flush=True)
+        """)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=TIMEOUT_S)
+    assert proc.returncode == 0, err
+    assert out == "saving\nsaved\n"
+    assert load(tmp_path / "p.jsonl").summary.exit.reason == "returned"
 
 
 @pytest.mark.skipif(not os.access("/dev/full", os.W_OK), reason="needs a writable /dev/full")

@@ -1,4 +1,4 @@
-"""The reader's faults, each in a real subprocess with a hard timeout (RELIABILITY.md cases
+"""The reader's faults, each in a real subprocess with a hard timeout (docs/reliability.md cases
 1-12): a failing, killed, crashed or hung worker, shared memory running out, odd generators,
 the user's loop failing or breaking, and leaks. Every case also checks that no process of the
 script outlives it."""
@@ -270,6 +270,30 @@ def test_hung_worker_with_timeout_raises_and_is_reaped(tmp_path, ignores_sigterm
     assert r["alive"] == [] and r["children"] == []
 
 
+def test_a_stuck_reader_thread_with_timeout_raises_at_the_timeout(tmp_path):
+    """A generator stuck in a thread producer: ReaderTimeout at the timeout (not after also
+    waiting for a thread that cannot be stopped), saying the thread stays inside the
+    generator and that a worker process would be stopped at once."""
+    body = """
+    def gen():
+        yield batch(0)
+        time.sleep(3)
+
+    it = make_loader(timeout=1).set_batch_generator(gen)()
+    next(it)
+    t0 = time.monotonic()
+    try:
+        next(it)
+    except fluid.io.ReaderTimeout as err:
+        report(waited=time.monotonic() - t0, message=str(err))
+    """
+    case = run_case(tmp_path, body)
+    assert case.rc == 0, case.err
+    r = case.report
+    assert 1.0 <= r["waited"] < 1.5, r
+    assert "stays inside your generator" in r["message"] and "num_workers=1" in r["message"]
+
+
 # --- 7: an item that cannot be pickled -------------------------------------------------------
 def test_unpicklable_batch_is_an_immediate_error_naming_the_index(tmp_path):
     body = '''
@@ -478,6 +502,34 @@ def test_ctrl_c_under_profile_writes_the_profile_and_reaps_the_workers(tmp_path)
     loaded = prof.load(out)
     assert loaded.complete and len(training_steps(out)) >= 20
     assert loaded.events_of("exit")[0].reason == "interrupted"
+
+
+def test_a_second_ctrl_c_during_the_dataloaders_cleanup_ends_the_job_at_once(tmp_path):
+    """A first Ctrl-C in the loop's body leaves the DataLoader's iterator suspended; it is
+    cleaned up (here: a reader thread inside a slow generator, waited for 2 s) by a finalizer
+    once the traceback is dropped, and a KeyboardInterrupt raised in a finalizer is printed
+    as "Exception ignored" and dropped: the second Ctrl-C was swallowed and the job went on.
+    It must end the job at once, by SIGINT, as its user means."""
+    body = """
+    def gen():
+        for i in range(10**6):
+            if i == 22:
+                time.sleep(30)  # the reader thread is inside the generator at the Ctrl-C
+            yield batch(i)
+
+    for step, data in enumerate(make_loader().set_batch_generator(gen)()):
+        exe.run(main, feed=data, fetch_list=[total])
+        if step == 20:
+            time.sleep(0.8)  # the profile's first flush
+            threading.Timer(0.3, os.kill, (os.getpid(), signal.SIGINT)).start()  # the 2nd
+            os.kill(os.getpid(), signal.SIGINT)  # the 1st, landing in the loop's body
+            time.sleep(1)
+    """
+    out = tmp_path / "run.jsonl"
+    case = run_case(tmp_path, body, profile_out=out)
+    assert case.rc == -2, case.err  # died by SIGINT
+    assert "Exception ignored" not in case.err, case.err
+    assert len(training_steps(out)) >= 20  # readable up to its last flush
 
 
 @pytest.mark.parametrize("how", ["sys.exit(3)", "os._exit(5)"])

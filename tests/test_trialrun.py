@@ -71,10 +71,10 @@ def test_a_missing_script_or_bad_options_are_one_line_and_exit_2(tmp_path):
 @pytest.mark.parametrize("sig, status, reason", [
     (signal.SIGINT, -signal.SIGINT, "interrupted"),  # Ctrl-C: dies by SIGINT, as Python
     (signal.SIGTERM, 143, "terminated")])  # the tuner's timeout: the profile is kept
-def test_signals_end_the_trial_as_profile_does_with_the_profile_written(tmp_path, sig, status,
-                                                                        reason):
-    proc = _start_endless(tmp_path, [sys.executable, "-m", "paddletune.trialrun",
-                                     "--steps", "1000000", "--out", "p.jsonl"])
+def test_signals_end_the_trial_as_profile_does_with_the_profile_written(tmp_path, procs, sig,
+                                                                        status, reason):
+    proc = _start_endless(tmp_path, procs, [sys.executable, "-m", "paddletune.trialrun",
+                                            "--steps", "1000000", "--out", "p.jsonl"])
     proc.send_signal(sig)
     proc.communicate(timeout=TIMEOUT_S)
     assert proc.returncode == status

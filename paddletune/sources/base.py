@@ -109,6 +109,11 @@ class Source:
         [AppliedOverride], "skipped" [NoEffect]}, None when nothing was asked or applied."""
         return None
 
+    def in_native_callback(self, frame) -> bool:
+        """Whether `frame` (where a signal handler was called) runs inside a callback native
+        code made into Python: an exception raised there is dropped, not propagated."""
+        return False
+
     def is_oom(self, exc: BaseException) -> bool:
         """Whether an exception the script raised means out of memory."""
         from ..oom import is_oom

@@ -146,6 +146,9 @@ def _free(ctx, ptr, size):
 
 
 _CALLBACKS = (_MALLOC(_malloc), _CALLOC(_calloc), _REALLOC(_realloc), _FREE(_free))
+# the code of the functions NumPy calls from C: a signal handler that finds one of them on its
+# stack knows an exception it raises would be dropped (a profiler re-sends its signal instead)
+CALLBACK_CODES = frozenset(fn.__code__ for fn in (_malloc, _calloc, _realloc, _free))
 
 
 def _detach_at_exit():

@@ -2,7 +2,7 @@
 
 The pool's NumPy callbacks are Python code called from C: an exception a signal handler raises
 inside one (KeyboardInterrupt on Ctrl-C, a SIGTERM handler's exception) cannot propagate and
-would be lost. So while the executor runs a step, SIGINT/SIGTERM handlers only record the
+would be lost. So while the executor runs a step, SIGINT/SIGTERM/SIGHUP handlers only record the
 signal; on the way out the original handlers run, in order, in the executor's own frame (a
 Ctrl-C during a step takes effect when the step ends). Threads other than the main thread never
 run signal handlers, so there this does nothing.
@@ -17,7 +17,8 @@ except ImportError:  # another Python implementation
     _sig = signal
 
 _SIGNALS = tuple(int(s) for s in (getattr(signal, "SIGINT", None),
-                                  getattr(signal, "SIGTERM", None)) if s is not None)
+                                  getattr(signal, "SIGTERM", None),
+                                  getattr(signal, "SIGHUP", None)) if s is not None)
 _main_ident = threading.main_thread().ident
 
 

@@ -293,8 +293,9 @@ class GeneratorLoader:
             p.device = DeviceStage(p.queue, self._places[0])
         return p
 
-    def _end(self, p, how, detail=""):
-        """Finish pass `p`: stop its producer and workers and record how it ended."""
+    def _end(self, p, how, detail="", join_s=_JOIN_S):
+        """Finish pass `p`: stop its producer and workers and record how it ended (waiting up
+        to `join_s` for a producer thread still inside the generator)."""
         if p.thread is None:
             return
         p.stop.set()
@@ -308,8 +309,8 @@ class GeneratorLoader:
             p.shares_gil = False
             GIL_SHARING.end()
         if thread is not threading.current_thread():
-            thread.join(_JOIN_S)
-            if thread.is_alive():
+            thread.join(join_s)
+            if thread.is_alive() and join_s:
                 warnings.warn(f"{self.name}: the reader thread is still inside your generator "
                               f"after {_JOIN_S:.0f} s; it exits when the generator yields its "
                               f"next item", RuntimeWarning, stacklevel=3)
@@ -391,11 +392,16 @@ class GeneratorLoader:
             p.over = True
             return None
         except TimeoutError:
-            self._end(p, "error", f"timeout after {self._timeout:g} s")
+            stuck = p.pool is None and p.thread is not None  # a thread can't be stopped
+            self._end(p, "error", f"timeout after {self._timeout:g} s", join_s=0)
             raise ReaderTimeout(f"{self.name}: no batch arrived within timeout="
                                 f"{self._timeout:g} s ({p.popped} batches taken so far this "
                                 f"pass). The generator or a worker is stuck or too slow; raise "
-                                f"timeout= or make the reader faster") from None
+                                f"timeout= or make the reader faster" + (
+                                    ". The reader thread stays inside your generator until "
+                                    "it yields (a thread cannot be stopped from outside); "
+                                    "with num_workers=1 a stuck generator's process is "
+                                    "stopped at once" if stuck else "")) from None
         except BaseException as err:
             self._end(p, "error", f"{type(err).__name__}: {err}")
             raise

@@ -69,6 +69,17 @@ class FluidSource(Source):
         from runtime import blas
         return _safe(blas.get_blas_threads)
 
+    def in_native_callback(self, frame) -> bool:
+        """Inside the runtime's NumPy allocator callbacks (memory/numpy_hook.py), which NumPy
+        calls from C whenever a pooled array is made or freed."""
+        from runtime.memory import numpy_hook
+        codes = numpy_hook.CALLBACK_CODES
+        while frame is not None:
+            if frame.f_code in codes:
+                return True
+            frame = frame.f_back
+        return False
+
     def queue_sizes(self) -> Dict[int, int]:
         return {ld.id: ld.queue.size() for ld in live_loaders()}
 
