@@ -37,8 +37,11 @@ def first_values(loader):
     return [int(np.array(d[0]["x"])[0, 0]) for d in loader()]
 
 
-def producer_threads():
-    return [t for t in threading.enumerate() if t.name.endswith("-producer")]
+def producer_threads(loader=None):
+    """Producer threads alive (of `loader` only, when given: a stuck generator of an earlier
+    test may still hold its thread for a while)."""
+    suffix = f"{loader.name}-producer" if loader is not None else "-producer"
+    return [t for t in threading.enumerate() if t.name.endswith(suffix)]
 
 
 def wait_until(predicate, timeout=5.0):
@@ -396,7 +399,7 @@ class TestCleanup:
         for i, _ in enumerate(loader()):
             if i == 3:
                 break
-        assert wait_until(lambda: not producer_threads(), 1.5)
+        assert wait_until(lambda: not producer_threads(loader), 1.5)
 
     def test_reset_mid_pass(self):
         main, startup = fluid.Program(), fluid.Program()
@@ -409,7 +412,7 @@ class TestCleanup:
         exe = fluid.Executor(fluid.CPUPlace())
         exe.run(main)
         reader.reset()
-        assert not producer_threads()
+        assert not producer_threads(reader)
         reader.start()  # a fresh pass starts from the first batch
         exe.run(main)
         reader.reset()

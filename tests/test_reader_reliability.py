@@ -481,7 +481,74 @@ def test_running_out_of_descriptors_says_how_to_raise_the_limit(tmp_path):
     assert "ulimit -n" in case.err
 
 
+def test_running_out_of_descriptors_after_the_workers_started_says_so(tmp_path):
+    """The trainer exhausts its file descriptors while the workers run: the next batch that
+    needs a new shared-memory buffer cannot be taken. It was reported as the worker having
+    "closed its channel"; it is the trainer's limit, and the error says how to raise it."""
+    body = '''
+    import resource
+    resource.setrlimit(resource.RLIMIT_NOFILE, (256, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+
+    def gen():
+        for i in range(2000):  # a larger buffer once the trainer holds every descriptor
+            yield batch(i, rows=4096 if os.path.exists("hogging") else 1)
+
+    open("ready", "w").close()
+    hog = []
+    try:
+        for step, data in enumerate(make_loader(num_workers=1).set_batch_generator(gen)()):
+            exe.run(main, feed=data, fetch_list=[total])
+            if step == 1:
+                try:
+                    while True:
+                        hog.append(open(os.devnull))
+                except OSError:
+                    os.rename("ready", "hogging")  # needs no descriptor
+    finally:
+        for f in hog:
+            f.close()
+    '''
+    case = run_case(tmp_path, body)
+    assert case.rc == 1, case.err
+    assert "the trainer has run out of file descriptors" in case.err
+    assert "RLIMIT_NOFILE, is 256" in case.err and "ulimit -n" in case.err
+    assert "closed its channel" not in case.err
+
+
 # --- the trainer ends while workers run ------------------------------------------------------
+@pytest.mark.parametrize("end", ["os.kill(os.getpid(), signal.SIGKILL)", "pass"])
+def test_a_process_the_generator_started_does_not_outlive_its_worker(tmp_path, end):
+    """A generator in a worker starts a process of its own; the trainer is killed by SIGKILL
+    (no cleanup at all), or ends its pass: that grandchild goes too."""
+    body = f"""
+    import subprocess
+
+    def gen():
+        info = fluid.io.get_worker_info()
+        helper = subprocess.Popen(["sleep", "60"])
+        with open("helper.pid", "w") as f:
+            f.write(str(helper.pid))
+        for i in range(10**6):
+            yield batch(i)
+
+    train(make_loader(num_workers=1).set_batch_generator(gen), steps=5)
+    {end}
+    """
+    run_case(tmp_path, body)
+    helper = int((tmp_path / "helper.pid").read_text())
+    deadline = time.monotonic() + 3
+    while time.monotonic() < deadline and _running(helper):
+        time.sleep(0.05)
+    assert not _running(helper)
+
+
+def _running(pid) -> bool:
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
 def test_ctrl_c_under_profile_writes_the_profile_and_reaps_the_workers(tmp_path):
     body = '''
     def gen():

@@ -177,3 +177,18 @@ def test_memory_objective_finds_the_lower_peak_for_real(tmp_path):
     assert final["peak_bytes"] < final["baseline_peak_bytes"]
     assert "Best: FLAGS_eager_delete_tensor_gb=0.0" in run.stdout
     assert "export FLAGS_eager_delete_tensor_gb=0.0" in run.stdout
+
+
+def test_an_output_folder_fails_before_any_trial_runs(tmp_path):
+    """`tune --out DIR` said so only after its baseline trial; like `profile --out DIR` it
+    fails before anything runs."""
+    script = tmp_path / "job.py"
+    script.write_text("raise SystemExit('a trial ran')\n")
+    folder = tmp_path / "records"
+    folder.mkdir()
+    run = subprocess.run([sys.executable, "-m", "paddletune", "tune", "--out", str(folder),
+                          str(script)], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=60)
+    assert run.returncode != 0
+    assert f"--out {folder} is a directory" in run.stderr and "Traceback" not in run.stderr
+    assert not list(tmp_path.glob("*.trials")) and not list(folder.iterdir())

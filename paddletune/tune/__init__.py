@@ -27,7 +27,8 @@ def tune(script, args, options: TuneOptions, out: Optional[str] = None, progress
          module=False, env=None):
     """Tune `script`; returns (tuner, record path). The record is saved after every trial."""
     path = Path(out) if out else rec.default_path(script)
-    path = path.resolve()
+    path = Path(os.path.abspath(path))
+    check_record_path(path)
     workdir = path.with_name(path.name[:-len(rec.SUFFIX)] + ".trials"
                              if path.name.endswith(rec.SUFFIX) else path.name + ".trials")
     base_env = dict(os.environ if env is None else env)
@@ -51,6 +52,23 @@ def tune(script, args, options: TuneOptions, out: Optional[str] = None, progress
         save(tuner)
         runner.close()
     return tuner, path
+
+
+def check_record_path(path: Path):
+    """The tuning record can be written at `path` (checked before any trial runs, as
+    `paddletune profile` checks --out); TuneError saying what to pass otherwise."""
+    if path.is_dir():
+        raise TuneError(f"--out {path} is a directory; give a file name such as "
+                        f"{path / ('run' + rec.SUFFIX)}")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise TuneError(f"cannot create the folder {path.parent} for the tuning record: "
+                        f"{err.strerror or err}") from None
+    target = path if path.exists() else path.parent
+    if not os.access(target, os.W_OK):
+        raise TuneError(f"cannot write the tuning record: {target} is not writable; pass "
+                        f"--out with a writable location")
 
 
 @contextlib.contextmanager

@@ -6,6 +6,9 @@ before forking (an import lock held by another trainer thread at fork time would
 released here), touches no lock of the trainer's (no events, no profile writer) and never
 imports a GPU library.
 
+Each worker leads a process group of its own (the processes its generator starts join it), so
+that a worker whose trainer died, or that the trainer stops, takes them with it.
+
 Signals: the trainer stops a worker with STOP_SIGNAL (SIGUSR1), blocked from before the fork
 until its handler is in place. SIGINT and SIGTERM get handlers that do nothing: Ctrl-C and a
 SIGTERM sent to the whole process group (a preempted job) are the trainer's to handle, and it
@@ -146,6 +149,10 @@ def _produce(source, conn, info, use_shm, prefetch):
 def _settle_process(info, parent_pid):
     """Signals, RNG seeds, BLAS threads and a watchdog for a freshly forked worker (the
     modules used here were imported by the trainer before it forked: prepare_trainer)."""
+    try:  # a process group of its own: what the generator starts can be stopped with us
+        os.setpgid(0, 0)
+    except OSError:
+        pass
     signal.signal(signal.SIGINT, _ignore)
     signal.signal(signal.SIGTERM, _ignore)
     signal.signal(STOP_SIGNAL, _on_stop)
@@ -185,10 +192,13 @@ def _on_stop(signum, frame):
 
 
 def _watch_parent(parent_pid):
-    """Exit when the trainer dies (SIGKILL leaves no one to send us SIGTERM)."""
+    """Exit when the trainer dies (SIGKILL leaves no one to send us SIGTERM), and take
+    whatever the generator started with us: our process group."""
     while True:
         time.sleep(PARENT_POLL_S)
         if os.getppid() != parent_pid:
+            if os.getpgid(0) == os.getpid():
+                os.killpg(os.getpid(), signal.SIGKILL)
             os._exit(0)
 
 

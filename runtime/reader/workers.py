@@ -127,17 +127,19 @@ class WorkerPool:
         return _Worker(index, proc, conn)
 
     def _too_many_files(self, index):
-        try:
-            import resource
-            soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-        except (ImportError, OSError, ValueError):
-            soft = hard = None
-        target = 4096 if hard in (None, -1) or hard >= 4096 else hard
+        soft, target = _descriptor_limits()
         return (f"cannot start {self.what} {index} of {self.name}: too many open files (the "
                 f"process's limit, RLIMIT_NOFILE, is {soft}; each worker needs about 4 file "
-                f"descriptors). Raise it before starting the job: `ulimit -n {target}` in the "
-                f"shell, or resource.setrlimit(resource.RLIMIT_NOFILE, ({target}, hard)) in "
-                f"the script; or use fewer workers")
+                f"descriptors). {_RAISE_LIMIT.format(target=target)}; or use fewer workers")
+
+    def _no_descriptor(self, worker):
+        soft, target = _descriptor_limits()
+        return (f"{self.name}: the trainer has run out of file descriptors (too many open "
+                f"files: the process's limit, RLIMIT_NOFILE, is {soft}) and cannot take the "
+                f"shared-memory buffer {self.what} {worker.index} (pid {worker.proc.pid}) "
+                f"sends with the next batch. Something in the job keeps many files open, or "
+                f"the limit is low. {_RAISE_LIMIT.format(target=target)}; or pass "
+                f"use_shared_memory=False")
 
     @property
     def pids(self):
@@ -220,7 +222,9 @@ class WorkerPool:
             _, slot, size = message
             try:
                 fd = recv_handle(worker.conn)
-            except (EOFError, OSError, RuntimeError):
+            except (EOFError, OSError, RuntimeError) as err:
+                if _out_of_descriptors(err):  # the trainer's, not the worker's, doing
+                    raise ReaderWorkerError(self._no_descriptor(worker)) from err
                 worker.exited = True
                 if self._closing:
                     return None
@@ -291,6 +295,7 @@ class WorkerPool:
             if w.proc.is_alive():
                 w.proc.kill()
                 w.proc.join(5.0)
+            _kill_group(w.proc.pid)  # what the generator started and left running
         with self._lock:
             self._reaped = True
             release = not self._iterating
@@ -392,6 +397,41 @@ def _map(fd, size):
         return mmap.mmap(fd, size)
     finally:
         os.close(fd)
+
+
+_RAISE_LIMIT = ("Raise it before starting the job: `ulimit -n {target}` in the shell, or "
+                "resource.setrlimit(resource.RLIMIT_NOFILE, ({target}, hard)) in the script")
+
+
+def _descriptor_limits():
+    """(the soft RLIMIT_NOFILE, the limit to suggest: 4096, or the hard limit below it)."""
+    try:
+        import resource
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    except (ImportError, OSError, ValueError):
+        return None, 4096
+    return soft, 4096 if hard in (None, -1) or hard >= 4096 else hard
+
+
+def _out_of_descriptors(err) -> bool:
+    """Whether receiving a file descriptor failed because this process has no free one (the
+    kernel then drops it: RuntimeError "received 0 items of ancdata", or EMFILE)."""
+    if isinstance(err, OSError) and err.errno in (errno.EMFILE, errno.ENFILE):
+        return True
+    try:
+        os.close(os.dup(0))
+    except OSError as probe:
+        return probe.errno in (errno.EMFILE, errno.ENFILE)
+    return False
+
+
+def _kill_group(pgid):
+    """SIGKILL what is left of a worker's process group (nothing, usually): the processes its
+    generator started. A group's id is not reused while any of its members lives."""
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def _signal(proc, signum):
