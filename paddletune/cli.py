@@ -1,48 +1,48 @@
 """The `paddletune` command line: one small typer command per task, each delegating to a module.
 
-To add a command, write a function decorated with `@app.command()` that parses its options
-and hands the work to the module that owns it (measurement, analysis or `render/`); keep the
-logic out of this file. Errors the user can fix (a bad FLAGS_* value, a bad option) are
-printed to stderr as one line, never as a traceback, and end with exit code 2.
+To add a command, write a function registered with `@command()` that parses its options and
+hands the work to the module that owns it (measurement, analysis or `render/`); keep the logic
+out of this file. Its docstring is its help: a one-line summary (the command list shows it),
+then paragraphs (paddletune/cli_help.py reflows them). Document the command and each option
+in docs/guide.md: tests/test_docs.py fails when the guide and the CLI disagree. Errors the
+user can fix are one line on stderr and exit code 2 (paddletune/cli_support.py).
 """
 
-import os
 import sys
 from pathlib import Path
-from typing import Annotated, List, NoReturn, Optional
+from typing import Annotated, List, Optional
 
 import typer
 
 from . import __version__
-
-EXIT_USAGE = 2  # bad input the user can fix (a FLAGS_* value, an option): click's usage code
+from .cli_help import TUNE_KNOBS, TUNE_SECTIONS, HelpCommand, HelpGroup, reflow, summary
+from .cli_run import (after_profile, is_tune_record, print_record, report_tune, run_live,
+                      run_tune_search, seconds, tune_options)
+from .cli_support import EXIT_NOT_FOUND, console, fail, import_runtime, load_or_fail, target
 
 app = typer.Typer(
     name="paddletune",
+    cls=HelpGroup,
+    rich_markup_mode="rich",
     add_completion=False,
     # Tracebacks stay plain Python ones, so a failure reads the same as without paddletune.
     pretty_exceptions_enable=False,
 )
 
-
-def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
-    """Print `paddletune: <message>` to stderr (control characters escaped: a message may
-    quote a file's contents) and exit with `code`."""
-    from .render.fmt import clean
-    typer.echo(f"paddletune: {clean(message)}", err=True)
-    raise typer.Exit(code)
+# a command that runs a script passes what follows the script (or `--`) to it
+_PASSTHROUGH = {"allow_extra_args": True, "ignore_unknown_options": True,
+                "allow_interspersed_args": False}
+_NEWEST = "the newest in ./paddletune-runs/"
 
 
-def import_runtime():
-    """Import `runtime` (which reads the FLAGS_* environment) as a CLI should, before
-    anything that imports it (the session's probes do): an invalid FLAGS_* value ends the
-    command with its message and exit code 2; each warning raised while importing (an
-    unknown FLAGS_* name) is printed once to stderr."""
-    from .runtime_import import BadFlag, import_runtime_or_say
-    try:
-        return import_runtime_or_say(lambda line: typer.echo(line, err=True))
-    except BadFlag as err:
-        fail(str(err))
+def command(fill=None, **settings):
+    """`@app.command()` with the help taken from the docstring (cli_help.reflow/summary),
+    its `{name}` fields filled from `fill`."""
+    def register(fn):
+        doc = fn.__doc__.format(**fill) if fill else fn.__doc__
+        return app.command(cls=HelpCommand, help=reflow(doc), short_help=summary(doc),
+                           **settings)(fn)
+    return register
 
 
 def _print_version(value: bool):
@@ -51,29 +51,287 @@ def _print_version(value: bool):
         raise typer.Exit()
 
 
-@app.callback(invoke_without_command=True)
+@app.callback(invoke_without_command=True, help=reflow(
+    """Find out why neural-network training is slow or runs out of memory, and what to change.
+
+    Start with `paddletune profile train.py`, then `paddletune advise`. The guide:
+    docs/guide.md."""))
 def _root(
     ctx: typer.Context,
     version: Annotated[bool, typer.Option(
         "--version", callback=_print_version, is_eager=True,
         help="Print the version and exit.")] = False,
 ):
-    """Measure where training time and memory go, and say what to change."""
     if ctx.invoked_subcommand is None:  # bare `paddletune`: show what it can do
         typer.echo(ctx.get_help())
         raise typer.Exit()
 
 
-@app.command()
+@command(context_settings=_PASSTHROUGH)
+def profile(
+    ctx: typer.Context,
+    script: Annotated[Optional[str], typer.Argument(
+        metavar="SCRIPT", help="The training script; what follows it (or `--`) is passed to "
+        "it.")] = None,
+    module: Annotated[Optional[str], typer.Option(
+        "-m", "--module", metavar="MODULE", help="Run a module as `python -m MODULE` "
+        "would.")] = None,
+    out: Annotated[Optional[str], typer.Option(
+        "--out", "-o", metavar="PATH", help="The profile file. [default: a new file in "
+        "./paddletune-runs/, named <time>-<script>.jsonl]")] = None,
+    steps: Annotated[Optional[int], typer.Option(
+        "--steps", min=1, metavar="N", help="Stop the job cleanly after N training "
+        "steps.")] = None,
+    duration: Annotated[Optional[str], typer.Option(
+        "--duration", metavar="TIME", help="Stop the job cleanly at the first step to end "
+        "TIME (90s, 5m, 1h) after the first step; with --steps, whichever comes "
+        "first.")] = None,
+    warmup: Annotated[Optional[int], typer.Option(
+        "--warmup", min=0, metavar="N", help="Steps left out of the steady-state figures. "
+        "[default: detected]")] = None,
+    ops: Annotated[bool, typer.Option("--ops", help="Time every op (costs a few %).")] = False,
+    interval: Annotated[float, typer.Option(
+        "--interval", min=0.01, metavar="SECONDS", help="Time between system and GPU "
+        "samples.")] = 0.5,
+    fluid_compat: Annotated[bool, typer.Option(
+        "--fluid-compat", help="Make `import paddle.fluid` load paddletune's "
+        "runtime.")] = False,
+    check_nan: Annotated[bool, typer.Option(
+        "--check-nan", help="Stop at the first op that makes NaN or Inf, and name it "
+        "(FLAGS_check_nan_inf).")] = False,
+    speed_test: Annotated[bool, typer.Option(
+        "--speed-test", help="Measure the no-data ceiling: after the warm-up, N steps as "
+        "usual, then N steps that re-read the queue's head batch instead of popping it. "
+        "Needs a DataLoader or PyReader.")] = False,
+    speed_test_steps: Annotated[int, typer.Option(
+        "--speed-test-steps", min=1, metavar="N", help="The steps in each --speed-test "
+        "window.")] = 20,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print no report.")] = False,
+    as_json: Annotated[bool, typer.Option(
+        "--json", help="Print the summary as JSON on stdout (the script's stdout goes to "
+        "stderr).")] = False,
+    live: Annotated[bool, typer.Option(
+        "--live", help="Draw the live dashboard while the job runs; the script's output "
+        "goes to a log file beside the profile. Not on a terminal: a status line on stderr "
+        "every 5 s.")] = False,
+    total_steps: Annotated[Optional[int], typer.Option(
+        "--total-steps", min=1, metavar="N", help="The job's total training steps, for the "
+        "dashboard's ETA. [default: --steps]")] = None,
+):
+    """Run a training script and report where its time and memory go.
+
+    The script runs as `python SCRIPT ARGS` would run it; the profile is written while it
+    runs, and the command exits with the script's own exit status.
+
+    Examples:
+      paddletune profile train.py -- --lr 0.1
+      paddletune profile --steps 300 --ops examples/mlp.py
+      paddletune profile --live --total-steps 3000 train.py -- --steps 3000
+    """
+    script, args = target(ctx, script, module, "profile")
+    import_runtime()  # first: the session's probes import it
+    if live and as_json:
+        fail("--live draws the dashboard and --json prints JSON on stdout: use one of them")
+    from . import session
+    options = session.Options(script, args, module is not None, out, steps, warmup,
+                              seconds(duration, "--duration"), ops, interval, fluid_compat,
+                              check_nan, speed_test_steps if speed_test else None,
+                              stdout_to_stderr=as_json, live=live, total_steps=total_steps)
+    try:
+        outcome = run_live(options) if live else session.run(options)
+    except session.SessionError as err:
+        fail(str(err))
+    after_profile(outcome, quiet, as_json)
+
+
+@command()
+def report(
+    profile_path: Annotated[Optional[str], typer.Argument(
+        metavar="PROFILE", help=f"A profile, or a tuning record (.tune.json). [default: "
+        f"{_NEWEST}]")] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
+    top: Annotated[int, typer.Option(
+        "--top", min=1, metavar="N", help="How many ops to list.")] = 10,
+):
+    """Print the report of a saved profile or tuning record again.
+
+    Nothing is re-run: the report is computed from the file."""
+    if profile_path is not None:
+        import_runtime()  # paddletune.tune imports it (a bad FLAGS_* value: one line)
+        if is_tune_record(profile_path):
+            report_tune(profile_path, as_json)
+            return
+    from .render import report as report_view
+    loaded = load_or_fail(profile_path)
+    if as_json:
+        typer.echo(report_view.summary_json(loaded))
+    else:
+        report_view.render_report(loaded, console(), top_ops=top)
+
+
+@command()
+def advise(
+    profile_path: Annotated[Optional[str], typer.Argument(
+        metavar="PROFILE", help=f"A profile. [default: {_NEWEST}]")] = None,
+    as_json: Annotated[bool, typer.Option(
+        "--json", help="Print a JSON array, most important first.")] = False,
+):
+    """Ranked advice from a profile: what to change, and the gain.
+
+    Each piece of advice quotes the measured evidence and names its entry in the advice
+    catalogue, docs/advice.md."""
+    from .advisors import advise as run_advisors
+    from .render import advice as advice_view
+    advices = run_advisors(load_or_fail(profile_path))
+    if as_json:
+        typer.echo(advice_view.advice_json(advices))
+    else:
+        advice_view.render_advice(advices, console())
+
+
+@command()
+def export(
+    profile_path: Annotated[Optional[str], typer.Argument(
+        metavar="PROFILE", help=f"A profile. [default: {_NEWEST}]")] = None,
+    fmt: Annotated[str, typer.Option(
+        "--format", "-f", metavar="FORMAT", help="The output format: chrome.")] = "chrome",
+    out: Annotated[Optional[str], typer.Option(
+        "--out", "-o", metavar="PATH", help="The output file. [default: the profile's path "
+        "with .trace.json]")] = None,
+):
+    """Write a profile as a Chrome trace (Perfetto, chrome://tracing).
+
+    The timeline holds the steps and their parts, the ops (with --ops), the reader's queue
+    and the memory pool as counters."""
+    from .export import chrome
+    if fmt != "chrome":
+        fail(f"unknown --format {fmt!r}; supported: chrome")
+    loaded = load_or_fail(profile_path)
+    written = out or str(Path(loaded.path).with_suffix(".trace.json"))
+    try:
+        chrome.write_chrome_trace(loaded, written)
+    except OSError as err:
+        fail(f"cannot write {written}: {err.strerror or err}", code=EXIT_NOT_FOUND)
+    typer.echo(f"paddletune: wrote {written} (open it in https://ui.perfetto.dev or "
+               f"chrome://tracing)", err=True)
+
+
+@command()
+def watch(
+    profile_path: Annotated[Optional[str], typer.Argument(
+        metavar="PROFILE", help=f"A profile being written, or a finished one. [default: "
+        f"{_NEWEST}]")] = None,
+    refresh: Annotated[float, typer.Option(
+        "--refresh", min=0.5, max=10.0, metavar="FPS", help="Frames per second.")] = 4.0,
+    window: Annotated[float, typer.Option(
+        "--window", min=2.0, metavar="SECONDS", help="The span of records the panels and "
+        "the advice cover.")] = 30.0,
+    once: Annotated[bool, typer.Option(
+        "--once", help="Print one frame of what is there now and exit.")] = False,
+    plain: Annotated[bool, typer.Option(
+        "--plain", help="Plain status lines instead of the full-screen view (the default "
+        "when stdout is not a terminal).")] = False,
+):
+    """Draw the live dashboard of a profile being written (or finished).
+
+    Run it from another terminal, like `tail -f`; a finished profile shows its last window.
+    It ends when the job's exit record arrives, or on Ctrl-C. The profile is written by
+    `paddletune profile`, which draws the same view itself with --live."""
+    from .profile import ProfileError, latest
+    from .render import dashboard
+    try:
+        path = Path(profile_path) if profile_path is not None else latest(starting=True)
+    except ProfileError as err:
+        fail(str(err), code=EXIT_NOT_FOUND)
+    if path.is_dir() or (profile_path is not None and not path.exists() and once):
+        fail(f"{path}: not a profile file", code=EXIT_NOT_FOUND)
+    dashboard.watch(path, refresh, window, once, plain or not sys.stdout.isatty())
+
+
+@command(context_settings=_PASSTHROUGH, fill={"knobs": ", ".join(TUNE_KNOBS),
+                                              "sections": ", ".join(TUNE_SECTIONS)})
+def tune(
+    ctx: typer.Context,
+    script: Annotated[Optional[str], typer.Argument(
+        metavar="SCRIPT", help="The training script; what follows it (or `--`) is passed to "
+        "it.")] = None,
+    module: Annotated[Optional[str], typer.Option(
+        "-m", "--module", metavar="MODULE", help="Tune a module run as `python -m MODULE` "
+        "would.")] = None,
+    budget: Annotated[str, typer.Option(
+        "--budget", metavar="TIME", help="Wall-clock time for the whole search: 90s, 10m, "
+        "1h.")] = "5m",
+    objective: Annotated[str, typer.Option(
+        "--objective", metavar="NAME", help="throughput (samples/s), or memory (the least "
+        "peak memory that keeps --floor of the baseline's samples/s).")] = "throughput",
+    floor: Annotated[float, typer.Option(
+        "--floor", min=0.0, max=1.0, metavar="SHARE", help="With --objective memory: the "
+        "share of the baseline's samples/s a setting must keep.")] = 0.95,
+    space: Annotated[Optional[List[str]], typer.Option(
+        "--space", metavar="SPEC", help="Change the knobs (repeatable): NAME=V1,V2 tries "
+        "those values, -NAME leaves a knob or a section out, only=NAME,NAME keeps just "
+        "those. The knob names are listed above.")] = None,
+    max_batch_size: Annotated[Optional[int], typer.Option(
+        "--max-batch-size", min=1, metavar="N", help="The largest batch size to try. "
+        "[default: 8x the job's, and what the memory model says fits]")] = None,
+    keep_batch_size: Annotated[bool, typer.Option(
+        "--keep-batch-size", help="Never change the batch size (your convergence depends "
+        "on it).")] = False,
+    trial_steps: Annotated[Optional[int], typer.Option(
+        "--trial-steps", min=10, metavar="N", help="Steps of the shortest trials; later "
+        "rounds of a race double it. [default: about 1.5 s of steps]")] = None,
+    trial_timeout: Annotated[Optional[float], typer.Option(
+        "--trial-timeout", min=1.0, metavar="SECONDS", help="Time after which a trial "
+        "counts as hung. [default: 5x its expected time, at least 30 s]")] = None,
+    out: Annotated[Optional[str], typer.Option(
+        "--out", "-o", metavar="PATH", help="The tuning record. [default: a new file in "
+        "./paddletune-runs/, named <time>-<script>.tune.json]")] = None,
+    as_json: Annotated[bool, typer.Option(
+        "--json", help="Print the tuning record as JSON on stdout.")] = False,
+    plain: Annotated[bool, typer.Option(
+        "--plain", help="A line per trial instead of the live display (the default when "
+        "stdout or stderr is not a terminal).")] = False,
+):
+    """Find faster settings by measured trials, without editing code.
+
+    Each trial runs the job as `paddletune profile --steps N` in a subprocess, with a setting
+    imposed through the environment. The command prints the ranked settings, the winner as
+    `export` lines and as code, and the speedup, and saves a tuning record that `paddletune
+    report` prints again. Ctrl-C stops the search and keeps the best so far.
+
+    Knobs: {knobs}; and, with --space, any FLAGS_<name>, or SECTION.KEY for a field of
+    PADDLETUNE_OVERRIDES. Sections: {sections}.
+
+    Examples:
+      paddletune tune --budget 10m train.py -- --epochs 1
+      paddletune tune --space only=num_workers,capacity train.py
+      paddletune tune --objective memory --floor 0.9 train.py
+    """
+    script, args = target(ctx, script, module, "tune")
+    options = tune_options(script, module, budget, objective, floor, space, max_batch_size,
+                            keep_batch_size, trial_steps, trial_timeout)
+    tuner, path = run_tune_search(script, args, module, options, out, plain)
+    from .tune.record import load as load_record
+    print_record(load_record(path), as_json)
+    typer.echo(f"paddletune: tuning record written to {path}", err=True)
+    if tuner.status == "interrupted":
+        raise typer.Exit(130)
+
+
+@command()
 def flags(
     pattern: Annotated[Optional[str], typer.Argument(
-        help="Show only flags whose name contains this text (case-insensitive).")] = None,
+        metavar="PATTERN", help="Show only the flags whose name contains this text "
+        "(case-insensitive).")] = None,
     as_json: Annotated[bool, typer.Option(
         "--json", help="Print a JSON list for scripts instead of the table.")] = False,
     changed: Annotated[bool, typer.Option(
-        "--changed", help="Show only flags whose value differs from the default.")] = False,
+        "--changed", help="Show only the flags whose value differs from the default.")] = False,
 ):
-    """List the runtime's FLAGS: type, default, current value and its source, status, doc."""
+    """List the runtime's FLAGS: type, default, current value, its source.
+
+    Each row also says whether the runtime acts on the flag (active) or only records it, and
+    what it does. Set a flag as FLAGS_<name>=<value> in the environment."""
     from .render import flags as flags_view
     registry = import_runtime().FLAGS
     rows = flags_view.select(registry, pattern, changed)
@@ -87,378 +345,11 @@ def flags(
              code=1)
 
 
-_PASSTHROUGH = {"allow_extra_args": True, "ignore_unknown_options": True,
-                "allow_interspersed_args": False}
-
-
-@app.command(context_settings=_PASSTHROUGH)
-def profile(
-    ctx: typer.Context,
-    script: Annotated[Optional[str], typer.Argument(
-        help="The training script; what follows it (or `--`) is passed to it.",
-        show_default=False)] = None,
-    module: Annotated[Optional[str], typer.Option(
-        "-m", "--module", help="Run a module as `python -m MODULE` would.")] = None,
-    out: Annotated[Optional[str], typer.Option(
-        "--out", "-o", help="Profile file [default: ./paddletune-runs/<time>-<script>.jsonl]",
-        show_default=False)] = None,
-    steps: Annotated[Optional[int], typer.Option(
-        "--steps", min=1, help="Stop the job cleanly after N training steps.")] = None,
-    duration: Annotated[Optional[str], typer.Option(
-        "--duration", help="Stop the job cleanly at the first training step to end this long "
-        "(90s, 5m, 1h) after the first one ended; with --steps, whichever comes first.",
-        show_default=False)] = None,
-    warmup: Annotated[Optional[int], typer.Option(
-        "--warmup", min=0, help="Steps excluded from steady-state figures [default: detected]",
-        show_default=False)] = None,
-    ops: Annotated[bool, typer.Option("--ops", help="Time every op (costs a few %).")] = False,
-    interval: Annotated[float, typer.Option(
-        "--interval", min=0.01, help="Seconds between system/GPU samples.")] = 0.5,
-    fluid_compat: Annotated[bool, typer.Option(
-        "--fluid-compat", help="Make `import paddle.fluid` load paddletune's runtime.")] = False,
-    check_nan: Annotated[bool, typer.Option(
-        "--check-nan", help="Turn on FLAGS_check_nan_inf: stop at the first op making NaN/Inf."
-    )] = False,
-    speed_test: Annotated[bool, typer.Option(
-        "--speed-test", help="Measure the no-data ceiling: after the warm-up, N steps as usual, "
-        "then N steps with FLAGS_reader_queue_speed_test_mode on (the reader queue is never "
-        "popped), then off again. Needs a DataLoader/PyReader.")] = False,
-    speed_test_steps: Annotated[int, typer.Option(
-        "--speed-test-steps", min=1, help="N, the steps in each --speed-test window.")] = 20,
-    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="Print no report.")] = False,
-    as_json: Annotated[bool, typer.Option(
-        "--json", help="Print the summary as JSON on stdout (the script's stdout goes to "
-                       "stderr).")] = False,
-    live: Annotated[bool, typer.Option(
-        "--live", help="Show the live dashboard while the job runs (the script's output "
-        "goes to PROFILE.log, or PROFILE.output.log for a PROFILE named *.log); not a "
-        "terminal: a status line on stderr every 5 s.")] = False,
-    total_steps: Annotated[Optional[int], typer.Option(
-        "--total-steps", min=1, help="The job's total training steps, for the dashboard's "
-        "ETA [default: --steps]", show_default=False)] = None,
-):
-    """Run a training script as Python would, measure where its step time goes, write the
-    profile and print the report. Exits with the script's own exit status."""
-    target, args = _target(ctx, script, module, "profile")
-    import_runtime()  # first: the session's probes import it
-    duration_s = None
-    if duration is not None:
-        from .tune import parse_duration
-        try:
-            duration_s = parse_duration(duration, "--duration")
-        except ValueError as err:
-            fail(str(err))
-    from . import session
-    options = session.Options(target, args, module is not None, out, steps, warmup,
-                              duration_s, ops, interval, fluid_compat, check_nan,
-                              speed_test_steps if speed_test else None,
-                              stdout_to_stderr=as_json, live=live, total_steps=total_steps)
-    if live and as_json:
-        fail("--live draws the dashboard and --json prints JSON on stdout: use one of them")
-    try:
-        outcome = _run_live(options) if live else session.run(options)
-    except session.SessionError as err:
-        fail(str(err))
-    _after_profile(outcome, quiet, as_json)
-
-
-def _run_live(options):
-    """The session with the dashboard following its profile (paddletune/live/runner.py)."""
-    from .live.runner import run_live
-    from .render import dashboard
-    tty = sys.stdout.isatty()
-    screen = dashboard.Screen() if tty else dashboard.PlainLines()
-    outcome, cost, log = run_live(options, screen, redirect=tty)
-    if cost.get("error"):
-        typer.echo(f"paddletune: warning: the dashboard stopped: {cost['error']} (the job "
-                   f"and its profile are unaffected)", err=True)
-    if log is not None:
-        typer.echo(f"paddletune: the script's output is in {log}", err=True)
-    return outcome
-
-
-def _after_profile(outcome, quiet, as_json):
-    """Report, then leave as the script would have: its status, or death by SIGINT."""
-    from .profile import ProfileError, load
-    loaded = None
-    if outcome.write_error is None:  # else the writer already warned; the job's status stands
-        try:
-            loaded = load(outcome.path)
-        except ProfileError as err:
-            _warn_each([str(err)])
-    if loaded is not None and (as_json or not quiet):
-        from .render import report as report_view
-        if as_json:
-            typer.echo(report_view.summary_json(loaded))
-        else:
-            report_view.render_report(loaded, _console(stderr=True))
-    if not quiet and outcome.write_error is None:
-        typer.echo(f"paddletune: profile written to {outcome.path}", err=True)
-    from .session import die_if_interrupted
-    die_if_interrupted(outcome)
-    raise typer.Exit(outcome.status)
-
-
-def _console(stderr=False):
-    from rich.console import Console
-    return Console(stderr=stderr, highlight=False)
-
-
-def _load_or_fail(path):
-    """The profile at `path` (default: the newest run); what loading skipped or repaired is
-    printed first, one `paddletune: warning: ...` line each on stderr."""
-    from .profile import ProfileError, latest, load
-    try:
-        loaded = load(path if path is not None else latest())
-    except ProfileError as err:
-        fail(str(err), code=1)
-    _warn_each(loaded.warnings)
-    return loaded
-
-
-def _warn_each(warnings):
-    """One `paddletune: warning: ...` line on stderr per warning (a newline in one escaped)."""
-    from .render.fmt import clean
-    for warning in warnings:
-        typer.echo(f"paddletune: warning: {clean(warning)}".replace("\n", "\\n"), err=True)
-
-
-@app.command()
-def report(
-    profile_path: Annotated[Optional[str], typer.Argument(
-        metavar="PROFILE", help="A profile file, or a tuning record (.tune.json) [default: "
-        "the newest profile in ./paddletune-runs/]", show_default=False)] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the summary as JSON.")] = False,
-    top: Annotated[int, typer.Option("--top", min=1, help="How many ops to list.")] = 10,
-):
-    """Render a saved profile or tuning record (nothing is re-run)."""
-    if profile_path is not None:
-        import_runtime()  # paddletune.tune imports it (a bad FLAGS_* value: one line)
-        if _is_tune_record(profile_path):
-            _report_tune(profile_path, as_json)
-            return
-    from .render import report as report_view
-    loaded = _load_or_fail(profile_path)
-    if as_json:
-        typer.echo(report_view.summary_json(loaded))
-    else:
-        report_view.render_report(loaded, _console(), top_ops=top)
-
-
-def _is_tune_record(path):
-    from .tune.record import is_record
-    return is_record(path)
-
-
-def _report_tune(path, as_json):
-    import json
-    from .render import tune as tune_view
-    from .tune.record import RecordError, load
-    try:
-        record = load(path)
-    except RecordError as err:
-        fail(str(err), code=1)
-    if as_json:
-        typer.echo(json.dumps(record, indent=2, default=str))
-    else:
-        tune_view.render_record(record, _console())
-
-
-@app.command()
-def advise(
-    profile_path: Annotated[Optional[str], typer.Argument(
-        metavar="PROFILE", help="A profile file [default: the newest in ./paddletune-runs/]",
-        show_default=False)] = None,
-    as_json: Annotated[bool, typer.Option(
-        "--json", help="Print a JSON array, most important first.")] = False,
-):
-    """Ranked advice from a profile: what to change, the evidence, the expected gain."""
-    from .advisors import advise as run_advisors
-    from .render import advice as advice_view
-    loaded = _load_or_fail(profile_path)
-    advices = run_advisors(loaded)
-    if as_json:
-        typer.echo(advice_view.advice_json(advices))
-    else:
-        advice_view.render_advice(advices, _console())
-
-
-@app.command()
-def export(
-    profile_path: Annotated[str, typer.Argument(metavar="PROFILE", help="A profile file.")],
-    fmt: Annotated[str, typer.Option("--format", "-f", help="Output format: chrome.")] = "chrome",
-    out: Annotated[Optional[str], typer.Option(
-        "--out", "-o", help="Output file [default: PROFILE with .trace.json]",
-        show_default=False)] = None,
-):
-    """Export a profile as a timeline: Chrome Trace Event JSON (Perfetto, chrome://tracing)."""
-    from .export import chrome
-    if fmt != "chrome":
-        fail(f"unknown --format {fmt!r}; supported: chrome")
-    loaded = _load_or_fail(profile_path)
-    target = out or str(Path(profile_path).with_suffix(".trace.json"))
-    try:
-        chrome.write_chrome_trace(loaded, target)
-    except OSError as err:
-        fail(f"cannot write {target}: {err.strerror or err}", code=1)
-    typer.echo(f"paddletune: wrote {target} (open it in https://ui.perfetto.dev or "
-               f"chrome://tracing)", err=True)
-
-
-@app.command()
-def watch(
-    profile_path: Annotated[Optional[str], typer.Argument(
-        metavar="PROFILE", help="A profile file, being written or finished [default: the "
-        "newest in ./paddletune-runs/]", show_default=False)] = None,
-    refresh: Annotated[float, typer.Option(
-        "--refresh", min=0.5, max=10.0, help="Frames per second.")] = 4.0,
-    window: Annotated[float, typer.Option(
-        "--window", min=2.0, help="Seconds of records the panels and advice cover.")] = 30.0,
-    once: Annotated[bool, typer.Option(
-        "--once", help="Print one frame of what is there now and exit.")] = False,
-    plain: Annotated[bool, typer.Option(
-        "--plain", help="Plain status lines instead of the full-screen view (the default "
-        "when stdout is not a terminal).")] = False,
-):
-    """Follow a profile that `paddletune profile` is writing (from another terminal, like
-    `tail -f`) and draw the live dashboard; a finished profile shows its last window.
-    Ends when the job's exit record arrives, or on Ctrl-C."""
-    from .profile import ProfileError, latest
-    from .render import dashboard
-    try:
-        path = Path(profile_path) if profile_path is not None else latest()
-    except ProfileError as err:
-        fail(str(err), code=1)
-    if path.is_dir() or (profile_path is not None and not path.exists() and once):
-        fail(f"{path}: not a profile file", code=1)
-    dashboard.watch(path, refresh, window, once, plain or not sys.stdout.isatty())
-
-
-@app.command(context_settings=_PASSTHROUGH)
-def tune(
-    ctx: typer.Context,
-    script: Annotated[Optional[str], typer.Argument(
-        help="The training script; what follows it (or `--`) is passed to it.",
-        show_default=False)] = None,
-    module: Annotated[Optional[str], typer.Option(
-        "-m", "--module", help="Tune a module run as `python -m MODULE` would.")] = None,
-    budget: Annotated[str, typer.Option(
-        "--budget", help="Wall-clock time for the whole search: 90s, 10m, 1h.")] = "5m",
-    objective: Annotated[str, typer.Option(
-        "--objective", help="throughput (samples/s) or memory (the lowest peak memory "
-        "keeping --floor of the baseline samples/s).")] = "throughput",
-    floor: Annotated[float, typer.Option(
-        "--floor", min=0.0, max=1.0, help="--objective memory: the share of the baseline "
-        "samples/s a setting must keep.")] = 0.95,
-    space: Annotated[Optional[List[str]], typer.Option(
-        "--space", help="Restrict or extend the knobs (repeatable): NAME=V1,V2 sets a "
-        "knob's values (also FLAGS_x=.. or reader./exec_strategy./build_strategy.KEY=..); "
-        "-NAME or -SECTION leaves them out.")] = None,
-    max_batch_size: Annotated[Optional[int], typer.Option(
-        "--max-batch-size", min=1, help="Largest batch size to try [default: 8x the "
-        "job's, and what the memory model says fits]", show_default=False)] = None,
-    keep_batch_size: Annotated[bool, typer.Option(
-        "--keep-batch-size", help="Never change the batch size (your convergence depends "
-        "on it).")] = False,
-    trial_steps: Annotated[Optional[int], typer.Option(
-        "--trial-steps", min=10, help="Steps of the shortest trials; later rungs double it "
-        "[default: about 1.5 s of steps]", show_default=False)] = None,
-    trial_timeout: Annotated[Optional[float], typer.Option(
-        "--trial-timeout", min=1.0, help="Seconds before a trial counts as hung [default: "
-        "5x its expected time, at least 30]", show_default=False)] = None,
-    out: Annotated[Optional[str], typer.Option(
-        "--out", "-o", help="Tuning record [default: ./paddletune-runs/<time>-<script>"
-        ".tune.json]", show_default=False)] = None,
-    as_json: Annotated[bool, typer.Option(
-        "--json", help="Print the tuning record as JSON on stdout.")] = False,
-    plain: Annotated[bool, typer.Option(
-        "--plain", help="A line per trial instead of the live display (the default when "
-        "stdout or stderr is not a terminal).")] = False,
-):
-    """Find faster settings by measured trials: each a `paddletune profile --steps N`
-    subprocess with settings imposed through the environment (no code change). Prints the
-    ranked settings, the winner as exports and code lines, and the speedup; saves a tuning
-    record that `paddletune report` renders. Ctrl-C stops and keeps the best so far."""
-    # tune imposes its own overrides on each trial (and runs none of the user's: the record
-    # says so), so a bad value of the variable is not this command's error
-    user_overrides = os.environ.pop("PADDLETUNE_OVERRIDES", None)
-    import_runtime()  # a bad FLAGS_* value: one line and exit 2, before anything runs
-    if user_overrides is not None:
-        os.environ["PADDLETUNE_OVERRIDES"] = user_overrides
-    from .tune import SpaceError, TuneError, TuneOptions, parse_duration
-    from .tune import tune as run_tune
-    script, args = _target(ctx, script, module, "tune")
-    if objective not in ("throughput", "memory"):
-        fail(f"--objective {objective!r}: use throughput or memory")
-    if module is None and not Path(script).is_file():
-        fail(f"can't open file '{script}': no such file")
-    if module is not None:
-        _check_module(module)
-    try:
-        options = TuneOptions(budget_s=parse_duration(budget), objective=objective,
-                              floor=floor, trial_steps=trial_steps,
-                              trial_timeout_s=trial_timeout, max_batch_size=max_batch_size,
-                              keep_batch_size=keep_batch_size, specs=tuple(space or ()))
-    except ValueError as err:
-        fail(str(err))
-    import_runtime()
-    from .render import tune as tune_view
-    console = _console(stderr=True)
-    title = " ".join(["-m " + script if module is not None else script, *args])
-    progress = tune_view.progress_view(console, title, options.budget_s,
-                                       live=not plain and sys.stdout.isatty())
-    try:
-        with progress:  # the live display stops (its last frame kept) before what follows
-            tuner, path = run_tune(script, args, options, out, progress=progress,
-                                   module=module is not None)
-    except (TuneError, SpaceError) as err:
-        fail(str(err), code=1)
-    except OSError as err:  # the record or the trials' folder cannot be written
-        fail(f"cannot write the tuning record: {err}", code=1)
-    from .tune.record import load as load_record
-    record = load_record(path)
-    if as_json:
-        import json
-        typer.echo(json.dumps(record, indent=2, default=str))
-    else:
-        tune_view.render_record(record, _console())
-    typer.echo(f"paddletune: tuning record written to {path}", err=True)
-    if tuner.status == "interrupted":
-        raise typer.Exit(130)
-
-
-def _target(ctx, script, module, command):
-    """(the script or -m module, the arguments passed to it): with -m, a SCRIPT argument is
-    the module's first argument; a leading `--` is dropped."""
-    args = list(ctx.args)
-    if module is not None:
-        if script is not None:
-            args.insert(0, script)
-        script = module
-    elif script is None:
-        fail(f"give the training script (paddletune {command} train.py -- ARGS) or -m MODULE")
-    return script, args[1:] if args[:1] == ["--"] else args
-
-
-def _check_module(name):
-    """`-m NAME` must name an importable module (checked here, not by a crashed baseline)."""
-    import importlib.util
-    sys.path.insert(0, os.getcwd())  # as `python -m` has it
-    try:
-        found = importlib.util.find_spec(name) is not None
-    except (ImportError, ValueError) as err:
-        fail(f"no module named {name!r} ({err})")
-    finally:
-        sys.path.remove(os.getcwd())
-    if not found:
-        fail(f"no module named {name!r}: run from the folder that holds it, or install it")
-
-
-@app.command()
+@command()
 def env(
     as_json: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
 ):
-    """What this machine looks like to paddletune: Python, NumPy/BLAS, cores, GPU, FLAGS."""
+    """Python, NumPy/BLAS, cores, GPU and FLAGS as paddletune sees them."""
     import json
     import_runtime()
     from .env import collect_env, format_env

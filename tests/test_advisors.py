@@ -506,7 +506,7 @@ def test_advise_ranks_across_rules(tmp_path):
     profile = load_profile(tmp_path, steps=steps, env=env_with(4),
                            extra=[mlp_program(), nan_event("log")])
     out = advise(profile)
-    # blocking (nan-inf: training is broken) first, then severity, speedup, ADVICE.md row
+    # blocking (nan-inf: training is broken) first, then severity, speedup, docs/advice.md number
     assert ids(out) == ["nan-inf", "large-fetch", "input-bound",
                         "unfused-softmax-cross-entropy", "cpu-oversubscribed"]
     assert [a.severity for a in out] == ["high", "high", "medium", "medium", "medium"]

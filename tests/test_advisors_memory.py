@@ -1,4 +1,4 @@
-"""The memory advice (ADVICE.md #13, #15-#19) checked by running the change it proposes.
+"""The memory advice (docs/advice.md #13, #15-#19) checked by running the change it proposes.
 
 Each test profiles tests/memjob.py in a real subprocess under the memory settings that should
 trigger a rule, reads the rule's predicted figure, profiles the job again changed as the advice

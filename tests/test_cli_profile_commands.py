@@ -73,6 +73,21 @@ def test_export_chrome(runner, input_bound, tmp_path):
     assert result.exit_code == 2 and "supported: chrome" in result.stderr
 
 
+def test_export_defaults_to_the_newest_run(runner, tmp_path, monkeypatch):
+    """As report, advise and watch do: no PROFILE means the newest in ./paddletune-runs/, and
+    the trace goes beside it."""
+    monkeypatch.chdir(tmp_path)
+    result = runner.invoke(app, ["export"])
+    assert result.exit_code == 1 and "no profile found in ./paddletune-runs/" in result.stderr
+    runs = tmp_path / "paddletune-runs"
+    runs.mkdir()
+    make_profile(runs / "a.jsonl", steps=step_records(gap_s=0.006))
+    result = runner.invoke(app, ["export"])
+    assert result.exit_code == 0, result.output
+    assert "wrote paddletune-runs/a.trace.json" in result.stderr
+    assert json.loads((runs / "a.trace.json").read_text())["traceEvents"]
+
+
 def test_env_lists_the_machine(runner):
     result = runner.invoke(app, ["env"], env=PLAIN_ENV)
     assert result.exit_code == 0, result.output

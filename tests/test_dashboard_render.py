@@ -116,7 +116,7 @@ def test_plain_line_for_a_non_terminal(tmp_path):
 
 EMPTY_80x24 = [
     'paddletune live · (waiting for the profile header) · waiting for the profile',
-    'elapsed 0 ms · step 0 · ETA N/A (no --total-steps/--steps)',
+    'elapsed 0 ms · step 0',
     '╭─ Throughput ─────────────────────────╮╭─ Step time ──────────────────────────╮',
     '│ N/A — no training step yet           ││ N/A — no training step in the window │',
     '│                                      ││                                      │',
@@ -144,6 +144,21 @@ EMPTY_80x24 = [
 def test_an_empty_stream_keeps_every_panel_and_says_why(tmp_path):
     lines = frame(LiveModel().state(0.0))
     assert lines == EMPTY_80x24
+
+
+def test_the_eta_line_before_and_after_the_header_arrives(tmp_path):
+    """The first frame of `profile --live --total-steps N` comes before the profile's header
+    (which holds N): it must not say that no total was given."""
+    assert frame(LiveModel().state(0.0, mode="live"))[1] == "elapsed 0 ms · step 0"
+    path = make_profile(tmp_path / "p.jsonl", steps=[], exit_reason=None, summary=False,
+                        options={"total_steps": 3000})
+    started = model_of(path)
+    assert frame(started.state(0.2, mode="live"))[1] == \
+        "elapsed 200 ms · step 0 of 3,000 (0%) · ETA —"
+    unknown = model_of(make_profile(tmp_path / "q.jsonl", steps=[], exit_reason=None,
+                                    summary=False))
+    assert frame(unknown.state(0.2, mode="live"))[1] == \
+        "elapsed 200 ms · step 0 · ETA N/A (no --total-steps/--steps)"
 
 
 def test_steps_only_na_panels_and_a_failed_exit(tmp_path):

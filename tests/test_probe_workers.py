@@ -1,5 +1,5 @@
 """The reader-worker probe: real worker processes sampled for memory and CPU; copy-on-read
-growth measured (RELIABILITY.md #13: a Python list of 2e6 items read by 4 forked workers)."""
+growth measured (docs/reliability.md #13: a Python list of 2e6 items read by 4 forked workers)."""
 
 import os
 import time

@@ -95,7 +95,7 @@ for data in loader():
 
 
 def test_copy_on_read_in_four_workers_is_measured_and_advised(tmp_path):
-    """RELIABILITY.md #13: a Python list read by 4 forked workers; each worker's USS growth
+    """docs/reliability.md #13: a Python list read by 4 forked workers; each worker's USS growth
     is measured, the report shows it and the advice names the fix."""
     (tmp_path / "train.py").write_text(textwrap.dedent(COPY_ON_READ))
     run = paddletune(tmp_path, "profile", "--interval", "0.1", "-o", "p.jsonl", "train.py")

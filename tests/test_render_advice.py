@@ -36,7 +36,7 @@ EXPECTED = """\
 │   loader = fluid.io.DataLoader.from_generator(feed_list=[img, label], capacity=8, iterable=True) │
 │   loader.set_batch_generator(reader, places=fluid.CPUPlace())                                    │
 │ Expected gain: up to 1.58x steps/s (15.00 ms -> 9.50 ms per step)                                │
-│ Confidence: high · ADVICE.md #1 · id input-bound                                                 │
+│ Confidence: high · see docs/advice.md#input-bound                                                │
 ╰──────────────────────────────────────────────────────────────────────────────────────────────────╯
 ╭─  2.  LOW  Use the fused softmax_with_cross_entropy  ────────────────────────────────────────────╮
 │ Evidence: 1 softmax op(s) feed cross_entropy: softmax('fc_0.tmp_1') -> 'fc_0.tmp_2' ->           │
@@ -47,7 +47,7 @@ EXPECTED = """\
 │   cost = fluid.layers.softmax_with_cross_entropy(                                                │
 │       logits=logits, label=label)                                                                │
 │ Expected gain: numerically stable loss                                                           │
-│ Confidence: high · ADVICE.md #9 · id unfused-softmax-cross-entropy                               │
+│ Confidence: high · see docs/advice.md#unfused-softmax-cross-entropy                              │
 ╰──────────────────────────────────────────────────────────────────────────────────────────────────╯
 """
 
@@ -112,7 +112,7 @@ def test_real_profile_renders_every_section(tmp_path):
     assert text.startswith("1 piece of advice (1 high), most important first:\n")
     for part in ("1.  HIGH  Input-bound: 37% of each step waits for data", "Evidence: 36.7%",
                  "Change:", "DataLoader.from_generator", "Expected gain: up to 1.58x",
-                 "Confidence: high · ADVICE.md #1 · id input-bound"):
+                 "Confidence: high · see docs/advice.md#input-bound"):
         assert part in text
     assert all(len(line) <= 100 for line in text.splitlines())
 

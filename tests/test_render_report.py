@@ -158,9 +158,22 @@ def test_gpu_row_shows_the_power_limit_and_throttling(tmp_path):
 def test_hint_names_the_profile(tmp_path):
     path = make_profile(tmp_path / "p.jsonl")
     lines = render(path, width=200)
-    assert lines[-2:] == [f"Next: paddletune advise {path} for recommendations",
-                          f"      paddletune export {path} --format chrome for a timeline "
-                          f"(Perfetto)"]
+    assert lines[-3:] == ["Next: ranked advice, and a timeline for Perfetto "
+                          "(https://ui.perfetto.dev):",
+                          f"  paddletune advise {path}",
+                          f"  paddletune export {path}"]
+
+
+def test_hint_commands_fit_80_columns_whole(tmp_path, monkeypatch):
+    """A profile in ./paddletune-runs/ is named relative to the working folder, so each
+    command stays on one line of an 80-column terminal."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "paddletune-runs").mkdir()
+    path = make_profile(tmp_path / "paddletune-runs" / "20261124-220435-input_pipeline.jsonl")
+    lines = render(path, width=80)
+    shown = "paddletune-runs/20261124-220435-input_pipeline.jsonl"
+    assert lines[-2:] == [f"  paddletune advise {shown}", f"  paddletune export {shown}"]
+    assert max(len(line) for line in lines[-3:]) <= 80
 
 
 @pytest.mark.parametrize("width", [80, 120])

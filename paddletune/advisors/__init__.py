@@ -1,6 +1,6 @@
 """Advisors: pure rules turning a loaded profile into ranked, evidence-backed advice."""
 
-# importing a rule module registers its rules (kept in ADVICE.md row order: base.rule)
+# importing a rule module registers its rules (kept in docs/advice.md's order: base.rule)
 from . import input  # noqa: F401  (#1)
 from . import reader  # noqa: F401  (#2-#5)
 from . import worker_memory  # noqa: F401  (#7)

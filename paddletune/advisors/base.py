@@ -19,7 +19,8 @@ class Advice:
     expected_gain what the change should bring, in words ("up to 1.3x steps/s")
     expected_speedup  the same as a factor on steps/s when it can be estimated, else None
     blocking      the training is wrong, not slow (NaN/Inf): ranked before any speed advice
-    source        the row of ADVICE.md the advice implements
+    source        the number of its entry in the advice catalogue, docs/advice.md (whose
+                  anchor for it is the id: docs/advice.md#<id>)
     """
 
     id: str
@@ -57,9 +58,9 @@ _RULES: List[Rule] = []
 
 
 def rule(fn: Rule) -> Rule:
-    """Register `fn` as a rule; its docstring's first line names what it checks, with its
-    ADVICE.md row ("(#13)"): rules are kept in row order (stable; rules without a row last),
-    whichever module registers them first."""
+    """Register `fn` as a rule; its docstring's first line names what it checks, with the
+    number of its entry in docs/advice.md ("(#13)"): rules are kept in that order (stable;
+    rules without a number last), whichever module registers them first."""
     row = _row(fn)
     at = next((i for i, other in enumerate(_RULES) if _row(other) > row), len(_RULES))
     _RULES.insert(at, fn)
@@ -95,7 +96,7 @@ def advise(profile, selected: Optional[Iterable[Rule]] = None) -> List[Advice]:
 
 def rank(advices: Iterable[Advice]) -> List[Advice]:
     """Blocking problems first, then severity, then the larger expected speedup (unknown
-    last), then ADVICE.md row."""
+    last), then the number of the entry in docs/advice.md."""
     return sorted(advices, key=lambda a: (not a.blocking, SEVERITIES.index(a.severity),
                                           -(a.expected_speedup or 0.0),
                                           a.source if a.source is not None else 1 << 30))

@@ -1,4 +1,4 @@
-"""ADVICE.md #22: large fetches every step: fetch the loss, the rest every N steps."""
+"""docs/advice.md #22: large fetches every step: fetch the loss, the rest every N steps."""
 
 from collections import Counter
 from typing import List, Optional

@@ -1,4 +1,4 @@
-"""ADVICE.md #9: softmax feeding cross_entropy: use the fused softmax_with_cross_entropy."""
+"""docs/advice.md #9: softmax feeding cross_entropy: use the fused softmax_with_cross_entropy."""
 
 from typing import List, Optional, Sequence, Tuple
 

@@ -1,7 +1,8 @@
-"""ADVICE.md #8, #13 (a GPU pool), #14, #24: advice only a GPU profile can back. Every rule needs
-the main program's steps on a CUDAPlace; those reading op times need them measured on the device
-(CUDA events: the ops probe's `timing` is "cuda_event", see runtime/gpu_timing.py), since host
-clocks around asynchronous launches time the launch, not the kernel.
+"""docs/advice.md #8, #13 (a GPU pool), #14, #24: advice only a GPU profile can back. Every
+rule needs the main program's steps on a CUDAPlace; those reading op times need them measured
+on the device (CUDA events: the ops probe's `timing` is "cuda_event", see
+runtime/gpu_timing.py), since host clocks around asynchronous launches time the launch, not the
+kernel.
 
 - #13 cudaMalloc a visible share of the step: the same figures as the CPU rule (memory.py's
   allocation_figures), with the GPU pool's flags (fraction 0 -> 0.92, or auto_growth; at the

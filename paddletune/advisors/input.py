@@ -1,4 +1,5 @@
-"""ADVICE.md #1: the training loop waits for data: move data preparation to an async reader."""
+"""docs/advice.md #1: the training loop waits for data: move data preparation to an async
+reader."""
 
 from typing import List, Optional, Sequence
 

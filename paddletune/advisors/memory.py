@@ -1,4 +1,4 @@
-"""ADVICE.md #13, #15-#17: memory, and the figures the other memory rules share (#18 in
+"""docs/advice.md #13, #15-#17: memory, and the figures the other memory rules share (#18 in
 sequences.py, #19 in optimizer.py). Each rule states a predicted figure from the memory model
 (paddletune/profile/memory_model.py) over the memory probe's records:
 

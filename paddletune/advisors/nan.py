@@ -1,4 +1,4 @@
-"""ADVICE.md #23: an op produced NaN/Inf: name it and its inputs; clip, lower LR, add eps."""
+"""docs/advice.md #23: an op produced NaN/Inf: name it and its inputs; clip, lower LR, add eps."""
 
 from typing import List, Optional
 

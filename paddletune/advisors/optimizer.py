@@ -1,4 +1,4 @@
-"""ADVICE.md #19: under memory pressure, an optimizer keeping two or more accumulators per
+"""docs/advice.md #19: under memory pressure, an optimizer keeping two or more accumulators per
 parameter (Adam, Adadelta, RMSProp, ...) holds a large share of the peak: Momentum keeps one.
 The predicted peak takes the saved state off every phase, and the update's temporaries
 shrink with the accumulators (see _peak_with_fewer_accumulators)."""

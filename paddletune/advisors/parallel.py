@@ -1,4 +1,4 @@
-"""ADVICE.md #10-#12 for the ParallelExecutor (a data-parallel
+"""docs/advice.md #10-#12 for the ParallelExecutor (a data-parallel
 CompiledProgram or fluid.ParallelExecutor), from the scheduler probe's figures
 (profile/parallel_figures.py):
 

@@ -1,4 +1,4 @@
-"""ADVICE.md #2-#5: the DataLoader's queue runs empty (how many workers), the speed test's
+"""docs/advice.md #2-#5: the DataLoader's queue runs empty (how many workers), the speed test's
 no-data ceiling, and the double buffer."""
 
 import math

@@ -1,4 +1,4 @@
-"""ADVICE.md #18: a few very long sequences among short ones: drop, clip or bucket them. Two
+"""docs/advice.md #18: a few very long sequences among short ones: drop, clip or bucket them. Two
 rules: the long batches' compute time (from the reader's per-batch shapes), and the memory
 peak they set (from the memory probe's bytes fed and peak per step)."""
 

@@ -1,5 +1,5 @@
-"""ADVICE.md #21: CPU threads: BLAS x runtime threads vs cores, steal time, idle cores; and, for
-the ParallelExecutor on CPU places, Reduce instead of AllReduce."""
+"""docs/advice.md #21: CPU threads: BLAS x runtime threads vs cores, steal time, idle cores;
+and, for the ParallelExecutor on CPU places, Reduce instead of AllReduce."""
 
 from typing import List, Optional
 

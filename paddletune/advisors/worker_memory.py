@@ -1,5 +1,6 @@
-"""ADVICE.md #7 (reader memory): DataLoader workers copying the trainer's Python objects as they
-read them (copy-on-read, pytorch#13246), measured as each worker's private memory growth."""
+"""docs/advice.md #7 (reader memory): DataLoader workers copying the trainer's Python objects
+as they read them (copy-on-read, pytorch#13246), measured as each worker's private memory
+growth."""
 
 from typing import Optional
 

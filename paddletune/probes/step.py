@@ -74,7 +74,7 @@ class StepProbe(Probe):
         return {"steps": self.n_steps, "last": self.last}
 
 
-# attrs the advisors read (ADVICE #8: cuDNN off for global pooling / transposed conv)
+# attrs the advisors read (docs/advice.md #8: cuDNN off for global pooling / transposed conv)
 ADVICE_ATTRS = ("use_cudnn", "global_pooling", "pooling_type")
 
 

@@ -18,6 +18,7 @@ from .fmt import clean
 BADGE_STYLE = {"high": "bold white on red", "medium": "bold black on yellow",
                "low": "bold black on cyan", "info": "bold white on blue"}
 BORDER_STYLE = {"high": "red", "medium": "yellow", "low": "cyan", "info": "blue"}
+CATALOGUE = "docs/advice.md"  # the advice catalogue, one entry per advice id
 
 
 def advice_json(advices: Sequence[Advice]) -> str:
@@ -60,14 +61,20 @@ def advice_panel(number: int, advice: Advice) -> Panel:
                  border_style=BORDER_STYLE[advice.severity])
 
 
+def catalogue_link(advice_id: str) -> str:
+    """Where the advice catalogue explains advice `advice_id`: its entry's anchor in
+    docs/advice.md (the id is the anchor, so the link stays right as entries move)."""
+    return f"{CATALOGUE}#{advice_id}"
+
+
 def _body(advice: Advice) -> list:
-    source = f"ADVICE.md #{advice.source} · " if advice.source is not None else ""
+    advice_id = clean(advice.id)
     return [_labelled("Evidence", advice.evidence),
             Text("Change:", style="bold"),
             Padding(Text(clean(advice.change), style="cyan"), (0, 0, 0, 2)),  # wrapped too
             _labelled("Expected gain", advice.expected_gain),
             Text.assemble(("Confidence: ", "bold"), clean(advice.confidence),
-                          (f" · {source}id {clean(advice.id)}", "dim"))]
+                          (f" · see {catalogue_link(advice_id)}", "dim"))]
 
 
 def _labelled(label: str, value: str) -> Text:

@@ -62,16 +62,21 @@ def header(state: LiveState, width):
     first = _line(("paddletune live", "bold"), f" · {state.title or '?'} · ",
                   _status_text(status))
     p = state.progress
-    parts = [f"elapsed {duration(state.now_s)}", _steps_text(p)]
-    if status.state in ("finished", "cut short"):
-        pass
-    elif p.total:
-        parts.append(f"ETA {duration(p.eta_s) if finite(p.eta_s) else NA}")
-    else:
-        parts.append("ETA N/A (no --total-steps/--steps)")
+    parts = [f"elapsed {duration(state.now_s)}", _steps_text(p), _eta_text(status, p)]
     if state.log_path:
         parts.append(f"script output: {state.log_path}")
-    return [first, _line(" · ".join(parts))]
+    return [first, _line(" · ".join(part for part in parts if part))]
+
+
+def _eta_text(status: Status, p: Progress) -> str:
+    """The time left while the job runs: from its total (--total-steps, else --steps) and
+    the current rate; "" once it ended, or while the profile's header (which holds the
+    total) has not arrived yet."""
+    if status.state in ("finished", "cut short", "waiting"):
+        return ""
+    if p.total:
+        return f"ETA {duration(p.eta_s) if finite(p.eta_s) else NA}"
+    return "ETA N/A (no --total-steps/--steps)"
 
 
 def _status_text(status: Status):

@@ -7,6 +7,7 @@ before it reaches the terminal."""
 import json
 import shlex
 from datetime import datetime
+from pathlib import Path
 from typing import List, Optional
 
 from rich import box
@@ -326,10 +327,16 @@ def _overhead(s) -> Optional[Text]:
 
 
 def _hint(profile) -> Text:
-    path = clean(shlex.quote(str(profile.path)))
+    """What to run next, each command whole on its own line: a profile under the working
+    folder is named relative to it, so the usual one fits an 80-column terminal."""
+    path = Path(profile.path)
+    try:
+        path = path.resolve().relative_to(Path.cwd().resolve())
+    except (OSError, ValueError):  # elsewhere: as given
+        pass
+    shown = clean(shlex.quote(str(path)))
     text = Text("Next: ", style="bold")
-    text.append(f"paddletune advise {path}", style="cyan")
-    text.append(" for recommendations\n      ")
-    text.append(f"paddletune export {path} --format chrome", style="cyan")
-    text.append(" for a timeline (Perfetto)")
+    text.append("ranked advice, and a timeline for Perfetto (https://ui.perfetto.dev):")
+    for command in ("advise", "export"):
+        text.append(f"\n  paddletune {command} {shown}", style="cyan")
     return text

@@ -6,6 +6,8 @@ code, and the speedup over the baseline."""
 from typing import Optional
 
 from rich.console import Console
+from rich.measure import Measurement
+from rich.segment import Segment, Segments
 from rich.table import Table
 from rich.text import Text
 
@@ -15,6 +17,7 @@ STATUS_STYLE = {"ok": "green", "oom": "red", "timeout": "red", "crashed": "red",
                 "interrupted": "red", "no effect": "yellow", "no-steps": "yellow",
                 "too full": "yellow"}
 MAX_ROWS = 25
+UNBOUNDED = 10_000  # columns: room for a table's natural width off a terminal
 
 
 def progress_view(console: Console, title: str, budget_s: float, live: bool = True):
@@ -85,11 +88,37 @@ def render_record(record: dict, console: Optional[Console] = None, rows: int = M
                   f"{duration(record.get('elapsed_s'))} (budget "
                   f"{duration(opts.get('budget_s'))}, objective {opts.get('objective')}); "
                   f"{record.get('stop_reason') or record.get('status')}", soft_wrap=True)
-    console.print(ranking_table(record, rows))
+    print_table(console, ranking_table(record, rows))
     _no_effect(record, console)
     _best(record, console)
     for note in record.get("notes") or []:
         console.print(Text(f"note: {note}", style="dim"), soft_wrap=True)
+
+
+def print_table(console: Console, table: Table):
+    """`table` on a terminal within its width; elsewhere (a pipe, a file: nothing there
+    wraps long lines) at the table's natural width, so no cell wraps, least of all inside
+    a setting's name."""
+    if console.is_terminal:
+        console.print(table)
+        return
+    natural = Measurement.get(console, console.options.update_width(UNBOUNDED), table)
+    options = console.options.update_width(max(console.width, natural.maximum))
+    lines = console.render_lines(table, options, pad=False)
+    console.print(Segments(segment for line in lines
+                           for segment in (*_rstripped(line), Segment.line())),
+                  soft_wrap=True, end="")
+
+
+def _rstripped(line):
+    """A rendered line without its trailing blanks (the table's padding to its width)."""
+    segments = list(line)
+    while segments and not segments[-1].control and not segments[-1].text.strip():
+        segments.pop()
+    if segments and not segments[-1].control:
+        last = segments.pop()
+        segments.append(Segment(last.text.rstrip(), last.style))
+    return segments
 
 
 def ranking_table(record: dict, rows: int = MAX_ROWS) -> Table:
