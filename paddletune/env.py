@@ -4,6 +4,7 @@
 
 import os
 import platform
+import socket
 import sys
 from typing import List, Optional, Tuple, Union
 
@@ -33,6 +34,7 @@ def collect_env() -> dict:
             "implementation": platform.python_implementation(),
             "executable": sys.executable,
             "platform": _safe(platform.platform),
+            "host": _safe(socket.gethostname),
             "paddletune": __version__,
             "numpy": _safe(numpy_info),
             "cpu": _safe(cpu_info),

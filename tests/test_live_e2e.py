@@ -7,6 +7,7 @@ import shlex
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
@@ -149,3 +150,61 @@ def test_a_profile_named_log_keeps_the_scripts_output_apart(tmp_path):
     assert profile.complete and profile.summary.n_steps == 50
     output = (tmp_path / "run.output.log").read_text()
     assert "step 0" in output and output.rstrip().endswith("done")
+
+
+STUCK_READER = '''
+import time
+import numpy as np
+import runtime as fluid
+
+main, startup = fluid.Program(), fluid.Program()
+with fluid.program_guard(main, startup):
+    x = fluid.data("x", [None, 8])
+    loss = fluid.layers.mean(fluid.layers.fc(x, 4))
+    fluid.optimizer.SGD(0.01).minimize(loss)
+exe = fluid.Executor(fluid.CPUPlace())
+exe.run(startup)
+
+def batches():
+    for i in range(30):
+        yield [np.random.rand(16, 8).astype("float32")]
+    print("stuck", flush=True)
+    time.sleep(3600)  # a generator stuck on its source (a dead mount, a lock)
+
+with fluid.program_guard(main, startup):
+    loader = fluid.io.DataLoader.from_generator(feed_list=[x], capacity=4)
+loader.set_batch_generator(batches)
+for data in loader():
+    exe.run(main, feed=data, fetch_list=[loss])
+'''
+
+
+def watch_once(tmp_path) -> str:
+    done = subprocess.run([sys.executable, "-m", "paddletune", "watch", "--once", "--plain",
+                           "run.jsonl"], cwd=tmp_path, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+def test_watch_says_the_reader_stalled_and_then_that_the_job_died(tmp_path, procs):
+    """A job whose reader hangs writes on (the queue sampler), so `no new record` never
+    shows: `watch` says the reader stalled, naming the loader, once no batch came for
+    STALLED_S; after a SIGKILL (no exit record), that the job died."""
+    from paddletune.live.figures import STALLED_S
+    (tmp_path / "job.py").write_text(textwrap.dedent(STUCK_READER))
+    job = procs.popen([sys.executable, "-m", "paddletune", "profile", "-q", "--out",
+                       "run.jsonl", "job.py"], cwd=tmp_path, stdout=subprocess.PIPE,
+                      stderr=subprocess.PIPE, text=True)
+    assert job.stdout.readline() == "stuck\n"
+    deadline = time.monotonic() + STALLED_S + 30
+    line = watch_once(tmp_path)
+    while "reader stalled" not in line and time.monotonic() < deadline:
+        assert "no step" not in line, line  # straight from running to the stall
+        time.sleep(1.0)
+        line = watch_once(tmp_path)
+    assert "reader stalled: no batch for " in line, line
+    assert "DataLoader#0's queue is empty" in line
+    procs.kill(job)
+    line = watch_once(tmp_path)
+    assert f"died: pid {job.pid} is gone, no exit record" in line, line

@@ -19,8 +19,8 @@ from paddletune.live.state import Progress
 from paddletune.live.window import LiveModel
 from paddletune.profile import records as rec
 from paddletune.profile.codec import to_json
-from profiles import (make_profile, memory_records, reader_records, step_records,
-                      system_samples, typed)
+from profiles import (READER_BATCH, make_profile, memory_records, reader_interval,
+                      reader_records, step_records, system_samples, typed)
 
 
 def json_of(record):
@@ -324,3 +324,51 @@ def test_watch_follows_a_profile_another_process_appends(tmp_path):
     assert lines[-1].startswith("paddletune live: ")
     assert "step 100 of 100 (100%)" in lines[-1]
     assert lines[-1].endswith("finished: exit 0 (returned)")
+
+
+# --- a job that runs on but trains no more -------------------------------------------------------
+def quiet_job(pushes_after: int, occupancy_after: dict, quiet_s: float = 20.0):
+    """A job of 100 steps (0.05 s each) from an open DataLoader pass, then `quiet_s` seconds
+    of reader intervals (one a second) without a step: the sampler still writes. Returns
+    (the model, the end of the last step, the end of the quiet spell)."""
+    steps = step_records(n_steps=100, wall_s=0.05, warmup=0, t_start=0.0)
+    rows = reader_records(steps)[:-1]  # the pass has not ended
+    end = steps[-1]["t"] + steps[-1]["wall_s"]
+    per = dict(READER_BATCH, shapes={"img": {"64x784": 1}, "label": {"64x1": 1}})
+    for k in range(int(quiet_s)):
+        interval = reader_interval(end + k, end + k + 1, 0, per)
+        interval.update(pushes=pushes_after, occupancy={str(size): n for size, n in
+                                                       occupancy_after.items()})
+        rows.append(interval)
+    model = LiveModel()
+    model.add(typed([header(), *steps, *rows]))
+    return model, end, end + quiet_s
+
+
+def test_a_loop_starved_by_a_stuck_reader_shows_reader_stalled():
+    """Records keep coming (the queue sampler writes), but the loop has had no batch for
+    20 s and the queue was empty at every sample with nothing pushed: "reader stalled",
+    naming the loader; the dashboard's status line says so."""
+    model, last_step, now = quiet_job(pushes_after=0, occupancy_after={0: 100})
+    status = model.state(now).status
+    assert status.state == "reader stalled" and status.loader == "DataLoader#0"
+    assert status.quiet_s == pytest.approx(now - last_step)
+    assert model.state(last_step + STALLED_S - 1).status.state == "running"  # not yet
+    from paddletune.render.dashboard import _status_text
+    assert _status_text(status)[0] == ("reader stalled: no batch for 20.00 s (DataLoader#0's "
+                                       "queue is empty, nothing pushed)")
+
+
+def test_no_step_with_a_full_queue_is_no_step_not_a_stalled_reader():
+    """Batches wait in the queue but no step runs (a long evaluation, a stuck loop): the
+    reader is not to blame."""
+    model, last_step, now = quiet_job(pushes_after=0, occupancy_after={8: 100})
+    status = model.state(now).status
+    assert status.state == "no step" and status.quiet_s == pytest.approx(now - last_step)
+
+
+def test_a_writer_gone_without_an_exit_record_died():
+    model, _, now = quiet_job(pushes_after=0, occupancy_after={0: 100}, quiet_s=2)
+    status = model.state(now, writer="gone").status
+    assert status.state == "died" and status.pid == model.header.pid
+    assert model.state(now, writer="alive").status.state == "running"

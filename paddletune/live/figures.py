@@ -31,7 +31,12 @@ than a window's length before now: LiveModel.horizon):
               SampleWindow's `last` values (per-core figures are not aggregated: none then)
   ops         op time per main step over the window's ops records and windows' op totals
   parallel    the ParallelExecutor's step records and windows' scheduler figures
-  stalled     no record for STALLED_S seconds (plus a window's length once windowed)
+  status      (state.py, Status) "stalled": no record for STALLED_S seconds (plus a
+              window's length once windowed); "no step": records, but no step of main
+              for that long; "reader stalled": no step, and the newest reader interval of
+              the loader whose pass is open (the latest started) pushed nothing and found
+              its queue empty at every sample; "died": the header's pid runs no more on
+              this machine (the loop's `writer`) and no exit record came
 """
 
 from collections import Counter
@@ -55,7 +60,8 @@ def state(model, now, live=True, **extra) -> LiveState:
     tp = throughput(model, main, now)
     return LiveState(
         title=_title(model.header), path=model.path, now_s=now, window_s=model.window_s,
-        status=status(model, now, live), progress=progress(model, main, tp),
+        status=status(model, now, live, extra.get("writer")),
+        progress=progress(model, main, tp),
         memory=memory(model), cpu=cpu(model), ops=ops(model, main), throughput=tp,
         breakdown=breakdown(model, main), reader=reader(model), parallel=parallel(model),
         advice=model.advice, notes=tuple(notes(model)[-2:]), **extra)
@@ -72,14 +78,45 @@ def notes(model) -> list:
     return [e.message or event_kind(e) for e in model.events if event_kind(e) in NOTABLE]
 
 
-def status(model, now, live) -> Status:
+def status(model, now, live, writer: Optional[str] = None) -> Status:
+    """The job's state at `now`; `writer`: whether the job's process is alive, gone or
+    unknown (LiveLoop.writer_state)."""
     if model.header is None:
         return Status("waiting")
     if model.exit is not None:
         return Status("finished", exit=model.exit)
     idle = max(now - model.last_t, 0.0)
-    stalled = live and idle > STALLED_S + model.lag_s(now)
-    return Status("stalled" if stalled else ("running" if live else "cut short"), idle)
+    if writer == "gone":
+        return Status("died", idle, pid=model.header.pid)
+    if not live:
+        return Status("cut short", idle)
+    late = STALLED_S + model.lag_s(now)
+    if idle > late:
+        return Status("stalled", idle)
+    return _quiet_loop(model, now, late) or Status("running", idle)
+
+
+def _quiet_loop(model, now, late) -> Optional[Status]:
+    """"reader stalled" or "no step" when the loop has run no step for `late` seconds (since
+    its last step, else since the open pass began), None otherwise."""
+    idle = max(now - model.last_t, 0.0)
+    main, open_pass = model.main_program, model.open_pass()
+    since = model.last_step_end.get(main) if main is not None else None
+    if since is None and open_pass is not None:
+        since = open_pass.t_s
+    if since is None or now - since <= late:
+        return None
+    if open_pass is not None and _starved(model.last_interval.get(open_pass.loader), since):
+        return Status("reader stalled", idle, quiet_s=now - since,
+                      loader=model.loader_name(open_pass.loader))
+    return Status("no step", idle, quiet_s=now - since)
+
+
+def _starved(interval: Optional[r.ReaderInterval], since: float) -> bool:
+    """The interval (after the last step) saw nothing pushed and an empty queue at every
+    sample: the loop waits on a producer that makes nothing."""
+    return (interval is not None and interval.t_s > since and interval.pushes == 0
+            and bool(interval.occupancy) and set(interval.occupancy) == {0})
 
 
 def progress(model, main, tp: Optional[Throughput]) -> Progress:

@@ -10,6 +10,7 @@ the report shows its share of the job's step time.
 """
 
 import os
+import socket
 import threading
 import time
 
@@ -86,9 +87,13 @@ class LiveLoop:
         return False
 
     def writer_state(self) -> str:
-        """'alive', 'gone' (its pid runs no more on this machine) or 'unknown'."""
-        pid = self.model.header.pid if self.model.header is not None else None
+        """'alive', 'gone' (its pid runs no more on this machine) or 'unknown' (no pid, or
+        the job ran on another machine: a profile on a shared file system)."""
+        header = self.model.header
+        pid = header.pid if header is not None else None
         if pid is None or pid <= 0:
+            return "unknown"
+        if header.env.host and header.env.host != socket.gethostname():
             return "unknown"
         if pid == os.getpid():
             return "alive"

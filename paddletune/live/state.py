@@ -12,15 +12,29 @@ from ..profile.figures import Verdict
 
 @dataclass(frozen=True)
 class Status:
-    """The job's state: waiting (no header yet), running, stalled (no new record for a
-    while), finished (its exit record), cut short (a file that ended without one).
+    """The job's state (figures.py, `status`):
+      waiting         no header yet
+      running
+      reader stalled  records come, but no batch for a while, and the loader the loop
+                      reads from has an empty queue its producer pushes nothing into
+      no step         records come, but no training step for a while (a long step, an
+                      evaluation, or a stuck loop)
+      stalled         no new record for a while (the process lives)
+      died            the job's process is gone without its exit record (killed)
+      finished        its exit record
+      cut short       a file (not followed live) that ended without one
 
-    idle_s: time since the newest record (None: waiting or finished); exit: the exit record.
+    idle_s: time since the newest record (None: waiting or finished); exit: the exit record;
+    quiet_s: time since the last step (since the pass began, before any) for "reader
+    stalled" and "no step"; loader: the stalled loader's name; pid: the job's process id.
     """
 
     state: str
     idle_s: Optional[float] = None
     exit: Optional[r.ExitEvent] = None
+    quiet_s: Optional[float] = None
+    loader: Optional[str] = None
+    pid: Optional[int] = None
 
 
 @dataclass(frozen=True)

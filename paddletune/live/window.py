@@ -59,6 +59,10 @@ class LiveModel:
         self.programs, self.probes, self.summary = {}, {}, None
         self.step_counts, self.sample_counts = Counter(), Counter()  # program -> all-time
         self.first_step_t = {}  # program -> t of its first training step
+        self.last_step_end = {}  # program -> the end of its newest step (or window)
+        self.last_interval = {}  # loader -> its newest ReaderInterval
+        self.open_passes = {}  # (loader, pass) -> the ReaderStart of a pass not ended
+        self.loader_names = {}  # loader -> its name (DataLoader#0)
         self.data_end = {}  # program -> its steps' known end, once they come as windows
         self.history = defaultdict(Counter)  # program -> {second: steps run in it}
         self.sums = defaultdict(StepSums)  # program -> its steps in the window
@@ -97,6 +101,7 @@ class LiveModel:
             self.windowed = True  # the next steps of the program come as windows
             self.data_end[program] = max(end, self.data_end.pop(program, end))
         add_to_history(self.history[program], end, end, 1)
+        self.last_step_end[program] = max(end, self.last_step_end.get(program, end))
         self.last_t = max(self.last_t, end)
 
     def _add_window(self, w: r.StepWindow):
@@ -109,6 +114,7 @@ class LiveModel:
         self.first_step_t.setdefault(program, w.t0_s)
         self.data_end[program] = max(w.t_s, self.data_end.pop(program, w.t_s))
         add_to_history(self.history[program], w.t0_s, w.t_s, w.n)
+        self.last_step_end[program] = max(w.t_s, self.last_step_end.get(program, w.t_s))
 
     def _add_ops(self, o: r.OpsRecord):
         self.ops.append(TimedOps(o.ops[0].t_s if o.ops else self.last_t, o))
@@ -116,9 +122,19 @@ class LiveModel:
 
     def _add_reader_interval(self, iv: r.ReaderInterval):
         self.reader.append(iv)
+        newest = self.last_interval.get(iv.loader)
+        if newest is None or iv.t_s >= newest.t_s:
+            self.last_interval[iv.loader] = iv
 
     def _add_reader_pass(self, record):
         self.reader_passes.append(record)
+        key = (record.loader, record.pass_no)
+        if isinstance(record, r.ReaderEnd):
+            self.open_passes.pop(key, None)
+            return
+        self.open_passes[key] = record
+        if record.config.name:
+            self.loader_names[record.loader] = record.config.name
 
     def _add_memory_step(self, m: r.MemoryStep):
         self.memory.append(m)
@@ -215,6 +231,14 @@ class LiveModel:
     def _count_window(self, w: r.StepWindow, sign: int):
         self.sums[w.program].add_window(w, sign)
         self.op_sums[w.program].add_window(w, sign)
+
+    def open_pass(self) -> Optional[r.ReaderStart]:
+        """The latest-started reader pass that has not ended (None: none runs)."""
+        return max(self.open_passes.values(), key=lambda s: s.t_s, default=None)
+
+    def loader_name(self, loader) -> str:
+        """A loader's name from its passes' config (DataLoader#0), else its id."""
+        return self.loader_names.get(loader) or f"loader {loader}"
 
     @property
     def main_program(self):

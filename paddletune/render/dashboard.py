@@ -59,8 +59,9 @@ def render_dashboard(state: LiveState, width: int = MIN_WIDTH,
 # --- header and footer ---------------------------------------------------------------------------
 def header(state: LiveState, width):
     status = state.status
-    first = _line(("paddletune live", "bold"), f" · {state.title or '?'} · ",
-                  _status_text(status))
+    said = _status_text(status)
+    room = width - len("paddletune live ·  · ") - len(said[0])  # the status goes whole
+    first = _line(("paddletune live", "bold"), f" · {_fit(state.title or '?', room)} · ", said)
     p = state.progress
     parts = [f"elapsed {duration(state.now_s)}", _steps_text(p), _eta_text(status, p)]
     if state.log_path:
@@ -68,15 +69,24 @@ def header(state: LiveState, width):
     return [first, _line(" · ".join(part for part in parts if part))]
 
 
+def _fit(title: str, room: int) -> str:
+    """`title` cut to `room` characters (no fewer than 12) with an ellipsis."""
+    room = max(room, 12)
+    return title if len(title) <= room else title[:room - 1] + "…"
+
+
 def _eta_text(status: Status, p: Progress) -> str:
     """The time left while the job runs: from its total (--total-steps, else --steps) and
     the current rate; "" once it ended, or while the profile's header (which holds the
     total) has not arrived yet."""
-    if status.state in ("finished", "cut short", "waiting"):
+    if status.state in ("finished", "cut short", "died", "waiting"):
         return ""
     if p.total:
         return f"ETA {duration(p.eta_s) if finite(p.eta_s) else NA}"
     return "ETA N/A (no --total-steps/--steps)"
+
+
+RUNNING = ("running", "stalled", "reader stalled", "no step")  # the job goes on (or may)
 
 
 def _status_text(status: Status):
@@ -87,6 +97,14 @@ def _status_text(status: Status):
         return (f"finished: exit {code} ({reason})", "green" if code == 0 else "bold red")
     if kind == "stalled":
         return (f"no new record for {duration(status.idle_s)}", "yellow")
+    if kind == "reader stalled":
+        return (f"reader stalled: no batch for {duration(status.quiet_s)} ({status.loader}'s "
+                f"queue is empty, nothing pushed)", "bold yellow")
+    if kind == "no step":
+        return (f"no step for {duration(status.quiet_s)}", "yellow")
+    if kind == "died":
+        return (f"died: pid {status.pid} is gone, no exit record (SIGKILL? the OOM killer?)",
+                "bold red")
     if kind == "waiting":
         return ("waiting for the profile", "dim")
     if kind == "cut short":
@@ -118,7 +136,7 @@ def plain_line(state: LiveState) -> str:
     """One line of the main figures, for logs and pipes."""
     p, tp, status = state.progress, state.throughput, state.status
     parts = [f"{duration(state.now_s)}", _steps_text(p)]
-    if status.state in ("running", "stalled") and p.total and finite(p.eta_s):
+    if status.state in RUNNING and p.total and finite(p.eta_s):
         parts.append(f"ETA {duration(p.eta_s)}")
     parts.append(f"{_rate(tp.steps_per_s if tp else None)} steps/s")
     if tp is not None and finite(tp.samples_per_s):

@@ -174,6 +174,7 @@ class Env:
       implementation  CPython, PyPy, ...
       executable      the interpreter's path
       platform        the OS
+      host            the machine's host name (whether the job's pid can be checked here)
       paddletune      paddletune's version
       numpy           NumPy and its BLAS
       cpu             the processor
@@ -188,6 +189,7 @@ class Env:
     implementation: Optional[str] = None
     executable: Optional[str] = None
     platform: Optional[str] = None
+    host: Optional[str] = None
     paddletune: Optional[str] = None
     numpy: NumpyInfo = NumpyInfo()
     cpu: CpuInfo = CpuInfo()
