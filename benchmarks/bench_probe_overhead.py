@@ -4,7 +4,8 @@ batch 128) trained with no probes, with the probes a `paddletune profile` sessio
 real profile file), with --ops added, and with FLAGS_check_nan_inf on, interleaved in one
 process so that machine noise hits every configuration alike.
 
-Targets (issue 3): default probes < 1% of step time, --ops < 5%.
+Targets (issue 3): default probes < 1% of step time, --ops < 5%. Also the cost of one
+system sample (the system probe's, on its own thread).
 Prints a table and, last, one JSON line. Run: python benchmarks/bench_probe_overhead.py
 [--rounds 7 --steps 40 --threads 1]
 """
@@ -66,6 +67,20 @@ def run_rounds(model, xs, ys, args, kinds, directory):
     return {k: statistics.median(v) for k, v in times.items()}
 
 
+def system_sample_s(n=50) -> float:
+    """The median wall time of one system sample (psutil: process, threads, cores), which
+    the system probe's thread takes every --interval."""
+    from paddletune.probes.system import SystemProbe
+    probe = SystemProbe(lambda record: None, Clock(), interval_s=0.5, source=FluidSource())
+    probe.sample(0.0)  # the first primes psutil's CPU counters
+    times = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        probe.sample(0.0)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--batch-size", type=int, default=128)
@@ -81,6 +96,7 @@ def main(argv=None):
     kinds = ["none", "default", "ops", "check_nan"]
     with tempfile.TemporaryDirectory() as directory:
         step_s = run_rounds(model, xs, ys, args, kinds, directory)
+    sample_s = system_sample_s()
     base = step_s["none"]
     cost = {k: (v - base) / base for k, v in step_s.items() if k != "none"}
     print(f"reference MLP, batch {args.batch_size}, {args.threads} BLAS thread(s), "
@@ -88,12 +104,15 @@ def main(argv=None):
     for kind in kinds:
         extra = "" if kind == "none" else f"   overhead {cost[kind]:+.2%}"
         print(f"  {kind:<10} {step_s[kind] * 1e3:8.3f} ms/step{extra}")
+    print(f"one system sample (off the training thread, every --interval): "
+          f"{sample_s * 1e3:.3f} ms")
     print(f"targets: default < 1% -> {'met' if cost['default'] < 0.01 else 'NOT met'}; "
           f"--ops < 5% -> {'met' if cost['ops'] < 0.05 else 'NOT met'}")
     print(json.dumps({"bench": "probe_overhead", "batch_size": args.batch_size,
                       "threads": args.threads, "cores": os.cpu_count(),
                       "step_ms": {k: round(v * 1e3, 4) for k, v in step_s.items()},
                       "overhead": {k: round(v, 4) for k, v in cost.items()},
+                      "system_sample_ms": round(sample_s * 1e3, 4),
                       "time": time.strftime("%Y-%m-%dT%H:%M:%S")}))
 
 

@@ -168,17 +168,6 @@ def test_a_failing_sampler_marks_itself_unavailable_and_stops_quietly():
     assert records == [result]
 
 
-def test_sample_is_cheap():
-    probe, _ = _probe()
-    _sample(probe)
-    times_s = []
-    for _ in range(20):
-        t0 = time.perf_counter()
-        probe.sample(0.0)
-        times_s.append(time.perf_counter() - t0)
-    assert sorted(times_s)[10] < 0.02  # typically ~0.15 ms; generous for loaded CI machines
-
-
 def test_stop_right_after_start_still_has_a_sample():
     probe, records = _probe(interval_s=0.5)
     probe.start()
