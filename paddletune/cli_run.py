@@ -118,7 +118,7 @@ def tune_options(script, module, budget, objective, floor, space, max_batch_size
 def run_tune_search(script, args, module, options, out, plain):
     """Run the search with its progress view; (the tuner, the record's path)."""
     from .render import tune as tune_view
-    from .tune import SpaceError, TuneError
+    from .tune import RecordPathError, SpaceError, TuneError
     from .tune import tune as run_tune
     title = " ".join(["-m " + script if module is not None else script, *args])
     progress = tune_view.progress_view(console(stderr=True), title, options.budget_s,
@@ -127,6 +127,8 @@ def run_tune_search(script, args, module, options, out, plain):
         with progress:  # the live display stops (its last frame kept) before what follows
             return run_tune(script, args, options, out, progress=progress,
                             module=module is not None)
+    except RecordPathError as err:  # --out: the user's to fix, like profile's --out
+        fail(str(err))
     except (TuneError, SpaceError) as err:
         fail(str(err), code=EXIT_NOT_FOUND)
     except OSError as err:  # the record or the trials' folder cannot be written

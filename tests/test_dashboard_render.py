@@ -107,6 +107,15 @@ def test_a_larger_terminal_gets_more_lines_per_panel_and_the_full_legend(tmp_pat
         "● medium Reader-starved: the queue was empty in 60% of the pops — up to 1.19x")
 
 
+def test_a_terminal_resized_down_to_20_columns_still_draws(tmp_path):
+    """A terminal narrowed to 20 columns (or 5 x 3) gets a frame within its width, not a
+    crash of the dashboard (which would leave the job without its view)."""
+    state = busy_state(tmp_path)
+    for width, height in ((20, 10), (20, 24), (5, 3)):
+        lines = frame(state, width, height)
+        assert lines and all(len(line) <= width for line in lines), (width, lines)
+
+
 def test_plain_line_for_a_non_terminal(tmp_path):
     assert plain_line(busy_state(tmp_path)) == (
         "paddletune live: 10.20 s · step 400 of 1,000 (40%) · ETA 15.00 s · 40.0 steps/s · "

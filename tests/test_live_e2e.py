@@ -89,8 +89,9 @@ def test_ctrl_c_stops_the_job_and_keeps_the_profile(tmp_path, tmux):
     tmux.start(live_command(tmp_path, 0))  # runs until stopped
     tmux.wait_for(lambda s: "steps/s ·" in s, what="the dashboard")
     tmux.tmux("send-keys", "-t", "t", "C-c")
-    final = tmux.wait_for(lambda s: "EXIT=" in s, what="the job's end")
+    final = tmux.wait_for(lambda s: "ECHO=" in s, what="the job's end")
     assert "EXIT=130" in final  # died by SIGINT, as Python does
+    _terminal_left_as_it_was(tmux, final)
     history = tmux.history()
     assert "paddletune report · job.py 0" in history and "exit 130 (interrupted)" in history
     profile = load(tmp_path / "run.jsonl")
@@ -108,6 +109,7 @@ def test_without_a_terminal_plain_lines_go_to_stderr(tmp_path):
     status = [line for line in done.stderr.splitlines()
               if line.startswith("paddletune live: ")]
     assert status and "step 300 of 300 (100%)" in status[-1]
+    assert "\x1b" not in done.stderr and "\r" not in done.stderr  # no terminal codes
     assert status[-1].endswith("finished: exit 0 (returned)")
     assert not (tmp_path / "run.log").exists()
     assert load(tmp_path / "run.jsonl").probes["dashboard"].details["frames"] > 0
@@ -208,3 +210,47 @@ def test_watch_says_the_reader_stalled_and_then_that_the_job_died(tmp_path, proc
     procs.kill(job)
     line = watch_once(tmp_path)
     assert f"died: pid {job.pid} is gone, no exit record" in line, line
+
+
+def _terminal_left_as_it_was(tmux, final):
+    assert "ECHO=on" in final  # echoing input
+    assert tmux.tmux("display", "-p", "-t", "t", "#{cursor_flag}").stdout.strip() == "1"
+    assert tmux.tmux("display", "-p", "-t", "t", "#{alternate_on}").stdout.strip() == "0"
+
+
+@needs_tmux
+def test_a_script_that_raises_under_live_leaves_the_terminal_as_it_was(tmp_path, tmux):
+    """The job raises while the dashboard draws: the terminal gets its cursor, its normal
+    screen and its echo back, the report says exit 1, the traceback is in the log."""
+    script = tmp_path / "raising.py"
+    script.write_text(textwrap.dedent(JOB).replace(
+        '        print(f"step {step}", flush=True)',
+        '        print(f"step {step}", flush=True)\n'
+        '    if step == 150:\n'
+        '        raise ValueError("bad batch at step 150")'))
+    env = f"PYTHONPATH={shlex.quote(REPO)}"
+    tmux.start(f"{env} {shlex.quote(sys.executable)} -m paddletune profile --live --interval "
+               f"0.2 --out run.jsonl raising.py -- 0")
+    final = tmux.wait_for(lambda s: "ECHO=" in s, what="the job's end")
+    assert "EXIT=1" in final
+    _terminal_left_as_it_was(tmux, final)
+    assert "exit 1 (exception)" in tmux.history()
+    assert "ValueError: bad batch at step 150" in (tmp_path / "run.log").read_text()
+
+
+@needs_tmux
+def test_ctrl_c_in_watch_leaves_the_terminal_as_it_was(tmp_path, tmux, procs):
+    (tmp_path / "job.py").write_text(textwrap.dedent(JOB))
+    job = procs.popen([sys.executable, "-m", "paddletune", "profile", "-q", "--interval", "0.2",
+                       "--out", "run.jsonl", "job.py", "--", "0"], cwd=tmp_path,
+                      stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    assert job.stdout.readline() == "step 0\n"
+    env = f"PYTHONPATH={shlex.quote(REPO)}"
+    tmux.start(f"{env} {shlex.quote(sys.executable)} -m paddletune watch run.jsonl")
+    tmux.wait_for(lambda s: "steps/s ·" in s, what="the dashboard")
+    tmux.tmux("send-keys", "-t", "t", "C-c")
+    final = tmux.wait_for(lambda s: "ECHO=" in s, what="watch's end")
+    assert "EXIT=0" in final  # Ctrl-C stops watching, not the job
+    _terminal_left_as_it_was(tmux, final)
+    assert job.poll() is None
+    procs.kill(job)

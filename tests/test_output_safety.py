@@ -51,10 +51,19 @@ def test_a_rerun_keeps_the_earlier_profile_until_its_own_is_complete(tmp_path, p
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline and b'"type":"step"' not in part.read_bytes():
         time.sleep(0.05)  # its first flush
+    watched = procs.run([sys.executable, "-m", "paddletune", "watch", "--once", "--plain",
+                         str(out)], TIMEOUT_S, cwd=tmp_path, stdout=subprocess.PIPE,
+                        stderr=subprocess.PIPE, text=True)
+    assert "steps/s" in watched.stdout and "finished" not in watched.stdout, watched  # live
     os.killpg(proc.pid, signal.SIGKILL)  # killed: the earlier profile is still whole
     proc.communicate(timeout=TIMEOUT_S)
     assert out.read_bytes() == first and prof.load(out).complete
     assert prof.load(part).summary.n_steps >= 20  # and the killed run's, readable beside it
+    assert prof.latest(tmp_path) == out  # report/advise never take a part file for newest
+    watched = procs.run([sys.executable, "-m", "paddletune", "watch", "--once", "--plain",
+                         str(out)], TIMEOUT_S, cwd=tmp_path, stdout=subprocess.PIPE,
+                        stderr=subprocess.PIPE, text=True)
+    assert "finished: exit 0" in watched.stdout  # the killed run's part is not live
     run_profile(procs, tmp_path, "--out", str(out), str(script))
     assert out.read_bytes() != first and prof.load(out).complete  # replaced once complete
     assert not list(tmp_path.glob(f"p.jsonl.*.part"))[1:]  # only the killed run's remains

@@ -185,6 +185,35 @@ def test_sigterm_and_sighup_keep_the_profile(tmp_path, procs, sig, status):
     assert prof.complete and prof.summary.exit.reason == "terminated"
 
 
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+@pytest.mark.parametrize("child_end", ["sys.exit(0)", "raise ValueError('in the child')"])
+def test_a_forked_child_that_returns_into_paddletune_leaves_the_profile_alone(tmp_path,
+                                                                           child_end):
+    """A process the script forks ends through sys.exit or an exception, so it returns into
+    paddletune's session as the parent will: it must end as Python would, without a second
+    exit record, summary or report, and without writing to the profile."""
+    script = write_script(tmp_path, f"""
+        import os
+        train(5)
+        child = os.fork()
+        if child == 0:
+            time.sleep(0.3)  # the parent's probes write meanwhile
+            {child_end}
+        _, status = os.waitpid(child, 0)
+        print("child status", os.waitstatus_to_exitcode(status), flush=True)
+        train(5)
+        """)
+    proc = profile(tmp_path, "--out", "p.jsonl", str(script))
+    assert proc.returncode == 0, proc.stderr
+    expected = 0 if child_end.startswith("sys.exit") else 1
+    assert f"child status {expected}" in proc.stdout
+    assert proc.stderr.count("paddletune report") == 1
+    prof = load(tmp_path / "p.jsonl")  # every line whole: nothing interleaved
+    assert prof.complete and len(prof.events_of("exit")) == 1
+    assert prof.events_of("exit")[0].status == 0 and not prof.events_of("error")
+    assert len([s for s in prof.steps if not s.startup]) == 10  # two programs, 5 steps each
+
+
 def test_steps_option_stops_the_job_cleanly(tmp_path):
     script = write_script(tmp_path, "train(None)\n")
     proc = profile(tmp_path, "-q", "--steps", "7", "--out", "p.jsonl", str(script))

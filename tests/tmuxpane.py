@@ -27,8 +27,10 @@ class Tmux:
     def start(self, command):
         # the trap keeps the shell going after a Ctrl-C that kills the job (the job itself
         # gets the default SIGINT handling: a trapped signal is reset in a child)
+        # after the command: its status, and whether it left the terminal echoing input
         shell = (f"trap 'true' INT; cd {shlex.quote(str(self.tmp_path))} && {command}; "
-                 f"echo EXIT=$?; sleep 120")
+                 f"echo EXIT=$?; stty -a | grep -qw -- -echo && echo ECHO=off || echo ECHO=on; "
+                 f"sleep 120")
         self.tmux("new-session", "-d", "-s", "t", "-x", "100", "-y", "30", shell)
 
     def screen(self):

@@ -25,8 +25,10 @@ SUMMARY_WAIT_S = 2.0  # after the exit record, `watch` waits this long for the s
 
 class LiveLoop:
     def __init__(self, path, draw, hz: float = 4.0, window_s: float = WINDOW_S,
-                 advice_every_s: float = ADVICE_EVERY_S, live: bool = True, extra=None):
+                 advice_every_s: float = ADVICE_EVERY_S, live: bool = True, extra=None,
+                 final_path=None):
         self.follower = Follower(path)
+        self.final_path = final_path  # where `path`, a part file, goes once complete
         self.model = LiveModel(window_s, str(path))
         self.draw, self.period_s, self.live = draw, 1.0 / hz, live
         self.advice_every_s, self.extra = advice_every_s, dict(extra or {})
@@ -47,6 +49,8 @@ class LiveLoop:
 
     def _frame(self) -> LiveState:
         t0, c0 = time.perf_counter(), time.thread_time()
+        if self.final_path is not None:
+            self.follower.moved_to(self.final_path)
         records = self.follower.poll()
         if self.follower.restarted != self._restarts:  # a new run rewrote the file
             self._restarts = self.follower.restarted

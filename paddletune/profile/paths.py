@@ -1,10 +1,12 @@
 """Where profiles go: ./paddletune-runs/<time>-<script>.jsonl, the newest one there, and where
 a profile is written until it is complete (never over an earlier one)."""
 
+import glob
 import os
 import stat
 import time
 from pathlib import Path
+from typing import Optional
 
 from .load import ProfileError
 
@@ -45,6 +47,31 @@ def writing_path(path: Path) -> Path:
     if stat.S_ISLNK(st.st_mode) or (stat.S_ISREG(st.st_mode) and st.st_size > 0):
         return path.with_name(f"{path.name}.{os.getpid()}.part")
     return path  # empty, or not a file at all (/dev/full, a pipe): written as it is
+
+
+def being_written(path: Path) -> Optional[Path]:
+    """The `<name>.<pid>.part` beside `path` that a running job writes now (the newest, if
+    several), or None. A killed run's part file stays beside the profile (its records up to
+    the kill, readable by name); its pid runs no more, so it is not taken for a live one."""
+    parts = []
+    for part in path.parent.glob(f"{glob.escape(path.name)}.*.part"):
+        pid = part.name[len(path.name) + 1:-len(".part")]
+        if pid.isdigit() and _running(int(pid)):
+            try:
+                parts.append((part.stat().st_mtime, part))
+            except OSError:  # renamed into place meanwhile
+                continue
+    return max(parts)[1] if parts else None
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:  # someone else's process
+        return True
+    return True
 
 
 def replaceable(path: Path) -> bool:

@@ -15,6 +15,7 @@ Step-time segments: ▓ wait (red), ▒ feed (yellow), █ compute (green), ░ 
 import os
 import sys
 import time
+from pathlib import Path
 
 from rich.console import Console, Group
 from rich.live import Live
@@ -226,11 +227,13 @@ def watch(path, hz: float = 4.0, window_s: float = 30.0, once: bool = False,
     """`paddletune watch`: follow `path` and draw until the job ends or Ctrl-C; the last
     frame (or line) stays on the normal screen. `once`: one frame of what is there now."""
     from ..live.loop import LiveLoop, follow_until_done
+    from ..profile.paths import being_written
     file = file or sys.stdout
     console = Console(file=file, highlight=False)
     view = PlainLines() if plain else Screen(hz)
-    loop = LiveLoop(path, view.draw if not once else (lambda state: None), hz, window_s,
-                    extra={"mode": "watch"})
+    part = being_written(Path(path))  # a new run at the path of an earlier profile
+    loop = LiveLoop(part or path, view.draw if not once else (lambda state: None), hz,
+                    window_s, extra={"mode": "watch"}, final_path=path if part else None)
     if once:
         state = loop.frame()
         while not loop.follower.at_end:

@@ -20,15 +20,19 @@ from .search import TuneError, TuneOptions, Tuner
 from .space import SpaceError
 from .trials import TrialRunner
 
-__all__ = ["TuneError", "TuneOptions", "Tuner", "SpaceError", "tune", "parse_duration"]
+__all__ = ["TuneError", "RecordPathError", "TuneOptions", "Tuner", "SpaceError", "tune",
+           "parse_duration", "record_path"]
+
+
+class RecordPathError(TuneError):
+    """The tuning record cannot be written where it is to go (--out): bad input, found
+    before any trial runs."""
 
 
 def tune(script, args, options: TuneOptions, out: Optional[str] = None, progress=None,
          module=False, env=None):
     """Tune `script`; returns (tuner, record path). The record is saved after every trial."""
-    path = Path(out) if out else rec.default_path(script)
-    path = Path(os.path.abspath(path))
-    check_record_path(path)
+    path = record_path(script, out)
     workdir = path.with_name(path.name[:-len(rec.SUFFIX)] + ".trials"
                              if path.name.endswith(rec.SUFFIX) else path.name + ".trials")
     base_env = dict(os.environ if env is None else env)
@@ -54,21 +58,25 @@ def tune(script, args, options: TuneOptions, out: Optional[str] = None, progress
     return tuner, path
 
 
-def check_record_path(path: Path):
-    """The tuning record can be written at `path` (checked before any trial runs, as
-    `paddletune profile` checks --out); TuneError saying what to pass otherwise."""
+def record_path(script, out: Optional[str] = None) -> Path:
+    """Where the tuning record goes (--out, else beside the script's runs), checked before
+    any trial runs, as `paddletune profile` checks --out: RecordPathError saying what to pass
+    otherwise."""
+    path = Path(os.path.abspath(Path(out) if out else rec.default_path(script)))
     if path.is_dir():
-        raise TuneError(f"--out {path} is a directory; give a file name such as "
-                        f"{path / ('run' + rec.SUFFIX)}")
+        raise RecordPathError(f"--out {path} is a directory; give a file name such as "
+                              f"{path / ('run' + rec.SUFFIX)}")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
     except OSError as err:
-        raise TuneError(f"cannot create the folder {path.parent} for the tuning record: "
-                        f"{err.strerror or err}") from None
+        raise RecordPathError(f"cannot write the tuning record {path}: its folder cannot be "
+                              f"created ({err.strerror or err}); pass --out with a writable "
+                              f"location") from None
     target = path if path.exists() else path.parent
     if not os.access(target, os.W_OK):
-        raise TuneError(f"cannot write the tuning record: {target} is not writable; pass "
-                        f"--out with a writable location")
+        raise RecordPathError(f"cannot write the tuning record: {target} is not writable; "
+                              f"pass --out with a writable location")
+    return path
 
 
 @contextlib.contextmanager
