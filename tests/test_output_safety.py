@@ -9,8 +9,6 @@ import sys
 import time
 from pathlib import Path
 
-import pytest
-
 from paddletune import profile as prof
 from paddletune.profile import records as r
 from paddletune.profile.paths import replaceable, writing_path
@@ -66,7 +64,7 @@ def test_a_rerun_keeps_the_earlier_profile_until_its_own_is_complete(tmp_path, p
     assert "finished: exit 0" in watched.stdout  # the killed run's part is not live
     run_profile(procs, tmp_path, "--out", str(out), str(script))
     assert out.read_bytes() != first and prof.load(out).complete  # replaced once complete
-    assert not list(tmp_path.glob(f"p.jsonl.*.part"))[1:]  # only the killed run's remains
+    assert not list(tmp_path.glob("p.jsonl.*.part"))[1:]  # only the killed run's remains
 
 
 def test_a_symlink_planted_at_the_path_is_replaced_not_written_through(tmp_path, procs):
