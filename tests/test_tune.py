@@ -699,6 +699,53 @@ def test_batch_size_ladder_up_to_what_fits(monkeypatch):
     assert any(n.startswith("batch sizes 8, 32 not tried: 80 ran") for n in tuner.notes)
 
 
+def test_a_batch_probe_that_crashes_stops_the_probes_and_says_why(monkeypatch):
+    """A verification trial that crashes (not out of memory) is no evidence about memory:
+    the probes stop there, and a note gives the trial's status, message and log, rather than
+    bisecting towards it as if it had not fitted."""
+    clock = Clock()
+    monkeypatch.setattr(search.time, "monotonic", clock.monotonic)
+
+    class Runner(FakeRunner):
+        def run(self, setting, env, steps, timeout_s, phase, label):
+            t = super().run(setting, env, steps, timeout_s, phase, label)
+            t.peak_bytes, t.capacity_bytes = 100 + 10 * setting.get("batch_size", 16), 1000
+            t.batch_model = {"largest_batch": 80}
+            if setting.get("batch_size", 16) > 16:
+                t.status, t.samples_per_s = "crashed", None
+                t.message, t.log = "AssertionError: batch must be <= 16", "trial.log"
+            return t
+
+    tuner = Tuner(Runner(clock, job_rate), TuneOptions(trial_steps=50, max_batch_size=512,
+                                                       specs=("only=batch_size",)))
+    tuner.load_profile = lambda path: fake_profile(batch=16)
+    tuner.advise = lambda profile: []
+    tuner.run()
+    verify = [t for t in tuner.trials if t.phase == "batch:verify"]
+    assert [t.setting for t in verify] == [{"batch_size": 80}]  # no bisection after it
+    assert ("batch 80 crashed (not out of memory): AssertionError: batch must be <= 16; see "
+            "trial.log. Larger batches were not tried") in tuner.notes
+
+
+def test_a_job_that_runs_out_of_memory_as_it_is_points_to_the_batch_that_fits(monkeypatch):
+    clock = Clock()
+    monkeypatch.setattr(search.time, "monotonic", clock.monotonic)
+
+    class Runner(FakeRunner):
+        def run(self, setting, env, steps, timeout_s, phase, label):
+            t = super().run(setting, env, steps, timeout_s, phase, label)
+            t.status, t.samples_per_s = "oom", None
+            t.message, t.log, t.profile = "PoolOutOfMemory: ...", "b.log", "b.jsonl"
+            return t
+
+    tuner = Tuner(Runner(clock, job_rate), TuneOptions(trial_steps=50))
+    with pytest.raises(search.TuneError, match=r"the baseline run failed \(oom\): "
+                       r"PoolOutOfMemory: \.\.\.; see b\.log\. The job's own settings do not fit "
+                       r"in memory: `paddletune advise b\.jsonl` gives the largest batch"):
+        tuner.run()
+    assert tuner.status == "failed" and len(tuner.trials) == 1
+
+
 def test_trials_of_a_larger_batch_measure_the_calibrated_time(monkeypatch):
     """Once a batch 4x the job's own (steps 2x slower) is the incumbent, the knob races'
     first rung runs half the calibrated steps: about the time the job's own steps took, and

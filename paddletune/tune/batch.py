@@ -118,9 +118,15 @@ def largest_batch(tuner, own) -> Optional[int]:
         if t.ok and tuner.fits(t):
             good = guess
             points.append((guess, t.peak_bytes))
-        else:
+        elif t.status in ("oom", "ok"):  # out of memory, or too full
             bad = guess
             tuner.failed[sp.key(setting)] = t.status if not t.ok else "too full"
+        else:  # crashed, timed out: not a matter of memory, and nothing to bisect
+            tuner.failed[sp.key(setting)] = t.status
+            tuner.notes.append(f"batch {guess} {t.status} (not out of memory): "
+                               f"{t.message or 'no message'}; see {t.log}. Larger batches "
+                               f"were not tried")
+            break
         guess = next_batch(points, capacity, good, bad, cap)
     return good if good > own else None
 

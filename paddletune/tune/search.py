@@ -69,6 +69,18 @@ class TuneError(Exception):
     """The tuning cannot start (the baseline run failed)."""
 
 
+def _baseline_failed(baseline) -> str:
+    """Why the tuning cannot start: the job as it is failed. Out of memory, the advice on its
+    profile says which batch size fits (tune tunes from the job's own settings, and never
+    runs a setting the job itself has not been seen to run)."""
+    why = f"the baseline run failed ({baseline.status}): {baseline.message}; see {baseline.log}"
+    if baseline.status == "oom" and baseline.profile:
+        why += (f". The job's own settings do not fit in memory: `paddletune advise "
+                f"{baseline.profile}` gives the largest batch that fits (and what else frees "
+                f"memory); set it, then tune again")
+    return why
+
+
 class BudgetSpent(Exception):
     """The next trial would not finish within the budget."""
 
@@ -127,8 +139,7 @@ class Tuner(Comparisons, TrialLengths):
             sp.check_specs(self.options.specs)  # before the first trial
             baseline = self._first_baseline()
             if not baseline.ok:
-                raise TuneError(f"the baseline run failed ({baseline.status}): "
-                                f"{baseline.message}; see {baseline.log}")
+                raise TuneError(_baseline_failed(baseline))
             self._calibrate(baseline)
             # the baseline's spread at the calibrated length: the noise, from the start
             repeats = BASELINE_REPEATS - (baseline.steps == self.steps0)
