@@ -152,10 +152,11 @@ def _check_script(script: Path):
 LIVE_FLUSH_S = 0.2  # --live: the profile is flushed this often (0.5 s otherwise)
 
 
-def run(options: Options, path: Optional[Path] = None, on_stop=None) -> Outcome:
+def run(options: Options, path: Optional[Path] = None, on_stop=None, on_kill=None) -> Outcome:
     """Profile the target. The profile at the returned path is complete and readable.
     `on_stop(submit)`, when given, runs once the probes stopped, before the exit record
-    and the summary (--live: stop the dashboard, record its cost)."""
+    and the summary (--live: stop the dashboard, record its cost); `on_kill()` just before
+    a second Ctrl-C ends the process at once (--live: give the terminal back)."""
     path = path or prepare(options)
     from .sources import source_for
     source = source_for(options.framework)  # imports the framework (FLAGS read here)
@@ -167,7 +168,7 @@ def run(options: Options, path: Optional[Path] = None, on_stop=None) -> Outcome:
                                     head_steps=options.head_steps, final=path)
     except OSError as err:
         raise SessionError(f"cannot write the profile {path}: {err.strerror or err}") from None
-    session = _Session(options, writer, clock, source)
+    session = _Session(options, writer, clock, source, on_kill)
     writer.submit(prof.header_record(_command(options), _options_record(options),
                                      collect_env(), t0_unix, source.info()))
     with session.probes_running():
@@ -208,8 +209,9 @@ def session_probes(sink, clock, source, interval_s=0.5, ops=False) -> list:
 
 
 class _Session:
-    def __init__(self, options, writer, clock, source):
+    def __init__(self, options, writer, clock, source, on_kill=None):
         self.options, self.writer, self.clock, self.source = options, writer, clock, source
+        self.on_kill, self.owner = on_kill, os.getpid()
         self.probes = session_probes(writer.submit, clock, source, options.interval_s,
                                      options.ops)
         self.n_train_steps = 0
@@ -272,7 +274,7 @@ class _Session:
         script forked that comes back here (its sys.exit, an exception) ends as Python would
         end it, without touching the profile: the job's own process writes it."""
         owner = os.getpid()
-        with _as_main(self.options), _stop_signals_raise(self.source):
+        with _as_main(self.options), _stop_signals_raise(self.source, self.seal):
             try:
                 _run_target(self.options)
                 outcome = 0, "returned", None
@@ -301,6 +303,18 @@ class _Session:
         if os.getpid() != owner:
             _end_forked_child(outcome[0])
         return outcome
+
+    def seal(self):
+        """A second Ctrl-C ends the job at once: the profile gets its exit record first (and
+        --live its terminal back: on_kill)."""
+        if os.getpid() != self.owner:  # a process the script forked: the profile is not its
+            return
+        if self.on_kill is not None:
+            self.on_kill()
+        self.writer.seal([ExitEvent(
+            t_s=self.clock.now(), status=130, reason="interrupted",
+            message="interrupted twice (Ctrl-C): ended at once, the script's cleanup cut short",
+            train_steps=self.n_train_steps)])
 
     def finish(self, outcome: Outcome):
         """Write the exit event and the summary; a second Ctrl-C from here kills at once."""
@@ -433,14 +447,15 @@ def _resent(source, signum, frame) -> bool:
 
 
 @contextmanager
-def _stop_signals_raise(source=None):
+def _stop_signals_raise(source=None, on_kill=None):
     """While the script runs (main thread only): SIGTERM and SIGHUP raise Terminated, so the
     session finishes the profile before the process ends; SIGINT raises KeyboardInterrupt as
     Python's own handler does, but a second one within SECOND_CTRL_C_S of the first ends the
     process at once by SIGINT. That second press may land in the script's cleanup after the
     first (a DataLoader's iterator is closed by a finalizer as the exception unwinds, and a
     KeyboardInterrupt raised in a finalizer is printed as "Exception ignored" and dropped).
-    A script that installed its own SIGINT handler keeps it."""
+    `on_kill()` runs just before that second one ends the process. A script that installed
+    its own SIGINT handler keeps it."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -457,6 +472,8 @@ def _stop_signals_raise(source=None):
         now = time.monotonic()
         if last[0] is not None and now - last[0] < SECOND_CTRL_C_S:
             _second_ctrl_c_kills()
+            if on_kill is not None:
+                on_kill()
             os.kill(os.getpid(), signal.SIGINT)
         last[0] = now
         raise KeyboardInterrupt

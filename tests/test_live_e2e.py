@@ -254,3 +254,58 @@ def test_ctrl_c_in_watch_leaves_the_terminal_as_it_was(tmp_path, tmux, procs):
     _terminal_left_as_it_was(tmux, final)
     assert job.poll() is None
     procs.kill(job)
+
+
+SLOW_CLEANUP = '''
+import time
+import numpy as np
+import runtime as fluid
+
+main, startup = fluid.Program(), fluid.Program()
+with fluid.program_guard(main, startup):
+    x = fluid.data("x", [None, 8])
+    loss = fluid.layers.mean(fluid.layers.fc(x, 4))
+    fluid.optimizer.SGD(0.01).minimize(loss)
+exe = fluid.Executor(fluid.CPUPlace())
+exe.run(startup)
+
+def batches():
+    for i in range(10 ** 6):
+        if i == 200:
+            print("waiting", flush=True)
+            time.sleep(60)  # the reader thread is in here when Ctrl-C comes
+        yield [np.random.rand(16, 8).astype("float32")]
+
+with fluid.program_guard(main, startup):
+    loader = fluid.io.DataLoader.from_generator(feed_list=[x], capacity=4)
+loader.set_batch_generator(batches)
+for data in loader():
+    exe.run(main, feed=data, fetch_list=[loss])
+'''
+
+
+@needs_tmux
+def test_a_second_ctrl_c_under_live_gives_the_terminal_back_and_seals_the_profile(tmp_path,
+                                                                                 tmux):
+    """The first Ctrl-C leaves the job waiting on its reader's cleanup; the second ends it at
+    once: the terminal is given back first (cursor, normal screen) and the profile gets its
+    exit record."""
+    (tmp_path / "job.py").write_text(textwrap.dedent(SLOW_CLEANUP))
+    env = f"PYTHONPATH={shlex.quote(REPO)}"
+    tmux.start(f"{env} {shlex.quote(sys.executable)} -m paddletune profile --live --interval "
+               f"0.2 --out run.jsonl job.py")
+    log = tmp_path / "run.log"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and "waiting" not in (log.read_text() if log.exists()
+                                                             else ""):
+        time.sleep(0.1)
+    time.sleep(0.5)  # the loop drains the queue and waits on the reader
+    tmux.tmux("send-keys", "-t", "t", "C-c")
+    time.sleep(0.3)
+    tmux.tmux("send-keys", "-t", "t", "C-c")
+    final = tmux.wait_for(lambda s: "ECHO=" in s, timeout_s=30, what="the job's end")
+    assert "EXIT=130" in final
+    _terminal_left_as_it_was(tmux, final)
+    exits = load(tmp_path / "run.jsonl").events_of("exit")
+    assert [e.reason for e in exits] == ["interrupted"]
+    assert exits[0].message.startswith("interrupted twice")

@@ -155,3 +155,21 @@ def test_a_process_left_running_is_reaped_by_the_fixture(procs):
     time.sleep(0.1)
     procs.reap()
     assert proc.wait(timeout=10) == -signal.SIGKILL
+
+
+def test_sealing_a_profile_at_once(tmp_path):
+    """A job about to be killed (a second Ctrl-C): what is queued and its exit record are
+    written, the open windows closed and the file renamed into place, without a summary
+    (load computes it); a writer whose file is busy past the timeout is left alone."""
+    out = tmp_path / "p.jsonl"
+    out.write_text("the earlier profile\n")
+    w = prof.ProfileWriter(writing_path(out), flush_interval_s=60, final=out)
+    w.submit(prof.header_record({"argv": ["train.py"]}, {}, {}, 0.0))
+    exit_record = r.ExitEvent(t_s=1.0, status=130, reason="interrupted")
+    with w._lock:  # another thread writing meanwhile
+        assert w.seal([exit_record], timeout_s=0.05) is False
+    assert out.read_text() == "the earlier profile\n"
+    assert w.seal([exit_record]) is True
+    loaded = prof.load(out)
+    assert list(loaded.events_of("exit")) == [exit_record] and not loaded.complete
+    assert loaded.summary.exit.reason == "interrupted"

@@ -600,7 +600,10 @@ def test_a_second_ctrl_c_during_the_dataloaders_cleanup_ends_the_job_at_once(tmp
     case = run_case(tmp_path, body, profile_out=out)
     assert case.rc == -2, case.err  # died by SIGINT
     assert "Exception ignored" not in case.err, case.err
-    assert len(training_steps(out)) >= 20  # readable up to its last flush
+    assert len(training_steps(out)) >= 20
+    exit_record = prof.load(out).events_of("exit")  # the exit record written first
+    assert [e.reason for e in exit_record] == ["interrupted"]
+    assert exit_record[0].message.startswith("interrupted twice (Ctrl-C): ended at once")
 
 
 @pytest.mark.parametrize("how", ["sys.exit(3)", "os._exit(5)"])

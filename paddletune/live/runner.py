@@ -53,9 +53,13 @@ def run_live(options, screen, redirect: bool, hz: float = LIVE_HZ):
             if getattr(screen, "alternate", False):  # give the terminal back before the
                 screen.close()  # summary: a second Ctrl-C from there on kills at once
 
+        def on_kill():  # a second Ctrl-C: the terminal back before the process ends
+            loop.stop()
+            screen.close()
+
         loop.start()
         try:
-            outcome = session.run(options, path, on_stop=on_stop)
+            outcome = session.run(options, path, on_stop=on_stop, on_kill=on_kill)
         finally:
             if not stopped:
                 stopped.update(loop.stop())

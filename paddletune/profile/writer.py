@@ -102,6 +102,32 @@ class ProfileWriter:
         self._publish()
         return summary
 
+    def seal(self, records, timeout_s: float = 1.0) -> bool:
+        """At once (the job is about to be killed): the queued records, then `records` (its
+        exit record), the open windows closed, the file closed and given its final name; no
+        summary (`paddletune report` computes it on load). False, with nothing done, when the
+        file stays busy for `timeout_s` (this very thread may be the one writing it)."""
+        if os.getpid() != self._owner or not self._lock.acquire(timeout=timeout_s):
+            return False
+        try:
+            self._stop.set()
+            batch, self._pending = self._pending + list(records), []
+            out = []
+            for record in batch:
+                out += self.accumulator.add(record)
+            self._write(out + self.accumulator.close())
+            if self._file is not None:
+                try:
+                    self._file.close()
+                except OSError:
+                    pass
+                self._file = None
+        finally:
+            self._lock.release()
+        if not self.failed:
+            self._publish()
+        return True
+
     def _publish(self):
         """The complete profile takes its final name (replacing an earlier one only now)."""
         if self.final == self.path:
