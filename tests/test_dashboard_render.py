@@ -286,3 +286,21 @@ def test_live_and_json_do_not_mix(tmp_path):
     script.write_text("print('hi')\n")
     result = CliRunner().invoke(app, ["profile", "--live", "--json", str(script)])
     assert result.exit_code == 2 and "--live" in result.output
+
+
+def test_reader_workers_copying_the_dataset_show_in_the_advice_panel(tmp_path):
+    """Forked reader workers whose private memory grows (copy-on-read of a Python list): the
+    live advice panel warns while the job runs, as `advise` does after it."""
+    from profiles import worker_samples
+    steps = step_records(gap_s=0.001)
+    extra = (reader_records(steps, fill=8, workers=(0, 1, 2, 3), intervals=5,
+                            config={"num_workers": 4})
+             + worker_samples(workers=4, growth=300 * 2 ** 20)
+             + system_samples(mem_available_bytes=8 * 2 ** 30))
+    path = make_profile(tmp_path / "p.jsonl", steps=steps, extra=extra, exit_reason=None,
+                        summary=False, env={"cpu": {"usable_cores": 4, "logical_cores": 4}})
+    model = model_of(path)
+    now = model.last_t + 0.1
+    model.refresh_advice(now)
+    panel = " ".join(box(frame(model.state(now), 120, 30), "Verdict"))
+    assert "● medium Reader workers copy the dataset: +300.0 MiB each" in panel
