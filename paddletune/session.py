@@ -28,6 +28,7 @@ from .env import collect_env
 from .probes.base import Clock
 from .profile.records import (ErrorEvent, ExitEvent, NanInfEvent, OverridesEvent,
                               ProbeUnavailableEvent, SpeedTestEvent, StepLimitEvent)
+from .profile.paths import output_problem
 from .profile.schema import SchemaError, decode
 from .probes.memory import MemoryProbe
 from .probes.scheduler import SchedulerProbe
@@ -120,18 +121,9 @@ def prepare(options: Options) -> Path:
                            f"{err.strerror or err}; pass --out with a writable location") from None
     path = Path(os.path.abspath(path))  # a script that chdir()s still writes here (a
     # symbolic link at the path is not followed: the profile replaces it when complete)
-    if path.is_dir():
-        raise SessionError(f"--out {path} is a directory; give a file name such as "
-                           f"{path / 'run.jsonl'}")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise SessionError(f"cannot create the output directory {path.parent}: "
-                           f"{err.strerror or err}") from None
-    target = path if path.exists() else path.parent
-    if not os.access(target, os.W_OK):
-        raise SessionError(f"cannot write the profile: {target} is not writable; pass "
-                           f"--out with a writable location")
+    problem = output_problem(path, "the profile", "run.jsonl")
+    if problem:
+        raise SessionError(problem)
     return path
 
 

@@ -154,7 +154,7 @@ def test_a_profile_named_log_keeps_the_scripts_output_apart(tmp_path):
     assert "step 0" in output and output.rstrip().endswith("done")
 
 
-STUCK_READER = '''
+LOADER_JOB = '''
 import time
 import numpy as np
 import runtime as fluid
@@ -166,19 +166,21 @@ with fluid.program_guard(main, startup):
     fluid.optimizer.SGD(0.01).minimize(loss)
 exe = fluid.Executor(fluid.CPUPlace())
 exe.run(startup)
-
-def batches():
-    for i in range(30):
-        yield [np.random.rand(16, 8).astype("float32")]
-    print("stuck", flush=True)
-    time.sleep(3600)  # a generator stuck on its source (a dead mount, a lock)
-
+GENERATOR
 with fluid.program_guard(main, startup):
     loader = fluid.io.DataLoader.from_generator(feed_list=[x], capacity=4)
 loader.set_batch_generator(batches)
 for data in loader():
     exe.run(main, feed=data, fetch_list=[loss])
 '''
+
+STUCK_READER = LOADER_JOB.replace("GENERATOR", '''
+def batches():
+    for i in range(30):
+        yield [np.random.rand(16, 8).astype("float32")]
+    print("stuck", flush=True)
+    time.sleep(3600)  # a generator stuck on its source (a dead mount, a lock)
+''')
 
 
 def watch_once(tmp_path) -> str:
@@ -256,32 +258,14 @@ def test_ctrl_c_in_watch_leaves_the_terminal_as_it_was(tmp_path, tmux, procs):
     procs.kill(job)
 
 
-SLOW_CLEANUP = '''
-import time
-import numpy as np
-import runtime as fluid
-
-main, startup = fluid.Program(), fluid.Program()
-with fluid.program_guard(main, startup):
-    x = fluid.data("x", [None, 8])
-    loss = fluid.layers.mean(fluid.layers.fc(x, 4))
-    fluid.optimizer.SGD(0.01).minimize(loss)
-exe = fluid.Executor(fluid.CPUPlace())
-exe.run(startup)
-
+SLOW_CLEANUP = LOADER_JOB.replace("GENERATOR", '''
 def batches():
     for i in range(10 ** 6):
         if i == 200:
             print("waiting", flush=True)
             time.sleep(60)  # the reader thread is in here when Ctrl-C comes
         yield [np.random.rand(16, 8).astype("float32")]
-
-with fluid.program_guard(main, startup):
-    loader = fluid.io.DataLoader.from_generator(feed_list=[x], capacity=4)
-loader.set_batch_generator(batches)
-for data in loader():
-    exe.run(main, feed=data, fetch_list=[loss])
-'''
+''')
 
 
 @needs_tmux

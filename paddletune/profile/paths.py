@@ -49,6 +49,24 @@ def writing_path(path: Path) -> Path:
     return path  # empty, or not a file at all (/dev/full, a pipe): written as it is
 
 
+def output_problem(path: Path, what: str, example: str) -> Optional[str]:
+    """Why `what` ("the profile") cannot be written at `path`, an --out checked before
+    anything runs (a folder given, a folder that cannot be created, no write permission), or
+    None; its folder is created. `example`: a file name to suggest inside a folder given."""
+    if path.is_dir():
+        return f"--out {path} is a directory; give a file name such as {path / example}"
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        return (f"cannot write {what} {path}: its folder cannot be created "
+                f"({err.strerror or err}); pass --out with a writable location")
+    target = path if path.exists() else path.parent
+    if not os.access(target, os.W_OK):
+        return (f"cannot write {what}: {target} is not writable; pass --out with a writable "
+                f"location")
+    return None
+
+
 def being_written(path: Path) -> Optional[Path]:
     """The `<name>.<pid>.part` beside `path` that a running job writes now (the newest, if
     several), or None. A killed run's part file stays beside the profile (its records up to

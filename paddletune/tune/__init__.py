@@ -15,6 +15,7 @@ import threading
 from pathlib import Path
 from typing import Optional
 
+from ..profile.paths import output_problem
 from . import record as rec
 from .search import TuneError, TuneOptions, Tuner
 from .space import SpaceError
@@ -63,19 +64,9 @@ def record_path(script, out: Optional[str] = None) -> Path:
     any trial runs, as `paddletune profile` checks --out: RecordPathError saying what to pass
     otherwise."""
     path = Path(os.path.abspath(Path(out) if out else rec.default_path(script)))
-    if path.is_dir():
-        raise RecordPathError(f"--out {path} is a directory; give a file name such as "
-                              f"{path / ('run' + rec.SUFFIX)}")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as err:
-        raise RecordPathError(f"cannot write the tuning record {path}: its folder cannot be "
-                              f"created ({err.strerror or err}); pass --out with a writable "
-                              f"location") from None
-    target = path if path.exists() else path.parent
-    if not os.access(target, os.W_OK):
-        raise RecordPathError(f"cannot write the tuning record: {target} is not writable; "
-                              f"pass --out with a writable location")
+    problem = output_problem(path, "the tuning record", "run" + rec.SUFFIX)
+    if problem:
+        raise RecordPathError(problem)
     return path
 
 
