@@ -17,8 +17,8 @@ from paddletune import env
 from paddletune.probes import nvml
 from runtime import backend, blas, flags
 
-TOP_KEYS = {"python", "implementation", "executable", "platform", "paddletune", "numpy", "cpu",
-            "memory", "gpu", "cupy", "flags", "env_vars"}
+TOP_KEYS = {"python", "implementation", "executable", "platform", "host", "paddletune", "numpy",
+            "cpu", "memory", "gpu", "cupy", "flags", "env_vars"}
 
 
 @pytest.fixture
