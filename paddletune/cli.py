@@ -99,6 +99,10 @@ def profile(
     check_nan: Annotated[bool, typer.Option(
         "--check-nan", help="Stop at the first op that makes NaN or Inf, and name it "
         "(FLAGS_check_nan_inf).")] = False,
+    check_nan_continue: Annotated[bool, typer.Option(
+        "--check-nan-continue", help="Like --check-nan, but training goes on: each op output "
+        "with NaN or Inf is printed and recorded, to see which ops and steps make "
+        "them.")] = False,
     speed_test: Annotated[bool, typer.Option(
         "--speed-test", help="Measure the no-data ceiling: after the warm-up, N steps as "
         "usual, then N steps that re-read the queue's head batch instead of popping it. "
@@ -136,7 +140,8 @@ def profile(
     options = session.Options(script, args, module is not None, out, steps, warmup,
                               seconds(duration, "--duration"), ops, interval, fluid_compat,
                               check_nan, speed_test_steps if speed_test else None,
-                              stdout_to_stderr=as_json, live=live, total_steps=total_steps)
+                              stdout_to_stderr=as_json, live=live, total_steps=total_steps,
+                              check_nan_continue=check_nan_continue)
     try:
         outcome = run_live(options) if live else session.run(options)
     except session.SessionError as err:

@@ -79,6 +79,7 @@ class Options:
     total_steps: Optional[int] = None  # --total-steps: the dashboard's ETA (else --steps)
     head_steps: Optional[int] = None  # steps per program recorded in full (None: the default)
     framework: str = "fluid"  # the source the job is measured through
+    check_nan_continue: bool = False  # --check-nan-continue: record each NaN/Inf, go on
 
 
 @dataclass
@@ -142,6 +143,16 @@ def _check_script(script: Path):
 
 
 LIVE_FLUSH_S = 0.2  # --live: the profile is flushed this often (0.5 s otherwise)
+MAX_NAN_EVENTS = 100  # NaN/Inf outputs recorded one by one; the rest are counted
+
+
+@dataclass
+class _NanCount:
+    """The NaN/Inf outputs found so far, and the steps they were found in (a set of step
+    numbers: one per training step at most)."""
+
+    found: int = 0
+    steps: set = field(default_factory=set)
 
 
 def run(options: Options, path: Optional[Path] = None, on_stop=None, on_kill=None) -> Outcome:
@@ -207,6 +218,7 @@ class _Session:
         self.probes = session_probes(writer.submit, clock, source, options.interval_s,
                                      options.ops)
         self.n_train_steps = 0
+        self.nan = _NanCount()
         self.first_step_end = None  # time.monotonic() when the first training step ended
         self.speed_test = _SpeedTest(self, options) if options.speed_test else None
 
@@ -226,7 +238,8 @@ class _Session:
             subs.append(self.source.subscribe("step_end", self.speed_test.on_step))
         subs.append(self.source.subscribe("step_end", self._count_step))  # last: after probes
         try:
-            with self.source.running(self.options.check_nan, self.options.fluid_compat):
+            with self.source.running(self.options.check_nan, self.options.fluid_compat,
+                                     self.options.check_nan_continue):
                 yield
         finally:
             if self.speed_test is not None:
@@ -237,6 +250,13 @@ class _Session:
                 probe.stop()
 
     def _on_nan_inf(self, details):
+        """One NaN/Inf output: recorded in full up to MAX_NAN_EVENTS (--check-nan-continue
+        may find one in every op of every step once the weights are NaN), then counted."""
+        nan = self.nan
+        nan.found += 1
+        nan.steps.add(details.get("step"))
+        if nan.found > MAX_NAN_EVENTS:
+            return
         message = (f"op {details.get('op_type')} (#{details.get('op_index')}) produced "
                    f"{details.get('n_nan')} NaN and {details.get('n_inf')} Inf in "
                    f"{details.get('output')!r} at step {details.get('step')}")
@@ -245,6 +265,20 @@ class _Session:
         except SchemaError:
             record = NanInfEvent(self.clock.now(), message=message)
         self.writer.submit(record)
+
+    def _nan_totals(self):
+        """After a --check-nan-continue run that found more than MAX_NAN_EVENTS: one record
+        of what was only counted."""
+        nan = self.nan
+        if nan.found <= MAX_NAN_EVENTS:
+            return
+        steps = sorted(s for s in nan.steps if isinstance(s, int))
+        more = nan.found - MAX_NAN_EVENTS
+        self.event(NanInfEvent, more=more, steps_with=len(steps),
+                   last_step=steps[-1] if steps else None,
+                   message=f"{more} more NaN/Inf outputs after the first {MAX_NAN_EVENTS}, "
+                           f"counted only; {len(steps)} steps had NaN/Inf"
+                           + (f" (steps {steps[0]} to {steps[-1]})" if steps else ""))
 
     def _count_step(self, record):
         if record.is_startup:
@@ -312,6 +346,7 @@ class _Session:
         """Write the exit event and the summary; a second Ctrl-C from here kills at once."""
         _second_ctrl_c_kills()
         self._overrides_event()
+        self._nan_totals()
         self.event(ExitEvent, status=outcome.status, reason=outcome.reason,
                    message=outcome.message, train_steps=self.n_train_steps)
         self.writer.finish()

@@ -11,6 +11,7 @@ the device's work) and per-op times come from CUDA events: see runtime/gpu_timin
 """
 
 import itertools
+import sys
 import time
 
 import numpy as np
@@ -518,9 +519,12 @@ def _finite_or_raise(step, value, name, step_no):
                    n_nan=n_nan, n_inf=n_inf, step=step_no)
     if events.nan_inf.subs:
         events.nan_inf.emit(details)
-    raise NanInfError(f"FLAGS_check_nan_inf: op {step.type} (#{step.index}){step.op.where()} "
-                      f"produced {n_nan} NaN and {n_inf} Inf in output {name!r} "
-                      f"(shape {list(value.shape)}) at step {step_no}; its inputs: "
-                      f"{', '.join(inputs) or 'none'}. Common causes: log of 0, division by 0, "
+    found = (f"op {step.type} (#{step.index}){step.op.where()} produced {n_nan} NaN and "
+             f"{n_inf} Inf in output {name!r} (shape {list(value.shape)}) at step {step_no}; "
+             f"its inputs: {', '.join(inputs) or 'none'}")
+    if FLAGS.get("check_nan_inf_level") >= 1:  # print it and go on, as Paddle's level 1
+        print(f"FLAGS_check_nan_inf (level 1, training goes on): {found}", file=sys.stderr)
+        return
+    raise NanInfError(f"FLAGS_check_nan_inf: {found}. Common causes: log of 0, division by 0, "
                       f"exploding gradients (try grad_clip or a lower learning rate), bad data.",
                       **details)

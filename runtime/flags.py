@@ -243,6 +243,10 @@ _d("reader_queue_speed_test_mode", bool, False,
 # --- execution -----------------------------------------------------------------------------
 _d("check_nan_inf", bool, False,
    "Check every op's outputs for NaN/Inf and stop at the first op that produced one, naming it")
+_d("check_nan_inf_level", int, 0,
+   "What FLAGS_check_nan_inf does on finding one (from Paddle 2.x): 0 raises at the first; "
+   "1 prints each and training goes on, to see which ops and steps produce them (Paddle's "
+   "levels 2 and 3, tensor statistics, are not implemented)", in_range(0, 1))
 _d("cpu_deterministic", bool, False,
    "Fix the order of gradient summation on CPU so data-parallel results are reproducible",
    **_later)

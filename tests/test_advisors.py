@@ -457,7 +457,7 @@ def test_nan_inf_names_op_inputs_step_and_epsilon_fix(tmp_path):
     assert (a.severity, a.confidence, a.source) == ("high", "high", 23)
     assert a.title == "NaN/Inf first produced by log"
     assert a.evidence == ("op log (#3) produced 0 NaN and 4 Inf in 'log_0.tmp_0' at step 7; "
-                          "its inputs: fc_0.tmp_1. 2 NaN/Inf event(s) recorded.")
+                          "its inputs: fc_0.tmp_1. 2 NaN/Inf output(s) found.")
     assert a.change.splitlines()[:2] == [
         "# never take log(0):",
         "out = fluid.layers.log(fluid.layers.clip(x, min=1e-8, max=1e8))"]

@@ -23,10 +23,12 @@ def nan_inf(profile) -> Optional[Advice]:
 
     Names the first op that produced NaN/Inf (events from FLAGS_check_nan_inf).
     """
-    found = profile.events_of("nan_inf")
+    events = profile.events_of("nan_inf")
+    found = [e for e in events if not e.more]  # the outputs recorded one by one
     if not found:
         return None
     first = min(found, key=lambda e: e.t_s)
+    n_found = len(found) + sum(e.more for e in events)
     op = first.op_type or "?"
     inputs = list(first.inputs)
     output = first.output
@@ -37,12 +39,26 @@ def nan_inf(profile) -> Optional[Advice]:
         title=f"NaN/Inf first produced by {op}",
         evidence=(f"{where} produced {counts}in {output or 'its output'!r} at step "
                   f"{_or_unknown(first.step)}; its inputs: {', '.join(inputs) or 'none'}"
-                  f"{_origin(profile, inputs)}. {len(found)} NaN/Inf event(s) recorded."),
+                  f"{_origin(profile, inputs)}. {n_found} NaN/Inf output(s) found"
+                  f"{_went_on(profile, found, events)}."),
         change="\n".join(_changes(writer(profile), op)),
         expected_gain="finite losses again: every step after the first NaN is wasted",
         figures={"op": op, "op_index": first.op_index, "step": first.step,
                  "inputs": inputs, "output": output, "n_nan": first.n_nan,
-                 "n_inf": first.n_inf, "events": len(found)})
+                 "n_inf": first.n_inf, "events": n_found})
+
+
+def _went_on(profile, found, events) -> str:
+    """'; training went on (--check-nan-continue): NaN/Inf in 12 steps, the last step 40'
+    ("" when the first one stopped the job)."""
+    if not profile.options.check_nan_continue:
+        return ""
+    totals = [e for e in events if e.more]
+    steps = {e.step for e in found if e.step is not None}
+    n_steps = totals[-1].steps_with if totals else len(steps)
+    last = totals[-1].last_step if totals else max(steps, default=None)
+    return (f"; training went on (--check-nan-continue): NaN/Inf in {n_steps} step(s), the "
+            f"last step {_or_unknown(last)}")
 
 
 def _or_unknown(value) -> str:

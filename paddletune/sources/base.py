@@ -99,9 +99,11 @@ class Source:
         raise NotImplementedError(f"{self.framework}: no speed-test mode")
 
     @contextmanager
-    def running(self, check_nan: bool = False, compat: bool = False):
-        """The block the job runs in, with NaN/Inf checking (and the framework's compatibility
-        switches) as asked, restored after."""
+    def running(self, check_nan: bool = False, compat: bool = False,
+                nan_continue: bool = False):
+        """The block the job runs in, with NaN/Inf checking (stopping at the first, or with
+        `nan_continue` reporting each and going on) and the framework's compatibility
+        switches as asked, restored after."""
         yield
 
     def overrides(self) -> Optional[dict]:

@@ -96,6 +96,10 @@ class NanInfEvent:
       n_inf     Inf values in the output
       step      the step
       message   the sentence the report shows
+      more        --check-nan-continue's last record: the outputs found after the first
+                  MAX_NAN_EVENTS, counted only (0 on the others)
+      steps_with  the training steps that had NaN/Inf (on that last record)
+      last_step   the last of them (on that last record)
     """
 
     KIND: ClassVar[str] = "event"
@@ -109,6 +113,9 @@ class NanInfEvent:
     n_inf: Count = 0
     step: Optional[Count] = None
     message: Optional[str] = None
+    more: Count = 0
+    steps_with: Count = 0
+    last_step: Optional[Count] = None
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,8 @@ class Options:
       ops            --ops: every op timed
       interval_s     seconds between background samples
       fluid_compat   --fluid-compat: `import paddle.fluid` loaded the embedded runtime
-      check_nan      --check-nan
+      check_nan      --check-nan (or --check-nan-continue)
+      check_nan_continue  --check-nan-continue: each NaN/Inf recorded, training went on
       speed_test     --speed-test: steps in each speed-test window (None: no speed test)
       live           --live: the dashboard followed the profile
       total_steps    --total-steps: the job's total, for the dashboard's ETA
@@ -53,6 +54,7 @@ class Options:
     interval_s: Seconds = 0.5
     fluid_compat: bool = False
     check_nan: bool = False
+    check_nan_continue: bool = False
     speed_test: Optional[Count] = None
     live: bool = False
     total_steps: Optional[Count] = None

@@ -92,12 +92,14 @@ class FluidSource(Source):
         return previous
 
     @contextmanager
-    def running(self, check_nan: bool = False, compat: bool = False):
+    def running(self, check_nan: bool = False, compat: bool = False,
+                nan_continue: bool = False):
         if compat:
             runtime.compat.install()
-        previous = runtime.get_flags(["FLAGS_check_nan_inf"])
-        if check_nan:
-            runtime.set_flags({"FLAGS_check_nan_inf": True})
+        previous = runtime.get_flags(["FLAGS_check_nan_inf", "FLAGS_check_nan_inf_level"])
+        if check_nan or nan_continue:
+            runtime.set_flags({"FLAGS_check_nan_inf": True,
+                               "FLAGS_check_nan_inf_level": 1 if nan_continue else 0})
         try:
             yield
         finally:
