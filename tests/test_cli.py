@@ -94,7 +94,8 @@ def test_flags_json_lists_every_flag(runner):
 def test_flags_pattern_is_a_case_insensitive_substring(runner, pattern):
     result = invoke(runner, "flags", pattern, "--json")
     assert result.exit_code == 0
-    assert [r["name"] for r in json.loads(result.stdout)] == ["FLAGS_check_nan_inf"]
+    assert [r["name"] for r in json.loads(result.stdout)] == ["FLAGS_check_nan_inf",
+                                                              "FLAGS_check_nan_inf_level"]
 
 
 def test_flags_changed_shows_only_changed(runner, restore_flags):
@@ -242,4 +243,5 @@ def test_unknown_env_flag_warns_once_and_still_works():
     warning = ("paddletune: warning: unknown flag FLAGS_check_nan_in in the environment is "
                "ignored (did you mean FLAGS_check_nan_inf?)\n")
     assert proc.stderr == warning
-    assert [r["name"] for r in json.loads(proc.stdout)] == ["FLAGS_check_nan_inf"]
+    assert [r["name"] for r in json.loads(proc.stdout)] == ["FLAGS_check_nan_inf",
+                                                            "FLAGS_check_nan_inf_level"]

@@ -623,6 +623,25 @@ def test_advice_is_tried_first(monkeypatch):
     assert tuner.trials[3].setting == {"num_workers": 2, "capacity": 16}
 
 
+def test_advice_keeps_to_the_values_given_with_space(monkeypatch):
+    """--space num_workers=0,1,2: the advisors' 5 workers is not tried (a note says so); the
+    advised capacity, a knob whose values the user did not fix, still is."""
+    clock = Clock()
+    monkeypatch.setattr(search.time, "monotonic", clock.monotonic)
+    tuner = Tuner(FakeRunner(clock, job_rate), TuneOptions(
+        trial_steps=50, keep_batch_size=True, specs=("num_workers=0,1,2",)))
+    tuner.load_profile = lambda path: fake_profile()
+    advice = SimpleNamespace(id="reader-starved", figures={"workers": 5, "suggested_capacity": 16,
+                                                           "blas_threads": 1, "cores": 2})
+    tuner.advise = lambda profile: [advice]
+    tuner.run()
+    assert tuner.trials[3].phase == "advice:reader-starved"
+    assert tuner.trials[3].setting == {"capacity": 16}
+    assert all(t.setting.get("num_workers", 0) in (0, 1, 2) for t in tuner.trials)
+    assert ("advice reader-starved: num_workers=5 is outside --space num_workers=0,1,2; "
+            "not tried") in tuner.notes
+
+
 def test_budget_stops_the_search_with_the_best_so_far(monkeypatch):
     tuner = run_tuner(monkeypatch, budget_s=20)
     assert tuner.status == "complete" and tuner.stop_reason == "budget spent"

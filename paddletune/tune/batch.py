@@ -34,7 +34,7 @@ def batch_ladder(tuner) -> List[int]:
     own/2, own x 2^k and the verified largest."""
     knob = tuner.space.knobs["batch_size"]
     own = knob.current
-    if knob.why == "from --space":
+    if knob.why == sp.GIVEN:
         return [v for v in knob.values if v != own]
     top = largest_batch(tuner, own)
     ladder = sorted({own // 2, *doublings(own, top), top} - {0, own}) if top else []

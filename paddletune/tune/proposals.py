@@ -2,10 +2,13 @@
 
 `proposals(advices, space)` maps each advice whose change is a knob of the space to a partial
 setting ({knob: value}); advice that needs a code change (e.g. a DataLoader for a synchronous
-loop) is returned as a note instead.
+loop) is returned as a note instead. A knob whose values were given with --space keeps to them:
+an advised value outside them is not tried (a note says so).
 """
 
 from typing import List, Tuple
+
+from .space import GIVEN
 
 CODE_ONLY = {"input-bound": "move the data preparation into a DataLoader (code change)",
              "unfused-softmax-cross-entropy": "use softmax_with_cross_entropy (code change)",
@@ -19,11 +22,25 @@ def proposals(advices, space) -> Tuple[List[Tuple[str, dict]], List[str]]:
     for advice in advices:
         change = _change(advice.id, advice.figures or {})
         change = {k: v for k, v in change.items() if k in space.knobs and v is not None}
+        change, outside = _within_given(change, space)
+        notes += [f"advice {advice.id}: {name}={value!r} is outside --space {name}="
+                  f"{','.join(map(str, space.knobs[name].values))}; not tried"
+                  for name, value in outside.items()]
         if change:
             found.append((advice.id, change))
         elif advice.id in CODE_ONLY:
             notes.append(f"advice {advice.id}: {CODE_ONLY[advice.id]}; not tried")
     return found, notes
+
+
+def _within_given(change: dict, space) -> Tuple[dict, dict]:
+    """(the part of `change` the space allows, the values outside what --space gave)."""
+    inside, outside = {}, {}
+    for name, value in change.items():
+        knob = space.knobs[name]
+        given = knob.why == GIVEN
+        (outside if given and value not in knob.values else inside)[name] = value
+    return inside, outside
 
 
 def _change(advice_id, f) -> dict:

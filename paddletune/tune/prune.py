@@ -108,7 +108,7 @@ def _longer_queues(tuner, name, now, values) -> List:
 
 
 def _prunes(tuner, knob) -> bool:
-    return tuner.options.objective == "throughput" and knob.why != "from --space"
+    return tuner.options.objective == "throughput" and knob.why != sp.GIVEN
 
 
 def _skip(tuner, name, why) -> bool:

@@ -215,7 +215,7 @@ class Tuner(Comparisons, TrialLengths):
         if start and verified:
             self.last_rung = {self.trials[start - 1].index} | {t.index for t in verified}
         knob = self.space.knobs["batch_size"]
-        if self.options.objective == "throughput" and knob.why != "from --space":
+        if self.options.objective == "throughput" and knob.why != sp.GIVEN:
             ladder = unimodal_prune(self, ladder, self._batch_points(verified))
         self.race([(sp.merged(self.incumbent, {"batch_size": b}, self.space), "batch")
                    for b in ladder], measured={sp.key(t.setting): t for t in verified})

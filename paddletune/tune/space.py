@@ -20,6 +20,9 @@ CAPACITIES = (2, 4, 8, 16, 64)
 DEFAULT_MAX_BATCH_FACTOR = 8  # without --max-batch-size, batches up to 8x the job's own
 
 
+GIVEN = "from --space"  # Knob.why of the knobs whose candidates the user gave
+
+
 class SpaceError(ValueError):
     """A --space spec that names no knob or gives unusable values."""
 
@@ -232,7 +235,7 @@ def apply_spec(space: Space, spec: str):
     knob = space.knobs.get(name) or space.knobs.get(short) or _new_knob(name)
     _check_values(spec, knob.section, knob.key, values)
     space.knobs[knob.name] = replace(knob, values=_uniq([knob.current, *values]) if
-                                knob.current is not None else values, why="from --space")
+                                knob.current is not None else values, why=GIVEN)
 
 
 def _new_knob(name) -> Knob:
