@@ -1,5 +1,5 @@
 """A fast training job for bench_long_run.py: a tiny fc model (8 -> 4, mean loss, SGD) on one
-fixed batch of 4, so each step costs a few hundred microseconds and the profiler's per-step
+fixed batch of 4, so each step costs about a hundred microseconds and the profiler's per-step
 work shows. It runs --steps steps and prints its own loop's steps/s (imports and the startup
 program left out) as `steps_per_s=<x>`."""
 
