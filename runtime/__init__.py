@@ -10,6 +10,10 @@ from . import flags as _flags_module
 from . import ops  # registers every op
 from . import (backward, clip, core, dtypes, events, initializer, io, layers, optimizer,
                regularizer, unique_name)
+from . import contrib, install_check, nets, transpiler
+from .layers import device as _device  # noqa: F401  (fluid.layers.device)
+from .transpiler import memory_optimize, release_memory
+from .version import require_version
 from . import memory
 from .backward import append_backward, gradients
 from .compiler import BuildStrategy, CompiledProgram, ExecutionStrategy
@@ -27,6 +31,8 @@ from .place import (CPUPlace, CUDAPinnedPlace, CUDAPlace, cpu_places, cuda_pinne
                     cuda_places)
 from .scope import Scope, global_scope, scope_guard
 from .tensor import LoDTensor, create_lod_tensor
+from .tensor import LoDTensor as Tensor  # fluid.Tensor: Paddle's name for the same holder
+from .core import LoDTensorArray
 
 is_compiled_with_cuda = core.is_compiled_with_cuda
 
@@ -38,5 +44,7 @@ __all__ = [
     "cuda_places", "cuda_pinned_places", "Scope", "global_scope", "scope_guard", "LoDTensor",
     "create_lod_tensor", "DataFeeder", "append_backward", "gradients", "set_flags",
     "get_flags", "FLAGS", "events", "is_compiled_with_cuda", "CompiledProgram",
-    "BuildStrategy", "ExecutionStrategy", "memory", "ParallelExecutor",
+    "BuildStrategy", "ExecutionStrategy", "memory", "ParallelExecutor", "nets", "contrib",
+    "memory_optimize", "release_memory", "transpiler", "Tensor", "require_version",
+    "LoDTensorArray", "install_check",
 ]

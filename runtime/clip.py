@@ -8,12 +8,27 @@ from .framework import OpRole, default_main_program
 
 
 class GradientClipBase:
+    """`need_clip(param) -> bool` (Paddle 1.8) picks the parameters whose gradients are clipped;
+    the others pass through unchanged. Pairs whose gradient is None are dropped."""
+
+    def __init__(self, need_clip=None):
+        if need_clip is not None and not callable(need_clip):
+            raise TypeError("need_clip must be a function taking a Parameter and returning bool, "
+                            f"got {type(need_clip).__name__}")
+        self._need_clip_func = need_clip
+
+    def _wants(self, param):
+        return self._need_clip_func is None or bool(self._need_clip_func(param))
+
     def __call__(self, params_grads):
-        block = params_grads[0][1].block if params_grads else None
-        if block is None:
+        params_grads = [(p, g) for p, g in params_grads if g is not None]
+        chosen = [(p, g) for p, g in params_grads if self._wants(p)]
+        if not chosen:
             return params_grads
+        block = chosen[0][1].block
         with block.program._role_guard(OpRole.Optimize):
-            return self._clip(block, params_grads)
+            clipped = dict(zip((id(p) for p, _ in chosen), self._clip(block, chosen)))
+        return [clipped.get(id(p), (p, g)) for p, g in params_grads]
 
     def _clip(self, block, params_grads):
         raise NotImplementedError
@@ -27,11 +42,15 @@ class GradientClipBase:
 class GradientClipByValue(GradientClipBase):
     """Clip every gradient element into [min, max] (min defaults to -max)."""
 
-    def __init__(self, max, min=None):
+    def __init__(self, max, min=None, need_clip=None):
+        super().__init__(need_clip)
         self.max = float(max)
         self.min = -self.max if min is None else float(min)
         if self.min > self.max:
             raise ValueError(f"GradientClipByValue needs min <= max, got {self.min} > {self.max}")
+
+    def __str__(self):
+        return f"Gradient Clip By Value, min = {self.min:f}, max={self.max:f}"
 
     def _clip(self, block, params_grads):
         out = []
@@ -46,8 +65,12 @@ class GradientClipByValue(GradientClipBase):
 class GradientClipByNorm(GradientClipBase):
     """Scale each gradient so its L2 norm is at most clip_norm."""
 
-    def __init__(self, clip_norm):
+    def __init__(self, clip_norm, need_clip=None):
+        super().__init__(need_clip)
         self.clip_norm = float(clip_norm)
+
+    def __str__(self):
+        return f"Gradient Clip By Norm, clip_norm={self.clip_norm:f}"
 
     def _clip(self, block, params_grads):
         out = []
@@ -63,9 +86,13 @@ class GradientClipByGlobalNorm(GradientClipBase):
     """Scale all gradients by clip_norm / max(global_norm, clip_norm), where global_norm is the
     L2 norm of all gradients together (sparse gradients count each row once)."""
 
-    def __init__(self, clip_norm, group_name="default_group"):
+    def __init__(self, clip_norm, group_name="default_group", need_clip=None):
+        super().__init__(need_clip)
         self.clip_norm = float(clip_norm)
         self.group_name = group_name
+
+    def __str__(self):
+        return f"Gradient Clip By GlobalNorm, global_norm={self.clip_norm:f}"
 
     def _clip(self, block, params_grads):
         squares = []

@@ -53,6 +53,12 @@ def install():
         if name.startswith("runtime.") and module is not None and name != __name__:
             _register("paddle.fluid." + name[len("runtime."):], module)
     _register("paddle.reader", reader)
+    _register("paddle.compat", importlib.import_module("runtime.paddle_compat"))
+    _register("paddle.version", importlib.import_module("runtime.version"))
+    _register("paddle.check_import_scipy", importlib.import_module("runtime.check_import_scipy"))
+    paddle.version = sys.modules["paddle.version"]
+    importlib.import_module("runtime.tensor").NUMPY1_FETCHES[0] = True
+    paddle.compat = sys.modules["paddle.compat"]
     _register("paddle.reader.decorator", sys.modules["runtime.reader.decorator"])
     _register("paddle.batch", _batch_module(reader))
     return True
@@ -60,6 +66,7 @@ def install():
 
 def uninstall():
     """Remove every sys.modules entry install() added. Returns True if there was any."""
+    importlib.import_module("runtime.tensor").NUMPY1_FETCHES[0] = False
     removed = False
     for name, module in list(_added.items()):
         if sys.modules.get(name) is module:

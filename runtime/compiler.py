@@ -56,6 +56,9 @@ class BuildStrategy(_Strategy):
         "enable_sequential_execution": False, "remove_unnecessary_lock": True,
         "sync_batch_norm": False, "debug_graphviz_path": "", "num_trainers": 1,
         "trainer_id": 0, "mkldnn_enabled_op_types": (), "cache_runtime_context": False,
+        # Paddle 1.8 fuses batch_norm + activation into one cuDNN kernel; the results are the
+        # same, so the flag is accepted and the ops run as they are
+        "fuse_bn_act_ops": False,
     }
 
 
@@ -97,6 +100,8 @@ class CompiledProgram:
         self._exec_strategy = exec_strategy or ExecutionStrategy()
         self._loss_name = loss_name.name if hasattr(loss_name, "name") else loss_name
         self._share_vars_from = share_vars_from
+        if places is not None and not isinstance(places, (list, tuple)):
+            places = [places]  # one place (Paddle 1.8 accepts it)
         self._places = list(places) if places is not None else cpu_places()
         self._default_places = places is None  # Paddle: the executor's kind of device decides
         if not self._places:
@@ -130,6 +135,8 @@ class CompiledProgram:
             overrides.apply_strategies(self._build_strategy, self._exec_strategy,
                                        data_parallel=self._data_parallel())
             self._overridden = True
+        if self._exec_strategy is not None and self._exec_strategy._dry_run:
+            return []  # Paddle's dry run builds the graph and runs no op
         if self._data_parallel():
             return self._get_engine(executor).run(executor._id, feed, fetch_list, scope,
                                                   return_numpy, return_merged, self._options())

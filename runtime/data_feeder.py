@@ -6,9 +6,12 @@ per-sample shape `var.shape[1:]`; a -1 there is inferred from the sample's own s
 784-vector fits a [-1, 1, 28, 28] image variable and a scalar label fits a [-1, 1] variable).
 The samples of a slot are then stacked into `[batch] + var.shape[1:]`.
 
-Differences from Fluid 1.x: `feed` returns NumPy arrays rather than LoDTensors (the Executor
-takes either), `feed_parallel` returns a list rather than a generator, and variables with
-lod_level > 0 are refused (this runtime has no LoD): pad the sequences and feed their lengths.
+A variable with lod_level L > 0 takes, per sample, sequences nested L deep (e.g. a list of
+word ids for L = 1); their steps are stacked as rows and the nesting becomes the LoD, as in
+Fluid: that variable is fed a LoDTensor.
+
+Differences from Fluid 1.x: `feed` returns NumPy arrays (LoDTensors only for LoD variables;
+the Executor takes either), `feed_parallel` returns a list rather than a generator.
 """
 
 import numpy as np
@@ -28,13 +31,6 @@ class DataFeeder:
                             f"{type(feed_list).__name__}")
         program = default_main_program() if program is None else program
         self.feed_vars = [_resolve(item, program) for item in feed_list]
-        for var in self.feed_vars:
-            if var.lod_level:
-                raise FeedError(
-                    f"DataFeeder: variable {var.name!r} has lod_level={var.lod_level}, but "
-                    f"LoD (variable-length sequences) is not supported by this runtime. Pad the "
-                    f"sequences to a common length, declare the variable with lod_level=0, and "
-                    f"feed the true lengths as a separate int64 variable")
         self.feed_names = [var.name for var in self.feed_vars]
         self.feed_shapes = [list(var.shape) for var in self.feed_vars]
         self.feed_dtypes = [var.dtype for var in self.feed_vars]
@@ -45,13 +41,18 @@ class DataFeeder:
         """{name: array} for one minibatch: an iterable of samples, each a tuple/list with one
         field per feed variable."""
         columns = [[] for _ in self.feed_vars]
+        lods = [[[] for _ in range(var.lod_level)] for var in self.feed_vars]
         for index, sample in enumerate(iterable):
             fields = self._fields(index, sample)
-            for column, var, field in zip(columns, self.feed_vars, fields):
-                column.append(_convert(field, var, index))
-        if not columns or not columns[0]:
+            for column, var, field, lod in zip(columns, self.feed_vars, fields, lods):
+                if var.lod_level:
+                    _nested_rows(field, lod, column)
+                else:
+                    column.append(_convert(field, var, index))
+        if not columns or not (columns[0] or lods[0]):
             raise FeedError("DataFeeder.feed: the minibatch is empty (no samples)")
-        return {var.name: _stack(var, column) for var, column in zip(self.feed_vars, columns)}
+        return {var.name: _stack(var, column) if not var.lod_level else _lod_tensor(
+            var, column, lod) for var, column, lod in zip(self.feed_vars, columns, lods)}
 
     def feed_parallel(self, iterable, num_places=None):
         """One feed dict per place, from a list of minibatches (one minibatch per place)."""
@@ -153,6 +154,36 @@ def _sample_shape(var, array):
     same_rank = array.ndim == len(wanted) and all(
         d < 0 or d == a for d, a in zip(wanted, array.shape))
     return list(array.shape) if same_rank else None
+
+
+def _nested_rows(field, lod, rows):
+    """Fluid's DataToLoDTensorConverter: a field nested len(lod) deep adds its length to the
+    first level and its items, recursively, to the next (the innermost items are rows)."""
+    if not lod:
+        rows.append(field)
+        return
+    items = list(field)
+    lod[0].append(len(items))
+    for item in items:
+        _nested_rows(item, lod[1:], rows)
+
+
+def _lod_tensor(var, rows, lod):
+    """The rows stacked as [rows] + var.shape[1:] and the nesting as the LoD."""
+    from .tensor import LoDTensor
+    try:
+        array = np.asarray(rows, dtype=var.dtype)
+    except (TypeError, ValueError) as err:
+        raise FeedError(f"DataFeeder: variable {var.name!r}: cannot convert the sequence steps "
+                        f"to {var.dtype.name} ({err})") from None
+    tail = [d for d in (var.shape[1:] if var.shape else array.shape[1:])]
+    if array.size or tail:
+        array = array.reshape([len(rows)] + [d if d >= 0 else -1 for d in tail] if tail
+                              else [len(rows)])
+    tensor = LoDTensor()
+    tensor.set(array)
+    tensor.set_recursive_sequence_lengths(lod)
+    return tensor
 
 
 def _stack(var, column):

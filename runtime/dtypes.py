@@ -59,6 +59,8 @@ class VarType:
     FEED_MINIBATCH = "feed_minibatch"
     FETCH_LIST = "fetch_list"
     STEP_SCOPES = "step_scopes"
+    PLACE_LIST = "place_list"
+    LOD_RANK_TABLE = "lod_rank_table"
     RAW = "raw"
 
 

@@ -21,14 +21,18 @@ from .backend import cupy_status
 from .errors import (EnforceNotMet, FeedError, FetchError, NanInfError, OpRuntimeError,
                      PoolOutOfMemory, UninitializedVariableError, where)
 from .exec_memory import Garbage, Serving, oom_error, retag_writes, trace_record, traced_loop
+from .executor_prune import cache_key, prune_program, split_fetch_list, update_feed
 from .flags import FLAGS
-from .framework import EMPTY_VAR_NAME, Program, Variable, _suggest, default_main_program
+from .framework import EMPTY_VAR_NAME, Program, _suggest, default_main_program
 from .gpu_timing import OpEvents, sync_stream
 from .memory.signals import DeferSignals
 from .place import CPUPlace, is_gpu
 from .plan import KernelCtx, Plan, exclusive, shape_only  # noqa: F401  (KernelCtx re-exported)
 from .scope import global_scope
-from .tensor import LoDTensor, SelectedRows
+from .lod import with_lod
+from .feed_fetch import _check_feed, _fetch, _fetch_names, _normalize_feed, _read_batches
+from .feed_fetch import _as_lodtensor, as_numpy  # noqa: F401  (fluid.executor's own names)
+from .tensor import SelectedRows
 
 _executor_ids = itertools.count()
 _PLAIN = (False, 1.0, False)  # a plain Program: no inplace (as in Paddle), GC as FLAGS say
@@ -47,6 +51,7 @@ class Executor:
         self._plans = {}
         self._steps = {}
         self._events = []  # CUDA events reused by the per-op timing of GPU steps
+        self._pruned = {}  # use_prune: cache key -> pruned program
         self._id = next(_executor_ids)
         self._closed = False
 
@@ -61,6 +66,12 @@ class Executor:
         if self._closed:
             raise RuntimeError("this Executor was closed; create a new one")
         program = default_main_program() if program is None else program
+        if isinstance(fetch_list, (list, tuple)) and not isinstance(fetch_list, str):
+            fetches, optimize_ops = split_fetch_list(fetch_list)
+            if optimize_ops or use_prune:
+                program, feed = self._use_pruned(program, feed, fetch_list, fetches,
+                                                 optimize_ops)
+                fetch_list = fetches
         runner = getattr(program, "_run_with_executor", None)
         if runner is not None:  # CompiledProgram and friends
             return runner(self, feed=feed, fetch_list=fetch_list, scope=scope,
@@ -68,6 +79,19 @@ class Executor:
         if not isinstance(program, Program):
             raise TypeError(f"Executor.run expects a fluid.Program, got {type(program).__name__}")
         return self._run_program(program, feed, fetch_list, scope, return_numpy, _PLAIN)
+
+    def _use_pruned(self, program, feed, fetch_list, fetches, optimize_ops):
+        """(the pruned program, the feed it takes) for Executor.run(use_prune=True)."""
+        key = cache_key(program, feed, fetch_list)
+        pruned = self._pruned.get(key)
+        if pruned is None:
+            pruned = self._pruned[key] = self._prune_program(program, feed, fetches,
+                                                             optimize_ops)
+        return pruned, update_feed(pruned, feed)
+
+    def _prune_program(self, program, feed=None, fetch_list=None, optimize_ops=None):
+        """Fluid's hook: the program pruned for these feed and fetches (see executor_prune)."""
+        return prune_program(program, feed, fetch_list or [], optimize_ops or [])
 
     def _run_program(self, program, feed, fetch_list, scope, return_numpy, options):
         """One step of `program`; options: (enable_inplace, GC fraction, memory_optimize).
@@ -91,19 +115,30 @@ class Executor:
         if program._py_readers:
             feed = _read_batches(program._py_readers, feed)
             read_s = _perf() - t_begin
-        plan = self._plan(program, feed, fetch_names, options)
+        try:
+            plan = self._plan(program, feed, fetch_names, options)
+        except FeedError:  # as in Paddle, the program's persistables exist in the scope anyway
+            _declare_persistables(program, scope)
+            raise
         step = self._steps.get(plan, 0)
         self._steps[plan] = step + 1
         if events.step_begin.subs:
             events.step_begin.emit(events.StepBegin(self._id, program._uid, step, t_begin))
         env = [None] * plan.n_slots
+        if plan.control_steps:
+            plan.bind_env(env)
         feed_bytes = self._feed(plan, feed, env)
+        for slot, var in plan.persistable_feeds:  # a fed persistable stays in the scope
+            holder = scope.var(var.name)
+            holder.value, holder.lod = env[slot], []
         reads, writes = plan.bind(scope)
         for slot, holder in reads:
             value = holder.value
             if value is None:
                 raise _uninitialized(program, holder.name)
             env[slot] = value
+        if plan.lod_mode:
+            _scope_lods(reads, env)
         batch = _batch_size(plan, env)
         gpu = self.xp is not np
         if gpu:
@@ -116,6 +151,9 @@ class Executor:
         for slot, holder in writes:
             holder.value = env[slot]
             holder.writes += 1
+        if plan.lod_mode:
+            for _, holder in writes:
+                holder.lod = []  # the value written carries its own LoD
         t_compute = _perf()
         results = [_fetch(env[slot], return_numpy) for slot in plan.fetch_slots]
         if mem is not None and events.memory_step.subs:
@@ -176,7 +214,7 @@ class Executor:
             t0 = _perf()
             check_names(program.global_block(), feed, fetch_names)
             plan = Plan(program, sorted(feed), fetch_names, self.xp, self.place, gc, inplace,
-                        gc_fraction)
+                        gc_fraction, creation_order=True)
             self._drop_stale_plans(program)
             self._plans[key] = plan
             if events.compile.subs:
@@ -263,6 +301,12 @@ class Executor:
         events.memory_trace.emit(trace_record(plan, step_no, batch, persistable, ops))
 
 
+def _declare_persistables(program, scope):
+    for var in program.global_block().vars.values():
+        if var.persistable and scope.find_var(var.name) is None:
+            scope.var(var.name)
+
+
 def _emit_all(emit, records):
     for record in records:
         emit(record)
@@ -277,11 +321,18 @@ def _emit_quietly(emit, timer, uid, step_no):
         pass
 
 
+def _scope_lods(reads, env):
+    """A LoD set on a scope's tensor (tensor.set_lod) travels with its value."""
+    for slot, holder in reads:
+        if holder.lod:
+            env[slot] = with_lod(env[slot], holder.lod)
+
+
 def _feed_values(plan, feed, env, to_device):
     """Check each fed value and put it in its slot (on the device: `to_device`); the bytes fed."""
     total = 0
     for slot, var in plan.feed_slots:
-        value = _check_feed(var, feed[var.name])
+        value = _check_feed(var, feed[var.name], executor=True)
         if to_device is not None:
             value = to_device(value)
         env[slot] = value
@@ -301,6 +352,19 @@ def _failure(step, env, plan, mem, err):
         err._runtime_op = step
         return err
     return _op_failed(step, env, plan, err)
+
+
+def run_ops(steps, env):
+    """Run a sub-block's compiled ops (control flow); a failing op is reported by name."""
+    step = None
+    try:
+        for step in steps:
+            _run_op(step, env, False, False)
+    except Exception as err:
+        failure = _failure(step, env, None, None, err)
+        if failure is err:
+            raise
+        raise failure from err
 
 
 def _run_op(step, env, check_finite=False, free=True):
@@ -325,94 +389,6 @@ def _run_op(step, env, check_finite=False, free=True):
             env[i] = None
         for i in step.shrinks:
             env[i] = shape_only(env[i])
-
-
-# --- helpers -----------------------------------------------------------------------------------
-def _normalize_feed(feed):
-    if feed is None:
-        return {}
-    if isinstance(feed, (list, tuple)):
-        if len(feed) == 1 and isinstance(feed[0], dict):
-            return feed[0]
-        raise FeedError("a list of feed dicts (one per device) needs a data-parallel "
-                        "CompiledProgram; for a plain Program pass one dict")
-    if not isinstance(feed, dict):
-        raise FeedError(f"feed must be a dict {{name: array}}, got {type(feed).__name__}")
-    return {(k.name if isinstance(k, Variable) else k): v for k, v in feed.items()}
-
-
-def _read_batches(readers, feed):
-    """The feed with the next batch of each non-iterable DataLoader of the program whose
-    variables the caller did not feed (raises fluid.core.EOFException at a pass's end)."""
-    for reader in readers:
-        if not all(name in feed for name in reader.feed_names):
-            feed = {**feed, **reader._executor_feed()}
-    return feed
-
-
-def _fetch_names(fetch_list):
-    if fetch_list is None:
-        return ()
-    if isinstance(fetch_list, (str, Variable)):
-        fetch_list = [fetch_list]
-    names = []
-    for item in fetch_list:
-        if isinstance(item, Variable):
-            names.append(item.name)
-        elif isinstance(item, str):
-            names.append(item)
-        else:
-            raise FetchError(f"fetch_list items must be Variables or names, got {item!r}")
-    return tuple(names)
-
-
-def _check_feed(var, value):
-    """The fed value as an array of var's dtype and a compatible shape, or a FeedError."""
-    if isinstance(value, LoDTensor):
-        value = value._array()
-    elif not isinstance(value, np.ndarray) and not hasattr(value, "__cuda_array_interface__"):
-        try:
-            value = np.asarray(value, dtype=var.dtype)
-        except (TypeError, ValueError) as err:
-            raise FeedError(f"cannot convert the value fed to {var.name!r} to "
-                            f"{var.dtype.name}: {err}") from None
-    if var.dtype is not None and value.dtype != var.dtype:
-        raise FeedError(f"the data type of fed variable {var.name!r} must be {var.dtype.name}, "
-                        f"but received {value.dtype.name}{where(var.callsite)}. Convert it: "
-                        f"array.astype('{var.dtype.name}')")
-    if var.shape is not None and not _shape_ok(var.shape, value.shape):
-        hint = ""
-        if len(value.shape) + 1 == len(var.shape) and var.shape[-1] == 1:
-            hint = " Add the trailing dimension: array.reshape(-1, 1)."
-        raise FeedError(f"the fed variable {var.name!r} expects shape {list(var.shape)} "
-                        f"(-1 = any), but received shape {list(value.shape)}"
-                        f"{where(var.callsite)}.{hint}")
-    if var.persistable:
-        value = value.copy()  # the runtime may update persistables in place
-    return value
-
-
-def _shape_ok(expected, actual):
-    return len(expected) == len(actual) and all(
-        e < 0 or e == a for e, a in zip(expected, actual))
-
-
-def _fetch(value, return_numpy):
-    if value is None:
-        return None
-    if isinstance(value, SelectedRows):
-        value = value.to_dense()
-    if not isinstance(value, np.ndarray):
-        value = value.get() if hasattr(value, "get") else np.asarray(value)
-        return value if return_numpy else _as_tensor(value)
-    value = value.copy()  # never hand out a buffer the runtime may reuse or update
-    return value if return_numpy else _as_tensor(value)
-
-
-def _as_tensor(array):
-    tensor = LoDTensor()
-    tensor._holder.value = array
-    return tensor
 
 
 def _nbytes(value):

@@ -12,6 +12,9 @@ from .errors import ShapeError, where
 
 GRAD_SUFFIX = "@GRAD"
 EMPTY_VAR_NAME = "@EMPTY@"
+GRAD_VAR_SUFFIX = "@GRAD"
+TEMP_VAR_NAME = "@TEMP@"
+ZERO_VAR_SUFFIX = "@ZERO"
 _RUNTIME_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 _program_ids = itertools.count()
 
@@ -75,6 +78,22 @@ class Variable:
         return self.block.program
 
     @property
+    def desc(self):
+        from .desc import VarDesc
+        return VarDesc(self)
+
+    @property
+    def grad_name(self):
+        return self.name + GRAD_SUFFIX
+
+    def _set_info(self, key, value):
+        """Attach Python-side information to the variable (Paddle's _set_info)."""
+        self.__dict__.setdefault("_info", {})[key] = value
+
+    def _get_info(self, key):
+        return self.__dict__.get("_info", {}).get(key)
+
+    @property
     def ndim(self):
         return len(self.shape) if self.shape is not None else None
 
@@ -111,9 +130,11 @@ class Parameter(Variable):
     def __init__(self, block, shape, dtype, name=None, trainable=True, optimize_attr=None,
                  regularizer=None, gradient_clip_attr=None, do_model_average=None,
                  initializer=None, **kwargs):
-        if shape is None or any(d is None or d < 0 for d in shape):
+        if shape is None or len(shape) == 0 or any(d is None or d < 0 for d in shape):
             raise ShapeError(f"parameter {name!r} needs a fully known shape, got {shape}"
                              f"{where(kwargs.get('callsite') or user_callsite())}")
+        if dtype is None:
+            raise ValueError(f"parameter {name!r} needs a dtype")
         kwargs.setdefault("persistable", True)
         kwargs.setdefault("stop_gradient", not trainable)
         super().__init__(block, name=name, shape=shape, dtype=dtype, **kwargs)
@@ -125,191 +146,7 @@ class Parameter(Variable):
         self.initializer = initializer
 
 
-class Operator:
-    """One op in a block: type, named input/output slots holding variable names, attributes."""
-
-    def __init__(self, block, type, inputs, outputs, attrs, callsite=None):
-        self.block = block
-        self.type = type
-        self.inputs = inputs  # slot -> [names]
-        self.outputs = outputs
-        self.attrs = attrs
-        self.callsite = callsite or user_callsite()
-
-    def input(self, slot):
-        return list(self.inputs.get(slot, ()))
-
-    def output(self, slot):
-        return list(self.outputs.get(slot, ()))
-
-    @property
-    def input_names(self):
-        return list(self.inputs)
-
-    @property
-    def output_names(self):
-        return list(self.outputs)
-
-    @property
-    def input_arg_names(self):
-        return [n for names in self.inputs.values() for n in names if n != EMPTY_VAR_NAME]
-
-    @property
-    def output_arg_names(self):
-        return [n for names in self.outputs.values() for n in names if n != EMPTY_VAR_NAME]
-
-    def attr(self, name):
-        return self.attrs[name]
-
-    def has_attr(self, name):
-        return name in self.attrs
-
-    def _set_attr(self, name, value):
-        self.attrs[name] = value
-        self.block.program._bump()
-
-    def all_attrs(self):
-        return dict(self.attrs)
-
-    @property
-    def role(self):
-        return self.attrs.get("op_role", OpRole.Forward)
-
-    @property
-    def idx(self):
-        return self.block.ops.index(self)
-
-    def where(self):
-        return where(self.callsite)
-
-    def to_string(self, throw_on_error=False):
-        def slots(d):
-            return ", ".join(f"{k}={v}" for k, v in d.items())
-        attrs = ", ".join(f"{k}={v!r}" for k, v in sorted(self.attrs.items()) if k != "op_role")
-        return f"{{{slots(self.outputs)}}} = {self.type}(inputs={{{slots(self.inputs)}}}, {attrs})"
-
-    __repr__ = __str__ = lambda self: self.to_string()
-
-
-class Block:
-    """An ordered list of ops plus the variables they use. Programs here have one block."""
-
-    def __init__(self, program, idx, parent_idx=-1):
-        self.program = program
-        self.idx = idx
-        self.parent_idx = parent_idx
-        self.vars = {}
-        self.ops = []
-
-    # --- variables -------------------------------------------------------------------------
-    def var(self, name):
-        if not isinstance(name, str):
-            raise TypeError(f"var() expects a variable name, got {type(name).__name__}")
-        try:
-            return self.vars[name]
-        except KeyError:
-            raise ValueError(f"variable {name!r} is not in block {self.idx}"
-                             f"{_suggest(name, self.vars)}") from None
-
-    def has_var(self, name):
-        return name in self.vars
-
-    def _find_var_recursive(self, name):
-        return self.vars.get(name)
-
-    def create_var(self, *args, **kwargs):
-        name = kwargs.get("name")
-        if name is not None and name in self.vars:
-            return self.vars[name]
-        var = Variable(self, *args, **kwargs)
-        self.vars[var.name] = var
-        self.program._bump()
-        return var
-
-    def create_parameter(self, *args, **kwargs):
-        param = Parameter(self, *args, **kwargs)
-        self.vars[param.name] = param
-        self.program._bump()
-        return param
-
-    def all_parameters(self):
-        return [v for v in self.vars.values() if isinstance(v, Parameter)]
-
-    iter_parameters = all_parameters
-
-    def _rename_var(self, old, new):
-        var = self.vars.pop(old)
-        var.name = new
-        self.vars[new] = var
-        for op in self.ops:
-            for slots in (op.inputs, op.outputs):
-                for key, names in slots.items():
-                    slots[key] = [new if n == old else n for n in names]
-        self.program._bump()
-        return var
-
-    def _remove_var(self, name):
-        self.vars.pop(name, None)
-        self.program._bump()
-
-    # --- ops -------------------------------------------------------------------------------
-    def append_op(self, type, inputs=None, outputs=None, attrs=None, stop_gradient=False):
-        op = self._make_op(type, inputs, outputs, attrs)
-        self.ops.append(op)
-        self.program._bump()
-        return op
-
-    def _insert_op(self, index, type, inputs=None, outputs=None, attrs=None):
-        op = self._make_op(type, inputs, outputs, attrs)
-        self.ops.insert(index, op)
-        self.program._bump()
-        return op
-
-    def _prepend_op(self, *args, **kwargs):
-        return self._insert_op(0, *args, **kwargs)
-
-    def _remove_op(self, index):
-        del self.ops[index]
-        self.program._bump()
-
-    def _make_op(self, type, inputs, outputs, attrs):
-        from .ops.registry import get_op_def  # the registry imports framework
-
-        opdef = get_op_def(type)
-        ins = {slot: self._names(value) for slot, value in (inputs or {}).items()}
-        outs = {slot: self._names(value) for slot, value in (outputs or {}).items()}
-        full_attrs = dict(opdef.attrs)
-        full_attrs.update(attrs or {})
-        full_attrs.setdefault("op_role", self.program._current_role)
-        op = Operator(self, type, ins, outs, full_attrs)
-        opdef.check_slots(op)
-        opdef.infer_shapes(op)
-        return op
-
-    def _names(self, value):
-        if value is None:
-            return []
-        items = value if isinstance(value, (list, tuple)) else [value]
-        names = []
-        for item in items:
-            if isinstance(item, Variable):
-                if item.name not in self.vars:  # a variable of another program with this name
-                    self.vars[item.name] = item._copy_to(self)
-                names.append(item.name)
-            elif isinstance(item, str):
-                names.append(item)
-            else:
-                raise TypeError(f"op inputs/outputs must be Variables or names, got {item!r}")
-        return names
-
-    def __repr__(self):
-        return self.to_string()
-
-    def to_string(self, throw_on_error=False, with_details=False):
-        lines = [f"block {self.idx} {{"]
-        lines += ["  " + v.to_string() for v in self.vars.values()]
-        lines += ["  " + op.to_string() for op in self.ops]
-        return "\n".join(lines + ["}"])
+from .block import Block, Operator  # noqa: E402  (block.py imports Variable from here)
 
 
 class Program:
@@ -324,6 +161,8 @@ class Program:
         self._current_role = OpRole.Forward
         self._is_test = False
         self._py_readers = []  # non-iterable DataLoaders: Executor.run pops their batches
+        self._appending_grad_times = 0  # fluid.gradients calls (names of later grads differ)
+        self._feed_targets, self._fetch_targets = [], []  # an inference model's (io.py)
 
     def _bump(self):
         self._version += 1
@@ -335,7 +174,7 @@ class Program:
     @random_seed.setter
     def random_seed(self, seed):
         if not isinstance(seed, int):
-            raise TypeError(f"Program.random_seed must be an int, got {type(seed).__name__}")
+            raise ValueError(f"Program.random_seed must be an int, got {type(seed).__name__}")
         self._seed = seed
         self._bump()
 
@@ -367,6 +206,59 @@ class Program:
         finally:
             self._current_role = old
 
+    @property
+    def desc(self):
+        from .desc import ProgramDesc
+        return ProgramDesc(self)
+
+    @staticmethod
+    def parse_from_string(binary_str):
+        """A Program from the bytes Program.desc.serialize_to_string() gave."""
+        from .program_io import parse
+        return parse(binary_str)
+
+    def _version(self):
+        return 0
+
+    def _sync_with_cpp(self):
+        pass
+
+    def _copy_dist_param_info_from(self, other):
+        if not isinstance(other, Program):
+            raise TypeError(f"_copy_dist_param_info_from should be invoked with Program, got "
+                            f"{type(other).__name__}")
+
+    def _copy_param_info_from(self, other):
+        """Make this program's variables that are parameters of `other` parameters again,
+        with other's attributes (a cloned or parsed program's)."""
+        if not isinstance(other, Program):
+            raise TypeError(f"_copy_param_info_from should be invoked with Program, got "
+                            f"{type(other).__name__}")
+        block = self.global_block()
+        for param in other.global_block().all_parameters():
+            var = block.vars.get(param.name)
+            if var is None or isinstance(var, Parameter):
+                continue
+            twin = Parameter(block, shape=param.shape, dtype=param.dtype, name=param.name,
+                             trainable=param.trainable, optimize_attr=param.optimize_attr,
+                             regularizer=param.regularizer,
+                             gradient_clip_attr=param.gradient_clip_attr,
+                             do_model_average=param.do_model_average, callsite=var.callsite)
+            block.vars[param.name] = twin
+
+    def _create_block(self, parent_idx=None):
+        """A new block, child of `parent_idx` (default: the current block), made current."""
+        parent = self.current_block_idx if parent_idx is None else parent_idx
+        block = Block(self, len(self.blocks), parent)
+        self.blocks.append(block)
+        self.current_block_idx = block.idx
+        self._bump()
+        return block
+
+    def _rollback(self):
+        """Make the current block's parent current again (a sub-block is finished)."""
+        self.current_block_idx = self.current_block().parent_idx
+
     def clone(self, for_test=False):
         """A copy sharing nothing mutable. for_test=True switches ops with `is_test` (dropout,
         batch_norm) to inference behaviour; like Paddle it keeps backward/optimizer ops, so clone
@@ -374,18 +266,36 @@ class Program:
         twin = Program()
         twin._seed = self._seed
         twin._is_test = for_test
-        twin.blocks = []
-        for block in self.blocks:
-            new_block = Block(twin, block.idx, block.parent_idx)
+        twin._appending_grad_times = self._appending_grad_times
+        twin._feed_targets = list(self._feed_targets)
+        twin._fetch_targets = list(self._fetch_targets)
+        twin.blocks = [Block(twin, b.idx, b.parent_idx) for b in self.blocks]
+        for block, new_block in zip(self.blocks, twin.blocks):
+            new_block.forward_block_idx = block.forward_block_idx
             new_block.vars = {name: var._copy_to(new_block) for name, var in block.vars.items()}
             for op in block.ops:
-                attrs = dict(op.attrs)
+                attrs = {k: twin.blocks[v.idx] if isinstance(v, Block) else v
+                         for k, v in op.attrs.items()}
                 if for_test and "is_test" in attrs:
                     attrs["is_test"] = True
                 new_block.ops.append(Operator(new_block, op.type, _copy_slots(op.inputs),
                                               _copy_slots(op.outputs), attrs, op.callsite))
-            twin.blocks.append(new_block)
         return twin
+
+    def _prune(self, targets):
+        """A copy keeping only the ops the targets (Variables, names or Operators) need."""
+        from .prune import prune
+        return prune(self, [], targets)
+
+    def _prune_with_input(self, feeded_var_names, targets):
+        """Like _prune, also cutting what computes the fed variables (they are given)."""
+        from .prune import prune
+        return prune(self, feeded_var_names, targets)
+
+    def _inference_optimize(self, prune_read_op=True):
+        """A copy for inference: is_test set on every op that has it, reader ops dropped."""
+        from .prune import inference_optimize
+        return inference_optimize(self, prune_read_op)
 
     def to_string(self, throw_on_error=False, with_details=False):
         return "\n".join(b.to_string() for b in self.blocks)
@@ -459,10 +369,44 @@ def program_guard(main_program, startup_program=None):
             switch_startup_program(old_startup)
 
 
+class NameScope:
+    """A node of the name-scope tree: a prefix used twice under one parent gets _1, _2 ..."""
+
+    def __init__(self, name="", parent=None):
+        self.name, self.parent, self.children = name, parent, {}
+
+    def child(self, prefix):
+        used = self.children.setdefault(prefix, [])
+        node = NameScope(prefix if not used else f"{prefix}_{len(used)}", self)
+        used.append(node)
+        return node
+
+    def path(self):
+        names, node = [], self
+        while node.parent is not None:
+            names.append(node.name)
+            node = node.parent
+        return "/" + "".join(n + "/" for n in reversed(names))
+
+
+_name_scope = NameScope()
+
+
 @contextlib.contextmanager
 def name_scope(prefix=None):
-    """Accepted for compatibility; Paddle uses it only to label graph visualisations."""
-    yield
+    """Ops built inside get the attr op_namescope = '/outer/inner/' (Paddle's graph labels)."""
+    global _name_scope
+    if not prefix:
+        raise ValueError("name_scope: the prefix must be a non-empty string")
+    _name_scope = _name_scope.child(prefix)
+    try:
+        yield
+    finally:
+        _name_scope = _name_scope.parent
+
+
+def _full_name_scope():
+    return _name_scope.path()
 
 
 def in_dygraph_mode():

@@ -1,12 +1,20 @@
-"""Initializers: each appends one op to the startup program that fills a parameter."""
+"""Initializers: each adds the op that fills a parameter to the (startup) block.
+
+As in Fluid 1.8 the op is prepended to the block; a float16 parameter is filled in float32
+and cast (a second, appended op); a seed of 0 takes the program's random_seed (so, as in
+Paddle, initializers of one program with random_seed set draw from the same seed).
+"""
 
 import numpy as np
 
+from . import unique_name
 from .dtypes import convert_dtype
+
+_FP32, _FP16 = np.dtype("float32"), np.dtype("float16")
 
 
 class Initializer:
-    """Base class: `init(var, block)` appends the op that initialises `var` to `block`."""
+    """Base class: `init(var, block)` adds the op that initialises `var` to `block`."""
 
     def __call__(self, var, block):
         raise NotImplementedError
@@ -23,6 +31,24 @@ class Initializer:
         receptive = int(np.prod(shape[2:]))
         return shape[1] * receptive, shape[0] * receptive
 
+    @staticmethod
+    def _fill(var, block, op_type, attrs):
+        """Prepend `op_type` writing var (via a float32 twin and a cast for float16)."""
+        out = var
+        if var.dtype == _FP16:
+            out = block.create_var(name=unique_name.generate(f"{var.name}.cast_fp16"),
+                                   shape=var.shape, dtype=_FP32, persistable=False)
+        attrs = dict(attrs, shape=list(var.shape), dtype=out.dtype.name)
+        op = block._prepend_op(op_type, outputs={"Out": out}, attrs=attrs)
+        if out is not var:
+            block.append_op("cast", inputs={"X": out}, outputs={"Out": var},
+                            attrs={"in_dtype": _FP32.name, "out_dtype": _FP16.name})
+        return op
+
+
+def _seed(seed, block):
+    return int(seed) if seed else int(block.program.random_seed)
+
 
 class ConstantInitializer(Initializer):
     def __init__(self, value=0.0, force_cpu=False):
@@ -30,9 +56,8 @@ class ConstantInitializer(Initializer):
         self.force_cpu = force_cpu
 
     def __call__(self, var, block):
-        return block.append_op("fill_constant", outputs={"Out": var},
-                               attrs={"shape": list(var.shape), "dtype": var.dtype.name,
-                                      "value": self.value})
+        return self._fill(var, block, "fill_constant",
+                          {"value": self.value, "force_cpu": self.force_cpu})
 
 
 class UniformInitializer(Initializer):
@@ -42,9 +67,8 @@ class UniformInitializer(Initializer):
         self.low, self.high, self.seed = float(low), float(high), int(seed)
 
     def __call__(self, var, block):
-        return block.append_op("uniform_random", outputs={"Out": var},
-                               attrs={"shape": list(var.shape), "dtype": var.dtype.name,
-                                      "min": self.low, "max": self.high, "seed": self.seed})
+        return self._fill(var, block, "uniform_random",
+                          {"min": self.low, "max": self.high, "seed": _seed(self.seed, block)})
 
 
 class NormalInitializer(Initializer):
@@ -52,18 +76,16 @@ class NormalInitializer(Initializer):
         self.loc, self.scale, self.seed = float(loc), float(scale), int(seed)
 
     def __call__(self, var, block):
-        return block.append_op("gaussian_random", outputs={"Out": var},
-                               attrs={"shape": list(var.shape), "dtype": var.dtype.name,
-                                      "mean": self.loc, "std": self.scale, "seed": self.seed})
+        return self._fill(var, block, "gaussian_random",
+                          {"mean": self.loc, "std": self.scale, "seed": _seed(self.seed, block)})
 
 
 class TruncatedNormalInitializer(NormalInitializer):
     """Normal values redrawn until within two standard deviations of the mean."""
 
     def __call__(self, var, block):
-        return block.append_op("truncated_gaussian_random", outputs={"Out": var},
-                               attrs={"shape": list(var.shape), "dtype": var.dtype.name,
-                                      "mean": self.loc, "std": self.scale, "seed": self.seed})
+        return self._fill(var, block, "truncated_gaussian_random",
+                          {"mean": self.loc, "std": self.scale, "seed": _seed(self.seed, block)})
 
 
 class XavierInitializer(Initializer):
@@ -97,6 +119,15 @@ class MSRAInitializer(Initializer):
         return NormalInitializer(0.0, float(np.sqrt(2.0 / fan_in)), self.seed)(var, block)
 
 
+def assign_value_attrs(values):
+    """assign_value's attrs for an array: Fluid 1.8's fp32_values / int32_values, or this
+    runtime's `values` for the other dtypes."""
+    dtype = convert_dtype(values.dtype)
+    key = {"float32": "fp32_values", "int32": "int32_values"}.get(dtype.name, "values")
+    items = values.ravel().tolist() if key != "values" else values
+    return {"shape": list(values.shape), "dtype": dtype.name, key: items}
+
+
 class NumpyArrayInitializer(Initializer):
     """Initialise from a given array (shape must match the parameter's)."""
 
@@ -107,9 +138,32 @@ class NumpyArrayInitializer(Initializer):
         if tuple(self.value.shape) != tuple(var.shape):
             raise ValueError(f"NumpyArrayInitializer for {var.name!r}: array shape "
                              f"{list(self.value.shape)} != parameter shape {list(var.shape)}")
-        return block.append_op("assign_value", outputs={"Out": var},
-                               attrs={"shape": list(var.shape), "dtype": var.dtype.name,
-                                      "values": self.value.astype(convert_dtype(var.dtype))})
+        dtype = _FP32 if var.dtype == _FP16 else convert_dtype(var.dtype)
+        attrs = assign_value_attrs(self.value.astype(dtype))
+        attrs.pop("shape")
+        attrs.pop("dtype")
+        return self._fill(var, block, "assign_value", attrs)
+
+
+class BilinearInitializer(Initializer):
+    """The bilinear interpolation kernel for a [C, 1, K, K] conv2d_transpose filter (image
+    upsampling): weight(x, y) = (1 - |x / f - c|) (1 - |y / f - c|), f = ceil(K / 2),
+    c = (2f - 1 - f % 2) / 2f. (Fluid 1.8 under Python 3 computes the row as i / K with true
+    division; this uses the row index, the kernel its documentation describes.)"""
+
+    def __call__(self, var, block):
+        shape = var.shape
+        if len(shape) != 4:
+            raise ValueError("the length of shape must be 4.")
+        if shape[2] != shape[3]:
+            raise ValueError("shape[2] must be equal to shape[3].")
+        size = shape[3]
+        f = np.ceil(size / 2.0)
+        c = (2 * f - 1 - f % 2) / (2.0 * f)
+        idx = np.arange(int(np.prod(shape)))
+        x, y = idx % size, (idx // size) % size
+        weight = ((1 - np.abs(x / f - c)) * (1 - np.abs(y / f - c))).reshape(shape)
+        return NumpyArrayInitializer(weight.astype(np.float32))(var, block)
 
 
 Constant = ConstantInitializer
@@ -118,3 +172,4 @@ Normal = NormalInitializer
 TruncatedNormal = TruncatedNormalInitializer
 Xavier = XavierInitializer
 MSRA = MSRAInitializer
+Bilinear = BilinearInitializer

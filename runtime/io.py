@@ -23,6 +23,7 @@ import difflib
 import io as _pyio
 import json
 import os
+import warnings
 import zipfile
 
 import numpy as np
@@ -41,7 +42,7 @@ from .scope import global_scope
 from .tensor import SelectedRows
 
 __all__ = ["save_vars", "save_params", "save_persistables", "load_vars", "load_params",
-           "load_persistables", "is_parameter", "is_persistable", "batch", "shuffle",
+           "load_persistables", "save_inference_model", "load_inference_model", "is_parameter", "is_persistable", "batch", "shuffle",
            "buffered", "xmap_readers", "multiprocess_reader", "firstn", "chain", "compose", "map_readers", "cache",
            "ComposeNotAligned", "DataLoader", "PyReader", "GeneratorLoader", "ReaderTimeout",
            "get_worker_info", "WorkerInfo", "ReaderWorkerError", "SharedMemoryExhausted"]
@@ -67,7 +68,15 @@ def save_vars(executor, dirname, main_program=None, vars=None, predicate=None, f
     """Save `vars` (Variables or names), or the variables of `main_program` for which
     `predicate(var)` holds (default: is_persistable), to `dirname`."""
     selected = _select(main_program, vars, predicate)
+    if not selected:  # Paddle 1.8 warns (this exact text) and writes nothing
+        warnings.warn("no variable in your model, please ensure there are any variables in "
+                      "your model to save")
+        return None
     arrays = {var.name: _value_of(var) for var in selected}
+    if dirname is None:  # Paddle 1.8: saved to memory, the bytes returned
+        buffer = _pyio.BytesIO()
+        _write_zip(buffer, arrays)
+        return buffer.getvalue()
     dirname = os.fspath(dirname)
     os.makedirs(dirname, exist_ok=True)
     if filename is None:
@@ -78,12 +87,13 @@ def save_vars(executor, dirname, main_program=None, vars=None, predicate=None, f
 
 def save_params(executor, dirname, main_program=None, filename=None):
     """Save the parameters of main_program (not the optimizer state)."""
-    save_vars(executor, dirname, main_program, predicate=is_parameter, filename=filename)
+    return save_vars(executor, dirname, main_program, predicate=is_parameter, filename=filename)
 
 
 def save_persistables(executor, dirname, main_program=None, filename=None):
     """Save every persistable of main_program: parameters, optimizer state, learning rate."""
-    save_vars(executor, dirname, main_program, predicate=is_persistable, filename=filename)
+    return save_vars(executor, dirname, main_program, predicate=is_persistable,
+                     filename=filename)
 
 
 def load_vars(executor, dirname, main_program=None, vars=None, predicate=None, filename=None):
@@ -91,6 +101,14 @@ def load_vars(executor, dirname, main_program=None, vars=None, predicate=None, f
     is_persistable) from `dirname` into the global scope. Works before the startup program ran
     (it creates the values)."""
     selected = _select(main_program, vars, predicate)
+    if not selected:  # a model without variables saved nothing
+        return
+    if dirname is None:  # from memory: `filename` holds what save_vars(dirname=None) gave
+        if not isinstance(filename, (bytes, bytearray)):
+            raise ValueError("load_vars: with dirname=None, pass the saved bytes as filename")
+        with zipfile.ZipFile(_pyio.BytesIO(bytes(filename))) as zf:
+            _store(executor, selected, _load_members(zf, "<memory>", selected))
+        return
     dirname = os.fspath(dirname)
     if not os.path.isdir(dirname):
         raise SerializationError(f"cannot load variables: directory {dirname!r} does not exist "
@@ -226,14 +244,16 @@ def _dir_hint(dirname, saved):
 
 # --- single-file layout ------------------------------------------------------------------------
 def _save_file(path, arrays):
-    def write(f):
-        with zipfile.ZipFile(f, "w", compression=zipfile.ZIP_STORED) as zf:
-            for name, array in arrays.items():
-                with zf.open(name + ".npy", "w", force_zip64=True) as member:
-                    _write_npy(member, array)
-            entries = {name: _describe(array) for name, array in arrays.items()}
-            zf.writestr(MANIFEST, _manifest_text(entries))
-    _atomic_write(path, write)
+    _atomic_write(path, lambda f: _write_zip(f, arrays))
+
+
+def _write_zip(f, arrays):
+    with zipfile.ZipFile(f, "w", compression=zipfile.ZIP_STORED) as zf:
+        for name, array in arrays.items():
+            with zf.open(name + ".npy", "w", force_zip64=True) as member:
+                _write_npy(member, array)
+        entries = {name: _describe(array) for name, array in arrays.items()}
+        zf.writestr(MANIFEST, _manifest_text(entries))
 
 
 def _load_file(path, selected):
@@ -361,3 +381,7 @@ def _read_npy(f, where):
         raise SerializationError(f"{where!r} has trailing bytes after its array (corrupt); "
                                  f"save it again")
     return array
+
+
+from .io_inference import (get_parameter_value, get_parameter_value_by_name,  # noqa: E402,F401
+                           load_inference_model, save_inference_model)

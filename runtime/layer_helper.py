@@ -104,11 +104,11 @@ class LayerHelper:
         kwargs = attr._to_kwargs()
         kwargs["name"] = name
         startup_block = self.startup_program.global_block()
-        if name not in startup_block.vars:
-            sparam = startup_block.create_parameter(shape=shape, dtype=dtype, **kwargs)
-            initializer(sparam, startup_block)
-        param = main_block.create_parameter(shape=shape, dtype=dtype, initializer=initializer,
-                                            **kwargs)
+        if name not in startup_block.vars:  # the startup block gets its init op
+            startup_block.create_parameter(shape=shape, dtype=dtype, initializer=initializer,
+                                           **kwargs)
+        param = main_block.create_parameter(shape=shape, dtype=dtype, **kwargs)
+        param.initializer = initializer
         if stop_gradient:
             param.stop_gradient = True
         return param

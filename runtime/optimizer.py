@@ -2,6 +2,8 @@
 parameter. Optimizer state (velocities, moments, ...) lives in persistable variables created
 in the startup program, so its memory is visible like any other tensor's."""
 
+import warnings
+
 from . import unique_name
 from .backward import append_backward
 from .clip import GradientClipBase, append_gradient_clip_ops
@@ -30,6 +32,7 @@ class Optimizer:
         self._accumulators = {}  # acc name -> {param name: var}
         self._lr_vars = {}  # program uid -> lr variable
         self.helper = None
+        self._startup = None  # None: the default startup program at the time
 
     # --- learning rate ---------------------------------------------------------------------
     def _create_global_learning_rate(self, program):
@@ -41,10 +44,13 @@ class Optimizer:
         name = unique_name.generate("learning_rate")
         lr = program.global_block().create_var(name=name, shape=[1], dtype="float32",
                                                persistable=True)
-        startup = self._startup.global_block()
+        startup = self._startup_block()
         slr = startup.create_var(name=name, shape=[1], dtype="float32", persistable=True)
         ConstantInitializer(float(self._learning_rate))(slr, startup)
         self._lr_vars[program._uid] = lr
+
+    def _startup_block(self):
+        return (self._startup or default_startup_program()).global_block()
 
     def _global_learning_rate(self, program):
         return self._lr_vars.get(program._uid)
@@ -72,7 +78,7 @@ class Optimizer:
         var_name = unique_name.generate(f"{param.name}_{name}")
         var = param.block.program.global_block().create_var(
             name=var_name, shape=shape, dtype=dtype, persistable=True)
-        startup = self._startup.global_block()
+        startup = self._startup_block()
         svar = startup.create_var(name=var_name, shape=shape, dtype=dtype, persistable=True)
         ConstantInitializer(float(fill_value))(svar, startup)
         per_param[param.name] = var
@@ -116,9 +122,11 @@ class Optimizer:
             self._grad_clip = grad_clip
         self._startup = startup_program or default_startup_program()
         params_grads = self.backward(loss, startup_program, parameter_list, no_grad_set)
-        if not params_grads:
-            raise ValueError(f"minimize({loss.name!r}): no trainable parameter affects the loss "
-                             f"(are all parameters stop_gradient/trainable=False?)")
+        if not params_grads:  # Paddle 1.8 adds nothing and says nothing; say it at least
+            warnings.warn(f"minimize({loss.name!r}): no trainable parameter affects the loss "
+                          f"(are all parameters stop_gradient/trainable=False?); no update "
+                          f"ops were added", RuntimeWarning, stacklevel=2)
+            return [], []
         optimize_ops = self.apply_optimize(loss, startup_program, params_grads)
         return optimize_ops, params_grads
 
@@ -128,12 +136,16 @@ class Optimizer:
             return []
         block = pairs[0][0].block.program.global_block()
         program = block.program
+        start = len(block.ops)
         with program._role_guard(OpRole.Optimize):
-            self._create_global_learning_rate(program)
+            # as in Paddle: accumulators, then the learning rate (its init op, prepended to
+            # the startup program last, comes first there)
             self._create_accumulators(block, [p for p, _ in pairs])
-            ops = [self._append_optimize_op(block, pg) for pg in pairs]
+            self._create_global_learning_rate(program)
+            for pg in pairs:
+                self._append_optimize_op(block, pg)
             self._finish_update(block, pairs)
-        return ops
+        return block.ops[start:]  # every op of the pass (learning-rate scales included)
 
     def _finish_update(self, block, params_grads):
         pass
@@ -155,6 +167,7 @@ class MomentumOptimizer(Optimizer):
     """velocity = mu * velocity + grad; param -= lr * velocity (or the Nesterov form)."""
 
     type = "momentum"
+    _velocity_acc_str = "velocity"
 
     def __init__(self, learning_rate, momentum, use_nesterov=False, parameter_list=None,
                  regularization=None, grad_clip=None, name=None):
@@ -181,6 +194,8 @@ class AdamOptimizer(Optimizer):
     """Adam with bias correction; lazy_mode=True updates only the rows of sparse gradients."""
 
     type = "adam"
+    _moment1_acc_str, _moment2_acc_str = "moment1", "moment2"
+    _beta1_pow_acc_str, _beta2_pow_acc_str = "beta1_pow_acc", "beta2_pow_acc"
 
     def __init__(self, learning_rate=0.001, beta1=0.9, beta2=0.999, epsilon=1e-8,
                  parameter_list=None, regularization=None, grad_clip=None, name=None,
@@ -211,6 +226,7 @@ class AdamOptimizer(Optimizer):
 
 class AdagradOptimizer(Optimizer):
     type = "adagrad"
+    _moment_acc_str = "moment"
 
     def __init__(self, learning_rate, epsilon=1e-6, parameter_list=None, regularization=None,
                  grad_clip=None, name=None, initial_accumulator_value=0.0):
@@ -237,6 +253,8 @@ class AdadeltaOptimizer(Optimizer):
     is why the playbook calls it memory-hungry next to Momentum."""
 
     type = "adadelta"
+    _avg_squared_grad_acc_str, _avg_squared_update_acc_str = ("_avg_squared_grad",
+                                                              "_avg_squared_update")
 
     def __init__(self, learning_rate, epsilon=1e-6, rho=0.95, parameter_list=None,
                  regularization=None, grad_clip=None, name=None):
@@ -262,6 +280,8 @@ class AdadeltaOptimizer(Optimizer):
 
 class RMSPropOptimizer(Optimizer):
     type = "rmsprop"
+    _momentum_acc_str, _mean_square_acc_str, _mean_grad_acc_str = ("momentum", "mean_square",
+                                                                    "mean_grad")
 
     def __init__(self, learning_rate, rho=0.95, epsilon=1e-6, momentum=0.0, centered=False,
                  parameter_list=None, regularization=None, grad_clip=None, name=None):
@@ -294,3 +314,10 @@ Adam = AdamOptimizer
 Adagrad = AdagradOptimizer
 Adadelta = AdadeltaOptimizer
 RMSProp = RMSPropOptimizer
+
+
+from .optimizer_more import (Adamax, AdamaxOptimizer, DecayedAdagrad,  # noqa: E402,F401
+                             DecayedAdagradOptimizer, Dpsgd, DpsgdOptimizer,
+                             ExponentialMovingAverage, Ftrl, FtrlOptimizer, Lamb,
+                             LambOptimizer, LarsMomentum, LarsMomentumOptimizer,
+                             LookaheadOptimizer, ModelAverage, RecomputeOptimizer)

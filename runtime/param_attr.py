@@ -21,7 +21,7 @@ class ParamAttr:
     def _to_attr(arg):
         """Normalise what layers accept as param_attr/bias_attr (None, str, Initializer,
         regularizer, ParamAttr, False for 'no parameter', or a list of these)."""
-        if arg is None:
+        if arg is None or arg is True:  # True: a parameter with the defaults (Paddle 1.8)
             return ParamAttr()
         if isinstance(arg, (list, tuple)):
             return [ParamAttr._to_attr(a) for a in arg]

@@ -25,6 +25,15 @@ class CPUPlace:
     def is_cpu_place(self):
         return True
 
+    def is_cuda_pinned_place(self):
+        return False
+
+    def _type(self):
+        return 0
+
+    def _equals(self, other):
+        return self == other
+
 
 class CUDAPinnedPlace(CPUPlace):
     """Page-locked host memory (a CPU place for kernels, faster host->device copies)."""
@@ -37,6 +46,12 @@ class CUDAPinnedPlace(CPUPlace):
 
     def __repr__(self):
         return "CUDAPinnedPlace"
+
+    def is_cuda_pinned_place(self):
+        return True
+
+    def _type(self):
+        return 2
 
 
 class CUDAPlace:
@@ -71,6 +86,15 @@ class CUDAPlace:
 
     def is_cpu_place(self):
         return False
+
+    def is_cuda_pinned_place(self):
+        return False
+
+    def _type(self):
+        return 1
+
+    def _equals(self, other):
+        return self == other
 
 
 def cpu_num():

@@ -21,16 +21,17 @@ import numpy as np
 
 from .errors import FeedError, where
 from .framework import EMPTY_VAR_NAME
+from .lod import sharing, uses_lod
 from .ops.registry import get_op_def
 
 
 class ShapeOnly:
-    """Stands in for a freed array whose shape/dtype a later op still reads."""
+    """Stands in for a freed array whose shape/dtype (and LoD) a later op still reads."""
 
-    __slots__ = ("shape", "dtype")
+    __slots__ = ("shape", "dtype", "lod")
 
-    def __init__(self, shape, dtype):
-        self.shape, self.dtype = shape, dtype
+    def __init__(self, shape, dtype, lod=()):
+        self.shape, self.dtype, self.lod = shape, dtype, lod
 
     @property
     def ndim(self):
@@ -45,7 +46,9 @@ class ShapeOnly:
 
 
 def shape_only(value):
-    return ShapeOnly(value.shape, value.dtype) if value is not None else None
+    if value is None:
+        return None
+    return ShapeOnly(value.shape, value.dtype, getattr(value, "lod", ()))
 
 
 def exclusive(value, xp=np):
@@ -57,13 +60,16 @@ def exclusive(value, xp=np):
 
 
 class KernelCtx:
-    """What a kernel may use besides its inputs and attrs."""
+    """What a kernel may use besides its inputs and attrs. Control-flow kernels also get the
+    step's variables (`env`, indexed by `slots[name]`) and their sub-block's compiled ops
+    (`sub`)."""
 
-    __slots__ = ("xp", "rng", "want", "op", "place", "inplace")
+    __slots__ = ("xp", "rng", "want", "op", "place", "inplace", "env", "sub", "slots")
 
     def __init__(self, xp, rng, want, op, place):
         self.xp, self.rng, self.want, self.op, self.place = xp, rng, want, op, place
         self.inplace = ()  # output slots allowed to reuse their input, this call
+        self.env = self.sub = self.slots = None
 
     def reuse(self, out_slot, array, shape, dtype):
         """`array` when the kernel may write `out_slot` into it (granted, same shape/dtype)."""
@@ -87,11 +93,12 @@ class PlanOp:
         dup_out = {s.name for s in opdef.outputs if s.duplicable}
         self.ins1 = tuple((k, slot_of[v[0]]) for k, v in op.inputs.items()
                           if k not in dup_in and v and v[0] != EMPTY_VAR_NAME)
-        self.insN = tuple((k, tuple(slot_of.get(n, -1) for n in v))
+        self.insN = tuple((k, tuple(slot_of.get(n, 0) for n in v))
                           for k, v in op.inputs.items() if k in dup_in)
         self.outs1 = tuple((k, slot_of[v[0]]) for k, v in op.outputs.items()
                            if k not in dup_out and v and v[0] != EMPTY_VAR_NAME)
-        self.outsN = tuple((k, tuple(slot_of.get(n, -1) for n in v))
+        self.outsN = tuple((k, tuple(-1 if n == EMPTY_VAR_NAME else slot_of.get(n, -1)
+                                     for n in v))
                            for k, v in op.outputs.items() if k in dup_out and v)
         want = frozenset(k for k, _ in self.outs1) | frozenset(
             k for k, idx in self.outsN if any(i >= 0 for i in idx))
@@ -106,54 +113,101 @@ class Plan:
     """A program compiled for one feed/fetch signature."""
 
     def __init__(self, program, feed_names, fetch_names, xp, place, gc=True, inplace=True,
-                 gc_fraction=1.0):
+                 gc_fraction=1.0, creation_order=False):
         block = program.global_block()
         self.program = program
-        self.slot_of = {}
+        self.slot_of = {EMPTY_VAR_NAME: 0}  # never written: an absent optional input reads None
         self.rng = np.random.default_rng(program.random_seed or None)
         for name in feed_names:
             self._slot(name)
-        produced, reads = self._number_vars(block, set(feed_names))
-        self.steps = [PlanOp(op, i, self.slot_of, xp, self.rng, place)
-                      for i, op in enumerate(block.ops)]
+        produced, reads = self._number_vars(block, set(feed_names), set())
+        self.control_steps = []  # steps (of any block) that run a sub-block: they get the env
+        self.lod_mode = uses_lod(program)  # ops share their inputs' LoD (runtime/lod.py)
+        order = None
+        if creation_order and not feed_names and not reads and len(program.blocks) == 1:
+            order = creation_order_of(block.ops)
+        self.steps = self._compile_ops(block, xp, place, order)
         for name in fetch_names:
             if name not in produced and name not in feed_names and name not in self.slot_of:
                 reads.append(name)
             self._slot(name)
         self.n_slots = len(self.slot_of)
         self.feed_slots = [(self.slot_of[n], block.var(n)) for n in feed_names]
+        self.persistable_feeds = [(i, v) for i, v in self.feed_slots if v.persistable]
         self.fetch_slots = [self.slot_of[n] for n in fetch_names]
         self.fetch_names = tuple(fetch_names)
         self.reads = self._check_reads(block, reads)
-        self.writes = [n for n in dict.fromkeys(produced) if block.vars[n].persistable]
+        self.writes = [n for n in dict.fromkeys(produced)
+                       if _lookup(program, n) is not None and _lookup(program, n).persistable]
         self.is_startup = not feed_names and not self.reads
         self._bindings = weakref.WeakKeyDictionary()
         keep = set(fetch_names) | set(feed_names)
+        self._skip_unread_grads(block, keep)
         self.gc, self.inplace_enabled = gc, inplace
         self._plan_memory(block, keep, gc, inplace, gc_fraction)
         self.segments = _segments(self.steps, block, self.is_startup)
+
+    def _skip_unread_grads(self, block, keep):
+        """Gradient ops do not compute gradients that no op reads, nobody fetches and no
+        scope keeps (Paddle computes every gradient it names; the values are the same, this
+        only saves the work). Programs with sub-blocks keep everything: their control ops
+        read variables by name."""
+        if len(self.program.blocks) > 1:
+            return
+        read = {n for op in block.ops for n in op.input_arg_names} | keep
+        for step in self.steps:
+            if not step.type.endswith("_grad"):
+                continue
+            dead = {k for k, _ in step.outs1 if k.endswith("@GRAD") and
+                    _unused(step.op.outputs[k][0], read, self.program)}
+            if dead:
+                step.outs1 = tuple((k, i) for k, i in step.outs1 if k not in dead)
+                step.ctx.want = step.ctx.want - dead
 
     def _slot(self, name):
         if name not in self.slot_of:
             self.slot_of[name] = len(self.slot_of)
 
-    def _number_vars(self, block, fed):
-        produced, reads = set(), []
+    def _number_vars(self, block, fed, produced, reads=None):
+        """Number every variable the ops of `block` (and of their sub-blocks, at the point
+        the op holding them runs) use; (names produced, names read before any op wrote them)."""
+        reads = [] if reads is None else reads
         for op in block.ops:
             for name in op.input_arg_names:
                 if name not in produced and name not in fed and name not in self.slot_of:
                     reads.append(name)
                 self._slot(name)
+            sub = op.attrs.get("sub_block")
+            if hasattr(sub, "ops"):
+                self._number_vars(sub, fed, produced, reads)
             for name in op.output_arg_names:
                 self._slot(name)
                 produced.add(name)
         return produced, reads
 
+    def _compile_ops(self, block, xp, place, order=None):
+        order = range(len(block.ops)) if order is None else order
+        steps = [PlanOp(block.ops[i], i, self.slot_of, xp, self.rng, place) for i in order]
+        for step in steps:
+            if self.lod_mode:
+                step.fn = sharing(step.type, step.fn)
+            if get_op_def(step.type).control:
+                sub = step.op.attrs.get("sub_block")
+                step.ctx.sub = self._compile_ops(sub, xp, place) if hasattr(sub, "ops") else ()
+                step.ctx.slots = self.slot_of
+                self.control_steps.append(step)
+        return steps
+
+    def bind_env(self, env):
+        """Give the control-flow steps this step's variables."""
+        for step in self.control_steps:
+            step.ctx.env = env
+
     def _check_reads(self, block, reads):
         """Every value read before any op writes it must be persistable (it comes from the
         scope); anything else had to be fed."""
         for name in reads:
-            var = block.vars.get(name)
+            var = _lookup(block.program, name)
             if var is None:
                 raise FeedError(f"variable {name!r} is used by the program but not declared in it")
             if not var.persistable:
@@ -176,6 +230,8 @@ class Plan:
                     last_any[name] = step.index
                     if slot not in shape_slots:
                         last_value[name] = step.index
+            for name in _sub_block_names(step.op):  # a sub-block's reads and writes
+                last_any[name] = last_value[name] = step.index
             for name in step.op.output_arg_names:
                 last_any[name] = last_value[name] = step.index
         return last_value, last_any
@@ -224,6 +280,71 @@ class Plan:
             writes = [(self.slot_of[n], scope.find_var(n) or scope.var(n)) for n in self.writes]
             bound = self._bindings[scope] = (reads, writes)
         return bound
+
+
+def creation_order_of(ops):
+    """Op indices in an order that keeps every data dependency (read after write, write after
+    read or write) and otherwise runs ops listed later first. Fluid prepends initializer ops
+    to the startup program, so this runs them in the order the parameters were created: the
+    memory pool then lays the parameters out as it did before initializers were prepended,
+    which keeps later steps from splitting blocks the layout left fragmented."""
+    import heapq
+    deps = [set() for _ in ops]
+    writer, readers = {}, {}
+    for i, op in enumerate(ops):
+        for name in op.input_arg_names:
+            if name in writer:
+                deps[i].add(writer[name])
+            readers.setdefault(name, []).append(i)
+        for name in op.output_arg_names:
+            if name in writer:
+                deps[i].add(writer[name])
+            deps[i].update(r for r in readers.get(name, ()) if r != i)
+            writer[name], readers[name] = i, []
+    users = [[] for _ in ops]
+    for i, d in enumerate(deps):
+        for j in d:
+            users[j].append(i)
+    waiting = [len(d) for d in deps]
+    ready = [-i for i, n in enumerate(waiting) if n == 0]
+    heapq.heapify(ready)
+    order = []
+    while ready:
+        i = -heapq.heappop(ready)
+        order.append(i)
+        for u in users[i]:
+            waiting[u] -= 1
+            if not waiting[u]:
+                heapq.heappush(ready, -u)
+    return order
+
+
+def _unused(name, read, program):
+    if name in read:
+        return False
+    var = _lookup(program, name)
+    return var is None or not var.persistable
+
+
+def _lookup(program, name):
+    """The variable called `name` in any block of the program (None if there is none)."""
+    for block in program.blocks:
+        var = block.vars.get(name)
+        if var is not None:
+            return var
+    return None
+
+
+def _sub_block_names(op):
+    sub = op.attrs.get("sub_block")
+    if not hasattr(sub, "ops"):
+        return ()
+    names = []
+    for inner in sub.ops:
+        names.extend(inner.input_arg_names)
+        names.extend(inner.output_arg_names)
+        names.extend(_sub_block_names(inner))
+    return names
 
 
 def _largest_share(temporaries, block, fraction):

@@ -18,6 +18,20 @@ class ScopeVar(_Holder):
     def get_tensor(self):
         return LoDTensor(self)
 
+    def get_lod_tensor_array(self):
+        """The LoDTensorArray this variable holds (made empty on first use)."""
+        from .core import LoDTensorArray
+        if not isinstance(self.value, list):
+            self.value = LoDTensorArray()
+        if isinstance(self.value, LoDTensorArray):
+            return self.value
+        # an array a program wrote: its entries as LoDTensors (their LoD included)
+        return LoDTensorArray(LoDTensor(_Holder(v)) if not isinstance(v, LoDTensor) else v
+                              for v in self.value)
+
+    def get_lod_rank_table(self):
+        return self.value
+
     def get_selected_rows(self):
         if not isinstance(self.value, SelectedRows):
             raise TypeError(f"variable {self.name!r} does not hold SelectedRows")
@@ -25,6 +39,24 @@ class ScopeVar(_Holder):
 
     def is_initialized(self):
         return self.value is not None
+
+    def set_int(self, value):
+        self.value = int(value)
+
+    def get_int(self):
+        return int(self.value)
+
+    def is_int(self):
+        return type(self.value) is int
+
+    def is_float(self):
+        return type(self.value) is float
+
+    def set_float(self, value):
+        self.value = float(value)
+
+    def get_float(self):
+        return float(self.value)
 
     def __repr__(self):
         return f"ScopeVar({self.name!r}, {self.value!r})"
@@ -37,6 +69,7 @@ class Scope:
         self._vars = {}
         self._parent = parent
         self._kids = []
+        self._removed = False
 
     def var(self, name):
         """The variable named `name` in this scope, created if missing."""
@@ -62,6 +95,13 @@ class Scope:
 
     def drop_kids(self):
         self._kids.clear()
+
+    def _remove_from_pool(self):
+        """Paddle frees a scope's C++ pool entry (the Python object stays); a second removal
+        is an error, as there. Here the scope's memory goes when it is unused."""
+        if self._removed:
+            raise RuntimeError("Deleting a nonexistent scope is not allowed")
+        self._removed = True
 
     def parent(self):
         return self._parent

@@ -42,6 +42,7 @@ class OpCase:
     atol: float = 1e-8
     eps: float = 1e-6
     var_shapes: Dict[str, object] = field(default_factory=dict)  # declared shapes (-1 allowed)
+    out_to_in: Dict[str, str] = field(default_factory=dict)  # in-place state: output -> input
 
     @property
     def id(self):
@@ -77,6 +78,9 @@ def build_op(c: OpCase):
     for s in opdef.outputs:
         if s.name.endswith("Out") and s.name[:-3] in ins:  # Paddle's in-place state: XOut is X
             outs[s.name] = list(ins[s.name[:-3]])
+            continue
+        if s.name in c.out_to_in:  # in-place state under another name (ftrl's ...AccumOut)
+            outs[s.name] = list(ins[c.out_to_in[s.name]])
             continue
         n_out = _dup_out_count(c) if s.duplicable else 1
         outs[s.name] = [block.create_var(name=f"{s.name}_{i}").name for i in range(n_out)]
@@ -246,3 +250,58 @@ def check_gradient(c: OpCase):
             expected = numeric_grad(c, op, opdef, weights, slot)
             np.testing.assert_allclose(dense(got), expected, rtol=c.rtol, atol=c.atol,
                                        err_msg=f"{c.id}: d/d{slot}")
+
+
+# --- whole programs (control flow, arrays: ops that only mean something together) ------------
+def _with_lods(values, lods):
+    """The feed with the arrays named in `lods` as LoDTensors of those sequence lengths."""
+    if not lods:
+        return values
+    out = dict(values)
+    for name, lengths in lods.items():
+        tensor = fluid.LoDTensor()
+        tensor.set(values[name])
+        tensor.set_recursive_sequence_lengths(lengths)
+        out[name] = tensor
+    return out
+
+
+def check_program_gradient(build, feed, wrt, eps=1e-6, rtol=1e-5, atol=1e-8, lods=None):
+    """build() (run inside a fresh program_guard) returns a [1]-shaped float64 loss of the
+    fed variables; the gradients fluid.gradients gives for the `wrt` feed names must match
+    central finite differences of the loss. `lods` gives some fed arrays a LoD ({name:
+    sequence lengths per level}). Returns the analytic gradients."""
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        loss = build()
+        block = main.global_block()
+        inputs = [block.var(name) for name in wrt]
+        for var in inputs:
+            var.stop_gradient = False
+        grads = fluid.gradients(loss, inputs)
+    exe = fluid.Executor(fluid.CPUPlace())
+    scope = fluid.Scope()
+    exe.run(startup, scope=scope)
+    fetched = exe.run(main, feed=_with_lods(feed, lods), fetch_list=[loss] + grads,
+                      scope=scope, return_numpy=False)[1:]
+    analytic = [np.array(g) for g in fetched]
+
+    def loss_at(values):
+        out = exe.run(main, feed=_with_lods(values, lods), fetch_list=[loss], scope=scope)
+        return float(out[0][0])
+
+    for name, got in zip(wrt, analytic):
+        base = {k: np.array(v, copy=True) for k, v in feed.items()}
+        flat = base[name].reshape(-1)
+        expected = np.zeros(flat.size)
+        for i in range(flat.size):
+            orig = flat[i]
+            flat[i] = orig + eps
+            plus = loss_at(base)
+            flat[i] = orig - eps
+            minus = loss_at(base)
+            flat[i] = orig
+            expected[i] = (plus - minus) / (2 * eps)
+        np.testing.assert_allclose(np.asarray(got).reshape(-1), expected, rtol=rtol, atol=atol,
+                                   err_msg=f"d loss / d {name}")
+    return analytic

@@ -127,13 +127,19 @@ def test_empty_minibatch_and_fixed_batch_dimension(prog):
         fluid.DataFeeder([fixed], fluid.CPUPlace(), main).feed([(np.zeros(3),)] * 3)
 
 
-def test_lod_variables_are_refused_with_the_padding_advice():
+def test_lod_variables_get_a_lod_tensor_as_in_fluid():
+    # Paddle 1.8 semantics (issue 27): nested sequences become rows and a LoD; this runtime
+    # used to refuse lod_level > 0
     main = fluid.Program()
     with fluid.program_guard(main, fluid.Program()):
         words = fluid.layers.data("words", [1], dtype="int64", lod_level=1)
-    with pytest.raises(FeedError, match=r"'words' has lod_level=1.*not supported.*Pad the "
-                                        r"sequences.*lengths"):
-        fluid.DataFeeder([words], fluid.CPUPlace(), main)
+        nested = fluid.layers.data("nested", [2], dtype="float32", lod_level=2)
+    fed = fluid.DataFeeder([words, nested], fluid.CPUPlace(), main).feed(
+        [([3, 1, 4], [[[1, 2]], [[3, 4], [5, 6]]]), ([5], [[[7, 8]]])])
+    assert np.array(fed["words"]).tolist() == [[3], [1], [4], [5]]
+    assert fed["words"].recursive_sequence_lengths() == [[3, 1]]
+    assert np.array(fed["nested"]).shape == (4, 2)
+    assert fed["nested"].recursive_sequence_lengths() == [[2, 1], [1, 2, 1]]
 
 
 def test_feed_list_must_be_a_list():

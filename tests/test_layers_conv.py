@@ -194,8 +194,10 @@ def test_bad_layer_arguments_are_clear_errors():
         x = fluid.data("x", [None, 3, 8, 8])
         with pytest.raises(ValueError, match=r"conv2d: groups=2 .*3 input channels"):
             fluid.layers.conv2d(x, 4, 3, groups=2)
-        with pytest.raises(ValueError, match="NCHW only"):
-            fluid.layers.conv2d(x, 4, 3, data_format="NHWC")
+        # NHWC is Paddle 1.8's other layout, supported since issue 27 (it used to be
+        # refused); an unknown layout still is
+        with pytest.raises(ValueError, match="'NCHW' or 'NHWC'"):
+            fluid.layers.conv2d(x, 4, 3, data_format="NCDHW")
         with pytest.raises(ShapeError, match=r"conv2d: input 'flat' must be 4-D"):
             fluid.layers.conv2d(fluid.data("flat", [None, 8]), 4, 3)
         with pytest.raises(ValueError, match="pool_size"):
@@ -282,3 +284,24 @@ def test_a_tiny_cnn_learns():
                                     scope=scope)[0][0]))
     first, last = np.mean(losses[:10]), np.mean(losses[-10:])
     assert first > 1.2 and last < 0.5 * first, (first, last)
+
+
+def test_nhwc_conv_and_pool_equal_the_nchw_ones():
+    rng = np.random.default_rng(0)
+    x_np = rng.standard_normal((2, 3, 6, 6)).astype("float32")
+    outs = []
+    for layout in ("NCHW", "NHWC"):
+        main, startup = _programs()
+        with fluid.program_guard(main, startup):
+            shape = [None, 3, 6, 6] if layout == "NCHW" else [None, 6, 6, 3]
+            x = fluid.data("x", shape)
+            y = fluid.layers.conv2d(x, 4, 3, padding=1, data_format=layout,
+                                    param_attr=fluid.ParamAttr(
+                                        initializer=fluid.initializer.Constant(0.1)))
+            y = fluid.layers.pool2d(y, 2, "max", 2, data_format=layout)
+        exe = fluid.Executor(fluid.CPUPlace())
+        exe.run(startup)
+        feed = x_np if layout == "NCHW" else x_np.transpose(0, 2, 3, 1)
+        out = exe.run(main, feed={"x": feed}, fetch_list=[y])[0]
+        outs.append(out if layout == "NCHW" else out.transpose(0, 3, 1, 2))
+    np.testing.assert_allclose(outs[0], outs[1], rtol=1e-5, atol=1e-6)

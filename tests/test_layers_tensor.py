@@ -204,12 +204,26 @@ def test_sequence_pool_on_padded_batches_with_empty_rows(pool_type):
     np.testing.assert_allclose(out, np.stack(expected), rtol=1e-6)
 
 
-def test_sequence_pool_without_length_explains_lod_is_unsupported():
-    def build():
-        fluid.layers.sequence_pool(fluid.data("x", [None, 3, 2]), "sum")
+@pytest.mark.parametrize("pool_type", ["sum", "average", "sqrt", "max", "last", "first"])
+def test_sequence_pool_without_length_pools_the_lod_sequences(pool_type):
+    # Paddle 1.8 semantics (issue 27): a LoD input pools each sequence of its last level;
+    # this runtime used to refuse LoD here
+    x_np = np.arange(12, dtype="float32").reshape(6, 2) * np.float32(0.5)
+    x = fluid.LoDTensor()
+    x.set(x_np)
+    x.set_recursive_sequence_lengths([[2, 0, 4]])
 
-    msg = build_error(build)
-    assert "LoD" in msg and "length=" in msg and HERE in msg
+    def build():
+        data = fluid.data("x", [None, 2], lod_level=1)
+        return (fluid.layers.sequence_pool(data, pool_type, pad_value=-1.0),)
+
+    (out,), _ = run(build, {"x": x})
+    pools = {"sum": lambda s: s.sum(0), "average": lambda s: s.mean(0),
+             "sqrt": lambda s: s.sum(0) / np.sqrt(len(s)), "max": lambda s: s.max(0),
+             "last": lambda s: s[-1], "first": lambda s: s[0]}
+    expected = [pools[pool_type](x_np[a:b]) if b > a else np.full(2, -1.0)
+                for a, b in ((0, 2), (2, 2), (2, 6))]
+    np.testing.assert_allclose(out, np.stack(expected), rtol=1e-6)
 
 
 def test_sequence_pool_length_beyond_padding_is_a_runtime_error():

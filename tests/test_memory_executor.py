@@ -203,11 +203,13 @@ def _wide_setup():
 
 
 def _cap_above_current(extra_mb):
-    """A FLAGS_cpu_memory_limit_mb a few MiB above what the process's pool holds now."""
+    """A FLAGS_cpu_memory_limit_mb a few MiB above what the live arrays of the process's pool
+    hold now (not its reserved bytes: their chunk slack depends on the order the startup
+    program allocated in, and could push the cap over a MiB boundary)."""
     pool = _pool()
     gc.collect()
     pool.release_cached()
-    limit = math.ceil(pool.reserved / rmem.MB) + extra_mb
+    limit = math.ceil(pool.allocated / rmem.MB) + extra_mb
     fluid.set_flags({"FLAGS_cpu_memory_limit_mb": limit})
     return limit
 

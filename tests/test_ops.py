@@ -13,9 +13,25 @@ for _mod in pkgutil.iter_modules(cases.__path__):
     importlib.import_module(f"cases.{_mod.name}")
 
 # Ops whose outputs are random draws: their distribution is tested in test_initializers.py.
-NO_REFERENCE = {"uniform_random", "gaussian_random", "truncated_gaussian_random"}
+NO_REFERENCE = {"uniform_random", "gaussian_random", "truncated_gaussian_random",
+                "uniform_random_batch_size_like", "gaussian_random_batch_size_like"}
+# Ops that run a sub-block or read the step's variables (control flow, LoDTensorArray): one op
+# alone means nothing, so tests/fluid_compat/test_control_flow.py checks them on programs,
+# gradients against central finite differences (opcheck.check_program_gradient).
+PROGRAM_CHECKED = {"conditional_block", "while", "write_to_array", "read_from_array",
+                   "lod_array_length", "select_output",
+                   # LoD ops read and set LoDs and rank tables: tests/fluid_compat/test_lod.py
+                   # checks them (gradients against finite differences) on whole programs
+                   "lod_rank_table", "max_sequence_len", "lod_tensor_to_array",
+                   "array_to_lod_tensor", "shrink_rnn_memory", "reorder_lod_tensor_by_rank",
+                   "split_lod_tensor", "merge_lod_tensor", "merge_lod_tensor_infer",
+                   "lod_reset",
+                   # py_func calls a Python function: tests/fluid_compat/test_api18.py runs it
+                   # forward and backward against finite differences
+                   "py_func"}
 
-FORWARD_OPS = sorted(t for t, d in REGISTRY.items() if d.forward_def is None)
+FORWARD_OPS = sorted(t for t, d in REGISTRY.items()
+                     if d.forward_def is None and t not in PROGRAM_CHECKED)
 GRAD_CASES = [c for c in CASES if c.check_grad and REGISTRY[c.op].grad_def is not None]
 
 

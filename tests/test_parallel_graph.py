@@ -78,7 +78,7 @@ def test_per_place_replicas_are_independent_and_joined_by_combine_ops():
     for n in g.nodes:
         if not n.combine:
             assert all(g.nodes[d].place in (n.place, -1) for d in n.deps)
-    seed = [n for n in g.nodes if n.type == "fill_any_like"]
+    seed = _seeds(g, loss.name)
     assert [s.ops[0].attrs["value"] for s in seed] == [0.5, 0.5]  # CoeffNumDevice: 1/places
 
 
@@ -86,10 +86,16 @@ def test_one_and_customized_gradient_scale():
     main, _, loss, _ = build("sgd")
     g = _graph(main, ["x", "y"], (loss.name,), n=2, loss=loss.name,
                bs=strategy(gradient_scale_strategy=fluid.BuildStrategy.GradientScaleStrategy.One))
-    assert [n.ops[0].attrs["value"] for n in g.nodes if n.type == "fill_any_like"] == [1.0, 1.0]
+    assert [n.ops[0].attrs["value"] for n in _seeds(g, loss.name)] == [1.0, 1.0]
     g = _graph(main, ["x", "y"], (loss.name,), n=2, loss=loss.name,
                bs=strategy(gradient_scale_strategy=2))
-    assert not [n for n in g.nodes if n.type == "fill_any_like"]
+    assert not _seeds(g, loss.name)
+
+
+def _seeds(graph, loss_name):
+    """The nodes that write the loss's gradient seed (a fill_constant, as Paddle's)."""
+    return [n for n in graph.nodes if n.type == "fill_constant"
+            and n.ops[0].op.output_arg_names == [loss_name + "@GRAD"]]
 
 
 def test_reduce_strategy_places_each_update_on_its_owner():

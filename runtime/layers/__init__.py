@@ -6,6 +6,15 @@ from .ops import *  # noqa: F401,F403
 from .tensor import *  # noqa: F401,F403
 from .conv import *  # noqa: F401,F403
 from .sequence import *  # noqa: F401,F403
+from .control_flow import *  # noqa: F401,F403
+from .extra import *  # noqa: F401,F403
+from .learning_rate_scheduler import *  # noqa: F401,F403
+from .py_reader import *  # noqa: F401,F403
+from .lod import lod_append, lod_reset  # noqa: F401
+from .dynamic_rnn import DynamicRNN  # noqa: F401
+from .static_rnn import StaticRNN  # noqa: F401
+from .nn_more import *  # noqa: F401,F403
+from . import control_flow, distributions, learning_rate_scheduler, utils  # noqa: F401
 from . import math_op_patch
 
 math_op_patch.install()

@@ -1,9 +1,11 @@
 """Image layers: conv2d, conv2d_transpose, pool2d, adaptive_pool2d, batch_norm, dropout.
 
 Signatures, defaults and parameter names follow Fluid 1.8 (conv2d_0.w_0, batch_norm_0.w_1 ...).
-Convolution and pooling compute NCHW only: data_format="NHWC" is rejected with a clear error
-(batch_norm accepts either layout: it only needs the channel axis).
+Convolution and pooling compute NCHW; data_format="NHWC" transposes the input to NCHW and the
+result back (batch_norm takes either layout: it only needs the channel axis).
 """
+
+import functools
 
 from ..errors import ShapeError, where
 from ..framework import Variable, user_callsite
@@ -47,13 +49,25 @@ def _op_paddings(pads):
     return [pads[0], pads[2]] if pads[0] == pads[1] and pads[2] == pads[3] else pads
 
 
+def _channels_last(layer):
+    """Let `layer` (computing NCHW) take data_format="NHWC": the input is transposed to NCHW
+    and the output back, so the values and gradients are those of an NHWC layer."""
+    @functools.wraps(layer)
+    def wrapped(input, *args, data_format="NCHW", **kwargs):
+        if data_format == "NHWC" and isinstance(input, Variable) and len(input.shape) == 4:
+            from .tensor import transpose
+            out = layer(transpose(input, [0, 3, 1, 2]), *args, data_format="NCHW", **kwargs)
+            return transpose(out, [0, 2, 3, 1])
+        return layer(input, *args, data_format=data_format, **kwargs)
+    return wrapped
+
+
 def _check_image(input, layer, data_format):
     if not isinstance(input, Variable):
         raise TypeError(f"{layer}: input must be a Variable, got {type(input).__name__}")
     if data_format != "NCHW":
-        raise ValueError(f"{layer}: data_format={data_format!r} is not supported; this runtime "
-                         f"computes NCHW only ([batch, channels, height, width])"
-                         f"{where(user_callsite())}")
+        raise ValueError(f"{layer}: data_format={data_format!r} is not supported; use 'NCHW' "
+                         f"or 'NHWC'{where(user_callsite())}")
     if len(input.shape) != 4:
         raise ShapeError(f"{layer}: input {input.name!r} must be 4-D [N, C, H, W], got shape "
                          f"{list(input.shape)}{where(user_callsite())}")
@@ -72,6 +86,7 @@ def _groups(groups, channels, layer):
 
 
 # --- convolution --------------------------------------------------------------------------------
+@_channels_last
 def conv2d(input, num_filters, filter_size, stride=1, padding=0, dilation=1, groups=None,
            param_attr=None, bias_attr=None, use_cudnn=True, act=None, name=None,
            data_format="NCHW"):
@@ -99,6 +114,7 @@ def conv2d(input, num_filters, filter_size, stride=1, padding=0, dilation=1, gro
     return helper.append_activation(helper.append_bias_op(pre_bias, dim_start=1, dim_end=2))
 
 
+@_channels_last
 def conv2d_transpose(input, num_filters, output_size=None, filter_size=None, padding=0,
                      stride=1, dilation=1, groups=None, param_attr=None, bias_attr=None,
                      use_cudnn=True, act=None, name=None, data_format="NCHW"):
@@ -147,6 +163,7 @@ def _filter_from_output(input, output_size, stride, pads, dilation):
 
 
 # --- pooling ------------------------------------------------------------------------------------
+@_channels_last
 def pool2d(input, pool_size=-1, pool_type="max", pool_stride=1, pool_padding=0,
            global_pooling=False, use_cudnn=True, ceil_mode=False, name=None, exclusive=True,
            data_format="NCHW"):

@@ -121,8 +121,17 @@ def cross_entropy(input, label, soft_label=False, ignore_index=-100):
     output of softmax). Prefer softmax_with_cross_entropy on logits: fused and stabler."""
     helper = LayerHelper("cross_entropy")
     out = helper.create_variable_for_type_inference(input.dtype)
-    helper.append_op("cross_entropy", inputs={"X": input, "Label": label}, outputs={"Y": out},
-                     attrs={"soft_label": soft_label, "ignore_index": ignore_index})
+    if soft_label:
+        helper.append_op("cross_entropy", inputs={"X": input, "Label": label},
+                         outputs={"Y": out},
+                         attrs={"soft_label": True, "ignore_index": ignore_index})
+        return out
+    # hard labels: Fluid 1.8 appends cross_entropy2 (it also keeps the matched probability)
+    match = helper.create_variable_for_type_inference(input.dtype, stop_gradient=True)
+    x_shape = helper.create_variable_for_type_inference(input.dtype, stop_gradient=True)
+    helper.append_op("cross_entropy2", inputs={"X": input, "Label": label},
+                     outputs={"Y": out, "MatchX": match, "XShape": x_shape},
+                     attrs={"ignore_index": ignore_index})
     return out
 
 
@@ -142,6 +151,8 @@ def softmax_with_cross_entropy(logits, label, soft_label=False, ignore_index=-10
 
 def square_error_cost(input, label):
     """(input - label)^2 elementwise."""
+    _check_var(input, "square_error_cost: input")
+    _check_var(label, "square_error_cost: label")
     minus = elementwise_sub(input, label)
     return _unary("square", minus)
 

@@ -6,7 +6,7 @@ import numpy as np
 
 from ..dtypes import convert_dtype
 from ..framework import Variable
-from ..initializer import ConstantInitializer
+from ..initializer import ConstantInitializer, assign_value_attrs
 from ..layer_helper import LayerHelper
 from ..param_attr import ParamAttr
 
@@ -112,9 +112,10 @@ def assign(input, output=None):
     dtype = convert_dtype(input.dtype)
     if output is None:
         output = helper.create_variable_for_type_inference(dtype)
-    helper.append_op("assign_value", outputs={"Out": output},
-                     attrs={"shape": list(input.shape), "dtype": dtype.name,
-                            "values": input.ravel().tolist()})
+    attrs = assign_value_attrs(input)
+    if "values" in attrs:
+        attrs["values"] = input.ravel().tolist()
+    helper.append_op("assign_value", outputs={"Out": output}, attrs=attrs)
     return output
 
 
@@ -127,6 +128,16 @@ def create_tensor(dtype, name=None, persistable=False):
 def create_parameter(shape, dtype, name=None, attr=None, is_bias=False,
                      default_initializer=None):
     """A trainable parameter of `shape` (initialised in the startup program)."""
+    from ..initializer import Initializer
+    _check_shape(shape, "create_parameter")
+    if attr is not None and not isinstance(attr, (ParamAttr, str)):
+        raise TypeError(f"create_parameter: attr must be a ParamAttr, a name or None, got "
+                        f"{type(attr).__name__}")
+    if default_initializer is not None and not isinstance(default_initializer, Initializer):
+        raise TypeError(f"create_parameter: default_initializer must be an Initializer or "
+                        f"None, got {type(default_initializer).__name__}")
+    if isinstance(attr, str):
+        attr = ParamAttr(name=attr)
     helper = LayerHelper("create_parameter")
     if attr is None:
         attr = ParamAttr(name=name)
@@ -135,11 +146,29 @@ def create_parameter(shape, dtype, name=None, attr=None, is_bias=False,
 
 def create_global_var(shape, value, dtype, persistable=False, force_cpu=False, name=None):
     """A global variable filled with `value` by the startup program (no gradient)."""
+    _check_shape(shape, "create_global_var")
+    try:
+        convert_dtype(dtype)
+    except TypeError as err:  # Paddle's check_dtype raises ValueError here
+        raise ValueError(f"create_global_var: {err}") from None
+    if isinstance(value, np.ndarray) and value.size == 1:
+        value = value.reshape(-1)[0]
     helper = LayerHelper("global_var")
     var = helper.create_global_variable(dtype=dtype, shape=list(shape), persistable=persistable,
                                         name=name, stop_gradient=True)
     helper.set_variable_initializer(var, ConstantInitializer(float(value), force_cpu))
     return var
+
+
+def _check_shape(shape, api):
+    """TypeError (as Paddle's check_type) unless shape is a list/tuple of ints."""
+    if not isinstance(shape, (list, tuple, np.ndarray)):
+        raise TypeError(f"The type of 'shape' in {api} must be list or tuple, but received "
+                        f"{type(shape)}")
+    for item in shape:
+        if isinstance(item, bool) or not isinstance(item, (int, np.integer)):
+            raise TypeError(f"All elements in 'shape' of {api} must be integers, but received "
+                            f"{type(item)}")
 
 
 # --- shape and layout ----------------------------------------------------------------------------

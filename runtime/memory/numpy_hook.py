@@ -8,7 +8,8 @@ reused while anything can still read it). Other threads and code outside `servin
 default allocator.
 
 The handler's C function pointers are ctypes callbacks into the pool (about 1-2 us per
-allocation). The C-API entry points are read from NumPy's exported API table; if anything there
+allocation), entered through compiled C entry points that keep an exception being propagated
+while a callback runs (an array freed during unwinding; see native.py). The C-API entry points are read from NumPy's exported API table; if anything there
 does not look as expected, `AVAILABLE` is False with `REASON`, and arrays are simply not pooled.
 """
 
@@ -17,6 +18,7 @@ import ctypes
 
 import numpy as np
 
+from . import native
 from .system import CPUSystemAllocator, memmove, memset
 
 _SET_HANDLER, _GET_HANDLER = 304, 305  # indices in NumPy's C-API table (stable since 1.22)
@@ -146,6 +148,19 @@ def _free(ctx, ptr, size):
 
 
 _CALLBACKS = (_MALLOC(_malloc), _CALLOC(_calloc), _REALLOC(_realloc), _FREE(_free))
+
+
+def _entry_points():
+    """What the handlers call: the callbacks behind C entry points that keep an exception
+    being propagated while they run (native.py), or the callbacks themselves."""
+    addresses = native.load(_CALLBACKS) if AVAILABLE else None
+    if addresses is None:
+        return _CALLBACKS, False
+    kinds = (_MALLOC, _CALLOC, _REALLOC, _FREE)
+    return tuple(kind(addr) for kind, addr in zip(kinds, addresses)), True
+
+
+_ENTRY, EXCEPTION_SAFE = _entry_points()
 # the code of the functions NumPy calls from C: a signal handler that finds one of them on its
 # stack knows an exception it raises would be dropped (a profiler re-sends its signal instead)
 CALLBACK_CODES = frozenset(fn.__code__ for fn in (_malloc, _calloc, _realloc, _free))
@@ -176,7 +191,7 @@ def handler_for(pool, tag=None):
         _POOLS.append(pool)
         _TAGS.append(tag)
         name = f"paddletune:{pool.name}:{tag or '*'}".encode()[:126]
-        struct = _Handler(name, 1, _Allocator(index, *_CALLBACKS))
+        struct = _Handler(name, 1, _Allocator(index, *_ENTRY))
         new_capsule = ctypes.pythonapi.PyCapsule_New
         new_capsule.restype = ctypes.py_object
         new_capsule.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]

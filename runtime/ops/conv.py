@@ -327,8 +327,38 @@ def _declare(name, attrs, infer, kernel, grad):
     return opdef
 
 
+def _conv_grad_grad(ctx, ins, attrs):
+    """conv2d's gradients dI = I'(dOut, W) and dW = W'(X, dOut) are bilinear: given ddI and
+    ddW (what arrives for them), d(dOut) = conv(ddI, W) + conv(X, ddW), dW = W'(ddI, dOut) and
+    dX = I'(dOut, ddW)."""
+    xp, x, f, dout = ctx.xp, ins["Input"], ins["Filter"], ins["Output@GRAD"]
+    ddx, ddf = ins.get("Input@GRAD@GRAD"), ins.get("Filter@GRAD@GRAD")
+    groups = _groups(attrs)
+    g = _geometry(attrs, x.shape, f.shape)
+    dout_g = grouped_dout(xp, dout, groups)
+    result = {}
+    if "Output@GRAD@GRAD" in ctx.want:
+        ddout = xp.zeros(dout.shape, dout.dtype)
+        if ddx is not None:
+            ddout = ddout + conv_forward(xp, ddx, f, g, groups)
+        if ddf is not None:
+            ddout = ddout + conv_forward(xp, x, ddf, g, groups)
+        result["Output@GRAD@GRAD"] = ddout
+    if "Filter@GRAD" in ctx.want:
+        result["Filter@GRAD"] = (conv_filter_grad(xp, ddx, dout_g, g, groups, f.shape,
+                                                  dout.shape[2:]) if ddx is not None
+                                 else xp.zeros(f.shape, f.dtype))
+    if "Input@GRAD" in ctx.want:
+        result["Input@GRAD"] = (conv_input_grad(xp, dout_g, ddf, g, groups, x.shape,
+                                                dout.shape[2:]) if ddf is not None
+                                else xp.zeros(x.shape, x.dtype))
+    return result
+
+
 for _name in ("conv2d", "depthwise_conv2d"):
-    _declare(_name, _CONV_ATTRS, _conv_infer, _conv_kernel, _conv_grad)
+    _conv_def = _declare(_name, _CONV_ATTRS, _conv_infer, _conv_kernel, _conv_grad)
+    _conv_def.grad_def.grad(uses=("Input", "Filter", "Output@GRAD"),
+                            inputs=("Input", "Filter", "Output@GRAD"))(_conv_grad_grad)
 for _name in ("conv2d_transpose", "depthwise_conv2d_transpose"):
     _declare(_name, dict(_CONV_ATTRS, output_size=[]), _transpose_infer, _transpose_kernel,
              _transpose_grad)

@@ -1,6 +1,9 @@
 """Ops that create values: fill_constant, fill_any_like/fill_zeros_like, assign, assign_value,
 and the random initialisers (uniform_random, gaussian_random, truncated_gaussian_random)."""
 
+import functools
+import threading
+
 import numpy as np
 
 from ..dtypes import convert_dtype
@@ -17,10 +20,17 @@ def _fill_constant_shape(ic):
 
 @fill_constant.kernel
 def _fill_constant(ctx, ins, attrs):
-    shape = [int(d) for d in attrs["shape"]]
+    shape = attrs["shape"]
     if any(d < 0 for d in shape):
-        raise ValueError(f"fill_constant needs a fully known shape, got {shape}")
-    return {"Out": ctx.xp.full(shape, attrs["value"], dtype=convert_dtype(attrs["dtype"]))}
+        raise ValueError(f"fill_constant needs a fully known shape, got {list(shape)}")
+    out = ctx.xp.empty(shape, dtype=_dtype(attrs["dtype"]))  # empty + fill: a third of full's
+    out.fill(attrs["value"])  # time for the [1] loss seed every training step makes
+    return {"Out": out}
+
+
+@functools.lru_cache(maxsize=64)
+def _dtype(spelling):
+    return convert_dtype(spelling)
 
 
 fill_any_like = defop("fill_any_like", inputs=("X",), outputs=("Out",),
@@ -47,7 +57,12 @@ fill_zeros_like.infer(infer_same_as())
 
 @fill_zeros_like.kernel
 def _fill_zeros_like(ctx, ins, attrs):
-    return {"Out": ctx.xp.zeros_like(ins["X"])}
+    x = ins["X"]
+    if x is None:  # a variable the step left without a value (an untaken branch)
+        return {"Out": None}
+    if isinstance(x, list):  # a LoDTensorArray: no gradient in any entry yet (None = 0)
+        return {"Out": [None] * len(x)}
+    return {"Out": ctx.xp.zeros_like(x)}
 
 
 assign = defop("assign", inputs=("X",), outputs=("Out",))
@@ -56,7 +71,10 @@ assign.infer(infer_same_as())
 
 @assign.kernel
 def _assign(ctx, ins, attrs):
-    return {"Out": ins["X"].copy()}
+    x = ins["X"]
+    if isinstance(x, list):  # a LoDTensorArray: a new list of the same entries
+        return {"Out": list(x)}
+    return {"Out": x.copy()}
 
 
 @assign.grad(uses=())
@@ -64,8 +82,7 @@ def _assign_grad(ctx, ins, attrs):
     return {"X@GRAD": ins["Out@GRAD"]}
 
 
-assign_value = defop("assign_value", outputs=("Out",),
-                     attrs={"shape": [], "dtype": "float32", "values": None})
+assign_value = defop("assign_value", outputs=("Out",), attrs={"shape": [], "dtype": "float32"})
 
 
 @assign_value.infer
@@ -73,9 +90,17 @@ def _assign_value_shape(ic):
     ic.set_output("Out", ic.attr("shape"), convert_dtype(ic.attr("dtype")))
 
 
+def _values_attr(attrs):
+    """The values: Fluid 1.8's fp32_values / int32_values, or `values` (other dtypes)."""
+    for key in ("fp32_values", "int32_values", "values"):
+        if attrs.get(key) is not None:
+            return attrs[key]
+    raise ValueError("assign_value needs fp32_values, int32_values or values")
+
+
 @assign_value.kernel
 def _assign_value(ctx, ins, attrs):
-    values = np.asarray(attrs["values"], dtype=convert_dtype(attrs["dtype"]))
+    values = np.asarray(_values_attr(attrs), dtype=convert_dtype(attrs["dtype"]))
     return {"Out": ctx.xp.asarray(values.reshape(attrs["shape"])).copy()}
 
 
@@ -84,7 +109,21 @@ def _generator(ctx, attrs):
     """A fixed seed attr gives the same numbers every time (Paddle's semantics); seed 0 draws
     from the executor's generator, itself seeded by Program.random_seed when that is set."""
     seed = attrs.get("seed", 0)
-    return np.random.default_rng(seed) if seed else ctx.rng
+    if not seed:
+        return ctx.rng
+    # one generator per seed and thread, rewound to the seed's start on each use: making a new
+    # one each time would put its small state arrays among the op's outputs in the memory pool
+    cache = _SEEDED.__dict__.setdefault("generators", {})
+    entry = cache.get(seed)
+    if entry is None:
+        gen = np.random.default_rng(seed)
+        entry = cache[seed] = (gen, gen.bit_generator.state)
+    gen, start = entry
+    gen.bit_generator.state = start
+    return gen
+
+
+_SEEDED = threading.local()
 
 
 def _random_op(name, attrs, draw):

@@ -180,7 +180,7 @@ class _Kernels:
             "T lr_t = (T)lr[0] * c2 / ((T)1 - b1p[0]);"
             "m1 = b1 * m1 + ((T)1 - b1) * g;"
             "m2 = b2 * m2 + ((T)1 - b2) * (g * g);"
-            "p -= lr_t * m1 / (sqrt(m2) + eps * c2);", "pt_adam")
+            "p -= lr_t * m1 / (sqrt(m2) + eps);", "pt_adam")
         self.relu_grad = ek("T out, T dout", "T dx", "dx = dout * (T)(out > (T)0);",
                             "pt_relu_grad")
         self.fill_scaled = ek("raw T value, T divisor", "T out", "out = value[0] / divisor;",

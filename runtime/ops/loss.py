@@ -30,7 +30,7 @@ def _out_of_range(value, row, n_classes, what):
 
 def _infer_loss(ic, x_slot, label_slot):
     x, label = ic.input(x_slot), ic.input(label_slot)
-    soft = ic.attr("soft_label")
+    soft = ic.attrs.get("soft_label", False)
     axis = ic.attrs.get("axis", -1)
     rank = len(x.shape)
     axis = axis + rank if axis < 0 else axis
@@ -119,6 +119,40 @@ def _ce_grad(ctx, ins, attrs):
     dx = xp.zeros_like(x)
     _put(xp, dx, safe, g, -1)
     return {"X@GRAD": dx}
+
+
+# --- cross_entropy2: hard labels, what fluid.layers.cross_entropy appends in Fluid 1.8 --------
+cross_entropy2 = defop("cross_entropy2", inputs=("X", "Label"), outputs=("Y", "MatchX", "XShape"),
+                       attrs={"ignore_index": -100})
+
+
+@cross_entropy2.infer
+def _ce2_shape(ic):
+    x = ic.input("X")
+    shape = _infer_loss(ic, "X", "Label")
+    ic.set_output("Y", shape, x.dtype)
+    ic.set_output("MatchX", shape, x.dtype)
+    ic.set_output("XShape", [0] + list(x.shape), x.dtype)
+
+
+@cross_entropy2.kernel
+def _ce2(ctx, ins, attrs):
+    x = ins["X"]
+    out = _ce(ctx, ins, dict(attrs, soft_label=False))
+    result = {"Y": out["Y"]}
+    if "MatchX" in ctx.want:
+        label = ins["Label"]
+        ignore = attrs["ignore_index"]
+        safe = ctx.xp.where(label == ignore, 0, label)
+        result["MatchX"] = _pick(ctx.xp, x, safe, -1).astype(x.dtype, copy=False)
+    if "XShape" in ctx.want:
+        result["XShape"] = ctx.xp.empty((0,) + tuple(x.shape), dtype=x.dtype)
+    return result
+
+
+@cross_entropy2.grad(uses=("X", "Label"), inputs=("X",), outputs=("Y",))
+def _ce2_grad(ctx, ins, attrs):
+    return _ce_grad(ctx, ins, dict(attrs, soft_label=False))
 
 
 # --- softmax_with_cross_entropy on logits -------------------------------------------------------

@@ -6,7 +6,7 @@ from ..backend import array_module
 from ..dtypes import VarType
 from ..tensor import SelectedRows
 from . import fused
-from .registry import defop, dims_match, infer_same_as, shape_product
+from .registry import defop, dims_match, infer_same_as, linear_grad_grad, shape_product
 
 
 # --- broadcasting helpers (Fluid's `axis` rule) ------------------------------------------------
@@ -63,6 +63,9 @@ def reduce_to(grad, shape):
 
 def _infer_elementwise(ic):
     x, y = ic.input("X"), ic.input("Y")
+    if x.shape is None or y.shape is None:  # a variable made without a shape (create_tensor)
+        ic.set_output("Out", x.shape if y.shape is None else y.shape, x.dtype)
+        return
     axis = ic.attr("axis")
     big, small = (x, y) if len(x.shape) >= len(y.shape) else (y, x)
     if axis != -1 and not 0 <= axis <= len(big.shape) - 1:
@@ -111,13 +114,20 @@ def _elementwise(name, forward, grad_x, grad_y, uses, shape_only=()):
 
 
 _SHAPES = ("X", "Y")
-_elementwise("add", np.add, lambda x, y, o, d: d, lambda x, y, o, d: d, uses=_SHAPES,
-             shape_only=_SHAPES)
-_elementwise("sub", np.subtract, lambda x, y, o, d: d, lambda x, y, o, d: -d, uses=_SHAPES,
-             shape_only=_SHAPES)
-_elementwise("mul", np.multiply,
-             lambda x, y, o, d: d * y, lambda x, y, o, d: d * x, uses=_SHAPES)
-_elementwise("div", np.divide,
+linear_grad_grad(_elementwise("add", np.add, lambda x, y, o, d: d, lambda x, y, o, d: d,
+                              uses=_SHAPES, shape_only=_SHAPES))
+linear_grad_grad(_elementwise("sub", np.subtract, lambda x, y, o, d: d, lambda x, y, o, d: -d,
+                              uses=_SHAPES, shape_only=_SHAPES))
+_elementwise_mul = _elementwise("mul", np.multiply,
+                                lambda x, y, o, d: d * y, lambda x, y, o, d: d * x, uses=_SHAPES)
+def _divide(x, y, out=None):
+    """x / y; integers divide truncating toward zero, as Fluid's int kernels do."""
+    if x.dtype.kind in "iu":
+        return np.trunc(np.true_divide(x, y)).astype(x.dtype)
+    return np.divide(x, y, out=out)
+
+
+_elementwise_div = _elementwise("div", _divide,
              lambda x, y, o, d: d / y, lambda x, y, o, d: -d * o / y, uses=("X", "Y", "Out"))
 _elementwise("max", np.maximum,
              lambda x, y, o, d: d * (x > y), lambda x, y, o, d: d * (x <= y), uses=_SHAPES)
@@ -126,6 +136,56 @@ _elementwise("min", np.minimum,
 _elementwise("pow", np.power,
              lambda x, y, o, d: d * y * x ** (y - 1),
              lambda x, y, o, d: d * o * np.log(np.where(x > 0, x, 1)), uses=("X", "Y", "Out"))
+
+
+@_elementwise_mul.grad_def.grad(uses=("X", "Y", "Out@GRAD"), inputs=("X", "Y", "Out@GRAD"))
+def _elementwise_mul_grad_grad(ctx, ins, attrs):
+    """dX = dOut * y and dY = dOut * x (reduced to their shapes), differentiated: with ddX and
+    ddY the gradients arriving for dX and dY, d/dx = ddY * dOut, d/dy = ddX * dOut, and
+    d/d(dOut) = ddX * y + ddY * x (broadcast)."""
+    x0, y0, dout = ins["X"], ins["Y"], ins["Out@GRAD"]
+    x_shape, y_shape = operand_shapes(x0.shape, y0.shape, attrs["axis"])
+    x, y = broadcast_operands(x0, y0, attrs["axis"])
+    ddx, ddy = ins.get("X@GRAD@GRAD"), ins.get("Y@GRAD@GRAD")
+    ddx = ddx.reshape(x_shape) if ddx is not None else None
+    ddy = ddy.reshape(y_shape) if ddy is not None else None
+    result = {}
+    if "X@GRAD" in ctx.want:
+        dx = dout * ddy if ddy is not None else ctx.xp.zeros(dout.shape, dout.dtype)
+        result["X@GRAD"] = reshaped(reduce_to(dx, x_shape), x0.shape)
+    if "Y@GRAD" in ctx.want:
+        dy = dout * ddx if ddx is not None else ctx.xp.zeros(dout.shape, dout.dtype)
+        result["Y@GRAD"] = reshaped(reduce_to(dy, y_shape), y0.shape)
+    if "Out@GRAD@GRAD" in ctx.want:
+        ddout = ctx.xp.zeros(dout.shape, dout.dtype)
+        if ddx is not None:
+            ddout = ddout + ddx * y
+        if ddy is not None:
+            ddout = ddout + ddy * x
+        result["Out@GRAD@GRAD"] = ddout
+    return result
+
+
+@_elementwise_div.grad_def.grad(uses=("Y", "Out", "Out@GRAD"), inputs=("Y", "Out", "Out@GRAD"))
+def _elementwise_div_grad_grad(ctx, ins, attrs):
+    """dX = dOut / y and dY = -dOut * out / y (reduced), differentiated with ddX, ddY the
+    gradients arriving for them: d(dOut) = (ddX - ddY * out) / y, dOut' = -ddY * dOut / y for
+    Out, and dy = (ddY * out - ddX) * dOut / y^2 (reduced to y's shape)."""
+    y0, out, dout = ins["Y"], ins["Out"], ins["Out@GRAD"]
+    x_shape, y_shape = operand_shapes(out.shape, y0.shape, attrs["axis"])
+    y = y0.reshape(y_shape)
+    ddx, ddy = ins.get("X@GRAD@GRAD"), ins.get("Y@GRAD@GRAD")
+    ddx = ddx.reshape(x_shape) if ddx is not None else 0.0
+    ddy = ddy.reshape(y_shape) if ddy is not None else 0.0
+    result = {}
+    if "Out@GRAD@GRAD" in ctx.want:
+        result["Out@GRAD@GRAD"] = ((ddx - ddy * out) / y + ctx.xp.zeros(dout.shape, dout.dtype))
+    if "Out@GRAD" in ctx.want:
+        result["Out@GRAD"] = -ddy * dout / y + ctx.xp.zeros(out.shape, out.dtype)
+    if "Y@GRAD" in ctx.want:
+        dy = (ddy * out - ddx) * dout / (y * y) + ctx.xp.zeros(dout.shape, dout.dtype)
+        result["Y@GRAD"] = reshaped(reduce_to(dy, y_shape), y0.shape)
+    return result
 
 
 # --- mul: flatten both operands to matrices, multiply -----------------------------------------
@@ -180,6 +240,27 @@ def _mul_grad(ctx, ins, attrs):
     return result
 
 
+@mul.grad_def.grad(uses=("X", "Y", "Out@GRAD"), inputs=("X", "Y", "Out@GRAD"))
+def _mul_grad_grad(ctx, ins, attrs):
+    """dX = dOut Y^T, dY = X^T dOut (as matrices), differentiated: d/dX = dOut ddY^T,
+    d/dY = ddX^T dOut, d/d(dOut) = ddX Y + X ddY."""
+    x, y, dout = ins["X"], ins["Y"], ins["Out@GRAD"]
+    xk, yk = attrs["x_num_col_dims"], attrs["y_num_col_dims"]
+    x2, y2 = _as_matrix(x, xk), _as_matrix(y, yk)
+    d2 = reshaped(dout, (x2.shape[0], y2.shape[1]))
+    ddx, ddy = ins.get("X@GRAD@GRAD"), ins.get("Y@GRAD@GRAD")
+    ddx2 = reshaped(ddx, x2.shape) if ddx is not None else ctx.xp.zeros(x2.shape, x.dtype)
+    ddy2 = reshaped(ddy, y2.shape) if ddy is not None else ctx.xp.zeros(y2.shape, y.dtype)
+    result = {}
+    if "X@GRAD" in ctx.want:
+        result["X@GRAD"] = reshaped(d2 @ ddy2.T, x.shape)
+    if "Y@GRAD" in ctx.want:
+        result["Y@GRAD"] = reshaped(ddx2.T @ d2, y.shape)
+    if "Out@GRAD@GRAD" in ctx.want:
+        result["Out@GRAD@GRAD"] = reshaped(ddx2 @ y2 + x2 @ ddy2, dout.shape)
+    return result
+
+
 # --- scale ------------------------------------------------------------------------------------
 scale = defop("scale", inputs=("X", "ScaleTensor?"), outputs=("Out",),
               attrs={"scale": 1.0, "bias": 0.0, "bias_after_scale": True})
@@ -212,6 +293,13 @@ def _scale_grad(ctx, ins, attrs):
     return {"X@GRAD": (dout * attrs["scale"]).astype(dout.dtype, copy=False)}
 
 
+@scale.grad_def.grad(uses=(), inputs=("Out@GRAD",))
+def _scale_grad_grad(ctx, ins, attrs):
+    """scale's gradient is dOut * scale (no bias): so is its own."""
+    ddx = ins["X@GRAD@GRAD"]
+    return {"Out@GRAD@GRAD": (ddx * attrs["scale"]).astype(ddx.dtype, copy=False)}
+
+
 # --- sum of a list (also accumulates gradients; handles SelectedRows) --------------------------
 sum_op = defop("sum", inputs=("X*",), outputs=("Out",), attrs={"use_mkldnn": False})
 
@@ -232,6 +320,8 @@ def _sum_shape(ic):
 @sum_op.kernel
 def _sum(ctx, ins, attrs):
     xs = [x for x in ins["X"] if x is not None]
+    if xs and isinstance(xs[0], list):  # LoDTensorArrays (gradients): entry by entry
+        return {"Out": _sum_arrays(xs)}
     sparse = [x for x in xs if isinstance(x, SelectedRows)]
     if sparse and len(sparse) == len(xs):  # concatenate rows; duplicates add up when applied
         xp = ctx.xp
@@ -247,10 +337,29 @@ def _sum(ctx, ins, attrs):
     return {"Out": out}
 
 
+def _sum_arrays(arrays):
+    out = [None] * max(len(a) for a in arrays)
+    for array in arrays:
+        for i, v in enumerate(array):
+            if v is not None:
+                out[i] = v if out[i] is None else out[i] + v
+    return out
+
+
 @sum_op.grad(uses=())
 def _sum_grad(ctx, ins, attrs):
     dout = ins["Out@GRAD"]
     return {"X@GRAD": [dout] * len(ctx.op.outputs["X@GRAD"])}
+
+
+@sum_op.grad_def.grad(uses=(), inputs=("Out@GRAD",))
+def _sum_grad_grad(ctx, ins, attrs):
+    """sum's gradient copies dOut to every input: its own gradient sums what arrives."""
+    grads = [g for g in ins["X@GRAD@GRAD"] if g is not None]
+    out = grads[0].copy()
+    for g in grads[1:]:
+        out += g
+    return {"Out@GRAD@GRAD": out}
 
 
 # --- mean: the average of all elements, shape [1] ----------------------------------------------
@@ -280,6 +389,9 @@ def _mean_grad(ctx, ins, attrs):
     if kernels is not None and fused.takes(x, dout):
         return {"X@GRAD": kernels.fill_scaled(dout, x.size, ctx.xp.empty(x.shape, x.dtype))}
     return {"X@GRAD": ctx.xp.full(x.shape, dout.reshape(-1)[0] / x.size, dtype=x.dtype)}
+
+
+linear_grad_grad(mean)
 
 
 # --- sign (used by L1 decay; no gradient) ------------------------------------------------------

@@ -120,7 +120,7 @@ def _bn_grad(ctx, ins, attrs):
 
 
 # --- dropout ------------------------------------------------------------------------------------
-dropout = defop("dropout", inputs=("X",), outputs=("Out", "Mask"),
+dropout = defop("dropout", inputs=("X", "Seed?"), outputs=("Out", "Mask"),
                 attrs={"dropout_prob": 0.5, "is_test": False, "fix_seed": False, "seed": 0,
                        "dropout_implementation": "downgrade_in_infer"}, random=True)
 
@@ -161,8 +161,14 @@ def _dropout(ctx, ins, attrs):
         out = x if upscale else (x * (1.0 - p)).astype(x.dtype, copy=False)
         mask = xp.broadcast_to(xp.ones((), dtype=np.uint8), x.shape)
     else:
-        # fix_seed: a fresh generator per call, so every step drops the same elements (Paddle)
-        rng = np.random.default_rng(attrs["seed"]) if attrs["fix_seed"] else ctx.rng
+        # fix_seed: a fresh generator per call, so every step drops the same elements (Paddle);
+        # a Seed tensor (a seed op's, for recomputation) fixes this call's mask the same way
+        seed = ins.get("Seed")
+        if seed is not None:
+            host = seed.get() if hasattr(seed, "get") else np.asarray(seed)
+            rng = np.random.default_rng(int(host.reshape(-1)[0]))
+        else:
+            rng = np.random.default_rng(attrs["seed"]) if attrs["fix_seed"] else ctx.rng
         keep = xp.asarray(keep_mask(rng, x.shape, p))
         out = x * keep
         if upscale:

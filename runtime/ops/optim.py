@@ -19,12 +19,14 @@ def _check_inplace(pairs):
     return infer
 
 
-def _optimizer_op(name, state, attrs, extra_inputs=()):
-    """Declare an optimizer op with Param/Grad/LearningRate, `state` slots updated in place."""
+def _optimizer_op(name, state, attrs, extra_inputs=(), out_names=None):
+    """Declare an optimizer op with Param/Grad/LearningRate, `state` slots updated in place
+    (written as `<slot>Out`, or as out_names[slot])."""
+    out_names = out_names or {}
     inputs = ("Param", "Grad", "LearningRate") + tuple(state) + tuple(extra_inputs)
-    outputs = ("ParamOut",) + tuple(s + "Out" for s in state)
+    outputs = ("ParamOut",) + tuple(out_names.get(s, s + "Out") for s in state)
     opdef = defop(name, inputs=inputs, outputs=outputs, attrs=attrs)
-    pairs = [("Param", "ParamOut")] + [(s, s + "Out") for s in state]
+    pairs = [("Param", "ParamOut")] + [(s, out_names.get(s, s + "Out")) for s in state]
     opdef.infer(_check_inplace(pairs))
     return opdef
 
@@ -107,7 +109,7 @@ def _adam(ctx, ins, attrs):
         return {"ParamOut": p, "Moment1Out": m1, "Moment2Out": m2, "Beta1PowOut": b1p,
                 "Beta2PowOut": b2p}
     lr_t = lr * xp.sqrt(1 - b2p) / (1 - b1p)
-    eps_t = eps * xp.sqrt(1 - b2p)
+    eps_t = eps  # Paddle 1.8: epsilon added to sqrt(m2) as is
     if isinstance(g, SelectedRows) and attrs["lazy_mode"]:  # only the rows in this batch
         rows, gv = g.ids, g.value
         m1[rows] = b1 * m1[rows] + (1 - b1) * gv
@@ -199,23 +201,32 @@ def _rmsprop(ctx, ins, attrs):
 
 
 # --- gradient clipping and decay helpers ------------------------------------------------------
-clip = defop("clip", inputs=("X",), outputs=("Out",), attrs={"min": -1.0, "max": 1.0})
+clip = defop("clip", inputs=("X", "Min?", "Max?"), outputs=("Out",),
+             attrs={"min": -1.0, "max": 1.0})
 clip.infer(infer_same_as())
+
+
+def _bounds(ins, attrs):
+    """(min, max): the Min/Max tensors when given (Fluid 1.8's clamp), else the attrs."""
+    lo, hi = ins.get("Min"), ins.get("Max")
+    return (attrs["min"] if lo is None else lo.reshape(-1)[0],
+            attrs["max"] if hi is None else hi.reshape(-1)[0])
 
 
 @clip.kernel
 def _clip(ctx, ins, attrs):
     x = _merged(ins["X"])
-    lo, hi = attrs["min"], attrs["max"]
+    lo, hi = _bounds(ins, attrs)
     if isinstance(x, SelectedRows):
         return {"Out": SelectedRows(x.ids, ctx.xp.clip(x.value, lo, hi), x.full_height)}
-    return {"Out": ctx.xp.clip(x, lo, hi)}
+    return {"Out": ctx.xp.clip(x, lo, hi).astype(x.dtype, copy=False)}
 
 
-@clip.grad(uses=("X",))
+@clip.grad(uses=("X", "Min", "Max"), inputs=("X",))
 def _clip_grad(ctx, ins, attrs):
     x, dout = ins["X"], ins["Out@GRAD"]
-    return {"X@GRAD": dout * ((x > attrs["min"]) & (x < attrs["max"]))}
+    lo, hi = _bounds(ins, attrs)
+    return {"X@GRAD": dout * ((x > lo) & (x < hi))}
 
 
 clip_by_norm = defop("clip_by_norm", inputs=("X",), outputs=("Out",), attrs={"max_norm": 1.0})

@@ -10,7 +10,7 @@ import numpy as np
 from ..dtypes import convert_dtype
 from . import fused
 from .math import reduce_to
-from .registry import defop, dims_match
+from .registry import linear_grad_grad, defop, dims_match
 
 
 # --- reduce_* ------------------------------------------------------------------------------------
@@ -95,13 +95,15 @@ def _prod_grad(ctx, x, out, dout, axes):
     return others * dout
 
 
-_reduce_op("sum", lambda xp, x, axes: x.sum(axis=axes, keepdims=True, dtype=x.dtype),
-           lambda ctx, x, out, dout, axes: _broadcast(ctx, dout, x.shape),
-           uses=("X",), shape_only=("X",))
-_reduce_op("mean", lambda xp, x, axes: x.mean(axis=axes, keepdims=True),
-           lambda ctx, x, out, dout, axes: _broadcast(
-               ctx, dout / max(1, int(np.prod([x.shape[a] for a in axes]))), x.shape),
-           uses=("X",), shape_only=("X",))
+_SUM = _reduce_op("sum", lambda xp, x, axes: x.sum(axis=axes, keepdims=True, dtype=x.dtype),
+                  lambda ctx, x, out, dout, axes: _broadcast(ctx, dout, x.shape),
+                  uses=("X",), shape_only=("X",))
+_MEAN = _reduce_op("mean", lambda xp, x, axes: x.mean(axis=axes, keepdims=True),
+                   lambda ctx, x, out, dout, axes: _broadcast(
+                       ctx, dout / max(1, int(np.prod([x.shape[a] for a in axes]))), x.shape),
+                   uses=("X",), shape_only=("X",))
+linear_grad_grad(_SUM)
+linear_grad_grad(_MEAN)
 _reduce_op("max", lambda xp, x, axes: x.max(axis=axes, keepdims=True), _extreme_grad,
            uses=("X", "Out"))
 _reduce_op("min", lambda xp, x, axes: x.min(axis=axes, keepdims=True), _extreme_grad,

@@ -65,6 +65,8 @@ class OpDef:
     inplace: Dict[str, str] = field(default_factory=dict)  # output slot -> input slot it may reuse
     shape_only: Tuple[str, ...] = ()  # input slots read only for their shape/dtype
     random: bool = False  # draws from ctx.rng
+    grad_maker: Optional[Callable] = None  # control flow: (builder, op) -> [(name, grad name)]
+    control: bool = False  # runs a sub-block: its kernel gets ctx.sub (compiled ops), ctx.env
     no_grad_reason: str = ""
 
     # --- declaration decorators ----------------------------------------------------------
@@ -97,7 +99,7 @@ class OpDef:
             grad_outputs = [Slot(i + GRAD_SUFFIX, slot_of[i].duplicable, True)
                             for i in self.diff_inputs]
             gdef = OpDef(self.type + "_grad", tuple(grad_inputs), tuple(grad_outputs),
-                         dict(self.attrs), fn, _infer_nothing, forward_def=self,
+                         dict(self.attrs), fn, _infer_grad, forward_def=self,
                          random=self.random, inplace=dict(inplace or {}),
                          shape_only=tuple(shape_only))
             self.grad_def = gdef
@@ -130,8 +132,23 @@ class OpDef:
             self.infer_fn(InferCtx(op, self))
 
 
-def _infer_nothing(ic):
-    """Grad ops: the backward builder creates grad variables with their forward shapes."""
+def _infer_grad(ic):
+    """Grad ops: the backward builder creates their outputs with the forward shapes; an
+    output made without a shape gets its input's (X@GRAD like X, or like the incoming
+    Out@GRAD when X is not an input of the grad op)."""
+    incoming = [s.name for s in ic.opdef.inputs if s.name.endswith(GRAD_SUFFIX)]
+    for slot, names in ic.op.outputs.items():
+        base = slot[:-len(GRAD_SUFFIX)]
+        sources = ic.inputs(base) or (ic.inputs(incoming[0]) if len(incoming) == 1 else [])
+        x_shape = ic.input("XShape") if base == "X" and not ic.inputs(base) else None
+        for i, name in enumerate(names):
+            if name == EMPTY_VAR_NAME or i >= len(sources):
+                continue
+            var = ic.block._find_var_recursive(name)
+            if var is not None and var.shape is None:
+                src = sources[i] if len(sources) > 1 else sources[0]
+                var.shape = tuple(x_shape.shape[1:]) if x_shape is not None else src.shape
+                var.dtype = src.dtype
 
 
 def defop(type, inputs=(), outputs=(), attrs=None, inplace=None, random=False):
@@ -166,10 +183,11 @@ class InferCtx:
 
     def input(self, slot):
         names = [n for n in self.op.inputs.get(slot, ()) if n != EMPTY_VAR_NAME]
-        return self.block.var(names[0]) if names else None
+        return self.block._var_recursive(names[0]) if names else None
 
     def inputs(self, slot):
-        return [self.block.var(n) for n in self.op.inputs.get(slot, ()) if n != EMPTY_VAR_NAME]
+        return [self.block._var_recursive(n) for n in self.op.inputs.get(slot, ())
+                if n != EMPTY_VAR_NAME]
 
     def has_output(self, slot):
         return bool(self.op.outputs.get(slot))
@@ -181,10 +199,10 @@ class InferCtx:
         names = self.op.outputs.get(slot, ())
         if index >= len(names) or names[index] == EMPTY_VAR_NAME:
             return
-        var = self.block.var(names[index])
+        var = self.block._var_recursive(names[index])
         if var.persistable and var.shape is not None:
             return  # an op updating a parameter/state in place keeps its declared shape
-        var.shape = tuple(int(d) for d in shape)
+        var.shape = tuple(int(d) for d in shape) if shape is not None else None
         var.dtype = dtype
         if type is not None:
             var.type = type
@@ -225,3 +243,53 @@ def shape_product(shape):
             return -1
         total *= d
     return total
+
+
+class _FwdCtx:
+    """The context a forward kernel gets when a second-order rule re-runs it."""
+
+    __slots__ = ("xp", "rng", "want", "op", "place", "inplace")
+
+    def __init__(self, ctx, want):
+        self.xp, self.rng, self.op, self.place = ctx.xp, ctx.rng, ctx.op, ctx.place
+        self.want, self.inplace = frozenset(want), ()
+
+    def reuse(self, *args):
+        return None
+
+
+def linear_grad_grad(opdef):
+    """Second-order rule of an op linear in its differentiable inputs (jointly), whose
+    gradient rule reads none of their values: the gradient of its grad op with respect to the
+    incoming Out@GRAD is the op itself applied to the gradients arriving for X@GRAD (zeros
+    where none arrive); nothing flows back to the forward inputs."""
+    gdef = opdef.grad_def
+    d_outs = [o + GRAD_SUFFIX for o in opdef.diff_outputs]  # the grad op's Out@GRAD inputs
+    d_ins = [i + GRAD_SUFFIX for i in opdef.diff_inputs]  # the grad op's X@GRAD outputs
+    uses = tuple(s.name for s in gdef.inputs if s.name not in d_outs)
+
+    def rule(ctx, ins, attrs):
+        fwd = {}
+        for s in opdef.inputs:
+            if s.name in opdef.diff_inputs:
+                fwd[s.name] = _incoming(ctx.xp, ins.get(s.name + GRAD_SUFFIX + GRAD_SUFFIX),
+                                        ins.get(s.name), s.duplicable)
+            else:
+                fwd[s.name] = ins.get(s.name)
+        out = opdef.fn(_FwdCtx(ctx, opdef.diff_outputs), fwd, attrs)
+        return {o + GRAD_SUFFIX + GRAD_SUFFIX: out[o] for o in opdef.diff_outputs
+                if o + GRAD_SUFFIX + GRAD_SUFFIX in ctx.want}
+
+    gdef.grad(uses=uses, inputs=d_outs, outputs=d_ins)(rule)
+    return opdef
+
+
+def _incoming(xp, grad, like, duplicable):
+    """The gradient that arrived for an X@GRAD output, or zeros shaped like X."""
+    if duplicable:
+        grads = grad if grad is not None else [None] * len(like or ())
+        return [g if g is not None else xp.zeros(x.shape, x.dtype)
+                for g, x in zip(grads, like or grads)]
+    if grad is not None:
+        return grad
+    return xp.zeros(like.shape, like.dtype)

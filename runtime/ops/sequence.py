@@ -1,18 +1,20 @@
-"""sequence_pool over padded sequences: X [N, T, D...] with Length [N] (or [N, 1]) -> Out
-[N, D...]. Only the first Length[i] steps of row i count; rows of length 0 get pad_value.
-
-Fluid pools LoD tensors; this runtime has no LoD, so sequences come padded with their lengths
-(the layout Paddle 2.x uses). Pool types: SUM, AVERAGE, SQRT (sum / sqrt(length)), MAX, LAST,
-FIRST. For MAX, MaxIndex holds the time step of each maximum (-1 for empty rows).
+"""sequence_pool, two layouts:
+* LoD (Fluid 1.x): X [rows, D...] carries a LoD; each sequence of its last level becomes one
+  row of Out (whose LoD is the levels above). MaxIndex holds the row of each maximum.
+* padded (Paddle 2.x's layout): X [N, T, D...] with Length [N] (or [N, 1]); only the first
+  Length[i] steps of row i count. MaxIndex holds the time step of each maximum (-1 if empty).
+Pool types: SUM, AVERAGE, SQRT (sum / sqrt(length)), MAX, LAST, FIRST; empty sequences give
+pad_value. runtime/ops/sequence_lod.py has the LoD kernels.
 """
 
 import numpy as np
 
 from .registry import defop, dims_match
+from .sequence_lod import pool_lod, pool_lod_grad
 
 POOL_TYPES = ("SUM", "AVERAGE", "SQRT", "MAX", "LAST", "FIRST")
 
-sequence_pool = defop("sequence_pool", inputs=("X", "Length"), outputs=("Out", "MaxIndex"),
+sequence_pool = defop("sequence_pool", inputs=("X", "Length?"), outputs=("Out", "MaxIndex"),
                       attrs={"pooltype": "AVERAGE", "is_test": False, "pad_value": 0.0})
 
 
@@ -21,6 +23,11 @@ def _sequence_pool_shape(ic):
     x, length = ic.input("X"), ic.input("Length")
     pooltype = ic.attr("pooltype")
     ic.check(pooltype in POOL_TYPES, f"pooltype={pooltype!r} must be one of {POOL_TYPES}")
+    if length is None:  # LoD layout: one row per sequence
+        out = [-1] + list(x.shape[1:])
+        ic.set_output("Out", out, x.dtype, lod_level=max(x.lod_level - 1, 0))
+        ic.set_output("MaxIndex", out, np.dtype("int32"))
+        return
     ic.check(len(x.shape) >= 2, f"{ic.describe('X')} must be padded [batch, time, ...]")
     ic.check(length.dtype.kind in "iu", f"lengths must be integers (int64), got "
                                         f"{ic.describe('Length')} of {length.dtype.name}")
@@ -59,6 +66,8 @@ def _broadcast_rows(values, rank):
 @sequence_pool.kernel
 def _sequence_pool(ctx, ins, attrs):
     xp, x, pooltype = ctx.xp, ins["X"], attrs["pooltype"]
+    if ins.get("Length") is None:
+        return pool_lod(ctx, x, attrs)
     lengths = _lengths(xp, ins["Length"], x.shape)
     mask = _mask(xp, lengths, x.shape)
     result = {}
@@ -97,6 +106,8 @@ def _divisor(xp, lengths, pooltype, dtype):
 def _sequence_pool_grad(ctx, ins, attrs):
     xp, x, dout = ctx.xp, ins["X"], ins["Out@GRAD"]
     pooltype = attrs["pooltype"]
+    if ins.get("Length") is None:
+        return {"X@GRAD": pool_lod_grad(ctx, x, dout, ins.get("MaxIndex"), attrs)}
     lengths = _lengths(xp, ins["Length"], x.shape)
     rows = xp.arange(x.shape[0])
     nonempty = lengths > 0

@@ -10,7 +10,7 @@ gradients need not keep X alive. Their outputs are views of X (no copy).
 import numpy as np
 
 from ..dtypes import convert_dtype
-from .registry import defop, dims_match, shape_product
+from .registry import linear_grad_grad, defop, dims_match, shape_product
 
 
 def normalize_axis(ic, axis, rank, what="axis"):
@@ -268,10 +268,11 @@ def _flatten2_shape(shape, attrs, ins):
     return [shape_product(shape[:axis]), shape_product(shape[axis:])]
 
 
-_reshaping_op("reshape2", {"shape": []}, _reshape2_shape, inputs=("X", "Shape?"))
-_reshaping_op("squeeze2", {"axes": []}, _squeeze2_shape)
-_reshaping_op("unsqueeze2", {"axes": []}, _unsqueeze2_shape)
-_reshaping_op("flatten2", {"axis": 1}, _flatten2_shape)
+for _op in (_reshaping_op("reshape2", {"shape": []}, _reshape2_shape, inputs=("X", "Shape?")),
+            _reshaping_op("squeeze2", {"axes": []}, _squeeze2_shape),
+            _reshaping_op("unsqueeze2", {"axes": []}, _unsqueeze2_shape),
+            _reshaping_op("flatten2", {"axis": 1}, _flatten2_shape)):
+    linear_grad_grad(_op)
 
 
 # --- transpose2 ----------------------------------------------------------------------------------
@@ -450,3 +451,14 @@ def _fill_batch_like_shape(ic):
 def _fill_batch_like(ctx, ins, attrs):
     shape = _batch_like_shape(ins["Input"].shape, attrs)
     return {"Out": ctx.xp.full(shape, attrs["value"], dtype=convert_dtype(attrs["dtype"]))}
+
+
+for _op in (slice_op, expand, transpose2, concat, split, stack):
+    linear_grad_grad(_op)  # linear ops: their gradients' gradients are the ops themselves
+
+
+@transpose2.grad_def.infer
+def _transpose2_grad_shape(ic):
+    dout = ic.input("Out@GRAD")
+    inverse = [int(a) for a in np.argsort(ic.attr("axis"))]
+    ic.set_output("X@GRAD", [dout.shape[a] for a in inverse], dout.dtype)

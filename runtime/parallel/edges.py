@@ -1,5 +1,5 @@
 """The ParallelExecutor's edges: the default thread count and the BLAS oversubscription
-warning, the feed split over places, and the fetch merge."""
+warning, and the fetch merge (the feed split is in feed_split.py)."""
 
 import os
 import sys
@@ -9,11 +9,11 @@ import warnings
 import numpy as np
 
 from .. import blas
-from ..errors import FeedError
-from ..executor import _as_tensor, _read_batches
-from ..framework import Variable
+from ..core import LoDTensorArray
+from ..feed_fetch import _as_tensor, _fetch
+from ..lod import concat_parts, lod_of
+from ..tensor import fetched
 from ..place import is_gpu
-from ..tensor import LoDTensor
 
 _perf = time.perf_counter
 _warned_blas = []
@@ -59,65 +59,37 @@ def _user_stacklevel():
     return level + 1
 
 
-def split_feed(feed, n, program, loss_name, scale_strategy):
-    read_s = 0.0
-    if isinstance(feed, (list, tuple)):
-        if len(feed) != n:
-            raise FeedError(f"a list of feed dicts needs one dict per place: got {len(feed)} "
-                            f"for {n} places")
-        return [_names(f) for f in feed], read_s
-    feed = _names(feed)
-    readers = program._py_readers
-    if readers and not all(n in feed for r in readers for n in r.feed_names):
-        t0 = _perf()
-        feeds = [_read_batches(readers, feed) for _ in range(n)]
-        return feeds, _perf() - t0
-    if n == 1:
-        return [feed], read_s
-    scale_name = (loss_name + "@GRAD") if loss_name else None
-    feeds = [dict() for _ in range(n)]
-    for name, value in feed.items():
-        if name == scale_name and scale_strategy == 2:
-            for f in feeds:
-                f[name] = value
-            continue
-        for f, part in zip(feeds, _split(name, value, n)):
-            f[name] = part
-    return feeds, read_s
-
-def _split(name, value, n):
-    if isinstance(value, LoDTensor):
-        if value.lod():
-            raise FeedError(f"feeding {name!r}: splitting a LoDTensor with LoD over places is "
-                            f"not supported; feed a list of dicts, one per place")
-        value = value._array()
-    if not hasattr(value, "shape"):
-        value = np.asarray(value)
-    if value.ndim == 0:
-        raise FeedError(f"feeding {name!r}: a scalar cannot be split over {n} places; "
-                        f"give it a batch dimension or feed a list of dicts, one per place")
-    if value.shape[0] < n:
-        raise FeedError(f"the batch of {name!r} has {value.shape[0]} sample(s), fewer than "
-                        f"the {n} places it is split over (CPU_NUM or places=); feed at "
-                        f"least {n} samples, or use fewer places")
-    return np.array_split(value, n, axis=0)
-
-def _names(feed):
-    if feed is None:
-        return {}
-    if not isinstance(feed, dict):
-        raise FeedError(f"feed must be a dict {{name: array}} or a list of them (one per "
-                        f"place), got {type(feed).__name__}")
-    return {(k.name if isinstance(k, Variable) else k): v for k, v in feed.items()}
-
-
 def _merge(results, fetch_names, return_numpy, return_merged):
     out = []
     for per_place in results:
         if return_merged:
-            arrays = [np.atleast_1d(v) for v in per_place if v is not None]
-            value = np.concatenate(arrays, axis=0) if arrays else None
-            out.append(value if return_numpy or value is None else _as_tensor(value))
+            out.append(_merged(per_place, return_numpy))
         else:
-            out.append([v if return_numpy or v is None else _as_tensor(v) for v in per_place])
+            out.append([_unmerged(v, return_numpy) for v in per_place])
     return out
+
+
+def _merged(per_place, return_numpy):
+    """One fetch's values from every place joined along the batch: arrays concatenated, a
+    LoDTensorArray entry by entry, LoD tensors with their LoDs joined."""
+    values = [v for v in per_place if v is not None]
+    if values and all(isinstance(v, list) for v in values):
+        entries = [_merged([v[k] if k < len(v) else None for v in values], return_numpy)
+                   for k in range(max(len(v) for v in values))]
+        return entries if return_numpy else LoDTensorArray(entries)
+    if any(lod_of(v) for v in values):
+        value = concat_parts(values)
+        return _fetch(value, return_numpy)
+    arrays = [np.atleast_1d(v) for v in values]
+    value = np.concatenate(arrays, axis=0) if arrays else None
+    if value is None:
+        return None
+    return fetched(value) if return_numpy else _as_tensor(value)
+
+
+def _unmerged(value, return_numpy):
+    if value is None:
+        return None
+    if isinstance(value, list) or lod_of(value):
+        return _fetch(value, return_numpy)
+    return value if return_numpy else _as_tensor(value)

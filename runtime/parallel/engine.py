@@ -18,15 +18,16 @@ import numpy as np
 from .. import events, memory
 from ..errors import FeedError, OpRuntimeError, UninitializedVariableError
 from ..exec_memory import Garbage, Serving, retag_writes
-from ..executor import (_batch_size, _check_feed, _failure, _fetch, _fetch_names, _nbytes,
-                        _run_op, check_names)
+from ..executor import _batch_size, _failure, _nbytes, _run_op, check_names
+from ..feed_fetch import _check_feed, _fetch, _fetch_names
 from ..flags import FLAGS
 from ..memory.signals import DeferSignals
 from ..place import is_gpu
 from ..plan import Plan
 from ..scope import global_scope
 from .builder import build
-from .edges import _merge, check_blas_threads, default_num_threads, split_feed
+from .edges import _merge, check_blas_threads, default_num_threads
+from .feed_split import split_feed
 from .scheduler import StepState, WorkerPool
 
 _perf = time.perf_counter
@@ -106,15 +107,19 @@ class Engine:
 
     def _step(self, executor_id, feed, fetch_names, scope, options):
         t_begin = _perf()
-        feeds, read_s = split_feed(feed, self.n, self.program, self.loss_name,
-                                   int(self.bs.gradient_scale_strategy))
-        comp = self._compile(feeds[0], fetch_names, options)
+        feeds, read_s = split_feed(
+            feed, self.n, self.program, self.loss_name, int(self.bs.gradient_scale_strategy),
+            lambda: self._is_inference(feed, fetch_names, options))
+        comp = self._compile(feeds[0], fetch_names, options, len(feeds))
         plans, graph = comp.plans, comp.graph
         step = comp.step
         comp.step += 1
         if events.step_begin.subs:
             events.step_begin.emit(events.StepBegin(executor_id, self.program._uid, step,
                                                     t_begin))
+        for plan, env in zip(comp.plans, comp.envs):
+            if plan.control_steps:
+                plan.bind_env(env)
         feed_bytes = self._feed(comp, feeds)
         self._load_persistables(comp, scope)
         batch = sum(_batch_size(plans[0], env) or 0 for env in comp.envs) or None
@@ -163,7 +168,7 @@ class Engine:
         state.emit = events.op_end.emit if events.op_end.subs else None
         if timed:
             state.busy = [0.0] * self.num_threads
-            state.place_end = [0.0] * self.n
+            state.place_end = [0.0] * len(comp.plans)
         try:
             if mem is not None:
                 mem.begin()
@@ -222,18 +227,28 @@ class Engine:
         return failure
 
     # --- compile ---------------------------------------------------------------------------
-    def _compile(self, feed, fetch_names, options):
+    def _is_inference(self, feed, fetch_names, options):
+        """True when no gradient is combined across places (Paddle lets such programs run
+        on fewer places than it has: a partial feed)."""
+        names = feed_names(feed)
+        for reader in self.program._py_readers:
+            names.update(reader.feed_names)
+        return self._compile(names, fetch_names, options).graph.n_combine == 0
+
+    def _compile(self, feed, fetch_names, options, n_active=None):
         inplace, gc_fraction, memory_optimize = options
         gc = FLAGS.get("eager_delete_tensor_gb") >= 0 or memory_optimize
         program = self.program
-        key = (program._version, tuple(sorted(feed)), fetch_names, gc, inplace, gc_fraction)
+        places = self.places[:n_active or self.n]
+        key = (program._version, tuple(sorted(feed)), fetch_names, gc, inplace, gc_fraction,
+               len(places))
         comp = self._compiled.get(key)
         if comp is not None:
             return comp
         t0 = _perf()
         check_names(program.global_block(), feed, fetch_names)
         plans = [Plan(program, sorted(feed), fetch_names, np, place, gc, inplace, gc_fraction)
-                 for place in self.places]
+                 for place in places]
         freeable = set()
         if gc:
             for p, plan in enumerate(plans):
@@ -263,7 +278,7 @@ class Engine:
             if set(feed) != set(f for f in feeds[0]):
                 raise FeedError("every place's feed dict must name the same variables")
             for slot, var in plan.feed_slots:
-                value = _check_feed(var, feed[var.name])
+                value = _check_feed(var, feed[var.name], executor=True)
                 env[slot] = value
                 total += value.nbytes
         return total
@@ -279,7 +294,7 @@ class Engine:
             version = holder.writes
             fresh = (self._written.get(holder.name) is not value
                      or self._seen.get(holder.name) != version)
-            for p in range(1, self.n):
+            for p in range(1, len(comp.plans)):
                 mine = self._persist[p].get(holder.name)
                 if mine is None or fresh:
                     mine = self._persist[p][holder.name] = _copy(value)
@@ -298,15 +313,23 @@ class Engine:
             self._written[holder.name] = value
             holder.writes += 1
             self._seen[holder.name] = holder.writes
-            for p in range(1, self.n):
-                self._persist[p][holder.name] = comp.envs[p][slot]
+            self._keep_copies(comp, holder.name, slot)
         reads, _ = comp.plans[0].bind(scope)
         for slot, holder in reads:  # updated in place or views installed by fused ops
             if comp.envs[0][slot] is not holder.value and holder.name not in owner_of:
                 holder.value = comp.envs[0][slot]
                 self._written[holder.name] = holder.value
-            for p in range(1, self.n):
-                self._persist[p][holder.name] = comp.envs[p][slot]
+            self._keep_copies(comp, holder.name, slot)
+
+    def _keep_copies(self, comp, name, slot):
+        """The active places keep their copies; the idle ones (a partial feed) make new ones
+        from the scope's value at their next run."""
+        active = len(comp.plans)
+        for p in range(1, self.n):
+            if p < active:
+                self._persist[p][name] = comp.envs[p][slot]
+            else:
+                self._persist[p].pop(name, None)
 
     # --- local scopes ------------------------------------------------------------------------
     def _maybe_drop(self, executor_id, step):
@@ -351,6 +374,14 @@ class Engine:
             state.ready_sum / state.ready_samples if state.ready_samples else 0.0,
             state.op_s / wall if wall > 0 else 0.0, state.combine_s, list(state.place_end),
             int(self.es.num_iteration_per_drop_scope), dropped, dict(graph.fused))
+
+
+def feed_names(feed):
+    """The names a feed (a dict, or a list of dicts) gives."""
+    first = feed[0] if isinstance(feed, (list, tuple)) and feed else feed
+    if not isinstance(first, dict):
+        return set()
+    return {k.name if hasattr(k, "name") else k for k in first}
 
 
 def _close_pool(holder):

@@ -46,6 +46,10 @@ def op_uses(step):
         writes.append(i)
     for _, idx in step.outsN:
         writes.extend(i for i in idx if i >= 0)
+    for sub in getattr(step.ctx, "sub", None) or ():  # a control op's sub-block: its ops'
+        sub_value, sub_shape, sub_writes = op_uses(sub)  # variables are the op's too
+        value += sub_value + sub_shape
+        writes += sub_writes
     return value, shape, writes
 
 

@@ -32,6 +32,7 @@ class ParallelExecutor:
             places=self._places)
         self._scope = scope if scope is not None else global_scope()
         self._exe = Executor(self._places[0])
+        self._local_scopes_live = False  # Paddle creates them on the first run after a drop
 
     @property
     def device_count(self):
@@ -42,13 +43,21 @@ class ParallelExecutor:
             warnings.warn("ParallelExecutor.run(feed_dict=...) is deprecated; use feed=",
                           DeprecationWarning, stacklevel=2)
             feed = feed_dict
+        self._local_scopes_live = True
         return self._exe.run(self._compiled, feed=feed, fetch_list=fetch_list, scope=self._scope,
                              return_numpy=return_numpy)
 
-    def drop_local_exec_scopes(self):
-        """Drop the temporaries the local scopes hold now (Paddle 1.6+)."""
+    def drop_local_exe_scopes(self):
+        """Drop the temporaries the local scopes hold now (Paddle 1.6+'s spelling)."""
         if self._compiled._engine is not None:
             self._compiled._engine.drop_local_scopes(self._exe._id)
+        self._local_scopes_live = False
+
+    drop_local_exec_scopes = drop_local_exe_scopes  # the name this runtime used first
+
+    def _need_create_local_exe_scopes(self):
+        """Whether the next run starts with fresh local scopes (none yet, or just dropped)."""
+        return not self._local_scopes_live
 
     def close(self):
         if self._compiled._engine is not None:

@@ -93,7 +93,7 @@ _UNSHARDED = ("{name}: the generator does not shard itself (it never calls "
 
 
 def _check_batch(item, feed_vars, index):
-    from ..executor import _check_feed  # the executor's own checks and messages
+    from ..feed_fetch import _check_feed  # the executor's own checks and messages
     names = [v.name for v in feed_vars]
     if isinstance(item, dict):
         missing = [n for n in names if n not in item]

@@ -55,7 +55,7 @@ def _adam_ref(i, a, lazy=False):
     rows = np.unique(i["Grad"].ids) if lazy else slice(None)
     m1[rows] = b1 * m1[rows] + (1 - b1) * g[rows]
     m2[rows] = b2 * m2[rows] + (1 - b2) * g[rows] ** 2
-    p[rows] = p[rows] - lr_t * m1[rows] / (np.sqrt(m2[rows]) + eps * np.sqrt(1 - b2p))
+    p[rows] = p[rows] - lr_t * m1[rows] / (np.sqrt(m2[rows]) + eps)  # Paddle 1.8's epsilon
     return {"ParamOut": p, "Moment1Out": m1, "Moment2Out": m2, "Beta1PowOut": b1p * b1,
             "Beta2PowOut": b2p * b2}
 

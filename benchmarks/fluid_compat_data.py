@@ -1,0 +1,154 @@
+"""Synthetic stand-ins for `paddle.dataset` readers, for running Paddle's tests offline.
+
+Paddle's readers download their data; these yield samples of the same format (types, shapes,
+value ranges, dictionary layout) drawn from a fixed seed, with a learnable structure (classes
+with their own prototypes, a linear target, a repeating word sequence) so that the book's
+training loops reach their loss/accuracy thresholds. They are not the real data sets: a
+figure measured on them says the program runs and learns, nothing about real accuracy.
+
+`install()` registers them as `paddle.dataset` (after runtime.compat.install()).
+"""
+
+import sys
+import types
+
+import numpy as np
+
+_TRAIN, _TEST = 0, 1
+
+
+def _rng(seed, split):
+    return np.random.default_rng(1000 * seed + split)
+
+
+# --- uci_housing: 13 normalised features -> a price ------------------------------------------
+def _housing(split, n):
+    rng = _rng(1, split)
+    weights = np.random.default_rng(1).uniform(-8, 8, 13)
+    def reader():
+        for _ in range(n):
+            x = rng.uniform(-0.5, 0.5, 13).astype("float32")
+            y = np.array([x @ weights + 22.5 + rng.normal(0, 1.0)], dtype="float32")
+            yield x, y
+    return reader
+
+
+# --- classification images: mnist [784] in [-1, 1], cifar [3072] in [0, 1] -------------------
+def _images(seed, split, n, size, classes, low, high):
+    protos = np.random.default_rng(seed).uniform(low, high, (classes, size)).astype("float32")
+    rng = _rng(seed, split)
+    def reader():
+        for _ in range(n):
+            label = int(rng.integers(classes))
+            noise = rng.normal(0, 0.3 * (high - low), size).astype("float32")
+            yield np.clip(protos[label] + noise, low, high).astype("float32"), label
+    return reader
+
+
+# --- imikolov: a word dictionary and n-grams of ids -----------------------------------------
+_VOCAB = 120
+
+
+def _build_dict(min_word_freq=50):
+    words = {f"w{i}": i for i in range(_VOCAB - 3)}
+    words.update({"<s>": _VOCAB - 3, "<e>": _VOCAB - 2, "<unk>": _VOCAB - 1})
+    return words
+
+
+def _ngrams(split, word_idx, n, data_type=1):
+    rng = _rng(3, split)
+    size = len(word_idx)
+    def reader():
+        for _ in range(2000 if split == _TRAIN else 200):
+            start = int(rng.integers(size))
+            step = 1 + start % 3
+            yield tuple((start + step * i) % size for i in range(n))
+    return reader
+
+
+# --- imdb: a word dictionary and reviews (lists of word ids) with a 0/1 label ---------------
+_IMDB_VOCAB = 300
+
+
+def _imdb_dict():
+    words = {f"w{i}": i for i in range(_IMDB_VOCAB - 1)}
+    words["<unk>"] = _IMDB_VOCAB - 1
+    return words
+
+
+def _reviews(split, word_idx, n):
+    """Label 1 when most words come from the upper half of the dictionary."""
+    rng = _rng(7, split)
+    size = len(word_idx)
+    def reader():
+        for _ in range(n):
+            label = int(rng.integers(2))
+            length = int(rng.integers(5, 30))
+            low, high = (size // 2, size) if label else (0, size // 2)
+            words = rng.integers(low, high, length)
+            noise = rng.integers(0, size, length)
+            mixed = np.where(rng.random(length) < 0.2, noise, words)
+            yield [int(w) for w in mixed], label
+    return reader
+
+
+def _cycled(make):
+    """`make(cycle=True)` repeats the data set forever, as Paddle's cifar readers do."""
+    def factory(cycle=False):
+        reader = make()
+        if not cycle:
+            return reader
+        def forever():
+            while True:
+                yield from reader()
+        return forever
+    return factory
+
+
+def _module(name, **functions):
+    module = types.ModuleType(name, f"{name}: synthetic data (benchmarks/fluid_compat_data.py)")
+    for key, value in functions.items():
+        setattr(module, key, value)
+    return module
+
+
+def _no_download(*args, **kwargs):
+    raise RuntimeError("paddle.dataset.common.download: no network in this measurement")
+
+
+def modules():
+    """{module name: module} for the paddle.dataset package and its data sets."""
+    ds = "paddle.dataset"
+    built = {
+        "uci_housing": _module(f"{ds}.uci_housing", train=lambda: _housing(_TRAIN, 404),
+                               test=lambda: _housing(_TEST, 102), feature_names=[
+                                   "CRIM", "ZN", "INDUS", "CHAS", "NOX", "RM", "AGE", "DIS",
+                                   "RAD", "TAX", "PTRATIO", "B", "LSTAT"]),
+        "mnist": _module(f"{ds}.mnist",
+                         train=lambda: _images(4, _TRAIN, 2048, 784, 10, -1.0, 1.0),
+                         test=lambda: _images(4, _TEST, 256, 784, 10, -1.0, 1.0)),
+        "cifar": _module(f"{ds}.cifar",
+                         train10=_cycled(lambda: _images(5, _TRAIN, 1024, 3072, 10, 0, 1)),
+                         test10=_cycled(lambda: _images(5, _TEST, 256, 3072, 10, 0, 1)),
+                         train100=lambda: _images(6, _TRAIN, 1024, 3072, 100, 0, 1),
+                         test100=lambda: _images(6, _TEST, 256, 3072, 100, 0, 1)),
+        "imikolov": _module(f"{ds}.imikolov", build_dict=_build_dict,
+                            train=lambda word_idx, n, data_type=1: _ngrams(_TRAIN, word_idx, n),
+                            test=lambda word_idx, n, data_type=1: _ngrams(_TEST, word_idx, n)),
+        "imdb": _module(f"{ds}.imdb", word_dict=_imdb_dict,
+                        train=lambda word_idx: _reviews(_TRAIN, word_idx, 1000),
+                        test=lambda word_idx: _reviews(_TEST, word_idx, 200)),
+        "common": _module(f"{ds}.common", download=_no_download, DATA_HOME="/nonexistent"),
+    }
+    package = _module(ds, **built)
+    package.__path__ = []
+    out = {ds: package}
+    out.update({f"{ds}.{key}": mod for key, mod in built.items()})
+    return out
+
+
+def install():
+    paddle = sys.modules["paddle"]
+    for name, module in modules().items():
+        sys.modules.setdefault(name, module)
+    paddle.dataset = sys.modules["paddle.dataset"]

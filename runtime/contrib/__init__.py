@@ -1,0 +1,5 @@
+"""fluid.contrib: the pieces of Fluid 1.8's contrib package this runtime provides."""
+
+from .memory_usage_calc import memory_usage  # noqa: F401
+
+__all__ = ["memory_usage"]
