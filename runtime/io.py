@@ -36,6 +36,7 @@ from .framework import Parameter, Program, Variable, default_main_program
 from .reader import (ComposeNotAligned, batch, buffered, cache, chain, compose, firstn,
                      map_readers, multiprocess_reader, shuffle, xmap_readers)
 from .reader.loader import DataLoader, GeneratorLoader, PyReader, ReaderTimeout
+from .reader.map_style import BatchSampler, Dataset, default_collate_fn
 from .reader.worker_main import SharedMemoryExhausted, WorkerInfo, get_worker_info
 from .reader.workers import ReaderWorkerError
 from .scope import global_scope
@@ -45,7 +46,8 @@ __all__ = ["save_vars", "save_params", "save_persistables", "load_vars", "load_p
            "load_persistables", "save_inference_model", "load_inference_model", "is_parameter", "is_persistable", "batch", "shuffle",
            "buffered", "xmap_readers", "multiprocess_reader", "firstn", "chain", "compose", "map_readers", "cache",
            "ComposeNotAligned", "DataLoader", "PyReader", "GeneratorLoader", "ReaderTimeout",
-           "get_worker_info", "WorkerInfo", "ReaderWorkerError", "SharedMemoryExhausted"]
+           "get_worker_info", "WorkerInfo", "ReaderWorkerError", "SharedMemoryExhausted",
+           "Dataset", "BatchSampler", "default_collate_fn"]
 
 FORMAT_NAME = "paddletune-vars"
 FORMAT_VERSION = 1

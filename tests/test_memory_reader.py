@@ -15,6 +15,7 @@ BATCH = (256, 784)
 
 def test_a_tagged_handler_serves_another_thread_without_touching_the_pool_tag():
     pool = memory.pool_for(fluid.CPUPlace())
+    gc.collect()  # an earlier test's reader batches still in cycles would be freed below
     before = pool.by_tag.get("reader", 0)
     made = []
 

@@ -55,6 +55,7 @@ from ..flags import FLAGS
 from ..framework import Variable, default_main_program
 from ..place import CPUPlace, is_gpu
 from ..tensor import LoDTensor
+from . import map_style
 from .blocking_queue import BlockingQueue, QueueClosed
 from .batches import WorkerSource, batches
 from .decorator import batch_info
@@ -93,7 +94,38 @@ class _Pass:
         self.shares_gil = False  # this pass lowered the GIL switch interval
 
 
-class GeneratorLoader:
+_KEEP_ORDER = [True]
+
+
+def keep_data_loader_order(*args):
+    """Fluid 1.8's switch (`paddle.fluid.reader.keep_data_loader_order`): with no argument
+    whether the loaders keep their batches in the generator's order, with a bool set it.
+    This runtime's loaders always keep the order, which also meets `False` (any order)."""
+    if not args:
+        return _KEEP_ORDER[0]
+    if len(args) != 1 or not isinstance(args[0], bool):
+        raise TypeError(f"keep_data_loader_order takes one bool, got {args!r}")
+    _KEEP_ORDER[0] = args[0]
+    return None
+
+
+class DataLoaderBase:
+    """Fluid 1.8's abstract base of the DataLoaders (`paddle.fluid.reader.DataLoaderBase`)."""
+
+    def __call__(self):
+        return self
+
+    def next(self):
+        return self.__next__()
+
+    def __iter__(self):
+        raise NotImplementedError(f"{type(self).__name__} does not implement __iter__")
+
+    def __next__(self):
+        raise NotImplementedError(f"{type(self).__name__} does not implement __next__")
+
+
+class GeneratorLoader(DataLoaderBase):
     """What `DataLoader.from_generator(...)` returns."""
 
     def __init__(self, feed_list=None, capacity=None, use_double_buffer=True, iterable=True,
@@ -247,6 +279,11 @@ class GeneratorLoader:
         p = self._pass
         if p is not None:
             self._end(p, "end" if p.over else "reset")
+
+    def _reset(self):
+        """Fluid's name for ending a pass in either mode (an iterable loader's loop left
+        early): the same as reset()."""
+        self.reset()
 
     def _executor_feed(self):
         """The next batch as a feed dict, for Executor.run (non-iterable mode)."""
@@ -427,7 +464,26 @@ class GeneratorLoader:
 
 
 class DataLoader:
-    """fluid.io.DataLoader: `DataLoader.from_generator(...)` builds a GeneratorLoader."""
+    """fluid.io.DataLoader: `DataLoader.from_generator(...)` builds a GeneratorLoader, and
+    `DataLoader(dataset, feed_list, places, ...)` (Fluid 1.8's map-style loader: map_style.py)
+    an iterable one over `dataset[i]`, batched by a BatchSampler and collate_fn; a pass is
+    `for data in loader():`, `len(loader)` its batches."""
+
+    def __new__(cls, dataset, feed_list=None, places=None, return_list=False,
+                batch_sampler=None, batch_size=1, shuffle=False, drop_last=False,
+                collate_fn=None, num_workers=0, use_buffer_reader=True, use_shared_memory=True,
+                timeout=0, worker_init_fn=None):
+        sampler = map_style.loader_args(dataset, feed_list, places, return_list, batch_sampler,
+                                        batch_size, shuffle, drop_last, num_workers, timeout)
+        places = _as_places(places)
+        loader = MapStyleLoader(feed_list, capacity=2 * len(places),  # Paddle's queue size
+                                use_double_buffer=use_buffer_reader, iterable=True,
+                                return_list=return_list, drop_last=drop_last,
+                                num_workers=num_workers, timeout=timeout,
+                                use_shared_memory=use_shared_memory and num_workers > 0)
+        loader.batch_sampler = sampler
+        generator = map_style.BatchGenerator(dataset, sampler, collate_fn, worker_init_fn)
+        return loader.set_batch_generator(generator, places)
 
     @staticmethod
     def from_generator(feed_list=None, capacity=None, use_double_buffer=True, iterable=True,
@@ -436,6 +492,15 @@ class DataLoader:
         return GeneratorLoader(feed_list, capacity, use_double_buffer, iterable, return_list,
                                use_multiprocess, drop_last, num_workers, timeout,
                                use_shared_memory, name)
+
+
+class MapStyleLoader(GeneratorLoader):
+    """What `DataLoader(dataset, ...)` returns: its length is the batch sampler's."""
+
+    batch_sampler = None
+
+    def __len__(self):
+        return len(self.batch_sampler)
 
 
 class PyReader(GeneratorLoader):
