@@ -523,6 +523,11 @@ class PyReader(GeneratorLoader):
     decorate_paddle_reader = decorate_sample_list_generator
     decorate_tensor_provider = decorate_batch_generator
 
+    @property
+    def _loader(self):
+        """Fluid 1.8's PyReader wraps a GeneratorLoader as `_loader`; here it is one."""
+        return self
+
 
 def _close_source(source):
     close = getattr(source, "close", None)

@@ -156,3 +156,16 @@ def test_map_style_loader_checks_its_arguments_as_paddle():
                             batch_sampler=sampler, batch_size=2)
     with pytest.raises(AssertionError, match="places cannot be None"):
         fluid.io.DataLoader(Numbers(4), feed_list=[x, y])
+
+
+def test_py_reader_loader_attribute_is_the_reader_itself():
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x = fluid.data("x", [None, 3], "float32")
+        reader = fluid.io.PyReader(feed_list=[x], capacity=2, iterable=True)
+    reader.decorate_batch_generator(_counting_batches, places=fluid.CPUPlace())
+    for data in reader._loader():
+        assert np.array(data[0]["x"])[0, 0] == 0
+        break
+    reader._loader._reset()
+    assert reader.queue.size() == 0
