@@ -11,6 +11,7 @@ from . import ops  # registers every op
 from . import (backward, clip, core, dtypes, events, initializer, io, layers, optimizer,
                regularizer, unique_name)
 from . import contrib, install_check, nets, transpiler
+from . import metrics
 from .layers import device as _device  # noqa: F401  (fluid.layers.device)
 from .transpiler import memory_optimize, release_memory
 from .version import require_version
@@ -46,5 +47,5 @@ __all__ = [
     "get_flags", "FLAGS", "events", "is_compiled_with_cuda", "CompiledProgram",
     "BuildStrategy", "ExecutionStrategy", "memory", "ParallelExecutor", "nets", "contrib",
     "memory_optimize", "release_memory", "transpiler", "Tensor", "require_version",
-    "LoDTensorArray", "install_check",
+    "LoDTensorArray", "install_check", "metrics",
 ]

@@ -65,7 +65,8 @@ class BuildStrategy(_Strategy):
 class ExecutionStrategy(_Strategy):
     _defaults = {"num_threads": 0, "num_iteration_per_drop_scope": 100,
                  "num_iteration_per_run": 1, "use_thread_barrier": False,
-                 "allow_op_delay": False, "use_experimental_executor": True, "_dry_run": False}
+                 "allow_op_delay": False, "use_experimental_executor": True, "_dry_run": False,
+                 "use_cuda": True}  # Fluid 1.8's field; the places passed decide the device
 
 
 class CompiledProgram:

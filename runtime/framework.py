@@ -339,6 +339,12 @@ def default_startup_program():
     return _startup_program
 
 
+def _get_var(name, program=None):
+    """Fluid 1.8's helper: the variable `name` of `program`'s global block (default: the
+    default main program)."""
+    return (program or default_main_program()).global_block().var(name)
+
+
 def switch_main_program(program):
     global _main_program
     old, _main_program = _main_program, program

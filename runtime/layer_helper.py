@@ -1,11 +1,14 @@
 """LayerHelper: what every layer function needs to create parameters, temporaries and ops."""
 
+import copy
+
 from . import unique_name
 from .dtypes import convert_dtype
 from .errors import ShapeError, where
 from .framework import Variable, default_main_program, default_startup_program, user_callsite
 from .initializer import ConstantInitializer, XavierInitializer
-from .param_attr import ParamAttr
+from .param_attr import ParamAttr, WeightNormParamAttr
+from .weight_norm import create_weight_normalized
 
 
 class LayerHelper:
@@ -92,6 +95,12 @@ class LayerHelper:
         name = attr.name or unique_name.generate(f"{self.name}.{'b' if is_bias else 'w'}")
         initializer = attr.initializer or default_initializer or (
             ConstantInitializer(0.0) if is_bias else XavierInitializer())
+        if isinstance(attr, WeightNormParamAttr):
+            attr = copy.copy(attr)
+            attr.name = name
+            param = create_weight_normalized(self, attr, shape, dtype, initializer)
+            WeightNormParamAttr.params_with_weight_norm.append(param)
+            return param
         main_block = self.main_program.global_block()
         existing = main_block.vars.get(name)
         if existing is not None:

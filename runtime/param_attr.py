@@ -45,8 +45,16 @@ class ParamAttr:
 
 
 class WeightNormParamAttr(ParamAttr):
-    """Accepted for compatibility; weight normalisation itself is not implemented."""
+    """A parameter reparameterised as w = g * v / ||v|| (runtime/weight_norm.py): the layer
+    gets w, computed from the parameters `<name>_g` and `<name>_v`. dim: the axis g keeps
+    (the norm is taken over the others); None takes the norm over the whole tensor.
+    params_with_weight_norm lists every w so created, as in Paddle."""
 
-    def __init__(self, dim=None, **kwargs):
-        super().__init__(**kwargs)
+    params_with_weight_norm = []
+
+    def __init__(self, dim=None, name=None, initializer=None, learning_rate=1.0,
+                 regularizer=None, trainable=True, gradient_clip=None, do_model_average=False):
+        super().__init__(name=name, initializer=initializer, learning_rate=learning_rate,
+                         regularizer=regularizer, trainable=trainable,
+                         gradient_clip=gradient_clip, do_model_average=do_model_average)
         self.dim = dim

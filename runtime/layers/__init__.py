@@ -14,6 +14,10 @@ from .lod import lod_append, lod_reset  # noqa: F401
 from .dynamic_rnn import DynamicRNN  # noqa: F401
 from .static_rnn import StaticRNN  # noqa: F401
 from .nn_more import *  # noqa: F401,F403
+from .norm_more import *  # noqa: F401,F403
+from .metric_op import *  # noqa: F401,F403
+from .ifelse import IfElse  # noqa: F401
+from .rnn import GRUCell, LSTMCell, RNNCell, rnn  # noqa: F401  (rnn: the function)
 from . import control_flow, distributions, learning_rate_scheduler, utils  # noqa: F401
 from . import math_op_patch
 

@@ -221,32 +221,43 @@ def batch_norm(input, act=None, is_test=False, momentum=0.9, epsilon=1e-05, para
     new variable (memory reuse is the executor's business)."""
     helper = LayerHelper("batch_norm", input=input, param_attr=param_attr, bias_attr=bias_attr,
                          act=act, name=name)
-    dtype = helper.input_dtype()
     if data_layout not in ("NCHW", "NHWC") or len(input.shape) < 2:
         raise ValueError(f"batch_norm: needs data_layout 'NCHW' or 'NHWC' and an input of rank "
                          f">= 2, got {data_layout!r} and {list(input.shape)}"
                          f"{where(user_callsite())}")
-    channels = input.shape[1] if data_layout == "NCHW" else input.shape[-1]
-    shape = [channels]
+    out = append_batch_norm(helper, input, data_layout, momentum, epsilon, is_test,
+                            use_global_stats, moving_mean_name, moving_variance_name,
+                            do_model_average_for_mean_and_var)
+    return helper.append_activation(out)
+
+
+def append_batch_norm(helper, input, data_layout, momentum, epsilon, is_test, use_global_stats,
+                      moving_mean_name, moving_variance_name, model_average):
+    """The batch_norm op and its parameters (scale, bias, running mean and variance, named
+    after `helper`'s layer), appended; its normalised output. `momentum` may be a Variable
+    (the op's MomentumTensor)."""
+    dtype = helper.input_dtype()
+    shape = [input.shape[1] if data_layout == "NCHW" else input.shape[-1]]
     scale = helper.create_parameter(helper.param_attr, shape, dtype,
                                     default_initializer=Constant(1.0))
     bias = helper.create_parameter(helper.bias_attr, shape, dtype, is_bias=True)
-    mean = _running_stat(helper, moving_mean_name, 0.0, shape, dtype,
-                         do_model_average_for_mean_and_var)
-    variance = _running_stat(helper, moving_variance_name, 1.0, shape, dtype,
-                             do_model_average_for_mean_and_var)
+    mean = _running_stat(helper, moving_mean_name, 0.0, shape, dtype, model_average)
+    variance = _running_stat(helper, moving_variance_name, 1.0, shape, dtype, model_average)
     saved_mean = helper.create_variable_for_type_inference(dtype, stop_gradient=True)
     saved_variance = helper.create_variable_for_type_inference(dtype, stop_gradient=True)
     out = helper.create_variable_for_type_inference(dtype)
-    helper.append_op("batch_norm",
-                     inputs={"X": input, "Scale": scale, "Bias": bias, "Mean": mean,
-                             "Variance": variance},
+    inputs = {"X": input, "Scale": scale, "Bias": bias, "Mean": mean, "Variance": variance}
+    attrs = {"epsilon": float(epsilon), "is_test": is_test, "data_layout": data_layout,
+             "use_mkldnn": False, "fuse_with_relu": False, "use_global_stats": use_global_stats}
+    if isinstance(momentum, Variable):
+        inputs["MomentumTensor"] = momentum
+    else:
+        attrs["momentum"] = float(momentum)
+    helper.append_op("batch_norm", inputs=inputs,
                      outputs={"Y": out, "MeanOut": mean, "VarianceOut": variance,
                               "SavedMean": saved_mean, "SavedVariance": saved_variance},
-                     attrs={"momentum": float(momentum), "epsilon": float(epsilon),
-                            "is_test": is_test, "data_layout": data_layout, "use_mkldnn": False,
-                            "fuse_with_relu": False, "use_global_stats": use_global_stats})
-    return helper.append_activation(out)
+                     attrs=attrs)
+    return out
 
 
 def _running_stat(helper, name, value, shape, dtype, model_average):

@@ -274,3 +274,14 @@ def test_distributions_follow_their_formulas():
     np.testing.assert_allclose(got[4], [np.log(2.0)], rtol=1e-6)
     p = np.exp(logits) / np.exp(logits).sum()
     np.testing.assert_allclose(got[5], [[-(p * np.log(p)).sum()]], rtol=1e-6)
+
+
+def test_execution_strategy_use_cuda_and_framework_get_var():
+    es = fluid.ExecutionStrategy()
+    assert es.use_cuda is True  # Fluid 1.8's default; the places passed decide the device
+    es.use_cuda = False
+    main = fluid.Program()
+    with fluid.program_guard(main, fluid.Program()):
+        x = fluid.data("x_get_var", [None, 2], "float32")
+        assert fluid.framework._get_var("x_get_var") is x
+    assert fluid.framework._get_var("x_get_var", main) is x
