@@ -123,6 +123,14 @@ class Variable:
     def __bool__(self):
         return True
 
+    def __getitem__(self, item):
+        """Fluid 1.8 static-graph indexing (ints, slices, Variables); see layers/indexing.py."""
+        from .layers.indexing import getitem
+        return getitem(self, item)
+
+    def __iter__(self):  # keep Variables non-iterable although they can be indexed
+        raise TypeError(f"Variable {self.name!r} is not iterable; index it instead")
+
 
 class Parameter(Variable):
     """A persistable, trainable Variable with its optimizer-facing attributes."""

@@ -7,5 +7,6 @@ from . import compare, array, control, sort, misc, optim_more, activation_more  
 from . import lod_ops, loss_more, py_func, random_like  # noqa: F401
 from . import norm_more  # noqa: F401
 from . import metrics  # noqa: F401
+from . import indexing_ops  # noqa: F401
 
 REGISTRY = registry.REGISTRY
