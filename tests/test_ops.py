@@ -28,7 +28,11 @@ PROGRAM_CHECKED = {"conditional_block", "while", "write_to_array", "read_from_ar
                    "lod_reset",
                    # py_func calls a Python function: tests/fluid_compat/test_api18.py runs it
                    # forward and backward against finite differences
-                   "py_func"}
+                   "py_func",
+                   # sequence_reverse needs LoD input, tensor_array_to_tensor an array input:
+                   # tests/fluid_compat/test_fluid18_more.py checks them (gradients against
+                   # finite differences) on whole programs
+                   "sequence_reverse", "tensor_array_to_tensor"}
 
 FORWARD_OPS = sorted(t for t, d in REGISTRY.items()
                      if d.forward_def is None and t not in PROGRAM_CHECKED)

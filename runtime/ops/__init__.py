@@ -8,5 +8,6 @@ from . import lod_ops, loss_more, py_func, random_like  # noqa: F401
 from . import norm_more  # noqa: F401
 from . import metrics  # noqa: F401
 from . import indexing_ops  # noqa: F401
+from . import fluid18_more  # noqa: F401
 
 REGISTRY = registry.REGISTRY
