@@ -291,7 +291,10 @@ class Block:
         return self.to_string()
 
     def to_string(self, throw_on_error=False, with_details=False):
+        from .framework import _check_debug_flags
+        _check_debug_flags(throw_on_error, with_details)
         lines = [f"block {self.idx} (parent {self.parent_idx}) {{"]
-        lines += ["  " + v.to_string() for v in self.vars.values()]
+        lines += ["  " + v.to_string(throw_on_error, with_details).replace("\n", "\n  ")
+                  for v in self.vars.values()]
         lines += ["  " + op.to_string() for op in self.ops]
         return "\n".join(lines + ["}"])

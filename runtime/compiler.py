@@ -59,6 +59,9 @@ class BuildStrategy(_Strategy):
         # Paddle 1.8 fuses batch_norm + activation into one cuDNN kernel; the results are the
         # same, so the flag is accepted and the ops run as they are
         "fuse_bn_act_ops": False,
+        # Fluid 1.8's field (async SSA graph executor, for parameter-server training); the
+        # graph runs the same way with either value
+        "async_mode": False,
     }
 
 

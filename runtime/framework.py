@@ -104,6 +104,10 @@ class Variable:
         return twin
 
     def to_string(self, throw_on_error=False, with_details=False):
+        _check_debug_flags(throw_on_error, with_details)
+        if throw_on_error and self.dtype is None and self.type in _TENSOR_KINDS:
+            # Fluid 1.8: the VarDesc proto lacks its required data_type
+            raise ValueError(f"variable {self.name!r} is not initialized: it has no dtype")
         kind = "Parameter" if isinstance(self, Parameter) else "Variable"
         dtype = self.dtype.name if self.dtype is not None else "?"
         text = f"{kind}({self.name}: shape={list(self.shape or ())}, dtype={dtype}"
@@ -113,7 +117,14 @@ class Variable:
             text += ", persistable"
         if self.stop_gradient:
             text += ", stop_gradient"
-        return text + ")"
+        text += ")"
+        if with_details:
+            details = ["stop_gradient", "error_clip"]
+            if isinstance(self, Parameter):
+                details += ["trainable", "optimize_attr", "regularizer", "gradient_clip_attr",
+                            "do_model_average"]
+            text += "".join(f"\n  {k}: {getattr(self, k, None)}" for k in details)
+        return text
 
     __repr__ = __str__ = lambda self: self.to_string()
 
@@ -130,6 +141,17 @@ class Variable:
 
     def __iter__(self):  # keep Variables non-iterable although they can be indexed
         raise TypeError(f"Variable {self.name!r} is not iterable; index it instead")
+
+
+_TENSOR_KINDS = (VarType.LOD_TENSOR, VarType.SELECTED_ROWS, VarType.LOD_TENSOR_ARRAY)
+
+
+def _check_debug_flags(throw_on_error, with_details):
+    """to_string's flags must be bools, as in Fluid 1.8 (AssertionError otherwise, also
+    under python -O)."""
+    for name, value in (("throw_on_error", throw_on_error), ("with_details", with_details)):
+        if not isinstance(value, bool):
+            raise AssertionError(f"{name} must be a bool, got {type(value).__name__}")
 
 
 class Parameter(Variable):
@@ -306,7 +328,8 @@ class Program:
         return inference_optimize(self, prune_read_op)
 
     def to_string(self, throw_on_error=False, with_details=False):
-        return "\n".join(b.to_string() for b in self.blocks)
+        _check_debug_flags(throw_on_error, with_details)
+        return "\n".join(b.to_string(throw_on_error, with_details) for b in self.blocks)
 
     __str__ = to_string
 

@@ -4,7 +4,7 @@ keep_data_loader_order."""
 
 from .decorator import (ComposeNotAligned, batch, buffered, cache, chain, compose, firstn,
                         map_readers, multiprocess_reader, shuffle, xmap_readers)
-from .loader import DataLoaderBase, keep_data_loader_order
+from .loader import DataLoaderBase, GeneratorLoader, keep_data_loader_order
 
 __all__ = ["map_readers", "buffered", "compose", "chain", "shuffle", "ComposeNotAligned",
            "firstn", "xmap_readers", "multiprocess_reader", "cache", "batch", "DataLoaderBase",

@@ -48,6 +48,8 @@ import time
 import warnings
 import weakref
 
+import numpy as np
+
 from .. import events, memory, overrides
 from ..core import EOFException
 from ..errors import EnforceNotMet, add_note, reader_exit_error
@@ -125,8 +127,25 @@ class DataLoaderBase:
         raise NotImplementedError(f"{type(self).__name__} does not implement __next__")
 
 
+_RAGGED_MSG = ("DataLoader: the data holds nested lists of different lengths, which cannot "
+               "become one tensor; pad them to equal length, or make a LoDTensor with "
+               "fluid.create_lod_tensor")
+
+
 class GeneratorLoader(DataLoaderBase):
     """What `DataLoader.from_generator(...)` returns."""
+
+    @classmethod
+    def _check_input_array(cls, item):
+        """Fluid 1.8: a sample field must convert to a regular array; ragged nested lists
+        (NumPy gives an object array) raise TypeError."""
+        try:
+            arr = np.asarray(item)
+        except ValueError as exc:  # NumPy >= 1.24 refuses ragged input outright
+            raise TypeError(_RAGGED_MSG) from exc
+        if arr.dtype == np.object_:
+            raise TypeError(_RAGGED_MSG)
+        return arr
 
     def __init__(self, feed_list=None, capacity=None, use_double_buffer=True, iterable=True,
                  return_list=False, use_multiprocess=False, drop_last=True, num_workers=None,
