@@ -7,8 +7,8 @@ unknown (-1) when the program is built and gradients come from the ops' own grad
 
   * step t of an input x [T, B, ...] is a row of x viewed as a table [T, B*...], looked up
     with lookup_table_v2 at the index t (a [1] int64 variable);
-  * each step output is appended (prepended when running in reverse) to an accumulator that
-    starts as an empty [0, B, ...] tensor, so after the loop it holds all steps, [T, B, ...];
+  * each step output is written to a LoDTensorArray at its time index t (so a reversed run
+    still fills it in time order), and stacked once after the loop into [T, B, ...];
   * the states are loop variables: copies of the initial states, overwritten every step.
 """
 
@@ -17,9 +17,9 @@ import contextlib
 from ..layer_helper import LayerHelper
 from .extra import shape as shape_of
 from .logic import greater_than, increment, less_than
-from .loops import While
-from .tensor import (assign, cast, concat, fill_constant, fill_constant_batch_size_like,
-                     reshape, slice as slice_, unsqueeze)
+from .fluid18_more import tensor_array_to_tensor
+from .loops import While, array_write, create_array
+from .tensor import assign, cast, fill_constant, reshape, slice as slice_
 from .utils import assert_same_structure, flatten, pack_sequence_as
 
 __all__ = ["time_loop"]
@@ -58,14 +58,13 @@ def time_loop(step, inputs, initial_states, sequence_length=None, is_reverse=Fal
         outputs, new_states = step(step_inputs, pack_sequence_as(initial_states, states),
                                    step_mask)
         assert_same_structure(initial_states, new_states, check_types=False)
-        accumulators = [_append_step(program, ref, o, is_reverse) for o in flatten(outputs)]
+        arrays = [_write_step(program, o, t) for o in flatten(outputs)]
         for state, new_state in zip(states, flatten(new_states)):
             assign(new_state, state)
         increment(i)
         less_than(i, length, cond=cond)
-    for acc in accumulators:
-        acc.shape = (-1,) + tuple(acc.shape[1:])
-    return (pack_sequence_as(outputs, accumulators),
+    stacked = [_stacked(array, out) for array, out in zip(arrays, flatten(outputs))]
+    return (pack_sequence_as(outputs, stacked),
             pack_sequence_as(initial_states, states))
 
 
@@ -91,20 +90,19 @@ def _step_mask(lengths, t):
     return cast(greater_than(lengths, cast(t, lengths.dtype)), lengths.dtype)
 
 
-def _append_step(program, ref, out, is_reverse):
-    """The accumulator of step output `out` ([B, ...]) with this step's value added at the
-    end (at the front when is_reverse); the accumulator is created, empty, before the loop."""
+def _write_step(program, out, t):
+    """The array (created before the loop) that gets step output `out` ([B, ...]) at index t."""
     with _in_parent_block(program):
-        trailing = [int(d) for d in out.shape[1:]]
-        if any(d < 0 for d in trailing):
-            raise ValueError(f"rnn: a step output has the shape {list(out.shape)}; its "
-                             f"dimensions after the batch must be known")
-        empty = fill_constant_batch_size_like(ref, [0, -1] + trailing, out.dtype, 0.0,
-                                              input_dim_idx=1, output_dim_idx=1)
-        acc = assign(empty)
-    step_value = unsqueeze(out, [0])
-    assign(concat([step_value, acc] if is_reverse else [acc, step_value], axis=0), acc)
-    return acc
+        array = create_array(out.dtype)
+    array_write(out, t, array)
+    return array
+
+
+def _stacked(array, out):
+    """The array's entries stacked over time: [T, B, ...] like the step output `out`."""
+    value, _ = tensor_array_to_tensor(array, axis=0, use_stack=True)
+    value.shape = (-1,) + tuple(out.shape)
+    return value
 
 
 @contextlib.contextmanager
