@@ -281,3 +281,16 @@ def sched_records(steps, places=2, threads=4, reduce="AllReduce", busy=(0.006, 0
                          "executor": 1, "program": s["program"], "step": s["step"],
                          "wall_s": wall, "held_bytes": held, "variables": 40})
     return rows
+
+
+class DiskFullFile:
+    """A file object whose writes fail as on a full disk (ENOSPC): a ProfileWriter's _file."""
+
+    def write(self, text):
+        raise OSError(28, "No space left on device")
+
+    def flush(self):
+        pass
+
+    def close(self):
+        pass

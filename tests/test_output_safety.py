@@ -12,6 +12,7 @@ from pathlib import Path
 from paddletune import profile as prof
 from paddletune.profile import records as r
 from paddletune.profile.paths import replaceable, writing_path
+from profiles import DiskFullFile
 from test_profile_cli import TIMEOUT_S, write_script
 
 
@@ -84,18 +85,7 @@ def test_a_writer_that_cannot_write_keeps_the_earlier_profile(tmp_path):
     warnings = []
     w = prof.ProfileWriter(writing_path(out), flush_interval_s=60, warn=warnings.append,
                            final=out)
-
-    class Full:
-        def write(self, text):
-            raise OSError(28, "No space left on device")
-
-        def flush(self):
-            pass
-
-        def close(self):
-            pass
-
-    w._file = Full()
+    w._file = DiskFullFile()
     w.submit(prof.header_record({"argv": ["t.py"]}, {}, {}, 1.7e9))
     w.submit(r.Event(0.1))
     assert w.finish() is None and w.failed

@@ -11,7 +11,7 @@ from paddletune import profile as prof
 from paddletune.profile import records as r
 from paddletune.profile.codec import from_json, to_json
 from paddletune.profile.schema import FrozenDict, SchemaError
-from profiles import make_profile, step_records
+from profiles import DiskFullFile, make_profile, step_records
 
 
 def test_roundtrip_keeps_every_record_kind(tmp_path):
@@ -212,18 +212,7 @@ def test_writer_finish_writes_the_summary_of_what_it_kept(tmp_path):
 def test_writer_failure_warns_once_and_never_raises(tmp_path):
     warnings = []
     w = prof.ProfileWriter(tmp_path / "w.jsonl", flush_interval_s=60, warn=warnings.append)
-
-    class Full:
-        def write(self, text):
-            raise OSError(28, "No space left on device")
-
-        def flush(self):
-            pass
-
-        def close(self):
-            pass
-
-    w._file = Full()
+    w._file = DiskFullFile()
     w.submit(_header())
     for _ in range(3):
         w.submit(r.Event(0.1))

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..dtypes import convert_dtype
 from .registry import defop
-from .tensor import _check_axes
+from .tensor import _check_axes, _decreased
 
 strided_slice = defop("strided_slice",
                       inputs=("Input", "StartsTensorList*?", "EndsTensorList*?",
@@ -79,11 +79,6 @@ def ctxless(t):
     return t.get() if hasattr(t, "get") and not isinstance(t, np.ndarray) else t
 
 
-def _decrease(shape, attrs):
-    drop = {a % len(shape) for a in attrs["decrease_axis"]}
-    return [d for i, d in enumerate(shape) if i not in drop] or [1]
-
-
 @strided_slice.infer
 def _strided_slice_shape(ic):
     x = ic.input("Input")
@@ -112,14 +107,14 @@ def _strided_slice_shape(ic):
                 out[a] = len(range(*_axis_slice(st, en, sd, shape[a], False).indices(shape[a])))
             except ValueError as err:
                 ic.fail(f"cannot slice {ic.describe('Input')}: {err}")
-    ic.set_output("Out", _decrease(out, attrs), x.dtype)
+    ic.set_output("Out", _decreased(out, attrs), x.dtype)
 
 
 @strided_slice.kernel
 def _strided_slice(ctx, ins, attrs):
     x = ins["Input"]
     out = x[_index(x.shape, attrs, *_bounds(ins, attrs))]
-    return {"Out": out.reshape(_decrease(list(out.shape), attrs))}
+    return {"Out": out.reshape(_decreased(list(out.shape), attrs))}
 
 
 @strided_slice.grad(uses=("Input", "StartsTensorList", "EndsTensorList", "StridesTensorList"),
