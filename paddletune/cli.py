@@ -18,7 +18,8 @@ from . import __version__
 from .cli_help import TUNE_KNOBS, TUNE_SECTIONS, HelpCommand, HelpGroup, reflow, summary
 from .cli_run import (after_profile, is_tune_record, print_record, report_tune, run_live,
                       run_tune_search, seconds, tune_options)
-from .cli_support import EXIT_NOT_FOUND, console, fail, import_runtime, load_or_fail, target
+from .cli_support import (EXIT_NOT_FOUND, console, fail, import_runtime, load_or_fail,
+                          resolve_framework, target)
 
 app = typer.Typer(
     name="paddletune",
@@ -121,6 +122,10 @@ def profile(
     total_steps: Annotated[Optional[int], typer.Option(
         "--total-steps", min=1, metavar="N", help="The job's total training steps, for the "
         "dashboard's ETA. [default: --steps]")] = None,
+    framework: Annotated[str, typer.Option(
+        "--framework", metavar="NAME", help="What the script trains with: torch, paddle "
+        "(PaddlePaddle 2.x/3.x), fluid (paddletune's runtime, Paddle 1.x programs) or auto: "
+        "read from the script's imports.")] = "auto",
 ):
     """Run a training script and report where its time and memory go.
 
@@ -133,7 +138,8 @@ def profile(
       paddletune profile --live --total-steps 3000 train.py -- --steps 3000
     """
     script, args = target(ctx, script, module, "profile")
-    import_runtime()  # first: the session's probes import it
+    framework = resolve_framework(script, module is not None, framework)
+    import_runtime(framework)  # first: the session's probes import it
     if live and as_json:
         fail("--live draws the dashboard and --json prints JSON on stdout: use one of them")
     from . import session
@@ -141,7 +147,7 @@ def profile(
                               seconds(duration, "--duration"), ops, interval, fluid_compat,
                               check_nan, speed_test_steps if speed_test else None,
                               stdout_to_stderr=as_json, live=live, total_steps=total_steps,
-                              check_nan_continue=check_nan_continue)
+                              check_nan_continue=check_nan_continue, framework=framework)
     try:
         outcome = run_live(options) if live else session.run(options)
     except session.SessionError as err:

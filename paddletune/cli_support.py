@@ -25,15 +25,32 @@ def fail(message: str, code: int = EXIT_USAGE) -> NoReturn:
     raise typer.Exit(code)
 
 
-def import_runtime():
+def import_runtime(framework: str = "fluid"):
     """Import `runtime` (which reads the FLAGS_* environment) as a CLI should, before
     anything that imports it (the session's probes do): an invalid FLAGS_* value ends the
     command with its message and exit code 2; each warning raised while importing (an
-    unknown FLAGS_* name) is printed once to stderr."""
+    unknown FLAGS_* name) is printed once to stderr. For a job of another `framework` the
+    FLAGS_* variables are that framework's: the runtime reads none of them."""
     from .runtime_import import BadFlag, import_runtime_or_say
     try:
-        return import_runtime_or_say(lambda line: typer.echo(line, err=True))
+        return import_runtime_or_say(lambda line: typer.echo(line, err=True),
+                                     hide_flags=framework != "fluid")
     except BadFlag as err:
+        fail(str(err))
+
+
+def resolve_framework(script: str, module: bool, framework: str) -> str:
+    """The framework the job trains with: `framework` as given, or (auto) read from the
+    script's imports; one line and exit 2 when it cannot be told or is not installed."""
+    from .sources.detect import FRAMEWORKS, DetectError, detect, require
+    try:
+        if framework == "auto":
+            return detect(script, module)
+        if framework not in FRAMEWORKS:
+            fail(f"--framework {framework!r}: use auto, {', '.join(FRAMEWORKS)}")
+        require(framework, script)
+        return framework
+    except DetectError as err:
         fail(str(err))
 
 

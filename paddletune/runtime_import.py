@@ -2,6 +2,7 @@
 imports it (the probes do), so that a bad FLAGS_* value in the environment becomes a one-line
 error the command prints, and each warning of the import (an unknown FLAGS_* name) one line."""
 
+import os
 import sys
 import warnings
 
@@ -11,24 +12,38 @@ class BadFlag(Exception):
     fix)."""
 
 
-def import_runtime():
+def import_runtime(hide_flags: bool = False):
     """(the `runtime` module, [the import's warning messages, each once]); BadFlag for an
-    invalid FLAGS_* value. The runtime reads the FLAGS_* environment when first imported."""
-    with warnings.catch_warnings(record=True) as caught:
-        try:
-            import runtime
-        except Exception as err:
-            errors = sys.modules.get("runtime.errors")  # imported before the flags are read
-            if errors is None or not isinstance(err, errors.FlagError):
-                raise
-            raise BadFlag(str(err)) from None
+    invalid FLAGS_* value. The runtime reads the FLAGS_* environment when first imported;
+    with `hide_flags` (a job of another framework: its FLAGS_* are that framework's, not the
+    runtime's) it reads none of them."""
+    hidden = _hide_flags() if hide_flags and "runtime" not in sys.modules else {}
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            try:
+                import runtime
+            except Exception as err:
+                errors = sys.modules.get("runtime.errors")  # imported before the flags are read
+                if errors is None or not isinstance(err, errors.FlagError):
+                    raise
+                raise BadFlag(str(err)) from None
+    finally:
+        os.environ.update(hidden)
     return runtime, list(dict.fromkeys(str(w.message) for w in caught))
 
 
-def import_runtime_or_say(say):
+def _hide_flags() -> dict:
+    """Take the FLAGS_* variables out of the environment; {name: value} of those taken."""
+    hidden = {k: v for k, v in os.environ.items() if k.startswith("FLAGS_")}
+    for name in hidden:
+        del os.environ[name]
+    return hidden
+
+
+def import_runtime_or_say(say, hide_flags: bool = False):
     """import_runtime(), each warning passed to `say` as a `paddletune: warning: ...` line;
     returns the module (BadFlag as import_runtime)."""
-    runtime, messages = import_runtime()
+    runtime, messages = import_runtime(hide_flags)
     for message in messages:
         say(f"paddletune: warning: {message}")
     return runtime

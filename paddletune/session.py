@@ -78,7 +78,8 @@ class Options:
     live: bool = False  # --live: the dashboard follows the profile (flushed more often)
     total_steps: Optional[int] = None  # --total-steps: the dashboard's ETA (else --steps)
     head_steps: Optional[int] = None  # steps per program recorded in full (None: the default)
-    framework: str = "fluid"  # the source the job is measured through
+    framework: str = "auto"  # the source the job is measured through (auto: the script's
+    # imports tell: sources/detect.py)
     check_nan_continue: bool = False  # --check-nan-continue: record each NaN/Inf, go on
 
 
@@ -114,6 +115,7 @@ def prepare(options: Options) -> Path:
             raise SessionError(f"-m needs a module name, got {options.target!r}")
     else:
         _check_script(Path(options.target))
+    options.framework = _framework(options)
     try:
         path = Path(options.out) if options.out else prof.default_path(
             options.target.rsplit(".", 1)[-1] if options.module else options.target)
@@ -126,6 +128,30 @@ def prepare(options: Options) -> Path:
     if problem:
         raise SessionError(problem)
     return path
+
+
+def _framework(options: Options) -> str:
+    """The framework the job trains with (SessionError: unknown, or not installed)."""
+    from .sources.detect import DetectError, detect, require
+    try:
+        if options.framework == "auto":
+            return detect(options.target, options.module)
+        require(options.framework, options.target)
+    except DetectError as err:
+        raise SessionError(str(err)) from None
+    return options.framework
+
+
+def _start_source(framework: str):
+    """The framework's source, begun; SessionError when it cannot measure this job (an
+    unsupported version, a bad PADDLETUNE_OVERRIDES value)."""
+    from .sources import source_for
+    try:
+        source = source_for(framework)  # imports the framework (its FLAGS read here)
+        source.begin()  # the overrides event lists this run's own
+    except (ImportError, RuntimeError, ValueError) as err:
+        raise SessionError(f"{framework}: {err}") from None
+    return source
 
 
 def _check_script(script: Path):
@@ -161,9 +187,9 @@ def run(options: Options, path: Optional[Path] = None, on_stop=None, on_kill=Non
     and the summary (--live: stop the dashboard, record its cost); `on_kill()` just before
     a second Ctrl-C ends the process at once (--live: give the terminal back)."""
     path = path or prepare(options)
-    from .sources import source_for
-    source = source_for(options.framework)  # imports the framework (FLAGS read here)
-    source.begin()  # the overrides event lists this run's own
+    if options.framework == "auto":
+        options.framework = _framework(options)
+    source = _start_source(options.framework)
     clock, t0_unix = Clock(), time.time()
     try:
         writer = prof.ProfileWriter(prof.writing_path(path),
@@ -173,7 +199,7 @@ def run(options: Options, path: Optional[Path] = None, on_stop=None, on_kill=Non
         raise SessionError(f"cannot write the profile {path}: {err.strerror or err}") from None
     session = _Session(options, writer, clock, source, on_kill)
     writer.submit(prof.header_record(_command(options), _options_record(options),
-                                     collect_env(), t0_unix, source.info()))
+                                     _env(source), t0_unix, source.info()))
     with session.probes_running():
         status, reason, message = session.execute()
     if on_stop is not None:
@@ -185,6 +211,19 @@ def run(options: Options, path: Optional[Path] = None, on_stop=None, on_kill=Non
     if writer.failed:
         outcome.path = writer.path  # what was written (an earlier profile at `path` is kept)
     return outcome
+
+
+def _env(source) -> dict:
+    """The machine and interpreter; the settings in force are the source's own where it
+    declares them (a Paddle 3 job's FLAGS, a PyTorch job's thread counts)."""
+    env = collect_env()
+    flags = getattr(source, "flags", None)
+    if flags is not None:
+        try:
+            env["flags"] = flags()
+        except Exception:  # noqa: BLE001  (a setting's value is never worth a failed job)
+            env["flags"] = None
+    return env
 
 
 def die_if_interrupted(outcome: Outcome):

@@ -197,6 +197,7 @@ class CpuFacts:
     blas             the BLAS family's short name
     blas_env         the variable that sets its thread count
     runtime_threads  threads per executor x executors running at the same time
+    blas_label       who runs those threads, in words ("NumPy's OpenBLAS")
     """
 
     cores: Optional[int]
@@ -204,6 +205,7 @@ class CpuFacts:
     blas: str
     blas_env: str
     runtime_threads: int
+    blas_label: str = "NumPy's BLAS"
 
 
 def cpu_facts(profile) -> CpuFacts:
@@ -214,18 +216,30 @@ def cpu_facts(profile) -> CpuFacts:
     parallel = profile.summary.parallel
     per_executor = parallel.threads if parallel is not None and parallel.threads else 1
     family = blas_family(profile.env.numpy)
+    label = f"NumPy's {family.name}"
+    if profile.source.framework in FRAMEWORK_THREADS:  # the framework's own math threads
+        label, env_var = FRAMEWORK_THREADS[profile.source.framework]
+        family = BlasFamily(family.name, env_var)
     return CpuFacts(profile.env.cpu.cores, int(blas) if blas else None, family.name,
-                    family.env_var, int(per_executor) * concurrent_executors(profile.steps))
+                    family.env_var, int(per_executor) * concurrent_executors(profile.steps),
+                    label)
+
+
+# frameworks whose math runs on their own thread pool: (its name, the variable that sizes it)
+FRAMEWORK_THREADS = {"torch": ("PyTorch's intra-op pool", "OMP_NUM_THREADS"),
+                     "paddle": ("Paddle's CPU math (OpenMP/MKL)", "OMP_NUM_THREADS")}
 
 
 def concurrent_executors(steps: Sequence[Step]) -> int:
-    """The most executors whose training runs overlap in time (1 for the usual single loop)."""
-    runs = [(s.t_s, s.end_s) for s in steps if not s.startup]
-    edges = sorted([(t0, 1) for t0, _ in runs] + [(t1, -1) for _, t1 in runs])
-    running = peak = 0
-    for _t, delta in edges:  # at equal times ends (-1) sort first: touching runs don't overlap
-        running += delta
-        peak = max(peak, running)
+    """The most executors whose training runs overlap in time (1 for the usual single loop;
+    one executor's own steps never count twice, however their rounded times touch)."""
+    runs = [(s.t_s, s.end_s, s.executor) for s in steps if not s.startup]
+    edges = sorted([(t0, 1, e) for t0, _, e in runs] + [(t1, -1, e) for _, t1, e in runs],
+                   key=lambda edge: edge[:2])
+    active, peak = {}, 0
+    for _t, delta, executor in edges:  # at equal times ends (-1) sort first
+        active[executor] = active.get(executor, 0) + delta
+        peak = max(peak, sum(1 for n in active.values() if n > 0))
     return max(peak, 1)
 
 

@@ -104,6 +104,7 @@ def worker_plan(profile, f: LoaderFigures) -> dict:
     new_s = min(max(free_s, produce_s / workers), cycle_s)  # never slower than now
     return {"workers": workers, "workers_needed": needed, "worker_cap": cap,
             "current_workers": current, "gil_bound_thread": gil,
+            "made_in": f.config.made_in,
             "trainer_cores": cores.trainer, **_blas(profile),
             "producer_s_per_step": measured_s, "worker_s_per_step": produce_s,
             "producer_cpu_s_per_step": cpu_s, "consumer_s_per_step": free_s,
@@ -119,7 +120,8 @@ def worker_plan(profile, f: LoaderFigures) -> dict:
 
 def _blas(profile) -> dict:
     cpu = cpu_facts(profile)
-    return {"blas_threads": cpu.blas_threads, "blas_env": cpu.blas_env}
+    return {"blas_threads": cpu.blas_threads, "blas_env": cpu.blas_env,
+            "blas_label": None if profile.source.framework == "fluid" else cpu.blas_label}
 
 
 def _worker_cap(cores: FreeCores, cpu_share) -> int:
@@ -156,7 +158,7 @@ def _starved_evidence(f: LoaderFigures, plan: dict) -> str:
         cores += f", other processes busy on {others:.1f}"
     swings = f"; it swung {f.swings} times from full to empty" if f.oscillating else ""
     return (f"the queue of {f.name or 'the DataLoader'} (capacity {plan['capacity']}, "
-            f"{_producers(plan['current_workers'])}) was empty in {_empty_ratio(f):.0%} of "
+            f"{_producers(plan['current_workers'], plan['made_in'])}) was empty in {_empty_ratio(f):.0%} of "
             f"{f.batches:,} pops{swings}; the loop waited {ms(plan['wait_per_step_s'] or 0)}"
             f" per step, {plan['wait_share']:.0%} of its {ms(plan['cycle_s'])} step; producer "
             f"{ms(plan['producer_s_per_step'])}/batch{_cpu_part(plan)} vs compute "
@@ -168,8 +170,10 @@ def _cpu_part(plan) -> str:
     return f" (CPU {ms(cpu)})" if cpu else ""
 
 
-def _producers(n) -> str:
-    return f"{n} worker process{'es' * (n > 1)}" if n else "a thread producer"
+def _producers(n, made_in="thread") -> str:
+    if n:
+        return f"{n} worker process{'es' * (n > 1)}"
+    return "made by the training loop itself" if made_in == "loop" else "a thread producer"
 
 
 def _worker_change(code: CodeWriter, f: LoaderFigures, plan: dict) -> str:
@@ -194,6 +198,9 @@ def _worker_change(code: CodeWriter, f: LoaderFigures, plan: dict) -> str:
 
 
 def _gil_note(plan) -> str:
+    if plan.get("made_in") == "loop":
+        return ("# with num_workers=0 the training loop makes each batch itself while the "
+                "model waits; a worker process prepares the next batches during the step")
     return (f"# the reader thread computes {plan['producer_cpu_share']:.0%} of its time, "
             f"holding the GIL the training loop needs (every op waits to get it back); a "
             f"worker process prepares batches beside the trainer instead")
@@ -218,7 +225,8 @@ def _blas_note(code: CodeWriter, plan: dict, short_of_cores=True) -> list:
     why = (f"{blas} BLAS threads + {workers} worker(s) on {cores} cores: during each op the "
            f"workers wait" if crowded else
            f"the trainer itself kept {trainer:.1f} cores busy with {blas} BLAS threads")
-    return [f"# {why}. Give NumPy's BLAS {n} thread(s) (check the step time after):\n"
+    label = plan.get("blas_label") or "NumPy's BLAS"
+    return [f"# {why}. Give {label} {n} thread(s) (check the step time after):\n"
             + code.comment(code.env(plan["blas_env"], n))]
 
 
@@ -228,8 +236,11 @@ def _worker_gain(plan) -> str:
     if n <= max(plan["current_workers"], 1) < needed and not plan["gil_bound_thread"]:
         return (f"none from more workers on these cores; {ceiling}, which {needed} workers "
                 f"would reach")
-    how = (f"{n} worker process(es), the training loop no longer waiting for the GIL"
-           if plan["gil_bound_thread"] else f"{n} worker(s)")
+    how = f"{n} worker(s)"
+    if plan.get("made_in") == "loop":
+        how = f"{n} worker process(es) making the batches while the model computes"
+    elif plan["gil_bound_thread"]:
+        how = f"{n} worker process(es), the training loop no longer waiting for the GIL"
     text = (f"up to {plan['speedup']:.2f}x steps/s ({ms(plan['cycle_s'])} -> "
             f"{ms(plan['predicted_cycle_s'])} per step) with {how}; {ceiling}")
     if needed > n:

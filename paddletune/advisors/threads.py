@@ -35,7 +35,7 @@ def cpu_threads(profile) -> List[Advice]:
 
 
 def blas_setting(profile, cpu: CpuFacts, n: int) -> str:
-    """The lines that set NumPy's BLAS threads to `n`."""
+    """The lines that set the math library's threads to `n`."""
     return writer(profile).blas_threads(cpu.blas_env, n)
 
 
@@ -54,7 +54,7 @@ def _oversubscribed(profile, cpu: CpuFacts) -> Optional[Advice]:
     if share is not None:
         severity = "low" if share < 0.1 else "high" if ratio >= 2 and share >= MIN_BLAS_SHARE \
             else "medium"
-    evidence = (f"NumPy's {cpu.blas} runs {blas} threads in each of {rt} runtime "
+    evidence = (f"{cpu.blas_label} runs {blas} threads in each of {rt} runtime "
                 f"thread(s): {total} threads on {cores} usable cores ({ratio:.1f}x "
                 f"oversubscribed)")
     if share is not None:
@@ -122,8 +122,8 @@ def _underused(profile, cpu: CpuFacts) -> Optional[Advice]:
         confidence="medium" if share is not None else "low",
         title=f"Cores idle: {blas} BLAS thread(s) on {cores} cores",
         evidence=(f"the job is compute-bound, yet the process used {busy:.0f}% CPU on "
-                  f"average (100% = one core) of {cores * 100}% available; NumPy's "
-                  f"{cpu.blas} runs {blas} thread(s) per runtime thread ({rt})"
+                  f"average (100% = one core) of {cores * 100}% available; "
+                  f"{cpu.blas_label} runs {blas} thread(s) per runtime thread ({rt})"
                   + (f"; BLAS ops take {share:.1%} of the op time" if share is not None
                      else "") + "."),
         change=blas_setting(profile, cpu, n), expected_speedup=speedup,

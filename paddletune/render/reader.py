@@ -42,11 +42,15 @@ def _title(f: LoaderFigures) -> str:
     c = f.config
     workers = c.num_workers or 0
     producer = (f"{workers} worker process{'es' * (workers > 1)}" if workers
+                else "made in the training loop (num_workers=0)" if c.made_in == "loop"
                 else "thread producer")
     capacity = c.capacity if c.capacity is not None else NA
-    parts = [producer, f"capacity {capacity}",
-             f"double buffer {'on' if c.use_double_buffer else 'off'}",
-             "iterable" if c.iterable else "non-iterable"]
+    parts = [producer, f"capacity {capacity}"]
+    if c.prefetch_factor and c.producer:
+        parts.append(f"prefetch_factor {c.prefetch_factor}")
+    if c.use_double_buffer is not None or not c.producer:
+        parts.append(f"double buffer {'on' if c.use_double_buffer else 'off'}")
+    parts.append("iterable" if c.iterable else "non-iterable")
     scope = "steady steps" if f.scope == "steady" else "whole run"
     return (f"Reader: {clean(f.name or 'DataLoader')} · {' · '.join(parts)} · "
             f"{f.batches:,} batches ({scope})")

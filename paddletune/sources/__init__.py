@@ -8,7 +8,9 @@ import importlib
 from .base import EVENTS, Source, Subscription
 from .code import CodeWriter, code_for
 
-SOURCES = {"fluid": "paddletune.sources.fluid.source:FluidSource"}
+SOURCES = {"fluid": "paddletune.sources.fluid.source:FluidSource",
+           "torch": "paddletune.sources.torch.source:TorchSource",
+           "paddle": "paddletune.sources.paddle.source:PaddleSource"}
 
 
 def source_for(framework: str) -> Source:

@@ -10,7 +10,9 @@ framework's syntax. Explanations that hold for every framework stay in the advis
 import importlib
 from typing import Dict, Mapping, Optional, Sequence
 
-WRITERS = {"fluid": "paddletune.sources.fluid.code:FluidCode"}
+WRITERS = {"fluid": "paddletune.sources.fluid.code:FluidCode",
+           "torch": "paddletune.sources.torch.code:TorchCode",
+           "paddle": "paddletune.sources.paddle.code:PaddleCode"}
 _CACHE: Dict[str, "CodeWriter"] = {}
 
 

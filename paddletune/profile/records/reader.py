@@ -28,6 +28,10 @@ class LoaderConfig:
       drop_last          a last partial batch is dropped
       timeout            seconds a pop waits before failing (None: forever)
       worker_pids        the pass's worker processes
+      producer           where batches are made: thread (a thread of the trainer), loop
+                         (the training loop itself, as it asks: PyTorch's num_workers=0),
+                         workers (worker processes); None: thread, or workers when
+                         num_workers > 0 (profiles before it was recorded)
     """
 
     name: Optional[str] = None
@@ -46,6 +50,14 @@ class LoaderConfig:
     drop_last: Optional[bool] = None
     timeout: Optional[Number] = None
     worker_pids: Tuple[Id, ...] = ()
+    producer: Optional[str] = None
+
+    @property
+    def made_in(self) -> str:
+        """thread | loop | workers (see `producer`)."""
+        if self.producer:
+            return self.producer
+        return "workers" if self.num_workers else "thread"
 
 
 @dataclass(frozen=True)

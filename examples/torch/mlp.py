@@ -1,0 +1,47 @@
+"""A small PyTorch MLP on synthetic data: a compute-bound job for the report's baseline.
+
+    paddletune profile examples/torch/mlp.py
+"""
+
+import argparse
+
+import torch
+from torch import nn
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--steps", type=int, default=300)
+    parser.add_argument("--batch-size", type=int, default=64)
+    args = parser.parse_args()
+    torch.manual_seed(0)
+    centers = torch.randn(10, 32) * 2
+    labels = torch.randint(0, 10, (8192,))
+    inputs = centers[labels] + torch.randn(8192, 32)
+    data = torch.utils.data.TensorDataset(inputs, labels)
+    loader = torch.utils.data.DataLoader(data, batch_size=args.batch_size, shuffle=True,
+                                         drop_last=True)
+    model = nn.Sequential(nn.Linear(32, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(),
+                          nn.Linear(256, 10))
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    step, correct, seen = 0, 0, 0
+    while step < args.steps:
+        for x, y in loader:
+            logits = model(x)
+            loss = nn.functional.cross_entropy(logits, y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            step += 1
+            if step > args.steps - 50:  # accuracy over the last 50 steps
+                correct += int((logits.argmax(1) == y).sum())
+                seen += len(y)
+            if step >= args.steps:
+                break
+    accuracy = correct / max(seen, 1)
+    print(f"steps {step}: accuracy {accuracy:.2%} over the last 50 steps")
+    assert accuracy > 0.8, "the model did not learn"
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,110 @@
+"""The event bus of an eager framework's source, and the payloads it carries.
+
+Each payload has the attributes sources/base.py lists for its event (the embedded runtime's
+records are the reference). A subscriber that raises an Exception is dropped with a warning, so
+a broken probe never breaks training; a BaseException (the session's step limit, Ctrl-C) goes
+through to the script, as it does from the runtime's own channels."""
+
+import warnings
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Optional, Tuple
+
+from ..base import Subscription
+
+
+class Bus:
+    def __init__(self):
+        self._subs: Dict[str, List[Callable]] = {}
+
+    def subscribe(self, event: str, fn: Callable) -> Subscription:
+        subs = self._subs.setdefault(event, [])
+        subs.append(fn)
+        return Subscription(lambda: fn in subs and subs.remove(fn))
+
+    def subscribers(self, event: str) -> int:
+        return len(self._subs.get(event, ()))
+
+    def listening(self, event: str) -> bool:
+        return bool(self._subs.get(event))
+
+    def emit(self, event: str, payload):
+        for fn in tuple(self._subs.get(event, ())):
+            try:
+                fn(payload)
+            except Exception as err:  # noqa: BLE001  (a probe bug must not stop the job)
+                subs = self._subs.get(event, [])
+                if fn in subs:
+                    subs.remove(fn)
+                warnings.warn(f"event subscriber {getattr(fn, '__qualname__', fn)!r} on "
+                              f"{event!r} raised {type(err).__name__}: {err}; it was "
+                              f"unsubscribed", RuntimeWarning, stacklevel=2)
+
+
+@dataclass
+class StepEnd:
+    """One training step: from the previous step's end (the first: its first batch's
+    request) to the end of the optimizer's step. Times are perf_counter seconds; `read_s` the
+    DataLoader waits in it, `feed_s` the host-to-device copies, `fetch_s` the host syncs
+    (.item(), .numpy(), ...), `compute_s` the rest."""
+
+    step: int
+    t_begin: float
+    t_end: float
+    read_s: float
+    feed_s: float
+    fetch_s: float
+    compute_s: float
+    batch_size: Optional[int]
+    place: str
+    feed_bytes: int = 0
+    fetch_bytes: int = 0
+    executor_id: int = 0
+    program_id: int = 0
+    n_ops: Optional[int] = None
+    fetch_names: Tuple[str, ...] = ()
+    feed_names: Tuple[str, ...] = ()
+    is_startup: bool = False
+
+    @property
+    def wall_s(self):
+        return self.t_end - self.t_begin
+
+
+@dataclass
+class ReaderState:
+    loader_id: int
+    pass_no: int
+    t: float
+    what: str  # start | end | reset | error
+    config: dict = field(default_factory=dict)
+    detail: Optional[str] = None
+    batches: int = 0
+
+
+@dataclass
+class ReaderPush:
+    loader_id: int
+    pass_no: int
+    index: int
+    worker: int  # -1: made in the training loop's own thread
+    t: float
+    produce_s: float
+    put_wait_s: float
+    size: int
+    capacity: int
+    nbytes: int
+    shapes: tuple  # one shape (a tuple of ints) per tensor of the batch
+    cpu_s: Optional[float] = None
+
+
+@dataclass
+class ReaderPop:
+    loader_id: int
+    pass_no: int
+    index: int
+    t: float
+    wait_s: float
+    size: int
+    capacity: int
+    speed_test: bool = False
+    copy_s: float = 0.0

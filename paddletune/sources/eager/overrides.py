@@ -1,0 +1,128 @@
+"""PADDLETUNE_OVERRIDES for an eager framework's job: the DataLoader arguments and thread
+counts a tuner (or a person) imposes without editing the script, e.g.
+
+    PADDLETUNE_OVERRIDES='{"reader": {"num_workers": 2, "batch_size": 128,
+                                      "prefetch_factor": 4},
+                           "threads": {"intra_op": 1}}'
+
+The framework's hooks call `loader_arguments` as each DataLoader is built, with the arguments
+the script gave (bound to their names) and the framework's defaults; what was changed is
+`applied`, what could not be (and why, with a code a program acts on) `skipped`, so a tuner
+never credits a change that did not happen."""
+
+import json
+import os
+from typing import Callable, Dict, List, Mapping, Optional, Tuple
+
+from ...profile.records import AppliedOverride, NoEffect
+
+ENV = "PADDLETUNE_OVERRIDES"
+
+
+def _int(low):
+    return (lambda v: isinstance(v, int) and not isinstance(v, bool) and v >= low), \
+        f"an integer >= {low}"
+
+
+def _bool():
+    return (lambda v: isinstance(v, bool)), "true or false"
+
+
+SCHEMA: Dict[str, Dict[str, Tuple[Callable, str]]] = {
+    "reader": {"num_workers": _int(0), "batch_size": _int(1), "prefetch_factor": _int(1),
+               "pin_memory": _bool(), "persistent_workers": _bool(),
+               "use_shared_memory": _bool(), "use_buffer_reader": _bool()},
+    "threads": {"intra_op": _int(1), "inter_op": _int(1)},
+}
+NEEDS_WORKERS = ("prefetch_factor", "persistent_workers", "use_shared_memory")
+
+
+class OverrideError(ValueError):
+    """PADDLETUNE_OVERRIDES is not JSON, or names an unknown key, or a value of a wrong
+    type (the message names the key and what it takes)."""
+
+
+def parse(text: Optional[str], framework: str) -> Dict[str, Dict[str, object]]:
+    if not text:
+        return {}
+    try:
+        wanted = json.loads(text)
+    except ValueError as err:
+        raise OverrideError(f"{ENV} is not valid JSON ({err}); e.g. "
+                            f"{ENV}='{{\"reader\": {{\"num_workers\": 2}}}}'") from None
+    if not isinstance(wanted, dict):
+        raise OverrideError(f"{ENV} must be a JSON object of sections "
+                            f"({', '.join(SCHEMA)}), not {type(wanted).__name__}")
+    for section, values in wanted.items():
+        keys = SCHEMA.get(section)
+        if keys is None or not isinstance(values, dict):
+            raise OverrideError(f"{ENV}: {framework} jobs take the sections "
+                                f"{', '.join(SCHEMA)} (each an object), not {section!r}")
+        for key, value in values.items():
+            if key not in keys:
+                raise OverrideError(f"{ENV}: unknown key {section}.{key} for a {framework} "
+                                    f"job; known: {', '.join(keys)}")
+            check, expected = keys[key]
+            if not check(value):
+                raise OverrideError(f"{ENV}: {section}.{key} takes {expected}, not "
+                                    f"{value!r}")
+    return wanted
+
+
+class Overrides:
+    def __init__(self, framework: str, env: Mapping[str, str] = os.environ):
+        self.framework = framework
+        self.requested = parse(env.get(ENV), framework)
+        self.applied: List[AppliedOverride] = []
+        self.skipped: List[NoEffect] = []
+        self._seen = set()
+
+    def wanted(self, section: str) -> Dict[str, object]:
+        return dict(self.requested.get(section, {}))
+
+    def apply(self, section: str, key: str, value, was):
+        if (section, key, value, was) not in self._seen:
+            self._seen.add((section, key, value, was))
+            self.applied.append(AppliedOverride(section, key, value, was))
+
+    def skip(self, section: str, key: str, value, code: str, why: str):
+        if (section, key, value, code) not in self._seen:
+            self._seen.add((section, key, value, code))
+            self.skipped.append(NoEffect(section, key, value, code, why))
+
+    def loader_arguments(self, given: Dict[str, object], supported: Mapping[str, object],
+                         batch_size_fixed: Optional[str] = None) -> Dict[str, object]:
+        """The DataLoader's arguments with the reader overrides applied: `given` the
+        script's (by name), `supported` the framework's arguments the override may set
+        with their defaults, `batch_size_fixed` why the batch size cannot change (a batch
+        sampler given), if so."""
+        out = dict(given)
+        wanted = self.wanted("reader")
+        workers = wanted.get("num_workers", given.get("num_workers",
+                                                     supported.get("num_workers", 0)))
+        for key, value in wanted.items():
+            was = given.get(key, supported.get(key))
+            if key not in supported:
+                self.skip("reader", key, value, "not-supported",
+                          f"this {self.framework} DataLoader has no {key} argument")
+            elif key == "batch_size" and batch_size_fixed:
+                self.skip("reader", key, value, "fixed-batch", batch_size_fixed)
+            elif key in NEEDS_WORKERS and not workers:
+                self.skip("reader", key, value, "no-workers",
+                          f"{key} needs worker processes (num_workers > 0)")
+            elif was == value:
+                self.skip("reader", key, value, "same-value", "the script's own value")
+            else:
+                out[key] = value
+                self.apply("reader", key, value, was)
+        return out
+
+    def report(self) -> Optional[dict]:
+        if not (self.requested or self.applied or self.skipped):
+            return None
+        unreached = [NoEffect("reader", k, v, "no-loader", "no DataLoader was built")
+                     for k, v in self.wanted("reader").items()
+                     if not any(e.section == "reader" and e.key == k
+                                for e in (*self.applied, *self.skipped))]
+        return {"env": ENV, "requested": self.requested, "applied": list(self.applied),
+                "skipped": list(self.skipped) + unreached}

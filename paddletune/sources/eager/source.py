@@ -1,0 +1,78 @@
+"""The base of an eager framework's source: the bus, the step timer, the DataLoader passes and
+the overrides, with the framework's hooks installed for the time the job runs (`running`).
+A framework's source (sources/torch, sources/paddle) implements `_install(check_nan,
+nan_continue)`, returning a function that removes what it installed, and declares itself
+(`info`, `knobs`, `blas_threads`)."""
+
+import time
+from contextlib import contextmanager
+from typing import Callable, Dict, Optional
+
+from ..base import Source, Subscription
+from .bus import Bus
+from .loaders import LoaderTracker
+from .overrides import Overrides
+from .steps import StepTimer
+
+
+class EagerSource(Source):
+    framework = "eager"
+
+    def __init__(self):
+        self.bus = Bus()
+        self.timer = StepTimer(self.bus)
+        self.loaders = LoaderTracker(self.bus, self.timer, self.shape_of, self.nbytes_of)
+        self.overrides_state: Optional[Overrides] = None
+
+    # --- what the framework's tensors look like (overridden) -------------------------------
+    @staticmethod
+    def shape_of(item):
+        """The shape of a tensor of the framework (None: not one)."""
+        return None
+
+    @staticmethod
+    def nbytes_of(item) -> int:
+        return 0
+
+    # --- Source -------------------------------------------------------------------------
+    def begin(self):
+        """Forget an earlier job; read the overrides (OverrideError for a bad value)."""
+        self.timer.reset()
+        self.overrides_state = Overrides(self.framework)
+
+    def subscribe(self, event: str, fn: Callable) -> Subscription:
+        return self.bus.subscribe(event, fn)
+
+    def subscribers(self, event: str) -> int:
+        return self.bus.subscribers(event)
+
+    def queue_sizes(self) -> Dict[int, int]:
+        return self.loaders.queue_sizes()
+
+    def speed_test_mode(self) -> bool:
+        return self.loaders.speed_test
+
+    def set_speed_test_mode(self, on: bool) -> bool:
+        previous, self.loaders.speed_test = self.loaders.speed_test, bool(on)
+        return previous
+
+    @contextmanager
+    def running(self, check_nan: bool = False, compat: bool = False,
+                nan_continue: bool = False):
+        if self.overrides_state is None:
+            self.begin()
+        self.timer.reset(time.perf_counter())
+        remove = self._install(check_nan or nan_continue, nan_continue)
+        try:
+            yield
+        finally:
+            try:
+                self.loaders.end_all("end", "the job ended")
+            finally:
+                remove()
+
+    def _install(self, check_nan: bool, nan_continue: bool) -> Callable[[], None]:
+        raise NotImplementedError
+
+    def overrides(self) -> Optional[dict]:
+        return None if self.overrides_state is None else self.overrides_state.report()

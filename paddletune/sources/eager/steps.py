@@ -1,0 +1,99 @@
+"""The step timer of an eager framework: a training step is one step of the job's optimizer
+(the first optimizer seen stepping; a second one, a GAN's, steps inside the same step), timed
+from the previous step's end. What the loop did in between is split by what the source saw:
+waiting for the DataLoader (read), host-to-device copies (feed), host syncs (fetch), and the
+rest (compute: forward, backward, the update and the loop's own Python)."""
+
+import time
+from typing import Callable, Optional
+
+from .bus import Bus, StepEnd
+
+_perf = time.perf_counter
+
+
+class StepTimer:
+    def __init__(self, bus: Bus):
+        self.bus = bus
+        self.reset()
+
+    def reset(self, t_start: Optional[float] = None):
+        self.steps = 0
+        self._t_prev_end = None  # the previous step's end
+        self._t_first = None  # the first DataLoader request before the first step
+        self._t_start = t_start  # the job's start (a first step without any read)
+        self._read_s = self._feed_s = self._fetch_s = 0.0
+        self._feed_bytes = self._fetch_bytes = 0
+        self._batch_size = None
+        self._owner = None  # the optimizer whose steps are the training steps
+
+    # --- what the loop did since the last step --------------------------------------------
+    def read(self, t_request: float, wait_s: float, batch_size: Optional[int]):
+        """A DataLoader batch was asked for at `t_request` and came `wait_s` later."""
+        if self._t_prev_end is None and self._t_first is None:
+            self._t_first = t_request
+        self._read_s += wait_s
+        if batch_size is not None:
+            self._batch_size = batch_size
+
+    def feed(self, seconds: float, nbytes: int = 0):
+        self._feed_s += seconds
+        self._feed_bytes += nbytes
+
+    def fetch(self, seconds: float, nbytes: int = 0):
+        self._fetch_s += seconds
+        self._fetch_bytes += nbytes
+
+    # --- the step's end -------------------------------------------------------------------
+    def owns(self, optimizer) -> bool:
+        """Whether `optimizer`'s steps are the training steps (the first to step is)."""
+        if self._owner is None:
+            self._owner = id(optimizer)
+        return self._owner == id(optimizer)
+
+    def step_done(self, place: str, t_end: Optional[float] = None,
+                  batch_size: Optional[int] = None):
+        """The step ended now (or at `t_end`): emit its record and start the next."""
+        t_end = _perf() if t_end is None else t_end
+        t_begin = self._t_prev_end
+        if t_begin is None:
+            t_begin = self._t_first if self._t_first is not None else (
+                self._t_start if self._t_start is not None else t_end)
+        wall = max(t_end - t_begin, 0.0)
+        parts = self._read_s + self._feed_s + self._fetch_s
+        scale = wall / parts if parts > wall > 0 else 1.0  # (clock jitter: never above wall)
+        record = StepEnd(self.steps, t_begin, t_end, self._read_s * scale,
+                         self._feed_s * scale, self._fetch_s * scale,
+                         max(wall - parts, 0.0), batch_size or self._batch_size, place,
+                         self._feed_bytes, self._fetch_bytes)
+        self.steps += 1
+        self._t_prev_end = t_end
+        self._read_s = self._feed_s = self._fetch_s = 0.0
+        self._feed_bytes = self._fetch_bytes = 0
+        if self.bus.listening("step_end"):
+            self.bus.emit("step_end", record)
+        return record
+
+
+def first_dim(batch, shape_of: Callable) -> Optional[int]:
+    """The first dimension of the first tensor in `batch` (a tensor, or lists, tuples and
+    dicts of them): the batch size; None when none is found."""
+    for item in iter_tensors(batch, shape_of, limit=8):
+        shape = shape_of(item)
+        if shape:
+            return int(shape[0])
+    return None
+
+
+def iter_tensors(batch, shape_of: Callable, limit: int = 64):
+    """The tensors of a batch (nested lists, tuples and dicts), at most `limit` of them."""
+    stack, found = [batch], 0
+    while stack and found < limit:
+        item = stack.pop()
+        if isinstance(item, (list, tuple)):
+            stack.extend(reversed(item))
+        elif isinstance(item, dict):
+            stack.extend(reversed(list(item.values())))
+        elif shape_of(item) is not None:
+            found += 1
+            yield item

@@ -1,0 +1,114 @@
+"""Changes written in PyTorch code. Pure text: imports nothing of torch."""
+
+from typing import Mapping, Optional, Sequence
+
+from ..code import CodeWriter
+
+LOADER_ARGS = ("batch_size", "num_workers", "prefetch_factor", "pin_memory",
+               "persistent_workers", "drop_last")
+NAN_GUARDS = {
+    "log": "out = torch.log(x.clamp(min=1e-8))",
+    "elementwise_div": "out = x / (y + 1e-8)",
+    "sqrt": "out = torch.sqrt(torch.relu(x) + 1e-12)",
+    "pow": "out = torch.pow(torch.relu(x) + 1e-8, factor)",
+    "cross_entropy": "loss = torch.nn.functional.cross_entropy(logits, label)",
+}
+
+
+class TorchCode(CodeWriter):
+    framework = "torch"
+    module_alias = "torch"
+
+    def set_flag(self, flag: str, value, why: str = "") -> str:
+        return self.comment(f"{flag} is a Paddle flag; PyTorch has no such setting") if \
+            flag.startswith("FLAGS_") else self.env(flag, value, why)
+
+    def blas_threads(self, env_var: str, n: int) -> str:
+        return (f"export OMP_NUM_THREADS={n}\n"
+                f"# or in the script, before training: torch.set_num_threads({n})")
+
+    def loader(self, config, **changes) -> str:
+        args = {"batch_size": config.batch_size} if config.batch_size else {}
+        if config.num_workers:
+            args["num_workers"] = config.num_workers
+        args.update(changes)
+        workers = args.get("num_workers") or 0
+        if workers and "persistent_workers" not in args:
+            args["persistent_workers"] = True
+        if not workers:
+            for key in ("prefetch_factor", "persistent_workers"):
+                args.pop(key, None)
+        shown = ", ".join(f"{k}={v!r}" for k, v in args.items() if k in LOADER_ARGS)
+        return f"loader = torch.utils.data.DataLoader(dataset, {shown})".replace(", )", ")")
+
+    def async_loader(self, feeds: Sequence[str], place: str, loss: str) -> str:
+        device = "cuda" if "CUDA" in (place or "") else "cpu"
+        return "\n".join([
+            "# dataset: a torch.utils.data.Dataset whose __getitem__ makes one sample",
+            "loader = torch.utils.data.DataLoader(dataset, batch_size=BATCH_SIZE, "
+            "num_workers=4, persistent_workers=True)",
+            "for x, y in loader:",
+            f"    x, y = x.to('{device}', non_blocking=True), y.to('{device}', "
+            f"non_blocking=True)",
+            f"    {loss} = loss_fn(model(x), y)"])
+
+    def shard_note(self) -> str:
+        return ("# an IterableDataset runs in every worker: each must yield only its share:\n"
+                "#   info = torch.utils.data.get_worker_info()\n"
+                "#   yield only items info.id, info.id + info.num_workers, ...")
+
+    def build_strategy(self, settings: Mapping[str, object], data_parallel: bool = True) -> str:
+        return self.comment("PyTorch has no BuildStrategy: fusions come from torch.compile "
+                            "(model = torch.compile(model))")
+
+    def exec_strategy(self, settings: Mapping[str, object]) -> str:
+        return self.comment("PyTorch has no ExecutionStrategy: the threads are "
+                            "torch.set_num_threads(n)")
+
+    def layer_call(self, layer: str, **args) -> str:
+        given = [f"{k}={v!r}" for k, v in args.items()]
+        return f"torch.nn.functional.{layer}({', '.join(['...', *given])})"
+
+    def optimizer(self, name: str, args: Mapping[str, object],
+                  instead_of: Optional[str] = None, why: str = "") -> str:
+        name = {"Momentum": "SGD", "Adamax": "Adamax"}.get(name, name)
+        pieces = ["model.parameters()", *(f"{k}={v}" for k, v in args.items())]
+        line = f"optimizer = torch.optim.{name}({', '.join(pieces)})"
+        note = f"instead of torch.optim.{instead_of}(...)" if instead_of else ""
+        note = ": ".join(part for part in (note, why) if part)
+        return line + (f"  # {note}" if note else "")
+
+    def gradient_clip(self, norm: float, why: str) -> str:
+        return (f"# {why} (after loss.backward(), before optimizer.step()):\n"
+                f"torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm={norm})")
+
+    def nan_guard(self, op_type: str) -> Optional[str]:
+        return NAN_GUARDS.get(op_type)
+
+    def fused_softmax_cross_entropy(self, logits: str, label: str,
+                                    return_softmax: bool = False) -> str:
+        lines = [f"cost = torch.nn.functional.cross_entropy({logits}, {label})"
+                 "  # takes raw logits: drop the softmax before it"]
+        if return_softmax:
+            lines.append(f"prediction = torch.softmax({logits}.detach(), dim=-1)")
+        return "\n".join(lines)
+
+    def fetch_every(self, keep: str, others: Sequence[str], every: int) -> str:
+        shown = ", ".join([keep, *others])
+        return "\n".join([f"if step % {every} == 0:  # .item() waits for the device: "
+                          f"not every step",
+                          f"    print([v.item() for v in ({shown},)])"])
+
+    def sample_filter(self, field: int, axis: int) -> str:
+        return "\n".join([
+            "class Filtered(torch.utils.data.IterableDataset):  # wrap your dataset",
+            "    def __init__(self, dataset):",
+            "        self.dataset = dataset",
+            "    def __iter__(self):",
+            "        for sample in self.dataset:",
+            f"            if sample[{field}].shape[{axis}] <= MAX_LEN:  # drop; or clip to "
+            f"MAX_LEN",
+            "                yield sample"])
+
+    def reader_filter(self, field: int) -> str:
+        return f"samples = [s for s in dataset if len(s[{field}]) <= MAX_LEN]"

@@ -1,0 +1,370 @@
+"""What the PyTorch source hooks while a job runs, each undone by `TorchHooks.remove`:
+
+* steps: torch.optim's global optimizer-step post hook (every optimizer, GradScaler.step
+  included); the first optimizer to step owns the training steps;
+* DataLoader passes: `_BaseDataLoaderIter.__init__` (the loader's id and settings), `_reset`
+  (a persistent-workers iterator starts a new pass), `__next__` (each batch: how long the loop
+  waited, how many batches were ready, the speed test's replay), and
+  `_MultiProcessingDataLoaderIter.__init__` / `_process_data` (the worker each batch came from);
+* worker timing: the dataset fetchers' `fetch`, which the forked workers run, adds each batch's
+  time and CPU time to a shared array the trainer reads as the batch arrives (workers started
+  with the spawn or forkserver method do not inherit it: their batches have no producer time);
+* overrides: `DataLoader.__init__` takes PADDLETUNE_OVERRIDES' reader values, and
+  `torch.set_num_threads` keeps the override's thread count;
+* --check-nan: a global forward hook on every leaf module checks its outputs (costs a
+  reduction and a host sync per module call: roughly 10-40% of a CPU step).
+"""
+
+import inspect
+import multiprocessing
+import time
+import weakref
+from typing import Callable, List, Optional, Tuple
+
+import torch
+from torch.optim.optimizer import register_optimizer_step_post_hook
+from torch.utils.data import dataloader as dl
+from torch.utils.data._utils import fetch as fetchers
+
+from ..eager.steps import iter_tensors
+
+_perf = time.perf_counter
+_cpu = time.thread_time
+_WORKER_STATS = None  # the shared array the workers forked next inherit (None: not now)
+STATS = 3  # per worker: batches, seconds, CPU seconds
+
+
+class NanInfError(FloatingPointError):
+    """--check-nan: a module's output holds NaN or Inf."""
+
+
+class _IterState:
+    __slots__ = ("loader_id", "config", "handle", "stale", "stats", "seen", "worker",
+                 "__weakref__")
+
+    def __init__(self, loader_id: int, config: dict):
+        self.loader_id, self.config = loader_id, config
+        self.handle, self.stale, self.stats, self.worker = None, False, None, None
+        self.seen: List[List[float]] = []
+
+
+class TorchHooks:
+    def __init__(self, source, check_nan: bool = False, nan_continue: bool = False):
+        self.source, self.tracker, self.timer = source, source.loaders, source.timer
+        self.check_nan, self.nan_continue = check_nan, nan_continue
+        self._undo: List[Callable[[], None]] = []
+        self._loader_ids = weakref.WeakKeyDictionary()
+        self._places = {}
+        self._threads_override: Optional[int] = None
+        self._module_calls = 0
+
+    # --- install / remove -----------------------------------------------------------------
+    def install(self):
+        post = register_optimizer_step_post_hook(self._after_step)
+        self._undo.append(post.remove)
+        self._patch(dl._BaseDataLoaderIter, "__init__", self._iter_init)
+        self._patch(dl._BaseDataLoaderIter, "_reset", self._iter_reset)
+        self._patch(dl._BaseDataLoaderIter, "__next__", self._iter_next)
+        self._patch(dl._MultiProcessingDataLoaderIter, "__init__", self._multi_init)
+        self._patch(dl._MultiProcessingDataLoaderIter, "_process_data", self._process_data)
+        for cls in (fetchers._MapDatasetFetcher, fetchers._IterableDatasetFetcher):
+            self._patch(cls, "fetch", _timed_fetch)
+        if self.source.overrides_state.wanted("reader"):
+            self._patch(dl.DataLoader, "__init__", self._loader_init)
+        self._threads()
+        if self.check_nan:
+            hook = torch.nn.modules.module.register_module_forward_hook(self._check_output)
+            self._undo.append(hook.remove)
+        return self.remove
+
+    def remove(self):
+        while self._undo:
+            undo = self._undo.pop()
+            try:
+                undo()
+            except Exception:  # noqa: BLE001  (restore the rest whatever happens)
+                pass
+
+    def _patch(self, owner, name: str, make: Callable):
+        original = owner.__dict__[name]
+        owner_name = f"{owner.__module__}.{owner.__qualname__}.{name}"
+        wrapper = make(original)
+        wrapper.__wrapped__ = original
+        wrapper.__qualname__ = owner_name
+        setattr(owner, name, wrapper)
+        self._undo.append(lambda: setattr(owner, name, original))
+
+    # --- steps ----------------------------------------------------------------------------
+    def _after_step(self, optimizer, args, kwargs):
+        if self.timer.owns(optimizer):
+            self.timer.step_done(self._place(optimizer))
+
+    def _place(self, optimizer) -> str:
+        place = self._places.get(id(optimizer))
+        if place is None:
+            place = self._places[id(optimizer)] = _place_of(optimizer)
+        return place
+
+    # --- DataLoader -----------------------------------------------------------------------
+    def _loader_init(self, original):
+        signature = inspect.signature(original)
+        overrides = self.source.overrides_state
+
+        def __init__(loader, *args, **kwargs):
+            bound = signature.bind(loader, *args, **kwargs)
+            given = dict(bound.arguments)
+            given.pop("self", None)
+            extra = given.pop("kwargs", {}) if "kwargs" in signature.parameters else {}
+            fixed = None
+            if given.get("batch_sampler") is not None:
+                fixed = "the script passes a batch_sampler, which makes its own batches"
+            elif "batch_size" in given and given["batch_size"] is None:
+                fixed = "the script turned automatic batching off (batch_size=None)"
+            changed = overrides.loader_arguments(given, LOADER_DEFAULTS, fixed)
+            if changed.get("num_workers") and changed.get("prefetch_factor") is None:
+                changed.pop("prefetch_factor", None)
+            return original(loader, **changed, **extra)
+        return __init__
+
+    def _iter_init(self, original):
+        tracker, ids = self.tracker, self._loader_ids
+
+        def __init__(it, loader, *args, **kwargs):
+            original(it, loader, *args, **kwargs)
+            loader_id = ids.get(loader)
+            if loader_id is None:
+                loader_id = ids[loader] = tracker.new_loader_id()
+            it._paddletune = _IterState(loader_id, _loader_config(loader, loader_id))
+        return __init__
+
+    def _multi_init(self, original):
+        def __init__(it, loader, *args, **kwargs):
+            global _WORKER_STATS
+            stats = _new_stats(loader)
+            _WORKER_STATS = stats
+            try:
+                original(it, loader, *args, **kwargs)
+            finally:
+                _WORKER_STATS = None
+            state = it.__dict__.get("_paddletune")
+            if state is not None and stats is not None:
+                state.stats = stats
+                state.seen = [[0.0] * STATS for _ in range(loader.num_workers)]
+        return __init__
+
+    @staticmethod
+    def _iter_reset(original):
+        def _reset(it, *args, **kwargs):
+            original(it, *args, **kwargs)
+            state = it.__dict__.get("_paddletune")
+            if state is not None:
+                state.stale = True
+        return _reset
+
+    @staticmethod
+    def _process_data(original):
+        def _process_data(it, data, worker_idx, *args, **kwargs):
+            state = it.__dict__.get("_paddletune")
+            if state is not None:
+                state.worker = worker_idx
+            return original(it, data, worker_idx, *args, **kwargs)
+        return _process_data
+
+    def _iter_next(self, original):
+        tracker = self.tracker
+
+        def __next__(it):
+            state = it.__dict__.get("_paddletune")
+            if state is None:  # an iterator made before the hooks
+                return original(it)
+            handle = state.handle
+            if handle is None or handle.ended or state.stale:
+                handle = self._start_pass(it, state)
+            if tracker.speed_test:
+                replayed = tracker.replay(handle)
+                if replayed is not None:
+                    return replayed
+            ready = _ready(it) if state.stats is not None or it._num_workers else 0
+            t0, c0 = _perf(), _cpu()
+            try:
+                batch = original(it)
+            except StopIteration:
+                tracker.end(handle, "end")
+                raise
+            except BaseException as exc:
+                tracker.end(handle, "error", f"{type(exc).__name__}: {_first_line(exc)}")
+                raise
+            t1 = _perf()
+            if not it._num_workers:
+                tracker.produced(handle, -1, t1 - t0, _cpu() - c0, batch, 0)
+            elif state.stats is not None and state.worker is not None:
+                self._worker_batch(handle, state, batch, ready)
+            tracker.got(handle, t0, t1, batch, ready)
+            return batch
+        return __next__
+
+    def _start_pass(self, it, state):
+        if state.handle is not None and not state.handle.ended:
+            self.tracker.end(state.handle, "end")
+        config = dict(state.config)
+        config["worker_pids"] = [w.pid for w in getattr(it, "_workers", ()) if w.pid]
+        ref = weakref.ref(it)
+        state.stale = False
+        state.handle = self.tracker.start(state.loader_id, config,
+                                          config.get("capacity") or 0,
+                                          lambda: _ready(ref()) if ref() is not None else 0)
+        return state.handle
+
+    def _worker_batch(self, handle, state, batch, ready):
+        """The batch came from worker `state.worker`: its time from the shared counters."""
+        worker, stats = state.worker, state.stats
+        seen = state.seen[worker]
+        now = [stats[worker * STATS + k] for k in range(STATS)]
+        batches = now[0] - seen[0]
+        if batches < 1:
+            return
+        state.seen[worker] = now
+        self.tracker.produced(handle, worker, (now[1] - seen[1]) / batches,
+                              (now[2] - seen[2]) / batches, batch, ready)
+
+    # --- threads ----------------------------------------------------------------------------
+    def _threads(self):
+        overrides = self.source.overrides_state
+        wanted = overrides.wanted("threads")
+        if "intra_op" in wanted:
+            n, was = wanted["intra_op"], torch.get_num_threads()
+            if n == was:
+                overrides.skip("threads", "intra_op", n, "same-value", "the job's own value")
+            else:
+                torch.set_num_threads(n)
+                self._undo.append(lambda: torch.set_num_threads(was))
+                overrides.apply("threads", "intra_op", n, was)
+            self._threads_override = n
+            self._patch_module(torch, "set_num_threads", self._keep_threads)
+        if "inter_op" in wanted:
+            n = wanted["inter_op"]
+            try:
+                was = torch.get_num_interop_threads()
+                if n != was:
+                    torch.set_num_interop_threads(n)
+                    overrides.apply("threads", "inter_op", n, was)
+            except RuntimeError as err:
+                overrides.skip("threads", "inter_op", n, "other",
+                               f"torch refused it: {_first_line(err)}")
+
+    def _patch_module(self, module, name, make):
+        original = getattr(module, name)
+        setattr(module, name, make(original))
+        self._undo.append(lambda: setattr(module, name, original))
+
+    def _keep_threads(self, original):
+        overrides, n = self.source.overrides_state, self._threads_override
+
+        def set_num_threads(count):
+            if count != n:
+                overrides.apply("threads", "intra_op", n, count)
+        return set_num_threads
+
+    # --- --check-nan ----------------------------------------------------------------------
+    def _check_output(self, module, inputs, output):
+        if next(module.children(), None) is not None:
+            return  # only leaf modules: the first that makes NaN/Inf is named
+        self._module_calls += 1
+        for t in iter_tensors(output, _shape_or_none, limit=8):
+            if not t.is_floating_point() or bool(torch.isfinite(t).all()):
+                continue
+            n_nan = int(torch.isnan(t).sum())
+            n_inf = int(torch.isinf(t).sum())
+            name = f"{type(module).__name__}({module.extra_repr()})"
+            details = {"op_type": type(module).__name__, "op_index": self._module_calls,
+                       "output": name, "inputs": {}, "n_nan": n_nan, "n_inf": n_inf,
+                       "step": self.timer.steps}
+            self.source.bus.emit("nan_inf", details)
+            if not self.nan_continue:
+                raise NanInfError(f"{name} produced {n_nan} NaN and {n_inf} Inf in its output "
+                                  f"at step {self.timer.steps} (--check-nan: the first module "
+                                  f"whose forward output is not finite)")
+            return
+
+
+LOADER_DEFAULTS = {"num_workers": 0, "batch_size": 1, "prefetch_factor": None,
+                   "pin_memory": False, "persistent_workers": False}
+
+
+def _timed_fetch(original):
+    def fetch(fetcher, *args, **kwargs):
+        stats = _WORKER_STATS  # in a forked worker: its iterator's array
+        if stats is None:
+            return original(fetcher, *args, **kwargs)
+        t0, c0 = _perf(), _cpu()
+        out = original(fetcher, *args, **kwargs)
+        info = torch.utils.data.get_worker_info()
+        if info is not None and (info.id + 1) * STATS <= len(stats):
+            base = info.id * STATS
+            stats[base] += 1
+            stats[base + 1] += _perf() - t0
+            stats[base + 2] += _cpu() - c0
+        return out
+    return fetch
+
+
+def _new_stats(loader):
+    """A shared array for the workers about to be forked (None when they are not forked:
+    they would not inherit it)."""
+    context = loader.multiprocessing_context
+    method = (context.get_start_method() if context is not None
+              else multiprocessing.get_start_method(allow_none=True) or "fork")
+    if method != "fork" or loader.num_workers < 1:
+        return None
+    from multiprocessing.sharedctypes import RawArray
+    return RawArray("d", STATS * loader.num_workers)
+
+
+def _ready(it) -> int:
+    """Batches ready to take from a multi-process iterator: arrived out of order, plus in its
+    data queue."""
+    if it is None or not getattr(it, "_num_workers", 0):
+        return 0
+    held = sum(1 for v in list(it._task_info.values()) if len(v) == 2)
+    try:
+        queued = it._data_queue.qsize()
+    except (NotImplementedError, AttributeError, OSError):
+        queued = 0
+    return held + queued
+
+
+def _loader_config(loader, loader_id: int) -> dict:
+    workers = loader.num_workers
+    prefetch = loader.prefetch_factor if workers else None
+    if workers and prefetch is None:
+        prefetch = 2
+    return {"name": f"DataLoader#{loader_id}", "num_workers": workers,
+            "batch_size": loader.batch_size, "prefetch_factor": prefetch,
+            "capacity": prefetch * workers if workers else 0,
+            "pin_memory": bool(loader.pin_memory),
+            "persistent_workers": bool(loader.persistent_workers),
+            "drop_last": bool(loader.drop_last), "timeout": loader.timeout or None,
+            "iterable": True, "source": "sample" if loader.batch_size else "batch",
+            "use_shared_memory": bool(workers) or None,
+            "producer": "workers" if workers else "loop"}
+
+
+def _place_of(optimizer) -> str:
+    for group in optimizer.param_groups:
+        for p in group.get("params", ()):
+            device = getattr(p, "device", None)
+            if device is None:
+                continue
+            if device.type == "cuda":
+                return f"CUDAPlace({device.index or 0})"
+            return "CPUPlace" if device.type == "cpu" else f"{device.type}:{device.index or 0}"
+    return "CPUPlace"
+
+
+def _shape_or_none(item) -> Optional[Tuple[int, ...]]:
+    return tuple(item.shape) if isinstance(item, torch.Tensor) else None
+
+
+def _first_line(exc) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else ""

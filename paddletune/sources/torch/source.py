@@ -1,0 +1,82 @@
+"""PyTorch as a source: steps from torch.optim's optimizer-step hook, DataLoader passes from
+its iterators, worker timing from the forked workers' fetchers (hooks.py), the thread counts
+and DataLoader arguments as knobs, PADDLETUNE_OVERRIDES applied to every DataLoader built."""
+
+from typing import Callable, Dict, List, Optional
+
+import torch
+
+from ...profile.records import Knob, SourceInfo, Terms
+from ..eager.source import EagerSource
+from .hooks import TorchHooks
+
+SUPPORTED = (2, 0)  # torch.optim's global step hooks arrived in 2.0
+LOADER = "torch.utils.data.DataLoader(..., {key}={{value}})"
+TERMS = Terms(step="a training step (optimizer.step to optimizer.step)",
+              call="the training loop", between="between steps",
+              loader="DataLoader")
+
+
+class UnsupportedVersion(RuntimeError):
+    """The installed torch is older than paddletune supports."""
+
+
+class TorchSource(EagerSource):
+    framework = "torch"
+
+    def __init__(self):
+        version = _version_tuple(torch.__version__)
+        if version < SUPPORTED:
+            raise UnsupportedVersion(
+                f"paddletune supports PyTorch 2.0 and later; this is torch "
+                f"{torch.__version__}: pip install 'torch>=2.0'")
+        super().__init__()
+
+    @staticmethod
+    def shape_of(item):
+        return item.shape if isinstance(item, torch.Tensor) else None
+
+    @staticmethod
+    def nbytes_of(item) -> int:
+        return item.element_size() * item.numel() if isinstance(item, torch.Tensor) else 0
+
+    def info(self) -> SourceInfo:
+        return SourceInfo(self.framework, f"PyTorch {torch.__version__}",
+                          "optimizer.step: each step of the first optimizer to step ends a "
+                          "training step (torch.optim's global step hook)",
+                          tuple(self.knobs()), TERMS)
+
+    def knobs(self) -> List[Knob]:
+        out = [Knob(f"reader.{key}", f"DataLoader({key}=...)", None, LOADER.format(key=key))
+               for key in ("num_workers", "batch_size", "prefetch_factor", "pin_memory",
+                           "persistent_workers")]
+        out.append(Knob("threads.intra_op", "torch.get_num_threads()", torch.get_num_threads(),
+                        "torch.set_num_threads({value})"))
+        out.append(Knob("threads.inter_op", "torch.get_num_interop_threads()",
+                        torch.get_num_interop_threads(),
+                        "torch.set_num_interop_threads({value})"))
+        return out
+
+    def blas_threads(self) -> Optional[int]:
+        return torch.get_num_threads()
+
+    def flags(self) -> Dict[str, object]:
+        """The settings the report lists beside the machine (PyTorch has no FLAGS)."""
+        out = {"torch.get_num_threads": torch.get_num_threads(),
+               "torch.get_num_interop_threads": torch.get_num_interop_threads()}
+        if torch.cuda.is_available():
+            out["torch.backends.cudnn.benchmark"] = bool(torch.backends.cudnn.benchmark)
+            out["torch.backends.cuda.matmul.allow_tf32"] = bool(
+                torch.backends.cuda.matmul.allow_tf32)
+        return out
+
+    def _install(self, check_nan: bool, nan_continue: bool) -> Callable[[], None]:
+        return TorchHooks(self, check_nan, nan_continue).install()
+
+
+def _version_tuple(text: str):
+    parts = []
+    for piece in text.split("+")[0].split(".")[:2]:
+        digits = "".join(c for c in piece if c.isdigit())
+        parts.append(int(digits or 0))
+    return tuple(parts)
