@@ -21,6 +21,10 @@ UNLIMITED = 1 << 60  # a capacity this large means no limit
 def memory_section(profile, s):
     """The Memory section, or a line saying why there are no memory figures."""
     m = s.memory
+    if m is None and profile.source.framework != "fluid":
+        return Text(f"Memory: no allocator figures ({profile.source.framework} on the CPU "
+                    f"exposes none; the host memory is under System, and on a GPU its "
+                    f"allocator's figures come here)", style="dim")
     if m is None:
         return Text("Memory: no figures (the memory probe saw no run on a CPU place; GPU "
                     "places have no pool here, and older profiles have no memory records)",

@@ -20,7 +20,9 @@ def reader_sections(profile, s) -> list:
     """The Reader section of each loader that delivered batches, then the Speed test's."""
     loaders = s.reader.loaders if s.reader is not None else ()
     sections = [_loader(f) for f in loaders if f.batches]
-    return [x for x in sections + [_speed_test(s.speed_test)] if x is not None]
+    how = ("FLAGS_reader_queue_speed_test_mode" if profile.source.framework == "fluid"
+           else "the DataLoader's last batch replayed")
+    return [x for x in sections + [_speed_test(s.speed_test, how)] if x is not None]
 
 
 # --- reader ---------------------------------------------------------------------------------------
@@ -162,7 +164,8 @@ def _workers(f: LoaderFigures) -> Optional[object]:
 
 
 # --- speed test -----------------------------------------------------------------------------------
-def _speed_test(st: Optional[SpeedTestFigures]) -> Optional[object]:
+def _speed_test(st: Optional[SpeedTestFigures],
+                how: str = "FLAGS_reader_queue_speed_test_mode") -> Optional[object]:
     if st is None:
         return None
     if not st.has_loader:
@@ -177,7 +180,7 @@ def _speed_test(st: Optional[SpeedTestFigures]) -> Optional[object]:
         return Text(f"Speed test: incomplete: the job ended before the ceiling window "
                     f"({got}; each window is {st.window_steps} steps).",
                     style="bold yellow")
-    table = label_table("Speed test (FLAGS_reader_queue_speed_test_mode)", "actual",
+    table = label_table(f"Speed test ({how})", "actual",
                         _rate(base, "baseline"))
     rows = [("ceiling", _rate(ceil, "no data: the same batch re-read")),
             ("data cost", _data_cost(st))]

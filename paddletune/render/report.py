@@ -127,8 +127,12 @@ def _no_steps(profile, s) -> Optional[Text]:
                f"{', '.join(programs)})")
     else:
         why = f"the script never called {profile.source.terms.step}"
+    framework = profile.source.framework
+    uses = ("it uses this runtime" if framework == "fluid" else
+            f"it trains with {framework}: pass --framework if the script's imports misled "
+            f"the detection")
     return Text(f"No training steps observed: {why}. Nothing to time; check that the "
-                f"training loop runs (and that it uses this runtime).", style="bold yellow")
+                f"training loop runs (and that {uses}).", style="bold yellow")
 
 
 # --- steps and time breakdown --------------------------------------------------------------------

@@ -45,6 +45,7 @@ class Knob:
 class Space:
     knobs: Dict[str, Knob] = field(default_factory=dict)
     notes: List[str] = field(default_factory=list)  # knobs left out and why
+    framework: str = "fluid"  # what the job trains with (how code_lines writes a setting)
 
     def __contains__(self, name):
         return name in self.knobs
@@ -57,20 +58,22 @@ class Space:
 
 def build_space(profile, keep_batch_size=False, max_batch_size=None, specs=()) -> Space:
     """The knobs worth trying on the job of `profile` (the baseline trial), then `specs`."""
-    space = Space()
+    space = Space(framework=profile.source.framework)
     cores = profile.env.cpu.cores or 1
     loader = profile.summary.main_loader
+    framework = profile.source.framework
     if loader is not None:
-        _add_reader(space, loader, cores, keep_batch_size, max_batch_size)
+        _add_reader(space, loader, cores, keep_batch_size, max_batch_size, framework)
     else:
         space.notes.append("no DataLoader/PyReader ran: reader knobs and the batch size are "
                            "not tunable without editing the script")
-    _add_flags(space, profile.env.flags or {})
-    blas = profile.env.numpy.blas_threads
-    env_var = _blas_env(profile)
+    if framework in ("fluid", "paddle"):
+        _add_flags(space, profile.env.flags or {})
+    blas, env_var, what = _math_threads(profile)
     _put(space, Knob("blas_threads", "env", env_var, _uniq([blas] + list(range(1, cores + 1))),
-                     blas, f"NumPy's BLAS threads ({env_var})"))
-    _add_strategies(space, profile.summary.parallel, cores)
+                     blas, f"{what} ({env_var})"))
+    if framework == "fluid":
+        _add_strategies(space, profile.summary.parallel, cores)
     for spec in specs:
         apply_spec(space, spec)
     return space
@@ -101,19 +104,38 @@ def _add_strategies(space, parallel, cores):
         _put(space, Knob(fusion, "build_strategy", fusion, (False, True), False))
 
 
-def _add_reader(space, loader, cores, keep_batch_size, max_batch_size):
+def _math_threads(profile):
+    """(the job's math threads, the variable that sets them, what they are): NumPy's BLAS
+    for the embedded runtime, the framework's own pool (OMP_NUM_THREADS) otherwise."""
+    if profile.source.framework == "fluid":
+        return profile.env.numpy.blas_threads, _blas_env(profile), "NumPy's BLAS threads"
+    own = {k.id: k.value for k in profile.source.knobs}.get("threads.intra_op")
+    return own, "OMP_NUM_THREADS", f"{profile.source.framework}'s CPU math threads"
+
+
+PREFETCH_FACTORS = (2, 4, 8)
+
+
+def _add_reader(space, loader, cores, keep_batch_size, max_batch_size, framework="fluid"):
     """The main loader's knobs (figures.LoaderFigures; its settings: records.LoaderConfig)."""
     config = loader.config
     workers = config.num_workers
+    first = "a thread" if config.made_in == "thread" else "in the loop"
     _put(space, Knob("num_workers", "reader", "num_workers",
                      _uniq([workers] + list(range(0, cores + 1))), workers,
-                     f"0 (a thread) to {cores} worker processes ({cores} cores)"))
-    capacity = config.capacity
-    _put(space, Knob("capacity", "reader", "capacity", _uniq([capacity, *CAPACITIES]),
-                     capacity, "queue length in batches"))
-    double = config.use_double_buffer
-    _put(space, Knob("use_double_buffer", "reader", "use_double_buffer",
-                     _uniq([double, True, False]), double))
+                     f"0 ({first}) to {cores} worker processes ({cores} cores)"))
+    if framework == "fluid":
+        capacity = config.capacity
+        _put(space, Knob("capacity", "reader", "capacity", _uniq([capacity, *CAPACITIES]),
+                         capacity, "queue length in batches"))
+        double = config.use_double_buffer
+        _put(space, Knob("use_double_buffer", "reader", "use_double_buffer",
+                         _uniq([double, True, False]), double))
+    else:
+        prefetch = config.prefetch_factor or 2
+        _put(space, Knob("prefetch_factor", "reader", "prefetch_factor",
+                         _uniq([prefetch, *PREFETCH_FACTORS]), prefetch,
+                         "batches each worker prepares ahead (with workers only)"))
     source = config.source or "batch"
     batch, why = _own_batch(loader, config, source)
     if keep_batch_size:
@@ -312,8 +334,15 @@ def exports(setting: dict, space: Space) -> List[str]:
     return [f"export {k}={_quote(v)}" for k, v in to_env(setting, space).items()]
 
 
+EAGER_LOADERS = {"torch": "torch.utils.data.DataLoader", "paddle": "paddle.io.DataLoader"}
+EAGER_THREADS = {"torch": "torch.set_num_threads({value})",
+                 "paddle": "paddle.base.core.set_num_threads({value})"}
+
+
 def code_lines(setting: dict, space: Space) -> List[str]:
     """The lines to change in the script for the same effect."""
+    if space.framework in EAGER_LOADERS:
+        return _eager_code_lines(setting, space)
     lines, reader = [], {}
     for name, value in setting.items():
         knob = space.knobs[name]
@@ -336,6 +365,29 @@ def code_lines(setting: dict, space: Space) -> List[str]:
     if reader:
         args = ", ".join(f"{k}={v!r}" for k, v in reader.items())
         lines.insert(0, f"fluid.io.DataLoader.from_generator(..., {args})")
+    return lines
+
+
+def _eager_code_lines(setting: dict, space: Space) -> List[str]:
+    """code_lines for a PyTorch or Paddle 3 job: the DataLoader's arguments, the flags, the
+    CPU math threads."""
+    lines, reader = [], {}
+    for name, value in setting.items():
+        knob = space.knobs[name]
+        if knob.section == "reader":
+            reader[knob.key] = value
+        elif knob.section == "flag":
+            lines.append(f"paddle.set_flags({{{knob.key!r}: {value!r}}})  # before training")
+        elif knob.key == "OMP_NUM_THREADS":
+            call = EAGER_THREADS[space.framework].format(value=value)
+            lines.append(f"{call}  # before training (or export OMP_NUM_THREADS={value})")
+        else:
+            lines.append(f"export {knob.key}={value}")
+    if reader:
+        args = ", ".join(f"{k}={v!r}" for k, v in reader.items())
+        note = ("  # scale the learning rate with the batch size" if "batch_size" in reader
+                else "")
+        lines.insert(0, f"{EAGER_LOADERS[space.framework]}(dataset, {args}){note}")
     return lines
 
 

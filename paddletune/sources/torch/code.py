@@ -72,7 +72,9 @@ class TorchCode(CodeWriter):
     def optimizer(self, name: str, args: Mapping[str, object],
                   instead_of: Optional[str] = None, why: str = "") -> str:
         name = {"Momentum": "SGD", "Adamax": "Adamax"}.get(name, name)
-        pieces = ["model.parameters()", *(f"{k}={v}" for k, v in args.items())]
+        renamed = {"learning_rate": "lr"}
+        pieces = ["model.parameters()",
+                  *(f"{renamed.get(k, k)}={v}" for k, v in args.items())]
         line = f"optimizer = torch.optim.{name}({', '.join(pieces)})"
         note = f"instead of torch.optim.{instead_of}(...)" if instead_of else ""
         note = ": ".join(part for part in (note, why) if part)

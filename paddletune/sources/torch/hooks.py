@@ -277,7 +277,7 @@ class TorchHooks:
             n_inf = int(torch.isinf(t).sum())
             name = f"{type(module).__name__}({module.extra_repr()})"
             details = {"op_type": type(module).__name__, "op_index": self._module_calls,
-                       "output": name, "inputs": {}, "n_nan": n_nan, "n_inf": n_inf,
+                       "output": name, "inputs": _describe_inputs(inputs), "n_nan": n_nan, "n_inf": n_inf,
                        "step": self.timer.steps}
             self.source.bus.emit("nan_inf", details)
             if not self.nan_continue:
@@ -363,6 +363,12 @@ def _place_of(optimizer) -> str:
 
 def _shape_or_none(item) -> Optional[Tuple[int, ...]]:
     return tuple(item.shape) if isinstance(item, torch.Tensor) else None
+
+
+def _describe_inputs(inputs) -> tuple:
+    """'float32[8, 4]' for each input tensor of a module call (at most 8)."""
+    return tuple(f"{str(t.dtype).replace('torch.', '')}{list(t.shape)}"
+                 for t in iter_tensors(inputs, _shape_or_none, limit=8))
 
 
 def _first_line(exc) -> str:
