@@ -28,6 +28,9 @@ Jobs (all deliberately mis-configured):
            grid's batch sizes are 8..256 (those that do not fit fail, as in the tuner)
   pipeline examples/input_pipeline.py --reader loader: a Python-heavy (GIL-holding) reader
            thread; knobs num_workers x capacity x blas_threads (30 settings)
+  torch    examples/torch/input_heavy.py: a PyTorch DataLoader with num_workers=0 over a
+           Dataset whose __getitem__ does per-sample Python work; knobs num_workers x
+           prefetch_factor x blas_threads (torch's threads, OMP_NUM_THREADS)
 
     python benchmarks/bench_tune.py                  # all jobs (several minutes)
     python benchmarks/bench_tune.py --jobs reader --trial-steps 60 --keep /tmp/records
@@ -67,6 +70,9 @@ JOBS = {
                      args=["--reader", "loader", "--steps", "100000", "--log-every", "0"],
                      env={}, keep_batch_size=True,
                      specs=["only=num_workers,capacity,blas_threads"]),
+    "torch": dict(script="examples/torch/input_heavy.py", args=["--steps", "100000"],
+                  env={}, keep_batch_size=True,
+                  specs=["only=num_workers,prefetch_factor,blas_threads"]),
 }
 
 

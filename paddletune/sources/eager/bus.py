@@ -71,6 +71,20 @@ class StepEnd:
 
 
 @dataclass
+class OpEnd:
+    """One op (for an eager framework: one leaf module's forward call) of a step."""
+
+    program_id: int
+    step: int
+    index: int
+    type: str
+    role: int
+    t_begin: float
+    t_end: float
+    timing: str = "host"
+
+
+@dataclass
 class ReaderState:
     loader_id: int
     pass_no: int

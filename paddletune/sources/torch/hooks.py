@@ -12,7 +12,10 @@
 * overrides: `DataLoader.__init__` takes PADDLETUNE_OVERRIDES' reader values, and
   `torch.set_num_threads` keeps the override's thread count;
 * --check-nan: a global forward hook on every leaf module checks its outputs (costs a
-  reduction and a host sync per module call: roughly 10-40% of a CPU step).
+  reduction and a host sync per module call: roughly 10-40% of a CPU step);
+* --ops (while something listens to op_end): global forward pre/post hooks time each leaf
+  module's forward pass, one op_end per call with the module's class as the op type (host
+  time; the backward pass and the update stay in the step's compute, not split by module).
 """
 
 import inspect
@@ -26,6 +29,7 @@ from torch.optim.optimizer import register_optimizer_step_post_hook
 from torch.utils.data import dataloader as dl
 from torch.utils.data._utils import fetch as fetchers
 
+from ..eager.bus import OpEnd
 from ..eager.steps import iter_tensors
 
 _perf = time.perf_counter
@@ -75,6 +79,8 @@ class TorchHooks:
         if self.check_nan:
             hook = torch.nn.modules.module.register_module_forward_hook(self._check_output)
             self._undo.append(hook.remove)
+        if self.source.bus.listening("op_end"):
+            self._time_modules()
         return self.remove
 
     def remove(self):
@@ -264,6 +270,32 @@ class TorchHooks:
             if count != n:
                 overrides.apply("threads", "intra_op", n, count)
         return set_num_threads
+
+    # --- --ops -----------------------------------------------------------------------------
+    def _time_modules(self):
+        modules = torch.nn.modules.module
+        started = {}  # id(module) -> [perf_counter at its forward's start, ...] (recursion)
+        index = [0, -1]  # the next op's index in the step, the step it belongs to
+        bus, timer = self.source.bus, self.timer
+
+        def before(module, inputs):
+            if next(module.children(), None) is None:
+                started.setdefault(id(module), []).append(_perf())
+
+        def after(module, inputs, output):
+            stack = started.get(id(module))
+            if not stack:
+                return
+            t0, t1 = stack.pop(), _perf()
+            if index[1] != timer.steps:
+                index[:] = [0, timer.steps]
+            bus.emit("op_end", OpEnd(0, timer.steps, index[0], type(module).__name__, 0,
+                                     t0, t1))
+            index[0] += 1
+
+        for handle in (modules.register_module_forward_pre_hook(before),
+                       modules.register_module_forward_hook(after)):
+            self._undo.append(handle.remove)
 
     # --- --check-nan ----------------------------------------------------------------------
     def _check_output(self, module, inputs, output):

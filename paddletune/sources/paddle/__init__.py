@@ -1,0 +1,3 @@
+"""PaddlePaddle 2.6 / 3.x as a source (source.py, hooks.py, loaders.py: imported only when a
+Paddle job runs; importing them imports paddle) and how a change is written in Paddle 3 code
+(code.py: imports nothing of paddle)."""

@@ -1,0 +1,187 @@
+"""Changes written in PaddlePaddle 3.x code (`import paddle`; the dynamic graph unless a
+change only exists in the static graph). Pure text: imports nothing of paddle."""
+
+from typing import Mapping, Optional, Sequence
+
+from ..code import CodeWriter
+
+SET_FLAG = "paddle.set_flags({{'{flag}': {value!r}}})  # in the script, before training"
+# LoaderConfig fields -> paddle.io.DataLoader's arguments (None: not an argument of it)
+LOADER_ARGS = {"batch_size": "batch_size", "num_workers": "num_workers",
+               "use_shared_memory": "use_shared_memory", "prefetch_factor": "prefetch_factor",
+               "use_double_buffer": "use_buffer_reader", "drop_last": "drop_last",
+               "timeout": "timeout", "persistent_workers": "persistent_workers"}
+NAN_GUARDS = {  # op type -> its call kept finite
+    "log": "out = paddle.log(paddle.clip(x, min=1e-8))",
+    "elementwise_div": "out = paddle.divide(x, y + 1e-8)",
+    "divide": "out = paddle.divide(x, y + 1e-8)",
+    "sqrt": "out = paddle.sqrt(paddle.nn.functional.relu(x) + 1e-12)",
+    "pow": "out = paddle.pow(paddle.nn.functional.relu(x) + 1e-8, factor)",
+    "rsqrt": "out = paddle.rsqrt(paddle.nn.functional.relu(x) + 1e-12)",
+    "exp": "out = paddle.exp(paddle.clip(x, max=80.0))",
+    "cross_entropy": "loss = paddle.nn.functional.cross_entropy(logits, label)  # on logits",
+    "softmax_with_cross_entropy":
+        "loss = paddle.nn.functional.cross_entropy(logits, label)  # on logits",
+}
+# Fluid layer names -> paddle 3.x functional names
+LAYERS = {"pool2d": "max_pool2d", "conv2d": "conv2d", "fc": "linear",
+          "softmax_with_cross_entropy": "cross_entropy", "elementwise_add": "add",
+          "batch_norm": "batch_norm", "dropout": "dropout", "relu": "relu",
+          "softmax": "softmax", "embedding": "embedding", "layer_norm": "layer_norm"}
+
+
+class PaddleCode(CodeWriter):
+    framework = "paddle"
+    module_alias = "paddle"
+
+    def set_flag(self, flag: str, value, why: str = "") -> str:
+        return "\n".join([self.env(flag, value, why),
+                          "# or " + SET_FLAG.format(flag=flag, value=value)])
+
+    def blas_threads(self, env_var: str, n: int) -> str:
+        return (f"export {env_var}={n}\n# or in the script, before training: "
+                f"paddle.base.core.set_num_threads({n})")
+
+    def loader(self, config, **changes) -> str:
+        """batch_size and num_workers as the config has them, and every changed field that
+        is an argument of paddle.io.DataLoader (capacity: paddle keeps prefetch_factor x
+        num_workers batches ahead, so it becomes a prefetch_factor)."""
+        values = {}
+        for field in ("batch_size", "num_workers"):
+            value = getattr(config, field, None)
+            if value is not None:
+                values[field] = value
+        notes = []
+        for field, value in changes.items():
+            arg = LOADER_ARGS.get(field)
+            if arg is not None:
+                values[arg] = value
+            elif field == "capacity" and value:
+                workers = changes.get("num_workers", getattr(config, "num_workers", 0)) or 1
+                if "prefetch_factor" not in changes:
+                    values["prefetch_factor"] = max(1, -(-int(value) // int(workers)))
+            elif field == "pin_memory":
+                notes.append("# pin_memory: paddle pins batches itself "
+                             "(FLAGS_use_pinned_memory)")
+            else:
+                notes.append(f"# {field}={value!r}: paddle.io.DataLoader has no such argument")
+        args = "".join(f", {k}={v!r}" for k, v in values.items())
+        return "\n".join([f"loader = paddle.io.DataLoader(dataset{args})", *notes])
+
+    def async_loader(self, feeds: Sequence[str], place: str, loss: str) -> str:
+        usable = bool(feeds) and all(n.isidentifier() for n in feeds)
+        names = list(feeds) if usable else ["image", "label"]
+        lines = ["class Samples(paddle.io.Dataset):  # one sample per index, read here",
+                 "    def __len__(self):",
+                 "        return NUM_SAMPLES",
+                 "    def __getitem__(self, i):",
+                 f"        return {', '.join(f'{n}_i' for n in names)}  # the sample's arrays",
+                 "",
+                 "loader = paddle.io.DataLoader(Samples(), batch_size=BATCH_SIZE, "
+                 "shuffle=True, num_workers=2, drop_last=True)",
+                 f"for {', '.join(names)} in loader():"]
+        if "(" in (place or "") or place == "CPUPlace":
+            lines.insert(0, f"# runs on {place}")
+        lines.append(f"    exe.run(main_program, feed={{{', '.join(f'{n!r}: {n}' for n in names)}}}, "
+                     f"fetch_list=[{loss}])")
+        return "\n".join(lines)
+
+    def shard_note(self) -> str:
+        return ("# an IterableDataset's __iter__ must yield only its worker's share:\n"
+                "#   info = paddle.io.get_worker_info()\n"
+                "#   yield only items info.id, info.id + info.num_workers, ...")
+
+    def build_strategy(self, settings: Mapping[str, object], data_parallel: bool = True) -> str:
+        lines = ["build_strategy = paddle.static.BuildStrategy()",
+                 *(f"build_strategy.{k} = {_strategy_value(k, v)}" for k, v in settings.items()),
+                 "compiled = paddle.static.CompiledProgram(main_program, "
+                 "build_strategy=build_strategy)",
+                 "exe.run(compiled, feed=feed, fetch_list=fetch_list)  # instead of "
+                 "exe.run(main_program, ...)"]
+        if data_parallel:
+            lines.insert(0, "# paddle 3 trains on several devices with paddle.distributed "
+                            "(launch one process per device); the build settings apply to "
+                            "each process's program")
+        return "\n".join(lines)
+
+    def exec_strategy(self, settings: Mapping[str, object]) -> str:
+        lines = ["# paddle 3.x has no ExecutionStrategy: its executor schedules ops itself"]
+        for key, value in settings.items():
+            if key == "num_threads":
+                lines.append(f"paddle.base.core.set_num_threads({value!r})  # CPU math threads")
+            else:
+                lines.append(f"# {key} = {value!r}: no paddle 3.x equivalent")
+        return "\n".join(lines)
+
+    def layer_call(self, layer: str, **args) -> str:
+        name = LAYERS.get(layer, layer)
+        given = [f"{k}={v!r}" for k, v in args.items()]
+        return f"paddle.nn.functional.{name}({', '.join(['...', *given])})"
+
+    def optimizer(self, name: str, args: Mapping[str, object],
+                  instead_of: Optional[str] = None, why: str = "") -> str:
+        parts = [f"{k}={v}" for k, v in args.items() if k != "parameters"]
+        line = (f"optimizer = paddle.optimizer.{name}("
+                + ", ".join([*parts, "parameters=model.parameters()"]) + ")")
+        note = f"instead of paddle.optimizer.{instead_of}(...)" if instead_of else ""
+        note = ": ".join(part for part in (note, why) if part)
+        return line + (f"  # {note}" if note else "")
+
+    def gradient_clip(self, norm: float, why: str) -> str:
+        return (f"# {why} (given to the optimizer as grad_clip=):\n"
+                f"clip = paddle.nn.ClipGradByGlobalNorm(clip_norm={norm})\n"
+                f"optimizer = paddle.optimizer.Adam(parameters=model.parameters(), "
+                f"grad_clip=clip)  # your optimizer, with grad_clip=clip")
+
+    def nan_guard(self, op_type: str) -> Optional[str]:
+        return NAN_GUARDS.get(op_type)
+
+    def fused_softmax_cross_entropy(self, logits: str, label: str,
+                                    return_softmax: bool = False) -> str:
+        lines = ["# cross_entropy applies the softmax itself (fused): give it the logits, "
+                 "drop a softmax before it",
+                 f"cost = paddle.nn.functional.cross_entropy({logits}, {label})"]
+        if return_softmax:
+            lines.append(f"prediction = paddle.nn.functional.softmax({logits})")
+        return "\n".join(lines)
+
+    def fetch_every(self, keep: str, others: Sequence[str], every: int) -> str:
+        static = (f"fetch_list = [{keep}] if step % {every} else [{', '.join([keep, *others])}]"
+                  if others else f"fetch_list = [] if step % {every} else [{keep}]")
+        return "\n".join([self._fetch_dynamic(keep, others, every),
+                          "# static graph: " + static,
+                          "# then: exe.run(..., fetch_list=fetch_list)"])
+
+    def _fetch_dynamic(self, keep: str, others: Sequence[str], every: int) -> str:
+        if not others:
+            return "\n".join([
+                f"if step % {every} == 0:  # .item() / .numpy() wait for the device: "
+                f"only every {every} steps",
+                f"    print(step, float({keep}))"])
+        shown = ", ".join(f"float({name})" for name in others)
+        return "\n".join([
+            f"if step % {every} == 0:  # .item() / .numpy() wait for the device: only every "
+            f"{every} steps",
+            f"    print(step, float({keep}), {shown})"])
+
+    def sample_filter(self, field: int, axis: int) -> str:
+        return "\n".join([
+            "class Filtered(paddle.io.Dataset):  # wrap your dataset",
+            "    def __init__(self, dataset):",
+            "        self.keep = [i for i in range(len(dataset))",
+            f"                     if dataset[i][{field}].shape[{axis}] <= MAX_LEN]  "
+            f"# drop; or clip to MAX_LEN",
+            "        self.dataset = dataset",
+            "    def __len__(self):",
+            "        return len(self.keep)",
+            "    def __getitem__(self, i):",
+            "        return self.dataset[self.keep[i]]"])
+
+    def reader_filter(self, field: int) -> str:
+        return f"samples = [s for s in samples if len(s[{field}]) <= MAX_LEN]"
+
+
+def _strategy_value(field: str, value) -> str:
+    if field == "reduce_strategy" and isinstance(value, str):
+        return f"paddle.static.BuildStrategy.ReduceStrategy.{value}"
+    return repr(value)

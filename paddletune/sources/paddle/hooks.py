@@ -1,0 +1,337 @@
+"""The hooks a Paddle job runs with (installed for `PaddleSource.running`, removed after it,
+every patched attribute restored exactly as it was):
+
+  steps (dynamic graph)  paddle.optimizer.Optimizer.step / .minimize, the step/minimize of
+                         every loaded Optimizer subclass that defines its own (3.3.1: Adam,
+                         AdamW, LBFGS), paddle.amp.GradScaler.step / .minimize and
+                         AmpScaler.minimize: the outermost of them ends a training step after
+                         it returns (paddle.Model.fit steps through Optimizer.minimize)
+  steps (static graph)   paddle.static.Executor.run: each run of a program that is not a
+                         startup program is a step, timed around the run
+  DataLoader             paddle.io.DataLoader.__init__ (PADDLETUNE_OVERRIDES' reader
+                         section) and its iterators (loaders.py)
+  threads                paddle.base.core.set_num_threads (the overrides' threads.intra_op)
+  NaN/Inf                FLAGS_check_nan_inf (and _level) through paddle.set_flags
+"""
+
+import inspect
+import time
+from typing import Callable, Dict, List, Tuple
+
+import paddle
+from paddle.base import core
+
+from ..eager.bus import StepEnd
+from .loaders import LoaderHooks
+
+_perf = time.perf_counter
+_MISSING = object()
+LOADER_OVERRIDABLE = ("num_workers", "batch_size", "prefetch_factor", "use_shared_memory",
+                      "use_buffer_reader", "persistent_workers")
+# ops a startup program is made of: initializers, constants, parameters set
+STARTUP_OPS = frozenset((
+    "full", "full_int_array", "full_like", "uniform", "uniform_random", "gaussian",
+    "gaussian_random", "truncated_gaussian_random", "fill_constant", "assign_value",
+    "set_parameter", "shadow_output", "set_persistable_value", "randint", "assign",
+    "c_broadcast", "broadcast", "parameter", "eye", "arange", "linspace"))
+
+
+def place_name(text: str) -> str:
+    """paddle's device ("cpu", "gpu:0", "Place(gpu:0)") as paddletune names places."""
+    text = str(text)
+    if text.startswith("Place(") and text.endswith(")"):
+        text = text[6:-1]
+    kind, _, index = text.partition(":")
+    if kind == "cpu":
+        return "CPUPlace"
+    if kind in ("gpu", "cuda"):
+        return f"CUDAPlace({index or 0})"
+    if kind == "gpu_pinned":
+        return "CUDAPinnedPlace"
+    return f"{kind.upper()}Place({index})" if index else text
+
+
+def optimizer_classes() -> List[type]:
+    """paddle.optimizer.Optimizer and its loaded subclasses."""
+    out, stack = [], [paddle.optimizer.Optimizer]
+    while stack:
+        cls = stack.pop()
+        if cls not in out:
+            out.append(cls)
+            stack.extend(cls.__subclasses__())
+    return out
+
+
+class PaddleHooks:
+    def __init__(self, source, check_nan: bool, nan_continue: bool):
+        self.source = source
+        self.check_nan, self.nan_continue = check_nan, nan_continue
+        self._patched: List[Tuple[object, str, object]] = []  # (owner, name, own or _MISSING)
+        self._undo: List[Callable[[], None]] = []
+        self._depth = 0  # optimizer calls in progress (the outermost ends the step)
+        self._place = "CPUPlace"
+        self._executors: Dict[int, Tuple[int, str]] = {}  # id -> (number, place)
+        self._programs: Dict[int, Tuple[object, int, int, bool]] = {}  # id -> (program, n, ops, startup)
+        self._static_steps = 0
+        self._removed = False
+
+    # --- patching -----------------------------------------------------------------------
+    def patch(self, owner, name: str, replacement):
+        own = owner.__dict__.get(name, _MISSING)
+        self._patched.append((owner, name, own))
+        setattr(owner, name, replacement)
+
+    def install(self) -> Callable[[], None]:
+        try:
+            self._install()
+        except BaseException:
+            self.remove()
+            raise
+        return self.remove
+
+    def remove(self):
+        if self._removed:
+            return
+        self._removed = True
+        while self._patched:
+            owner, name, own = self._patched.pop()
+            if own is _MISSING:
+                try:
+                    delattr(owner, name)
+                except AttributeError:
+                    pass
+            else:
+                setattr(owner, name, own)
+        while self._undo:
+            try:
+                self._undo.pop()()
+            except Exception:  # noqa: BLE001  (restoring a flag must not hide the job's end)
+                pass
+
+    def _install(self):
+        try:
+            self._place = place_name(paddle.get_device())
+        except Exception:  # noqa: BLE001
+            self._place = "CPUPlace"
+        for cls in optimizer_classes():
+            for name in ("step", "minimize"):
+                if name in cls.__dict__:
+                    self.patch(cls, name, self._stepping(cls.__dict__[name], owner_arg=False))
+        scaler = getattr(paddle.amp, "GradScaler", None)
+        for cls in (scaler, *(scaler.__mro__[1:-1] if scaler else ())):
+            for name in ("step", "minimize"):
+                if cls is not None and name in cls.__dict__:
+                    self.patch(cls, name, self._stepping(cls.__dict__[name], owner_arg=True))
+        executor = paddle.static.Executor
+        self.patch(executor, "run", self._executor_run(executor.run))
+        self.patch(paddle.io.DataLoader, "__init__",
+                   self._loader_init(paddle.io.DataLoader.__init__))
+        LoaderHooks(self.source.loaders, self.patch).install()
+        self._threads()
+        if self.check_nan:
+            self._set_flags({"FLAGS_check_nan_inf": True,
+                             "FLAGS_check_nan_inf_level": 1 if self.nan_continue else 0})
+
+    # --- steps: dynamic graph -------------------------------------------------------------
+    def _stepping(self, original, owner_arg: bool):
+        """An optimizer's (or a GradScaler's: `owner_arg`, its first argument is the
+        optimizer) step or minimize that ends a training step after it returns."""
+        hooks, timer = self, self.source.timer
+        dynamic = paddle.in_dynamic_mode
+
+        def stepping(obj, *args, **kwargs):
+            if hooks._depth or not dynamic():
+                return original(obj, *args, **kwargs)
+            hooks._depth += 1
+            try:
+                out = original(obj, *args, **kwargs)
+            finally:
+                hooks._depth -= 1
+            owner = (args[0] if args else kwargs.get("optimizer", obj)) if owner_arg else obj
+            if timer.owns(owner):
+                timer.step_done(hooks._place)
+            return out
+
+        stepping.__wrapped__ = original
+        for attr in ("__name__", "__qualname__", "__doc__", "__module__"):
+            try:
+                setattr(stepping, attr, getattr(original, attr))
+            except (AttributeError, TypeError):
+                pass
+        return stepping
+
+    # --- steps: static graph --------------------------------------------------------------
+    def _executor_run(self, original):
+        hooks, bus = self, self.source.bus
+
+        def run(exe, program=None, feed=None, fetch_list=None, *args, **kwargs):
+            t_begin = _perf()
+            out = original(exe, program, feed, fetch_list, *args, **kwargs)
+            t_end = _perf()
+            if bus.listening("step_end"):
+                hooks._static_step(exe, program, feed, fetch_list, t_begin, t_end)
+            return out
+
+        run.__wrapped__ = original
+        run.__doc__ = original.__doc__
+        return run
+
+    def _static_step(self, exe, program, feed, fetch_list, t_begin, t_end):
+        executor_id, place = self._executor(exe)
+        program_id, n_ops, startup = self._program(program)
+        batch_size, feed_bytes, feed_names = None, 0, ()
+        if isinstance(feed, dict):
+            feed_names = tuple(feed)
+            for value in feed.values():
+                shape = getattr(value, "shape", None)
+                if shape:
+                    if batch_size is None:
+                        batch_size = int(shape[0]) if int(shape[0]) > 0 else None
+                    feed_bytes += int(getattr(value, "nbytes", 0) or 0)
+        fetch_names = ()
+        if fetch_list:
+            fetch_names = tuple(item if isinstance(item, str) else _name(item)
+                                for item in fetch_list)
+        record = StepEnd(self._static_steps, t_begin, t_end, 0.0, 0.0, 0.0, t_end - t_begin,
+                         batch_size, place, feed_bytes, 0, executor_id, program_id, n_ops,
+                         fetch_names, feed_names, startup)
+        if not startup:
+            self._static_steps += 1
+        self.source.bus.emit("step_end", record)
+
+    def _executor(self, exe) -> Tuple[int, str]:
+        known = self._executors.get(id(exe))
+        if known is None:
+            try:
+                place = place_name(exe.place)
+            except Exception:  # noqa: BLE001
+                place = self._place
+            known = self._executors[id(exe)] = (len(self._executors), place)
+        return known
+
+    def _program(self, program) -> Tuple[int, int, bool]:
+        """(its number, its op count, whether it is a startup program), cached by id."""
+        if program is None:
+            program = paddle.static.default_main_program()
+        inner = getattr(program, "_program", None)  # a CompiledProgram's
+        target = inner if inner is not None else program
+        count = _op_count(target)
+        known = self._programs.get(id(program))
+        if known is not None and known[0] is program and known[2] == count:
+            return known[1], known[2], known[3]
+        startup = target is paddle.static.default_startup_program() or _all_startup(target)
+        number = known[1] if known is not None and known[0] is program else len(self._programs)
+        self._programs[id(program)] = (program, number, count, startup)
+        return number, count, startup
+
+    # --- DataLoader arguments ---------------------------------------------------------------
+    def _loader_init(self, original):
+        source = self.source
+        signature = inspect.signature(original)
+        self_name, *params = signature.parameters.values()
+        supported = {p.name: p.default for p in params if p.name in LOADER_OVERRIDABLE}
+
+        def __init__(loader, *args, **kwargs):
+            state = source.overrides_state
+            if state is None or not state.requested.get("reader"):
+                return original(loader, *args, **kwargs)
+            try:
+                bound = signature.bind(loader, *args, **kwargs)
+            except TypeError:
+                return original(loader, *args, **kwargs)  # paddle reports the mistake
+            given = dict(bound.arguments)
+            given.pop(self_name.name, None)
+            fixed = None
+            if given.get("batch_sampler") is not None:
+                fixed = "a batch_sampler was given: its batches have their own size"
+            elif "batch_size" in given and given["batch_size"] is None:
+                fixed = "batch_size=None: the dataset yields whole batches"
+            changed = state.loader_arguments(given, supported, fixed)
+            return original(loader, **changed)
+
+        __init__.__wrapped__ = original
+        __init__.__doc__ = original.__doc__
+        return __init__
+
+    # --- threads and flags ------------------------------------------------------------------
+    def _threads(self):
+        state = self.source.overrides_state
+        if state is None:
+            return
+        wanted = state.wanted("threads")
+        if "intra_op" in wanted:
+            value = wanted["intra_op"]
+            was = current_threads()
+            setter = getattr(core, "set_num_threads", None)
+            if setter is None:
+                state.skip("threads", "intra_op", value, "not-supported",
+                           "this paddle has no core.set_num_threads")
+            elif was == value:
+                state.skip("threads", "intra_op", value, "same-value",
+                           "the job's own value")
+            else:
+                setter(int(value))
+                self.source._threads_set = int(value)
+                state.apply("threads", "intra_op", value, was)
+                self._undo.append(lambda: _restore_threads(self.source, setter, was))
+        if "inter_op" in wanted:
+            state.skip("threads", "inter_op", wanted["inter_op"], "not-supported",
+                       "Paddle's dynamic graph runs ops one at a time: it has no inter-op "
+                       "thread pool to size")
+
+    def _set_flags(self, flags: dict):
+        previous = {}
+        for name in flags:
+            try:
+                previous.update(paddle.get_flags([name]))
+            except Exception:  # noqa: BLE001  (a flag this build lacks)
+                continue
+        paddle.set_flags({k: v for k, v in flags.items() if k in previous})
+        self._undo.append(lambda: paddle.set_flags(previous))
+
+
+def current_threads():
+    """The CPU math threads paddle set at start (FLAGS_paddle_num_threads, which paddle's
+    InitDevices passes to the BLAS/OpenMP libraries): paddle has no getter of its own."""
+    try:
+        return int(paddle.get_flags(["FLAGS_paddle_num_threads"])["FLAGS_paddle_num_threads"])
+    except Exception:  # noqa: BLE001
+        return None
+
+
+def _restore_threads(source, setter, was):
+    source._threads_set = None
+    if was is not None:
+        setter(int(was))
+
+
+def _name(item) -> str:
+    try:
+        return str(item.name)
+    except Exception:  # noqa: BLE001  (a PIR value without a name)
+        return "?"
+
+
+def _op_count(program) -> int:
+    try:
+        return int(program.num_ops())  # PIR
+    except Exception:  # noqa: BLE001
+        try:
+            return len(program.global_block().ops)
+        except Exception:  # noqa: BLE001
+            return -1
+
+
+def _all_startup(program) -> bool:
+    """Whether every op of the program initializes (a startup program's ops do)."""
+    try:
+        ops = program.global_block().ops
+    except Exception:  # noqa: BLE001
+        return False
+    if not ops:
+        return False
+    for op in ops:
+        name = op.name() if callable(getattr(op, "name", None)) else getattr(op, "type", "")
+        if str(name).rpartition(".")[2] not in STARTUP_OPS:
+            return False
+    return True

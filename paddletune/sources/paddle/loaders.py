@@ -1,0 +1,336 @@
+"""paddle.io.DataLoader passes, as paddle 3.x runs them (paddle/io/dataloader/dataloader_iter.py):
+
+  DataLoader.__iter__                          tags the iterator with its loader's id
+  _DataLoaderIterSingleProcess.__next__        a pass's batches, read in the main process
+  _DataLoaderIterMultiProcess.__next__         a pass's batches, made by worker processes
+  _DataLoaderIterSingleProcess._init_thread    times the fetcher its reading thread runs
+  _DataLoaderIterMultiProcess._init_workers    a shared RawArray the forked workers write
+                                               their time per batch into
+  dataloader_iter._worker_loop                 (the name _init_workers reads the workers'
+                                               Process target from) the worker's loop
+                                               (worker._worker_loop) with its queues timed
+
+The workers' timing: before the workers fork, `_init_workers` makes a RawArray of slots (one
+per batch index modulo the slots; the index, the pass, the seconds, the CPU seconds, the
+worker); in the worker, the loop's index queue and result queue are wrapped so that the time
+from taking a batch's indices to putting the batch is written into its slot; the main process
+reads the slot of each batch as the training loop receives it (the iterator hands batches
+over in index order). Workers started with a method other than fork (no slot array in the
+child) just run the original loop: no worker timing then."""
+
+import multiprocessing
+import time
+from collections import deque
+from typing import Optional
+
+from paddle.io import DataLoader
+from paddle.io.dataloader import dataloader_iter, worker
+
+from ..eager.loaders import LoaderTracker
+
+_perf = time.perf_counter
+_cpu = time.thread_time
+SINGLE = dataloader_iter._DataLoaderIterSingleProcess
+MULTI = dataloader_iter._DataLoaderIterMultiProcess
+STATE = "_paddletune_state"  # the iterator's attribute holding its _IterState
+LOADER_ID = "_paddletune_id"  # the DataLoader's attribute holding its id
+SLOT = 5  # doubles per slot: index, pass, produce_s, cpu_s, worker
+
+_forking = None  # (the RawArray, slots, 0) while _init_workers forks: what the child reads
+
+
+class _IterState:
+    __slots__ = ("loader_id", "timeout", "handle", "finished", "count", "generation",
+                 "times", "slots", "single_times")
+
+    def __init__(self, loader_id, timeout):
+        self.loader_id, self.timeout = loader_id, timeout
+        self.handle = None
+        self.finished = False
+        self.count = 0  # batches handed over in this pass (the next batch's index)
+        self.generation = 0  # the iterator's pass (persistent workers reuse it)
+        self.times = None  # the workers' RawArray
+        self.slots = 0
+        self.single_times = None  # the reading thread's deque of (produce_s, cpu_s)
+
+
+def _state(it, loaders: LoaderTracker) -> _IterState:
+    st = it.__dict__.get(STATE)
+    if st is None:
+        st = _IterState(loaders.new_loader_id(), None)
+        it.__dict__[STATE] = st
+    return st
+
+
+def _ready(it):
+    def ready():
+        queue = it._blocking_queue
+        return int(queue.size()) if queue is not None else 0
+    return ready
+
+
+def config_of(it, st: _IterState) -> dict:
+    """The pass's LoaderConfig fields, from the iterator (it copies the loader's settings)."""
+    workers = list(getattr(it, "_workers", ()) or ())
+    sampler = getattr(it, "_batch_sampler", None)
+    return {
+        "name": f"DataLoader#{st.loader_id}",
+        "num_workers": int(it._num_workers),
+        "batch_size": getattr(sampler, "batch_size", None),
+        "use_shared_memory": bool(it._use_shared_memory),
+        "prefetch_factor": int(it._prefetch_factor),
+        "capacity": capacity_of(it),
+        "use_double_buffer": bool(it._use_buffer_reader),
+        "pin_memory": bool(getattr(it, "_pin_memory", False)),
+        "drop_last": bool(it._drop_last),
+        "timeout": st.timeout or None,
+        "persistent_workers": bool(getattr(it, "_persistent_workers", False)),
+        "worker_pids": [int(w.pid) for w in workers if w.pid is not None],
+        "places": [str(p) for p in (it._places or ())],
+        "iterable": True,
+    }
+
+
+def capacity_of(it) -> int:
+    """The batches paddle keeps ahead: the blocking queue's length (single process:
+    prefetch_factor x places; workers: prefetch_factor x max(workers, places))."""
+    value = getattr(it, "_outstanding_capacity", None)
+    if value is None:
+        value = getattr(it, "_blocking_queue_capacity", 0)
+    return int(value or 0)
+
+
+class LoaderHooks:
+    """The DataLoader patches of one running job (installed by PaddleHooks)."""
+
+    def __init__(self, loaders: LoaderTracker, patch):
+        self.loaders = loaders
+        self.patch = patch  # patch(owner, name, replacement)
+
+    def install(self):
+        self.patch(DataLoader, "__iter__", self._iter(DataLoader.__iter__))
+        self.patch(SINGLE, "__next__", self._next(SINGLE.__next__, False))
+        self.patch(MULTI, "__next__", self._next(MULTI.__next__, True))
+        self.patch(SINGLE, "_init_thread", self._init_thread(SINGLE._init_thread))
+        self.patch(MULTI, "_init_workers", self._init_workers(MULTI._init_workers))
+        self.patch(dataloader_iter, "_worker_loop", _timed_worker_loop)
+
+    # --- the loader's iterators --------------------------------------------------------
+    def _iter(self, original):
+        loaders = self.loaders
+
+        def __iter__(loader):
+            it = original(loader)
+            lid = loader.__dict__.get(LOADER_ID)
+            if lid is None:
+                lid = loader.__dict__[LOADER_ID] = loaders.new_loader_id()
+            st = it.__dict__.get(STATE)
+            if st is None or st.loader_id != lid:
+                st = it.__dict__[STATE] = _IterState(lid, getattr(loader, "timeout", None))
+            else:  # persistent workers: the same iterator, reset for a new pass
+                st.finished = False
+            return it
+
+        __iter__.__wrapped__ = original
+        return __iter__
+
+    def _init_thread(self, original):
+        def _init_thread(it):
+            fetcher = getattr(it, "_dataset_fetcher", None)
+            if fetcher is not None and "fetch" not in fetcher.__dict__:
+                times = deque(maxlen=256)
+                fetch = fetcher.fetch
+
+                def timed_fetch(*args, **kwargs):
+                    t0, c0 = _perf(), _cpu()
+                    out = fetch(*args, **kwargs)
+                    times.append((_perf() - t0, _cpu() - c0))
+                    return out
+
+                fetcher.fetch = timed_fetch
+                it.__dict__[STATE + "_times"] = times
+            return original(it)
+
+        _init_thread.__wrapped__ = original
+        return _init_thread
+
+    def _init_workers(self, original):
+        def _init_workers(it):
+            global _forking
+            if _start_method() != "fork":  # the child would not see the slot array
+                return original(it)
+            slots = 2 * capacity_of(it) + 8
+            try:
+                times = multiprocessing.RawArray("d", SLOT * slots)
+                for s in range(slots):
+                    times[SLOT * s] = -1.0
+            except Exception:  # noqa: BLE001  (no shared memory: no worker timing)
+                return original(it)
+            _forking = (times, slots)
+            try:
+                return original(it)
+            finally:
+                _forking = None
+                it.__dict__[STATE + "_workers"] = (times, slots)
+
+        _init_workers.__wrapped__ = original
+        return _init_workers
+
+    def _next(self, original, multi: bool):
+        loaders = self.loaders
+
+        def __next__(it):
+            st = it.__dict__.get(STATE)
+            if st is None:
+                st = _state(it, loaders)
+            if st.finished:  # asked again after its StopIteration
+                return original(it)
+            handle = st.handle
+            if handle is None or handle.ended:
+                handle = st.handle = loaders.start(st.loader_id, config_of(it, st),
+                                                   capacity_of(it), _ready(it))
+                st.count = 0
+                st.generation += 1
+                if multi:
+                    st.times, st.slots = it.__dict__.get(STATE + "_workers", (None, 0))
+                else:
+                    st.single_times = it.__dict__.get(STATE + "_times")
+            if loaders.speed_test:
+                batch = loaders.replay(handle)
+                if batch is not None:
+                    return batch
+            queue = it._blocking_queue
+            ready = queue.size() if queue is not None else 0
+            t_request = _perf()
+            try:
+                batch = original(it)
+            except StopIteration:
+                st.finished, st.handle = True, None
+                loaders.end(handle, "end")
+                raise
+            except Exception as err:
+                st.handle = None
+                loaders.end(handle, "error", _first_line(err))
+                raise
+            t_got = _perf()
+            index = st.count
+            st.count = index + 1
+            if multi:
+                if st.times is not None:
+                    self._worker_produced(st, handle, index, batch)
+            else:
+                times = st.single_times
+                if times:
+                    produce_s, cpu_s = times.popleft()
+                    loaders.produced(handle, -1, produce_s, cpu_s, batch, 0)
+            loaders.got(handle, t_request, t_got, batch, ready)
+            return batch
+
+        __next__.__wrapped__ = original
+        return __next__
+
+    def _worker_produced(self, st: _IterState, handle, index: int, batch):
+        times, base = st.times, SLOT * (index % st.slots)
+        if times[base] != index or times[base + 1] != st.generation:
+            return  # not written (yet), or another pass's: no timing for this batch
+        produce_s, cpu_s, worker = times[base + 2], times[base + 3], int(times[base + 4])
+        if times[base] != index:  # overwritten while read
+            return
+        queue = getattr(handle, "ready", None)
+        size = _safe_int(queue)
+        self.loaders.produced(handle, worker, produce_s, cpu_s, batch, size)
+
+
+def _safe_int(fn) -> int:
+    try:
+        return int(fn())
+    except Exception:  # noqa: BLE001
+        return 0
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip()
+    line = text.splitlines()[0] if text else ""
+    return f"{type(err).__name__}: {line}" if line else type(err).__name__
+
+
+# --- in the worker process -------------------------------------------------------------------
+def _timed_worker_loop(*args, **kwargs):
+    """paddle's worker loop (paddle.io.dataloader.worker._worker_loop) with its index queue
+    and result queue timed; a module-level function, so a spawned worker unpickles it (and,
+    seeing no slot array, runs the plain loop)."""
+    shared = _forking
+    if shared is None or len(args) < 10:
+        return worker._worker_loop(*args, **kwargs)
+    args = list(args)
+    clock = _WorkerClock(shared[0], shared[1], int(args[9]))
+    args[2] = _IndexQueue(args[2], clock)
+    args[3] = _ResultQueue(args[3], clock)
+    return worker._worker_loop(*args, **kwargs)
+
+
+def _start_method() -> str:
+    """The start method a new Process uses now (without fixing the default context)."""
+    method = multiprocessing.get_start_method(allow_none=True)
+    if method is None:
+        try:
+            method = multiprocessing.context._default_context._default_context._name
+        except AttributeError:
+            method = "unknown"
+    return method
+
+
+class _WorkerClock:
+    __slots__ = ("times", "slots", "worker", "generation", "index", "t0", "c0")
+
+    def __init__(self, times, slots, worker):
+        self.times, self.slots, self.worker = times, slots, worker
+        self.generation = 1
+        self.index: Optional[int] = None
+        self.t0 = self.c0 = 0.0
+
+    def took(self, data):
+        if isinstance(data, tuple) and len(data) == 2 and isinstance(data[0], int):
+            self.index, self.t0, self.c0 = data[0], _perf(), _cpu()
+        elif isinstance(data, dataloader_iter._ResumeIteration):
+            self.generation += 1  # the next pass of persistent workers
+            self.index = None
+
+    def put(self, item):
+        index = self.index
+        if index is None or not (isinstance(item, tuple) and len(item) == 3
+                                 and item[0] == index):
+            return
+        self.index = None
+        times, base = self.times, SLOT * (index % self.slots)
+        times[base] = -1.0
+        times[base + 1] = self.generation
+        times[base + 2] = _perf() - self.t0
+        times[base + 3] = _cpu() - self.c0
+        times[base + 4] = self.worker
+        times[base] = index
+
+
+class _IndexQueue:
+    def __init__(self, queue, clock):
+        self._queue, self._clock = queue, clock
+
+    def get(self, *args, **kwargs):
+        data = self._queue.get(*args, **kwargs)
+        self._clock.took(data)
+        return data
+
+    def __getattr__(self, name):
+        return getattr(self._queue, name)
+
+
+class _ResultQueue:
+    def __init__(self, queue, clock):
+        self._queue, self._clock = queue, clock
+
+    def put(self, item, *args, **kwargs):
+        self._clock.put(item)
+        return self._queue.put(item, *args, **kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self._queue, name)

@@ -1,0 +1,115 @@
+"""PaddlePaddle 2.6 / 3.x as a source: steps from the optimizers' step/minimize in the dynamic
+graph and from Executor.run in the static graph, DataLoader passes from paddle.io's iterators
+with the workers' time per batch, the FLAGS and DataLoader arguments as knobs, and
+PADDLETUNE_OVERRIDES applied to every DataLoader built (hooks.py, loaders.py).
+
+Importing this module imports paddle (only done when a Paddle job runs)."""
+
+import re
+from typing import Callable, Dict, List, Optional
+
+import paddle
+
+from ...profile.records import Knob, SourceInfo, Terms
+from ..eager.source import EagerSource
+from .hooks import PaddleHooks, current_threads
+
+SUPPORTED = ((2, 6), (4, 0))  # from 2.6 up to (not including) 4.0
+LOADER = "paddle.io.DataLoader(dataset, ..., {key}={{value}})"
+FLAG_KNOBS = ("FLAGS_allocator_strategy", "FLAGS_fraction_of_gpu_memory_to_use",
+              "FLAGS_fraction_of_cpu_memory_to_use", "FLAGS_gpu_memory_limit_mb",
+              "FLAGS_eager_delete_tensor_gb", "FLAGS_cudnn_exhaustive_search",
+              "FLAGS_conv_workspace_size_limit", "FLAGS_enable_cublas_tensor_op_math",
+              "FLAGS_check_nan_inf", "FLAGS_check_nan_inf_level", "FLAGS_use_pinned_memory",
+              "FLAGS_paddle_num_threads")
+TERMS = Terms(step="optimizer.step", call="the training loop's iteration",
+              between="between steps", loader="paddle.io.DataLoader")
+STEPS_FROM = ("optimizer.step (dynamic graph): each step or minimize of the first optimizer "
+              "to step (directly, through paddle.amp.GradScaler or paddle.Model.fit) ends a "
+              "training step; Executor.run (static graph): each run of a program that is not "
+              "a startup program is a step")
+
+
+class UnsupportedPaddle(RuntimeError):
+    """The installed paddle is a version paddletune's Paddle source does not support."""
+
+
+def version_tuple(text: str):
+    """(major, minor) of a version string; None for a development build ("0.0.0")."""
+    numbers = [int(n) for n in re.findall(r"\d+", text.split("+")[0])[:2]]
+    if len(numbers) < 2 or numbers == [0, 0]:
+        return None
+    return tuple(numbers)
+
+
+def check_version(text: str):
+    version = version_tuple(text)
+    if version is not None and not SUPPORTED[0] <= version < SUPPORTED[1]:
+        raise UnsupportedPaddle(
+            f"paddletune supports PaddlePaddle 2.6 to 3.x; found {text}"
+            + (" (PaddlePaddle 1.x scripts run on the fluid source)" if version < (2, 0)
+               else ""))
+
+
+class PaddleSource(EagerSource):
+    framework = "paddle"
+
+    def __init__(self):
+        check_version(paddle.__version__)
+        super().__init__()
+        self._threads_set: Optional[int] = None  # the CPU math threads an override set
+
+    @staticmethod
+    def shape_of(item):
+        if isinstance(item, paddle.Tensor):
+            return item.shape
+        shape = getattr(item, "shape", None)  # numpy arrays (a collate_fn's own)
+        return shape if isinstance(shape, tuple) else None
+
+    @staticmethod
+    def nbytes_of(item) -> int:
+        if isinstance(item, paddle.Tensor):
+            try:
+                return int(item.size) * int(item.element_size())
+            except Exception:  # noqa: BLE001
+                return 0
+        return int(getattr(item, "nbytes", 0) or 0)
+
+    def info(self) -> SourceInfo:
+        return SourceInfo(self.framework, f"PaddlePaddle {paddle.__version__}", STEPS_FROM,
+                          tuple(self.knobs()), TERMS)
+
+    def knobs(self) -> List[Knob]:
+        out = [Knob(f"reader.{key}", f"paddle.io.DataLoader({key}=...)", None,
+                    LOADER.format(key=key))
+               for key in ("num_workers", "batch_size", "prefetch_factor",
+                           "use_shared_memory")]
+        for flag, value in self.flags().items():
+            out.append(Knob(f"flag.{flag}", flag, value,
+                            f"paddle.set_flags({{{{'{flag}': {{value}}}}}})"))
+        out.append(Knob("threads.intra_op", "CPU math threads (core.set_num_threads)",
+                        self.blas_threads(),
+                        "paddle.base.core.set_num_threads({value})"))
+        return out
+
+    def flags(self) -> Dict[str, object]:
+        """{flag: value} of the flags the playbook turns that this paddle has (a flag paddle
+        cannot read back, e.g. one of a CUDA build on a CPU build, is left out)."""
+        out = {}
+        for flag in FLAG_KNOBS:
+            try:
+                value = paddle.get_flags([flag])[flag]
+            except Exception:  # noqa: BLE001
+                continue
+            out[flag] = value if isinstance(value, (bool, int, float, str)) else str(value)
+        return out
+
+    def blas_threads(self) -> Optional[int]:
+        """The CPU math threads: what an override set, else FLAGS_paddle_num_threads (what
+        paddle passed to its BLAS/OpenMP libraries as it started)."""
+        if self._threads_set is not None:
+            return self._threads_set
+        return current_threads()
+
+    def _install(self, check_nan: bool, nan_continue: bool) -> Callable[[], None]:
+        return PaddleHooks(self, check_nan, nan_continue).install()
