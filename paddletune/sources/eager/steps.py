@@ -44,6 +44,11 @@ class StepTimer:
         self._fetch_s += seconds
         self._fetch_bytes += nbytes
 
+    @property
+    def batch_size(self) -> Optional[int]:
+        """The latest batch's size (None: none seen)."""
+        return self._batch_size
+
     # --- the step's end -------------------------------------------------------------------
     def owns(self, optimizer) -> bool:
         """Whether `optimizer`'s steps are the training steps (the first to step is)."""

@@ -61,6 +61,7 @@ class TorchHooks:
         self._places = {}
         self._threads_override: Optional[int] = None
         self._module_calls = 0
+        self._cuda_memory: dict = {}
 
     # --- install / remove -----------------------------------------------------------------
     def install(self):
@@ -81,6 +82,10 @@ class TorchHooks:
             self._undo.append(hook.remove)
         if self.source.bus.listening("op_end"):
             self._time_modules()
+        if torch.cuda.is_available():
+            from . import gpu
+            self._undo.extend(gpu.time_copies_and_syncs(self.timer))
+            self._cuda_memory = {}
         return self.remove
 
     def remove(self):
@@ -102,8 +107,22 @@ class TorchHooks:
 
     # --- steps ----------------------------------------------------------------------------
     def _after_step(self, optimizer, args, kwargs):
-        if self.timer.owns(optimizer):
-            self.timer.step_done(self._place(optimizer))
+        if not self.timer.owns(optimizer):
+            return
+        place = self._place(optimizer)
+        if place.startswith("CUDA") and self.source.bus.listening("memory_step"):
+            self._memory_step(place)
+        self.timer.step_done(place)
+
+    def _memory_step(self, place: str):
+        """The caching allocator's figures, sent just before the step's step_end."""
+        from . import gpu
+        device = int(place[len("CUDAPlace("):-1])
+        memory = self._cuda_memory.get(device)
+        if memory is None:
+            memory = self._cuda_memory[device] = gpu.CudaMemory(device)
+        self.source.bus.emit("memory_step", memory.step(self.timer.steps,
+                                                        self.timer.batch_size))
 
     def _place(self, optimizer) -> str:
         place = self._places.get(id(optimizer))
