@@ -77,11 +77,12 @@ class TorchCode(CodeWriter):
                   *(f"{renamed.get(k, k)}={v}" for k, v in args.items())]
         line = f"optimizer = torch.optim.{name}({', '.join(pieces)})"
         note = f"instead of torch.optim.{instead_of}(...)" if instead_of else ""
-        note = ": ".join(part for part in (note, why) if part)
+        note = ": ".join(part for part in (note, " ".join(why.split())) if part)
         return line + (f"  # {note}" if note else "")
 
     def gradient_clip(self, norm: float, why: str) -> str:
-        return (f"# {why} (after loss.backward(), before optimizer.step()):\n"
+        return (self.comment(f"{why} (after loss.backward(), before optimizer.step()):")
+                + "\n"
                 f"torch.nn.utils.clip_grad_norm_(model.parameters(), max_norm={norm})")
 
     def nan_guard(self, op_type: str) -> Optional[str]:

@@ -286,7 +286,10 @@ class TorchHooks:
         overrides, n = self.source.overrides_state, self._threads_override
 
         def set_num_threads(count):
-            if count != n:
+            """The script's own call: the override's count stays; the first such call's
+            value is what the script wanted (`was`), unless the override changed that."""
+            if count != n and not any(a.section == "threads" and a.key == "intra_op"
+                                      for a in overrides.applied):
                 overrides.apply("threads", "intra_op", n, count)
         return set_num_threads
 

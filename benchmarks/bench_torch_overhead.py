@@ -1,0 +1,173 @@
+"""What profiling costs a PyTorch job: an MLP (784-512-512-10, SGD with momentum, batch 128,
+batches from a DataLoader over an in-memory TensorDataset, num_workers=0) trained bare and
+under the probes a `paddletune profile` session runs (session.session_probes: step, reader,
+memory, scheduler, workers, system, nvml, writing a real profile file, with the PyTorch
+source's hooks installed), interleaved in one process: each round runs a block of N steps
+bare, then a block of N steps profiled (the order alternating between rounds), so machine
+noise hits both alike.
+
+The MLP's blocks give the overhead as a share of its step, which on a busy machine is within
+the noise; the same loop on a near-empty step (a 1-unit model, 1-sample batches) gives the
+probes' absolute cost per step, divided by the MLP's step for the share (`within_target`).
+
+Target: the default probes cost under 1% of the MLP's step time. Prints a table and, last,
+one JSON line. Run: python benchmarks/bench_torch_overhead.py [--rounds 11 --steps 80
+--threads 1]
+"""
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+import time
+from contextlib import contextmanager
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import torch  # noqa: E402
+from torch import nn  # noqa: E402
+
+from paddletune.probes.base import Clock  # noqa: E402
+from paddletune.profile import ProfileWriter, header_record  # noqa: E402
+from paddletune.session import session_probes  # noqa: E402
+from paddletune.sources.torch.source import TorchSource  # noqa: E402
+
+
+@contextmanager
+def profiled(directory, index):
+    """Run the block under a profiling session's default probes, writing a profile."""
+    clock = Clock()
+    writer = ProfileWriter(Path(directory) / f"profiled-{index}.jsonl", clock=clock.now)
+    source = TorchSource()
+    source.begin()
+    writer.submit(header_record({"argv": ["bench_torch_overhead"]}, {}, {}, time.time(),
+                                source.info()))
+    active = session_probes(writer.submit, clock, source, 0.5)
+    for p in active:
+        p.start()
+    try:
+        with source.running():
+            yield source
+    finally:
+        for p in active:
+            p.stop()
+        writer.finish()
+
+
+@contextmanager
+def bare(directory, index):
+    yield None
+
+
+class Job:
+    def __init__(self, batch_size: int):
+        torch.manual_seed(0)
+        n = batch_size * 16
+        centers = torch.randn(10, 784)
+        labels = torch.randint(0, 10, (n,))
+        inputs = centers[labels] + torch.randn(n, 784)
+        self.loader = torch.utils.data.DataLoader(
+            torch.utils.data.TensorDataset(inputs, labels), batch_size=batch_size,
+            shuffle=True, drop_last=True)
+        self.model = nn.Sequential(nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 512),
+                                   nn.ReLU(), nn.Linear(512, 10))
+        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.01, momentum=0.9)
+        self.loss_fn = nn.CrossEntropyLoss()
+
+    def steps(self, n: int) -> float:
+        """Train `n` steps (new DataLoader passes as needed); seconds per step."""
+        done = 0
+        t0 = time.perf_counter()
+        while done < n:
+            for x, y in self.loader:
+                loss = self.loss_fn(self.model(x), y)
+                self.optimizer.zero_grad()
+                loss.backward()
+                self.optimizer.step()
+                done += 1
+                if done >= n:
+                    break
+        return (time.perf_counter() - t0) / n
+
+
+class TinyJob(Job):
+    """The same loop on a 1-unit model and 1-sample batches: a step that costs almost nothing
+    but the loop's own calls, so the probes' absolute cost per step (microseconds) shows
+    above the noise."""
+
+    def __init__(self):
+        torch.manual_seed(0)
+        data = torch.utils.data.TensorDataset(torch.randn(256, 1), torch.zeros(256))
+        self.loader = torch.utils.data.DataLoader(data, batch_size=1)
+        self.model = nn.Linear(1, 1)
+        self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.01)
+        self.loss_fn = lambda out, y: out.sum()
+
+
+def interleaved(job, args, directory, steps):
+    """{kind: [seconds per step, one per round]}, [profiled / bare per round]."""
+    times, ratios = {"bare": [], "profiled": []}, []
+    for r in range(args.rounds):
+        order = ("bare", "profiled") if r % 2 == 0 else ("profiled", "bare")
+        this = {}
+        for kind in order:
+            context = bare if kind == "bare" else profiled
+            with context(directory, r):
+                this[kind] = job.steps(steps)
+            times[kind].append(this[kind])
+        ratios.append(this["profiled"] / this["bare"])
+    return times, ratios
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--batch-size", type=int, default=128)
+    parser.add_argument("--steps", type=int, default=80, help="steps per block")
+    parser.add_argument("--rounds", type=int, default=11)
+    parser.add_argument("--warmup", type=int, default=30)
+    parser.add_argument("--tiny-steps", type=int, default=2000,
+                        help="steps per block of the near-empty step")
+    parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    job = Job(args.batch_size)
+    job.steps(args.warmup)
+    tiny = TinyJob()
+    tiny.steps(args.warmup)
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory() as directory:
+        times, ratios = interleaved(job, args, directory, args.steps)
+        tiny_times, _ = interleaved(tiny, args, directory, args.tiny_steps)
+    wall = time.perf_counter() - started
+    base, prof = statistics.median(times["bare"]), statistics.median(times["profiled"])
+    overhead = prof / base - 1
+    paired = statistics.median(ratios) - 1
+    print(f"PyTorch {torch.__version__} MLP 784-512-512-10, batch {args.batch_size}, "
+          f"{args.threads} thread(s): {args.rounds} rounds x {args.steps} steps per block "
+          f"({wall:.1f} s)")
+    print(f"{'configuration':<14}{'median step (ms)':>18}{'min':>10}{'max':>10}")
+    for kind, values in times.items():
+        print(f"{kind:<14}{statistics.median(values) * 1e3:>18.3f}"
+              f"{min(values) * 1e3:>10.3f}{max(values) * 1e3:>10.3f}")
+    print(f"overhead: {overhead:+.2%} (ratio of medians), {paired:+.2%} (median of the "
+          f"rounds' paired ratios); target < 1%")
+    tiny_bare = statistics.median(tiny_times["bare"])
+    per_step = statistics.median(tiny_times["profiled"]) - tiny_bare
+    print(f"absolute cost per step (a near-empty step of {tiny_bare * 1e6:.0f} us, "
+          f"{args.tiny_steps} steps per block): {per_step * 1e6:.1f} us = "
+          f"{per_step / base:.2%} of the MLP step")
+    print(json.dumps({"bench": "torch_overhead", "torch": torch.__version__,
+                      "batch_size": args.batch_size, "threads": args.threads,
+                      "rounds": args.rounds, "steps": args.steps,
+                      "bare_step_ms": round(base * 1e3, 4),
+                      "profiled_step_ms": round(prof * 1e3, 4),
+                      "overhead": round(overhead, 5), "paired_overhead": round(paired, 5),
+                      "cost_per_step_us": round(per_step * 1e6, 2),
+                      "cost_share_of_mlp_step": round(per_step / base, 5),
+                      "target": 0.01, "within_target": per_step / base < 0.01}))
+
+
+if __name__ == "__main__":
+    main()

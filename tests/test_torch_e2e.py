@@ -1,0 +1,135 @@
+"""`paddletune profile / report / advise` on PyTorch jobs, end to end in real subprocesses
+(`python -m paddletune`), each reaped whatever happens (conftest's `procs`)."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+
+REPO = Path(__file__).resolve().parents[1]
+INPUT_HEAVY = REPO / "examples" / "torch" / "input_heavy.py"
+# One intra-op thread: on a 2-core machine shared with another busy process, torch's OpenMP
+# threads spin against it and a 0.4 ms MLP step becomes ~70 ms (the job turns compute-bound
+# for a reason unrelated to what the test checks).
+ENV = {**os.environ, "COLUMNS": "200", "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"}
+ENV.pop("PADDLETUNE_OVERRIDES", None)
+for name in ("FORCE_COLOR", "TTY_COMPATIBLE", "NO_COLOR"):
+    ENV.pop(name, None)
+
+RAISES_AFTER_5 = """
+import torch
+from torch import nn
+
+torch.manual_seed(0)
+model = nn.Linear(4, 1)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+data = torch.utils.data.TensorDataset(torch.randn(64, 4))
+for step, (x,) in enumerate(torch.utils.data.DataLoader(data, batch_size=4)):
+    if step == 5:
+        raise RuntimeError("boom after 5 steps")
+    loss = model(x).pow(2).mean()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+"""
+
+
+def cli(procs, *args, timeout=120, env=None):
+    return procs.run([sys.executable, "-m", "paddletune", *map(str, args)], timeout,
+                     cwd=REPO, env=env or ENV, stdout=subprocess.PIPE,
+                     stderr=subprocess.PIPE, text=True)
+
+
+def header(path: Path) -> dict:
+    with open(path) as f:
+        record = json.loads(f.readline())
+    assert record["type"] == "header"
+    return record
+
+
+def records(path: Path, kind: str) -> list:
+    with open(path) as f:
+        return [r for r in map(json.loads, f) if r.get("type") == kind]
+
+
+def report_json(procs, path: Path) -> dict:
+    result = cli(procs, "report", "--json", path)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_input_heavy_is_input_bound_and_advised_in_torch_code(procs, tmp_path):
+    out = tmp_path / "p.jsonl"
+    result = cli(procs, "profile", "--out", out, "--steps", 80, INPUT_HEAVY)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert header(out)["source"]["framework"] == "torch"
+    assert len(records(out, "step")) == 80
+    summary = report_json(procs, out)
+    assert summary["verdict"]["kind"] in ("highly-input-bound", "moderately-input-bound"), \
+        summary["verdict"]
+    assert summary["n_steps"] == 80
+    advice = cli(procs, "advise", out)
+    assert advice.returncode == 0, advice.stderr
+    text = advice.stdout
+    assert "torch.utils.data.DataLoader(" in text, text
+    workers = [int(n) for n in re.findall(r"num_workers=(\d+)", text)]
+    assert workers and max(workers) >= 1, text
+
+
+def test_a_script_that_raises_keeps_its_profile(procs, tmp_path):
+    script = tmp_path / "boom.py"
+    script.write_text(RAISES_AFTER_5)
+    out = tmp_path / "b.jsonl"
+    result = cli(procs, "profile", "--out", out, script)
+    assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "boom after 5 steps" in result.stderr
+    assert header(out)["source"]["framework"] == "torch"
+    assert len(records(out, "step")) == 5
+    summary = report_json(procs, out)
+    assert summary["n_steps"] == 5
+    assert summary["exit"]["status"] == 1
+    assert summary["exit"]["reason"] == "exception"
+    assert "boom after 5 steps" in summary["exit"]["message"]
+
+
+def test_framework_torch_on_a_script_without_torch(procs, tmp_path):
+    script = tmp_path / "plain.py"
+    script.write_text('print("no torch here")\n')
+    out = tmp_path / "c.jsonl"
+    result = cli(procs, "profile", "--framework", "torch", "--out", out, script)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert "no torch here" in result.stdout
+    assert header(out)["source"]["framework"] == "torch"
+    summary = report_json(procs, out)
+    assert summary["n_steps"] == 0
+    assert summary["verdict"]["kind"] == "too-few-steps"
+    report = cli(procs, "report", out)
+    assert report.returncode == 0, report.stderr
+    assert "no training steps observed" in report.stdout.lower()
+
+
+# torch "not installed": `sys.modules["torch"] = None` makes importlib.util.find_spec("torch")
+# return None in the CLI's process, without touching any file.
+MISSING_TORCH = ("import sys; sys.modules['torch'] = None; sys.argv = ['paddletune'] + "
+                 "sys.argv[1:]; from paddletune.cli import main; main()")
+
+
+@pytest.mark.parametrize("framework", [None, "torch"])
+def test_torch_missing_is_a_clear_error(procs, tmp_path, framework):
+    script = tmp_path / "train.py"
+    script.write_text(RAISES_AFTER_5 if framework is None else 'print("hi")\n')
+    out = tmp_path / "d.jsonl"
+    chosen = ["--framework", framework] if framework else []
+    result = procs.run([sys.executable, "-c", MISSING_TORCH, "profile", *chosen, "--out",
+                        str(out), str(script)], 120, cwd=REPO, env=ENV,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "PyTorch, which is not installed" in result.stderr
+    assert "pip install" in result.stderr
+    assert not out.exists()

@@ -1,0 +1,490 @@
+"""The PyTorch source (paddletune/sources/torch) in-process against real torch on the CPU: the
+events its hooks announce, the speed test's replay, PADDLETUNE_OVERRIDES, --check-nan, the
+hooks' removal, TorchCode's lines and the framework detection."""
+
+import gc
+import json
+import time
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+import psutil  # noqa: E402
+from torch import nn  # noqa: E402
+from torch.utils.data import dataloader as dl  # noqa: E402
+from torch.utils.data._utils import fetch as fetchers  # noqa: E402
+
+from paddletune.profile.records import LoaderConfig  # noqa: E402
+from paddletune.sources.detect import DetectError, detect  # noqa: E402
+from paddletune.sources.eager.overrides import OverrideError  # noqa: E402
+from paddletune.sources.torch import hooks  # noqa: E402
+from paddletune.sources.torch.code import NAN_GUARDS, TorchCode  # noqa: E402
+from paddletune.sources.torch.source import TorchSource  # noqa: E402
+
+EVENTS = ("step_end", "reader_state", "reader_push", "reader_pop", "nan_inf")
+
+
+class Sleepy(torch.utils.data.Dataset):
+    """`n` samples of 3 floats; each __getitem__ sleeps `sleep` s and counts itself."""
+
+    def __init__(self, n=16, sleep=0.0, fail_at=None):
+        self.n, self.sleep, self.fail_at, self.calls = n, sleep, fail_at, 0
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        self.calls += 1
+        if i == self.fail_at:
+            raise ValueError(f"bad sample {i}")
+        if self.sleep:
+            time.sleep(self.sleep)
+        return torch.full((3,), float(i)), i
+
+
+class Stream(torch.utils.data.IterableDataset):
+    def __init__(self, n=12):
+        self.n = n
+
+    def __iter__(self):
+        for i in range(self.n):
+            yield torch.full((3,), float(i)), i
+
+
+class Source:
+    """A begun TorchSource and every event it announced, by name."""
+
+    def __init__(self):
+        self.source = TorchSource()
+        self.source.begin()
+        self.events = {name: [] for name in EVENTS}
+        for name in EVENTS:
+            self.source.subscribe(name, self.events[name].append)
+
+    def __getattr__(self, name):
+        return getattr(self.source, name)
+
+    def states(self):
+        return [(s.what, s.pass_no) for s in self.events["reader_state"]]
+
+
+@pytest.fixture
+def src(monkeypatch):
+    monkeypatch.delenv("PADDLETUNE_OVERRIDES", raising=False)
+    return Source()
+
+
+def _model():
+    torch.manual_seed(0)
+    model = nn.Linear(3, 1)
+    return model, torch.optim.SGD(model.parameters(), lr=0.01)
+
+
+def _train(loader, model, optimizer, second=None, limit=None):
+    steps = 0
+    for x, _ in loader:
+        loss = model(x).pow(2).mean()
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        if second is not None:
+            second.step()
+        steps += 1
+        if limit is not None and steps >= limit:
+            break
+    return steps
+
+
+# --- steps ------------------------------------------------------------------------------------
+def test_one_step_end_per_step_of_the_first_optimizer(src):
+    model, optimizer = _model()
+    other = nn.Linear(3, 3)
+    second = torch.optim.SGD(other.parameters(), lr=0.01)
+    loader = torch.utils.data.DataLoader(Sleepy(16, sleep=0.002), batch_size=4)
+    with src.running():
+        steps = _train(loader, model, optimizer, second)
+    ends = src.events["step_end"]
+    assert steps == 4
+    assert len(ends) == 4
+    assert [e.step for e in ends] == [0, 1, 2, 3]
+    for e in ends:
+        assert e.batch_size == 4
+        assert e.read_s >= 0.006, e  # 4 samples x 2 ms slept in __getitem__
+        assert e.compute_s >= 0.0
+        assert e.t_end >= e.t_begin
+        assert e.place == "CPUPlace"
+    for a, b in zip(ends, ends[1:]):
+        assert b.t_begin == a.t_end
+
+
+# --- DataLoader passes --------------------------------------------------------------------------
+def test_reader_state_pops_and_pushes_per_epoch(src):
+    model, optimizer = _model()
+    loader = torch.utils.data.DataLoader(Sleepy(16), batch_size=4)
+    with src.running():
+        for _ in range(2):
+            _train(loader, model, optimizer)
+    assert src.states() == [("start", 1), ("end", 1), ("start", 2), ("end", 2)]
+    start = src.events["reader_state"][0]
+    assert start.config["num_workers"] == 0
+    assert start.config["batch_size"] == 4
+    assert src.events["reader_state"][1].batches == 4
+    pops, pushes = src.events["reader_pop"], src.events["reader_push"]
+    assert len(pops) == 8 and len(pushes) == 8
+    assert [p.index for p in pops] == [0, 1, 2, 3] * 2
+    assert {p.worker for p in pushes} == {-1}
+    assert all(p.shapes == ((4, 3), (4,)) for p in pushes)
+    assert not any(p.speed_test for p in pops)
+
+
+def test_worker_processes_report_their_batches(src):
+    model, optimizer = _model()
+    loader = torch.utils.data.DataLoader(Sleepy(16, sleep=0.002), batch_size=4, num_workers=2)
+    with src.running():
+        steps = _train(loader, model, optimizer)
+    del loader
+    gc.collect()
+    assert steps == 4
+    start = src.events["reader_state"][0]
+    assert start.what == "start"
+    assert start.config["num_workers"] == 2
+    assert len(start.config["worker_pids"]) == 2
+    assert src.states()[-1] == ("end", 1)
+    pushes = src.events["reader_push"]
+    assert len(pushes) == 4
+    assert {p.worker for p in pushes} <= {0, 1}
+    assert all(p.produce_s > 0 for p in pushes)
+    assert all(p.produce_s >= 0.006 for p in pushes)  # 4 samples x 2 ms each
+    assert len(src.events["reader_pop"]) == 4
+    assert len(src.events["step_end"]) == 4
+
+
+def test_persistent_workers_start_a_second_pass(src):
+    model, optimizer = _model()
+    loader = torch.utils.data.DataLoader(Sleepy(8), batch_size=4, num_workers=2,
+                                         persistent_workers=True)
+    with src.running():
+        for _ in range(2):
+            _train(loader, model, optimizer)
+    del loader
+    gc.collect()
+    starts = [s for s in src.events["reader_state"] if s.what == "start"]
+    assert [s.pass_no for s in starts] == [1, 2]
+    assert src.states() == [("start", 1), ("end", 1), ("start", 2), ("end", 2)]
+    assert starts[0].config["persistent_workers"] is True
+    assert len(src.events["reader_pop"]) == 4
+    assert len(src.events["step_end"]) == 4
+
+
+def test_iterable_dataset_gives_pops_and_steps(src):
+    model, optimizer = _model()
+    loader = torch.utils.data.DataLoader(Stream(12), batch_size=4)
+    with src.running():
+        assert _train(loader, model, optimizer) == 3
+    assert len(src.events["reader_pop"]) == 3
+    assert len(src.events["step_end"]) == 3
+    assert [e.batch_size for e in src.events["step_end"]] == [4, 4, 4]
+    assert src.states() == [("start", 1), ("end", 1)]
+
+
+# --- the speed test -------------------------------------------------------------------------------
+def test_speed_test_replays_the_last_batch(src):
+    data = Sleepy(64)
+    loader = torch.utils.data.DataLoader(data, batch_size=4)
+    with src.running():
+        it = iter(loader)
+        for _ in range(3):
+            last = next(it)
+        calls = data.calls
+        assert calls == 12
+        assert src.set_speed_test_mode(True) is False
+        replayed = [next(it) for _ in range(5)]
+        assert src.set_speed_test_mode(False) is True
+        assert data.calls == calls  # __getitem__ not called while replaying
+        assert all(batch is last for batch in replayed)
+        fresh = next(it)
+        assert fresh is not last and data.calls == calls + 4
+        del it
+    pops = src.events["reader_pop"]
+    assert [p.speed_test for p in pops] == [False] * 3 + [True] * 5 + [False]
+
+
+# --- errors ---------------------------------------------------------------------------------------
+def test_dataset_error_propagates_and_ends_the_pass(src):
+    model, optimizer = _model()
+    loader = torch.utils.data.DataLoader(Sleepy(16, fail_at=9), batch_size=4)
+    with src.running():
+        with pytest.raises(ValueError, match="^bad sample 9$") as info:
+            _train(loader, model, optimizer)
+    assert type(info.value) is ValueError
+    assert len(src.events["step_end"]) == 2
+    end = src.events["reader_state"][-1]
+    assert end.what == "error"
+    assert "ValueError" in end.detail and "bad sample 9" in end.detail
+    assert [s.what for s in src.events["reader_state"]] == ["start", "error"]
+
+
+# --- overrides ------------------------------------------------------------------------------------
+def _overridden(monkeypatch, wanted):
+    monkeypatch.setenv("PADDLETUNE_OVERRIDES", json.dumps(wanted))
+    return Source()
+
+
+def _by_key(entries):
+    return {(e.section, e.key): e for e in entries}
+
+
+def test_overrides_change_num_workers_and_batch_size(monkeypatch):
+    src = _overridden(monkeypatch, {"reader": {"num_workers": 1, "batch_size": 8}})
+    with src.running():
+        loader = torch.utils.data.DataLoader(Sleepy(32), batch_size=4, num_workers=0)
+        sizes = [len(y) for _, y in loader]
+        workers = loader.num_workers
+        del loader
+    gc.collect()
+    assert workers == 1
+    assert sizes == [8, 8, 8, 8]
+    report = src.overrides()
+    applied = _by_key(report["applied"])
+    assert applied[("reader", "num_workers")].value == 1
+    assert applied[("reader", "num_workers")].was == 0
+    assert applied[("reader", "batch_size")].value == 8
+    assert applied[("reader", "batch_size")].was == 4
+    assert not report["skipped"]
+    assert src.events["reader_state"][0].config["num_workers"] == 1
+
+
+def test_override_skips_say_why(monkeypatch):
+    src = _overridden(monkeypatch, {"reader": {"prefetch_factor": 4, "batch_size": 8}})
+    data = Sleepy(16)
+    sampler = torch.utils.data.BatchSampler(torch.utils.data.SequentialSampler(data), 4,
+                                            drop_last=False)
+    with src.running():
+        fixed = torch.utils.data.DataLoader(data, batch_sampler=sampler)
+        assert [len(y) for _, y in fixed] == [4, 4, 4, 4]
+        assert fixed.prefetch_factor is None
+    report = src.overrides()
+    skipped = _by_key(report["skipped"])
+    assert skipped[("reader", "prefetch_factor")].code == "no-workers"
+    assert skipped[("reader", "batch_size")].code == "fixed-batch"
+    assert not report["applied"]
+
+
+def test_override_of_the_scripts_own_value_is_same_value(monkeypatch):
+    src = _overridden(monkeypatch, {"reader": {"batch_size": 4}})
+    with src.running():
+        loader = torch.utils.data.DataLoader(Sleepy(8), batch_size=4)
+        assert [len(y) for _, y in loader] == [4, 4]
+    report = src.overrides()
+    assert _by_key(report["skipped"])[("reader", "batch_size")].code == "same-value"
+    assert not report["applied"]
+
+
+@pytest.mark.parametrize("wanted, key", [
+    ({"reader": {"bogus_key": 1}}, "bogus_key"),
+    ({"reader": {"num_workers": "2"}}, "num_workers"),
+    ({"reader": {"pin_memory": 1}}, "pin_memory"),
+    ({"threads": {"intra_op": 0}}, "intra_op"),
+])
+def test_bad_overrides_raise_naming_the_key(monkeypatch, wanted, key):
+    monkeypatch.setenv("PADDLETUNE_OVERRIDES", json.dumps(wanted))
+    source = TorchSource()
+    with pytest.raises(OverrideError, match=key):
+        source.begin()
+
+
+def test_thread_override_holds_against_the_script(monkeypatch):
+    before = torch.get_num_threads()
+    wanted = 1 if before != 1 else 2
+    src = _overridden(monkeypatch, {"threads": {"intra_op": wanted}})
+    original_set = torch.set_num_threads
+    try:
+        with src.running():
+            assert torch.get_num_threads() == wanted
+            torch.set_num_threads(before)  # the script's own call
+            assert torch.get_num_threads() == wanted
+        assert torch.get_num_threads() == before
+        assert torch.set_num_threads is original_set
+        applied = _by_key(src.overrides()["applied"])
+        assert applied[("threads", "intra_op")].value == wanted
+        assert applied[("threads", "intra_op")].was == before
+    finally:
+        torch.set_num_threads(before)
+
+
+# --- --check-nan ----------------------------------------------------------------------------------
+class MakesNaN(nn.Module):
+    def forward(self, x):
+        return x * float("nan")
+
+
+def test_check_nan_names_the_module(src):
+    model = nn.Sequential(nn.Linear(3, 3), MakesNaN())
+    with src.running(check_nan=True):
+        with pytest.raises(hooks.NanInfError, match="MakesNaN"):
+            model(torch.ones(2, 3))
+    events = src.events["nan_inf"]
+    assert len(events) == 1
+    assert events[0]["op_type"] == "MakesNaN"
+    assert events[0]["n_nan"] == 6
+
+
+def test_check_nan_continue_counts_every_bad_output(src):
+    model = nn.Sequential(nn.Linear(3, 3), MakesNaN())
+    with src.running(check_nan=True, nan_continue=True):
+        for _ in range(3):
+            out = model(torch.ones(2, 3))
+    assert torch.isnan(out).all()
+    assert len(src.events["nan_inf"]) == 3
+    assert all(e["op_type"] == "MakesNaN" for e in src.events["nan_inf"])
+
+
+def test_no_nan_check_without_the_option(src):
+    model = nn.Sequential(nn.Linear(3, 3), MakesNaN())
+    with src.running():
+        model(torch.ones(2, 3))
+    assert src.events["nan_inf"] == []
+
+
+# --- removal --------------------------------------------------------------------------------------
+def test_hooks_are_removed_after_the_block(monkeypatch):
+    patched = [(dl._BaseDataLoaderIter, "__init__"), (dl._BaseDataLoaderIter, "_reset"),
+               (dl._BaseDataLoaderIter, "__next__"),
+               (dl._MultiProcessingDataLoaderIter, "__init__"),
+               (dl._MultiProcessingDataLoaderIter, "_process_data"),
+               (fetchers._MapDatasetFetcher, "fetch"),
+               (fetchers._IterableDatasetFetcher, "fetch"), (dl.DataLoader, "__init__")]
+    originals = {(cls, name): cls.__dict__[name] for cls, name in patched}
+    set_threads = torch.set_num_threads
+    src = _overridden(monkeypatch, {"reader": {"num_workers": 0}})
+    model, optimizer = _model()
+    with src.running(check_nan=True):
+        assert dl._BaseDataLoaderIter.__dict__["__next__"] is not \
+            originals[(dl._BaseDataLoaderIter, "__next__")]
+        assert dl.DataLoader.__dict__["__init__"] is not originals[(dl.DataLoader, "__init__")]
+        _train(torch.utils.data.DataLoader(Sleepy(8), batch_size=4), model, optimizer)
+    for (cls, name), original in originals.items():
+        assert cls.__dict__[name] is original, f"{cls.__name__}.{name} still patched"
+    assert torch.set_num_threads is set_threads
+    steps = len(src.events["step_end"])
+    assert steps == 2
+    _train(torch.utils.data.DataLoader(Sleepy(8), batch_size=4), model, optimizer)
+    nn.Sequential(nn.Linear(3, 3), MakesNaN())(torch.ones(1, 3))  # no check any more
+    assert len(src.events["step_end"]) == steps
+    assert src.events["nan_inf"] == []
+    assert len(src.events["reader_pop"]) == 2
+
+
+def test_abandoned_iterator_lets_its_workers_exit(src):
+    me = psutil.Process()
+    before = {p.pid for p in me.children(recursive=True)}
+    model, optimizer = _model()
+    loader = torch.utils.data.DataLoader(Sleepy(64, sleep=0.001), batch_size=4, num_workers=2)
+    with src.running():
+        it = iter(loader)
+        for _ in range(2):
+            x, _ = next(it)
+            loss = model(x).sum()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+        workers = {w.pid for w in it._workers}
+        assert len(workers) == 2
+        del it
+        gc.collect()
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline:
+            alive = [p for p in me.children(recursive=True)
+                     if p.pid not in before and p.pid in workers and _running(p)]
+            if not alive:
+                break
+            time.sleep(0.05)
+        assert not alive, f"workers still running after the iterator was dropped: {alive}"
+
+
+def _running(p):
+    try:
+        return p.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
+
+
+# --- TorchCode ------------------------------------------------------------------------------------
+def test_loader_line_compiles_and_names_num_workers():
+    code = TorchCode()
+    line = code.loader(LoaderConfig(name="DataLoader#0", num_workers=0, batch_size=32),
+                       num_workers=3)
+    compile(line, "x", "exec")
+    assert "torch.utils.data.DataLoader(" in line
+    assert "num_workers=3" in line and "batch_size=32" in line
+    assert "persistent_workers=True" in line
+    none = code.loader(LoaderConfig(num_workers=2, batch_size=None), num_workers=0,
+                       prefetch_factor=4, capacity=16)
+    compile(none, "x", "exec")
+    assert "prefetch_factor" not in none and "capacity" not in none
+
+
+def test_every_python_line_of_torch_code_compiles():
+    code = TorchCode()
+    config = LoaderConfig(num_workers=1, batch_size=16, prefetch_factor=2)
+    texts = {
+        "loader": code.loader(config, num_workers=4, prefetch_factor=4, pin_memory=True),
+        "comment": code.comment("a\n\nb"),
+        "constant": code.constant("LR", 0.1, "why"),
+        "batch_size": code.batch_size(64, "why"),
+        "set_flag": code.set_flag("FLAGS_check_nan_inf", True),
+        "async_loader": code.async_loader(["x", "y"], "CUDAPlace(0)", "loss"),
+        "async_loader_cpu": code.async_loader(["x"], "CPUPlace", "cost"),
+        "shard_note": code.shard_note(),
+        "build_strategy": code.build_strategy({"fuse_all_reduce_ops": True}),
+        "exec_strategy": code.exec_strategy({"num_threads": 2}),
+        "layer_call": code.layer_call("dropout", p=0.1, training=True),
+        "optimizer": code.optimizer("Momentum", {"lr": 0.1, "momentum": 0.9},
+                                    instead_of="Adam", why="steadier"),
+        "optimizer_plain": code.optimizer("Adam", {"lr": 0.001}),
+        "gradient_clip": code.gradient_clip(1.0, "the loss explodes"),
+        "fused": code.fused_softmax_cross_entropy("logits", "label", return_softmax=True),
+        "fused_plain": code.fused_softmax_cross_entropy("logits", "label"),
+        "fetch_every": code.fetch_every("loss", ["acc"], 10),
+        "sample_filter": code.sample_filter(0, 1),
+        "reader_filter": code.reader_filter(1),
+    }
+    for op in NAN_GUARDS:
+        texts[f"nan_guard:{op}"] = code.nan_guard(op)
+    for name, text in texts.items():
+        assert text, name
+        compile(text, name, "exec")
+    assert code.nan_guard("no_such_op") is None
+    # shell lines (the environment), not Python:
+    assert code.blas_threads("OMP_NUM_THREADS", 2).startswith("export OMP_NUM_THREADS=2")
+    assert code.set_flag("OMP_NUM_THREADS", 1).startswith("export OMP_NUM_THREADS=1")
+
+
+# --- detection ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("text, framework", [
+    ("import torch\n", "torch"),
+    ("from torch import nn\n", "torch"),
+    ("import paddle\n", "paddle"),
+    ("import paddle.fluid as fluid\n", "fluid"),
+    ("import runtime\n", "fluid"),
+    ("import numpy\n", "fluid"),
+])
+def test_detect_reads_imports(tmp_path, text, framework):
+    script = tmp_path / "train.py"
+    script.write_text(text)
+    assert detect(str(script)) == framework
+
+
+def test_detect_follows_local_modules(tmp_path):
+    (tmp_path / "model_def.py").write_text("import torch\n")
+    script = tmp_path / "train.py"
+    script.write_text("import model_def\n")
+    assert detect(str(script)) == "torch"
+
+
+def test_detect_refuses_two_frameworks(tmp_path):
+    script = tmp_path / "train.py"
+    script.write_text("import torch\nimport paddle\n")
+    with pytest.raises(DetectError, match="--framework"):
+        detect(str(script))
