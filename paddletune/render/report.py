@@ -22,6 +22,7 @@ from .fmt import NA, add_cells, add_rows, bar, clean, label_table as _table, pct
 from .fmt import duration as _duration, finite as _finite, ms as _ms, nbytes as _bytes
 from .fmt import num as _num, pct as _pct
 from .memory import memory_section
+from ..profile.records import Terms
 from .parallel import parallel_section
 from .reader import reader_sections
 
@@ -189,6 +190,8 @@ def _breakdown(s, terms) -> Optional[Table]:
     table.add_column("", no_wrap=True)
     for key, label in BREAKDOWN:
         label = terms.between if key == "outside" else label
+        if key == "read" and terms.step != Terms().step:  # an eager framework's loader
+            label = f"{terms.loader} wait"
         if key in OPTIONAL_PARTS and not b.part(key):
             continue
         share = s.shares.part(key) if s.shares is not None else None

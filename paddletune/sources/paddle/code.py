@@ -80,10 +80,9 @@ class PaddleCode(CodeWriter):
                  "loader = paddle.io.DataLoader(Samples(), batch_size=BATCH_SIZE, "
                  "shuffle=True, num_workers=2, drop_last=True)",
                  f"for {', '.join(names)} in loader():"]
-        if "(" in (place or "") or place == "CPUPlace":
-            lines.insert(0, f"# runs on {place}")
-        lines.append(f"    exe.run(main_program, feed={{{', '.join(f'{n!r}: {n}' for n in names)}}}, "
-                     f"fetch_list=[{loss}])")
+        lines.insert(0, f"# exe = paddle.static.Executor({_place(place)}), as before")
+        feed = ", ".join(f"{n!r}: {n}" for n in names)
+        lines.append(f"    exe.run(main_program, feed={{{feed}}}, fetch_list=[{loss}])")
         return "\n".join(lines)
 
     def shard_note(self) -> str:
@@ -100,8 +99,8 @@ class PaddleCode(CodeWriter):
                  "exe.run(main_program, ...)"]
         if data_parallel:
             lines.insert(0, "# paddle 3 trains on several devices with paddle.distributed "
-                            "(launch one process per device); the build settings apply to "
-                            "each process's program")
+                            "(one process per device:\n# python -m paddle.distributed.launch "
+                            "train.py); the settings apply to each process's program")
         return "\n".join(lines)
 
     def exec_strategy(self, settings: Mapping[str, object]) -> str:
@@ -179,6 +178,11 @@ class PaddleCode(CodeWriter):
 
     def reader_filter(self, field: int) -> str:
         return f"samples = [s for s in samples if len(s[{field}]) <= MAX_LEN]"
+
+
+def _place(place: str) -> str:
+    place = place or "CPUPlace"
+    return f"paddle.{place}" if "(" in place else f"paddle.{place}()"
 
 
 def _strategy_value(field: str, value) -> str:

@@ -22,7 +22,7 @@ import paddle
 from paddle.base import core
 
 from ..eager.bus import StepEnd
-from .loaders import LoaderHooks
+from .loaders import LoaderHooks, place_name
 
 _perf = time.perf_counter
 _MISSING = object()
@@ -34,21 +34,6 @@ STARTUP_OPS = frozenset((
     "gaussian_random", "truncated_gaussian_random", "fill_constant", "assign_value",
     "set_parameter", "shadow_output", "set_persistable_value", "randint", "assign",
     "c_broadcast", "broadcast", "parameter", "eye", "arange", "linspace"))
-
-
-def place_name(text: str) -> str:
-    """paddle's device ("cpu", "gpu:0", "Place(gpu:0)") as paddletune names places."""
-    text = str(text)
-    if text.startswith("Place(") and text.endswith(")"):
-        text = text[6:-1]
-    kind, _, index = text.partition(":")
-    if kind == "cpu":
-        return "CPUPlace"
-    if kind in ("gpu", "cuda"):
-        return f"CUDAPlace({index or 0})"
-    if kind == "gpu_pinned":
-        return "CUDAPinnedPlace"
-    return f"{kind.upper()}Place({index})" if index else text
 
 
 def optimizer_classes() -> List[type]:
@@ -71,7 +56,8 @@ class PaddleHooks:
         self._depth = 0  # optimizer calls in progress (the outermost ends the step)
         self._place = "CPUPlace"
         self._executors: Dict[int, Tuple[int, str]] = {}  # id -> (number, place)
-        self._programs: Dict[int, Tuple[object, int, int, bool]] = {}  # id -> (program, n, ops, startup)
+        # id(program) -> (the program, its number, its op count, whether a startup program)
+        self._programs: Dict[int, Tuple[object, int, int, bool]] = {}
         self._static_steps = 0
         self._removed = False
 
@@ -115,12 +101,12 @@ class PaddleHooks:
             self._place = "CPUPlace"
         for cls in optimizer_classes():
             for name in ("step", "minimize"):
-                if name in cls.__dict__:
+                if inspect.isfunction(cls.__dict__.get(name)):
                     self.patch(cls, name, self._stepping(cls.__dict__[name], owner_arg=False))
         scaler = getattr(paddle.amp, "GradScaler", None)
-        for cls in (scaler, *(scaler.__mro__[1:-1] if scaler else ())):
+        for cls in (scaler.__mro__[:-1] if scaler is not None else ()):
             for name in ("step", "minimize"):
-                if cls is not None and name in cls.__dict__:
+                if inspect.isfunction(cls.__dict__.get(name)):
                     self.patch(cls, name, self._stepping(cls.__dict__[name], owner_arg=True))
         executor = paddle.static.Executor
         self.patch(executor, "run", self._executor_run(executor.run))

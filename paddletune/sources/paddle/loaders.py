@@ -20,6 +20,7 @@ child) just run the original loop: no worker timing then."""
 
 import multiprocessing
 import time
+import weakref
 from collections import deque
 from typing import Optional
 
@@ -36,7 +37,7 @@ STATE = "_paddletune_state"  # the iterator's attribute holding its _IterState
 LOADER_ID = "_paddletune_id"  # the DataLoader's attribute holding its id
 SLOT = 5  # doubles per slot: index, pass, produce_s, cpu_s, worker
 
-_forking = None  # (the RawArray, slots, 0) while _init_workers forks: what the child reads
+_forking = None  # (the RawArray, its slots) while _init_workers forks: what the child reads
 
 
 class _IterState:
@@ -63,8 +64,14 @@ def _state(it, loaders: LoaderTracker) -> _IterState:
 
 
 def _ready(it):
+    """How many batches wait in the iterator's queue now. It holds the iterator weakly: a
+    pass the tracker still holds must not keep an abandoned iterator (its reading thread,
+    its workers) alive, paddle stops them as the iterator is freed."""
+    ref = weakref.ref(it)
+
     def ready():
-        queue = it._blocking_queue
+        target = ref()
+        queue = None if target is None else target._blocking_queue
         return int(queue.size()) if queue is not None else 0
     return ready
 
@@ -86,9 +93,26 @@ def config_of(it, st: _IterState) -> dict:
         "timeout": st.timeout or None,
         "persistent_workers": bool(getattr(it, "_persistent_workers", False)),
         "worker_pids": [int(w.pid) for w in workers if w.pid is not None],
-        "places": [str(p) for p in (it._places or ())],
+        "places": [place_name(p) for p in (it._places or ())],
         "iterable": True,
+        "source": "sample" if getattr(sampler, "batch_size", None) else "batch",
+        "producer": "workers" if workers else "thread",  # Paddle reads in a thread
     }
+
+
+def place_name(text: str) -> str:
+    """paddle's device ("cpu", "gpu:0", "Place(gpu:0)") as paddletune names places."""
+    text = str(text)
+    if text.startswith("Place(") and text.endswith(")"):
+        text = text[6:-1]
+    kind, _, index = text.partition(":")
+    if kind == "cpu":
+        return "CPUPlace"
+    if kind in ("gpu", "cuda"):
+        return f"CUDAPlace({index or 0})"
+    if kind == "gpu_pinned":
+        return "CUDAPinnedPlace"
+    return f"{kind.upper()}Place({index})" if index else text
 
 
 def capacity_of(it) -> int:
@@ -140,10 +164,23 @@ class LoaderHooks:
             if fetcher is not None and "fetch" not in fetcher.__dict__:
                 times = deque(maxlen=256)
                 fetch = fetcher.fetch
+                ref = weakref.ref(it)  # (no cycle: paddle frees the iterator at once)
 
                 def timed_fetch(*args, **kwargs):
                     t0, c0 = _perf(), _cpu()
-                    out = fetch(*args, **kwargs)
+                    try:
+                        out = fetch(*args, **kwargs)
+                    except StopIteration:
+                        raise
+                    except Exception as err:
+                        # paddle's reading thread dies of this without closing its queue,
+                        # and the training loop would wait for a batch forever: kill the
+                        # queue (the loop's read then raises) and keep the cause
+                        target = ref()
+                        if target is not None:
+                            target.__dict__[STATE + "_error"] = _first_line(err)
+                            target._exit_thread_unexpectedly()
+                        raise
                     times.append((_perf() - t0, _cpu() - c0))
                     return out
 
@@ -210,7 +247,9 @@ class LoaderHooks:
                 raise
             except Exception as err:
                 st.handle = None
-                loaders.end(handle, "error", _first_line(err))
+                cause = it.__dict__.get(STATE + "_error")
+                loaders.end(handle, "error", _first_line(err) + (
+                    f" (the dataset raised {cause})" if cause else ""))
                 raise
             t_got = _perf()
             index = st.count

@@ -6,9 +6,13 @@ PADDLETUNE_OVERRIDES applied to every DataLoader built (hooks.py, loaders.py).
 Importing this module imports paddle (only done when a Paddle job runs)."""
 
 import re
+import warnings
+from contextlib import contextmanager
 from typing import Callable, Dict, List, Optional
 
-import paddle
+with warnings.catch_warnings():  # paddle's import warns that ccache is missing (for C++
+    warnings.simplefilter("ignore", UserWarning)  # extensions, which profiling builds none of)
+    import paddle
 
 from ...profile.records import Knob, SourceInfo, Terms
 from ..eager.source import EagerSource
@@ -22,12 +26,29 @@ FLAG_KNOBS = ("FLAGS_allocator_strategy", "FLAGS_fraction_of_gpu_memory_to_use",
               "FLAGS_conv_workspace_size_limit", "FLAGS_enable_cublas_tensor_op_math",
               "FLAGS_check_nan_inf", "FLAGS_check_nan_inf_level", "FLAGS_use_pinned_memory",
               "FLAGS_paddle_num_threads")
-TERMS = Terms(step="optimizer.step", call="the training loop's iteration",
+TERMS = Terms(step="a training step (optimizer.step; Executor.run in the static graph)",
+              call="the training loop's iteration",
               between="between steps", loader="paddle.io.DataLoader")
 STEPS_FROM = ("optimizer.step (dynamic graph): each step or minimize of the first optimizer "
               "to step (directly, through paddle.amp.GradScaler or paddle.Model.fit) ends a "
               "training step; Executor.run (static graph): each run of a program that is not "
               "a startup program is a step")
+
+
+# paddle's FLAGS_check_nan_inf error: "(PreconditionNotMet) There are NAN or INF (num_nan=1,
+# num_inf=0, num_zero=1) in [device=cpu, op=log, tensor=, dtype=fp32]."
+NAN_ERROR = re.compile(r"There are NAN or INF \(num_nan=(\d+), num_inf=(\d+)[^)]*\) in "
+                       r"\[[^\]]*?op=([\w.]+)(?:, tensor=([^,\]]*))?")
+
+
+def nan_inf_event(err: BaseException, step: int) -> Optional[dict]:
+    """The nan_inf payload paddle's NaN/Inf check error describes (None: not one)."""
+    found = NAN_ERROR.search(str(err))
+    if found is None:
+        return None
+    n_nan, n_inf, op, tensor = found.groups()
+    return {"op_type": op, "op_index": None, "output": tensor or None, "inputs": {},
+            "n_nan": int(n_nan), "n_inf": int(n_inf), "step": step}
 
 
 class UnsupportedPaddle(RuntimeError):
@@ -110,6 +131,22 @@ class PaddleSource(EagerSource):
         if self._threads_set is not None:
             return self._threads_set
         return current_threads()
+
+    @contextmanager
+    def running(self, check_nan: bool = False, compat: bool = False,
+                nan_continue: bool = False):
+        """The eager block, and with NaN checking on, paddle's NaN/Inf error (the op and
+        the counts it names) announced on "nan_inf" as it passes (then raised unchanged).
+        With `nan_continue` paddle only prints each finding (FLAGS_check_nan_inf_level=1)
+        and nothing is announced."""
+        with super().running(check_nan, compat, nan_continue):
+            try:
+                yield
+            except Exception as err:
+                event = nan_inf_event(err, self.timer.steps) if check_nan else None
+                if event is not None:
+                    self.bus.emit("nan_inf", event)
+                raise
 
     def _install(self, check_nan: bool, nan_continue: bool) -> Callable[[], None]:
         return PaddleHooks(self, check_nan, nan_continue).install()

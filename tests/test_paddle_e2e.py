@@ -1,0 +1,76 @@
+"""`paddletune profile / report / advise` on real Paddle 3 scripts, end to end in real
+subprocesses (`python -m paddletune`), each reaped whatever happens (conftest's `procs`)."""
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("paddle")
+
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLES = REPO / "examples" / "paddle"
+ENV = {**os.environ, "COLUMNS": "200", "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1",
+       "GLOG_minloglevel": "2"}
+ENV.pop("PADDLETUNE_OVERRIDES", None)
+
+
+def cli(procs, *args, timeout=180, env=None):
+    return procs.run([sys.executable, "-m", "paddletune", *map(str, args)], timeout,
+                     cwd=REPO, env=env or ENV, stdout=subprocess.PIPE,
+                     stderr=subprocess.PIPE, text=True)
+
+
+def records(path: Path, kind: str, what=None) -> list:
+    with open(path) as f:
+        return [r for r in map(json.loads, f) if r.get("type") == kind
+                and (what is None or what in (r.get("what"), r.get("kind")))]
+
+
+def report_json(procs, path: Path) -> dict:
+    result = cli(procs, "report", "--json", path)
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout)
+
+
+def test_input_bound_paddle_job_is_advised_workers_in_paddle_code(procs, tmp_path):
+    out = tmp_path / "p.jsonl"
+    result = cli(procs, "profile", "--out", out, EXAMPLES / "input_heavy.py", "--steps", 60)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert records(out, "header")[0]["source"]["framework"] == "paddle"
+    assert len(records(out, "step")) == 60
+    summary = report_json(procs, out)
+    assert summary["verdict"]["kind"] in ("highly-input-bound", "moderately-input-bound"), \
+        summary["verdict"]
+    advice = cli(procs, "advise", out)
+    assert advice.returncode == 0, advice.stderr
+    assert "paddle.io.DataLoader(" in advice.stdout, advice.stdout
+    workers = [int(n) for n in re.findall(r"num_workers=(\d+)", advice.stdout)]
+    assert workers and max(workers) >= 1, advice.stdout
+
+
+def test_static_graph_steps_are_executor_runs(procs, tmp_path):
+    out = tmp_path / "s.jsonl"
+    result = cli(procs, "profile", "--out", out, EXAMPLES / "static_graph.py", "--steps", 60)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    steps = [r for r in records(out, "step") if not r.get("startup")]
+    assert len(steps) == 60
+    summary = report_json(procs, out)
+    assert summary["n_steps"] == 60
+    assert summary["steady_steps"] > 0
+
+
+def test_overrides_change_a_paddle_dataloader(procs, tmp_path):
+    out = tmp_path / "o.jsonl"
+    env = {**ENV, "PADDLETUNE_OVERRIDES": json.dumps({"reader": {"num_workers": 1}})}
+    result = cli(procs, "profile", "--out", out, EXAMPLES / "cnn.py", "--steps", 20, env=env)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    applied = records(out, "event", "overrides")[0]["applied"]
+    assert [(a["key"], a["value"]) for a in applied] == [("num_workers", 1)]
+    starts = records(out, "reader", "start")
+    assert starts and starts[0]["config"]["num_workers"] == 1
+    assert len(starts[0]["config"]["worker_pids"]) == 1

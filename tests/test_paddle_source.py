@@ -1,0 +1,366 @@
+"""The Paddle 3.x source against the real paddle (CPU), in-process: steps, DataLoader passes,
+worker timing, the speed-test mode, the overrides, the static graph, Model.fit, and the code
+writer's lines."""
+
+import time
+
+import numpy as np
+import pytest
+
+paddle = pytest.importorskip("paddle")
+
+from paddletune.profile.records import LoaderConfig  # noqa: E402
+from paddletune.profile.schema import decode  # noqa: E402
+from paddletune.sources import code_for, source_for  # noqa: E402
+from paddletune.sources.eager.overrides import OverrideError  # noqa: E402
+from paddletune.sources.paddle.code import PaddleCode  # noqa: E402
+from paddletune.sources.paddle.source import (PaddleSource, UnsupportedPaddle,  # noqa: E402
+                                               check_version)
+
+EVENTS = ("step_end", "reader_state", "reader_push", "reader_pop")
+
+
+class Samples(paddle.io.Dataset):
+    """Tiny samples; counts __getitem__ calls (in this process) and sleeps in each."""
+
+    def __init__(self, n=32, sleep=0.0):
+        self.n, self.sleep, self.calls = n, sleep, 0
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        self.calls += 1
+        if self.sleep:
+            time.sleep(self.sleep)
+        return np.full((4,), i / self.n, "float32"), np.array([i % 2], "int64")
+
+
+@pytest.fixture(autouse=True)
+def dynamic_mode():
+    paddle.disable_static()
+    yield
+    paddle.disable_static()
+
+
+def started(monkeypatch=None, env=None):
+    if monkeypatch is not None:
+        if env is None:
+            monkeypatch.delenv("PADDLETUNE_OVERRIDES", raising=False)
+        else:
+            monkeypatch.setenv("PADDLETUNE_OVERRIDES", env)
+    source = PaddleSource()
+    source.begin()
+    events = {name: [] for name in EVENTS}
+    for name in EVENTS:
+        source.subscribe(name, events[name].append)
+    return source, events
+
+
+def train(loader, epochs=1, model=None, optimizer=None, limit=None):
+    model = model or paddle.nn.Linear(4, 2)
+    optimizer = optimizer or paddle.optimizer.SGD(0.1, parameters=model.parameters())
+    steps = 0
+    for _ in range(epochs):
+        for x, y in loader:
+            loss = paddle.nn.functional.cross_entropy(model(x), y)
+            loss.backward()
+            optimizer.step()
+            optimizer.clear_grad()
+            steps += 1
+            if limit is not None and steps >= limit:
+                return steps
+    return steps
+
+
+def test_registry_and_info(monkeypatch):
+    source = source_for("paddle")
+    assert isinstance(source, PaddleSource)
+    info = source.info()
+    assert info.framework == "paddle" and info.version == f"PaddlePaddle {paddle.__version__}"
+    assert info.terms.step == "optimizer.step" and info.terms.loader == "paddle.io.DataLoader"
+    ids = {k.id for k in info.knobs}
+    assert {"reader.num_workers", "reader.batch_size", "reader.prefetch_factor",
+            "reader.use_shared_memory", "threads.intra_op", "flag.FLAGS_allocator_strategy",
+            "flag.FLAGS_check_nan_inf"} <= ids
+    assert all("{value}" in k.how for k in info.knobs)
+    flags = source.flags()
+    assert flags["FLAGS_allocator_strategy"] == paddle.get_flags(
+        ["FLAGS_allocator_strategy"])["FLAGS_allocator_strategy"]
+    assert isinstance(source.blas_threads(), int)
+
+
+def test_version_check():
+    check_version("3.3.1")
+    check_version("2.6.2")
+    check_version("0.0.0")  # a development build
+    for bad in ("2.5.0", "1.8.5", "4.0.0"):
+        with pytest.raises(UnsupportedPaddle, match="2.6 to 3.x; found " + bad):
+            check_version(bad)
+
+
+def test_steps_and_reads(monkeypatch):
+    source, events = started(monkeypatch)
+    loader = paddle.io.DataLoader(Samples(32, sleep=0.003), batch_size=8)
+    with source.running():
+        steps = train(loader, epochs=2)
+    assert steps == 8
+    assert [e.step for e in events["step_end"]] == list(range(8))
+    assert all(e.read_s > 0 for e in events["step_end"])
+    assert all(e.batch_size == 8 and e.place == "CPUPlace" for e in events["step_end"])
+    states = [(e.what, e.pass_no) for e in events["reader_state"]]
+    assert states == [("start", 1), ("end", 1), ("start", 2), ("end", 2)]
+    config = events["reader_state"][0].config
+    assert set(config) <= set(LoaderConfig.__dataclass_fields__)
+    assert config["num_workers"] == 0 and config["batch_size"] == 8
+    assert config["name"].startswith("DataLoader#") and config["capacity"] >= 1
+    assert config["places"] == ["CPUPlace"] and config["use_double_buffer"] is True
+    assert decode(LoaderConfig, config).batch_size == 8  # the reader probe's record
+    assert events["reader_state"][1].batches == 4
+    assert len(events["reader_pop"]) == 8
+    pushes = events["reader_push"]
+    assert len(pushes) == 8 and all(p.worker == -1 for p in pushes)
+    assert all(p.produce_s >= 8 * 0.003 for p in pushes)  # 8 samples slept in each
+    assert pushes[0].shapes == ((8, 4), (8, 1))
+
+
+def test_workers(monkeypatch):
+    source, events = started(monkeypatch)
+    loader = paddle.io.DataLoader(Samples(32, sleep=0.002), batch_size=4, num_workers=2)
+    with source.running():
+        steps = train(loader)
+    assert steps == 8 and len(events["step_end"]) == 8
+    config = events["reader_state"][0].config
+    assert config["num_workers"] == 2 and len(config["worker_pids"]) == 2
+    assert config["capacity"] == 2 * 2  # prefetch_factor x workers
+    assert [e.what for e in events["reader_state"]] == ["start", "end"]
+    workers = [p.worker for p in events["reader_push"]]
+    assert len(workers) == 8 and set(workers) == {0, 1}
+    assert all(p.produce_s >= 4 * 0.002 for p in events["reader_push"])
+
+
+class Broken(Samples):
+    def __getitem__(self, i):
+        if i >= 8:
+            raise KeyError("no such sample")
+        return super().__getitem__(i)
+
+
+@pytest.mark.filterwarnings("ignore::pytest.PytestUnhandledThreadExceptionWarning")
+@pytest.mark.parametrize("workers", [0, 1])
+def test_error_ends_pass(monkeypatch, workers):
+    # (without paddletune, paddle 3.3.1's single-process loader waits forever when the
+    # dataset raises: its reading thread dies without closing the queue)
+    source, events = started(monkeypatch)
+    loader = paddle.io.DataLoader(Broken(16), batch_size=8, num_workers=workers)
+    model = paddle.nn.Linear(4, 2)
+    optimizer = paddle.optimizer.SGD(0.1, parameters=model.parameters())
+    with pytest.raises(Exception) as caught, source.running():
+        iterator = iter(loader)
+        train(iterator, model=model, optimizer=optimizer)
+    # paddle stops the workers at the iterator's __del__, but the dead reading thread's
+    # exception (pytest keeps it for its warning) still refers to the iterator
+    getattr(iterator, "_try_shutdown_all", lambda: None)()
+    assert "Blocking queue is killed" in str(caught.value)
+    assert [e.what for e in events["reader_state"]] == ["start", "error"]
+    detail = events["reader_state"][1].detail
+    assert detail.startswith(type(caught.value).__name__)
+    if not workers:
+        assert "no such sample" in detail
+    assert len(events["step_end"]) <= 1  # the killed queue may drop the good batch
+
+
+def test_speed_test_replays(monkeypatch):
+    source, events = started(monkeypatch)
+    samples = Samples(64)
+    loader = paddle.io.DataLoader(samples, batch_size=4)
+    with source.running():
+        train(loader, limit=2)
+        source.set_speed_test_mode(True)
+        iterator = iter(loader)
+        first = next(iterator)  # the first batch of a pass is read
+        time.sleep(0.3)  # the reading thread fills its queue ahead, then waits
+        calls = samples.calls
+        again = [next(iterator) for _ in range(5)]
+        assert source.speed_test_mode()
+        source.set_speed_test_mode(False)
+    assert samples.calls == calls  # the reading thread made no more (its queue is full)
+    assert all(batch is first for batch in again)
+    assert sum(p.speed_test for p in events["reader_pop"]) == 5
+
+
+def test_overrides(monkeypatch):
+    source, events = started(monkeypatch, '{"reader": {"num_workers": 2, "batch_size": 16, '
+                                          '"pin_memory": true}}')
+    with source.running():
+        loader = paddle.io.DataLoader(Samples(32), batch_size=8)
+        assert loader.num_workers == 2 and loader.batch_size == 16
+        steps = train(loader)
+        fixed = paddle.io.DataLoader(
+            Samples(8), batch_sampler=paddle.io.BatchSampler(Samples(8), batch_size=4))
+        assert fixed.batch_sampler.batch_size == 4
+    assert steps == 2
+    assert events["reader_state"][0].config["num_workers"] == 2
+    report = source.overrides()
+    applied = {(a.key, a.value, a.was) for a in report["applied"]}
+    assert ("num_workers", 2, 0) in applied and ("batch_size", 16, 8) in applied
+    skipped = {(s.key, s.code) for s in report["skipped"]}
+    assert ("pin_memory", "not-supported") in skipped
+    assert ("batch_size", "fixed-batch") in skipped
+
+
+def test_thread_override(monkeypatch):
+    source, _ = started(monkeypatch, '{"threads": {"intra_op": 2, "inter_op": 2}}')
+    before = source.blas_threads()
+    with source.running():
+        assert source.blas_threads() == 2
+    report = source.overrides()
+    assert [(a.key, a.value) for a in report["applied"]] == [("intra_op", 2)]
+    assert [(s.key, s.code) for s in report["skipped"]] == [("inter_op", "not-supported")]
+    assert source.blas_threads() == before
+
+
+def test_bad_override(monkeypatch):
+    monkeypatch.setenv("PADDLETUNE_OVERRIDES", '{"reader": {"num_workers": -1}}')
+    source = PaddleSource()
+    with pytest.raises(OverrideError, match="num_workers"):
+        source.begin()
+
+
+def test_hooks_removed(monkeypatch):
+    from paddle.io.dataloader import dataloader_iter as it
+    owners = [(paddle.optimizer.Optimizer, "step"), (paddle.optimizer.Optimizer, "minimize"),
+              (paddle.optimizer.Adam, "step"), (paddle.amp.GradScaler, "step"),
+              (paddle.static.Executor, "run"), (paddle.io.DataLoader, "__init__"),
+              (paddle.io.DataLoader, "__iter__"),
+              (it._DataLoaderIterSingleProcess, "__next__"),
+              (it._DataLoaderIterMultiProcess, "__next__"),
+              (it._DataLoaderIterMultiProcess, "_init_workers"), (it, "_worker_loop")]
+    before = {(o, n): o.__dict__.get(n, "missing") for o, n in owners}
+    flag = paddle.get_flags(["FLAGS_check_nan_inf"])
+    source, _ = started(monkeypatch)
+    with source.running(check_nan=True):
+        assert paddle.optimizer.Optimizer.__dict__["step"] is not before[
+            (paddle.optimizer.Optimizer, "step")]
+        assert it.__dict__["_worker_loop"] is not before[(it, "_worker_loop")]
+        assert paddle.get_flags(["FLAGS_check_nan_inf"])["FLAGS_check_nan_inf"] is True
+    assert {(o, n): o.__dict__.get(n, "missing") for o, n in owners} == before
+    assert paddle.get_flags(["FLAGS_check_nan_inf"]) == flag
+
+
+def test_nan_check(monkeypatch):
+    source, events = started(monkeypatch)
+    found = []
+    source.subscribe("nan_inf", found.append)
+    with pytest.raises(RuntimeError, match="NAN or INF"), source.running(check_nan=True):
+        paddle.log(paddle.to_tensor([-1.0, 1.0]))
+    assert found and found[0]["op_type"] == "log" and found[0]["n_nan"] == 1
+    with source.running():  # the check is off again
+        paddle.log(paddle.to_tensor([-1.0, 1.0]))
+
+
+def test_scaler_and_minimize_count_once(monkeypatch):
+    source, events = started(monkeypatch)
+    model = paddle.nn.Linear(4, 2)
+    optimizer = paddle.optimizer.Adam(parameters=model.parameters())
+    scaler = paddle.amp.GradScaler(init_loss_scaling=8.0)
+    x = paddle.ones([2, 4])
+    with source.running():
+        for _ in range(3):
+            scaler.scale(model(x).mean()).backward()
+            scaler.step(optimizer)
+            scaler.update()
+            optimizer.clear_grad()
+        for _ in range(2):
+            loss = model(x).mean()
+            loss.backward()
+            optimizer.minimize(loss)
+            optimizer.clear_grad()
+        other = paddle.optimizer.SGD(0.1, parameters=model.parameters())
+        model(x).mean().backward()
+        other.step()  # a second optimizer steps inside the same training step
+    assert len(events["step_end"]) == 5
+
+
+def test_model_fit(monkeypatch):
+    source, events = started(monkeypatch)
+    with source.running():
+        net = paddle.nn.Sequential(paddle.nn.Linear(4, 2))
+        model = paddle.Model(net)
+        model.prepare(paddle.optimizer.SGD(0.1, parameters=net.parameters()),
+                      paddle.nn.CrossEntropyLoss())
+        model.fit(Samples(32), batch_size=8, epochs=2, verbose=0)
+    assert len(events["step_end"]) == 8
+    assert [e.what for e in events["reader_state"]].count("start") == 2
+
+
+def test_static_graph(monkeypatch):
+    source, events = started(monkeypatch)
+    with source.running():
+        paddle.enable_static()
+        main, startup = paddle.static.Program(), paddle.static.Program()
+        with paddle.static.program_guard(main, startup):
+            x = paddle.static.data("x", [None, 4], "float32")
+            y = paddle.static.data("y", [None, 1], "float32")
+            loss = paddle.mean((paddle.static.nn.fc(x, 1) - y) ** 2)
+            paddle.optimizer.SGD(0.1).minimize(loss)
+        exe = paddle.static.Executor(paddle.CPUPlace())
+        exe.run(startup)
+        feed = {"x": np.ones((3, 4), "float32"), "y": np.zeros((3, 1), "float32")}
+        for _ in range(4):
+            exe.run(main, feed=feed, fetch_list=[loss])
+        paddle.disable_static()
+    records = events["step_end"]
+    assert [r.is_startup for r in records] == [True, False, False, False, False]
+    steps = records[1:]
+    assert [r.step for r in steps] == [0, 1, 2, 3]
+    assert all(r.batch_size == 3 and r.compute_s > 0 and r.place == "CPUPlace" for r in steps)
+    assert steps[0].feed_names == ("x", "y") and steps[0].n_ops > 0
+    assert len({r.program_id for r in steps}) == 1 and records[0].program_id != steps[0].program_id
+
+
+def test_code_writer():
+    writer = code_for("paddle")
+    assert isinstance(writer, PaddleCode) and writer.module_alias == "paddle"
+    config = LoaderConfig(name="DataLoader#0", num_workers=0, batch_size=32, capacity=2)
+    outputs = [
+        writer.set_flag("FLAGS_eager_delete_tensor_gb", 0.0, "free early"),
+        writer.blas_threads("OMP_NUM_THREADS", 2),
+        writer.loader(config, num_workers=3, capacity=12, use_double_buffer=True,
+                      pin_memory=True),
+        writer.async_loader(["image", "label"], "CUDAPlace(0)", "loss"),
+        writer.async_loader(["a.b"], "CPUPlace", "loss"),
+        writer.shard_note(),
+        writer.build_strategy({"enable_inplace": True, "reduce_strategy": "Reduce"}),
+        writer.build_strategy({"enable_inplace": True}, data_parallel=False),
+        writer.exec_strategy({"num_threads": 2, "num_iteration_per_drop_scope": 10}),
+        writer.layer_call("pool2d", pool_size=2),
+        writer.optimizer("Momentum", {"learning_rate": "0.1", "momentum": "0.9"}, "SGD",
+                         "faster"),
+        writer.gradient_clip(5.0, "gradients explode"),
+        writer.nan_guard("log"),
+        writer.fused_softmax_cross_entropy("logits", "label", return_softmax=True),
+        writer.fetch_every("loss", ["acc"], 10),
+        writer.fetch_every("loss", [], 10),
+        writer.sample_filter(0, 0),
+        writer.reader_filter(1),
+    ]
+    for text in outputs:
+        assert "fluid" not in text
+        compile(text.replace("export ", "# export "), "x", "exec")
+    loader = outputs[2]
+    assert "num_workers=3" in loader and "prefetch_factor=4" in loader
+    assert "use_buffer_reader=True" in loader and "batch_size=32" in loader
+    assert "paddle.set_flags({'FLAGS_eager_delete_tensor_gb': 0.0})" in outputs[0]
+    assert "grad_clip=" in outputs[11] and "ClipGradByGlobalNorm(clip_norm=5.0)" in outputs[11]
+    assert "paddle.nn.functional.cross_entropy(logits, label)" in outputs[13]
+    assert writer.nan_guard("no_such_op") is None
+
+
+def test_code_writer_imports_no_paddle():
+    import subprocess
+    import sys
+    out = subprocess.run([sys.executable, "-c", "import sys; import paddletune.sources.paddle."
+                          "code; print('paddle' in sys.modules)"],
+                         capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
