@@ -12,6 +12,7 @@ second copy of a module. Nothing is installed when a real PaddlePaddle can be im
 import importlib
 import importlib.machinery
 import importlib.util
+import os
 import pkgutil
 import sys
 import types
@@ -40,10 +41,15 @@ def install():
     if is_installed():
         return True
     real = _real_paddle()
-    if real:
+    if real and not _without_fluid(real):
         warnings.warn(f"runtime.compat.install(): a real PaddlePaddle is installed ({real}); "
                       f"leaving `import paddle` to it", RuntimeWarning, stacklevel=2)
         return False
+    if real:
+        warnings.warn(f"runtime.compat.install(): PaddlePaddle {_real_version(real)} is installed "
+                      f"({real}) but has no paddle.fluid (removed in 2.6): `import paddle` "
+                      f"loads this runtime's Fluid 1.x API in this process",
+                      RuntimeWarning, stacklevel=2)
     _import_runtime_modules()
     reader = importlib.import_module("runtime.reader")
     paddle = _shim_package(reader)
@@ -88,6 +94,40 @@ def _real_paddle():
     if spec is None:
         return ""
     return spec.origin or ", ".join(spec.submodule_search_locations or []) or "paddle"
+
+
+FLUID_REMOVED = (2, 6)  # the first PaddlePaddle release without paddle.fluid
+
+
+def _real_version(real: str = "") -> str:
+    """The version of the PaddlePaddle distribution that installed the paddle at `real` (any
+    one when `real` is empty; '' when none is recorded, or none installed that file)."""
+    from importlib import metadata
+    for name in ("paddlepaddle", "paddlepaddle-gpu"):
+        try:
+            dist = metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            continue
+        where = os.path.abspath(str(dist.locate_file("paddle/__init__.py")))
+        if not real or where == os.path.abspath(real):
+            return dist.version
+    return ""
+
+
+def _without_fluid(real: str) -> bool:
+    """Whether the real paddle at `real` cannot run Fluid 1.x programs: a release from 2.6 on
+    (by its distribution's version), not yet imported, with no fluid package beside it. A
+    paddle of unknown version, or one already imported, is left alone."""
+    if "paddle" in sys.modules:
+        return False
+    version = _real_version(real)
+    numbers = []
+    for piece in version.split(".")[:2]:
+        digits = "".join(c for c in piece if c.isdigit())
+        numbers.append(int(digits) if digits else 0)
+    if not version or tuple(numbers) < FLUID_REMOVED:
+        return False
+    return not os.path.isdir(os.path.join(os.path.dirname(real), "fluid"))
 
 
 def _import_runtime_modules():

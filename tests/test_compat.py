@@ -126,6 +126,9 @@ def test_every_fluid_import_form_resolves_to_the_runtime():
             import paddle
         except ImportError:
             print("gone after uninstall")
+        else:  # a real PaddlePaddle (3.x, no fluid) is installed: `import paddle` is it now
+            assert "paddletune" not in paddle.__version__ and not runtime.compat.is_installed()
+            print("gone after uninstall")
     """)
     assert proc.returncode == 0, proc.stderr
     assert "runtime paddle runtime.layers" in proc.stdout
@@ -150,3 +153,27 @@ def test_a_real_paddle_is_left_alone(tmp_path):
     """, extra_path=str(tmp_path / "site"))
     assert proc.returncode == 0, proc.stderr
     assert "left alone" in proc.stdout
+
+
+def test_a_paddle_without_fluid_gets_the_shim():
+    """PaddlePaddle 2.6 and later have no paddle.fluid: a Fluid 1.x program can only run on
+    the runtime, so install() puts the shim in front of it (and says so)."""
+    from importlib import metadata
+    try:
+        version = metadata.version("paddlepaddle")
+    except metadata.PackageNotFoundError:
+        pytest.skip("no PaddlePaddle installed")
+    if tuple(int(p) for p in version.split(".")[:2]) < (2, 6):
+        pytest.skip(f"PaddlePaddle {version} still has paddle.fluid")
+    proc = run_python("""
+        import warnings, runtime, runtime.compat
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            assert runtime.compat.install() is True
+        assert any("has no paddle.fluid" in str(w.message) for w in caught), caught
+        import paddle.fluid as fluid
+        assert fluid is runtime
+        print("shim in front")
+    """)
+    assert proc.returncode == 0, proc.stderr
+    assert "shim in front" in proc.stdout
