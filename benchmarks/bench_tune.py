@@ -30,7 +30,11 @@ Jobs (all deliberately mis-configured):
            thread; knobs num_workers x capacity x blas_threads (30 settings)
   torch    examples/torch/input_heavy.py: a PyTorch DataLoader with num_workers=0 over a
            Dataset whose __getitem__ does per-sample Python work; knobs num_workers x
-           prefetch_factor x blas_threads (torch's threads, OMP_NUM_THREADS)
+           prefetch_factor x persistent_workers x blas_threads (torch's threads,
+           OMP_NUM_THREADS; 36 settings)
+  paddle   examples/paddle/input_heavy.py: a Paddle 3 DataLoader with num_workers=0 (its
+           reading thread) over a Dataset whose __getitem__ sorts and transforms per sample;
+           the same knobs (Paddle's CPU math threads)
 
     python benchmarks/bench_tune.py                  # all jobs (several minutes)
     python benchmarks/bench_tune.py --jobs reader --trial-steps 60 --keep /tmp/records
@@ -72,7 +76,11 @@ JOBS = {
                      specs=["only=num_workers,capacity,blas_threads"]),
     "torch": dict(script="examples/torch/input_heavy.py", args=["--steps", "100000"],
                   env={}, keep_batch_size=True,
-                  specs=["only=num_workers,prefetch_factor,blas_threads"]),
+                  specs=["only=num_workers,prefetch_factor,persistent_workers,blas_threads"]),
+    "paddle": dict(script="examples/paddle/input_heavy.py", args=["--steps", "100000"],
+                   env={"GLOG_minloglevel": "2"}, keep_batch_size=True,
+                   specs=["only=num_workers,prefetch_factor,persistent_workers,"
+                          "blas_threads"]),
 }
 
 

@@ -10,7 +10,8 @@ from typing import Optional
 
 import typer
 
-from .cli_support import EXIT_NOT_FOUND, check_module, console, fail, import_runtime, warn_each
+from .cli_support import (EXIT_NOT_FOUND, check_module, console, fail, import_runtime,
+                          resolve_framework, warn_each)
 
 
 # --- profile -------------------------------------------------------------------------------------
@@ -96,7 +97,9 @@ def tune_options(script, module, budget, objective, floor, space, max_batch_size
     # tune imposes its own overrides on each trial (and runs none of the user's: the record
     # says so), so a bad value of the variable is not this command's error
     user_overrides = os.environ.pop("PADDLETUNE_OVERRIDES", None)
-    import_runtime()  # a bad FLAGS_* value: one line and exit 2, before anything runs
+    framework = (resolve_framework(script, module is not None, "auto")
+                 if module is not None or Path(script).is_file() else "fluid")
+    import_runtime(framework)  # a bad FLAGS_* value: one line and exit 2, before anything runs
     if user_overrides is not None:
         os.environ["PADDLETUNE_OVERRIDES"] = user_overrides
     from .tune import TuneOptions, parse_duration

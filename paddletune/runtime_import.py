@@ -14,9 +14,10 @@ class BadFlag(Exception):
 
 def import_runtime(hide_flags: bool = False):
     """(the `runtime` module, [the import's warning messages, each once]); BadFlag for an
-    invalid FLAGS_* value. The runtime reads the FLAGS_* environment when first imported;
-    with `hide_flags` (a job of another framework: its FLAGS_* are that framework's, not the
-    runtime's) it reads none of them."""
+    invalid FLAGS_* value. The runtime reads the FLAGS_* environment (and checks
+    PADDLETUNE_OVERRIDES) when first imported; with `hide_flags` (a job of another framework:
+    its FLAGS_* are that framework's, its overrides that framework's source's) it reads
+    none of them."""
     hidden = _hide_flags() if hide_flags and "runtime" not in sys.modules else {}
     try:
         with warnings.catch_warnings(record=True) as caught:
@@ -33,8 +34,10 @@ def import_runtime(hide_flags: bool = False):
 
 
 def _hide_flags() -> dict:
-    """Take the FLAGS_* variables out of the environment; {name: value} of those taken."""
-    hidden = {k: v for k, v in os.environ.items() if k.startswith("FLAGS_")}
+    """Take the FLAGS_* variables and PADDLETUNE_OVERRIDES out of the environment; {name:
+    value} of those taken."""
+    hidden = {k: v for k, v in os.environ.items()
+              if k.startswith("FLAGS_") or k == "PADDLETUNE_OVERRIDES"}
     for name in hidden:
         del os.environ[name]
     return hidden

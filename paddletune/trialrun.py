@@ -51,13 +51,19 @@ def main(argv=None) -> int:
     except ValueError as err:
         return _fail(f"{err}\n{USAGE}")
     from .runtime_import import BadFlag, import_runtime_or_say
+    from .sources.detect import DetectError, detect
+    try:
+        framework = detect(target, module)
+    except DetectError as err:
+        return _fail(str(err))
     try:  # first: the session's probes import it
-        import_runtime_or_say(lambda line: print(line, file=sys.stderr))
+        import_runtime_or_say(lambda line: print(line, file=sys.stderr),
+                              hide_flags=framework != "fluid")
     except BadFlag as err:
         return _fail(str(err))
     from . import session
     options = session.Options(target, args, module, out, steps, duration_s=duration_s,
-                              head_steps=HEAD_STEPS)
+                              head_steps=HEAD_STEPS, framework=framework)
     try:
         outcome = session.run(options)
     except session.SessionError as err:

@@ -18,7 +18,7 @@ class SlowDigits(torch.utils.data.Dataset):
     """Noisy copies of 10 prototypes; each sample costs `work` rounds of per-pixel Python
     arithmetic (decoding and augmenting an image, in a real job)."""
 
-    def __init__(self, n=4096, dim=64, work=6, seed=0):
+    def __init__(self, n=16384, dim=64, work=100, seed=0):
         rng = np.random.default_rng(seed)
         self.prototypes = rng.normal(size=(10, dim)).astype(np.float32)
         self.labels = rng.integers(0, 10, size=n)
@@ -40,10 +40,10 @@ class SlowDigits(torch.utils.data.Dataset):
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--steps", type=int, default=150)
+    parser.add_argument("--steps", type=int, default=100)
     parser.add_argument("--batch-size", type=int, default=32)
     parser.add_argument("--num-workers", type=int, default=0)
-    parser.add_argument("--work", type=int, default=6)
+    parser.add_argument("--work", type=int, default=100)
     args = parser.parse_args()
     torch.manual_seed(0)
     data = SlowDigits(work=args.work)

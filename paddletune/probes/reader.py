@@ -282,7 +282,7 @@ class ReaderProbe(Probe):
             self._sampler.start()
 
     def _sample_loop(self):
-        while not self._halt.wait(self.sample_s):
+        while not self._halt.wait(self._sample_wait()):
             t0 = _perf()
             try:
                 self._emit(self.sample(t0))
@@ -291,6 +291,12 @@ class ReaderProbe(Probe):
                 return
             finally:
                 self.cost_s["sampler"] += _perf() - t0
+
+    def _sample_wait(self) -> float:
+        """sample_s while a running pass has a queue; else (a loader the training loop reads
+        itself, PyTorch's num_workers=0: nothing is ever queued) only the records' interval."""
+        queued = any(st.capacity for st in list(self._passes.values()))
+        return self.sample_s if queued else max(self.sample_s, self.interval_s)
 
     def sample(self, now) -> list:
         """Count each running queue's size; every interval_s, the records of all passes."""

@@ -136,6 +136,11 @@ def _add_reader(space, loader, cores, keep_batch_size, max_batch_size, framework
         _put(space, Knob("prefetch_factor", "reader", "prefetch_factor",
                          _uniq([prefetch, *PREFETCH_FACTORS]), prefetch,
                          "batches each worker prepares ahead (with workers only)"))
+        persistent = bool(config.persistent_workers)
+        _put(space, Knob("persistent_workers", "reader", "persistent_workers",
+                         _uniq([persistent, True, False]), persistent,
+                         "workers kept between epochs, not started again (with workers "
+                         "only)"))
     source = config.source or "batch"
     batch, why = _own_batch(loader, config, source)
     if keep_batch_size:

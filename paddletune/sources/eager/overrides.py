@@ -37,6 +37,16 @@ SCHEMA: Dict[str, Dict[str, Tuple[Callable, str]]] = {
 NEEDS_WORKERS = ("prefetch_factor", "persistent_workers", "use_shared_memory")
 
 
+def batch_size_fixed(given: Mapping[str, object]) -> Optional[str]:
+    """Why a DataLoader built with the arguments `given` (by name) takes no other batch size,
+    or None: a batch sampler makes its own batches; batch_size=None turns batching off."""
+    if given.get("batch_sampler") is not None:
+        return "the script passes a batch_sampler, which makes its own batches"
+    if "batch_size" in given and given["batch_size"] is None:
+        return "the script turned automatic batching off (batch_size=None)"
+    return None
+
+
 class OverrideError(ValueError):
     """PADDLETUNE_OVERRIDES is not JSON, or names an unknown key, or a value of a wrong
     type (the message names the key and what it takes)."""

@@ -22,6 +22,7 @@ import paddle
 from paddle.base import core
 
 from ..eager.bus import StepEnd
+from ..eager.overrides import batch_size_fixed
 from .loaders import LoaderHooks, place_name
 
 _perf = time.perf_counter
@@ -227,12 +228,7 @@ class PaddleHooks:
                 return original(loader, *args, **kwargs)  # paddle reports the mistake
             given = dict(bound.arguments)
             given.pop(self_name.name, None)
-            fixed = None
-            if given.get("batch_sampler") is not None:
-                fixed = "a batch_sampler was given: its batches have their own size"
-            elif "batch_size" in given and given["batch_size"] is None:
-                fixed = "batch_size=None: the dataset yields whole batches"
-            changed = state.loader_arguments(given, supported, fixed)
+            changed = state.loader_arguments(given, supported, batch_size_fixed(given))
             return original(loader, **changed)
 
         __init__.__wrapped__ = original

@@ -30,6 +30,7 @@ from torch.utils.data import dataloader as dl
 from torch.utils.data._utils import fetch as fetchers
 
 from ..eager.bus import OpEnd
+from ..eager.overrides import batch_size_fixed
 from ..eager.steps import iter_tensors
 
 _perf = time.perf_counter
@@ -140,12 +141,8 @@ class TorchHooks:
             given = dict(bound.arguments)
             given.pop("self", None)
             extra = given.pop("kwargs", {}) if "kwargs" in signature.parameters else {}
-            fixed = None
-            if given.get("batch_sampler") is not None:
-                fixed = "the script passes a batch_sampler, which makes its own batches"
-            elif "batch_size" in given and given["batch_size"] is None:
-                fixed = "the script turned automatic batching off (batch_size=None)"
-            changed = overrides.loader_arguments(given, LOADER_DEFAULTS, fixed)
+            changed = overrides.loader_arguments(given, LOADER_DEFAULTS,
+                                                 batch_size_fixed(given))
             if changed.get("num_workers") and changed.get("prefetch_factor") is None:
                 changed.pop("prefetch_factor", None)
             return original(loader, **changed, **extra)
