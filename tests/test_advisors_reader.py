@@ -316,3 +316,23 @@ def test_the_workers_own_cpu_is_not_taken_for_other_processes(tmp_path):
     # machine 2.0 busy = trainer 1.02 + its worker 0.9 + others 0.08: 0.9 cores free
     assert a.figures["other_processes_cores"] == pytest.approx(0.08, abs=0.01)
     assert a.figures["free_cores"] == pytest.approx(0.9, abs=0.01)
+
+
+def test_a_trainer_that_mostly_waits_lends_its_core_to_the_workers(tmp_path):
+    """2 cores, nothing else running; the trainer keeps 0.12 of a core busy (its 12 ms step
+    of every 42) and the thread producer 0.88: a second worker time-shares the trainer's
+    core (the free-core count alone, which keeps a whole core for the trainer, allows 1)."""
+    steps = step_records(wall_s=0.012, gap_s=0.030)
+    p = profile_with(tmp_path, steps, env=CORES_2, machine_percent=50.0, wait_s=0.029,
+                     empty_ratio=0.9, produce_s=0.041, cpu_s=0.037, fill=0)
+    a = only(advise(p, READER_RULES), "reader-starved")
+    f = a.figures
+    assert f["free_cores"] == pytest.approx(1.0)
+    assert (f["workers_needed"], f["worker_cap"], f["workers"]) == (3, 2, 2)
+    # 2 cores less the trainer's own (the process's 1.0 less the thread's 37 ms of CPU per
+    # batch at the pops' rate): about 1.86
+    assert f["room_cores"] == pytest.approx(1.86, abs=0.03)
+    assert "num_workers=2" in a.change.splitlines()[0]
+    assert a.expected_gain.endswith("reaching it takes 3 workers, but the 1.9 core(s) the "
+                                    "trainer leaves (it waits most of its step) run 2: make "
+                                    "each batch cheaper too")

@@ -112,6 +112,7 @@ def worker_plan(profile, f: LoaderFigures) -> dict:
             "speedup": cycle_s / new_s if new_s > 0 else None,
             "ceiling_steps_per_s": 1 / free_s if free_s > 0 else None,
             "cores": cores.cores, "free_cores": cores.free, "idle_cores": cores.idle,
+            "room_cores": _room_cores(cores) if _widened(cores, cpu_share) else None,
             "other_processes_cores": cores.others,
             "producer_cpu_share": cpu_share, "empty_ratio": f.empty_ratio,
             "wait_per_step_s": f.wait.per_step_s, "wait_share": f.wait.share,
@@ -127,11 +128,39 @@ def _blas(profile) -> dict:
 def _worker_cap(cores: FreeCores, cpu_share) -> int:
     """How many workers the free cores run: each needs its measured share of a core (all of
     one when unknown, at least MIN_WORKER_CORES), at most MAX_WORKERS_PER_CORE per core."""
-    per_worker = max(cpu_share if cpu_share is not None else 1.0, MIN_WORKER_CORES)
-    cap = math.floor(cores.free / per_worker + 1e-9)
+    cap = math.floor((_worker_room(cores, cpu_share) or 0.0) + 0.5)  # most of a core each
     if cores.cores:
         cap = min(cap, MAX_WORKERS_PER_CORE * cores.cores)
     return max(cap, 1)
+
+
+def _worker_room(cores: FreeCores, cpu_share) -> Optional[float]:
+    """How many workers' worth of CPU the cores have for the producers: the free cores, or,
+    when the trainer keeps less than one core busy (it waits for data most of its step), the
+    cores it leaves: a worker time-shares a core with a trainer that mostly waits. Each worker
+    needs its measured share of a core (all of one when unknown, at least
+    MIN_WORKER_CORES). None when the cores are unknown."""
+    if cores.free is None:
+        return None
+    per_worker = max(cpu_share if cpu_share is not None else 1.0, MIN_WORKER_CORES)
+    return _room_cores(cores) / per_worker
+
+
+def _widened(cores: FreeCores, cpu_share) -> bool:
+    """Whether the cores a waiting trainer leaves run more workers than the free cores."""
+    if cores.free is None:
+        return False
+    per_worker = max(cpu_share if cpu_share is not None else 1.0, MIN_WORKER_CORES)
+    return _worker_cap(cores, cpu_share) > max(math.floor(cores.free / per_worker + 1e-9), 1)
+
+
+def _room_cores(cores: FreeCores) -> Optional[float]:
+    """The cores the producers can use (see _worker_room)."""
+    if cores.free is None:
+        return None
+    if cores.cores and cores.trainer is not None:
+        return max(cores.free, cores.cores - cores.others - cores.trainer)
+    return cores.free
 
 
 def _consumer_step(s: Summary, f: LoaderFigures, cycle_s: float):
@@ -244,8 +273,12 @@ def _worker_gain(plan) -> str:
     text = (f"up to {plan['speedup']:.2f}x steps/s ({ms(plan['cycle_s'])} -> "
             f"{ms(plan['predicted_cycle_s'])} per step) with {how}; {ceiling}")
     if needed > n:
-        text += (f"; reaching it takes {needed} workers, but the {plan['free_cores']:.1f} free "
-                 f"core(s) run {plan['worker_cap']}: make each batch cheaper too")
+        room = plan.get("room_cores")
+        where = (f"the {plan['free_cores']:.1f} free core(s)"
+                 if room is None or room <= plan["free_cores"] + 1e-9 else
+                 f"the {room:.1f} core(s) the trainer leaves (it waits most of its step)")
+        text += (f"; reaching it takes {needed} workers, but {where} run "
+                 f"{plan['worker_cap']}: make each batch cheaper too")
     return text
 
 
