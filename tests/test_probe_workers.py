@@ -37,6 +37,10 @@ def test_copy_on_read_growth_of_each_worker_is_measured():
 
     def gen():
         info = fluid.io.get_worker_info()
+        # the growth is counted from the probe's first sample of each worker, taken as the
+        # pass starts: let it come before the work (reading a worker's smaps takes ~10 ms
+        # once the parent has paddle or torch loaded, 4 workers one after another)
+        time.sleep(0.5)
         for i in range(info.id, 8, info.num_workers):
             total = 0.0
             for value in dataset:  # touching each object writes its refcount: a page copy
