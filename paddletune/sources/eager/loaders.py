@@ -129,11 +129,10 @@ class LoaderTracker:
 
     def describe(self, batch):
         """(the shapes of its tensors, their bytes)."""
-        shapes, nbytes = [], 0
-        for item in iter_tensors(batch, self.shape_of):
-            shapes.append(tuple(int(d) for d in self.shape_of(item)))
-            nbytes += self.nbytes_of(item)
-        return tuple(shapes), nbytes
+        shape_of, nbytes_of = self.shape_of, self.nbytes_of
+        items = list(iter_tensors(batch, shape_of))
+        return (tuple(tuple(map(int, shape_of(item))) for item in items),
+                sum(nbytes_of(item) for item in items))
 
 
 def _safe_ready(handle: Pass) -> int:

@@ -92,6 +92,13 @@ def first_dim(batch, shape_of: Callable) -> Optional[int]:
 
 def iter_tensors(batch, shape_of: Callable, limit: int = 64):
     """The tensors of a batch (nested lists, tuples and dicts), at most `limit` of them."""
+    if isinstance(batch, (list, tuple)) and len(batch) <= limit and all(
+            shape_of(item) is not None for item in batch):
+        return iter(batch)  # the usual (inputs, labels): no walk
+    return _walk_tensors(batch, shape_of, limit)
+
+
+def _walk_tensors(batch, shape_of: Callable, limit: int):
     stack, found = [batch], 0
     while stack and found < limit:
         item = stack.pop()
