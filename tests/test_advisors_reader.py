@@ -336,3 +336,26 @@ def test_a_trainer_that_mostly_waits_lends_its_core_to_the_workers(tmp_path):
     assert a.expected_gain.endswith("reaching it takes 3 workers, but the 1.9 core(s) the "
                                     "trainer leaves (it waits most of its step) run 2: make "
                                     "each batch cheaper too")
+
+
+def test_spinning_math_threads_do_not_keep_the_workers_core(tmp_path):
+    """A PyTorch-style step (the loop reads each batch itself: 8 of its 9 ms wait inside the
+    DataLoader) whose process shows 1.7 cores busy: the batch's 8 ms of CPU and, beyond the
+    trainer's 1 ms of work on 2 math threads, threads spinning while they wait. The workers'
+    room counts the trainer's work (at most 2 threads x its 11% of the step), not the spin:
+    2 workers, with the advice to give the math library 1 thread."""
+    steps = step_records(wall_s=0.009, feed_s=0.0, fetch_s=0.0)
+    for row in steps:
+        if not row["startup"]:
+            row["read_s"] = row["wall_s"] * 8 / 9
+            row["compute_s"] = row["wall_s"] - row["read_s"]
+    samples = system_samples(cpu_percent=170.0, cpu_total_percent=86.0, blas_threads=2)
+    p = load(make_profile(tmp_path / "p.jsonl", steps=steps, env=CORES_2, extra=reader_records(
+        steps, config={"num_workers": 0, "producer": "loop", "capacity": 0}, wait_s=0.008,
+        empty_ratio=1.0, produce_s=0.008, cpu_s=0.008, fill=0) + samples))
+    a = only(advise(p, READER_RULES), "reader-starved")
+    f = a.figures
+    assert f["trainer_cores"] > 0.7  # measured: the spinning threads count there
+    assert (f["worker_cap"], f["workers"]) == (2, 2)
+    assert "num_workers=2" in a.change.splitlines()[0]
+    assert a.change.endswith("# export OPENBLAS_NUM_THREADS=1")

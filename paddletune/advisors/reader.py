@@ -2,6 +2,7 @@
 no-data ceiling, and the double buffer."""
 
 import math
+from dataclasses import replace
 from typing import Optional
 
 from ..profile.figures import LoaderFigures, Summary, WindowRate
@@ -98,7 +99,11 @@ def worker_plan(profile, f: LoaderFigures) -> dict:
     free_s, source = _consumer_step(s, f, cycle_s)
     needed = max(1, math.ceil(produce_s / free_s)) if free_s > 0 else 1
     cores = free_cores(profile, f)
-    cap = _worker_cap(cores, cpu_share) if cores else needed  # core count unknown: no cap
+    working = cores  # the trainer's CPU counted as work (for the workers' room)
+    bound = trainer_work_bound(profile)
+    if cores is not None and cores.trainer is not None and bound is not None:
+        working = replace(cores, trainer=min(cores.trainer, bound))
+    cap = _worker_cap(working, cpu_share) if cores else needed  # core count unknown: no cap
     cores = cores or NO_CORES
     workers = min(needed, cap)
     new_s = min(max(free_s, produce_s / workers), cycle_s)  # never slower than now
@@ -112,7 +117,7 @@ def worker_plan(profile, f: LoaderFigures) -> dict:
             "speedup": cycle_s / new_s if new_s > 0 else None,
             "ceiling_steps_per_s": 1 / free_s if free_s > 0 else None,
             "cores": cores.cores, "free_cores": cores.free, "idle_cores": cores.idle,
-            "room_cores": _room_cores(cores) if _widened(cores, cpu_share) else None,
+            "room_cores": _room_cores(working) if _widened(working, cpu_share) else None,
             "other_processes_cores": cores.others,
             "producer_cpu_share": cpu_share, "empty_ratio": f.empty_ratio,
             "wait_per_step_s": f.wait.per_step_s, "wait_share": f.wait.share,
@@ -161,6 +166,18 @@ def _room_cores(cores: FreeCores) -> Optional[float]:
     if cores.cores and cores.trainer is not None:
         return max(cores.free, cores.cores - cores.others - cores.trainer)
     return cores.free
+
+
+def trainer_work_bound(profile) -> Optional[float]:
+    """The most cores the trainer's own work can keep busy: its math threads for the part of
+    each step it is not waiting inside the DataLoader (the read share). CPU measured above
+    that is threads spinning while they wait (OpenMP's spin-wait between ops, PyTorch's
+    intra-op pool), which fewer threads (the advice's BLAS note) give back. None: unknown."""
+    shares = profile.summary.shares
+    if shares is None or not shares.read:
+        return None
+    threads = max(cpu_facts(profile).blas_threads or 1, 1)
+    return max(1.0 - shares.read, 0.0) * threads
 
 
 def _consumer_step(s: Summary, f: LoaderFigures, cycle_s: float):
