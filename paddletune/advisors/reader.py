@@ -117,7 +117,8 @@ def worker_plan(profile, f: LoaderFigures) -> dict:
             "speedup": cycle_s / new_s if new_s > 0 else None,
             "ceiling_steps_per_s": 1 / free_s if free_s > 0 else None,
             "cores": cores.cores, "free_cores": cores.free, "idle_cores": cores.idle,
-            "room_cores": _room_cores(working) if _widened(working, cpu_share) else None,
+            "room_cores": (_room_cores(working) if working is not None
+                           and _widened(working, cpu_share) else None),
             "other_processes_cores": cores.others,
             "producer_cpu_share": cpu_share, "empty_ratio": f.empty_ratio,
             "wait_per_step_s": f.wait.per_step_s, "wait_share": f.wait.share,
