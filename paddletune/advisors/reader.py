@@ -269,9 +269,10 @@ def _blas_note(code: CodeWriter, plan: dict, short_of_cores=True) -> list:
     n = max(1, int(cores) - workers)
     if n >= blas:
         return []
-    why = (f"{blas} BLAS threads + {workers} worker(s) on {cores} cores: during each op the "
+    kind = "math" if plan.get("blas_label") else "BLAS"  # a framework's own pool: math
+    why = (f"{blas} {kind} threads + {workers} worker(s) on {cores} cores: during each op the "
            f"workers wait" if crowded else
-           f"the trainer itself kept {trainer:.1f} cores busy with {blas} BLAS threads")
+           f"the trainer itself kept {trainer:.1f} cores busy with {blas} {kind} threads")
     label = plan.get("blas_label") or "NumPy's BLAS"
     return [f"# {why}. Give {label} {n} thread(s) (check the step time after):\n"
             + code.comment(code.env(plan["blas_env"], n))]
