@@ -10,7 +10,7 @@ nothing flowed; gradient arrays add up entry by entry (the `sum` op).
 import numpy as np
 
 from ..dtypes import VarType
-from .registry import defop
+from .registry import defop, infer_same_as
 
 
 def _index(i):
@@ -55,10 +55,7 @@ def _write_grad(ctx, ins, attrs):
 read = defop("read_from_array", inputs=("X", "I"), outputs=("Out",))
 
 
-@read.infer
-def _read_shape(ic):
-    x = ic.input("X")
-    ic.set_output("Out", x.shape, x.dtype, lod_level=x.lod_level)
+read.infer(infer_same_as())
 
 
 @read.kernel

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..dtypes import VarType
 from ..lod import LoDRankTable, gather_items, lengths, lod_from_lengths, lod_of, with_lod
-from .registry import defop
+from .registry import defop, infer_same_as
 
 
 def _rows_of(lod, level, indices):
@@ -132,10 +132,7 @@ def _merge_layout(array, table):
 from_array = defop("array_to_lod_tensor", inputs=("X", "RankTable"), outputs=("Out",))
 
 
-@from_array.infer
-def _from_array_shape(ic):
-    x = ic.input("X")
-    ic.set_output("Out", x.shape, x.dtype, lod_level=x.lod_level)
+from_array.infer(infer_same_as())
 
 
 @from_array.kernel
@@ -164,10 +161,7 @@ def _from_array_grad(ctx, ins, attrs):
 shrink = defop("shrink_rnn_memory", inputs=("X", "I", "RankTable"), outputs=("Out",))
 
 
-@shrink.infer
-def _shrink_shape(ic):
-    x = ic.input("X")
-    ic.set_output("Out", x.shape, x.dtype, lod_level=x.lod_level)
+shrink.infer(infer_same_as())
 
 
 def _shrunk_rows(x, i, table):
@@ -200,10 +194,7 @@ def _shrink_grad(ctx, ins, attrs):
 reorder = defop("reorder_lod_tensor_by_rank", inputs=("X", "RankTable"), outputs=("Out",))
 
 
-@reorder.infer
-def _reorder_shape(ic):
-    x = ic.input("X")
-    ic.set_output("Out", x.shape, x.dtype, lod_level=x.lod_level)
+reorder.infer(infer_same_as())
 
 
 def _reordered_rows(x, table):
