@@ -91,25 +91,31 @@ class LoaderTracker:
 
     # --- batches ----------------------------------------------------------------------------
     def produced(self, handle: Pass, worker: int, produce_s: float, cpu_s: Optional[float],
-                 batch, size: int):
-        """A batch made by `worker` (-1: the training loop's own thread) reached the loop."""
+                 batch, size: int) -> Optional[tuple]:
+        """A batch made by `worker` (-1: the training loop's own thread) reached the loop;
+        the shapes of its tensors when they were looked at (someone listens), else None."""
         if not self.bus.listening("reader_push"):
             handle.produced += 1
-            return
+            return None
         shapes, nbytes = self.describe(batch)
         self.bus.emit("reader_push", ReaderPush(
             handle.loader_id, handle.number, handle.produced, worker, _perf(), produce_s, 0.0,
             size, handle.capacity, nbytes, shapes, cpu_s))
         handle.produced += 1
+        return shapes
 
-    def got(self, handle: Pass, t_request: float, t_got: float, batch, size: int):
+    def got(self, handle: Pass, t_request: float, t_got: float, batch, size: int,
+            shapes: Optional[tuple] = None):
         """The training loop asked for a batch at `t_request` and got it at `t_got`, with
-        `size` batches ready as it asked."""
+        `size` batches ready as it asked; `shapes` what `produced` returned for it (the
+        batch size is read from them instead of walking the batch again)."""
         wait = t_got - t_request
         index = handle.batches
         handle.batches += 1
         handle.last = batch
-        self.timer.read(t_request, wait, first_dim(batch, self.shape_of))
+        batch_size = (next((int(shape[0]) for shape in shapes if shape), None)
+                      if shapes is not None else first_dim(batch, self.shape_of))
+        self.timer.read(t_request, wait, batch_size)
         if self.bus.listening("reader_pop"):
             self.bus.emit("reader_pop", ReaderPop(handle.loader_id, handle.number, index,
                                                   t_got, wait, size, handle.capacity))
@@ -140,3 +146,11 @@ def _safe_ready(handle: Pass) -> int:
         return int(handle.ready())
     except Exception:  # noqa: BLE001
         return 0
+
+
+def error_detail(exc: BaseException) -> str:
+    """'ValueError: its message's first line' (the type alone when it says nothing): how a
+    pass that failed records why."""
+    text = str(exc).strip()
+    line = text.splitlines()[0] if text else ""
+    return f"{type(exc).__name__}: {line}" if line else type(exc).__name__

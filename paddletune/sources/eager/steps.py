@@ -56,28 +56,29 @@ class StepTimer:
             self._owner = id(optimizer)
         return self._owner == id(optimizer)
 
-    def step_done(self, place: str, t_end: Optional[float] = None,
-                  batch_size: Optional[int] = None):
-        """The step ended now (or at `t_end`): emit its record and start the next."""
-        t_end = _perf() if t_end is None else t_end
+    def step_done(self, place: str):
+        """The step ended now: emit its record (when someone listens) and start the next."""
+        t_end = _perf()
         t_begin = self._t_prev_end
         if t_begin is None:
             t_begin = self._t_first if self._t_first is not None else (
                 self._t_start if self._t_start is not None else t_end)
-        wall = max(t_end - t_begin, 0.0)
-        parts = self._read_s + self._feed_s + self._fetch_s
-        scale = wall / parts if parts > wall > 0 else 1.0  # (clock jitter: never above wall)
-        record = StepEnd(self.steps, t_begin, t_end, self._read_s * scale,
-                         self._feed_s * scale, self._fetch_s * scale,
-                         max(wall - parts, 0.0), batch_size or self._batch_size, place,
-                         self._feed_bytes, self._fetch_bytes)
+        record = (self._record(place, t_begin, t_end) if self.bus.listening("step_end")
+                  else None)
         self.steps += 1
         self._t_prev_end = t_end
         self._read_s = self._feed_s = self._fetch_s = 0.0
         self._feed_bytes = self._fetch_bytes = 0
-        if self.bus.listening("step_end"):
+        if record is not None:  # last: a subscriber may end the job here (the step limit)
             self.bus.emit("step_end", record)
-        return record
+
+    def _record(self, place: str, t_begin: float, t_end: float) -> StepEnd:
+        wall = max(t_end - t_begin, 0.0)
+        parts = self._read_s + self._feed_s + self._fetch_s
+        scale = wall / parts if parts > wall > 0 else 1.0  # (clock jitter: never above wall)
+        return StepEnd(self.steps, t_begin, t_end, self._read_s * scale,
+                       self._feed_s * scale, self._fetch_s * scale, max(wall - parts, 0.0),
+                       self._batch_size, place, self._feed_bytes, self._fetch_bytes)
 
 
 def first_dim(batch, shape_of: Callable) -> Optional[int]:

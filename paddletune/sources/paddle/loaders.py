@@ -27,7 +27,7 @@ from typing import Optional
 from paddle.io import DataLoader
 from paddle.io.dataloader import dataloader_iter, worker
 
-from ..eager.loaders import LoaderTracker
+from ..eager.loaders import LoaderTracker, error_detail
 
 _perf = time.perf_counter
 _cpu = time.thread_time
@@ -178,7 +178,7 @@ class LoaderHooks:
                         # queue (the loop's read then raises) and keep the cause
                         target = ref()
                         if target is not None:
-                            target.__dict__[STATE + "_error"] = _first_line(err)
+                            target.__dict__[STATE + "_error"] = error_detail(err)
                             target._exit_thread_unexpectedly()
                         raise
                     times.append((_perf() - t0, _cpu() - c0))
@@ -248,49 +248,37 @@ class LoaderHooks:
             except Exception as err:
                 st.handle = None
                 cause = it.__dict__.get(STATE + "_error")
-                loaders.end(handle, "error", _first_line(err) + (
+                loaders.end(handle, "error", error_detail(err) + (
                     f" (the dataset raised {cause})" if cause else ""))
                 raise
             t_got = _perf()
             index = st.count
             st.count = index + 1
+            shapes = None
             if multi:
                 if st.times is not None:
-                    self._worker_produced(st, handle, index, batch)
+                    shapes = self._worker_produced(st, handle, index, batch, ready)
             else:
                 times = st.single_times
                 if times:
                     produce_s, cpu_s = times.popleft()
-                    loaders.produced(handle, -1, produce_s, cpu_s, batch, 0)
-            loaders.got(handle, t_request, t_got, batch, ready)
+                    shapes = loaders.produced(handle, -1, produce_s, cpu_s, batch, 0)
+            loaders.got(handle, t_request, t_got, batch, ready, shapes)
             return batch
 
         __next__.__wrapped__ = original
         return __next__
 
-    def _worker_produced(self, st: _IterState, handle, index: int, batch):
+    def _worker_produced(self, st: _IterState, handle, index: int, batch, ready: int):
+        """The worker's time for batch `index` from the shared slots (`ready`: the batches
+        queued as the loop asked); returns what loaders.produced does."""
         times, base = st.times, SLOT * (index % st.slots)
         if times[base] != index or times[base + 1] != st.generation:
-            return  # not written (yet), or another pass's: no timing for this batch
+            return None  # not written (yet), or another pass's: no timing for this batch
         produce_s, cpu_s, worker = times[base + 2], times[base + 3], int(times[base + 4])
         if times[base] != index:  # overwritten while read
-            return
-        queue = getattr(handle, "ready", None)
-        size = _safe_int(queue)
-        self.loaders.produced(handle, worker, produce_s, cpu_s, batch, size)
-
-
-def _safe_int(fn) -> int:
-    try:
-        return int(fn())
-    except Exception:  # noqa: BLE001
-        return 0
-
-
-def _first_line(err: BaseException) -> str:
-    text = str(err).strip()
-    line = text.splitlines()[0] if text else ""
-    return f"{type(err).__name__}: {line}" if line else type(err).__name__
+            return None
+        return self.loaders.produced(handle, worker, produce_s, cpu_s, batch, ready)
 
 
 # --- in the worker process -------------------------------------------------------------------

@@ -30,6 +30,7 @@ from torch.utils.data import dataloader as dl
 from torch.utils.data._utils import fetch as fetchers
 
 from ..eager.bus import OpEnd
+from ..eager.loaders import error_detail
 from ..eager.overrides import batch_size_fixed
 from ..eager.steps import iter_tensors
 
@@ -206,7 +207,7 @@ class TorchHooks:
                 replayed = tracker.replay(handle)
                 if replayed is not None:
                     return replayed
-            ready = _ready(it) if state.stats is not None or it._num_workers else 0
+            ready = _ready(it) if it._num_workers else 0
             t0, c0 = _perf(), _cpu()
             try:
                 batch = original(it)
@@ -214,14 +215,15 @@ class TorchHooks:
                 tracker.end(handle, "end")
                 raise
             except BaseException as exc:
-                tracker.end(handle, "error", f"{type(exc).__name__}: {_first_line(exc)}")
+                tracker.end(handle, "error", error_detail(exc))
                 raise
             t1 = _perf()
+            shapes = None
             if not it._num_workers:
-                tracker.produced(handle, -1, t1 - t0, _cpu() - c0, batch, 0)
+                shapes = tracker.produced(handle, -1, t1 - t0, _cpu() - c0, batch, 0)
             elif state.stats is not None and state.worker is not None:
-                self._worker_batch(handle, state, batch, ready)
-            tracker.got(handle, t0, t1, batch, ready)
+                shapes = self._worker_batch(handle, state, batch, ready)
+            tracker.got(handle, t0, t1, batch, ready, shapes)
             return batch
         return __next__
 
@@ -238,16 +240,17 @@ class TorchHooks:
         return state.handle
 
     def _worker_batch(self, handle, state, batch, ready):
-        """The batch came from worker `state.worker`: its time from the shared counters."""
+        """The batch came from worker `state.worker`: its time from the shared counters
+        (returns what tracker.produced does)."""
         worker, stats = state.worker, state.stats
         seen = state.seen[worker]
         now = [stats[worker * STATS + k] for k in range(STATS)]
         batches = now[0] - seen[0]
         if batches < 1:
-            return
+            return None
         state.seen[worker] = now
-        self.tracker.produced(handle, worker, (now[1] - seen[1]) / batches,
-                              (now[2] - seen[2]) / batches, batch, ready)
+        return self.tracker.produced(handle, worker, (now[1] - seen[1]) / batches,
+                                     (now[2] - seen[2]) / batches, batch, ready)
 
     # --- threads ----------------------------------------------------------------------------
     def _threads(self):
@@ -272,7 +275,7 @@ class TorchHooks:
                     overrides.apply("threads", "inter_op", n, was)
             except RuntimeError as err:
                 overrides.skip("threads", "inter_op", n, "other",
-                               f"torch refused it: {_first_line(err)}")
+                               f"torch refused it: {error_detail(err)}")
 
     def _patch_module(self, module, name, make):
         original = getattr(module, name)
@@ -420,8 +423,3 @@ def _describe_inputs(inputs) -> tuple:
     """'float32[8, 4]' for each input tensor of a module call (at most 8)."""
     return tuple(f"{str(t.dtype).replace('torch.', '')}{list(t.shape)}"
                  for t in iter_tensors(inputs, _shape_or_none, limit=8))
-
-
-def _first_line(exc) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else ""
