@@ -100,10 +100,13 @@ def worker_plan(profile, f: LoaderFigures) -> dict:
     needed = max(1, math.ceil(produce_s / free_s)) if free_s > 0 else 1
     cores = free_cores(profile, f)
     working = cores  # the trainer's CPU counted as work (for the workers' room)
-    bound = trainer_work_bound(profile)
+    bound = _trainer_work_bound(profile)
     if cores is not None and cores.trainer is not None and bound is not None:
         working = replace(cores, trainer=min(cores.trainer, bound))
-    cap = _worker_cap(working, cpu_share) if cores else needed  # core count unknown: no cap
+    per_worker = max(cpu_share if cpu_share is not None else 1.0, MIN_WORKER_CORES)
+    room = _room_cores(working) if working is not None else None
+    cap = _worker_cap(room, per_worker, cores.cores) if room is not None else needed
+    widened = room is not None and cap > max(math.floor(cores.free / per_worker + 1e-9), 1)
     cores = cores or NO_CORES
     workers = min(needed, cap)
     new_s = min(max(free_s, produce_s / workers), cycle_s)  # never slower than now
@@ -117,8 +120,7 @@ def worker_plan(profile, f: LoaderFigures) -> dict:
             "speedup": cycle_s / new_s if new_s > 0 else None,
             "ceiling_steps_per_s": 1 / free_s if free_s > 0 else None,
             "cores": cores.cores, "free_cores": cores.free, "idle_cores": cores.idle,
-            "room_cores": (_room_cores(working) if working is not None
-                           and _widened(working, cpu_share) else None),
+            "room_cores": room if widened else None,
             "other_processes_cores": cores.others,
             "producer_cpu_share": cpu_share, "empty_ratio": f.empty_ratio,
             "wait_per_step_s": f.wait.per_step_s, "wait_share": f.wait.share,
@@ -131,37 +133,19 @@ def _blas(profile) -> dict:
             "blas_label": None if profile.source.framework == "fluid" else cpu.blas_label}
 
 
-def _worker_cap(cores: FreeCores, cpu_share) -> int:
-    """How many workers the free cores run: each needs its measured share of a core (all of
-    one when unknown, at least MIN_WORKER_CORES), at most MAX_WORKERS_PER_CORE per core."""
-    cap = math.floor((_worker_room(cores, cpu_share) or 0.0) + 0.5)  # most of a core each
-    if cores.cores:
-        cap = min(cap, MAX_WORKERS_PER_CORE * cores.cores)
+def _worker_cap(room: Optional[float], per_worker: float, cores: Optional[int]) -> int:
+    """How many workers `room` cores (_room_cores) run, each needing `per_worker` of a core
+    and getting most of one (rounded); at most MAX_WORKERS_PER_CORE per core, at least 1."""
+    cap = math.floor((room or 0.0) / per_worker + 0.5)
+    if cores:
+        cap = min(cap, MAX_WORKERS_PER_CORE * cores)
     return max(cap, 1)
 
 
-def _worker_room(cores: FreeCores, cpu_share) -> Optional[float]:
-    """How many workers' worth of CPU the cores have for the producers: the free cores, or,
-    when the trainer keeps less than one core busy (it waits for data most of its step), the
-    cores it leaves: a worker time-shares a core with a trainer that mostly waits. Each worker
-    needs its measured share of a core (all of one when unknown, at least
-    MIN_WORKER_CORES). None when the cores are unknown."""
-    if cores.free is None:
-        return None
-    per_worker = max(cpu_share if cpu_share is not None else 1.0, MIN_WORKER_CORES)
-    return _room_cores(cores) / per_worker
-
-
-def _widened(cores: FreeCores, cpu_share) -> bool:
-    """Whether the cores a waiting trainer leaves run more workers than the free cores."""
-    if cores.free is None:
-        return False
-    per_worker = max(cpu_share if cpu_share is not None else 1.0, MIN_WORKER_CORES)
-    return _worker_cap(cores, cpu_share) > max(math.floor(cores.free / per_worker + 1e-9), 1)
-
-
 def _room_cores(cores: FreeCores) -> Optional[float]:
-    """The cores the producers can use (see _worker_room)."""
+    """The cores the producers can use: the free cores, or, when the trainer keeps less than
+    one core busy (it waits for data most of its step), the cores it leaves: a worker
+    time-shares a core with a trainer that mostly waits. None when the cores are unknown."""
     if cores.free is None:
         return None
     if cores.cores and cores.trainer is not None:
@@ -169,7 +153,7 @@ def _room_cores(cores: FreeCores) -> Optional[float]:
     return cores.free
 
 
-def trainer_work_bound(profile) -> Optional[float]:
+def _trainer_work_bound(profile) -> Optional[float]:
     """The most cores the trainer's own work can keep busy: its math threads for the part of
     each step it is not waiting inside the DataLoader (the read share). CPU measured above
     that is threads spinning while they wait (OpenMP's spin-wait between ops, PyTorch's
