@@ -42,14 +42,9 @@ def import_runtime(framework: str = "fluid"):
 def resolve_framework(script: str, module: bool, framework: str) -> str:
     """The framework the job trains with: `framework` as given, or (auto) read from the
     script's imports; one line and exit 2 when it cannot be told or is not installed."""
-    from .sources.detect import FRAMEWORKS, DetectError, detect, require
+    from .sources.detect import DetectError, resolve
     try:
-        if framework == "auto":
-            return detect(script, module)
-        if framework not in FRAMEWORKS:
-            fail(f"--framework {framework!r}: use auto, {', '.join(FRAMEWORKS)}")
-        require(framework, script)
-        return framework
+        return resolve(framework, script, module)
     except DetectError as err:
         fail(str(err))
 

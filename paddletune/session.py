@@ -132,14 +132,11 @@ def prepare(options: Options) -> Path:
 
 def _framework(options: Options) -> str:
     """The framework the job trains with (SessionError: unknown, or not installed)."""
-    from .sources.detect import DetectError, detect, require
+    from .sources.detect import DetectError, resolve
     try:
-        if options.framework == "auto":
-            return detect(options.target, options.module)
-        require(options.framework, options.target)
+        return resolve(options.framework, options.target, options.module)
     except DetectError as err:
         raise SessionError(str(err)) from None
-    return options.framework
 
 
 def _start_source(framework: str):

@@ -19,6 +19,17 @@ class DetectError(ValueError):
     pass or install)."""
 
 
+def resolve(framework: str, target: str, module: bool = False) -> str:
+    """The framework a job trains with: `framework` as given (checked: known, installed) or,
+    for "auto", read from the script's imports (`detect`); DetectError otherwise."""
+    if framework == "auto":
+        return detect(target, module)
+    if framework not in FRAMEWORKS:
+        raise DetectError(f"--framework {framework!r}: use auto, {', '.join(FRAMEWORKS)}")
+    require(framework, target)
+    return framework
+
+
 def detect(target: str, module: bool = False) -> str:
     """The framework of the script at `target` (or of module `target`)."""
     path = _module_path(target) if module else Path(target)
