@@ -16,6 +16,20 @@ from .tensor import SelectedRows
 
 GB = 1 << 30
 MB = 1 << 20
+# the out-of-memory estimate's formula is paddletune/profile/memory_model.py's
+# one_step_per_sample (the runtime cannot import paddletune): keep the two in step
+BACKWARD_FACTOR = 1.5
+
+
+class StepPeak(int):
+    """A step's peak (bytes) that also carries its phases' peaks ({tag: bytes}): the executor
+    keeps the last one per plan (plan.memory_seen), and the out-of-memory estimate needs the
+    phases to tell what scales with the batch from what does not."""
+
+    def __new__(cls, value, phase_peaks):
+        peak = super().__new__(cls, value)
+        peak.phase_peaks = dict(phase_peaks)
+        return peak
 
 
 class Serving:
@@ -52,7 +66,8 @@ class Serving:
         self.pool.tag = "other"
 
     def step_peak(self):
-        return max(self.phase_peaks.values(), default=self.pool.allocated)
+        return StepPeak(max(self.phase_peaks.values(), default=self.pool.allocated),
+                        self.phase_peaks)
 
     def oom_happened(self):
         return self.pool.n_oom != self.oom_seen
@@ -195,8 +210,7 @@ def oom_error(pool, plan, env, step, scope, place, batch_size):
     out (batch size estimate, GC, inplace, optimizer, the cap)."""
     info = pool.last_oom
     largest = _largest_variables(plan, env, scope)
-    fixed = sum(pool.by_tag.get(t, 0) for t in ("parameters", "optimizer_state"))
-    fit, fit_kind = _fit_batch(info, fixed, batch_size, getattr(plan, "memory_seen", None))
+    fit, fit_kind = _fit_batch(info, batch_size, getattr(plan, "memory_seen", None))
     op = f"op {step.type} (#{step.index}){step.op.where()}" if step is not None else "a step"
     lines = [
         f"Out of memory on {place!r}: {op} asked for {_fmt(info.requested)} but the pool has "
@@ -245,22 +259,42 @@ def _ways_out(plan, info, fit, fit_kind, place, batch_size):
     return ways
 
 
-def _fit_batch(info, fixed, batch_size, seen):
-    """(largest batch estimated to fit, how it was estimated): from the peak of the last step
-    that ran (its memory above parameters and optimizer state, per sample), else from what
-    this step had asked for when it failed (an upper bound: its peak may have come later)."""
-    if seen and seen[0]:
-        per_sample = (seen[1] - fixed) / seen[0]
-        kind = (f"about {{}} (estimated from the peak of the last step that ran, batch "
-                f"{seen[0]}, scaled per sample)")
+def _fit_batch(info, batch_size, seen):
+    """(largest batch estimated to fit, how it was estimated). What does not scale with the
+    batch (parameters, optimizer state: the pool's tags; the parameters' gradients, as large
+    as the parameters; the update's temporaries) stays; what does is scaled: from the phase
+    peaks of the last step that ran (`seen`: (batch, StepPeak)), else from what this step
+    held when it failed (an upper bound: its peak may have come later)."""
+    parameters = info.by_tag.get("parameters", 0)
+    fixed = parameters + info.by_tag.get("optimizer_state", 0)
+    phases = getattr(seen[1], "phase_peaks", None) if seen and seen[0] else None
+    if phases and "activations" in phases:
+        per_sample = _one_step_per_sample(seen[0], phases["activations"],
+                                          phases.get("gradients"), fixed, parameters)
+        kind = (f"about {{}} (parameters and optimizer state {_fmt(fixed)} fixed, "
+                f"{_fmt(per_sample or 0)} per sample from the phases of the last step that ran, "
+                f"batch {seen[0]})")
     elif batch_size:
         per_sample = (info.allocated + info.requested - fixed) / batch_size
         kind = "at most {} (from what this step held when it failed)"
     else:
         return None, ""
-    if per_sample <= 0:
+    if not per_sample or per_sample <= 0 or info.capacity <= fixed:
         return None, ""
-    return max(0, int((info.capacity - fixed) // per_sample)), kind
+    return int((info.capacity - fixed) // per_sample), kind
+
+
+def _one_step_per_sample(batch, forward_peak, backward_peak, persistable, parameters):
+    """Bytes per sample from one step's phase peaks: the activations above the persistables,
+    and in the backward those with their gradients (the larger of the backward peak above
+    the persistables and parameter gradients, and BACKWARD_FACTOR x the activations); the
+    update's temporaries do not scale. None when nothing scales."""
+    activations = forward_peak - persistable
+    if backward_peak is None:
+        scaled = activations
+    else:
+        scaled = max(backward_peak - persistable - parameters, BACKWARD_FACTOR * activations)
+    return scaled / batch if scaled > 0 else None
 
 
 def _largest_variables(plan, env, scope):

@@ -116,3 +116,24 @@ def test_summary_feed_model_only_when_bytes_fed_vary_more_than_the_batch():
     assert feed_model(MemoryFigures(by_category_at_peak=m.by_category_at_peak,
                                     batch_points=m.batch_points,
                                     feed_points=((1000, 4 * MB),))) is None
+
+
+def test_one_step_model_scales_only_what_grows_with_the_batch():
+    """A batch-64 step peaking in the update (parameters 2 MiB, state 2 MiB, their gradients
+    2 MiB, update temporaries 1.5 MiB): only the activations (forward 4.5 MiB: 0.5 above the
+    persistables) and their gradients scale; the runtime's OOM estimate uses the same
+    formula."""
+    from paddletune.profile.figures import PhasePeaks
+    from paddletune.profile.memory_model import batch_fit, one_step_per_sample
+    from runtime.exec_memory import _one_step_per_sample
+
+    m = MemoryFigures(by_category_at_peak=ByCategory(parameters=2 * MB, optimizer_state=2 * MB),
+                      phase_peaks=PhasePeaks(4.5 * MB, 6.2 * MB, 7.5 * MB),
+                      batch_points=((64, 7.5 * MB),), capacity_bytes=64 * MB)
+    model = batch_fit(m)
+    assert model.how == "one point" and model.fixed == 4 * MB
+    assert model.per_unit == pytest.approx(1.5 * 0.5 * MB / 64)  # not (7.5 - 6) MiB / 64
+    assert model.peak(64) == 7.5 * MB  # the measured peak stays the floor
+    args = (64, 4.5 * MB, 6.2 * MB, 4 * MB, 2 * MB)
+    assert _one_step_per_sample(*args) == one_step_per_sample(*args)
+    assert one_step_per_sample(64, 4.5 * MB, None, 4 * MB, 2 * MB) == 0.5 * MB / 64  # eval

@@ -23,7 +23,8 @@ from dataclasses import dataclass
 from typing import Optional
 
 from ..profile.figures import MemoryFigures
-from ..profile.memory_model import HEADROOM, MemoryModel, batch_fit, simulate, trace_of
+from ..profile.memory_model import (HEADROOM, MemoryModel, batch_fit, far_beyond, simulate,
+                                    trace_of)
 from ..profile.records import MemoryOom, MemoryTrace
 from .base import Advice, rule
 from .facts import enough_steps, human_bytes, main_loader, ms, script, writer
@@ -309,7 +310,9 @@ def batch_size_memory(profile) -> Optional[Advice]:
     """batch size vs memory (#17)
 
     Out of memory, or a steady peak above FULL of the capacity: the largest batch whose
-    predicted peak leaves HEADROOM free, from the model fitted to the measured peaks.
+    predicted peak leaves HEADROOM free, from the model fitted to the measured peaks (the
+    out-of-memory error's own estimate, from the same formula, is that batch with no
+    headroom). Never a batch over FAR x the current one: memory is not the limit there.
     """
     m = memory_summary(profile)
     if m is None:
@@ -328,6 +331,8 @@ def batch_size_memory(profile) -> Optional[Advice]:
         largest = int(oom.fit_batch_size * (1 - HEADROOM))
     if not largest or (current and largest >= current and oom is None):
         return None
+    if far_beyond(largest, current):
+        return None  # memory does not limit the batch: throughput stops growing long before
     predicted = model.peak(largest) if model is not None else None
     return Advice(
         id="batch-size-memory", source=17, severity="high" if oom else "medium",
@@ -354,12 +359,14 @@ def _model_words(model: Optional[MemoryModel], capacity: float, current) -> str:
     fitted = model.how.startswith("fit")
     how = ("fitted to the peaks at batch " + ", ".join(str(int(x)) for x, _ in model.points)
            if fitted else
-           f"parameters, their gradients and optimizer state fixed; the rest of the peak at "
-           f"batch {int(model.points[-1][0])} scaled per sample")
+           f"parameters and optimizer state fixed; the activations and their gradients "
+           f"from the phase peaks at batch {int(model.points[-1][0])} scaled per sample")
     raised = (f"; at least {human_bytes(capacity)} at batch {current}, which ran out of "
               f"memory" if "raised" in model.how else "")
+    fits = model.largest(capacity, headroom=0.0)
+    fits_words = f"; batch {fits} would just fit, with no headroom" if fits else ""
     return (f"step peak = {human_bytes(model.fixed)} + {human_bytes(model.per_unit)} per "
-            f"sample ({how}{raised})")
+            f"sample ({how}{raised}){fits_words}")
 
 
 def _batch_change(profile, largest: int, capacity: float, failed: Optional[int]) -> str:

@@ -6,10 +6,13 @@ their share of the step, fragmentation, an out-of-memory error's figures, and th
 They come from the memory probe's records (probes/memory.py): per-step figures from the
 memory records of the steady steps (matched by program and step) and the memory part of the
 windows after them; when none matches (a very short job), from every training step's
-(`scope` says which). Phases map to the ops' memory categories: forward = activations,
+(`scope` says which). Only the main program's steps count (the one the steady steps
+belong to): an eval program run at another batch size would otherwise mix its peaks into
+the training program's batch model. Phases map to the ops' memory categories: forward = activations,
 backward = gradients, optimizer = optimizer (temporaries of the update ops).
 """
 
+from collections import Counter
 from dataclasses import replace
 from typing import Optional
 
@@ -25,11 +28,13 @@ CATEGORIES = tuple(f for f in F.ByCategory.__dataclass_fields__)
 def memory_figures(profile, steady, cycle_s: Optional[float]) -> Optional[F.MemoryFigures]:
     """The memory summary (None when the memory probe wrote nothing). `steady`: the steady
     steps (summarize.Steady); `cycle_s`: their mean cycle (run + gap), seconds."""
-    steps = profile.records("memory", r.MemoryStep)
+    all_steps = profile.records("memory", r.MemoryStep)
+    main = main_program(all_steps, steady)
+    steps = [m for m in all_steps if m.program == main]
     peaks = profile.records("memory", r.MemoryPeak)
     ooms = profile.records("memory", r.MemoryOom)
     pools = profile.records("memory", r.MemoryPool)
-    windows = [w.memory for w in profile.windows if w.memory is not None]
+    windows = [w.memory for w in profile.windows if w.memory is not None and w.program == main]
     pool = pools[-1] if pools else None
     if not (steps or peaks or ooms or windows or (pool and pool.capacity_bytes)):
         return None
@@ -105,6 +110,16 @@ def at_step_peak(profile, steady) -> Optional[F.StepPeak]:
     op = replay["peak_op"]
     return F.StepPeak(trace.program, trace.step, F.PeakOp(op["index"], op["type"]) if op else None,
                       tuple((n, b) for n, b in replay["largest_live"]))
+
+
+def main_program(steps, steady) -> Optional[int]:
+    """The program whose memory figures count: the steady steps' (the summary's main
+    program), else the one with the most memory steps."""
+    first = steady.steps[:1] or steady.windows[:1]
+    if first:
+        return first[0].program
+    counts = Counter(m.program for m in steps)
+    return counts.most_common(1)[0][0] if counts else None
 
 
 def _steady(steps, steady):

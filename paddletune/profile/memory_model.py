@@ -10,8 +10,16 @@
 - `fit(points, fixed_hint)`: peak memory as `max(floor, fixed + per_unit * x)` (x: the batch
   size), least squares over the measured points that grow with x; with a single one,
   `fixed_hint` (parameters, their gradients and optimizer state) is the fixed part.
-- `MemoryModel.largest(capacity)`: the largest x whose predicted peak leaves HEADROOM of the
-  capacity free.
+- `one_step_per_sample(...)`: the bytes each sample adds, from one measured step's phase
+  peaks: what does not scale with the batch (parameters, optimizer state, the parameters'
+  gradients, the update's temporaries) is taken out, and the forward phase's activations
+  (all of which scale) are counted with their gradients. runtime/exec_memory.py's out-of-memory estimate uses the same
+  formula (the runtime cannot import paddletune): keep the two in step.
+- `largest_fitting(capacity, fixed, per_sample, headroom)`: the largest batch whose
+  `fixed + per_sample x batch` leaves `headroom` of the capacity free; `MemoryModel.largest`,
+  the summary's batch model and advice #17 all use it.
+- `far_beyond(largest, measured)`: a largest batch so far above the measured one that memory
+  is not what limits the batch size (throughput stops growing long before).
 """
 
 from dataclasses import dataclass, replace
@@ -24,6 +32,48 @@ HEADROOM = 0.10  # share of the capacity a recommended batch leaves free
 MIN_SPREAD = 1.2  # a fit needs the largest x at least this much above the smallest
 TOP = 8  # largest live temporaries reported at the peak
 FLAT = 1.05  # a peak within this factor of the lowest one does not grow with x (yet)
+# From one step: the backward pass holds the forward activations plus the gradients being
+# computed; measured 1.25-1.45x the forward activations per sample on MLPs and activation
+# chains (tests/memjob.py), so 1.5 errs on the safe side
+BACKWARD_FACTOR = 1.5
+FAR = 64  # a largest batch above FAR x the measured one: memory is not the limit
+
+
+def one_step_per_sample(batch: float, forward_peak: float, backward_peak: Optional[float],
+                        persistable: float, parameters: float) -> Optional[float]:
+    """Bytes per sample from one step at `batch`, its phases' peaks taken apart: what does
+    not scale with the batch is the persistables (`persistable`: parameters and optimizer
+    state), the parameters' gradients (as large as `parameters`) and the update's
+    temporaries (the optimizer phase, left out: at a small batch the step peaks there and
+    nothing in it scales). What does: the forward phase's activations, and in the backward
+    phase those activations with their gradients: the larger of the backward peak above the
+    persistables and parameter gradients, and BACKWARD_FACTOR x the activations (at a small
+    batch the parameter gradients hide the backward's growth). `backward_peak` None: a
+    program without backward (eval), its activations alone. None when nothing scales."""
+    if not batch:
+        return None
+    activations = forward_peak - persistable
+    if backward_peak is None:
+        scaled = activations
+    else:
+        scaled = max(backward_peak - persistable - parameters, BACKWARD_FACTOR * activations)
+    return scaled / batch if scaled > 0 else None
+
+
+def largest_fitting(capacity: float, fixed: float, per_sample: float,
+                    headroom: float = 0.0) -> Optional[int]:
+    """The largest whole batch whose `fixed + per_sample x batch` stays within
+    (1 - headroom) x capacity; None when even the fixed part does not fit."""
+    room = capacity * (1 - headroom)
+    if room <= fixed or per_sample <= 0:
+        return None
+    return int((room - fixed) // per_sample)
+
+
+def far_beyond(largest: Optional[float], measured: Optional[float]) -> bool:
+    """Whether `largest` is more than FAR x the `measured` batch: memory does not limit the
+    batch size there, and throughput stops growing long before."""
+    return bool(largest and measured and largest > FAR * measured)
 
 
 def simulate(trace: MemoryTrace, gc: bool, inplace: bool) -> dict:
@@ -114,10 +164,9 @@ class MemoryModel:
     def largest(self, capacity: float, headroom: float = HEADROOM) -> Optional[int]:
         """The largest whole x whose predicted peak stays within (1 - headroom) x capacity
         (None when even the fixed part does not fit)."""
-        room = capacity * (1 - headroom)
-        if room <= max(self.fixed, self.floor) or self.per_unit <= 0:
+        if capacity * (1 - headroom) <= self.floor:
             return None
-        return int((room - self.fixed) // self.per_unit)
+        return largest_fitting(capacity, self.fixed, self.per_unit, headroom)
 
     def at_least(self, x: float, peak: float) -> "MemoryModel":
         """The model with its slope raised (if needed) so that peak(x) >= `peak`: x was seen
@@ -172,14 +221,37 @@ def fit(points: Sequence[Sequence[float]], fixed_hint: Optional[float] = None,
 
 
 def batch_fit(m) -> Optional[MemoryModel]:
-    """The batch model of a summary's memory figures (figures.MemoryFigures): `fit` over its
-    batch points with the fixed part as a hint, raised (`at_least`) so that a batch that ran
-    out of memory needs the whole capacity; None without a model."""
-    model = fit(m.batch_points, fixed_bytes(m))
+    """The batch model of a summary's memory figures (figures.MemoryFigures): least squares
+    over its batch points that grow with the batch, else `one_step_model` at the largest
+    batch measured, raised (`at_least`) so that a batch that ran out of memory needs the
+    whole capacity; None without a model."""
+    model = fit(m.batch_points)
+    if model is None:
+        model = one_step_model(m)
     oom, capacity = m.oom, m.capacity_bytes
     if model is not None and oom is not None and oom.batch_size and capacity:
         model = model.at_least(oom.batch_size, capacity)
     return model
+
+
+def one_step_model(m) -> Optional[MemoryModel]:
+    """The model from the largest batch measured alone (one_step_per_sample): the
+    persistables fixed, the measured peak as the floor. Without the forward phase's peak at
+    that batch, `fit` with the parameters, their gradients and the optimizer state fixed."""
+    if not m.batch_points:
+        return None
+    batch = m.batch_points[-1][0]
+    phases = m.phase_peaks  # the highest of each phase: the largest batch's
+    persistable = persistable_bytes(m)
+    if phases.forward_bytes is None or persistable is None:
+        return fit(m.batch_points, fixed_bytes(m))
+    per_sample = one_step_per_sample(batch, phases.forward_bytes, phases.backward_bytes,
+                                     persistable, m.by_category_at_peak.parameters)
+    if per_sample is None:
+        return None
+    points = tuple((float(x), float(p)) for x, p in m.batch_points)
+    return MemoryModel(persistable, per_sample, "sample", points, "one point",
+                       min(p for _, p in points))
 
 
 def trace_of(profile, program=None) -> Optional[MemoryTrace]:
@@ -195,3 +267,12 @@ def fixed_bytes(m) -> Optional[float]:
     if not by.parameters:
         return None
     return float(2 * by.parameters + by.optimizer_state)
+
+
+def persistable_bytes(m) -> Optional[float]:
+    """What no step frees and no batch size changes: parameters and optimizer state, from
+    the breakdown at the pool's peak (figures.MemoryFigures); None without parameters."""
+    by = m.by_category_at_peak
+    if not by.parameters:
+        return None
+    return float(by.parameters + by.optimizer_state)

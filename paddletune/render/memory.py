@@ -7,6 +7,7 @@ from typing import Optional
 from rich.text import Text
 
 from ..profile.figures import MemoryFigures, ModelFigures, StepPeak
+from ..profile.memory_model import FAR, far_beyond
 from ..profile.records import MemoryOom
 from .fmt import NA, add_rows, finite, label_table, ms, nbytes, num, pct
 
@@ -137,9 +138,15 @@ def _model(b: Optional[ModelFigures]) -> str:
     if b is None:
         return ""
     how = ("fitted to the batch sizes above" if b.how.startswith("fit") else
-           "parameters, gradients and optimizer state fixed, one batch size measured")
+           "parameters and optimizer state fixed, the rest scaled from the phase peaks at "
+           "the one batch size measured")
+    measured = max((x for x, _ in b.points), default=None)
     largest = (f"; largest batch leaving {pct(b.headroom)} free: {b.largest_batch} "
                f"(peak ~{nbytes(b.largest_batch_peak_bytes)})" if b.largest_batch else "")
+    if far_beyond(b.largest_batch, measured):
+        largest = (f"; memory is not the limit: the batch could grow over {FAR}x (to "
+                   f"{b.largest_batch} with {pct(b.headroom)} free), but throughput stops "
+                   f"growing long before that")
     return (f"step peak ≈ {nbytes(b.fixed_bytes)} + {nbytes(b.per_unit_bytes)} per "
             f"sample ({how}){largest}")
 
