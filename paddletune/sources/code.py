@@ -57,10 +57,12 @@ class CodeWriter:
         changes: its fields, e.g. num_workers=3, capacity=16, use_double_buffer=True)."""
         raise NotImplementedError
 
-    def async_loader(self, feeds: Sequence[str], place: str, loss: str) -> str:
+    def async_loader(self, feeds: Sequence[str], place: str, loss: str,
+                     num_workers: int = 0) -> str:
         """A synchronous feeding loop rewritten to read through an async DataLoader:
         `feeds` the fed variables (placeholders when they are not identifiers), `place` the
-        device ("CPUPlace", "CUDAPlace(0)"), `loss` the variable the loop fetches."""
+        device ("CPUPlace", "CUDAPlace(0)"), `loss` the variable the loop fetches,
+        `num_workers` its worker processes (0: the framework's default producer)."""
         raise NotImplementedError
 
     def shard_note(self) -> str:
@@ -105,6 +107,12 @@ class CodeWriter:
                                     return_softmax: bool = False) -> str:
         """The fused softmax + cross-entropy loss over `logits` and `label` (variable names),
         assigned to `cost` (and `prediction`, the softmax, when `return_softmax`)."""
+        raise NotImplementedError
+
+    def loss_on_logits(self, activation: str, loss: str) -> str:
+        """The loss module `loss` ("NLLLoss", "CrossEntropyLoss") that an `activation` module
+        ("Softmax") runs right before, replaced by the loss that takes the raw scores, with
+        what to pass it said in words (the writer cannot know the script's names)."""
         raise NotImplementedError
 
     def fetch_every(self, keep: str, others: Sequence[str], every: int) -> str:

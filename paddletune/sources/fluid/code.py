@@ -41,7 +41,8 @@ class FluidCode(CodeWriter):
         return (f"loader = fluid.io.DataLoader.from_generator(feed_list=[{names}], "
                 + ", ".join(f"{k}={v}" for k, v in args.items()) + ")")
 
-    def async_loader(self, feeds: Sequence[str], place: str, loss: str) -> str:
+    def async_loader(self, feeds: Sequence[str], place: str, loss: str,
+                     num_workers: int = 0) -> str:
         usable = bool(feeds) and all(n.isidentifier() for n in feeds)
         lines = ["# reader: your generator yielding one batch (a list of arrays) per iteration"]
         if not usable:
@@ -49,7 +50,8 @@ class FluidCode(CodeWriter):
             lines.append(f"# feed_list: your fluid.data variables{named}")
         return "\n".join(lines + [
             f"loader = fluid.io.DataLoader.from_generator(feed_list="
-            f"[{', '.join(feeds) if usable else 'image, label'}], capacity=8, iterable=True)",
+            f"[{', '.join(feeds) if usable else 'image, label'}], capacity=8, iterable=True"
+            + (f", num_workers={num_workers})" if num_workers else ")"),
             f"loader.set_batch_generator(reader, places={_place(place)})",
             "for data in loader():",
             f"    exe.run(main_program, feed=data, fetch_list=[{loss}])"])

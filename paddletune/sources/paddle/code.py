@@ -68,7 +68,8 @@ class PaddleCode(CodeWriter):
         args = "".join(f", {k}={v!r}" for k, v in values.items())
         return "\n".join([f"loader = paddle.io.DataLoader(dataset{args})", *notes])
 
-    def async_loader(self, feeds: Sequence[str], place: str, loss: str) -> str:
+    def async_loader(self, feeds: Sequence[str], place: str, loss: str,
+                     num_workers: int = 0) -> str:
         usable = bool(feeds) and all(n.isidentifier() for n in feeds)
         names = list(feeds) if usable else ["image", "label"]
         lines = ["class Samples(paddle.io.Dataset):  # one sample per index, read here",
@@ -78,7 +79,7 @@ class PaddleCode(CodeWriter):
                  f"        return {', '.join(f'{n}_i' for n in names)}  # the sample's arrays",
                  "",
                  "loader = paddle.io.DataLoader(Samples(), batch_size=BATCH_SIZE, "
-                 "shuffle=True, num_workers=2, drop_last=True)",
+                 f"shuffle=True, num_workers={num_workers or 2}, drop_last=True)",
                  f"for {', '.join(names)} in loader():"]
         lines.insert(0, f"# exe = paddle.static.Executor({_place(place)}), as before")
         feed = ", ".join(f"{n!r}: {n}" for n in names)
@@ -143,6 +144,17 @@ class PaddleCode(CodeWriter):
         if return_softmax:
             lines.append(f"prediction = paddle.nn.functional.softmax({logits})")
         return "\n".join(lines)
+
+    def loss_on_logits(self, activation: str, loss: str) -> str:
+        return "\n".join([
+            f"# take the paddle.nn.{activation} that runs before the loss out of the training "
+            f"path (often the model's last layer)",
+            "criterion = paddle.nn.CrossEntropyLoss()  # use_softmax=True: applies the "
+            "softmax itself" + (f", instead of paddle.nn.{loss}()"
+                                if loss != "CrossEntropyLoss" else ""),
+            f"loss = criterion(logits, label)  # logits: what the {activation} takes now; "
+            f"label: the labels {loss} takes now",
+            "# probabilities for metrics or inference: paddle.nn.functional.softmax(logits)"])
 
     def fetch_every(self, keep: str, others: Sequence[str], every: int) -> str:
         static = (f"fetch_list = [{keep}] if step % {every} else [{', '.join([keep, *others])}]"

@@ -41,12 +41,14 @@ class TorchCode(CodeWriter):
         shown = ", ".join(f"{k}={v!r}" for k, v in args.items() if k in LOADER_ARGS)
         return f"loader = torch.utils.data.DataLoader(dataset, {shown})".replace(", )", ")")
 
-    def async_loader(self, feeds: Sequence[str], place: str, loss: str) -> str:
+    def async_loader(self, feeds: Sequence[str], place: str, loss: str,
+                     num_workers: int = 0) -> str:
         device = "cuda" if "CUDA" in (place or "") else "cpu"
+        workers = num_workers or 4
         return "\n".join([
             "# dataset: a torch.utils.data.Dataset whose __getitem__ makes one sample",
             "loader = torch.utils.data.DataLoader(dataset, batch_size=BATCH_SIZE, "
-            "num_workers=4, persistent_workers=True)",
+            f"num_workers={workers}, persistent_workers=True)",
             "for x, y in loader:",
             f"    x, y = x.to('{device}', non_blocking=True), y.to('{device}', "
             f"non_blocking=True)",
@@ -95,6 +97,16 @@ class TorchCode(CodeWriter):
         if return_softmax:
             lines.append(f"prediction = torch.softmax({logits}.detach(), dim=-1)")
         return "\n".join(lines)
+
+    def loss_on_logits(self, activation: str, loss: str) -> str:
+        return "\n".join([
+            f"# take the torch.nn.{activation} that runs before the loss out of the training "
+            f"path (often the model's last layer)",
+            "criterion = torch.nn.CrossEntropyLoss()  # applies log_softmax itself"
+            + (f", instead of torch.nn.{loss}()" if loss != "CrossEntropyLoss" else ""),
+            f"loss = criterion(logits, target)  # logits: what the {activation} takes now; "
+            f"target: the labels {loss} takes now",
+            "# probabilities for metrics or inference: torch.softmax(logits.detach(), dim=-1)"])
 
     def fetch_every(self, keep: str, others: Sequence[str], every: int) -> str:
         shown = ", ".join([keep, *others])
