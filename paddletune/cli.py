@@ -192,12 +192,17 @@ def advise(
     Each piece of advice quotes the measured evidence and names its entry in the advice
     catalogue, docs/advice.md."""
     from .advisors import advise as run_advisors
+    from .advisors.base import post_pass, profile_extent
     from .render import advice as advice_view
-    advices = run_advisors(load_or_fail(profile_path))
-    if as_json:
+    loaded = load_or_fail(profile_path)
+    advices = post_pass(run_advisors(loaded), loaded)
+    extent = profile_extent(loaded)
+    if as_json:  # the array stays the whole of stdout; the warning goes to stderr
+        if not extent.complete:
+            typer.echo(f"paddletune: {extent.sentence()}", err=True)
         typer.echo(advice_view.advice_json(advices))
     else:
-        advice_view.render_advice(advices, console())
+        advice_view.render_advice(advices, console(), extent=extent)
 
 
 @command()

@@ -1,7 +1,7 @@
 """The Advice model, the rule registry, and advise(): run every rule, rank the advice."""
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Iterable, List, Optional
 
 SEVERITIES = ("high", "medium", "low", "info")  # most important first
@@ -129,3 +129,90 @@ def _what(fn: Rule) -> str:
     doc = (getattr(fn, "__doc__", None) or "").strip()
     line = doc.splitlines()[0].strip().rstrip(".") if doc else ""
     return line or getattr(fn, "__name__", "?")
+
+
+# --- the post-pass: what the whole run measured, and advice from a profile cut short ---------
+MIN_STEADY_FOR_MEDIUM = 50  # a cut-short profile's advice from fewer steady steps: low at most
+
+
+@dataclass(frozen=True)
+class Extent:
+    """How far a profile got: `complete` (an exit record and the summary: the job ended
+    normally, whatever its status), its training steps, steady steps and seconds, and why
+    it is incomplete (empty when complete)."""
+
+    complete: bool
+    steps: int = 0
+    steady_steps: int = 0
+    seconds: float = 0.0
+    why: str = ""
+
+    def sentence(self) -> str:
+        """'Incomplete profile: ... after N training steps (M steady) and S s ...'."""
+        return (f"Incomplete profile: the job was killed or the profiler crashed ({self.why}) "
+                f"after {self.steps} training steps ({self.steady_steps} steady) and "
+                f"{self.seconds:.2f} s; the advice below comes from the records written "
+                f"before it stopped, its severity and confidence at most "
+                f"{self.severity_cap()}.")
+
+    def severity_cap(self) -> Optional[str]:
+        """The highest severity (and confidence) advice from this profile may have: None when
+        complete, "low" under MIN_STEADY_FOR_MEDIUM steady steps, else "medium"."""
+        if self.complete:
+            return None
+        return "low" if self.steady_steps < MIN_STEADY_FOR_MEDIUM else "medium"
+
+
+def profile_extent(profile) -> Extent:
+    """How far `profile` (a paddletune.profile.Profile) got, and whether it ended normally."""
+    s = profile.summary
+    why = [] if profile.last_event("exit") is not None else ["no exit record"]
+    if not profile.complete:
+        why.append("no summary record")
+    if profile.truncated:
+        why.append("the last line was cut off")
+    return Extent(not why, s.n_steps, s.steady_steps, s.duration_s, "; ".join(why))
+
+
+def run_figures(profile) -> dict:
+    """The run's figures every advice is judged against (the report's and `watch`'s: the
+    summary's throughput, its step time, the input share), for `--json` readers."""
+    s = profile.summary
+    tp = s.throughput
+    extent = profile_extent(profile)
+    return {"steps_per_s": tp.steps_per_s if tp else None,
+            "step_time_s": tp.step_time_s if tp else None,
+            "input_share": s.input_share, "steady_steps": s.steady_steps,
+            "complete": extent.complete, "steps": extent.steps, "seconds": extent.seconds}
+
+
+def post_pass(advices: Iterable[Advice], profile) -> List[Advice]:
+    """The advice of `paddletune advise`, after the rules: each carries the run's figures
+    (figures["run"]); from a profile cut short (profile_extent) none is above its extent's
+    cap (Extent.severity_cap), except blocking advice (NaN/Inf: wrong whatever the count),
+    and each says so in figures["capped_from"]. Ranked."""
+    extent = profile_extent(profile)
+    run = run_figures(profile)
+    cap = extent.severity_cap()
+    return rank(_capped(_with_run(a, run), cap) for a in advices)
+
+
+def _with_run(a: Advice, run: dict) -> Advice:
+    return replace(a, figures={**a.figures, "run": run})
+
+
+def _capped(a: Advice, cap: Optional[str]) -> Advice:
+    if cap is None or a.blocking:
+        return a
+    severity = _lower(a.severity, cap, SEVERITIES)
+    confidence = _lower(a.confidence, cap, CONFIDENCES)
+    if (severity, confidence) == (a.severity, a.confidence):
+        return a
+    return replace(a, severity=severity, confidence=confidence, figures={
+        **a.figures, "capped_from": {"severity": a.severity, "confidence": a.confidence,
+                                     "why": "incomplete profile"}})
+
+
+def _lower(level: str, cap: str, order: tuple) -> str:
+    """`level`, or `cap` where `level` ranks above it (order: most important first)."""
+    return order[max(order.index(level), order.index(cap))]

@@ -40,12 +40,13 @@ than a window's length before now: LiveModel.horizon):
 """
 
 from collections import Counter
+from dataclasses import replace
 from typing import Optional
 
 from ..profile import records as r
 from ..profile.codec import event_kind
-from .state import (CpuNow, GpuNow, LiveState, MemoryNow, OpLine, OpsNow, ParallelNow,
-                    Progress, ReaderNow, Status, StepTime, Throughput)
+from .state import (WHOLE_RUN, CpuNow, GpuNow, LiveAdvice, LiveState, MemoryNow, OpLine,
+                    OpsNow, ParallelNow, Progress, ReaderNow, Status, StepTime, Throughput)
 from .tally import overlap_share
 
 RATE_S = 10.0  # throughput over the last 10 s
@@ -58,13 +59,61 @@ MEMORY_LIMIT_FLAG = "FLAGS_cpu_memory_limit_mb"
 def state(model, now, live=True, **extra) -> LiveState:
     main = model.main_program
     tp = throughput(model, main, now)
+    whole = model.summary  # the job's summary: it finished, the whole run is known
     return LiveState(
         title=_title(model.header), path=model.path, now_s=now, window_s=model.window_s,
         status=status(model, now, live, extra.get("writer")),
         progress=progress(model, main, tp),
-        memory=memory(model), cpu=cpu(model), ops=ops(model, main), throughput=tp,
-        breakdown=breakdown(model, main), reader=reader(model), parallel=parallel(model),
-        advice=model.advice, notes=tuple(notes(model)[-2:]), **extra)
+        memory=memory(model), cpu=cpu(model), ops=ops(model, main),
+        throughput=whole_run_throughput(tp, whole),
+        breakdown=_whole_or_window(whole_run_breakdown(model, whole), breakdown(model, main)),
+        reader=reader(model), parallel=parallel(model),
+        advice=whole_run_verdict(model.advice, whole, now), notes=tuple(notes(model)[-2:]),
+        **extra)
+
+
+# --- a finished job: the summary's figures, the report's -----------------------------------------
+def _whole_or_window(whole: Optional[StepTime], window: Optional[StepTime]):
+    """The whole run's breakdown while the window holds steps (else none: N/A, as before)."""
+    return whole if whole is not None and window is not None else window
+
+
+def whole_run_throughput(tp: Optional[Throughput], whole) -> Optional[Throughput]:
+    """Once the job's summary is in, the rate shown is the summary's steady throughput (the
+    report's and advise's: figures.steps.steps_per_s), labelled WHOLE_RUN; the history
+    stays."""
+    run = whole.throughput if whole is not None else None
+    if tp is None or run is None or not run.steps_per_s:
+        return tp
+    return replace(tp, steps_per_s=run.steps_per_s, samples_per_s=run.samples_per_s,
+                   batch_size=run.batch_size, scope=WHOLE_RUN)
+
+
+def whole_run_breakdown(model, whole) -> Optional[StepTime]:
+    """The summary's steady breakdown as the dashboard's parts (an iterable DataLoader's
+    wait split from the loop's other time as in `breakdown`), its step time the report's;
+    None before the summary."""
+    b = whole.breakdown_s if whole is not None else None
+    run = whole.throughput if whole is not None else None
+    if b is None or run is None or not run.step_time_s:
+        return None
+    loader_wait = _reader_wait_per_step(model)
+    from_loader = min(loader_wait or 0.0, b.outside_s)
+    parts = (("wait", b.read_s + from_loader), ("feed", b.feed_s), ("compute", b.compute_s),
+             ("fetch", b.fetch_s), ("other", b.outside_s - from_loader))
+    source = "reader" if loader_wait is not None else ("run" if b.read_s else None)
+    return StepTime(whole.steady_steps, run.step_time_s, parts, source, WHOLE_RUN)
+
+
+def whole_run_verdict(advice: Optional[LiveAdvice], whole, now) -> Optional[LiveAdvice]:
+    """The summary's verdict (the report's) in place of the window's, once it is in."""
+    if whole is None or whole.verdict is None:
+        return advice
+    if advice is None:
+        return LiveAdvice(now, whole.verdict, verdict_scope=WHOLE_RUN)
+    if advice.error:
+        return advice
+    return replace(advice, verdict=whole.verdict, verdict_scope=WHOLE_RUN)
 
 
 def _title(header: Optional[r.Header]) -> str:

@@ -9,6 +9,8 @@ from typing import Optional, Tuple
 from ..profile import records as r
 from ..profile.figures import Verdict
 
+WHOLE_RUN = "steady steps, whole run"  # the summary's figures: the report's, advise's
+
 
 @dataclass(frozen=True)
 class Status:
@@ -49,7 +51,9 @@ class Progress:
 
 @dataclass(frozen=True)
 class Throughput:
-    """The main program's rate over `span_s`, the per-second history, samples so far."""
+    """The main program's rate over `span_s`, the per-second history, samples so far;
+    `scope`: what the rate covers when not the last `span_s` seconds (WHOLE_RUN: the
+    summary's steady throughput, the report's)."""
 
     steps_per_s: Optional[float]
     samples_per_s: Optional[float]
@@ -57,18 +61,26 @@ class Throughput:
     span_s: float
     history: Tuple[float, ...]
     samples: int
+    scope: Optional[str] = None
+
+    @property
+    def label(self) -> str:
+        return self.scope or f"last {self.span_s:.0f} s"
 
 
 @dataclass(frozen=True)
 class StepTime:
     """Mean seconds per main step over the window: `parts` ((name, seconds) for wait, feed,
     compute, fetch, other), their sum `cycle_s`, `n` steps; `wait_from`: "reader" (an
-    iterable DataLoader's waits), "run" (a non-iterable one's, inside exe.run) or None."""
+    iterable DataLoader's waits), "run" (a non-iterable one's, inside exe.run) or None;
+    `scope`: None for the window's steps, WHOLE_RUN for the summary's steady steps (then
+    `cycle_s` is the report's step time, 1 / its steps/s)."""
 
     n: int
     cycle_s: float
     parts: Tuple[Tuple[str, float], ...]
     wait_from: Optional[str]
+    scope: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -188,6 +200,7 @@ class LiveAdvice:
     advice: Tuple[AdviceLine, ...] = ()
     error: Optional[str] = None
     cost_s: float = 0.0
+    verdict_scope: Optional[str] = None  # WHOLE_RUN: the summary's verdict, not the window's
 
 
 @dataclass(frozen=True)

@@ -9,6 +9,27 @@ import psutil
 from ..profile.records import SystemSample
 from .base import Clock, SamplingProbe, Sink
 
+# The kernel counts a process's CPU time in clock ticks (10 ms at USER_HZ=100): two readings
+# closer than this would turn one tick into hundreds of percent (a job that dies at import
+# gave 870% of 200%), so such a pair measures no rate; the earlier reading is kept for the
+# next sample. 5 ticks; what the rounding can still add is cut at the usable cores.
+MIN_RATE_INTERVAL_S = 0.05
+
+
+def usable_cores():
+    """The cores this process may run on (its affinity), else the machine's; None: unknown."""
+    return safe(lambda: len(os.sched_getaffinity(0))) or safe(psutil.cpu_count)
+
+
+def process_percent(cpu_s_per_s, cores):
+    """A process's CPU rate as a percentage (100 = one core busy), never above its usable
+    `cores` x 100%: the threads cannot run on more cores than that, and what a reading
+    shows beyond it is the clock tick's rounding (MIN_RATE_INTERVAL_S)."""
+    if cpu_s_per_s is None:
+        return None
+    percent = max(100.0 * cpu_s_per_s, 0.0)
+    return round(min(percent, 100.0 * cores) if cores else percent, 1)
+
 
 def safe(fn, *args):
     """fn(*args), or None when the OS does not report it (any error: psutil, OS, missing API)."""
@@ -86,7 +107,8 @@ class SystemProbe(SamplingProbe):
     switches/s, machine CPU % (total, per core, steal, iowait), load, available memory and
     the BLAS thread count (the source's: NumPy's for the embedded runtime).
 
-    Rates compare with the previous sample, so the first sample's rates are None; `threads`
+    Rates compare with the previous sample, so the first sample's rates are None (and so
+    are those of a sample taken less than MIN_RATE_INTERVAL_S after it); `threads`
     counts the job's threads (OS threads: BLAS's too), not this probe's own sampling thread,
     the same whether the sample is taken by that thread or, the last one, as the probe stops. The machine-wide figures come from
     psutil.cpu_times() deltas kept by this probe (the formulas of psutil.cpu_percent and
@@ -99,7 +121,9 @@ class SystemProbe(SamplingProbe):
     def __init__(self, sink: Sink, clock: Clock, interval_s: float = 0.5, source=None):
         super().__init__(sink, clock, interval_s, source)
         self._proc = safe(psutil.Process)
+        self._cores = usable_cores()
         self._prev = None
+        self._prev_cpu = None  # (perf_counter, the process's CPU seconds) of the rate's start
 
     def sample(self, t_s) -> SystemSample:
         now = self._read()
@@ -125,18 +149,33 @@ class SystemProbe(SamplingProbe):
         return {"t": time.perf_counter(), "proc": proc, "cpu": safe(psutil.cpu_times),
                 "cores": safe(psutil.cpu_times, True)}
 
+    def _process_rate(self, now):
+        """The process's CPU seconds per second since the reading that starts the rate (the
+        previous one, unless that was under MIN_RATE_INTERVAL_S before it: then the one
+        before, kept); None until a reading that far apart."""
+        start = self._prev_cpu
+        reading = (now["t"], now["proc"]["cpu_s"])
+        if start is None or start[1] is None:
+            self._prev_cpu = reading
+            return None
+        if now["t"] - start[0] < MIN_RATE_INTERVAL_S:
+            return None  # too close: a clock tick would read as hundreds of percent
+        self._prev_cpu = reading
+        return _rate(reading[1], start[1], now["t"] - start[0])
+
     def _rates(self, prev, now) -> dict:
         """The fields that need a previous sample (None on the first)."""
         if prev is None:
+            self._process_rate(now)  # the first reading starts the process's rate
             return dict.fromkeys(("cpu_percent", "cpu_total_percent", "per_core_percent",
                                   "ctx_switches_per_s", "ctx_involuntary_per_s",
                                   "steal_percent", "iowait_percent"))
         elapsed_s = now["t"] - prev["t"]
-        cpu_s = _rate(now["proc"]["cpu_s"], prev["proc"]["cpu_s"], elapsed_s)
+        cpu_s = self._process_rate(now)
         ctx_per_s, involuntary_per_s = _ctx_rates(prev["proc"]["ctx"], now["proc"]["ctx"],
                                                   elapsed_s)
         c0, c1 = prev["cpu"], now["cpu"]  # None (a TypeError, caught) when not reported
-        return {"cpu_percent": None if cpu_s is None else round(100.0 * cpu_s, 1),
+        return {"cpu_percent": process_percent(cpu_s, self._cores),
                 "cpu_total_percent": safe(busy_percent, c0, c1),
                 "per_core_percent": safe(per_core_percent, prev["cores"], now["cores"]),
                 "ctx_switches_per_s": ctx_per_s, "ctx_involuntary_per_s": involuntary_per_s,

@@ -14,6 +14,7 @@ from collections import Counter
 from typing import List, Optional, Sequence, Tuple
 
 from . import figures as F
+from .figures.steps import input_share, steps_per_s
 from . import records as r
 from .memory_figures import memory_figures
 from .parallel_figures import parallel_figures
@@ -84,17 +85,18 @@ def summarize(profile) -> F.Summary:
     step = step_figures(steady)
     cycle = step["cycle_s"].mean if step["cycle_s"] else None
     verdict = make_verdict(n_steps, steady.n, step, profile.source.terms)
+    duration_s = _duration(profile)
     reader = reader_figures(profile, steady.span(), (main, cycle))
     return F.Summary(
         n_steps=n_steps, main_program=main, warmup_steps=warmup, steady_steps=steady.n,
         aggregated_steps=steady.n_tail, speed_test_steps_excluded=ceiling_steps,
-        programs=_programs(profile, counts), duration_s=_duration(profile), **step,
+        programs=_programs(profile, counts), duration_s=duration_s, **step,
         verdict=verdict, reader=reader,
         speed_test=speed_test_figures(profile, full, reader is not None),
         memory=memory_figures(profile, steady, cycle),
         parallel=parallel_figures(profile, steady, main),
         ops=op_figures(profile, main, steady), system=system_figures(profile),
-        gpus=gpu_figures(profile), overhead=probe_overhead(profile, step, steady.n),
+        gpus=gpu_figures(profile), overhead=probe_overhead(profile, duration_s),
         exit=exit_figures(profile))
 
 
@@ -170,7 +172,8 @@ def step_figures(steady: Steady) -> dict:
     return {"step_s": steady.dist("wall", lambda s: s.wall_s),
             "cycle_s": steady.dist("cycle", r.Step.cycle_s.fget),
             "breakdown_s": breakdown, "shares": shares,
-            "input_share": shares.outside + shares.read + shares.feed,
+            "input_share": input_share(breakdown.outside_s, breakdown.read_s,
+                                       breakdown.feed_s, mean_cycle) or 0.0,
             "throughput": _throughput(steady, total_cycle, mean_cycle)}
 
 
@@ -189,9 +192,9 @@ def _throughput(steady: Steady, total_cycle: float, mean_cycle: float) -> F.Thro
     fetched = sum(s.fetch_bytes for s in steady.steps) + sum(w.fetch_bytes
                                                              for w in steady.windows)
     return F.Throughput(
-        steps_per_s=1.0 / mean_cycle if mean_cycle > 0 else None, batch_size=batch,
+        steps_per_s=steps_per_s(steady.n, total_cycle), batch_size=batch,
         samples_per_s=samples / total_cycle if batch and total_cycle > 0 else None,
-        fetch_bytes_per_step=fetched / steady.n)
+        fetch_bytes_per_step=fetched / steady.n, steps=steady.n, seconds=total_cycle)
 
 
 def _median_of_counts(counts: Counter) -> Optional[int]:
@@ -291,17 +294,29 @@ def gpu_figures(profile) -> Tuple[F.GpuFigures, ...]:
     return tuple(out)
 
 
-def probe_overhead(profile, step: dict, steady_n: int) -> dict:
-    """Each probe's self-measured cost, and its share of the time the job ran steps."""
-    cycles = step.get("cycle_s")
-    busy = cycles.mean * steady_n if cycles else None
+def probe_overhead(profile, duration_s: float) -> dict:
+    """Each probe's self-measured cost and its share (F.ProbeOverhead): an in-step probe's
+    of the training loop's time (every step's loop iteration, warm-up and startup included:
+    the steps it measured); a background probe's of the job's wall time (it runs beside the job
+    from start to end). Dividing a whole-run cost by the steady steps alone gave shares
+    above 100% on short runs; a share still above 1 (a clock that disagrees) is None."""
+    in_loop = loop_time_s(profile)
     out = {}
     for name, rec in profile.probes.items():
         if rec.overhead_s is None:
             continue
-        out[name] = F.ProbeOverhead(rec.overhead_s, rec.overhead_s / busy if busy else None,
-                                    rec.in_step)
+        whole = in_loop if rec.in_step else duration_s
+        share = rec.overhead_s / whole if whole and whole > 0 else None
+        out[name] = F.ProbeOverhead(rec.overhead_s, share if share is None or share <= 1.0
+                                    else None, rec.in_step)
     return out
+
+
+def loop_time_s(profile) -> float:
+    """The training loop's time: every recorded step's loop iteration (its run and the gap
+    before it), the steps in full and the windows' alike."""
+    return (sum(s.cycle_s for s in profile.steps)
+            + sum(w.parts["cycle"].sum for w in profile.windows if "cycle" in w.parts))
 
 
 def distribution(values: Sequence[float]) -> Optional[F.Distribution]:

@@ -27,9 +27,12 @@ def advice_json(advices: Sequence[Advice]) -> str:
 
 
 def render_advice(advices: Sequence[Advice], console: Optional[Console] = None,
-                 checked: Optional[Sequence[str]] = None):
-    """Print the advice, most important first; one line naming the checks when there is none."""
+                 checked: Optional[Sequence[str]] = None, extent=None):
+    """Print the advice, most important first; one line naming the checks when there is none.
+    `extent` (advisors.base.Extent): a profile cut short is said first."""
     console = console or Console()
+    if extent is not None and not extent.complete:
+        console.print(Text(clean(extent.sentence()), style="bold red"))
     ranked = rank(advices)
     if not ranked:
         console.print(no_problems_line(checked), soft_wrap=True)  # one line, however long

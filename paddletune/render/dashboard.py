@@ -143,6 +143,10 @@ def plain_line(state: LiveState) -> str:
     if tp is not None and finite(tp.samples_per_s):
         parts.append(f"{_rate(tp.samples_per_s)} samples/s")
     b = state.breakdown
+    if tp is not None and tp.scope:  # the summary's figures: say which, with its step time
+        parts[-1] += f" ({tp.scope})"
+        if b is not None and b.scope:
+            parts.append(f"step {b.cycle_s * 1e3:.2f} ms ({b.scope})")
     if b is not None and b.cycle_s > 0:
         parts.append(" ".join(f"{k} {v / b.cycle_s:.0%}" for k, v in b.parts))
     r = state.reader

@@ -53,7 +53,7 @@ def throughput_panel(state, lines, width) -> Panel:
         body.append(_line(("history: after the first full second", "dim")))
     batch = tp.batch_size
     body.append(_line(f"batch {batch if batch else NA} · {tp.samples:,} samples so far"))
-    return _panel(f"Throughput (last {tp.span_s:.0f} s)", body, lines)
+    return _panel(f"Throughput ({tp.label})", body, lines)
 
 
 def _rate(x):
@@ -74,7 +74,8 @@ def breakdown_panel(state, lines, width) -> Panel:
         if len(packed) <= lines - 1 or items is short:
             break
     body += [_styled_legend(row, shares) for row in packed]
-    title = f"Step time {cycle * 1e3:.2f} ms (mean of {b.n})"
+    title = (f"Step time {cycle * 1e3:.2f} ms (whole run)" if b.scope  # steady: the report's
+             else f"Step time {cycle * 1e3:.2f} ms (mean of {b.n})")
     return _panel(title, body, lines)
 
 
@@ -285,6 +286,9 @@ def advice_panel(state, lines, width) -> Panel:
     if not a.advice:
         body.append(_line(("no advice: nothing stands out in the window", "dim")))
     age = max(state.now_s - a.t_s, 0.0)
+    if a.verdict_scope:
+        return _panel(f"Verdict ({a.verdict_scope}) and advice ({window}, computed "
+                      f"{duration(age)} ago)", body, lines)
     return _panel(f"Verdict and advice ({window}, computed {duration(age)} ago)", body, lines)
 
 

@@ -8,12 +8,13 @@ from rich.console import Group
 from rich.text import Text
 
 from ..profile.figures import (LoaderFigures, Occupancy, ProcessFigures, ShapeFigures,
-                               SpeedTestFigures, WaitFigures, WindowRate)
+                               SpeedTestFigures, Throughput, WaitFigures, WindowRate)
 from .fmt import NA, add_cells, add_rows, clean, finite, label_table, ms, nbytes, num, pct
 from .fmt import plain_table
 
 SPARK = "▁▂▃▄▅▆▇█"  # queue fill from empty to capacity
 NOT_BOTTLENECK = 1.1  # ceiling / actual at or below this: the reader is not the bottleneck
+WHOLE_RUN_DIFFERS = 0.10  # baseline window vs whole run: shown both beyond this difference
 
 
 def reader_sections(profile, s) -> list:
@@ -22,7 +23,8 @@ def reader_sections(profile, s) -> list:
     sections = [_loader(f) for f in loaders if f.batches]
     how = ("FLAGS_reader_queue_speed_test_mode" if profile.source.framework == "fluid"
            else "the DataLoader's last batch replayed")
-    return [x for x in sections + [_speed_test(s.speed_test, how)] if x is not None]
+    return [x for x in sections + [_speed_test(s.speed_test, how, s.throughput)]
+            if x is not None]
 
 
 # --- reader ---------------------------------------------------------------------------------------
@@ -165,7 +167,8 @@ def _workers(f: LoaderFigures) -> Optional[object]:
 
 # --- speed test -----------------------------------------------------------------------------------
 def _speed_test(st: Optional[SpeedTestFigures],
-                how: str = "FLAGS_reader_queue_speed_test_mode") -> Optional[object]:
+                how: str = "FLAGS_reader_queue_speed_test_mode",
+                whole: Optional[Throughput] = None) -> Optional[object]:
     if st is None:
         return None
     if not st.has_loader:
@@ -187,8 +190,22 @@ def _speed_test(st: Optional[SpeedTestFigures],
     if not st.complete:
         rows.append(("window", f"incomplete: the job ended during the ceiling window "
                                f"({ceil.steps} of {st.window_steps} steps)"))
+    rows += _whole_run(base, whole)
     add_rows(table, rows)
     return table
+
+
+def _whole_run(base: WindowRate, whole: Optional[Throughput]) -> list:
+    """The report's throughput beside the baseline window's, where they differ by more
+    than WHOLE_RUN_DIFFERS: the speed test compares its two windows, not the whole run."""
+    rate = whole.steps_per_s if whole is not None else None
+    if not finite(rate) or not base.steps_per_s or \
+            abs(base.steps_per_s / rate - 1.0) <= WHOLE_RUN_DIFFERS:
+        return []
+    steady = f"{whole.steps} steady steps" if whole.steps else "steady steps"
+    return [("whole run", f"{rate:,.1f} steps/s ({steady}, the report's throughput; "
+                          f"\"actual\" is the {base.steps}-step baseline window before the "
+                          f"ceiling)")]
 
 
 def _rate(w: WindowRate, what) -> str:

@@ -70,7 +70,9 @@ def _header(profile, s) -> Text:
     why = _cut_short_why(profile, s.exit)
     if why:
         text.append(f"\nIncomplete profile: {KILLED} ({why}); the figures below come from "
-                    f"the records written before it stopped.", style="bold red")
+                    f"the records written before it stopped, after {s.n_steps} training "
+                    f"steps ({s.steady_steps} steady) and {_duration(s.duration_s)}.",
+                    style="bold red")
     return text
 
 
@@ -158,7 +160,13 @@ def _steps(s, head_steps: int, terms) -> Optional[Group]:
         table.add_row(label, *_distribution_cells(d))
     tp = Text("Throughput: ", style="bold")
     tp.append(_throughput(s.throughput))
-    return Group(head, table, tp)
+    step_time = s.throughput.step_time_s if s.throughput is not None else None
+    if not _finite(step_time):
+        return Group(head, table, tp)
+    each = Text("Step time: ", style="bold")
+    each.append(f"{step_time * 1e3:.2f} ms (1 / the throughput: the steady steps' mean loop "
+                f"iteration; `watch` and `advise --json` state the same)")
+    return Group(head, table, tp, each)
 
 
 def _distribution_cells(d: Optional[Distribution]) -> List[str]:
@@ -243,7 +251,8 @@ def _system(profile, s) -> Table:
 def _cpu_row(figs: SystemFigures, cores):
     cpu = figs.cpu_percent
     if cpu is None:
-        return "CPU (process)", "N/A — no system samples"
+        return "CPU (process)", ("N/A — the job ended before two system samples 50 ms "
+                                 "apart (a CPU rate needs them)")
     of = f" of {cores * 100}% ({cores} usable cores)" if _finite(cores) else ""
     return "CPU (process)", f"mean {_pct0(cpu.mean)} · peak {_pct0(cpu.max)}{of}"
 
@@ -322,15 +331,21 @@ def _events(profile) -> Optional[Text]:
 
 
 def _overhead(s) -> Optional[Text]:
-    parts = []
-    for name, o in s.overhead.items():
-        if not (_finite(o.share) or _finite(o.overhead_s)):
-            continue
-        cost = _pct(o.share, 2) if _finite(o.share) else f"{_ms(o.overhead_s)} ms"
-        parts.append(f"{clean(name)} {cost}" + ("" if o.in_step else " (background)"))
-    if not parts:
+    groups = []
+    for in_step, label in ((True, "of the training loop's time"),
+                           (False, "background, of the job's wall time")):
+        parts = [_probe_cost(name, o) for name, o in s.overhead.items()
+                 if o.in_step == in_step and (_finite(o.share) or _finite(o.overhead_s))]
+        if parts:
+            groups.append(f"{' · '.join(parts)} ({label})")
+    if not groups:
         return None
-    return Text("Probe overhead (share of step time): " + " · ".join(parts), style="dim")
+    return Text("Probe overhead: " + "; ".join(groups), style="dim")
+
+
+def _probe_cost(name, o) -> str:
+    cost = _pct(o.share, 2) if _finite(o.share) else f"{_ms(o.overhead_s)} ms"
+    return f"{clean(name)} {cost}"
 
 
 def _hint(profile) -> Text:

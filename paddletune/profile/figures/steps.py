@@ -83,21 +83,50 @@ class Shares:
         return getattr(self, name)
 
 
+def steps_per_s(steps: float, seconds: float) -> Optional[float]:
+    """THE throughput: `steps` over the `seconds` they took, from the first one's start
+    (its loop iteration: the gap before its run included) to the last one's end, the
+    excluded spans (the speed test's ceiling window) left out. The report, the dashboard,
+    `watch`, the advisors and the speed-test section all state this; None without time."""
+    return steps / seconds if steps and seconds > 0 else None
+
+
+def step_time_s(rate: Optional[float]) -> Optional[float]:
+    """THE step time: the inverse of the throughput (the mean loop iteration, the cycle)."""
+    return 1.0 / rate if rate else None
+
+
+def input_share(outside_s: float, read_s: float, feed_s: float,
+                cycle_s: float) -> Optional[float]:
+    """THE input share: the time the device waits for the next batch (outside the runtime +
+    waiting for a DataLoader inside the run + feeding) over the loop iteration."""
+    return (outside_s + read_s + feed_s) / cycle_s if cycle_s > 0 else None
+
+
 @dataclass(frozen=True)
 class Throughput:
-    """How fast the steady steps went.
+    """How fast the steady steps went (steps_per_s(): `steps` over `seconds`).
 
     Fields:
-      steps_per_s           steps per second (1 / the mean cycle)
+      steps_per_s           steps per second (steps / seconds; 1 / the mean cycle)
       batch_size            the median batch size (None: unknown)
       samples_per_s         samples per second (None without batch sizes)
       fetch_bytes_per_step  bytes fetched per step
+      steps                 the steady steps measured
+      seconds               the time they took (the sum of their loop iterations)
     """
 
     steps_per_s: Optional[Number] = None
     batch_size: Optional[Count] = None
     samples_per_s: Optional[Number] = None
     fetch_bytes_per_step: Number = 0.0
+    steps: Count = 0
+    seconds: Seconds = 0.0
+
+    @property
+    def step_time_s(self) -> Optional[float]:
+        """The step time that goes with steps_per_s (its inverse)."""
+        return step_time_s(self.steps_per_s)
 
 
 @dataclass(frozen=True)

@@ -164,7 +164,9 @@ class ProbeOverhead:
 
     Fields:
       overhead_s  its own time
-      share       of the time the job ran steps (None: no steps)
+      share       an in-step probe's: of the training loop's time (every step's loop
+                  iteration); a background probe's: of the job's wall time (None: no
+                  time to divide by)
       in_step     spent inside the training loop
     """
 
