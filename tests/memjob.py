@@ -6,16 +6,22 @@ way an advice says, and run again to check the advice's predicted figure.
   --model seq    [batch, length, 32] sequences -> fc per position -> mean over length -> fc 4;
                  every --long-every'th batch is --long-len long (else --len), unless --max-len
                  drops samples longer than it
+--loader feeds through fluid.io.DataLoader.from_generator (a thread producer) instead, the
+first 50 batches made before training and fed in turn (a producer that costs nothing).
 Memory settings come from FLAGS_* environment variables (FLAGS_eager_delete_tensor_gb,
 FLAGS_cpu_memory_limit_mb, FLAGS_allocator_strategy, ...), read by the runtime at import.
 An out-of-memory error ends the job with its exception, as a user's script would.
 """
 
 import argparse
+import itertools
 
 import numpy as np
 
 import runtime as fluid
+
+
+MADE = 50  # --loader: batches made before training
 
 
 def parse(argv=None):
@@ -30,6 +36,8 @@ def parse(argv=None):
     p.add_argument("--long-len", type=int, default=400)
     p.add_argument("--long-every", type=int, default=0)
     p.add_argument("--max-len", type=int, default=0)
+    p.add_argument("--loader", action="store_true",
+                   help="feed through a DataLoader (a thread producer) instead of the loop")
     return p.parse_args(argv)
 
 
@@ -50,7 +58,7 @@ def build(model):
         h = fluid.layers.fc(x, 256, num_flatten_dims=2, act="relu")
         logits = fluid.layers.fc(fluid.layers.reduce_mean(h, dim=1), 4)
     loss = fluid.layers.mean(fluid.layers.softmax_with_cross_entropy(logits, y))
-    return loss
+    return loss, [x, y]
 
 
 def optimizer(name):
@@ -82,7 +90,7 @@ def main(argv=None):
     args = parse(argv)
     main_program, startup = fluid.Program(), fluid.Program()
     with fluid.program_guard(main_program, startup):
-        loss = build(args.model)
+        loss, feed_vars = build(args.model)
         optimizer(args.optimizer).minimize(loss)
     program = main_program
     if args.compiled:
@@ -92,7 +100,15 @@ def main(argv=None):
     exe = fluid.Executor(fluid.CPUPlace())
     exe.run(startup)
     rng = np.random.default_rng(0)
-    for feed in batches(args, rng):
+    feeds = batches(args, rng)
+    if args.loader:  # the first MADE batches, made before training, in turn
+        made = [[f["x"], f["y"]] for f in itertools.islice(feeds, MADE)]
+        total = args.steps * len(args.batches.split(","))
+        loader = fluid.io.DataLoader.from_generator(feed_list=feed_vars, capacity=8)
+        loader.set_batch_generator(lambda: (made[i % len(made)] for i in range(total)),
+                                   places=exe.place)
+        feeds = loader()
+    for feed in feeds:
         exe.run(program, feed=feed, fetch_list=[loss])
 
 

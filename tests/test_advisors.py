@@ -6,7 +6,7 @@ import sys
 
 import pytest
 from profiles import (make_profile, ops_records, program_record, sched_records, step_records,
-                      typed)
+                      system_samples, typed)
 
 from paddletune import advisors
 from paddletune.advisors import base, fetch, fusion, input, nan, threads
@@ -144,6 +144,7 @@ def test_rule_decorator_registers_and_checks_use_docstrings(monkeypatch):
 def test_every_rule_is_registered_in_advice_row_order():
     assert advisors.checks() == ["input wait (#1)", "reader queue and workers (#2, #5)",
                                  "no-data ceiling (#3)", "double buffer (#4)",
+                                 "reader thread holding the GIL (#5)",
                                  "reader worker memory (#7)", "cuDNN-slow ops (#8)",
                                  "softmax + cross_entropy fusion (#9)",
                                  "BuildStrategy fusions (#10)",
@@ -207,7 +208,7 @@ def test_input_bound_high_with_evidence_code_and_speedup(tmp_path):
     assert a.expected_speedup == pytest.approx(0.015 / 0.0095)
     assert a.expected_gain.startswith("up to 1.58x steps/s (15.00 ms -> 9.50 ms per step)")
     assert "fluid.io.DataLoader.from_generator(feed_list=[img, label], capacity=8, " \
-           "iterable=True)" in a.change
+           "iterable=True, num_workers=1)" in a.change
     assert "loader.set_batch_generator(reader, places=fluid.CPUPlace())" in a.change
     assert a.figures["input_share"] == pytest.approx(0.0055 / 0.015)
 
@@ -217,8 +218,30 @@ def test_input_bound_medium_and_reader_bound_note(tmp_path):
     assert only(advise(medium, [input.input_bound]), "input-bound").severity == "medium"
     slow_reader = load_profile(tmp_path, "r.jsonl", steps=step_records(gap_s=0.030))
     a = only(advise(slow_reader, [input.input_bound]), "input-bound")
-    assert "the reader then bounds the step" in a.expected_gain
+    # 30.5 ms of input against 9.5 ms of compute: 4 workers would keep up, the 2 cores run 1
+    assert a.figures["workers_needed"] == 4 and a.figures["workers"] == 1
+    assert a.expected_gain.endswith("the 30.50 ms of input per step would need 4 workers, but "
+                                    "the cores run 1: make each batch cheaper too")
     assert a.expected_speedup == pytest.approx(0.040 / 0.0305)
+
+
+def test_input_bound_sizes_the_workers_that_replace_the_loop(tmp_path):
+    """4 cores, the process busy one core: the loop prepares 30.5 ms of each 40 ms step in
+    Python, so the trainer's own work keeps a quarter of a core busy and 4 workers fit; they
+    would make a step's batch in 7.6 ms, but with the 9.5 ms step they need 40 ms of CPU per
+    step: 11.8 ms on the 4 cores, time-shared at 85% (producers.SHARED_CORE_USE)."""
+    steps = step_records(gap_s=0.030)
+    profile = load_profile(tmp_path, steps=steps, env={"cpu": {"usable_cores": 4}},
+                           extra=system_samples(cpu_percent=98.0, cpu_total_percent=25.0))
+    a = only(advise(profile, [input.input_bound]), "input-bound")
+    assert (a.figures["workers_needed"], a.figures["workers"]) == (4, 4)
+    assert a.figures["cpu_bound"] and a.figures["producer_cpu_s_per_step"] == \
+        pytest.approx(0.0305)
+    assert "num_workers=4" in a.change and "fluid.io.get_worker_info()" in a.change
+    assert a.expected_speedup == pytest.approx(4 * 0.85, rel=0.01)
+    assert a.expected_gain.startswith("up to 3.40x steps/s (40.00 ms -> 11.76 ms per step) "
+                                      "with 4 worker process(es) making the batches while the "
+                                      "model computes; the cores bound it")
 
 
 def test_input_bound_low_when_the_input_is_only_loop_overhead(tmp_path):
@@ -339,6 +362,34 @@ def test_oversubscribed_high_when_blas_ops_dominate_and_mkl_variable(tmp_path):
         in a.evidence
 
 
+def workers_beside_blas(tmp_path, workers=2, cores=0.45):
+    """2 cores, 2 BLAS threads, `workers` reader workers each busy `cores` of a core that
+    keep the queue full."""
+    from profiles import reader_records, worker_samples
+    steps = tuned_steps()
+    extra = reader_records(steps, fill=8, workers=tuple(range(workers)), intervals=5,
+                           config={"num_workers": workers}) + \
+        worker_samples(workers=workers, cores=cores)
+    return load_profile(tmp_path, steps=steps, env=env_with(2, cores=2), extra=extra)
+
+
+def test_reader_workers_count_against_the_blas_threads(tmp_path):
+    a = only(advise(workers_beside_blas(tmp_path), [threads.cpu_threads]),
+             "cpu-oversubscribed")
+    assert a.title == "CPU oversubscribed: 2 math threads and 2 reader worker(s) on 2 cores"
+    assert a.evidence.startswith("NumPy's OpenBLAS runs 2 threads in each of 1 runtime "
+                                 "thread(s): 2 threads and 2 reader worker process(es) busy on "
+                                 "0.9 cores on 2 usable cores (1.4x oversubscribed)")
+    assert a.change.splitlines()[0] == "export OPENBLAS_NUM_THREADS=1"
+    assert a.expected_gain.endswith("Measure it: `OPENBLAS_NUM_THREADS=1 paddletune profile "
+                                    "train.py`")
+
+
+def test_idle_reader_workers_do_not_count(tmp_path):
+    profile = workers_beside_blas(tmp_path, cores=0.05)
+    assert "cpu-oversubscribed" not in ids(advise(profile, [threads.cpu_threads]))
+
+
 def test_blas_family_from_a_config_string_or_library_path():
     config = NumpyInfo(blas="OpenBLAS 0.3.31.188.0 USE64BITINT DYNAMIC_ARCH Haswell "
                             "MAX_THREADS=64")
@@ -440,12 +491,27 @@ def test_fetch_medium_low_and_silent(tmp_path):
         profile = load_profile(tmp_path, name, steps=tuned_steps(**kw))
         return advise(profile, [fetch.large_fetch])
 
-    assert only(advice_for("m.jsonl", fetch_s=0.0008), "large-fetch").severity == "medium"
+    assert only(advice_for("m.jsonl", fetch_s=0.0008, fetch_bytes=256 << 10),
+                "large-fetch").severity == "medium"
     low = only(advice_for("l.jsonl", fetch_s=0.0003, fetch_bytes=2 << 20), "large-fetch")
     assert low.severity == "low"
     assert low.change.splitlines()[0] == "fetch_list = [] if step % 100 else [loss]"
     assert advice_for("s.jsonl", fetch_s=0.0003, fetch_bytes=4) == []  # small and cheap
     assert advice_for("b.jsonl", fetch_s=0.0001, fetch_bytes=8 << 20) == []  # big but quick
+
+
+def test_a_slow_fetch_phase_of_a_few_bytes_is_blamed_on_the_fetch_only_on_a_gpu(tmp_path):
+    """On a CPU place copying the loss's 4 bytes takes microseconds: 3 ms in the fetch phase
+    are spent on something else (a scope drop, an event subscriber). On a GPU the fetch waits
+    for the device: a host sync each step, which fetching less often saves."""
+    cpu = tuned_steps(fetch_s=0.003, fetch_bytes=4)
+    assert advise(load_profile(tmp_path, "cpu.jsonl", steps=cpu), [fetch.large_fetch]) == []
+    gpu = tuned_steps(fetch_s=0.003, fetch_bytes=4)
+    for step in gpu:
+        step["place"] = "CUDAPlace(0)"
+    a = only(advise(load_profile(tmp_path, "gpu.jsonl", steps=gpu), [fetch.large_fetch]),
+             "large-fetch")
+    assert a.severity == "high"
 
 
 # --- #23 NaN / Inf -------------------------------------------------------------------------------
@@ -502,7 +568,8 @@ def test_well_tuned_default_env_without_samples_has_no_high_or_medium(tmp_path):
 
 
 def test_advise_ranks_across_rules(tmp_path):
-    steps = step_records(gap_s=0.0006, fetch_s=0.002, fetch=("mean_0.tmp_0", "fc_0.tmp_2"))
+    steps = step_records(gap_s=0.0006, fetch_s=0.002, fetch=("mean_0.tmp_0", "fc_0.tmp_2"),
+                         fetch_bytes=3 << 20)
     profile = load_profile(tmp_path, steps=steps, env=env_with(4),
                            extra=[mlp_program(), nan_event("log")])
     out = advise(profile)

@@ -67,7 +67,8 @@ def test_no_advice_is_one_line_naming_the_checks():
     render_advice([], c)
     assert c.export_text() == (
         "No problems found (checked: input wait (#1), reader queue and workers (#2, #5), "
-        "no-data ceiling (#3), double buffer (#4), reader worker memory (#7), cuDNN-slow ops "
+        "no-data ceiling (#3), double buffer (#4), reader thread holding the GIL (#5), "
+        "reader worker memory (#7), cuDNN-slow ops "
         "(#8), softmax + cross_entropy fusion (#9), BuildStrategy fusions (#10), "
         "ParallelExecutor threads (#11), scope drop cost (#12), underlying allocations (#13), "
         "cudaMalloc (#13, GPU), cuDNN / cuBLAS speed flags (#14), garbage collection off "

@@ -73,7 +73,10 @@ def test_one_thread_producer_has_no_worker_table(tmp_path):
     assert not any(line.startswith(("worker", "oscillation")) for line in lines)
 
 
-def speed_test_profile(tmp_path, ceiling_wall_s=0.004, loader=True, done=True):
+def speed_test_profile(tmp_path, ceiling_wall_s=0.004, loader=True, done=True,
+                       thread_cpu_s=None, speed_test=True):
+    """A profile whose steps 21-30 ran in speed-test mode (`speed_test=False`: the same steps,
+    no speed test); `thread_cpu_s` the loader's thread CPU per batch."""
     steps = step_records(gap_s=0.005)[:None if done else 27]  # cut short: 6 ceiling steps
     t = steps[1]["t"]
     for i, st in enumerate(steps[1:]):
@@ -82,10 +85,13 @@ def speed_test_profile(tmp_path, ceiling_wall_s=0.004, loader=True, done=True):
         st["t"] = t
         t += st["wall_s"] + st["gap_s"]
     events = speed_test_events(steps[11]["t"] - 1e-4, steps[21]["t"] - 1e-4,
-                               steps[31]["t"] - 1e-4 if done else None)
-    extra = events + (reader_records(steps) if loader else [])
-    return make_profile(tmp_path / "p.jsonl", steps=steps, options={"speed_test": 10},
-                        extra=extra)
+                               steps[31]["t"] - 1e-4 if done else None) if speed_test else []
+    per_batch = {} if thread_cpu_s is None else {"cpu_s": thread_cpu_s,
+                                                 "produce_s": thread_cpu_s * 1.2}
+    extra = events + (reader_records(steps, **per_batch) if loader else [])
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    return make_profile(tmp_path / "p.jsonl", steps=steps,
+                        options={"speed_test": 10} if speed_test else {}, extra=extra)
 
 
 def test_speed_test_section(tmp_path):

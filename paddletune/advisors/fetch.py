@@ -12,6 +12,7 @@ HIGH_SHARE = 0.15  # ... high
 LARGE_BYTES = 1 << 20  # fetched bytes per step that count as large ...
 VISIBLE_SHARE = 0.02  # ... when their fetch also takes at least this share (low)
 EVERY = 100  # fetch the other variables every EVERY steps
+SMALL_BYTES = 64 << 10  # fetched bytes per step a CPU copies in microseconds
 
 
 @rule
@@ -26,7 +27,7 @@ def large_fetch(profile) -> Optional[Advice]:
     share, fetch_s = s.shares.fetch, s.breakdown_s.fetch_s
     nbytes = (s.throughput.fetch_bytes_per_step if s.throughput is not None else 0) or 0
     severity = _severity(share, nbytes)
-    if severity is None:
+    if severity is None or _not_the_copy(profile, nbytes):
         return None
     fetched = fetched_names(profile)
     cycle_s = s.cycle_s.mean
@@ -46,6 +47,16 @@ def large_fetch(profile) -> Optional[Advice]:
         confidence="high" if len(fetched) > 1 else "medium",
         figures={"fetch_share": share, "fetch_s": fetch_s, "fetch_bytes_per_step": nbytes,
                  "fetched": fetched, "cycle_s": cycle_s, "every": EVERY})
+
+
+def _not_the_copy(profile, nbytes: float) -> bool:
+    """On CPU places a fetch is a copy: under SMALL_BYTES per step it takes microseconds, so a
+    slow fetch phase is spent on something else (the ParallelExecutor drops its local scopes
+    there, event subscribers run there). On a GPU even the loss's 4 bytes wait for the
+    device to finish the step (a host sync), which fetching less often does save."""
+    places = {s.place or "CPUPlace" for s in main_steps(profile)}
+    on_cpu = bool(places) and all(p.startswith("CPU") for p in places)
+    return on_cpu and nbytes < SMALL_BYTES
 
 
 def _severity(share: float, nbytes: float) -> Optional[str]:

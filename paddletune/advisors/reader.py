@@ -1,7 +1,6 @@
 """docs/advice.md #2-#5: the DataLoader's queue runs empty (how many workers), the speed test's
 no-data ceiling, and the double buffer."""
 
-import math
 from dataclasses import replace
 from typing import Optional
 
@@ -9,20 +8,26 @@ from ..profile.figures import LoaderFigures, Summary, WindowRate
 from ..profile.summarize import HIGHLY_INPUT_BOUND, MODERATELY_INPUT_BOUND
 from ..sources.code import CodeWriter
 from .base import Advice, rule
-from .facts import (FreeCores, cpu_facts, enough_steps, free_cores, main_loader, ms, script,
-                    writer)
+from .facts import enough_steps, free_cores, main_loader, ms, script, writer
 from .input import MIN_INPUT_S
+from .producers import (ProducerCost, blas_note, cpu_bound_note, gain_severity, plan_figures,
+                        size_workers, trainer_work_bound, worker_busy_cores)
 
 STARVED_EMPTY_RATIO = 0.3  # the queue was empty in at least this share of the pops, or ...
 SLOW_PRODUCER = 1.1  # ... the producer this many times slower than the consumer takes batches,
 # while the loop waited MODERATELY_INPUT_BOUND (medium) / HIGHLY_INPUT_BOUND (high) of its step
-MIN_WORKER_CORES = 0.1  # a worker mostly waiting (I/O, sleep) still needs this much of a core
-MAX_WORKERS_PER_CORE = 4  # and no more worker processes than this per core (memory, switches)
 NOT_BOTTLENECK = 1.1  # speed-test ceiling / actual at or below this: the reader is not the issue
 SUSPICIOUS_EMPTY_RATIO = 0.1  # reader figures that make a speed test worth running
 COPY_SHARE_LOW, COPY_SHARE_MEDIUM = 0.02, 0.05  # host->device copy share of the step
 GIL_BOUND_CPU_SHARE = 0.5  # a reader thread computing this share of its time holds the GIL
-BLAS_BUSY_CORES = 1.2  # a trainer busier than this with BLAS threads > 1: say so
+GIL_STEP_SHARE = 0.10  # a reader thread computing this share of each step takes the GIL from
+GIL_STEP_SHARE_MEDIUM = 0.25  # the loop (low), this much: medium
+GIL_INFLATED = ("a lower bound: the thread's CPU time and the step were measured while the "
+                "two took turns at the GIL, which inflates both")
+WORKER_BATCH_S = 0.00015  # the trainer's side of taking a batch from a worker process (a
+# 64x784 float32 batch on this 2-core VM: 0.12-0.14 ms of the trainer's CPU, ipc check in
+# docs/benchmarks.md)
+NO_GAIN = 1.02  # a predicted speedup below this is none
 
 
 @rule
@@ -44,15 +49,23 @@ def reader_starved(profile) -> Optional[Advice]:
     return Advice(
         id="reader-starved", source=2, figures=plan, evidence=_starved_evidence(f, plan),
         title=_starved_title(f),
-        severity="low" if tiny else "high" if share >= HIGHLY_INPUT_BOUND else "medium",
+        severity="low" if tiny else gain_severity(
+            "high" if share >= HIGHLY_INPUT_BOUND else "medium",
+            None if plan["gil_bound_thread"] else plan["speedup"]),  # GIL: a lower bound
         change=_worker_change(writer(profile), f, plan), expected_gain=_worker_gain(plan),
-        expected_speedup=plan["speedup"],
+        expected_speedup=None if _gil_unpredictable(plan) else plan["speedup"],
         confidence="low" if tiny else "high" if _empty_ratio(f) >= 0.5 and
         profile.summary.steady_steps >= 20 else "medium")
 
 
 def _empty_ratio(f: LoaderFigures) -> float:
     return f.empty_ratio or 0.0
+
+
+def starved(f: LoaderFigures) -> bool:
+    """The loop waited a visible share of its step for a queue that ran empty or a producer
+    slower than the step (reader-starved fires)."""
+    return _starved(f)
 
 
 def _starved(f: LoaderFigures) -> bool:
@@ -77,92 +90,33 @@ def _starved_title(f: LoaderFigures) -> str:
     return f"Reader-starved: the producer is {_slow_producer(f):.2f}x slower than the step"
 
 
-NO_CORES = FreeCores(cores=None, free=None, others=0.0, trainer=None, producers=0.0,
-                     idle=None)  # the core count unknown
-
-
 def worker_plan(profile, f: LoaderFigures) -> dict:
     """How many producers make the producer rate reach the consumer's, capped by the free
     cores; the step time and steps/s that gives, and the no-data ceiling (the speed test's
-    when measured)."""
+    when measured). See advisors/producers.py for the model."""
     s = profile.summary
     cycle_s = s.cycle_s.mean
     per_step = f.consumer.batches_per_step or 1.0
     measured_s = f.producer.s_per_batch * per_step  # one producer, one step's batches
-    produce_s = measured_s
     current = f.config.num_workers or 0
     cpu_share = f.producer.cpu_share
     cpu_s = (f.producer.cpu_s_per_batch or 0.0) * per_step
     gil = not current and cpu_share is not None and cpu_share >= GIL_BOUND_CPU_SHARE
-    if gil:  # in its own process the thread's work no longer waits for the GIL
-        produce_s = cpu_s or produce_s
+    # in its own process a GIL-bound thread's work no longer waits for the GIL
+    cost = ProducerCost(wall_s=(cpu_s or measured_s) if gil else measured_s, cpu_s=cpu_s,
+                        cpu_share=cpu_share)
     free_s, source = _consumer_step(s, f, cycle_s)
-    needed = max(1, math.ceil(produce_s / free_s)) if free_s > 0 else 1
     cores = free_cores(profile, f)
-    working = cores  # the trainer's CPU counted as work (for the workers' room)
-    bound = _trainer_work_bound(profile)
-    if cores is not None and cores.trainer is not None and bound is not None:
-        working = replace(cores, trainer=min(cores.trainer, bound))
-    per_worker = max(cpu_share if cpu_share is not None else 1.0, MIN_WORKER_CORES)
-    room = _room_cores(working) if working is not None else None
-    cap = _worker_cap(room, per_worker, cores.cores) if room is not None else needed
-    widened = room is not None and cap > max(math.floor(cores.free / per_worker + 1e-9), 1)
-    cores = cores or NO_CORES
-    workers = min(needed, cap)
-    new_s = min(max(free_s, produce_s / workers), cycle_s)  # never slower than now
-    return {"workers": workers, "workers_needed": needed, "worker_cap": cap,
-            "current_workers": current, "gil_bound_thread": gil,
-            "made_in": f.config.made_in,
-            "trainer_cores": cores.trainer, **_blas(profile),
-            "producer_s_per_step": measured_s, "worker_s_per_step": produce_s,
-            "producer_cpu_s_per_step": cpu_s, "consumer_s_per_step": free_s,
-            "consumer_source": source, "cycle_s": cycle_s, "predicted_cycle_s": new_s,
-            "speedup": cycle_s / new_s if new_s > 0 else None,
-            "ceiling_steps_per_s": 1 / free_s if free_s > 0 else None,
-            "cores": cores.cores, "free_cores": cores.free, "idle_cores": cores.idle,
-            "room_cores": room if widened else None,
-            "other_processes_cores": cores.others,
-            "producer_cpu_share": cpu_share, "empty_ratio": f.empty_ratio,
-            "wait_per_step_s": f.wait.per_step_s, "wait_share": f.wait.share,
-            "capacity": f.config.capacity, "suggested_capacity": _capacity(f, workers)}
-
-
-def _blas(profile) -> dict:
-    cpu = cpu_facts(profile)
-    return {"blas_threads": cpu.blas_threads, "blas_env": cpu.blas_env,
-            "blas_label": None if profile.source.framework == "fluid" else cpu.blas_label}
-
-
-def _worker_cap(room: Optional[float], per_worker: float, cores: Optional[int]) -> int:
-    """How many workers `room` cores (_room_cores) run, each needing `per_worker` of a core
-    and getting most of one (rounded); at most MAX_WORKERS_PER_CORE per core, at least 1."""
-    cap = math.floor((room or 0.0) / per_worker + 0.5)
-    if cores:
-        cap = min(cap, MAX_WORKERS_PER_CORE * cores)
-    return max(cap, 1)
-
-
-def _room_cores(cores: FreeCores) -> Optional[float]:
-    """The cores the producers can use: the free cores, or, when the trainer keeps less than
-    one core busy (it waits for data most of its step), the cores it leaves: a worker
-    time-shares a core with a trainer that mostly waits. None when the cores are unknown."""
-    if cores.free is None:
-        return None
-    if cores.cores and cores.trainer is not None:
-        return max(cores.free, cores.cores - cores.others - cores.trainer)
-    return cores.free
-
-
-def _trainer_work_bound(profile) -> Optional[float]:
-    """The most cores the trainer's own work can keep busy: its math threads for the part of
-    each step it is not waiting inside the DataLoader (the read share). CPU measured above
-    that is threads spinning while they wait (OpenMP's spin-wait between ops, PyTorch's
-    intra-op pool), which fewer threads (the advice's BLAS note) give back. None: unknown."""
-    shares = profile.summary.shares
-    if shares is None or not shares.read:
-        return None
-    threads = max(cpu_facts(profile).blas_threads or 1, 1)
-    return max(1.0 - shares.read, 0.0) * threads
+    shares = s.shares
+    sizing = size_workers(cores, cost, free_s, cycle_s,
+                          trainer_work_bound(profile, (shares.read if shares else None)
+                                             or f.wait.share))
+    return plan_figures(profile, sizing, cores, cost, cycle_s, free_s, source) | {
+        "current_workers": current, "gil_bound_thread": gil, "made_in": f.config.made_in,
+        "producer_s_per_step": measured_s, "empty_ratio": f.empty_ratio,
+        "wait_per_step_s": f.wait.per_step_s, "wait_share": f.wait.share,
+        "capacity": f.config.capacity,
+        "suggested_capacity": _capacity(f, sizing.workers)}
 
 
 def _consumer_step(s: Summary, f: LoaderFigures, cycle_s: float):
@@ -212,7 +166,7 @@ def _worker_change(code: CodeWriter, f: LoaderFigures, plan: dict) -> str:
     capacity = plan["suggested_capacity"]
     if plan["gil_bound_thread"]:
         return "\n".join([code.loader(f.config, capacity=capacity, num_workers=n),
-                          _gil_note(plan), code.shard_note()] + _blas_note(code, plan))
+                          _gil_note(plan), code.shard_note()] + blas_note(code, plan))
     if plan["workers_needed"] <= now:
         return (f"{code.loader(f.config, capacity=capacity)}\n# the producer keeps "
                 f"up on average: a larger queue absorbs its bursts")
@@ -223,9 +177,9 @@ def _worker_change(code: CodeWriter, f: LoaderFigures, plan: dict) -> str:
             f"# no core is free for more reader workers: {plan['free_cores']:.1f} of the "
             f"{plan['cores']} cores once the trainer and other processes are served{need}.",
             "# Make each batch cheaper (move preprocessing into the model, cache decoded data "
-            "in memory) or run on more cores"] + _blas_note(code, plan))
+            "in memory) or run on more cores"] + blas_note(code, plan))
     return "\n".join([code.loader(f.config, capacity=capacity, num_workers=n),
-                      code.shard_note()] + _blas_note(code, plan, n < plan["workers_needed"]))
+                      code.shard_note()] + blas_note(code, plan, n < plan["workers_needed"]))
 
 
 def _gil_note(plan) -> str:
@@ -235,31 +189,6 @@ def _gil_note(plan) -> str:
     return (f"# the reader thread computes {plan['producer_cpu_share']:.0%} of its time, "
             f"holding the GIL the training loop needs (every op waits to get it back); a "
             f"worker process prepares batches beside the trainer instead")
-
-
-def _blas_note(code: CodeWriter, plan: dict, short_of_cores=True) -> list:
-    """The trainer's BLAS thread count, when its threads and the reader workers together
-    outnumber the cores (during each op the BLAS threads take every core they have, and the
-    workers wait), or when the trainer kept more than BLAS_BUSY_CORES busy while the workers
-    lack cores. The suggested count leaves a core to each worker (at least 1 thread)."""
-    blas, cores, trainer = plan["blas_threads"], plan["cores"], plan["trainer_cores"]
-    workers = max(plan["workers"], plan["current_workers"], 1)
-    if not blas or blas < 2 or not cores:
-        return []
-    crowded = workers + blas > cores
-    busy = short_of_cores and trainer is not None and trainer >= BLAS_BUSY_CORES
-    if not (crowded or busy):
-        return []
-    n = max(1, int(cores) - workers)
-    if n >= blas:
-        return []
-    kind = "math" if plan.get("blas_label") else "BLAS"  # a framework's own pool: math
-    why = (f"{blas} {kind} threads + {workers} worker(s) on {cores} cores: during each op the "
-           f"workers wait" if crowded else
-           f"the trainer itself kept {trainer:.1f} cores busy with {blas} {kind} threads")
-    label = plan.get("blas_label") or "NumPy's BLAS"
-    return [f"# {why}. Give {label} {n} thread(s) (check the step time after):\n"
-            + code.comment(code.env(plan["blas_env"], n))]
 
 
 def _worker_gain(plan) -> str:
@@ -273,8 +202,18 @@ def _worker_gain(plan) -> str:
         how = f"{n} worker process(es) making the batches while the model computes"
     elif plan["gil_bound_thread"]:
         how = f"{n} worker process(es), the training loop no longer waiting for the GIL"
-    text = (f"up to {plan['speedup']:.2f}x steps/s ({ms(plan['cycle_s'])} -> "
+    bound = "at least" if plan["gil_bound_thread"] else "up to"
+    text = (f"{bound} {plan['speedup']:.2f}x steps/s ({ms(plan['cycle_s'])} -> "
             f"{ms(plan['predicted_cycle_s'])} per step) with {how}; {ceiling}")
+    if plan["gil_bound_thread"]:
+        text += f" ({GIL_INFLATED})"
+    if plan.get("cpu_bound"):
+        if _gil_unpredictable(plan):
+            return f"{_gil_unknown()}; {ceiling}"
+        if (plan["speedup"] or 1.0) < NO_GAIN:
+            return (f"none on these cores: {cpu_bound_note(plan)}; {ceiling} once they "
+                    f"are free")
+        text += "; " + cpu_bound_note(plan)
     if needed > n:
         room = plan.get("room_cores")
         where = (f"the {plan['free_cores']:.1f} free core(s)"
@@ -283,6 +222,79 @@ def _worker_gain(plan) -> str:
         text += (f"; reaching it takes {needed} workers, but {where} run "
                  f"{plan['worker_cap']}: make each batch cheaper too")
     return text
+
+
+@rule
+def reader_thread_gil(profile) -> Optional[Advice]:
+    """reader thread holding the GIL (#5)
+
+    Fires when the loader's producer is a thread of the trainer that keeps the queue filled
+    yet computes a visible share of each step in Python: the two threads take turns at the
+    GIL, so the loop's ops wait while the thread works (the report then says compute-bound).
+    A worker process makes the batches beside the trainer instead. The gain is a lower
+    bound (the figures are inflated by the contention), and the advice says how to measure
+    the step without the thread.
+    """
+    f = main_loader(profile)
+    s = profile.summary
+    if f is None or not enough_steps(profile) or f.config.made_in != "thread" or \
+            _starved(f) or s.speed_test is not None:  # measured: #3 judges the ceiling
+        return None
+    cycle_s = s.cycle_s.mean
+    cpu_s = (f.producer.cpu_s_per_batch or 0.0) * (f.consumer.batches_per_step or 1.0)
+    share = cpu_s / cycle_s if cycle_s > 0 else 0.0
+    if share < GIL_STEP_SHARE:
+        return None
+    plan = _gil_plan(profile, f, cycle_s, cpu_s)
+    known = (plan["speedup"] or 1.0) >= NO_GAIN  # else the inflated figures bound nothing
+    code = writer(profile)
+    return Advice(
+        id="reader-thread-gil", source=5, figures=plan,
+        title=f"The reader thread holds the GIL {share:.0%} of each step",
+        severity="medium" if share >= GIL_STEP_SHARE_MEDIUM and known else "low",
+        confidence="medium",
+        evidence=(f"{f.name or 'the DataLoader'}'s thread producer keeps the queue filled "
+                  f"(empty in {_empty_ratio(f):.0%} of {f.batches:,} pops) but computes "
+                  f"{ms(cpu_s)} per step in Python, {share:.0%} of the {ms(cycle_s)} step, "
+                  f"in the trainer's process: while it holds the GIL the training loop's "
+                  f"Python waits."),
+        change="\n".join([code.loader(f.config, num_workers=1), code.shard_note()]
+                         + blas_note(code, plan)),
+        expected_speedup=plan["speedup"] if known else None,
+        expected_gain=(f"at least {plan['speedup']:.2f}x steps/s ({ms(cycle_s)} -> "
+                       f"{ms(plan['predicted_cycle_s'])} per step) with the loop no longer "
+                       f"waiting for the GIL ({GIL_INFLATED})"
+                       + (f"; {cpu_bound_note(plan)}" if plan["cpu_bound"] else "")
+                       if known else _gil_unknown())
+        + f"; `paddletune profile --speed-test {script(profile)}` measures the step "
+          f"without the thread")
+
+
+def _gil_unpredictable(plan) -> bool:
+    """A GIL-bound thread's inflated figures bound no gain (see GIL_INFLATED)."""
+    return plan["gil_bound_thread"] and (plan["speedup"] or 1.0) < NO_GAIN
+
+
+def _gil_unknown() -> str:
+    return ("not predictable from these figures: the thread's CPU time and the step were "
+            "measured while the two took turns at the GIL, which inflates both, so the cores "
+            "look fuller than they are")
+
+
+def _gil_plan(profile, f: LoaderFigures, cycle_s: float, cpu_s: float) -> dict:
+    """One worker process making what the thread made: the step loses the thread's CPU time
+    (at most), pays the worker's hand-over per batch, and the cores bound it."""
+    per_step = f.consumer.batches_per_step or 1.0
+    cost = ProducerCost(wall_s=cpu_s, cpu_s=cpu_s, cpu_share=f.producer.cpu_share)
+    free_s = max(cycle_s - cpu_s, 0.0) + WORKER_BATCH_S * per_step
+    cores = free_cores(profile, f)
+    sizing = size_workers(cores, cost, free_s, cycle_s, None)
+    sizing = replace(sizing, workers=1, busy_cores=worker_busy_cores(cost, 1, free_s),
+                     predicted_s=min(max(sizing.free_s, cost.wall_s, sizing.cpu_bound_s or 0.0),
+                                     cycle_s))
+    plan = plan_figures(profile, sizing, cores, cost, cycle_s, free_s, "cycle - thread CPU")
+    return {**plan, "current_workers": 0, "made_in": "thread", "gil_bound_thread": True,
+            "thread_cpu_share_of_step": cpu_s / cycle_s if cycle_s else None}
 
 
 @rule

@@ -1,16 +1,18 @@
 """docs/advice.md #21: CPU threads: BLAS x runtime threads vs cores, steal time, idle cores;
 and, for the ParallelExecutor on CPU places, Reduce instead of AllReduce."""
 
-from typing import List, Optional
+from typing import List, NamedTuple, Optional
 
 from .base import Advice, rule
 from .facts import (BLAS_FAMILIES, OPTIMIZER_NAMES, CpuFacts, blas_family,  # noqa: F401
-                    concurrent_executors, cpu_facts, enough_steps, main_ops, op_types_share,
-                    system_mean, system_stats, writer)
+                    concurrent_executors, cpu_facts, enough_steps, main_loader, main_ops,
+                    op_types_share, script, system_mean, system_stats, writer)
 from .parallel import parallel_summary
+from .reader import starved as reader_is_starved
 
 STEAL_PERCENT = 10.0  # mean steal at or above this: the VM shares its cores (medium)
 HIGH_STEAL_PERCENT = 25.0  # ... and at or above this: high
+WORKER_SLACK = 0.25  # reader workers busy on this much less than a core do not crowd one
 IDLE_FRACTION = 0.5  # process CPU below this share of the usable cores: cores idle
 REDUCE_SHARE = 0.10  # Reduce vs AllReduce: optimizer share of op time for it to matter
 MIN_BLAS_SHARE = 0.3  # raise BLAS threads only when BLAS ops take at least this op time
@@ -45,33 +47,61 @@ def _per_runtime_thread(cpu: CpuFacts, cores: float) -> int:
 
 def _oversubscribed(profile, cpu: CpuFacts) -> Optional[Advice]:
     blas, rt, cores = cpu.blas_threads, cpu.runtime_threads, cpu.cores
-    if not blas or blas * rt <= cores:
+    workers = _busy_workers(profile)
+    if not blas or blas * rt + workers.busy <= cores + WORKER_SLACK:
         return None
     total, share = blas * rt, op_types_share(profile, BLAS_OPS)
-    ratio = total / cores
+    ratio = (total + workers.busy) / cores
     ctx = system_mean(profile, "ctx_involuntary_per_s")
     severity = "medium"  # high only when measured: BLAS ops a large share of op time
     if share is not None:
         severity = "low" if share < 0.1 else "high" if ratio >= 2 and share >= MIN_BLAS_SHARE \
             else "medium"
     evidence = (f"{cpu.blas_label} runs {blas} threads in each of {rt} runtime "
-                f"thread(s): {total} threads on {cores} usable cores ({ratio:.1f}x "
-                f"oversubscribed)")
+                f"thread(s): {total} threads")
+    if workers.busy:
+        evidence += (f" and {workers.count} reader worker process(es) busy on "
+                     f"{workers.busy:.1f} cores")
+    evidence += f" on {cores} usable cores ({ratio:.1f}x oversubscribed)"
     if share is not None:
         evidence += f"; BLAS ops take {share:.1%} of the op time"
     if ctx is not None:
         evidence += f"; {ctx:.0f} involuntary context switches/s"
-    n = _per_runtime_thread(cpu, cores)
+    n = _per_runtime_thread(cpu, max(cores - round(workers.busy), 1))
+    if n >= blas:
+        return None
+    title = f"CPU oversubscribed: {total} math threads on {cores} cores"
+    if workers.busy:
+        title = (f"CPU oversubscribed: {total} math threads and {workers.count} reader "
+                 f"worker(s) on {cores} cores")
     return Advice(
         id="cpu-oversubscribed", source=21, severity=severity, confidence="medium",
-        title=f"CPU oversubscribed: {total} math threads on {cores} cores",
-        evidence=evidence + ".", change=blas_setting(profile, cpu, n),
-        expected_gain=(f"not measurable from this profile: at {n} BLAS thread(s) per runtime "
-                       f"thread they stop preempting and waiting for one another; typically "
-                       f"1.1-2x on BLAS-heavy steps (verify with a second profile)"),
+        title=title, evidence=evidence + ".", change=blas_setting(profile, cpu, n),
+        expected_gain=(f"not predicted from this profile: at {n} BLAS thread(s) per runtime "
+                       f"thread they stop preempting and waiting for one another (and for "
+                       f"the workers); typically 1.1-2x on BLAS-heavy steps. Measure it: "
+                       f"`{cpu.blas_env}={n} paddletune profile {script(profile)}`"),
         figures={"usable_cores": cores, "blas_threads": blas, "runtime_threads": rt,
                  "threads": total, "blas_op_share": share, "ctx_involuntary_per_s": ctx,
+                 "worker_processes": workers.count, "worker_cores": workers.busy,
                  "suggested_blas_threads": n})
+
+
+class BusyWorkers(NamedTuple):
+    """A DataLoader's worker processes and the cores they kept busy (0: none measured)."""
+
+    count: int
+    busy: float
+
+
+def _busy_workers(profile) -> BusyWorkers:
+    """The main loader's worker processes, when they keep the cores busy beside the trainer
+    and the loader is not starved (then #2's worker advice sets the BLAS threads)."""
+    f = main_loader(profile)
+    if f is None or not f.config.num_workers or f.processes is None or \
+            not f.processes.cores or not enough_steps(profile) or reader_is_starved(f):
+        return BusyWorkers(0, 0.0)
+    return BusyWorkers(int(f.config.num_workers), float(f.processes.cores))
 
 
 def _steal(profile, cpu: CpuFacts) -> Optional[Advice]:

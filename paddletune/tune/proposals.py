@@ -8,6 +8,7 @@ an advised value outside them is not tried (a note says so).
 
 from typing import List, Tuple
 
+from ..advisors.producers import advised_threads
 from .space import GIVEN
 
 CODE_ONLY = {"input-bound": "move the data preparation into a DataLoader (code change)",
@@ -44,11 +45,14 @@ def _within_given(change: dict, space) -> Tuple[dict, dict]:
 
 
 def _change(advice_id, f) -> dict:
-    if advice_id == "reader-starved":
+    if advice_id in ("reader-starved", "reader-thread-gil"):
         out = {"num_workers": f.get("workers"), "capacity": f.get("suggested_capacity")}
-        blas, cores, workers = f.get("blas_threads"), f.get("cores"), f.get("workers") or 0
-        if blas and blas >= 2 and cores and workers + blas > cores:  # as the advice's note
-            out["blas_threads"] = max(1, int(cores) - max(workers, 1))
+        workers = max(f.get("workers") or 0, f.get("current_workers") or 0, 1)
+        fewer = advised_threads(f.get("blas_threads"), f.get("cores"),
+                                f.get("worker_busy_cores") or float(workers),
+                                f.get("trainer_cores"), True)
+        if fewer is not None:  # as the advice's note (producers.blas_note)
+            out["blas_threads"] = fewer
         return out
     if advice_id == "double-buffer-off":
         return {"use_double_buffer": True}

@@ -1,0 +1,250 @@
+"""How many producers (DataLoader worker processes) a job's input needs, how many its cores can
+run, and the step time they give: shared by the reader rules (#2, #5), which size the workers
+of an existing DataLoader, and the input rule (#1), which sizes those of the DataLoader that
+replaces a synchronous feeding loop.
+
+The predicted step is the slowest of three bounds:
+- the step without data (the speed test's ceiling, else the cycle less the wait for data);
+- one producer's time for a step's batches divided among the workers;
+- the CPU the trainer and the producers need per step, over the cores other processes leave
+  (time-sharing two cores between a trainer and two busy workers cannot beat that).
+"""
+
+import math
+from dataclasses import dataclass, replace
+from typing import Optional
+
+from ..sources.code import CodeWriter
+from .facts import FreeCores, cpu_facts, ms
+
+MIN_WORKER_CORES = 0.1  # a worker mostly waiting (I/O, sleep) still needs this much of a core
+MAX_WORKERS_PER_CORE = 4  # and no more worker processes than this per core (memory, switches)
+BLAS_BUSY_CORES = 1.2  # a trainer busier than this with BLAS threads > 1: say so
+SMALL_GAIN, LARGE_GAIN = 1.05, 1.2  # predicted speedups: below SMALL low severity, below
+# LARGE at most medium
+CROWD_SLACK = 0.25  # math threads + busy worker cores over the cores by more: crowded
+SHARED_CORE_USE = 0.85  # the share of the cores a trainer and its workers time-sharing them
+# keep busy (bench_advice's sync-input job on 2 cores: 7.1 ms of CPU per 4.2 ms step)
+
+
+@dataclass(frozen=True)
+class ProducerCost:
+    """What one step's batches cost one producer.
+
+    wall_s     its time making them, once it runs on a core of its own
+    cpu_s      its CPU time for them (0: not measured)
+    cpu_share  cpu_s / wall_s: the share of a core one producer keeps busy (None: unknown)
+    """
+
+    wall_s: float
+    cpu_s: float
+    cpu_share: Optional[float]
+
+    @property
+    def cores_each(self) -> float:
+        """The cores one producer needs (at least MIN_WORKER_CORES; a whole one if unknown)."""
+        return max(self.cpu_share if self.cpu_share is not None else 1.0, MIN_WORKER_CORES)
+
+    @property
+    def cpu_per_step_s(self) -> float:
+        """The CPU the producers spend per step, whoever makes the batches."""
+        return self.cpu_s or self.wall_s * self.cores_each
+
+
+@dataclass(frozen=True)
+class WorkerSizing:
+    """The producers a step needs and the cores allow.
+
+    needed        producers that would make a step's batches within the step without data
+    cap           producers the cores run (room_cores / a producer's share, rounded)
+    workers       min(needed, cap)
+    room_cores    the cores the producers can use (None: the cores unknown)
+    widened       room_cores counts a trainer that mostly waits lending its core
+    cpu_bound_s   the CPU the trainer and the producers need per step over the cores other
+                  processes leave (None: the cores unknown)
+    predicted_s   the step with `workers` producers (never slower than now)
+    free_s        the step without data it assumes
+    busy_cores    the cores the workers keep busy (worker_busy_cores)
+    """
+
+    needed: int
+    cap: int
+    workers: int
+    room_cores: Optional[float]
+    widened: bool
+    cpu_bound_s: Optional[float]
+    predicted_s: float
+    free_s: float
+    busy_cores: float
+
+    @property
+    def cpu_bound(self) -> bool:
+        """The cores, not the producers' count, set the predicted step."""
+        return self.cpu_bound_s is not None and self.cpu_bound_s >= self.predicted_s - 1e-12
+
+
+def size_workers(cores: Optional[FreeCores], cost: ProducerCost, free_s: float,
+                 cycle_s: float, trainer_bound: Optional[float]) -> WorkerSizing:
+    """Size the producers for a step of `free_s` without data (now `cycle_s`): `cores` the
+    job's cores (free_cores), `trainer_bound` the most cores the trainer's own work keeps
+    busy (trainer_work_bound; None: unknown). The step without data is taken as measured
+    even where blas_note advises fewer math threads: beside busy workers the threads it
+    takes away had no free core to run on (bench_advice's sync-input and starved-workers
+    jobs: predicted within 10% of the measured change this way, 20-25% short when the step
+    was slowed by the thread ratio's square root)."""
+    needed = max(1, math.ceil(cost.wall_s / free_s)) if free_s > 0 else 1
+    working = cores
+    if cores is not None and cores.trainer is not None and trainer_bound is not None:
+        working = replace(cores, trainer=min(cores.trainer, trainer_bound))
+    room = room_cores(working) if working is not None else None
+    cap = worker_cap(room, cost.cores_each, cores.cores) if room is not None else needed
+    widened = room is not None and \
+        cap > max(math.floor(cores.free / cost.cores_each + 1e-9), 1)
+    workers = min(needed, cap)
+    busy = worker_busy_cores(cost, workers, free_s)
+    cpu_bound_s = _cpu_bound(cores, cost, free_s)
+    new_s = max(free_s, cost.wall_s / workers, cpu_bound_s or 0.0)
+    return WorkerSizing(needed, cap, workers, room, widened, cpu_bound_s,
+                        min(new_s, cycle_s), free_s, busy)
+
+
+def worker_busy_cores(cost: ProducerCost, workers: int, free_s: float) -> float:
+    """The cores `workers` producers keep busy: each its share of a core, but no more than
+    a step's batches need per step without data."""
+    busy = workers * cost.cores_each
+    if free_s > 0:
+        busy = min(busy, cost.cpu_per_step_s / free_s)
+    return busy
+
+
+def _cpu_bound(cores: Optional[FreeCores], cost: ProducerCost, free_s: float
+               ) -> Optional[float]:
+    """The step the cores allow: the trainer's step without data (one core's worth of work:
+    a trainer of several math threads crowded by workers gets no more) plus the producers'
+    CPU for a step's batches, over the cores other processes leave."""
+    if cores is None or not cores.cores:
+        return None
+    usable = (cores.cores - cores.others) * SHARED_CORE_USE
+    if usable <= 0:
+        return None
+    return (free_s + cost.cpu_per_step_s) / usable
+
+
+def worker_cap(room: Optional[float], per_worker: float, cores: Optional[int]) -> int:
+    """How many workers `room` cores (room_cores) run, each needing `per_worker` of a core
+    and getting most of one (rounded); at most MAX_WORKERS_PER_CORE per core, at least 1."""
+    cap = math.floor((room or 0.0) / per_worker + 0.5)
+    if cores:
+        cap = min(cap, MAX_WORKERS_PER_CORE * cores)
+    return max(cap, 1)
+
+
+def room_cores(cores: FreeCores) -> Optional[float]:
+    """The cores the producers can use: the free cores, or, when the trainer keeps less than
+    one core busy (it waits for data most of its step), the cores it leaves: a worker
+    time-shares a core with a trainer that mostly waits. None when the cores are unknown."""
+    if cores.free is None:
+        return None
+    if cores.cores and cores.trainer is not None:
+        return max(cores.free, cores.cores - cores.others - cores.trainer)
+    return cores.free
+
+
+def trainer_work_bound(profile, waiting_share: Optional[float]) -> Optional[float]:
+    """The most cores the trainer's own work can keep busy: its math threads for the part of
+    each step it does not wait for data (`waiting_share`: the DataLoader read share, or a
+    synchronous loop's input share). CPU measured above that is threads spinning while they
+    wait (OpenMP's spin-wait between ops, PyTorch's intra-op pool), which fewer threads (the
+    advice's BLAS note) give back. None: unknown."""
+    if not waiting_share:
+        return None
+    threads = max(cpu_facts(profile).blas_threads or 1, 1)
+    return max(1.0 - waiting_share, 0.0) * threads
+
+
+NO_CORES = FreeCores(cores=None, free=None, others=0.0, trainer=None, producers=0.0,
+                     idle=None)  # the core count unknown
+
+
+def plan_figures(profile, sizing: WorkerSizing, cores: Optional[FreeCores],
+                 cost: ProducerCost, cycle_s: float, free_s: float, source: str) -> dict:
+    """The figures of a worker plan (the advice's `figures`), whatever sized it."""
+    cores = cores or NO_CORES
+    new_s = sizing.predicted_s
+    return {"workers": sizing.workers, "workers_needed": sizing.needed,
+            "worker_cap": sizing.cap, "trainer_cores": cores.trainer, **_blas(profile),
+            "worker_s_per_step": cost.wall_s, "producer_cpu_s_per_step": cost.cpu_s,
+            "consumer_s_per_step": free_s, "consumer_source": source, "cycle_s": cycle_s,
+            "predicted_cycle_s": new_s, "cpu_bound_cycle_s": sizing.cpu_bound_s,
+            "cpu_bound": sizing.cpu_bound,
+            "speedup": cycle_s / new_s if new_s > 0 else None,
+            "ceiling_steps_per_s": 1 / free_s if free_s > 0 else None,
+            "cores": cores.cores, "free_cores": cores.free, "idle_cores": cores.idle,
+            "room_cores": sizing.room_cores if sizing.widened else None,
+            "other_processes_cores": cores.others, "producer_cpu_share": cost.cpu_share,
+            "worker_busy_cores": sizing.busy_cores}
+
+
+def _blas(profile) -> dict:
+    cpu = cpu_facts(profile)
+    return {"blas_threads": cpu.blas_threads, "blas_env": cpu.blas_env,
+            "blas_label": None if profile.source.framework == "fluid" else cpu.blas_label}
+
+
+def blas_note(code: CodeWriter, plan: dict, short_of_cores=True) -> list:
+    """The trainer's BLAS thread count, when its threads and the reader workers together
+    outnumber the cores (during each op the BLAS threads take every core they have, and the
+    workers wait), or when the trainer kept more than BLAS_BUSY_CORES busy while the workers
+    lack cores. The suggested count leaves a core to each worker (at least 1 thread)."""
+    blas, cores, trainer = plan["blas_threads"], plan["cores"], plan["trainer_cores"]
+    workers = max(plan["workers"], plan["current_workers"], 1)
+    busy = plan.get("worker_busy_cores") or float(workers)
+    n = advised_threads(blas, cores, busy, trainer, short_of_cores)
+    if n is None:
+        return []
+    crowded = busy + blas > cores + CROWD_SLACK
+    kind = "math" if plan.get("blas_label") else "BLAS"  # a framework's own pool: math
+    why = (f"{blas} {kind} threads + {workers} worker(s) on {cores} cores: during each op the "
+           f"workers wait" if crowded else
+           f"the trainer itself kept {trainer:.1f} cores busy with {blas} {kind} threads")
+    label = plan.get("blas_label") or "NumPy's BLAS"
+    return [f"# {why}. Give {label} {n} thread(s) (check the step time after):\n"
+            + code.comment(code.env(plan["blas_env"], n))]
+
+
+def gain_severity(severity: str, speedup: Optional[float]) -> str:
+    """`severity` (from how much of the step waits), lowered to what the predicted gain of
+    the change is worth: low under SMALL_GAIN, at most medium under LARGE_GAIN (a step that
+    waits a lot for input the cores cannot make faster is not a high-severity finding)."""
+    if speedup is None:
+        return severity
+    if speedup < SMALL_GAIN:
+        return "low"
+    if speedup < LARGE_GAIN and severity == "high":
+        return "medium"
+    return severity
+
+
+def advised_threads(blas: Optional[int], cores: Optional[int], worker_cores: float,
+                    trainer: Optional[float], short_of_cores: bool) -> Optional[int]:
+    """The math threads to give the trainer beside worker processes that keep
+    `worker_cores` busy, when its threads and the workers outnumber the cores, or when it
+    kept more than BLAS_BUSY_CORES busy while the workers are `short_of_cores`: the cores
+    the workers leave (at least 1); None: keep them."""
+    if not blas or blas < 2 or not cores:
+        return None
+    crowded = worker_cores + blas > cores + CROWD_SLACK
+    busy = short_of_cores and trainer is not None and trainer >= BLAS_BUSY_CORES
+    if not (crowded or busy):
+        return None
+    n = max(1, int(cores) - round(worker_cores))
+    return n if n < blas else None
+
+
+def cpu_bound_note(plan) -> str:
+    """Why the cores, not the workers' count, set the predicted step."""
+    usable = (plan["cores"] or 0) - (plan["other_processes_cores"] or 0.0)
+    cpu = plan["producer_cpu_s_per_step"] or plan["worker_s_per_step"]
+    return (f"the cores bound it: the trainer's {ms(plan['consumer_s_per_step'])} and the "
+            f"producers' {ms(cpu)} of CPU per step share the {usable:.1f} core(s) other "
+            f"processes leave")

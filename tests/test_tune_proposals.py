@@ -1,0 +1,40 @@
+"""tune/proposals.py: the reader advice as the settings `tune` tries first (and bench_advice
+applies), the BLAS threads as the advice's note gives them."""
+
+from paddletune.advisors.base import Advice
+from paddletune.tune.proposals import proposals
+from paddletune.tune.space import Knob, Space
+
+
+def space():
+    knobs = [Knob("num_workers", "reader", "num_workers", (0, 1, 2), 0),
+             Knob("capacity", "reader", "capacity", (8, 16), 8),
+             Knob("blas_threads", "env", "OPENBLAS_NUM_THREADS", (2, 1), 2)]
+    return Space(knobs={k.name: k for k in knobs})
+
+
+def advice(advice_id, **figures):
+    return Advice(id=advice_id, title="t", severity="medium", evidence="e", change="c",
+                  expected_gain="g", confidence="medium", figures=figures)
+
+
+READER = {"workers": 2, "current_workers": 0, "suggested_capacity": 16, "blas_threads": 2,
+          "cores": 2, "trainer_cores": 0.5}
+
+
+def test_busy_workers_beside_two_blas_threads_get_one_thread():
+    found, _ = proposals([advice("reader-starved", **READER, worker_busy_cores=1.8)], space())
+    assert found == [("reader-starved", {"num_workers": 2, "capacity": 16,
+                                         "blas_threads": 1})]
+
+
+def test_workers_that_are_mostly_idle_leave_the_blas_threads_alone():
+    found, _ = proposals([advice("reader-starved", **READER, worker_busy_cores=0.1)], space())
+    assert found == [("reader-starved", {"num_workers": 2, "capacity": 16})]
+
+
+def test_a_gil_bound_thread_moves_to_one_worker():
+    figures = {**READER, "workers": 1, "suggested_capacity": 8, "worker_busy_cores": 0.7}
+    found, _ = proposals([advice("reader-thread-gil", **figures)], space())
+    assert found == [("reader-thread-gil", {"num_workers": 1, "capacity": 8,
+                                            "blas_threads": 1})]
