@@ -153,3 +153,14 @@ def test_worker_memory_and_cpu_rows_and_columns(tmp_path):
         "───────────────────────────────────────────────────────────────",
         "0             15      30.00           6.00     96.0 MiB    0.50",
         "1             15      30.00           6.00     96.0 MiB    0.50"]
+
+
+def test_a_data_cost_above_the_wait_is_explained_in_the_verdict(tmp_path):
+    """The loop waits ~33% of its 15 ms step for input, the speed test says data costs 67%
+    of the throughput: the verdict says why the two differ; with a ceiling barely above the
+    actual it says nothing more."""
+    text = " ".join(render(speed_test_profile(tmp_path)))
+    assert "Yet the speed test says data costs 67% of the throughput: the producers slow the " \
+           "step itself" in text
+    flat = " ".join(render(speed_test_profile(tmp_path / "flat", ceiling_wall_s=0.0139)))
+    assert "Yet the speed test" not in flat

@@ -116,7 +116,25 @@ def _verdict(s) -> Text:
     text = Text("Verdict: ", style="bold")
     text.append(clean(s.verdict.text or "unknown (the profile has no summary figures)."),
                 style=VERDICT_STYLES.get(s.verdict.kind, "bold"))
+    hidden = _hidden_data_cost(s)
+    if hidden:
+        text.append(" " + hidden)
     return text
+
+
+HIDDEN_DATA_COST = 0.10  # speed test's data share above the input share by this: say why
+
+
+def _hidden_data_cost(s) -> str:
+    """When the speed test says data costs clearly more of the throughput than the loop
+    waits for it, the two figures differ for a reason the reader should be told."""
+    st = s.speed_test
+    share = st.data_share if st is not None else None
+    if share is None or share < (s.input_share or 0.0) + HIDDEN_DATA_COST:
+        return ""
+    return (f"Yet the speed test says data costs {share:.0%} of the throughput: the "
+            f"producers slow the step itself (they share the CPU, and a reader thread the "
+            f"GIL, with it) beyond the {s.input_share or 0.0:.0%} the loop waits.")
 
 
 def _no_steps(profile, s) -> Optional[Text]:
