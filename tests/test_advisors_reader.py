@@ -463,3 +463,16 @@ def test_the_gil_rule_defers_to_workers_and_to_a_measured_ceiling(tmp_path):
     unmeasured = load(speed_test_profile(tmp_path / "no-st", thread_cpu_s=0.008,
                                          speed_test=False))
     assert "reader-thread-gil" in ids(advise(unmeasured, GIL_RULES))
+
+
+def test_waits_that_fill_the_step_fall_back_on_the_steps_own_run(tmp_path):
+    """The loader times its waits and the step probe the cycle, over windows that differ a
+    little: a wait of 43 ms 'per step' against a 42 ms cycle leaves no step without data;
+    the step's own run (feed, compute, fetch: 12 ms) stands in, and the card still reads."""
+    steps = step_records(wall_s=0.012, gap_s=0.030)
+    p = profile_with(tmp_path, steps, wait_s=0.043, empty_ratio=0.9, produce_s=0.041,
+                     cpu_s=0.037, fill=0, **ONE_WORKER)
+    a = only(advise(p, READER_RULES), "reader-starved")
+    assert a.figures["consumer_source"] == "the step's run"
+    assert a.figures["consumer_s_per_step"] == pytest.approx(0.012, rel=0.01)
+    assert "ceiling is 83 steps/s" in a.expected_gain

@@ -28,6 +28,7 @@ WORKER_BATCH_S = 0.00015  # the trainer's side of taking a batch from a worker p
 # 64x784 float32 batch on this 2-core VM: 0.12-0.14 ms of the trainer's CPU, ipc check in
 # docs/benchmarks.md)
 NO_GAIN = 1.02  # a predicted speedup below this is none
+MIN_REST = 0.05  # the cycle less the wait below this share of it: take the step's run
 
 
 @rule
@@ -125,7 +126,12 @@ def _consumer_step(s: Summary, f: LoaderFigures, cycle_s: float):
     ceiling = s.speed_test.ceiling if s.speed_test is not None else None
     if ceiling is not None:
         return ceiling.cycle_s, "speed test"
-    return max(cycle_s - (f.wait.per_step_s or 0.0), 0.0), "cycle - wait"
+    rest_s = cycle_s - (f.wait.per_step_s or 0.0)
+    b = s.breakdown_s
+    if rest_s < MIN_REST * cycle_s and b is not None:  # the wait is timed by the loader and
+        # the cycle by the steps: when waits fill the step, the run's own parts are surer
+        return b.feed_s + b.compute_s + b.fetch_s, "the step's run"
+    return max(rest_s, 0.0), "cycle - wait"
 
 
 def _capacity(f: LoaderFigures, workers: int) -> int:
@@ -193,7 +199,8 @@ def _gil_note(plan) -> str:
 
 def _worker_gain(plan) -> str:
     n, needed = plan["workers"], plan["workers_needed"]
-    ceiling = f"the no-data ceiling is {plan['ceiling_steps_per_s']:,.0f} steps/s"
+    ceiling = (f"the no-data ceiling is {plan['ceiling_steps_per_s']:,.0f} steps/s"
+               if plan["ceiling_steps_per_s"] else "the no-data ceiling is unknown")
     if n <= max(plan["current_workers"], 1) < needed and not plan["gil_bound_thread"]:
         return (f"none from more workers on these cores; {ceiling}, which {needed} workers "
                 f"would reach")
