@@ -51,11 +51,12 @@ def test_tune_finds_the_reader_optimum(tmp_path):
 
 
 def test_out_of_memory_and_a_hang_do_not_stop_the_batch_search(tmp_path):
-    """FLAGS_cpu_memory_limit_mb=10: the model's first guess (~199) runs out of memory; the
-    next guesses bisect it and fit a line to the peaks (~107, then ~162), and batches of 150
+    """FLAGS_cpu_memory_limit_mb=10: the model's first guess (~185) runs out of memory; the
+    next guesses bisect it and fit a line to the peaks (~100, then ~162), and batches of 150
     or more hang (killed at --trial-timeout; as a batch too large for its workers' shared
-    memory would): the largest batch that runs is searched for below the one that hung, and
-    wins."""
+    memory would): the largest batch verified to run, below the one that hung, wins. (The
+    guesses follow the memory model's per-sample estimate: 199 and 107 before it stopped
+    scaling the update's temporaries with the batch.)"""
     run = tune(tmp_path, "--budget", "30s", "--trial-steps", "20", "--trial-timeout", "5",
                "--max-batch-size", "1024", "--space", "only=batch_size", JOB, "--",
                "--hidden", "4096", "--in-dim", "8", "--burst-every", "0",
@@ -66,7 +67,8 @@ def test_out_of_memory_and_a_hang_do_not_stop_the_batch_search(tmp_path):
     assert any(status == "oom" for _, status in statuses), statuses
     assert any(status == "timeout" and batch >= 150 for batch, status in statuses), statuses
     best = record["best"]["setting"]["batch_size"]
-    assert 107 <= best < 150, record["ranking"]
+    ran = [batch for batch, status in statuses if status == "ok" and batch]
+    assert best == max(ran) and 64 < best < 150, (statuses, record["ranking"])
     assert "scale the learning rate" in run.stdout
     assert any(r["status"] == "oom" for r in record["ranking"])
     assert any(r["status"] == "timeout" for r in record["ranking"])
