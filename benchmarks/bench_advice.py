@@ -1,5 +1,6 @@
 """Is the advice right? Mis-configured jobs (and well-tuned ones) profiled, advised, changed the
-way the top advice says, and measured.
+way the top advice says, and measured: Fluid jobs on the embedded runtime, and one PyTorch and
+one Paddle 3 job (their frameworks installed: the test extra).
 
 For each job:
   1. `paddletune profile` runs it (a trial: tune's own runner) and `advise` ranks the advice;
@@ -17,7 +18,7 @@ Targets (issue 26): the right bottleneck on every job; predicted within 15% of m
 prediction the advice states as a lower bound, ">=": not above the measured by more);
 at least 80% of tune's gain; no high-severity advice on a well-tuned job.
 
-    python benchmarks/bench_advice.py                     # every job, with tune (~10 min)
+    python benchmarks/bench_advice.py                     # every job, with tune (~8 min)
     python benchmarks/bench_advice.py --jobs sync-input,gil-thread --no-tune --rounds 3
 
 Prints a table and one JSON line (the last line of output). Run it alone on the machine: the
@@ -144,6 +145,13 @@ JOBS = [
     Job("long-sequences", "a few very long batches set the step time and the peak",
         "tests/memjob.py", SEQ, ("long-sequence-outliers", "long-batch-memory"),
         code_change=lambda a: (SEQ + ["--max-len", "64"], {})),
+    Job("torch-input", "PyTorch: a DataLoader with num_workers=0 over per-sample Python work",
+        "examples/torch/input_heavy.py", ["--steps", "100000"], ("reader-starved",),
+        tune_specs=("only=num_workers,prefetch_factor,persistent_workers,blas_threads",)),
+    Job("paddle-input", "Paddle 3: a DataLoader with num_workers=0 over per-sample work",
+        "examples/paddle/input_heavy.py", ["--steps", "100000"], ("reader-starved",),
+        env={"GLOG_minloglevel": "2"},
+        tune_specs=("only=num_workers,prefetch_factor,persistent_workers,blas_threads",)),
     Job("tuned-mlp", "none: a compute-bound MLP", "examples/mlp.py",
         ["--steps", "100000", "--log-every", "0"], ()),
     Job("tuned-pipeline", "none: two workers and one BLAS thread feed the step", PIPELINE,

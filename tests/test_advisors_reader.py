@@ -476,3 +476,12 @@ def test_waits_that_fill_the_step_fall_back_on_the_steps_own_run(tmp_path):
     assert a.figures["consumer_source"] == "the step's run"
     assert a.figures["consumer_s_per_step"] == pytest.approx(0.012, rel=0.01)
     assert "ceiling is 83 steps/s" in a.expected_gain
+
+
+def test_batches_the_loop_makes_itself_are_no_gil_contention(tmp_path):
+    """PyTorch's num_workers=0: the loop makes each batch while the model waits, so its CPU
+    time is not inflated by a thread taking turns at the GIL: the gain is an "up to"."""
+    a = only(advise(starved(tmp_path, config={"producer": "loop"}), READER_RULES),
+             "reader-starved")
+    assert not a.figures["gil_bound_thread"] and a.figures["made_in"] == "loop"
+    assert a.expected_gain.startswith("up to ") and "GIL" not in a.expected_gain

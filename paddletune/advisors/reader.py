@@ -102,7 +102,9 @@ def worker_plan(profile, f: LoaderFigures) -> dict:
     current = f.config.num_workers or 0
     cpu_share = f.producer.cpu_share
     cpu_s = (f.producer.cpu_s_per_batch or 0.0) * per_step
-    gil = not current and cpu_share is not None and cpu_share >= GIL_BOUND_CPU_SHARE
+    gil = f.config.made_in == "thread" and cpu_share is not None and \
+        cpu_share >= GIL_BOUND_CPU_SHARE  # (the loop making its own batches holds no GIL
+    # against the step: nothing waits for it meanwhile)
     # in its own process a GIL-bound thread's work no longer waits for the GIL
     cost = ProducerCost(wall_s=(cpu_s or measured_s) if gil else measured_s, cpu_s=cpu_s,
                         cpu_share=cpu_share)
