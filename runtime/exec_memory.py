@@ -37,16 +37,19 @@ class Serving:
     run and keeps the step's counters: `begin()` before the ops, `end()` after (always, also on
     errors)."""
 
-    __slots__ = ("pool", "previous", "phase_peaks", "start", "oom_seen")
+    __slots__ = ("pool", "previous", "phase_peaks", "start", "oom_seen", "allocated_at_start",
+                 "planned_requests")
 
     def __init__(self, pool):
         self.pool, self.previous, self.phase_peaks = pool, None, {}
         self.start = (0, 0, 0.0)
+        self.allocated_at_start = self.planned_requests = 0
 
     def begin(self):
         pool = self.pool
         self.start = (pool.n_requests, pool.n_system_allocs, pool.system_alloc_s)
         self.oom_seen = pool.n_oom
+        self.allocated_at_start = pool.allocated
         pool.reset_window()
         self.previous = install(pool)
 
@@ -65,6 +68,14 @@ class Serving:
         restore(self.pool, self.previous)
         self.pool.tag = "other"
 
+    def replayed(self, phase_peaks_above_start, planned_requests):
+        """The step ran on its memory plan (memory/arena.py): its phases peaked as in the
+        recorded step, above what the pool held when this one began, and the plan served
+        `planned_requests` of its requests."""
+        start = self.allocated_at_start
+        self.phase_peaks = {tag: start + above for tag, above in phase_peaks_above_start.items()}
+        self.planned_requests = planned_requests
+
     def step_peak(self):
         return StepPeak(max(self.phase_peaks.values(), default=self.pool.allocated),
                         self.phase_peaks)
@@ -78,7 +89,8 @@ class Serving:
         return events.MemoryStepRecord(
             executor_id, plan.program._uid, step, repr(place), pool.strategy, pool.capacity,
             pool.allocated, pool.reserved, self.step_peak(), pool.peak_allocated,
-            pool.peak_reserved, dict(self.phase_peaks), pool.n_requests - n_req,
+            pool.peak_reserved, dict(self.phase_peaks),
+            pool.n_requests - n_req + self.planned_requests,
             pool.n_system_allocs - n_sys, pool.system_alloc_s - sys_s, dict(pool.by_tag),
             dict(pool.by_tag_at_peak), pool.cached, pool.fragmentation(), batch_size, plan.gc,
             plan.inplace_enabled)

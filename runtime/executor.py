@@ -25,6 +25,7 @@ from .executor_prune import cache_key, prune_program, split_fetch_list, update_f
 from .flags import FLAGS
 from .framework import EMPTY_VAR_NAME, Program, _suggest, default_main_program
 from .gpu_timing import OpEvents, sync_stream
+from .memory import arena
 from .memory.signals import DeferSignals
 from .place import CPUPlace, is_gpu
 from .plan import KernelCtx, Plan, exclusive, shape_only  # noqa: F401  (KernelCtx re-exported)
@@ -173,9 +174,12 @@ class Executor:
         mem = Serving(pool) if pool is not None else None
         gc_gb = FLAGS.get("eager_delete_tensor_gb")
         garbage = Garbage(gc_gb) if plan.gc and gc_gb > 0 else None
+        planned = _step_memory(plan, env, pool, self.xp)
         try:
             if mem is not None:
                 mem.begin()
+            if planned is not None:
+                planned.begin()
             if events.op_end.subs or FLAGS.get("check_nan_inf"):
                 self._run_instrumented(plan, env, step_no, mem, garbage)
             elif (mem is not None and events.memory_trace.subs and step_no == 1
@@ -183,6 +187,8 @@ class Executor:
                 self._run_traced(plan, env, step_no, mem, batch)
             else:
                 self._run_plain(plan, env, mem, garbage)
+            if planned is not None:
+                planned.end(mem)
             if mem is not None:
                 retag_writes(pool, plan, writes, env)
                 plan.memory_seen = (batch, mem.step_peak())
@@ -197,8 +203,12 @@ class Executor:
             err.__traceback__ = None
             raise oom from None
         finally:
+            if planned is not None:
+                planned.end(None)
             if mem is not None:
                 mem.end()
+            if planned is not None:
+                planned.settle()
             if garbage is not None:
                 garbage.clear()
         return mem
@@ -299,6 +309,19 @@ class Executor:
         for op in ops:
             mem.phase_peaks[op["tag"]] = max(mem.phase_peaks.get(op["tag"], 0), op["peak"])
         events.memory_trace.emit(trace_record(plan, step_no, batch, persistable, ops))
+
+
+def _step_memory(plan, env, pool, xp):
+    """The step's memory plan (record or replay; memory/arena.py), or None: only for the CPU
+    pool's NumPy arrays, a training or inference program (not a startup program) and
+    FLAGS_static_memory_plan on. A pool told to make each request a system allocation of its
+    own (naive_best_fit without chunks) is taken at its word: no plan."""
+    if (pool is None or xp is not np or plan.is_startup or pool.poison
+            or (pool.strategy == "naive_best_fit" and not pool.chunk_bytes)
+            or not FLAGS.get("static_memory_plan") or not arena.available()):
+        return None
+    shapes = tuple(getattr(env[slot], "shape", None) for slot, _ in plan.feed_slots)
+    return arena.step_memory(plan.memory_plans, shapes, pool)
 
 
 def _declare_persistables(program, scope):

@@ -234,6 +234,11 @@ _d("fast_eager_deletion_mode", bool, True,
    **_later)
 _d("eager_delete_scope", bool, True, "Delete local scopes synchronously", **_later)
 
+_d("static_memory_plan", bool, True,
+   "Plan each step's temporaries once per feed shape (runtime addition): the executor records "
+   "one step's requests, packs the temporaries into one arena by their lifetimes, and later "
+   "steps of that shape take the arena in one request; 0 sends every request to the pool")
+
 # --- reader --------------------------------------------------------------------------------
 _d("reader_queue_speed_test_mode", bool, False,
    "PROFILING ONLY: the executor reads the batch at the head of the reader queue without popping "

@@ -141,6 +141,7 @@ class Plan:
                        if _lookup(program, n) is not None and _lookup(program, n).persistable]
         self.is_startup = not feed_names and not self.reads
         self._bindings = weakref.WeakKeyDictionary()
+        self.memory_plans = {}  # feed shapes -> memory/arena.py's ShapePlans
         keep = set(fetch_names) | set(feed_names)
         self._skip_unread_grads(block, keep)
         self.gc, self.inplace_enabled = gc, inplace

@@ -14,6 +14,11 @@ with the system C compiler and cached (keyed by interpreter and source); it need
 headers (it declares the four C-API functions it uses). Without a compiler `load()` returns
 None with the reason, and the callbacks are used directly, as before (correct except in that
 case).
+
+The same C serves a step's memory plan (arena.py): once the executor has recorded a step's
+requests and planned where each temporary lives, the entry points hand out those places
+without calling into Python at all, and fall back to the pool the moment a request differs
+from the plan.
 """
 
 import ctypes
@@ -27,6 +32,8 @@ import tempfile
 
 _SOURCE = r"""
 #include <stddef.h>
+#include <string.h>
+#include <pthread.h>
 typedef struct _object PyObject;
 extern int PyGILState_Ensure(void);
 extern void PyGILState_Release(int);
@@ -42,18 +49,156 @@ void pt_set(void *m, void *c, void *r, void *f) {
     py_malloc = m; py_calloc = c; py_realloc = r; py_free = f;
 }
 
+/* --- the step's memory plan (arena.py): the i-th request of a planned step, made by the
+   executor's thread through the executor's handler, gets base + offsets[i] when its size is
+   sizes[i] and every planned block sharing those bytes is already dead; otherwise the plan is
+   off for the rest of the step (diverged) and the Python pool serves. Everything below runs
+   with the GIL held. --- */
+static void *ar_ctx;
+static pthread_t ar_thread;
+static int ar_active, ar_diverged;
+static char *ar_base;
+static long ar_span, ar_n, ar_next, ar_served, ar_live;
+static const size_t *ar_sizes;
+static const long *ar_offsets, *ar_cstart, *ar_conf, *ar_slot, *ar_soff;
+static long ar_nslots, *ar_owner;
+static unsigned char *ar_isl;
+
+#define MAX_RETIRED 64
+static char *rt_base[MAX_RETIRED];
+static long rt_span[MAX_RETIRED], rt_live[MAX_RETIRED];
+
+void pt_arena_begin(void *ctx, char *base, long span, long n, const size_t *sizes,
+                    const long *offsets, const long *cstart, const long *conf,
+                    const long *slot, const long *soff, long nslots, long *owner,
+                    unsigned char *isl) {
+    ar_ctx = ctx; ar_thread = pthread_self(); ar_base = base; ar_span = span; ar_n = n;
+    ar_sizes = sizes; ar_offsets = offsets; ar_cstart = cstart; ar_conf = conf;
+    ar_slot = slot; ar_soff = soff; ar_nslots = nslots; ar_owner = owner; ar_isl = isl;
+    ar_next = ar_served = ar_live = 0; ar_diverged = 0;
+    memset(isl, 0, (size_t)n);
+    ar_active = 1;
+}
+
+/* Ends the step: out = {requests seen, requests served, diverged, blocks still alive}.
+   Returns 1 when the arena is free again, 0 when live blocks keep it (it is retired: the
+   caller gives it back once pt_arena_drained lists it), -1 when no retired slot was left. */
+int pt_arena_end(long *out) {
+    out[0] = ar_next; out[1] = ar_served; out[2] = ar_diverged; out[3] = ar_live;
+    ar_active = 0;
+    int result = 1;
+    if (ar_live > 0) {
+        result = -1;
+        for (int k = 0; k < MAX_RETIRED; k++) {
+            if (rt_base[k] == NULL) {
+                rt_base[k] = ar_base; rt_span[k] = ar_span; rt_live[k] = ar_live;
+                result = 0;
+                break;
+            }
+        }
+    }
+    ar_base = NULL; ar_span = 0;
+    return result;
+}
+
+/* Retired arenas whose blocks have all died: their bases go to `bases` (at most `room`) and
+   their slots are freed; returns how many. */
+int pt_arena_drained(char **bases, int room) {
+    int found = 0;
+    for (int k = 0; k < MAX_RETIRED && found < room; k++) {
+        if (rt_base[k] != NULL && rt_live[k] == 0) {
+            bases[found++] = rt_base[k];
+            rt_base[k] = NULL;
+        }
+    }
+    return found;
+}
+
+static int arena_take(void *ctx, size_t n, void **out) {
+    if (!ar_active || ar_diverged || ctx != ar_ctx || !pthread_equal(pthread_self(), ar_thread))
+        return 0;
+    long i = ar_next++;
+    if (i >= ar_n || ar_sizes[i] != n) { ar_diverged = 1; return 0; }
+    long off = ar_offsets[i];
+    if (off < 0) return 0;
+    for (long k = ar_cstart[i]; k < ar_cstart[i + 1]; k++) {
+        if (ar_isl[ar_conf[k]]) { ar_diverged = 1; return 0; }
+    }
+    ar_isl[i] = 1; ar_owner[ar_slot[i]] = i; ar_live++; ar_served++;
+    *out = ar_base + off;
+    return 1;
+}
+
+/* 1 when p is a planned block (now dead), 0 when the pool owns it. `room` gets the bytes from
+   p to its arena's end. */
+static int arena_give(void *p, long *room) {
+    char *c = (char *)p;
+    if (ar_base != NULL && c >= ar_base && c < ar_base + ar_span) {
+        long off = c - ar_base, lo = 0, hi = ar_nslots - 1;
+        while (lo < hi) {
+            long mid = (lo + hi) / 2;
+            if (ar_soff[mid] < off) lo = mid + 1; else hi = mid;
+        }
+        long owner = ar_owner[lo];
+        if (ar_soff[lo] == off && owner >= 0 && ar_isl[owner]) {
+            ar_isl[owner] = 0; ar_live--;
+        }
+        if (room) *room = ar_span - off;
+        return 1;
+    }
+    for (int k = 0; k < MAX_RETIRED; k++) {
+        if (rt_base[k] != NULL && c >= rt_base[k] && c < rt_base[k] + rt_span[k]) {
+            rt_live[k]--;
+            if (room) *room = rt_span[k] - (c - rt_base[k]);
+            return 1;
+        }
+    }
+    return 0;
+}
+
 #define AROUND(call) \
-    int state = PyGILState_Ensure(); \
     PyObject *type, *value, *tb; \
     PyErr_Fetch(&type, &value, &tb); \
     call; \
-    PyErr_Restore(type, value, tb); \
-    PyGILState_Release(state);
+    PyErr_Restore(type, value, tb);
 
-void *pt_malloc(void *ctx, size_t n) { void *r; AROUND(r = py_malloc(ctx, n)) return r; }
-void *pt_calloc(void *ctx, size_t n, size_t s) { void *r; AROUND(r = py_calloc(ctx, n, s)) return r; }
-void *pt_realloc(void *ctx, void *p, size_t n) { void *r; AROUND(r = py_realloc(ctx, p, n)) return r; }
-void pt_free(void *ctx, void *p, size_t n) { AROUND(py_free(ctx, p, n)) }
+void *pt_malloc(void *ctx, size_t n) {
+    void *r;
+    int state = PyGILState_Ensure();
+    if (!arena_take(ctx, n, &r)) { AROUND(r = py_malloc(ctx, n)) }
+    PyGILState_Release(state);
+    return r;
+}
+
+void *pt_calloc(void *ctx, size_t n, size_t s) {
+    void *r;
+    int state = PyGILState_Ensure();
+    if (arena_take(ctx, n * s, &r)) { memset(r, 0, n * s); }
+    else { AROUND(r = py_calloc(ctx, n, s)) }
+    PyGILState_Release(state);
+    return r;
+}
+
+void *pt_realloc(void *ctx, void *p, size_t n) {
+    void *r;
+    long room = 0;
+    int state = PyGILState_Ensure();
+    if (p != NULL && arena_give(p, &room)) {  /* a planned block moves to the pool */
+        if (ar_active) ar_diverged = 1;
+        AROUND(r = py_malloc(ctx, n))
+        if (r != NULL) memcpy(r, p, (size_t)room < n ? (size_t)room : n);
+    } else {
+        AROUND(r = py_realloc(ctx, p, n))
+    }
+    PyGILState_Release(state);
+    return r;
+}
+
+void pt_free(void *ctx, void *p, size_t n) {
+    int state = PyGILState_Ensure();
+    if (p == NULL || !arena_give(p, NULL)) { AROUND(py_free(ctx, p, n)) }
+    PyGILState_Release(state);
+}
 """
 
 REASON = ""
@@ -72,11 +217,36 @@ def load(callbacks):
     lib.pt_set.restype = None
     lib.pt_set(*(ctypes.cast(cb, ctypes.c_void_p) for cb in callbacks))
     _KEEP.append(lib)
+    _ARENA.append(_arena_functions(lib._name))
     return tuple(ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
                  for name in ("pt_malloc", "pt_calloc", "pt_realloc", "pt_free"))
 
 
 _KEEP = []
+_ARENA = []  # the step-plan functions, once the entry points are loaded (arena.py)
+
+
+def arena_functions():
+    """The compiled step-plan functions (pt_arena_begin/end/drained; see arena.py), or None
+    when the entry points could not be built."""
+    return _ARENA[0] if _ARENA else None
+
+
+def _arena_functions(path):
+    """The arena functions of the library at `path`, called with the GIL held (PyDLL): the
+    state they change is also read by the allocator entry points, under the GIL."""
+    lib = ctypes.PyDLL(path)
+    long_p, size_p = ctypes.POINTER(ctypes.c_long), ctypes.POINTER(ctypes.c_size_t)
+    lib.pt_arena_begin.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_long,
+                                   ctypes.c_long, size_p, long_p, long_p, long_p, long_p,
+                                   long_p, ctypes.c_long, long_p,
+                                   ctypes.POINTER(ctypes.c_ubyte)]
+    lib.pt_arena_begin.restype = None
+    lib.pt_arena_end.argtypes = [long_p]
+    lib.pt_arena_end.restype = ctypes.c_int
+    lib.pt_arena_drained.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_int]
+    lib.pt_arena_drained.restype = ctypes.c_int
+    return lib
 
 
 def _library():

@@ -44,6 +44,9 @@ _TAGS = []  # ctx (index) -> the category its allocations get (None: the pool's 
 _HANDLERS = []  # keeps the C structs and capsules alive for the life of the process
 _FOREIGN = set()  # addresses served by the system because the pool was mid-operation
 _SYSTEM = CPUSystemAllocator()
+# the step being recorded for its memory plan (arena.Recording), or None: sees every request
+# and free made through the handlers while it is set
+RECORDING = [None]
 _NAME = ctypes.create_string_buffer(b"mem_handler")  # the capsule keeps this pointer
 
 
@@ -103,10 +106,16 @@ def _pooled(ctx, size):
         addr = _SYSTEM.alloc(max(64, (size + 63) // 64 * 64))
         if addr:
             _FOREIGN.add(addr)
+        if RECORDING[0] is not None:
+            RECORDING[0].unplannable()
+    elif RECORDING[0] is not None:
+        RECORDING[0].allocated(ctx, size, addr)
     return addr or None
 
 
 def _release(ctx, ptr):
+    if RECORDING[0] is not None:
+        RECORDING[0].freed(ptr)
     if ptr in _FOREIGN:
         _FOREIGN.discard(ptr)
         _SYSTEM.free(ptr)
@@ -130,6 +139,8 @@ def _calloc(ctx, nelem, elsize):
 
 
 def _realloc(ctx, ptr, new_size):
+    if RECORDING[0] is not None:
+        RECORDING[0].unplannable()
     new = _malloc(ctx, new_size)
     if new and ptr:
         old = _POOLS[ctx or 0].size_of(ptr) or new_size
@@ -198,6 +209,12 @@ def handler_for(pool, tag=None):
         capsule = new_capsule(ctypes.addressof(struct), ctypes.cast(_NAME, ctypes.c_char_p), None)
         _HANDLERS.append((struct, capsule))
     return _HANDLERS[index][1]
+
+
+def context_of(pool, tag=None):
+    """The `ctx` value the handler of `pool` (and `tag`) passes to the allocator functions."""
+    handler_for(pool, tag)
+    return pool.__dict__["_numpy_ctx"][tag]
 
 
 def set_handler(capsule):
