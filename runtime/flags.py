@@ -117,7 +117,10 @@ class FlagRegistry:
 
     def get(self, name):
         """Current value of a flag (name with or without the FLAGS_ prefix)."""
-        return self._values[self._lookup(name).name]
+        try:  # the common case, a bare name ('check_nan_inf'), without the prefix check
+            return self._values[name]
+        except (KeyError, TypeError):
+            return self._values[self._lookup(name).name]
 
     def flag(self, name) -> Flag:
         return self._lookup(name)

@@ -22,13 +22,9 @@ from the plan.
 """
 
 import ctypes
-import hashlib
-import os
-import shutil
 import subprocess
-import sys
-import sysconfig
-import tempfile
+
+from ..cbuild import build
 
 _SOURCE = r"""
 #include <stddef.h>
@@ -251,28 +247,4 @@ def _arena_functions(path):
 
 def _library():
     """Path of the compiled entry points, built on first use."""
-    digest = hashlib.sha256((_SOURCE + sys.version).encode()).hexdigest()[:16]
-    folder = os.environ.get("PADDLETUNE_CACHE_DIR") or os.path.join(
-        os.path.expanduser("~"), ".cache", "paddletune")
-    path = os.path.join(folder, f"alloc_guard-{sys.implementation.cache_tag}-{digest}.so")
-    if os.path.exists(path):
-        return path
-    compiler = _compiler()
-    os.makedirs(folder, exist_ok=True)
-    with tempfile.TemporaryDirectory(dir=folder) as scratch:
-        src, out = os.path.join(scratch, "guard.c"), os.path.join(scratch, "guard.so")
-        with open(src, "w") as f:
-            f.write(_SOURCE)
-        subprocess.run([compiler, "-O2", "-shared", "-fPIC", "-o", out, src], check=True,
-                       capture_output=True, timeout=60)
-        os.replace(out, path)
-    return path
-
-
-def _compiler():
-    for candidate in ((sysconfig.get_config_var("CC") or "").split()[:1]
-                      + ["cc", "gcc", "clang"]):
-        found = shutil.which(candidate)
-        if found:
-            return found
-    raise RuntimeError("no C compiler found (cc, gcc or clang)")
+    return build("alloc_guard", _SOURCE)

@@ -6,7 +6,7 @@ algorithm itself touches every row (momentum's velocity decay, non-lazy Adam's m
 
 from ..dtypes import VarType
 from ..tensor import SelectedRows
-from . import fused
+from . import cpu_kernels, fused
 from .registry import defop, infer_same_as
 
 
@@ -55,7 +55,7 @@ def _sgd(ctx, ins, attrs):
         kernels.sgd(g, lr, p)
     elif isinstance(g, SelectedRows):
         p[g.ids] -= lr * g.value
-    else:
+    elif not cpu_kernels.sgd(p, g, lr):
         p -= lr * g
     return {"ParamOut": p}
 
@@ -72,6 +72,9 @@ def _momentum(ctx, ins, attrs):
     if kernels is not None:
         update = kernels.nesterov if attrs["use_nesterov"] else kernels.momentum
         update(g, lr, mu, p, v)
+        return {"ParamOut": p, "VelocityOut": v}
+    if (not isinstance(g, SelectedRows)
+            and cpu_kernels.momentum(p, v, g, lr, mu, attrs["use_nesterov"])):
         return {"ParamOut": p, "VelocityOut": v}
     v *= mu
     if isinstance(g, SelectedRows):  # every row's velocity decays; only present rows get g

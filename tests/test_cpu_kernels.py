@@ -1,0 +1,132 @@
+"""The fused CPU kernels (runtime/ops/cpu_kernels.py) give NumPy's results bit for bit, with
+one thread and split across two, and leave to NumPy what they do not serve."""
+
+import numpy as np
+import pytest
+
+import runtime as fluid
+from runtime import blas
+from runtime.ops import cpu_kernels
+
+pytestmark = pytest.mark.skipif(cpu_kernels._kernels() is None,
+                                reason=f"no fused CPU kernels: {cpu_kernels.REASON}")
+
+
+@pytest.fixture(params=[1, 2], ids=["1-thread", "2-threads"])
+def threads(request):
+    if blas.numpy_blas() is None:
+        pytest.skip("NumPy's BLAS thread count is not reachable")
+    previous = blas.set_blas_threads(request.param)
+    try:
+        yield request.param
+    finally:
+        blas.set_blas_threads(previous or 1)
+
+
+def _arrays(n, dtype, count, seed=0):
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal(n).astype(dtype) for _ in range(count)]
+
+
+SIZES = [cpu_kernels.SMALL, 5000, cpu_kernels.SPLIT_MIN + 77, 3 * cpu_kernels.SPLIT_MIN]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n", SIZES)
+@pytest.mark.parametrize("nesterov", [False, True])
+def test_momentum_is_numpys_bit_for_bit(threads, dtype, n, nesterov):
+    p, v, g = _arrays(n, dtype, 3)
+    lr, mu = np.array([0.037], dtype), 0.9
+    p_ref, v_ref = p.copy(), v.copy()
+    v_ref *= mu
+    v_ref += g
+    if nesterov:
+        p_ref -= lr * (g + mu * v_ref)
+    else:
+        p_ref -= lr * v_ref
+    assert cpu_kernels.momentum(p, v, g, lr, mu, nesterov)
+    assert np.array_equal(p, p_ref) and np.array_equal(v, v_ref)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n", SIZES)
+def test_sgd_is_numpys_bit_for_bit(threads, dtype, n):
+    p, g = _arrays(n, dtype, 2, seed=1)
+    lr = np.array([0.25], dtype)
+    p_ref = p - lr * g
+    assert cpu_kernels.sgd(p, g, lr)
+    assert np.array_equal(p, p_ref)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n", SIZES)
+@pytest.mark.parametrize("into", ["new", "other", "dout"])
+def test_relu_grad_is_numpys_bit_for_bit_also_in_place(threads, dtype, n, into):
+    out, dout = _arrays(n, dtype, 2, seed=2)
+    out[::7] = 0.0  # relu's zeros: their gradient is 0 (or -0 for a negative dout, as NumPy)
+    dout[::5] = np.nan
+    expected = np.multiply(dout, out > 0)
+    buf = {"new": None, "other": np.empty_like(dout), "dout": dout}[into]
+    got = cpu_kernels.relu_grad(out, dout, buf)
+    assert got is not None and (buf is None or got is buf)
+    assert np.array_equal(got, expected, equal_nan=True)
+    assert np.array_equal(np.signbit(got), np.signbit(expected))
+
+
+def test_what_the_kernels_do_not_serve_is_left_to_numpy():
+    p, v, g = _arrays(4096, np.float32, 3)
+    lr = np.array([0.1], np.float32)
+    assert not cpu_kernels.momentum(p[::2], v[::2], g[::2], lr, 0.9, False)  # strided
+    assert not cpu_kernels.momentum(p, v, g.astype(np.float64), lr, 0.9, False)  # mixed
+    assert not cpu_kernels.momentum(p, v, g, lr.astype(np.float64), 0.9, False)
+    assert not cpu_kernels.sgd(p[:100], g[:100], lr)  # small: NumPy's calls are cheaper
+    assert cpu_kernels.relu_grad(p.astype(np.float16), g.astype(np.float16), None) is None
+    readonly = p.copy()
+    readonly.flags.writeable = False
+    assert not cpu_kernels.sgd(readonly, g, lr)
+    cpu_kernels.ENABLED[0] = False
+    try:
+        assert not cpu_kernels.sgd(p, g, lr)
+    finally:
+        cpu_kernels.ENABLED[0] = True
+
+
+def _train(steps=6, nesterov=False, optimizer="momentum"):
+    main, startup = fluid.Program(), fluid.Program()
+    main.random_seed = startup.random_seed = 9
+    with fluid.program_guard(main, startup), fluid.unique_name.guard():
+        x = fluid.data("x", [None, 96])
+        y = fluid.data("y", [None, 1], dtype="int64")
+        h = fluid.layers.fc(x, 256, act="relu")
+        h = fluid.layers.fc(h, 128, act="relu")
+        loss = fluid.layers.mean(fluid.layers.softmax_with_cross_entropy(
+            fluid.layers.fc(h, 5), y))
+        if optimizer == "sgd":
+            fluid.optimizer.SGD(0.1).minimize(loss)
+        else:
+            fluid.optimizer.Momentum(0.05, 0.9, use_nesterov=nesterov).minimize(loss)
+    exe, scope = fluid.Executor(fluid.CPUPlace()), fluid.Scope()
+    exe.run(startup, scope=scope)
+    rng = np.random.default_rng(0)
+    losses = []
+    for _ in range(steps):
+        feed = {"x": rng.standard_normal((32, 96)).astype(np.float32),
+                "y": rng.integers(0, 5, (32, 1)).astype(np.int64)}
+        losses.append(exe.run(main, feed=feed, fetch_list=[loss], scope=scope)[0].copy())
+    params = [scope.find_var(p.name).value.copy()
+              for p in main.global_block().all_parameters()]
+    return losses, params
+
+
+@pytest.mark.parametrize("optimizer,nesterov", [("momentum", False), ("momentum", True),
+                                                 ("sgd", False)])
+def test_training_with_the_kernels_is_bitwise_the_numpy_paths(optimizer, nesterov):
+    fused = _train(nesterov=nesterov, optimizer=optimizer)
+    cpu_kernels.ENABLED[0] = False
+    try:
+        plain = _train(nesterov=nesterov, optimizer=optimizer)
+    finally:
+        cpu_kernels.ENABLED[0] = True
+    for a, b in zip(fused[0] + fused[1], plain[0] + plain[1]):
+        assert np.array_equal(a, b)
+    assert fused[0][-1] < fused[0][0]  # and it learns
