@@ -127,6 +127,23 @@ class StepPlan:
         self.distinct = (ctypes.c_long * len(distinct))(*distinct)
         self.owner = (ctypes.c_long * len(distinct))(*([-1] * len(distinct)))
         self.live = (ctypes.c_ubyte * max(n, 1))()
+        self.c_plan = _CPlan(n, len(distinct), self.sizes, self.offsets, self.conflict_start,
+                             self.conflicts, self.slot, self.distinct, self.owner, self.live)
+        self.c_plan_address = ctypes.addressof(self.c_plan)
+
+
+def _pointer(kind):
+    return ctypes.POINTER(kind)
+
+
+class _CPlan(ctypes.Structure):
+    """native.py's plan_t: what pt_arena_begin reads (the arrays stay owned by the StepPlan)."""
+
+    _fields_ = [("n", ctypes.c_long), ("nslots", ctypes.c_long),
+                ("sizes", _pointer(ctypes.c_size_t)), ("offsets", _pointer(ctypes.c_long)),
+                ("cstart", _pointer(ctypes.c_long)), ("conf", _pointer(ctypes.c_long)),
+                ("slot", _pointer(ctypes.c_long)), ("soff", _pointer(ctypes.c_long)),
+                ("owner", _pointer(ctypes.c_long)), ("isl", _pointer(ctypes.c_ubyte))]
 
 
 class ShapePlans:
@@ -158,10 +175,7 @@ class StepMemory:
         plan, functions = self.plan, native.arena_functions()
         self.base = _arena_block(self.pool, plan.span)
         if self.base:
-            functions.pt_arena_begin(self.ctx, self.base, plan.span, plan.n_requests,
-                                     plan.sizes, plan.offsets, plan.conflict_start,
-                                     plan.conflicts, plan.slot, plan.distinct,
-                                     len(plan.distinct), plan.owner, plan.live)
+            functions.pt_arena_begin(self.ctx, self.base, plan.span, plan.c_plan_address)
 
     def settle(self):
         """After the step, once the pool no longer serves its arrays (packing allocates): make

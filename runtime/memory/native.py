@@ -64,15 +64,21 @@ static unsigned char *ar_isl;
 static char *rt_base[MAX_RETIRED];
 static long rt_span[MAX_RETIRED], rt_live[MAX_RETIRED];
 
-void pt_arena_begin(void *ctx, char *base, long span, long n, const size_t *sizes,
-                    const long *offsets, const long *cstart, const long *conf,
-                    const long *slot, const long *soff, long nslots, long *owner,
-                    unsigned char *isl) {
-    ar_ctx = ctx; ar_thread = pthread_self(); ar_base = base; ar_span = span; ar_n = n;
-    ar_sizes = sizes; ar_offsets = offsets; ar_cstart = cstart; ar_conf = conf;
-    ar_slot = slot; ar_soff = soff; ar_nslots = nslots; ar_owner = owner; ar_isl = isl;
+typedef struct {  /* arena.py's StepPlan.c_plan, field for field */
+    long n, nslots;
+    const size_t *sizes;
+    const long *offsets, *cstart, *conf, *slot, *soff;
+    long *owner;
+    unsigned char *isl;
+} plan_t;
+
+void pt_arena_begin(void *ctx, char *base, long span, const plan_t *plan) {
+    ar_ctx = ctx; ar_thread = pthread_self(); ar_base = base; ar_span = span; ar_n = plan->n;
+    ar_sizes = plan->sizes; ar_offsets = plan->offsets; ar_cstart = plan->cstart;
+    ar_conf = plan->conf; ar_slot = plan->slot; ar_soff = plan->soff;
+    ar_nslots = plan->nslots; ar_owner = plan->owner; ar_isl = plan->isl;
     ar_next = ar_served = ar_live = 0; ar_diverged = 0;
-    memset(isl, 0, (size_t)n);
+    memset(ar_isl, 0, (size_t)ar_n);
     ar_active = 1;
 }
 
@@ -232,11 +238,9 @@ def _arena_functions(path):
     """The arena functions of the library at `path`, called with the GIL held (PyDLL): the
     state they change is also read by the allocator entry points, under the GIL."""
     lib = ctypes.PyDLL(path)
-    long_p, size_p = ctypes.POINTER(ctypes.c_long), ctypes.POINTER(ctypes.c_size_t)
+    long_p = ctypes.POINTER(ctypes.c_long)
     lib.pt_arena_begin.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_long,
-                                   ctypes.c_long, size_p, long_p, long_p, long_p, long_p,
-                                   long_p, ctypes.c_long, long_p,
-                                   ctypes.POINTER(ctypes.c_ubyte)]
+                                   ctypes.c_void_p]
     lib.pt_arena_begin.restype = None
     lib.pt_arena_end.argtypes = [long_p]
     lib.pt_arena_end.restype = ctypes.c_int
