@@ -94,17 +94,22 @@ def test_planned_steps_train_bitwise_like_the_pool_and_ask_it_once():
     pool.check()
 
 
-def test_a_steady_planned_step_asks_the_pool_for_a_few_blocks_only():
-    fluid.set_flags({"FLAGS_static_memory_plan": True})
+def _pool_requests_per_step(planned, batches):
+    """How many requests the pool served in each step of a fresh MLP job."""
+    fluid.set_flags({"FLAGS_static_memory_plan": planned})
     main, startup, loss = _mlp()
     exe, scope = fluid.Executor(fluid.CPUPlace()), fluid.Scope()
     exe.run(startup, scope=scope)
-    pool = _pool()
-    counts = []
-    for x, y in _batches(6):
+    pool, counts = _pool(), []
+    for x, y in batches:
         before = pool.n_requests
         exe.run(main, feed={"x": x, "y": y}, fetch_list=[loss], scope=scope)
         counts.append(pool.n_requests - before)
+    return counts
+
+
+def test_a_steady_planned_step_asks_the_pool_for_a_few_blocks_only():
+    counts = _pool_requests_per_step(True, _batches(6))
     # steps 0 and 1 (first and recorded) go to the pool request by request; the plan then
     # leaves the arena and the few blocks that outlive a step (the fetched loss)
     assert counts[0] > 20 and counts[1] > 20
@@ -112,38 +117,19 @@ def test_a_steady_planned_step_asks_the_pool_for_a_few_blocks_only():
 
 
 def test_the_flag_off_sends_every_request_to_the_pool():
-    fluid.set_flags({"FLAGS_static_memory_plan": False})
-    main, startup, loss = _mlp()
-    exe, scope = fluid.Executor(fluid.CPUPlace()), fluid.Scope()
-    exe.run(startup, scope=scope)
-    pool = _pool()
-    counts = []
-    for x, y in _batches(5):
-        before = pool.n_requests
-        exe.run(main, feed={"x": x, "y": y}, fetch_list=[loss], scope=scope)
-        counts.append(pool.n_requests - before)
-    assert min(counts) > 20
+    assert min(_pool_requests_per_step(False, _batches(5))) > 20
 
 
 def test_each_feed_shape_gets_its_own_plan():
     small, large = _batches(6, batch=8), _batches(6, batch=24, seed=1)
     mixed = [b for pair in zip(small, large) for b in pair]
     plain_losses, plain_params, _ = _train(False, mixed)
-    losses, params, records = _train(True, mixed)
+    losses, params, _ = _train(True, mixed)
     for a, b in zip(plain_losses, losses):
         assert np.array_equal(a, b)
     for name in plain_params:
         assert np.array_equal(plain_params[name], params[name])
-    pool = _pool()
-    fluid.set_flags({"FLAGS_static_memory_plan": True})
-    main, startup, loss = _mlp()
-    exe, scope = fluid.Executor(fluid.CPUPlace()), fluid.Scope()
-    exe.run(startup, scope=scope)
-    counts = []
-    for x, y in mixed:
-        before = pool.n_requests
-        exe.run(main, feed={"x": x, "y": y}, fetch_list=[loss], scope=scope)
-        counts.append(pool.n_requests - before)
+    counts = _pool_requests_per_step(True, mixed)
     assert all(c <= 3 for c in counts[4:]), counts
 
 
