@@ -253,3 +253,18 @@ def test_packed_blocks_never_share_bytes_while_both_live(blocks):
     live_peak = max(sum(sizes[i] for i in range(len(sizes)) if starts[i] <= t < ends[i])
                     for t in range(0, 61))
     assert span >= live_peak
+
+
+def test_a_step_with_a_few_temporaries_stays_on_the_pool():
+    fluid.set_flags({"FLAGS_static_memory_plan": True})
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x = fluid.data("x", [None, 4])
+        doubled = fluid.layers.scale(x, 2.0)
+    exe, scope = fluid.Executor(fluid.CPUPlace()), fluid.Scope()
+    for _ in range(4):
+        exe.run(main, feed={"x": np.ones((2, 4), np.float32)}, fetch_list=[doubled],
+                scope=scope)
+    (plan,) = [p for p in exe._plans.values() if not p.is_startup]
+    (shape,) = plan.memory_plans.values()
+    assert shape.plan is None and shape.not_worth_it  # an arena would cost more than it saves

@@ -35,6 +35,7 @@ from .pool import ALIGN
 MAX_FAILURES = 3  # steps of one shape that left the plan before it is given up
 MAX_SHAPES = 8  # feed shapes whose plans one program keeps (the most recent)
 MAX_REQUESTS = 20000  # larger steps are not planned (packing is quadratic in the worst case)
+MIN_PLANNED = 4  # a step with fewer temporaries saves less than taking an arena costs
 
 
 class Recording:
@@ -149,10 +150,11 @@ class _CPlan(ctypes.Structure):
 class ShapePlans:
     """One feed shape's planning state: the plan once recorded, and how often it failed."""
 
-    __slots__ = ("seen", "plan", "failures")
+    __slots__ = ("seen", "plan", "failures", "not_worth_it")
 
     def __init__(self):
         self.seen, self.plan, self.failures = 0, None, 0
+        self.not_worth_it = False  # too few temporaries: the pool serves them
 
 
 class StepMemory:
@@ -246,8 +248,11 @@ def _give_back_drained():
 def _learn(shape, recording, pool, phase_peaks_above_start):
     """Make the shape's plan from its recorded step, and reserve its arena in the pool now
     (taken and given back: the pool keeps the block for the next step), so that the steps
-    after this one find it there."""
-    if recording.ends:
+    after this one find it there. A step with fewer than MIN_PLANNED temporaries stays on the
+    pool."""
+    if len(recording.ends) < MIN_PLANNED:
+        shape.not_worth_it = True
+    else:
         shape.plan = StepPlan(recording, phase_peaks_above_start)
         base = _arena_block(pool, shape.plan.span)
         if base:
@@ -274,6 +279,6 @@ def step_memory(plans, feed_shapes, pool):
             plans.pop(next(iter(plans)))
         shape = plans[feed_shapes] = ShapePlans()
     shape.seen += 1
-    if shape.failures >= MAX_FAILURES or shape.seen < 2:
+    if shape.failures >= MAX_FAILURES or shape.not_worth_it or shape.seen < 2:
         return None
     return StepMemory(shape, pool, numpy_hook.context_of(pool), shape.plan)
