@@ -5,6 +5,7 @@ the plan (another shape, data-dependent sizes, an array kept by user code) is se
 pool without corruption."""
 
 import gc
+import sys
 
 import numpy as np
 import pytest
@@ -268,3 +269,48 @@ def test_a_step_with_a_few_temporaries_stays_on_the_pool():
     (plan,) = [p for p in exe._plans.values() if not p.is_startup]
     (shape,) = plan.memory_plans.values()
     assert shape.plan is None and shape.not_worth_it  # an arena would cost more than it saves
+
+
+def test_jobs_in_two_threads_share_the_plan_machinery_safely():
+    """Two executors stepping in two threads, switching inside each other's steps: one
+    records or replays at a time (arena._IN_USE), the other runs on the pool, and both train
+    bitwise as the pool alone does (a smoke test: the interleavings that would corrupt memory
+    without the guard are too rare to be forced here)."""
+    import threading
+    batches = _batches(12)
+    expected = _train(False, batches)
+    fluid.set_flags({"FLAGS_static_memory_plan": True})
+    jobs = []
+    for _ in range(2):  # built here: building programs is not thread-safe (Fluid's globals)
+        main, startup, loss = _mlp()
+        exe, scope = fluid.Executor(fluid.CPUPlace()), fluid.Scope()
+        exe.run(startup, scope=scope)
+        jobs.append((main, loss, exe, scope))
+    results, errors = [[], []], []
+
+    def job(k):
+        main, loss, exe, scope = jobs[k]
+        try:
+            for x, y in batches:
+                results[k].append(exe.run(main, feed={"x": x, "y": y}, fetch_list=[loss],
+                                          scope=scope)[0].copy())
+        except Exception as err:  # noqa: B902 (reported by the test below)
+            errors.append(err)
+
+    threads = [threading.Thread(target=job, args=(k,)) for k in range(2)]
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # the threads switch inside each other's steps
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=120)
+    finally:
+        sys.setswitchinterval(interval)
+    assert not errors
+    for (main, _, _, scope), losses in zip(jobs, results):
+        for a, b in zip(expected[0], losses):
+            assert np.array_equal(a, b)
+        for p in main.global_block().all_parameters():
+            assert np.array_equal(expected[1][p.name], scope.find_var(p.name).value)
+    _pool().check()

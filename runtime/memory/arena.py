@@ -171,12 +171,17 @@ class StepMemory:
         self.learned = None  # (recording, phase peaks above the start) to make the plan from
 
     def begin(self):
+        if _IN_USE[0] is not None:  # another thread's step is recording or replaying
+            self.ended = True
+            return
         if self.recording is not None:
+            _IN_USE[0] = self
             numpy_hook.RECORDING[0] = self.recording
             return
         plan, functions = self.plan, native.arena_functions()
         self.base = _arena_block(self.pool, plan.span)
         if self.base:
+            _IN_USE[0] = self
             functions.pt_arena_begin(self.ctx, self.base, plan.span, plan.c_plan_address)
 
     def settle(self):
@@ -186,24 +191,21 @@ class StepMemory:
             _learn(self.shape, *self.learned)
             self.learned = None
 
-    @property
-    def replaying(self):
-        return self.plan is not None and bool(self.base)
-
     def end(self, serving):
         """Stop recording or replaying; with the step's Serving (a step that completed) the
         recording is kept for `settle`, a replay's figures go to the Serving."""
         if self.ended:
             return
         self.ended = True
+        if _IN_USE[0] is not self:
+            return
+        _IN_USE[0] = None
         if self.recording is not None:
             numpy_hook.RECORDING[0] = None
             if serving is not None and not self.recording.broken:
                 start = serving.allocated_at_start
                 self.learned = (self.recording, serving.pool, {
                     tag: max(peak - start, 0) for tag, peak in serving.phase_peaks.items()})
-            return
-        if not self.base:
             return
         counts = (ctypes.c_long * 4)()
         state = native.arena_functions().pt_arena_end(counts)
@@ -219,6 +221,9 @@ class StepMemory:
 
 
 _RETIRED = {}  # arena base -> pool: arenas kept by blocks that outlived their step
+# the StepMemory recording or replaying now: the recording slot and the C side's arena are
+# one per process, so a step of another thread runs on the pool meanwhile
+_IN_USE = [None]
 
 
 def _arena_block(pool, span):
