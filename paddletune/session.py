@@ -19,15 +19,16 @@ import tokenize
 import traceback
 import types
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import List, Optional
 
 from . import profile as prof
 from .env import collect_env
 from .probes.base import Clock
-from .profile.records import (ErrorEvent, ExitEvent, NanInfEvent, OverridesEvent,
-                              ProbeUnavailableEvent, SpeedTestEvent, StepLimitEvent)
+from .profile.records import (SCOPE_EVENTS, ErrorEvent, ExitEvent, NanInfEvent,
+                              OverridesEvent, ProbeUnavailableEvent, SpeedTestEvent,
+                              StepLimitEvent)
 from .profile.paths import output_problem
 from .profile.schema import SchemaError, decode
 from .probes.memory import MemoryProbe
@@ -270,6 +271,7 @@ class _Session:
             if not probe.available:
                 self.event(ProbeUnavailableEvent, probe=probe.name, message=probe.reason)
         subs.append(self.source.subscribe("nan_inf", self._on_nan_inf))
+        subs.append(self.source.subscribe("scope", self._on_scope))
         if self.speed_test is not None:
             subs.append(self.source.subscribe("step_end", self.speed_test.on_step))
         subs.append(self.source.subscribe("step_end", self._count_step))  # last: after probes
@@ -301,6 +303,12 @@ class _Session:
         except SchemaError:
             record = NanInfEvent(self.clock.now(), message=message)
         self.writer.submit(record)
+
+    def _on_scope(self, record):
+        """What limits what the profile covers (a compiled model, one rank of many), as the
+        source recorded it, stamped now."""
+        if isinstance(record, SCOPE_EVENTS):
+            self.writer.submit(replace(record, t_s=self.clock.now()))
 
     def _nan_totals(self):
         """After a --check-nan-continue run that found more than MAX_NAN_EVENTS: one record

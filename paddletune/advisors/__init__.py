@@ -13,6 +13,7 @@ from . import optimizer  # noqa: F401  (#19)
 from . import threads  # noqa: F401  (#21, and Reduce vs AllReduce)
 from . import fetch  # noqa: F401  (#22)
 from . import nan  # noqa: F401  (#23)
+from . import scope  # noqa: F401  (#25)
 from .base import Advice, advise, checks, rank, rule, rules
 
 __all__ = ["Advice", "advise", "checks", "rank", "rule", "rules"]

@@ -33,7 +33,8 @@ BREAKDOWN = (("outside", "outside the runtime"), ("read", "reader wait in run"),
 OPTIONAL_PARTS = ("read",)  # rows shown only when non-zero
 QUANTILES = ("mean", "p50", "p90", "p99", "max")  # the step-time table's columns, then CV
 GPU_PEAKS = (("power_w", "W"), ("temperature_c", "°C"))
-SHOWN_ELSEWHERE = ("exit", "probe_unavailable", "speed_test")  # header, rows, sections
+SHOWN_ELSEWHERE = ("exit", "probe_unavailable", "speed_test", "compiled",
+                   "distributed")  # header, rows, sections
 ALARMING = ("nan_inf", "error", "signal")
 KILLED = "the job was killed or the profiler crashed"
 
@@ -46,7 +47,7 @@ def render_report(profile, console: Console, top_ops: int = 10):
                 _breakdown(s, profile.source.terms),
                 *reader_sections(profile, s), memory_section(profile, s),
                 parallel_section(profile, s), *_ops(s, top_ops), _system(profile, s),
-                _events(profile), _overhead(s), _hint(profile)]
+                _scope(profile), _events(profile), _overhead(s), _hint(profile)]
     for i, section in enumerate(x for x in sections if x is not None):
         if i:
             console.print()
@@ -331,6 +332,18 @@ def _gpu_value(g: GpuFigures) -> str:
             f"{name.replace('_', ' ')} {share:.0%} of samples"
             for name, share in g.throttle.items()))
     return " · ".join(parts)
+
+
+def _scope(profile) -> Optional[Text]:
+    """What the profile does not cover: a compiled model, one rank of a distributed job (the
+    source's scope events, each as it recorded it)."""
+    found = profile.events_of("compiled") + profile.events_of("distributed")
+    if not found:
+        return None
+    text = Text("What this profile covers:", style="bold")
+    for e in found:
+        text.append("\n  " + clean(e.message or event_kind(e)), style="yellow")
+    return text
 
 
 def _events(profile) -> Optional[Text]:

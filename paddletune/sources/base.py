@@ -34,6 +34,9 @@ runtime/events.py, are the reference; other sources build objects with the same 
                 wall_s, busy_s, ops_run, sched_s, ready_max, ready_mean, concurrency,
                 combine_s, place_s, num_iteration_per_drop_scope, dropped, fused
   drop_scope    executor_id, program_id, step, t, wall_s, held_bytes, variables
+  scope         a records.CompiledEvent or records.DistributedEvent (its t_s is replaced by
+                the session's clock): what limits what the profile covers (a compiled
+                graph, one rank of a distributed job)
 """
 
 from contextlib import contextmanager
@@ -43,7 +46,7 @@ from ..profile.records import AppliedOverride, Knob, NoEffect, SourceInfo
 
 EVENTS = ("step_end", "op_end", "compile", "nan_inf", "reader_state", "reader_push",
           "reader_pop", "memory_step", "memory_trace", "memory_oom", "sched_step",
-          "drop_scope")
+          "drop_scope", "scope")
 
 
 class Subscription:

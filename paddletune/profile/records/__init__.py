@@ -15,7 +15,7 @@ samples, events, reader, memory, sched (and every probe's own record).
 """
 
 from ..schema import Names
-from .events import (AppliedOverride, ErrorEvent, Event, ExitEvent, NanInfEvent, NoEffect,
+from .events import (AppliedOverride, CompiledEvent, DistributedEvent, ErrorEvent, Event, ExitEvent, NanInfEvent, NoEffect,
                      OverridesEvent, ProbeUnavailableEvent, SpeedTestEvent, StepLimitEvent)
 from .header import (Command, CpuInfo, CupyInfo, Env, GpuDevice, GpuInfo, Header, Knob,
                      MemoryInfo, NumpyInfo, Options, SourceInfo, Terms)
@@ -34,18 +34,20 @@ RECORDS = (Header, Step, Program, OpsRecord, StepWindow, SystemSample, GpuSample
            WorkerSample, SampleWindow, Event, ExitEvent, ErrorEvent, StepLimitEvent,
            NanInfEvent, ProbeUnavailableEvent, SpeedTestEvent, OverridesEvent, ReaderStart,
            ReaderEnd, ReaderInterval, MemoryStep, MemoryPeak, MemoryTrace, MemoryOom,
-           MemoryPool, SchedStep, SchedDrop, ProbeRecord)
+           MemoryPool, SchedStep, SchedDrop, ProbeRecord, CompiledEvent, DistributedEvent)
 EVENTS = (Event, ExitEvent, ErrorEvent, StepLimitEvent, NanInfEvent, ProbeUnavailableEvent,
-          SpeedTestEvent, OverridesEvent)
+          SpeedTestEvent, OverridesEvent, CompiledEvent, DistributedEvent)
+SCOPE_EVENTS = (CompiledEvent, DistributedEvent)  # what limits what a profile covers
 SAMPLES = (SystemSample, GpuSample, WorkerSample)
 
-__all__ = ["AppliedOverride", "Command", "CpuInfo", "CupyInfo", "DISCRIMINATORS", "Dist", "EVENTS",
-           "Env", "ErrorEvent", "Event", "ExitEvent", "GpuDevice", "GpuInfo", "GpuSample",
-           "Header", "Knob", "LoaderConfig", "MemoryInfo", "MemoryOom", "MemoryPeak",
-           "MemoryPool", "MemoryStep", "MemoryTrace", "MemoryTraceOp", "MemoryWindow", "Names",
-           "NanInfEvent", "NoEffect", "NumpyInfo", "OpTime", "OpTotal", "Options", "OpsRecord",
-           "OverridesEvent", "ProbeRecord", "ProbeUnavailableEvent", "Program", "ProgramOp",
-           "RECORDS", "ReaderEnd", "ReaderInterval", "ReaderStart", "SAMPLES", "SCHEMA_VERSION",
-           "STICKY", "STICKY_START", "SampleWindow", "SchedDrop", "SchedStep", "SchedWindow",
-           "Sketch", "SourceInfo", "SpeedTestEvent", "Stats", "Step", "StepCost", "StepLimitEvent",
-           "StepWindow", "SystemSample", "Terms", "WorkerCounts", "WorkerSample"]
+__all__ = ["AppliedOverride", "Command", "CompiledEvent", "CpuInfo", "CupyInfo", "DISCRIMINATORS",
+           "Dist", "DistributedEvent", "EVENTS", "Env", "ErrorEvent", "Event", "ExitEvent",
+           "GpuDevice", "GpuInfo", "GpuSample", "Header", "Knob", "LoaderConfig", "MemoryInfo",
+           "MemoryOom", "MemoryPeak", "MemoryPool", "MemoryStep", "MemoryTrace", "MemoryTraceOp",
+           "MemoryWindow", "Names", "NanInfEvent", "NoEffect", "NumpyInfo", "OpTime", "OpTotal",
+           "OpsRecord", "Options", "OverridesEvent", "ProbeRecord", "ProbeUnavailableEvent",
+           "Program", "ProgramOp", "RECORDS", "ReaderEnd", "ReaderInterval", "ReaderStart",
+           "SAMPLES", "SCHEMA_VERSION", "SCOPE_EVENTS", "STICKY", "STICKY_START", "SampleWindow",
+           "SchedDrop", "SchedStep", "SchedWindow", "Sketch", "SourceInfo", "SpeedTestEvent",
+           "Stats", "Step", "StepCost", "StepLimitEvent", "StepWindow", "SystemSample", "Terms",
+           "WorkerCounts", "WorkerSample"]

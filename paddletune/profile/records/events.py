@@ -214,3 +214,58 @@ class OverridesEvent:
     applied: Tuple[AppliedOverride, ...] = ()
     skipped: Tuple[NoEffect, ...] = ()
     message: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class CompiledEvent:
+    """The script compiled a model or a function (PyTorch's torch.compile or
+    Module.compile). The steps, the DataLoader and the threads are measured as usual; what
+    happens inside the compiled graph is not.
+
+    Fields:
+      t_s        when torch.compile was called
+      target     what was compiled: the module's class, or the function's name
+      backend    the compiler backend ("inductor", "eager", ...)
+      mode       torch.compile's mode (None: its default)
+      fullgraph  torch.compile's fullgraph
+      hidden     the options of this session that cannot see inside the graph, or change
+                 it: "ops" (--ops), "check_nan" (--check-nan): their per-module hooks split
+                 the compiled graph at every module
+      message    the same in one sentence
+    """
+
+    KIND: ClassVar[str] = "event"
+    WHAT: ClassVar[str] = "compiled"
+    t_s: TimeS
+    target: str = "?"
+    backend: Optional[str] = None
+    mode: Optional[str] = None
+    fullgraph: bool = False
+    hidden: Names = ()
+    message: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class DistributedEvent:
+    """The script joined a distributed job (torch.distributed.init_process_group) or wrapped
+    a model in DistributedDataParallel: the profile covers this process, one rank, only.
+
+    Fields:
+      t_s         when the call returned
+      call        init_process_group | DistributedDataParallel
+      backend     the process group's backend ("gloo", "nccl", ...; None: unknown)
+      rank        this process's rank (None: unknown)
+      world_size  the processes in the job (None: unknown)
+      module      the wrapped module's class (DistributedDataParallel)
+      message     the same in one sentence
+    """
+
+    KIND: ClassVar[str] = "event"
+    WHAT: ClassVar[str] = "distributed"
+    t_s: TimeS
+    call: str = "init_process_group"
+    backend: Optional[str] = None
+    rank: Optional[Count] = None
+    world_size: Optional[Count] = None
+    module: Optional[str] = None
+    message: Optional[str] = None

@@ -13,6 +13,8 @@
   `torch.set_num_threads` keeps the override's thread count;
 * --check-nan: a global forward hook on every leaf module checks its outputs (costs a
   reduction and a host sync per module call: roughly 10-40% of a CPU step);
+* torch.compile and torch.distributed (scope.py): a compiled model, a distributed job's
+  backend, rank and world size, each announced as a `scope` event;
 * --ops (while something listens to op_end): global forward pre/post hooks time each leaf
   module's forward pass, one op_end per call with the module's class as the op type (host
   time; the backward pass and the update stay in the step's compute, not split by module).
@@ -33,6 +35,7 @@ from ..eager.bus import OpEnd
 from ..eager.loaders import error_detail
 from ..eager.overrides import batch_size_fixed
 from ..eager.steps import iter_tensors
+from .scope import watch_scope
 
 _perf = time.perf_counter
 _cpu = time.thread_time
@@ -84,11 +87,19 @@ class TorchHooks:
             self._undo.append(hook.remove)
         if self.source.bus.listening("op_end"):
             self._time_modules()
+        self._undo.extend(watch_scope(lambda record: self.source.bus.emit("scope", record),
+                                      self._hidden()))
         if torch.cuda.is_available():
             from . import gpu
             self._undo.extend(gpu.time_copies_and_syncs(self.timer))
             self._cuda_memory = {}
         return self.remove
+
+    def _hidden(self) -> tuple:
+        """The options on in this run whose per-module hooks cannot see inside a compiled
+        graph (and split it)."""
+        return tuple(name for name, on in (("ops", self.source.bus.listening("op_end")),
+                                           ("check_nan", self.check_nan)) if on)
 
     def remove(self):
         while self._undo:
