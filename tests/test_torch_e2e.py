@@ -133,3 +133,23 @@ def test_torch_missing_is_a_clear_error(procs, tmp_path, framework):
     assert "PyTorch, which is not installed" in result.stderr
     assert "pip install" in result.stderr
     assert not out.exists()
+
+
+def test_an_unsupported_torch_version_is_one_line_before_anything_runs(procs, tmp_path):
+    """A torch older than 2.0 (a fake package on PYTHONPATH that says 1.13.1 and has nothing
+    else: a real 1.13 lacks the optimizer step hooks the source imports) is refused with the
+    supported range, exit status 2 as docs/frameworks.md says, no traceback, nothing run."""
+    fake = tmp_path / "old" / "torch"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text('__version__ = "1.13.1+cpu"\n')
+    script = tmp_path / "train.py"
+    script.write_text('import torch\nprint("the script ran")\n')
+    out = tmp_path / "e.jsonl"
+    env = {**ENV, "PYTHONPATH": f"{fake.parent}{os.pathsep}{REPO}"}
+    result = cli(procs, "profile", "--out", out, script, env=env)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stderr.splitlines() == [
+        "paddletune: torch: paddletune supports PyTorch 2.0 and later; this is torch "
+        "1.13.1+cpu: pip install 'torch>=2.0'"], result.stderr
+    assert "the script ran" not in result.stdout
+    assert not out.exists()

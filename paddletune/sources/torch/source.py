@@ -8,7 +8,6 @@ import torch
 
 from ...profile.records import Knob, SourceInfo, Terms
 from ..eager.source import EagerSource
-from .hooks import TorchHooks
 
 SUPPORTED = (2, 0)  # torch.optim's global step hooks arrived in 2.0
 LOADER = "torch.utils.data.DataLoader(..., {key}={{value}})"
@@ -25,11 +24,11 @@ class TorchSource(EagerSource):
     framework = "torch"
 
     def __init__(self):
-        version = _version_tuple(torch.__version__)
-        if version < SUPPORTED:
+        installed = str(getattr(torch, "__version__", "?"))
+        if _version_tuple(installed) < SUPPORTED:  # before hooks.py imports what 2.0 added
             raise UnsupportedVersion(
                 f"paddletune supports PyTorch 2.0 and later; this is torch "
-                f"{torch.__version__}: pip install 'torch>=2.0'")
+                f"{installed}: pip install 'torch>=2.0'")
         super().__init__()
 
     @staticmethod
@@ -71,6 +70,7 @@ class TorchSource(EagerSource):
         return out
 
     def _install(self, check_nan: bool, nan_continue: bool) -> Callable[[], None]:
+        from .hooks import TorchHooks  # torch.optim's step hooks: PyTorch 2.0 and later
         return TorchHooks(self, check_nan, nan_continue).install()
 
 
