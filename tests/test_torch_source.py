@@ -437,6 +437,7 @@ def test_every_python_line_of_torch_code_compiles():
         "async_loader": code.async_loader(["x", "y"], "CUDAPlace(0)", "loss"),
         "async_loader_cpu": code.async_loader(["x"], "CPUPlace", "cost"),
         "shard_note": code.shard_note(),
+        "pinned_copy": code.pinned_copy("CUDAPlace(0)"),
         "build_strategy": code.build_strategy({"fuse_all_reduce_ops": True}),
         "exec_strategy": code.exec_strategy({"num_threads": 2}),
         "layer_call": code.layer_call("dropout", p=0.1, training=True),

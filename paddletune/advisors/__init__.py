@@ -14,6 +14,8 @@ from . import threads  # noqa: F401  (#21, and Reduce vs AllReduce)
 from . import fetch  # noqa: F401  (#22)
 from . import nan  # noqa: F401  (#23)
 from . import scope  # noqa: F401  (#25)
+from . import transfer  # noqa: F401  (#26)
+from . import prefetch  # noqa: F401  (#27)
 from .base import Advice, advise, checks, rank, rule, rules
 
 __all__ = ["Advice", "advise", "checks", "rank", "rule", "rules"]

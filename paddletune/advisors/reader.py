@@ -10,6 +10,7 @@ from ..sources.code import CodeWriter
 from .base import Advice, rule
 from .facts import enough_steps, free_cores, main_loader, ms, script, writer
 from .input import MIN_INPUT_S
+from .prefetch import burst_plan
 from .producers import (ProducerCost, blas_note, cpu_bound_note, gain_severity, plan_figures,
                         size_workers, trainer_work_bound, worker_busy_cores)
 
@@ -42,7 +43,8 @@ def reader_starved(profile) -> Optional[Advice]:
     filled); the worker count comes from producer vs consumer time.
     """
     f = main_loader(profile)
-    if f is None or not enough_steps(profile) or not _starved(f):
+    if f is None or not enough_steps(profile) or not _starved(f) or \
+            burst_plan(profile, f) is not None:  # workers idle while the queue ran dry: #27
         return None
     plan = worker_plan(profile, f)
     wait_s, share = f.wait.per_step_s or 0.0, f.wait.share

@@ -26,6 +26,8 @@ from .samples import entity_windows
 
 OSCILLATION_SWINGS = 3  # drained from full to empty at least this often: oscillating
 TIMELINE_POINTS = 48  # the fill-over-time series is averaged down to at most this many points
+LONG_WAIT_S = 0.001  # a pop that waited this long found no batch ready (taking a ready one
+# from a worker costs the loop ~0.1 ms)
 MIN_POPS = 10  # fewer pops than this in the steady intervals: use every interval
 
 
@@ -157,7 +159,13 @@ def _wait(c: r.ReaderInterval, step, span_s) -> F.WaitFigures:
                          p50_s=None if p50 is None else min(p50, top),
                          p90_s=None if p90 is None else min(p90, top), max_s=top,
                          total_s=c.wait_s, per_step_s=step["wait_s"] if step else None,
-                         share=share)
+                         share=share, waited_pops=_waited_pops(hist) if hist else None)
+
+
+def _waited_pops(hist) -> int:
+    """The pops of a wait histogram in the buckets at or above LONG_WAIT_S."""
+    floor = loghist.bucket(LONG_WAIT_S)
+    return sum(n for k, n in hist.items() if int(k) >= floor)
 
 
 def _occupancy(c: r.ReaderInterval, capacity) -> Optional[F.Occupancy]:

@@ -65,6 +65,11 @@ class CodeWriter:
         `num_workers` its worker processes (0: the framework's default producer)."""
         raise NotImplementedError
 
+    def pinned_copy(self, place: str) -> str:
+        """The loop's host-to-device copy of a pinned batch made asynchronous (the copy
+        leaves the loop's thread), for a framework whose DataLoader pins batches."""
+        return self.comment("copy each batch to the device asynchronously")
+
     def shard_note(self) -> str:
         """How a generator that several workers run makes only its share (comment lines)."""
         return ""

@@ -20,6 +20,9 @@ class WaitFigures:
       total_s     all of them
       per_step_s  per training step (the pops paired with each step)
       share       of the loop's time (per step / cycle, else total / span)
+      waited_pops  pops that waited at least 1 ms (reader_figures.LONG_WAIT_S): no batch the
+                   loop could take was ready, even where the queue held later ones (PyTorch
+                   delivers batches in order)
     """
 
     mean_s: Optional[Seconds] = None
@@ -29,6 +32,7 @@ class WaitFigures:
     total_s: Seconds = 0.0
     per_step_s: Optional[Seconds] = None
     share: Optional[Share] = None
+    waited_pops: Optional[Count] = None
 
 
 @dataclass(frozen=True)

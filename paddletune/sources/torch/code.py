@@ -54,6 +54,13 @@ class TorchCode(CodeWriter):
             f"non_blocking=True)",
             f"    {loss} = loss_fn(model(x), y)"])
 
+    def pinned_copy(self, place: str) -> str:
+        device = "cuda" if "CUDA" in (place or "") else "cpu"
+        return "\n".join([
+            "for x, y in loader:  # pinned batches: non_blocking lets the copy leave the loop",
+            f"    x, y = x.to('{device}', non_blocking=True), y.to('{device}', "
+            f"non_blocking=True)"])
+
     def shard_note(self) -> str:
         return ("# an IterableDataset runs in every worker: each must yield only its share:\n"
                 "#   info = torch.utils.data.get_worker_info()\n"

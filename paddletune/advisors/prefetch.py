@@ -1,0 +1,139 @@
+"""docs/advice.md #27: DataLoader workers that keep up on average, yet the loop still waits:
+the queue is too shallow for the workers' bursts -> raise prefetch_factor.
+
+The signal is measured: each worker's time per batch (the forked workers' fetch timing) times
+the batches they made, against the time the workers had, gives how busy they were. Workers
+idle part of the time while the loop found the queue empty had time to make more batches; what
+stopped them is the batches they may have outstanding (prefetch_factor per worker). The depth
+that covers a burst is the loop's mean wait at an empty pop, in batches of its own work."""
+
+import math
+from typing import Optional
+
+from ..profile.figures import LoaderFigures
+from .base import Advice, rule
+from .facts import enough_steps, main_loader, ms, writer
+from .input import MIN_INPUT_S
+from .producers import gain_severity
+
+KNOB = "reader.prefetch_factor"
+IDLE_BUSY = 0.9  # workers busy under this share of their time had time to make more batches
+BURST_WAIT_SHARE = 0.05  # the loop waited at least this share of its step
+DEFAULT_PREFETCH = 2  # PyTorch's and Paddle's default prefetch_factor
+KEEP_UP = 1.0  # the workers make batches at least this many times as fast as the loop takes
+# them when data is free (else they are too few: #2's advice, more workers)
+MAX_PREFETCH = 8  # the largest factor advised (each batch outstanding is held in memory)
+
+
+@rule
+def prefetch_depth(profile) -> Optional[Advice]:
+    """prefetch depth (#27)
+
+    Fires when a DataLoader's worker processes make batches faster than the loop takes them
+    and were idle part of the time, while the loop waited for the batch due: more batches
+    outstanding per worker absorb the bursts.
+    """
+    f = main_loader(profile)
+    plan = burst_plan(profile, f) if f is not None else None
+    if plan is None:
+        return None
+    return Advice(
+        id="prefetch-factor", source=27,
+        title=(f"Raise prefetch_factor to {plan['prefetch_factor']}: the workers keep up, the "
+               f"queue runs dry in bursts"),
+        severity=gain_severity("medium" if plan["wait_share"] >= 0.2 else "low",
+                               plan["speedup"]),
+        confidence="medium", evidence=_evidence(f, plan),
+        change=(f"{writer(profile).loader(f.config, prefetch_factor=plan['prefetch_factor'])}"
+                f"\n# {f.config.num_workers} x {plan['prefetch_factor']} batches outstanding:"
+                f" each is held in memory until the loop takes it"),
+        expected_gain=(f"up to {plan['speedup']:.2f}x steps/s ({ms(plan['cycle_s'])} -> "
+                       f"{ms(plan['predicted_cycle_s'])} per step) if the deeper queue "
+                       f"covers the bursts; the workers' measured time bounds it"),
+        expected_speedup=plan["speedup"], figures=plan)
+
+
+def burst_plan(profile, f: LoaderFigures) -> Optional[dict]:
+    """The figures of #27 when it fires for loader `f` (None otherwise): reader-starved
+    leaves this case to it."""
+    workers = f.config.num_workers or 0
+    s = profile.summary
+    if workers < 1 or not _acts_on(profile) or not enough_steps(profile) or not s.cycle_s:
+        return None
+    slowest_s, busy = _worker_load(f, workers)
+    wait_s, share = f.wait.per_step_s or 0.0, f.wait.share or 0.0
+    per_batch, taken = f.consumer.s_per_batch, f.consumer.rate_per_s
+    made = workers / slowest_s if slowest_s else None  # batches go round-robin, in order:
+    # the slowest worker sets the pace
+    waited = f.wait.waited_pops
+    if busy is None or busy >= IDLE_BUSY or not waited or not per_batch or \
+            wait_s < MIN_INPUT_S or share < BURST_WAIT_SHARE or not made or not taken or \
+            made < KEEP_UP * taken:
+        return None
+    prefetch = f.config.prefetch_factor or DEFAULT_PREFETCH
+    capacity = f.config.capacity or workers * prefetch
+    burst_s = max(f.wait.total_s / waited, f.wait.p90_s or 0.0)  # the wait at a burst
+    short = math.ceil(burst_s / per_batch)  # batches of the loop's work a burst outlasts
+    wanted = min(max(prefetch + 1, math.ceil((capacity + short) / workers)), MAX_PREFETCH)
+    if wanted <= prefetch:
+        return None
+    cycle_s = s.cycle_s.mean
+    predicted = min(max(cycle_s - wait_s, cycle_s * busy), cycle_s)  # the busiest worker's
+    # own time bounds the step
+    return {"workers": workers, "prefetch_factor": wanted, "current_prefetch": prefetch,
+            "capacity": capacity, "workers_busy_share": busy, "empty_ratio": f.empty_ratio,
+            "pops": f.batches, "waited_pops": waited, "queue_mean": _queue_mean(f),
+            "wait_per_step_s": wait_s, "wait_share": share, "burst_wait_s": burst_s, "loop_s_per_batch": per_batch,
+            "worker_s_per_batch": f.producer.s_per_batch, "slowest_worker_s": slowest_s,
+            "batches_short": short,
+            "workers_batches_per_s": made, "loop_batches_per_s": taken,
+            "cycle_s": cycle_s, "predicted_cycle_s": predicted,
+            "speedup": cycle_s / predicted if predicted > 0 else None}
+
+
+def _acts_on(profile) -> bool:
+    return any(k.id == KNOB for k in profile.source.knobs)
+
+
+def _worker_load(f: LoaderFigures, workers: int):
+    """(the slowest worker's time per batch, the busiest worker's share of the span: its
+    time per batch times its batches); (None, None) when not measured. Without per-worker
+    figures, the producers' mean."""
+    rows = [w for w in f.workers if w.worker >= 0 and w.s_per_batch and w.batches]
+    if not f.span_s:
+        return None, None
+    if rows:
+        return (max(w.s_per_batch for w in rows),
+                max(w.s_per_batch * w.batches for w in rows) / f.span_s)
+    per_batch = f.producer.s_per_batch
+    if not per_batch or not f.pushes:
+        return None, None
+    return per_batch, per_batch * f.pushes / (workers * f.span_s)
+
+
+def _queue_mean(f: LoaderFigures) -> Optional[float]:
+    return f.occupancy.mean if f.occupancy is not None else None
+
+
+def _held(plan: dict) -> str:
+    """', while the queue held 1.3 batches on average' where it was not empty (PyTorch
+    delivers batches in order: later ones wait behind the one due)."""
+    mean = plan["queue_mean"]
+    return (f" while the queue held {mean:.1f} batches on average (later batches wait "
+            f"behind the one due)" if mean and mean >= 0.5 else "")
+
+
+def _evidence(f: LoaderFigures, plan: dict) -> str:
+    return (f"{f.name or 'the DataLoader'}'s {plan['workers']} worker process"
+            f"{'es' * (plan['workers'] > 1)} took {ms(plan['worker_s_per_batch'])} per batch "
+            f"(the slowest {ms(plan['slowest_worker_s'])}): "
+            f"{plan['workers_batches_per_s']:,.0f} batches/s in turn against the "
+            f"{plan['loop_batches_per_s']:,.0f} the loop takes when data is free, the busiest "
+            f"busy {plan['workers_busy_share']:.0%} of the time: they keep up on average; "
+            f"yet with {plan['capacity']} batches outstanding (prefetch_factor "
+            f"{plan['current_prefetch']} x {plan['workers']}) the loop found no batch ready "
+            f"at {plan['waited_pops']:,} of {plan['pops']:,} pops{_held(plan)}: waits of "
+            f"{ms(plan['burst_wait_s'])} (p90, or their mean), {plan['wait_share']:.0%} of its "
+            f"{ms(plan['cycle_s'])} step. A burst outlasts {plan['batches_short']} batch(es) "
+            f"of the loop's {ms(plan['loop_s_per_batch'])} work; idle workers had the time "
+            f"to make them, but no more batches outstanding.")
