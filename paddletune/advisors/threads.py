@@ -5,8 +5,8 @@ from typing import List, NamedTuple, Optional
 
 from .base import Advice, rule
 from .facts import (BLAS_FAMILIES, OPTIMIZER_NAMES, CpuFacts, blas_family,  # noqa: F401
-                    concurrent_executors, cpu_facts, enough_steps, main_loader, main_ops,
-                    op_types_share, script, system_mean, system_stats, writer)
+                    concurrent_executors, cpu_facts, enough_steps, free_cores, main_loader,
+                    main_ops, op_types_share, script, system_mean, system_stats, writer)
 from .parallel import parallel_summary
 from .reader import starved as reader_is_starved
 
@@ -14,6 +14,9 @@ STEAL_PERCENT = 10.0  # mean steal at or above this: the VM shares its cores (me
 HIGH_STEAL_PERCENT = 25.0  # ... and at or above this: high
 WORKER_SLACK = 0.25  # reader workers busy on this much less than a core do not crowd one
 IDLE_FRACTION = 0.5  # process CPU below this share of the usable cores: cores idle
+PREEMPTED_PER_STEP = 2.0  # involuntary switches of the training thread per step from which its
+# math threads are taken off the cores mid-op (measured, examples/torch/mlp.py on 2 cores with
+# another process busy on ~1.4: 4-5 per step at 2 intra-op threads, 0.5-0.7 at 1)
 REDUCE_SHARE = 0.10  # Reduce vs AllReduce: optimizer share of op time for it to matter
 MIN_BLAS_SHARE = 0.3  # raise BLAS threads only when BLAS ops take at least this op time
 BLAS_OPS = tuple(t + g for t in ("mul", "matmul", "conv2d", "depthwise_conv2d",
@@ -32,6 +35,8 @@ def cpu_threads(profile) -> List[Advice]:
         return []
     found = [_steal(profile, cpu), _oversubscribed(profile, cpu)]
     if found[1] is None:
+        found.append(_contended(profile, cpu))
+    if found[1] is None and found[2] is None:
         found.append(_underused(profile, cpu))
     return [a for a in found if a is not None]
 
@@ -85,6 +90,44 @@ def _oversubscribed(profile, cpu: CpuFacts) -> Optional[Advice]:
                  "threads": total, "blas_op_share": share, "ctx_involuntary_per_s": ctx,
                  "worker_processes": workers.count, "worker_cores": workers.busy,
                  "suggested_blas_threads": n})
+
+
+def _contended(profile, cpu: CpuFacts) -> Optional[Advice]:
+    """The math threads fit the cores, but not the cores other processes leave, and the
+    training thread is preempted every step: OpenMP threads spin at each op's barrier, and
+    one taken off its core stalls the op."""
+    threads, cores = (cpu.blas_threads or 0) * cpu.runtime_threads, cpu.cores
+    free = free_cores(profile)
+    invol, cycle = system_mean(profile, "ctx_involuntary_per_s"), profile.summary.cycle_s
+    if threads < 2 or free is None or invol is None or not cycle or \
+            not enough_steps(profile):
+        return None
+    left = max(cores - free.others, 0.0)  # the cores other processes leave the job
+    n = max(1, round(left)) // cpu.runtime_threads or 1
+    per_step = invol * cycle.mean
+    if n >= cpu.blas_threads or per_step < PREEMPTED_PER_STEP:
+        return None
+    return Advice(
+        id="cpu-contended", source=21, severity="medium", confidence="medium",
+        title=f"CPU contended: {threads} math threads on the {left:.1f} core(s) other "
+              f"processes leave",
+        evidence=(f"{cpu.blas_label} runs {cpu.blas_threads} thread(s) per runtime thread "
+                  f"({threads}) on {cores} usable cores, while other processes kept "
+                  f"{free.others:.1f} of them busy; the training thread was preempted "
+                  f"{per_step:.1f} times per step ({invol:.0f} involuntary context "
+                  f"switches/s of the main thread over a {cycle.mean * 1e3:.2f} ms step): "
+                  f"math threads spin at each op's barrier, and one taken off its core "
+                  f"stalls the op."),
+        change=blas_setting(profile, cpu, n),
+        expected_gain=(f"not predicted from this profile (it ran only this thread count). "
+                       f"Measured on a 2-core VM with another process busy on ~1.4 cores: a "
+                       f"PyTorch MLP step took 43-61 ms at 2 intra-op threads, 3.4-4.1 ms at 1. "
+                       f"Measure it: `{cpu.blas_env}={n} paddletune profile {script(profile)}`"
+                       f"; when the other processes stop, more threads may pay again"),
+        figures={"usable_cores": cores, "blas_threads": cpu.blas_threads,
+                 "runtime_threads": cpu.runtime_threads, "other_processes_cores": free.others,
+                 "cores_left": left, "ctx_involuntary_per_s": invol,
+                 "preempted_per_step": per_step, "suggested_blas_threads": n})
 
 
 class BusyWorkers(NamedTuple):
