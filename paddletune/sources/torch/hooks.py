@@ -40,7 +40,11 @@ from .scope import watch_scope
 _perf = time.perf_counter
 _cpu = time.thread_time
 _WORKER_STATS = None  # the shared array the workers forked next inherit (None: not now)
-STATS = 3  # per worker: batches, seconds, CPU seconds
+# per worker in the shared array: how many batches it made, then for each of the last RING
+# batches (slot = batch number % RING) its seconds and CPU seconds. A worker runs at most
+# prefetch_factor batches ahead of the loop, so the loop finds each batch's own figures.
+RING = 256
+STATS = 1 + 2 * RING
 
 
 class NanInfError(FloatingPointError):
@@ -48,13 +52,13 @@ class NanInfError(FloatingPointError):
 
 
 class _IterState:
-    __slots__ = ("loader_id", "config", "handle", "stale", "stats", "seen", "worker",
+    __slots__ = ("loader_id", "config", "handle", "stale", "stats", "taken", "worker",
                  "__weakref__")
 
     def __init__(self, loader_id: int, config: dict):
         self.loader_id, self.config = loader_id, config
         self.handle, self.stale, self.stats, self.worker = None, False, None, None
-        self.seen: List[List[float]] = []
+        self.taken: List[int] = []  # per worker: how many of its batches the loop took
 
 
 class TorchHooks:
@@ -183,7 +187,7 @@ class TorchHooks:
             state = it.__dict__.get("_paddletune")
             if state is not None and stats is not None:
                 state.stats = stats
-                state.seen = [[0.0] * STATS for _ in range(loader.num_workers)]
+                state.taken = [0] * loader.num_workers
         return __init__
 
     @staticmethod
@@ -251,17 +255,16 @@ class TorchHooks:
         return state.handle
 
     def _worker_batch(self, handle, state, batch, ready):
-        """The batch came from worker `state.worker`: its time from the shared counters
-        (returns what tracker.produced does)."""
+        """The batch came from worker `state.worker`: its own time, from the worker's slot for
+        it in the shared array (returns what tracker.produced does). A worker's batches reach
+        the loop in the order it made them, and it counts a batch before sending it."""
         worker, stats = state.worker, state.stats
-        seen = state.seen[worker]
-        now = [stats[worker * STATS + k] for k in range(STATS)]
-        batches = now[0] - seen[0]
-        if batches < 1:
+        number, base = state.taken[worker], worker * STATS
+        if stats[base] <= number:  # not counted (a batch from before the hooks)
             return None
-        state.seen[worker] = now
-        return self.tracker.produced(handle, worker, (now[1] - seen[1]) / batches,
-                                     (now[2] - seen[2]) / batches, batch, ready)
+        state.taken[worker] = number + 1
+        slot = base + 1 + 2 * (number % RING)
+        return self.tracker.produced(handle, worker, stats[slot], stats[slot + 1], batch, ready)
 
     # --- threads ----------------------------------------------------------------------------
     def _threads(self):
@@ -366,9 +369,10 @@ def _timed_fetch(original):
         info = torch.utils.data.get_worker_info()
         if info is not None and (info.id + 1) * STATS <= len(stats):
             base = info.id * STATS
-            stats[base] += 1
-            stats[base + 1] += _perf() - t0
-            stats[base + 2] += _cpu() - c0
+            made = int(stats[base])
+            slot = base + 1 + 2 * (made % RING)
+            stats[slot], stats[slot + 1] = _perf() - t0, _cpu() - c0
+            stats[base] = made + 1  # counted last: the loop reads the slot once it sees it
         return out
     return fetch
 
