@@ -17,48 +17,19 @@ one JSON line. Run: python benchmarks/bench_torch_overhead.py [--rounds 11 --ste
 
 import argparse
 import json
-import statistics
 import sys
 import tempfile
 import time
-from contextlib import contextmanager
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
-from paddletune.probes.base import Clock  # noqa: E402
-from paddletune.profile import ProfileWriter, header_record  # noqa: E402
-from paddletune.session import session_probes  # noqa: E402
+from overhead_common import interleave, json_figures, print_table, profiled  # noqa: E402
 from paddletune.sources.torch.source import TorchSource  # noqa: E402
-
-
-@contextmanager
-def profiled(directory, index):
-    """Run the block under a profiling session's default probes, writing a profile."""
-    clock = Clock()
-    writer = ProfileWriter(Path(directory) / f"profiled-{index}.jsonl", clock=clock.now)
-    source = TorchSource()
-    source.begin()
-    writer.submit(header_record({"argv": ["bench_torch_overhead"]}, {}, {}, time.time(),
-                                source.info()))
-    active = session_probes(writer.submit, clock, source, 0.5)
-    for p in active:
-        p.start()
-    try:
-        with source.running():
-            yield source
-    finally:
-        for p in active:
-            p.stop()
-        writer.finish()
-
-
-@contextmanager
-def bare(directory, index):
-    yield None
 
 
 class Job:
@@ -106,21 +77,6 @@ class TinyJob(Job):
         self.loss_fn = lambda out, y: out.sum()
 
 
-def interleaved(job, args, directory, steps):
-    """{kind: [seconds per step, one per round]}, [profiled / bare per round]."""
-    times, ratios = {"bare": [], "profiled": []}, []
-    for r in range(args.rounds):
-        order = ("bare", "profiled") if r % 2 == 0 else ("profiled", "bare")
-        this = {}
-        for kind in order:
-            context = bare if kind == "bare" else profiled
-            with context(directory, r):
-                this[kind] = job.steps(steps)
-            times[kind].append(this[kind])
-        ratios.append(this["profiled"] / this["bare"])
-    return times, ratios
-
-
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--batch-size", type=int, default=128)
@@ -138,35 +94,19 @@ def main(argv=None):
     tiny.steps(args.warmup)
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as directory:
-        times, ratios = interleaved(job, args, directory, args.steps)
-        tiny_times, _ = interleaved(tiny, args, directory, args.tiny_steps)
+        def under_probes(r):
+            return profiled(TorchSource, Path(directory) / f"profiled-{r}.jsonl",
+                            "bench_torch_overhead")
+        mlp = interleave(job, args.rounds, args.steps, under_probes)
+        tiny_run = interleave(tiny, args.rounds, args.tiny_steps, under_probes)
     wall = time.perf_counter() - started
-    base, prof = statistics.median(times["bare"]), statistics.median(times["profiled"])
-    overhead = prof / base - 1
-    paired = statistics.median(ratios) - 1
-    print(f"PyTorch {torch.__version__} MLP 784-512-512-10, batch {args.batch_size}, "
-          f"{args.threads} thread(s): {args.rounds} rounds x {args.steps} steps per block "
-          f"({wall:.1f} s)")
-    print(f"{'configuration':<14}{'median step (ms)':>18}{'min':>10}{'max':>10}")
-    for kind, values in times.items():
-        print(f"{kind:<14}{statistics.median(values) * 1e3:>18.3f}"
-              f"{min(values) * 1e3:>10.3f}{max(values) * 1e3:>10.3f}")
-    print(f"overhead: {overhead:+.2%} (ratio of medians), {paired:+.2%} (median of the "
-          f"rounds' paired ratios); target < 1%")
-    tiny_bare = statistics.median(tiny_times["bare"])
-    per_step = statistics.median(tiny_times["profiled"]) - tiny_bare
-    print(f"absolute cost per step (a near-empty step of {tiny_bare * 1e6:.0f} us, "
-          f"{args.tiny_steps} steps per block): {per_step * 1e6:.1f} us = "
-          f"{per_step / base:.2%} of the MLP step")
+    print_table(f"PyTorch {torch.__version__} MLP 784-512-512-10, batch {args.batch_size}, "
+                f"{args.threads} thread(s): {args.rounds} rounds x {args.steps} steps per "
+                f"block ({wall:.1f} s)", mlp, tiny_run, args.tiny_steps)
     print(json.dumps({"bench": "torch_overhead", "torch": torch.__version__,
                       "batch_size": args.batch_size, "threads": args.threads,
                       "rounds": args.rounds, "steps": args.steps,
-                      "bare_step_ms": round(base * 1e3, 4),
-                      "profiled_step_ms": round(prof * 1e3, 4),
-                      "overhead": round(overhead, 5), "paired_overhead": round(paired, 5),
-                      "cost_per_step_us": round(per_step * 1e6, 2),
-                      "cost_share_of_mlp_step": round(per_step / base, 5),
-                      "target": 0.01, "within_target": per_step / base < 0.01}))
+                      **json_figures(mlp, tiny_run)}))
 
 
 if __name__ == "__main__":

@@ -7,6 +7,7 @@ Importing this module imports paddle (only done when a Paddle job runs)."""
 
 import re
 import warnings
+from math import prod
 from contextlib import contextmanager
 from typing import Callable, Dict, List, Optional
 
@@ -90,8 +91,8 @@ class PaddleSource(EagerSource):
     @staticmethod
     def nbytes_of(item) -> int:
         if isinstance(item, paddle.Tensor):
-            try:
-                return int(item.size) * int(item.element_size())
+            try:  # (not item.size: paddle 3 builds a paddle.Size for it, 10x the time)
+                return prod(item.shape) * int(item.element_size())
             except Exception:  # noqa: BLE001
                 return 0
         return int(getattr(item, "nbytes", 0) or 0)

@@ -1,0 +1,141 @@
+"""What bench_torch_overhead.py and bench_paddle_overhead.py share: a block of training
+steps run under the probes a `paddletune profile` session runs (session.session_probes,
+writing a real profile file, with the framework source's hooks installed), the interleaving
+of bare and profiled blocks in one process, and the table and JSON line they print.
+
+A job is any object with `steps(n) -> seconds per step`; a source is an eager framework's
+Source (sources/torch, sources/paddle), made fresh for each profiled block."""
+
+import statistics
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Callable, Dict, List, NamedTuple, Tuple
+
+from paddletune.probes.base import Clock
+from paddletune.profile import ProfileWriter, header_record
+from paddletune.session import session_probes
+
+
+@contextmanager
+def profiled(make_source: Callable, path: Path, argv0: str, ops: bool = False):
+    """Run the block under a profiling session's default probes, writing a profile to
+    `path`; yields the source."""
+    clock = Clock()
+    writer = ProfileWriter(path, clock=clock.now)
+    source = make_source()
+    source.begin()
+    writer.submit(header_record({"argv": [argv0]}, {}, {}, time.time(), source.info()))
+    active = session_probes(writer.submit, clock, source, 0.5, ops=ops)
+    for p in active:
+        p.start()
+    try:
+        with source.running():
+            yield source
+    finally:
+        for p in active:
+            p.stop()
+        writer.finish()
+
+
+class Interleaved(NamedTuple):
+    """Seconds per step of each round's bare and profiled blocks, each round's profiled /
+    bare ratio, and the process's CPU seconds per step in each block (every thread's: the
+    probes' samplers and the profile writer's included; what other jobs on a shared machine
+    do to the wall time barely moves it)."""
+
+    bare: List[float]
+    profiled: List[float]
+    ratios: List[float]
+    bare_cpu: List[float]
+    profiled_cpu: List[float]
+
+    @property
+    def median_bare(self) -> float:
+        return statistics.median(self.bare)
+
+    @property
+    def median_profiled(self) -> float:
+        return statistics.median(self.profiled)
+
+    @property
+    def overhead(self) -> float:
+        """The ratio of the medians, less 1."""
+        return self.median_profiled / self.median_bare - 1
+
+    @property
+    def paired_overhead(self) -> float:
+        """The median of the rounds' paired ratios, less 1."""
+        return statistics.median(self.ratios) - 1
+
+    @property
+    def cost_per_step_s(self) -> float:
+        return self.median_profiled - self.median_bare
+
+    @property
+    def cpu_cost_per_step_s(self) -> float:
+        return statistics.median(self.profiled_cpu) - statistics.median(self.bare_cpu)
+
+
+def interleave(job, rounds: int, steps: int, under_probes: Callable) -> Interleaved:
+    """`rounds` rounds of a bare block and a profiled block of `steps` steps each, their
+    order alternating between rounds; `under_probes(round)` is the profiled block's context."""
+    out = Interleaved([], [], [], [], [])
+    for r in range(rounds):
+        order: Tuple[str, ...] = ("bare", "profiled") if r % 2 == 0 else ("profiled", "bare")
+        this: Dict[str, float] = {}
+        for kind in order:
+            if kind == "bare":
+                this[kind], cpu = _block(job, steps)
+                out.bare_cpu.append(cpu)
+            else:
+                with under_probes(r):
+                    this[kind], cpu = _block(job, steps)
+                out.profiled_cpu.append(cpu)
+        out.bare.append(this["bare"])
+        out.profiled.append(this["profiled"])
+        out.ratios.append(this["profiled"] / this["bare"])
+    return out
+
+
+def _block(job, steps: int) -> Tuple[float, float]:
+    """(wall seconds per step, the process's CPU seconds per step) of `steps` steps."""
+    cpu0 = time.process_time()
+    wall = job.steps(steps)
+    return wall, (time.process_time() - cpu0) / steps
+
+
+def print_table(title: str, mlp: Interleaved, tiny: Interleaved, tiny_steps: int,
+                target: float = 0.01):
+    print(title)
+    print(f"{'configuration':<14}{'median step (ms)':>18}{'min':>10}{'max':>10}")
+    for kind, values in (("bare", mlp.bare), ("profiled", mlp.profiled)):
+        print(f"{kind:<14}{statistics.median(values) * 1e3:>18.3f}"
+              f"{min(values) * 1e3:>10.3f}{max(values) * 1e3:>10.3f}")
+    spread = [r - 1 for r in mlp.ratios]
+    print(f"overhead: {mlp.overhead:+.2%} (ratio of medians), {mlp.paired_overhead:+.2%} "
+          f"(median of the rounds' paired ratios, which range {min(spread):+.2%} to "
+          f"{max(spread):+.2%}); target < {target:.0%}")
+    per_step = tiny.cost_per_step_s
+    print(f"absolute cost per step (a near-empty step of {tiny.median_bare * 1e6:.0f} us, "
+          f"{tiny_steps} steps per block): {per_step * 1e6:.1f} us = "
+          f"{per_step / mlp.median_bare:.2%} of the MLP step")
+    cpu = tiny.cpu_cost_per_step_s
+    print(f"CPU cost per step (the process's CPU time, every thread's, on the near-empty "
+          f"step): {cpu * 1e6:.1f} us = {cpu / mlp.median_bare:.2%} of the MLP step; MLP "
+          f"blocks: {mlp.cpu_cost_per_step_s * 1e6:+.1f} us CPU per step")
+
+
+def json_figures(mlp: Interleaved, tiny: Interleaved, target: float = 0.01) -> dict:
+    share = tiny.cost_per_step_s / mlp.median_bare
+    return {"bare_step_ms": round(mlp.median_bare * 1e3, 4),
+            "profiled_step_ms": round(mlp.median_profiled * 1e3, 4),
+            "overhead": round(mlp.overhead, 5), "paired_overhead": round(mlp.paired_overhead, 5),
+            "paired_min": round(min(mlp.ratios) - 1, 5),
+            "paired_max": round(max(mlp.ratios) - 1, 5),
+            "cost_per_step_us": round(tiny.cost_per_step_s * 1e6, 2),
+            "cost_share_of_mlp_step": round(share, 5),
+            "cpu_cost_per_step_us": round(tiny.cpu_cost_per_step_s * 1e6, 2),
+            "cpu_cost_share_of_mlp_step": round(tiny.cpu_cost_per_step_s / mlp.median_bare, 5),
+            "mlp_cpu_cost_per_step_us": round(mlp.cpu_cost_per_step_s * 1e6, 2),
+            "target": target, "within_target": share < target}
