@@ -74,3 +74,25 @@ def test_overrides_change_a_paddle_dataloader(procs, tmp_path):
     starts = records(out, "reader", "start")
     assert starts and starts[0]["config"]["num_workers"] == 1
     assert len(starts[0]["config"]["worker_pids"]) == 1
+
+
+@pytest.mark.parametrize("version, note", [
+    ("2.4.2", ""), ("1.8.5", " (PaddlePaddle 1.x scripts run on the fluid source)"),
+    ("4.0.0", "")])
+def test_an_unsupported_paddle_is_one_line_before_the_script_runs(procs, tmp_path, version,
+                                                                  note):
+    """A paddle outside 2.6-3.x (a fake package on PYTHONPATH that has only its version, as
+    paddle 2.4 lacks the modules the hooks use): one line naming the supported range and
+    the version found, exit status 2, no traceback, the script not run."""
+    fake = tmp_path / "fake" / "paddle"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text(f"__version__ = {version!r}\n")
+    script = tmp_path / "train.py"
+    script.write_text('import paddle\nprint("the script ran")\n')
+    env = {**ENV, "PYTHONPATH": os.pathsep.join([str(tmp_path / "fake"), str(REPO)])}
+    result = cli(procs, "profile", "--out", tmp_path / "p.jsonl", script, env=env)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stderr.strip().splitlines() == [
+        f"paddletune: paddle: paddletune supports PaddlePaddle 2.6 to 3.x; found "
+        f"{version}{note}"], result.stderr
+    assert "the script ran" not in result.stdout

@@ -12,6 +12,8 @@ every patched attribute restored exactly as it was):
                          section) and its iterators (loaders.py)
   threads                paddle.base.core.set_num_threads (the overrides' threads.intra_op)
   NaN/Inf                FLAGS_check_nan_inf (and _level) through paddle.set_flags
+  --ops                  paddle.nn.Layer.__call__: each leaf layer's call is an op (layers.py),
+                         only while something listens to op_end
 """
 
 import inspect
@@ -23,6 +25,7 @@ from paddle.base import core
 
 from ..eager.bus import StepEnd
 from ..eager.overrides import batch_size_fixed
+from .layers import time_leaf_layers
 from .loaders import LoaderHooks, place_name
 
 _perf = time.perf_counter
@@ -115,6 +118,8 @@ class PaddleHooks:
                    self._loader_init(paddle.io.DataLoader.__init__))
         LoaderHooks(self.source.loaders, self.patch).install()
         self._threads()
+        if self.source.bus.listening("op_end"):
+            time_leaf_layers(self.source.bus, self.source.timer, self.patch)
         if self.check_nan:
             self._set_flags({"FLAGS_check_nan_inf": True,
                              "FLAGS_check_nan_inf_level": 1 if self.nan_continue else 0})

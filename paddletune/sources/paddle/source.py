@@ -7,8 +7,8 @@ Importing this module imports paddle (only done when a Paddle job runs)."""
 
 import re
 import warnings
-from math import prod
 from contextlib import contextmanager
+from math import prod
 from typing import Callable, Dict, List, Optional
 
 with warnings.catch_warnings():  # paddle's import warns that ccache is missing (for C++
@@ -17,9 +17,13 @@ with warnings.catch_warnings():  # paddle's import warns that ccache is missing 
 
 from ...profile.records import Knob, SourceInfo, Terms
 from ..eager.source import EagerSource
-from .hooks import PaddleHooks, current_threads
+from .version import SUPPORTED, UnsupportedPaddle, check_version, version_tuple
 
-SUPPORTED = ((2, 6), (4, 0))  # from 2.6 up to (not including) 4.0
+check_version(getattr(paddle, "__version__", "0.0.0"))  # before hooks.py imports paddle.base
+from .hooks import PaddleHooks, current_threads  # noqa: E402
+
+__all__ = ["PaddleSource", "SUPPORTED", "UnsupportedPaddle", "check_version",
+           "nan_inf_event", "version_tuple"]
 LOADER = "paddle.io.DataLoader(dataset, ..., {key}={{value}})"
 FLAG_KNOBS = ("FLAGS_allocator_strategy", "FLAGS_fraction_of_gpu_memory_to_use",
               "FLAGS_fraction_of_cpu_memory_to_use", "FLAGS_gpu_memory_limit_mb",
@@ -50,27 +54,6 @@ def nan_inf_event(err: BaseException, step: int) -> Optional[dict]:
     n_nan, n_inf, op, tensor = found.groups()
     return {"op_type": op, "op_index": None, "output": tensor or None, "inputs": {},
             "n_nan": int(n_nan), "n_inf": int(n_inf), "step": step}
-
-
-class UnsupportedPaddle(RuntimeError):
-    """The installed paddle is a version paddletune's Paddle source does not support."""
-
-
-def version_tuple(text: str):
-    """(major, minor) of a version string; None for a development build ("0.0.0")."""
-    numbers = [int(n) for n in re.findall(r"\d+", text.split("+")[0])[:2]]
-    if len(numbers) < 2 or numbers == [0, 0]:
-        return None
-    return tuple(numbers)
-
-
-def check_version(text: str):
-    version = version_tuple(text)
-    if version is not None and not SUPPORTED[0] <= version < SUPPORTED[1]:
-        raise UnsupportedPaddle(
-            f"paddletune supports PaddlePaddle 2.6 to 3.x; found {text}"
-            + (" (PaddlePaddle 1.x scripts run on the fluid source)" if version < (2, 0)
-               else ""))
 
 
 class PaddleSource(EagerSource):

@@ -1,0 +1,126 @@
+"""`--ops` for Paddle 3 dynamic-graph jobs against the real paddle (CPU): each leaf
+paddle.nn.Layer's call is one op of its step (sources/paddle/layers.py), in-process through
+the source and end to end through `paddletune profile --ops` and the report."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+paddle = pytest.importorskip("paddle")
+
+from paddletune.sources.paddle.source import PaddleSource  # noqa: E402
+
+REPO = Path(__file__).resolve().parents[1]
+ENV = {**os.environ, "COLUMNS": "200", "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1",
+       "GLOG_minloglevel": "2"}
+ENV.pop("PADDLETUNE_OVERRIDES", None)
+
+
+@pytest.fixture(autouse=True)
+def dynamic_mode(monkeypatch):
+    monkeypatch.delenv("PADDLETUNE_OVERRIDES", raising=False)
+    paddle.disable_static()
+    yield
+    paddle.disable_static()
+
+
+class Net(paddle.nn.Layer):
+    """Two leaf layers in a Sequential, one called twice, one layer held outside it."""
+
+    def __init__(self):
+        super().__init__()
+        self.body = paddle.nn.Sequential(paddle.nn.Linear(4, 8), paddle.nn.ReLU())
+        self.head = paddle.nn.Linear(8, 2)
+
+    def forward(self, x):
+        return self.head(paddle.nn.functional.relu(self.body(x)))
+
+
+def train_steps(model, steps):
+    optimizer = paddle.optimizer.SGD(0.1, parameters=model.parameters())
+    for _ in range(steps):
+        x = paddle.to_tensor(np.ones((3, 4), "float32"))
+        loss = model(x).sum()
+        loss.backward()
+        optimizer.step()
+        optimizer.clear_grad()
+
+
+def test_each_leaf_layer_call_is_an_op_of_its_step():
+    source = PaddleSource()
+    source.begin()
+    ops, steps = [], []
+    source.subscribe("op_end", ops.append)
+    source.subscribe("step_end", steps.append)
+    with source.running():
+        train_steps(Net(), 3)
+    assert len(steps) == 3
+    for step in range(3):
+        mine = [o for o in ops if o.step == step]
+        # the leaves in call order: Sequential and Net are not leaves; functional.relu is
+        # not a layer
+        assert [(o.index, o.type) for o in mine] == [(0, "Linear"), (1, "ReLU"), (2, "Linear")]
+        end = steps[step]
+        assert all(end.t_begin <= o.t_begin <= o.t_end <= end.t_end for o in mine)
+        assert all(o.timing == "host" and o.program_id == 0 for o in mine)
+
+
+def test_layers_are_not_timed_without_a_listener_and_the_hook_is_removed():
+    call = paddle.nn.Layer.__dict__["__call__"]
+    source = PaddleSource()
+    source.begin()
+    with source.running():
+        assert paddle.nn.Layer.__dict__["__call__"] is call  # nobody asked for ops
+    ops = []
+    source.subscribe("op_end", ops.append)
+    with source.running():
+        assert paddle.nn.Layer.__dict__["__call__"] is not call
+        train_steps(Net(), 1)
+    assert paddle.nn.Layer.__dict__["__call__"] is call
+    assert ops
+    count = len(ops)
+    train_steps(Net(), 1)  # after the job: nothing more
+    assert len(ops) == count
+
+
+def test_a_layer_that_raises_records_no_op_and_raises_unchanged():
+    class Broken(paddle.nn.Layer):
+        def forward(self, x):
+            raise ValueError("bad input")
+
+    source = PaddleSource()
+    source.begin()
+    ops = []
+    source.subscribe("op_end", ops.append)
+    with source.running(), pytest.raises(ValueError, match="bad input"):
+        Broken()(paddle.ones([1]))
+    assert ops == []
+
+
+def test_profile_ops_of_a_paddle_cnn_reach_the_report(procs, tmp_path):
+    out = tmp_path / "ops.jsonl"
+    cli = [sys.executable, "-m", "paddletune"]
+    done = procs.run([*cli, "profile", "--ops", "--out", str(out),
+                      str(REPO / "examples" / "paddle" / "cnn.py"), "--steps", "30"], 240,
+                     cwd=REPO, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                     text=True)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    report = procs.run([*cli, "report", "--json", str(out)], 120, cwd=REPO, env=ENV,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert report.returncode == 0, report.stderr
+    ops = json.loads(report.stdout)["ops"]
+    steady = json.loads(report.stdout)["steady_steps"]
+    counts = {row["type"]: row["count"] for row in ops["by_type"]}
+    # examples/paddle/cnn.py's leaves, per step: 2 Conv2D, 2 ReLU, 2 MaxPool2D, 1 Linear
+    assert counts == {"Conv2D": 2 * steady, "ReLU": 2 * steady, "MaxPool2D": 2 * steady,
+                      "Linear": steady}, counts
+    assert ops["timing"] == "host" and ops["steps"] == steady
+    text = procs.run([*cli, "report", str(out)], 120, cwd=REPO, env=ENV,
+                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert text.returncode == 0, text.stderr
+    assert "Conv2D" in text.stdout and "MaxPool2D" in text.stdout
