@@ -11,6 +11,9 @@ The MLP's blocks give the overhead as a share of its step, which on a busy machi
 the noise; the same loop on a near-empty step (a 1-unit model, 1-sample batches) gives the
 probes' absolute cost per step, divided by the MLP's step for the share (`within_target`).
 `--ops` profiles both with `--ops` as well (each leaf Layer's forward timed).
+`--attribute` splits the near-empty step's cost instead: the training thread's CPU time per
+step bare, with only the Paddle source's hooks installed (nobody listening), and under the
+full session, in interleaved blocks.
 
 Target: the default probes cost under 1% of the MLP's step time. Prints a table and, last,
 one JSON line. Run: python benchmarks/bench_paddle_overhead.py [--rounds 7 --steps 400
@@ -20,6 +23,7 @@ one JSON line. Run: python benchmarks/bench_paddle_overhead.py [--rounds 7 --ste
 import argparse
 import json
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -86,6 +90,37 @@ class TinyJob(Job):
         self.loss_fn = lambda out, y: out.sum()
 
 
+def attribute(tiny, rounds: int, steps: int, directory):
+    """The training thread's CPU seconds per near-empty step: bare, with the Paddle source's
+    hooks alone, and with the session's probes too; {kind: [one per round]}."""
+    def block():
+        t0 = time.thread_time()
+        tiny.steps(steps)
+        return (time.thread_time() - t0) / steps
+
+    out = {"bare": [], "hooks": [], "session": []}
+    for r in range(rounds):
+        out["bare"].append(block())
+        source = PaddleSource()
+        source.begin()
+        with source.running():
+            out["hooks"].append(block())
+        with profiled(PaddleSource, Path(directory) / f"attribute-{r}.jsonl",
+                      "bench_paddle_overhead"):
+            out["session"].append(block())
+    print(f"the training thread's CPU time per near-empty step ({rounds} rounds x {steps} "
+          f"steps):")
+    bare = statistics.median(out["bare"]), min(out["bare"])
+    for kind, values in out.items():
+        median, least = statistics.median(values), min(values)
+        print(f"{kind:<10}median {median * 1e6:7.1f} us ({(median - bare[0]) * 1e6:+6.1f}), "
+              f"min {least * 1e6:7.1f} us ({(least - bare[1]) * 1e6:+6.1f})")
+    print(json.dumps({"bench": "paddle_overhead_attribute", "paddle": paddle.__version__,
+                      "rounds": rounds, "steps": steps,
+                      **{f"{k}_us": round(statistics.median(v) * 1e6, 2)
+                         for k, v in out.items()}}))
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--batch-size", type=int, default=128)
@@ -96,6 +131,8 @@ def main(argv=None):
                         help="steps per block of the near-empty step")
     parser.add_argument("--threads", type=int, default=1, help="paddle's CPU math threads")
     parser.add_argument("--ops", action="store_true", help="profile with --ops as well")
+    parser.add_argument("--attribute", action="store_true",
+                        help="split the near-empty step's cost: hooks alone, then the probes")
     args = parser.parse_args(argv)
     paddle.set_device("cpu")
     paddle.base.core.set_num_threads(args.threads)
@@ -103,6 +140,10 @@ def main(argv=None):
     job.steps(args.warmup)
     tiny = TinyJob()
     tiny.steps(args.warmup)
+    if args.attribute:
+        with tempfile.TemporaryDirectory() as directory:
+            attribute(tiny, args.rounds, args.tiny_steps, directory)
+        return
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as directory:
         def under_probes(r):
