@@ -215,6 +215,16 @@ def test_a_finished_pass_and_no_batches_in_the_window(tmp_path):
     assert box(lines, "Step time") == ["N/A — no training step in the window", "", ""]
 
 
+def test_a_loader_whose_batches_the_loop_makes_says_so(tmp_path):
+    """PyTorch's num_workers=0: the training loop makes each batch as it asks (the loader's
+    `producer` is "loop"), which the panel's title says instead of "thread"."""
+    from dataclasses import replace
+    state = busy_state(tmp_path)
+    state = replace(state, reader=replace(state.reader, workers=0, made_in="loop"))
+    lines = frame(state, 100, 30)
+    assert any("Reader DataLoader#0 (made in the loop" in line for line in lines), lines
+
+
 def test_a_long_job_whose_steps_come_as_windows(tmp_path):
     """After each program's first steps, a long job's steps and samples arrive only as
     windows: the panels read them (the pool's per-step figures give way to the window's

@@ -97,6 +97,7 @@ def test_the_dashboard_of_a_torch_job_in_a_terminal(tmp_path, tmux):
                f"1500")
     screen = tmux.wait_for(lambda s: "steps/s ·" in s and "Reader DataLoader#0" in s
                            and " pops · " in s, what="the dashboard with figures")
+    assert "Reader DataLoader#0 (made in the loop" in screen  # num_workers=0: no thread
     assert screen.splitlines()[0].startswith("paddletune live · ")
     assert "of 1,500 (" in screen.splitlines()[1]
     assert "▓ wait " in screen and "█ compute " in screen  # the step's parts

@@ -269,7 +269,7 @@ def reader(model) -> Optional[ReaderNow]:
              and p.loader == loader and p.pass_no == len(mine)]
     rows = [iv for iv in model.reader if iv.loader == loader and not iv.speed_test]
     return ReaderNow(name=config.name or f"loader {loader}", capacity=config.capacity,
-                     workers=config.num_workers, passes=len(mine),
+                     workers=config.num_workers, passes=len(mine), made_in=config.made_in,
                      pass_ended=ended[-1].what if ended else None,
                      **_queue(rows, config.capacity))
 

@@ -100,6 +100,7 @@ class ReaderNow:
     batches_per_s: Optional[float] = None
     produce_per_batch_s: Optional[float] = None
     fill_history: Tuple[Optional[float], ...] = ()
+    made_in: str = "thread"  # thread | loop | workers (LoaderConfig.made_in)
 
 
 @dataclass(frozen=True)

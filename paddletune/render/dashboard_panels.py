@@ -117,7 +117,8 @@ def reader_panel(state, lines, width) -> Panel:
     if r is None:
         return _panel("Reader queue", [_na("no DataLoader/PyReader: feeding is synchronous")],
                       lines)
-    workers = f"{r.workers} workers" if r.workers else "thread"
+    workers = (f"{r.workers} workers" if r.workers
+               else "made in the loop" if r.made_in == "loop" else "thread")
     passes = f", pass {r.passes}" if r.passes > 1 else ""
     title = f"Reader {r.name} ({workers}{passes})"
     if not r.pops:
