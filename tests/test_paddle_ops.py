@@ -124,3 +124,44 @@ def test_profile_ops_of_a_paddle_cnn_reach_the_report(procs, tmp_path):
                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert text.returncode == 0, text.stderr
     assert "Conv2D" in text.stdout and "MaxPool2D" in text.stdout
+
+
+SOFTMAX_JOB = '''
+import paddle
+from paddle import nn
+model = nn.Sequential(nn.Linear(8, 4), nn.Softmax())
+loss_fn = nn.CrossEntropyLoss(USE_SOFTMAX)
+optimizer = paddle.optimizer.SGD(0.1, parameters=model.parameters())
+for step in range(20):
+    x, y = paddle.randn([16, 8]), paddle.randint(0, 4, [16, 1])
+    loss = loss_fn(model(x), y)
+    loss.backward()
+    optimizer.step()
+    optimizer.clear_grad()
+'''
+
+
+@pytest.mark.parametrize("use_softmax", [True, False])
+def test_a_softmax_before_paddles_cross_entropy_is_advised_only_if_it_is_doubled(
+        procs, tmp_path, use_softmax):
+    """paddle.nn.CrossEntropyLoss applies its own softmax unless use_softmax=False (then it
+    takes probabilities): a Softmax layer before it is a double softmax only in the first
+    case, and the op types say which (the fusion advice, #9, reads them)."""
+    script = tmp_path / "job.py"
+    script.write_text(SOFTMAX_JOB.replace("USE_SOFTMAX", f"use_softmax={use_softmax}"))
+    out = tmp_path / "p.jsonl"
+    cli = [sys.executable, "-m", "paddletune"]
+    done = procs.run([*cli, "profile", "-q", "--ops", "--out", str(out), str(script)], 240,
+                     cwd=tmp_path, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                     text=True)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    advice = procs.run([*cli, "advise", "--json", str(out)], 120, cwd=tmp_path, env=ENV,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert advice.returncode == 0, advice.stderr
+    found = [a for a in json.loads(advice.stdout)
+             if a["id"] == "unfused-softmax-cross-entropy"]
+    if use_softmax:
+        assert len(found) == 1 and found[0]["severity"] == "high", found
+        assert "paddle.nn.CrossEntropyLoss()" in found[0]["change"]
+    else:
+        assert found == []

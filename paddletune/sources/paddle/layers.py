@@ -6,7 +6,12 @@ The hook is `paddle.nn.Layer.__call__` itself (the only `__call__` in paddle.nn'
 patched for the job's run: paddle has no global forward hook, and a forward pre/post hook on
 every layer would switch each call to paddle's slower hooked path. The backward pass and the
 optimizer's update stay in the step's compute, not split by layer. Why layers and not
-paddle.profiler's per-kernel events: docs/frameworks.md ("--ops")."""
+paddle.profiler's per-kernel events: docs/frameworks.md ("--ops").
+
+A layer whose class name would say something else than what it does is named for what it
+does: paddle's `CrossEntropyLoss(use_softmax=False)` takes probabilities, unlike PyTorch's
+CrossEntropyLoss, so after a Softmax it is no double softmax (the fusion advice, #9, reads the
+op types)."""
 
 import time
 from typing import Callable
@@ -34,10 +39,19 @@ def time_leaf_layers(bus: Bus, timer: StepTimer, patch: Callable) -> None:
         step = timer.steps
         if index[1] != step:
             index[0], index[1] = 0, step
-        bus.emit("op_end", OpEnd(0, step, index[0], type(layer).__name__, 0, t_begin, t_end))
+        bus.emit("op_end", OpEnd(0, step, index[0], op_type(layer), 0, t_begin, t_end))
         index[0] += 1
         return out
 
     __call__.__wrapped__ = original
     __call__.__doc__ = original.__doc__
     patch(paddle.nn.Layer, "__call__", __call__)
+
+
+def op_type(layer) -> str:
+    """The op type of a leaf layer's call: its class's name, and for a CrossEntropyLoss that
+    applies no softmax, that it does not."""
+    name = type(layer).__name__
+    if name == "CrossEntropyLoss" and getattr(layer, "use_softmax", True) is False:
+        return "CrossEntropyLoss(use_softmax=False)"
+    return name
