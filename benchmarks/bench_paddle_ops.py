@@ -4,7 +4,7 @@ against paddle.profiler (CPU target, host events, one `step()` a training step),
 records every kernel of the forward and backward passes and the update.
 
 Two measures, both in the process's CPU time (every thread's), which a shared machine's load
-moves far less than wall time:
+moves less than wall time:
 
 * per call: a ReLU on a 4x4 tensor called 20,000 times bare, under a profiling session with
   --ops (the OpsProbe listening), and under paddle.profiler: its recording, its `stop()`

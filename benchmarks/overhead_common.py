@@ -41,8 +41,8 @@ def profiled(make_source: Callable, path: Path, argv0: str, ops: bool = False):
 class Interleaved(NamedTuple):
     """Seconds per step of each round's bare and profiled blocks, each round's profiled /
     bare ratio, and the process's CPU seconds per step in each block (every thread's: the
-    probes' samplers and the profile writer's included; what other jobs on a shared machine
-    do to the wall time barely moves it)."""
+    probes' samplers and the profile writer's included; other jobs on a shared machine move
+    it less than the wall time, though still by 2-5x between runs on the loaded 2-core VM)."""
 
     bare: List[float]
     profiled: List[float]
