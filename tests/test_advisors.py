@@ -363,6 +363,15 @@ def test_oversubscribed_high_when_blas_ops_dominate_and_mkl_variable(tmp_path):
         in a.evidence
 
 
+def test_framework_layers_count_as_blas_ops(tmp_path):
+    """PyTorch's and Paddle's --ops time leaf layers: a Linear-heavy step is BLAS-heavy."""
+    layers = ops_records(range(40), [("Linear", 0.008), ("ReLU", 0.0005), ("Conv2D", 0.001)])
+    profile = load_profile(tmp_path, steps=tuned_steps(), env=env_with(8, blas="mkl"),
+                           extra=[*layers, *system_rows(ctx_involuntary_per_s=900.0)])
+    a = only(advise(profile, [threads.cpu_threads]), "cpu-oversubscribed")
+    assert a.severity == "high"  # BLAS layers 95% of the op time
+
+
 def workers_beside_blas(tmp_path, workers=2, cores=0.45):
     """2 cores, 2 BLAS threads, `workers` reader workers each busy `cores` of a core that
     keep the queue full."""

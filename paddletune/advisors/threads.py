@@ -21,7 +21,12 @@ REDUCE_SHARE = 0.10  # Reduce vs AllReduce: optimizer share of op time for it to
 MIN_BLAS_SHARE = 0.3  # raise BLAS threads only when BLAS ops take at least this op time
 BLAS_OPS = tuple(t + g for t in ("mul", "matmul", "conv2d", "depthwise_conv2d",
                                  "conv2d_transpose", "depthwise_conv2d_transpose")
-                 for g in ("", "_grad"))
+                 for g in ("", "_grad")) + (
+    # the layers PyTorch's and Paddle's --ops time (the leaf module's class: forward only)
+    "Linear", "Bilinear", "Conv1d", "Conv2d", "Conv3d", "ConvTranspose1d", "ConvTranspose2d",
+    "ConvTranspose3d", "Conv1D", "Conv2D", "Conv3D", "Conv1DTranspose", "Conv2DTranspose",
+    "Conv3DTranspose", "LSTM", "GRU", "RNN", "SimpleRNN", "MultiheadAttention",
+    "MultiHeadAttention")
 
 
 @rule
