@@ -61,7 +61,8 @@ def expected_figures(profile, steps):
             f"step {tp.step_time_s * 1e3:.2f} ms ({WHOLE_RUN})",
             f"wait {s.breakdown_s.read_s / tp.step_time_s:.0%} ",  # the DataLoader's wait
             f"compute {s.breakdown_s.compute_s / tp.step_time_s:.0%} ",
-            f"/{loader.config.capacity} empty ",  # the DataLoader's queue
+            ("batches made in the loop, " if loader.config.made_in == "loop"  # no queue
+             else f"/{loader.config.capacity} empty "),  # the DataLoader's queue
             s.verdict.kind,
             "finished: exit 0 (returned)"]
 

@@ -27,7 +27,7 @@ from .dashboard_panels import (SEGMENTS, _line, _num2, _rate, _share, advice_pan
                                parallel_panel, reader_panel, sparkline, stacked_bar,
                                throughput_panel)
 from ..live.state import LiveState, Progress, Status
-from .fmt import NA, duration, finite, nbytes
+from .fmt import NA, duration, finite, ms, nbytes
 
 __all__ = ["SEGMENTS", "PlainLines", "Screen", "plain_line", "render_dashboard", "sparkline",
            "stacked_bar", "watch"]
@@ -150,7 +150,9 @@ def plain_line(state: LiveState) -> str:
     if b is not None and b.cycle_s > 0:
         parts.append(" ".join(f"{k} {v / b.cycle_s:.0%}" for k, v in b.parts))
     r = state.reader
-    if r is not None and r.pops:
+    if r is not None and r.pops and r.made_in == "loop":  # no queue: each batch made as asked
+        parts.append(f"batches made in the loop, {ms(r.wait_per_pop_s)} each")
+    elif r is not None and r.pops:
         parts.append(f"queue {_num2(r.fill_mean)}/{r.capacity} empty {_share(r.empty_ratio)}")
     m = state.memory
     if m.pool_seen:
