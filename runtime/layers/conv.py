@@ -1,4 +1,4 @@
-"""Image layers: conv2d, conv2d_transpose, pool2d, adaptive_pool2d, batch_norm, dropout.
+"""Image layers: conv2d, conv2d_transpose, conv3d, pool2d, adaptive_pool2d, batch_norm, dropout.
 
 Signatures, defaults and parameter names follow Fluid 1.8 (conv2d_0.w_0, batch_norm_0.w_1 ...).
 Convolution and pooling compute NCHW; data_format="NHWC" transposes the input to NCHW and the
@@ -162,6 +162,75 @@ def _filter_from_output(input, output_size, stride, pads, dilation):
             (output_size[1] - (w - 1) * stride[1] + pads[2] + pads[3] - 1) // dilation[1] + 1]
 
 
+def conv3d(input, num_filters, filter_size, stride=1, padding=0, dilation=1, groups=None,
+           param_attr=None, bias_attr=None, use_cudnn=True, act=None, name=None,
+           data_format="NCDHW"):
+    """3-D convolution: out = act(conv(input, W) + b), W [num_filters, C/groups, kd, kh, kw]
+    initialised Normal(0, sqrt(2 / (kd * kh * kw * C))). padding: 'SAME'/'VALID', an int, 3
+    values, 6 ([front, back, top, bottom, left, right]) or 5 pairs. The op computes NCDHW;
+    data_format="NDHWC" transposes the input to NCDHW and the output back."""
+    if data_format not in ("NCDHW", "NDHWC"):
+        raise ValueError(f"conv3d: data_format must be 'NCDHW' or 'NDHWC', got {data_format!r}"
+                         f"{where(user_callsite())}")
+    if not isinstance(input, Variable) or len(input.shape) != 5:
+        raise ShapeError(f"conv3d: input must be a 5-D Variable, got "
+                         f"{getattr(input, 'shape', input)!r}{where(user_callsite())}")
+    from .tensor import transpose
+    last = data_format == "NDHWC"
+    x = transpose(input, [0, 4, 1, 2, 3]) if last else input
+    channels = x.shape[1]
+    if channels < 0:
+        raise ShapeError(f"conv3d: the channel dimension of input {input.name!r} "
+                         f"{list(input.shape)} must be known{where(user_callsite())}")
+    groups_n = _groups(groups, channels, "conv3d")
+    helper = LayerHelper("conv3d", param_attr=param_attr, bias_attr=bias_attr, act=act, name=name)
+    ksize = _triple(filter_size, "filter_size")
+    pads, algorithm = _padding3(padding, data_format)
+    std = (2.0 / (ksize[0] * ksize[1] * ksize[2] * channels)) ** 0.5
+    w = helper.create_parameter(helper.param_attr, [num_filters, channels // groups_n] + ksize,
+                                input.dtype, default_initializer=Normal(0.0, std, 0))
+    pre_bias = helper.create_variable_for_type_inference(input.dtype)
+    helper.append_op("conv3d", inputs={"Input": x, "Filter": w}, outputs={"Output": pre_bias},
+                     attrs={"strides": _triple(stride, "stride"), "paddings": pads,
+                            "padding_algorithm": algorithm,
+                            "dilations": _triple(dilation, "dilation"), "groups": groups_n,
+                            "use_cudnn": use_cudnn, "use_mkldnn": False,
+                            "data_format": "NCDHW"})
+    out = helper.append_activation(helper.append_bias_op(pre_bias, dim_start=1, dim_end=2))
+    return transpose(out, [0, 2, 3, 4, 1]) if last else out
+
+
+def _triple(value, what):
+    values = [value] * 3 if isinstance(value, int) else list(value)
+    if len(values) != 3 or not all(isinstance(v, int) for v in values):
+        raise ValueError(f"conv3d: {what} must be an int or a list of 3 ints, got {value!r}"
+                         f"{where(user_callsite())}")
+    return values
+
+
+def _padding3(padding, data_format):
+    """(the op's paddings: 3 values when symmetric, else 6; padding_algorithm)."""
+    if isinstance(padding, str):
+        algorithm = padding.upper()
+        if algorithm not in ("SAME", "VALID"):
+            raise ValueError(f"conv3d: padding {padding!r} must be 'SAME', 'VALID' or numbers"
+                             f"{where(user_callsite())}")
+        return [0, 0, 0], algorithm
+    if isinstance(padding, (list, tuple)) and len(padding) == 5:
+        spatial = [1, 2, 3] if data_format == "NDHWC" else [2, 3, 4]
+        others = [i for i in range(5) if i not in spatial]
+        if any(list(padding[i]) != [0, 0] for i in others):
+            raise ValueError(f"conv3d: padding of the batch/channel dimensions must be [0, 0], "
+                             f"got {padding!r}{where(user_callsite())}")
+        padding = [int(p) for i in spatial for p in padding[i]]
+    if isinstance(padding, (list, tuple)) and len(padding) == 6:
+        pads = [int(p) for p in padding]
+        if pads[0::2] == pads[1::2]:
+            return pads[0::2], "EXPLICIT"
+        return pads, "EXPLICIT"
+    return _triple(padding, "padding"), "EXPLICIT"
+
+
 # --- pooling ------------------------------------------------------------------------------------
 @_channels_last
 def pool2d(input, pool_size=-1, pool_type="max", pool_stride=1, pool_padding=0,
@@ -285,4 +354,5 @@ def dropout(x, dropout_prob, is_test=False, seed=None, name=None,
     return out
 
 
-__all__ = ["conv2d", "conv2d_transpose", "pool2d", "adaptive_pool2d", "batch_norm", "dropout"]
+__all__ = ["conv2d", "conv2d_transpose", "conv3d", "pool2d", "adaptive_pool2d", "batch_norm",
+           "dropout"]

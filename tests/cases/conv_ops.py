@@ -1,4 +1,5 @@
-"""Cases for conv2d, depthwise_conv2d, conv2d_transpose, depthwise_conv2d_transpose and pool2d.
+"""Cases for conv2d, conv3d, depthwise_conv2d, conv2d_transpose, depthwise_conv2d_transpose and
+pool2d.
 
 The references are deliberately naive: explicit loops over every output (or input) pixel,
 straight from the definitions, sharing nothing with the im2col kernels they check.
@@ -108,6 +109,60 @@ case("conv2d", {"Input": f64(2, 2, 5, 5), "Filter": f64(3, 2, 3, 3)}, attrs=conv
      check_grad=False)
 case("depthwise_conv2d", {"Input": f64(2, 2, 5, 5), "Filter": f64(4, 1, 3, 3)},
      attrs=conv_attrs(groups=2, strides=[2, 1], paddings=[1, 1]), reference=conv_ref)
+
+# --- conv3d ---------------------------------------------------------------------------------
+def conv3d_ref(ins, attrs):
+    """Every output cell summed over its window, the padding written out per side."""
+    x, w = ins["Input"], ins["Filter"]
+    n, c = x.shape[:2]
+    m, cg = w.shape[:2]
+    ksize, size, strides = w.shape[2:], x.shape[2:], attrs["strides"]
+    algorithm = attrs.get("padding_algorithm", "EXPLICIT")
+    dil = list(attrs["dilations"])
+    if algorithm == "SAME":
+        pads, dil = [], [1, 1, 1]
+        for k, s, st in zip(ksize, size, strides):
+            total = max((-(-s // st) - 1) * st + k - s, 0)
+            pads.append((total // 2, total - total // 2))
+    elif algorithm == "VALID":
+        pads = [(0, 0)] * 3
+    else:
+        p = list(attrs["paddings"])
+        pads = [(v, v) for v in p] if len(p) == 3 else list(zip(p[0::2], p[1::2]))
+    xp = np.pad(x, [(0, 0), (0, 0)] + pads)
+    out_size = [(s + a + b - d * (k - 1) - 1) // st + 1
+                for s, (a, b), d, k, st in zip(size, pads, dil, ksize, strides)]
+    out = np.zeros([n, m] + out_size)
+    per_group = m // attrs["groups"]
+    for b, o in itertools.product(range(n), range(m)):
+        g = o // per_group
+        for cell in itertools.product(*map(range, out_size)):
+            for ci in range(cg):
+                for tap in itertools.product(*map(range, ksize)):
+                    at = tuple(q * st + t * d for q, st, t, d in zip(cell, strides, tap, dil))
+                    out[(b, o) + cell] += w[(o, ci) + tap] * xp[(b, g * cg + ci) + at]
+    return {"Output": out}
+
+
+def conv3d_attrs(**kw):
+    attrs = {"strides": [1, 1, 1], "paddings": [0, 0, 0], "dilations": [1, 1, 1], "groups": 1}
+    attrs.update(kw)
+    return attrs
+
+
+case("conv3d", {"Input": f64(2, 2, 4, 3, 3), "Filter": f64(3, 2, 2, 2, 2)},
+     attrs=conv3d_attrs(), reference=conv3d_ref, name="basic")
+case("conv3d", {"Input": f64(1, 2, 5, 4, 4), "Filter": f64(2, 2, 3, 2, 3)},
+     attrs=conv3d_attrs(strides=[2, 1, 2], paddings=[1, 0, 0, 1, 1, 2], dilations=[1, 2, 1]),
+     reference=conv3d_ref, name="stride_dilation_asymmetric_pads")
+case("conv3d", {"Input": f64(1, 4, 3, 3, 3), "Filter": f64(4, 2, 1, 3, 2)},
+     attrs=conv3d_attrs(groups=2, paddings=[0, 1, 1]), reference=conv3d_ref, name="groups2")
+case("conv3d", {"Input": f64(1, 2, 4, 3, 5), "Filter": f64(2, 2, 2, 2, 2)},
+     attrs=conv3d_attrs(strides=[2, 2, 2], padding_algorithm="SAME"), reference=conv3d_ref,
+     name="same")
+case("conv3d", {"Input": f64(1, 2, 3, 3, 3), "Filter": f64(2, 2, 2, 2, 2)},
+     attrs=conv3d_attrs(paddings=[3, 3, 3], padding_algorithm="VALID"), reference=conv3d_ref,
+     name="valid")
 
 # --- conv2d_transpose -------------------------------------------------------------------------
 case("conv2d_transpose", {"Input": f64(2, 2, 3, 3), "Filter": f64(2, 3, 3, 3)},

@@ -1,6 +1,6 @@
 """More second-order cases (see grad2_ops.py): activations, division, the linear shape and
-reduction ops, conv2d. The gradient op's forward is checked against the first-order formula;
-its own gradient against finite differences."""
+reduction ops, conv2d, conv3d. The gradient op's forward is checked against the first-order
+formula; its own gradient against finite differences."""
 
 import numpy as np
 
@@ -57,3 +57,7 @@ for _op, _ins, _attrs in (
 _conv = {"strides": [1, 1], "paddings": [1, 1], "dilations": [1, 1], "groups": 1}
 case("conv2d_grad", {"Input": f64(2, 2, 4, 4), "Filter": f64(3, 2, 3, 3),
                      "Output@GRAD": f64(2, 3, 4, 4)}, attrs=_conv, rtol=1e-4, atol=1e-7)
+case("conv3d_grad", {"Input": f64(1, 2, 3, 3, 2), "Filter": f64(2, 2, 2, 2, 1),
+                     "Output@GRAD": f64(1, 2, 4, 2, 4)},
+     attrs={"strides": [1, 2, 1], "paddings": [1, 1, 0, 1, 1, 1], "dilations": [1, 1, 1],
+            "groups": 1}, rtol=1e-4, atol=1e-7)
