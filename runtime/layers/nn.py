@@ -118,7 +118,8 @@ def softmax(input, use_cudnn=False, name=None, axis=-1):
 
 def cross_entropy(input, label, soft_label=False, ignore_index=-100):
     """-log(input[label]) per row, shape [batch, 1]; `input` holds probabilities (e.g. the
-    output of softmax). Prefer softmax_with_cross_entropy on logits: fused and stabler."""
+    output of softmax). Hard labels may also lack the trailing 1 (the loss is then shaped
+    like them). Prefer softmax_with_cross_entropy on logits: fused and stabler."""
     helper = LayerHelper("cross_entropy")
     out = helper.create_variable_for_type_inference(input.dtype)
     if soft_label:
@@ -126,6 +127,12 @@ def cross_entropy(input, label, soft_label=False, ignore_index=-100):
                          outputs={"Y": out},
                          attrs={"soft_label": True, "ignore_index": ignore_index})
         return out
+    if len(label.shape) == len(input.shape) - 1:
+        # Fluid 1.8's cross_entropy2 also takes labels without the trailing 1 and then gives
+        # a loss shaped like them: the same op on the labels with that axis added
+        from .tensor import squeeze, unsqueeze
+        return squeeze(cross_entropy(input, unsqueeze(label, [-1]), soft_label, ignore_index),
+                       [-1])
     # hard labels: Fluid 1.8 appends cross_entropy2 (it also keeps the matched probability)
     match = helper.create_variable_for_type_inference(input.dtype, stop_gradient=True)
     x_shape = helper.create_variable_for_type_inference(input.dtype, stop_gradient=True)
