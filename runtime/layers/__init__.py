@@ -21,6 +21,7 @@ from .rnn import GRUCell, LSTMCell, RNNCell, rnn  # noqa: F401  (rnn: the functi
 from .indexing import sequence_mask  # noqa: F401
 from .fluid18_more import *  # noqa: F401,F403
 from .decode import *  # noqa: F401,F403
+from .lstm import dynamic_lstm  # noqa: F401
 from . import control_flow, distributions, learning_rate_scheduler, utils  # noqa: F401
 from . import math_op_patch
 
