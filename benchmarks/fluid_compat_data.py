@@ -92,6 +92,33 @@ def _reviews(split, word_idx, n):
     return reader
 
 
+# --- wmt14: (source ids, target ids, next target ids) over dictionaries of dict_size words --
+_WMT_SPECIAL = ("<s>", "<e>", "<unk>")  # ids 0, 1, 2 as in Paddle's dictionaries
+
+
+def _wmt14_dict(dict_size, reverse=True):
+    """(source dict, target dict): word -> id, or id -> word when reverse (Paddle's default)."""
+    def one(prefix):
+        words = list(_WMT_SPECIAL) + [f"{prefix}{i}" for i in range(dict_size - 3)]
+        table = {w: i for i, w in enumerate(words[:dict_size])}
+        return {i: w for w, i in table.items()} if reverse else table
+    return one("s"), one("t")
+
+
+def _wmt14(split, dict_size, n):
+    """Sentences of 3-12 words; the target is a fixed word-by-word translation of the source,
+    reversed (something to learn); both framed as Paddle frames them: the source in <s> ...
+    <e>, the target input after <s>, the next-word target before <e>."""
+    rng = _rng(7, split)
+    mapping = np.random.default_rng(7).permutation(np.arange(3, dict_size))
+    def reader():
+        for _ in range(n):
+            words = rng.integers(3, dict_size, int(rng.integers(3, 13)))
+            target = [int(mapping[w - 3]) for w in words[::-1]]
+            yield [0] + [int(w) for w in words] + [1], [0] + target, target + [1]
+    return reader
+
+
 def _cycled(make):
     """`make(cycle=True)` repeats the data set forever, as Paddle's cifar readers do."""
     def factory(cycle=False):
@@ -138,6 +165,11 @@ def modules():
         "imdb": _module(f"{ds}.imdb", word_dict=_imdb_dict,
                         train=lambda word_idx: _reviews(_TRAIN, word_idx, 1000),
                         test=lambda word_idx: _reviews(_TEST, word_idx, 200)),
+        "wmt14": _module(f"{ds}.wmt14", get_dict=_wmt14_dict,
+                         train=lambda dict_size: _wmt14(_TRAIN, dict_size, 512),
+                         test=lambda dict_size: _wmt14(_TEST, dict_size, 128),
+                         gen=lambda dict_size: _wmt14(_TEST, dict_size, 128),
+                         START="<s>", END="<e>", UNK="<unk>", UNK_IDX=2),
         "common": _module(f"{ds}.common", download=_no_download, DATA_HOME="/nonexistent"),
     }
     package = _module(ds, **built)

@@ -31,7 +31,7 @@ from .param_attr import ParamAttr, WeightNormParamAttr
 from .place import (CPUPlace, CUDAPinnedPlace, CUDAPlace, cpu_places, cuda_pinned_places,
                     cuda_places)
 from .scope import Scope, global_scope, scope_guard
-from .tensor import LoDTensor, create_lod_tensor
+from .tensor import LoDTensor, create_lod_tensor, create_random_int_lodtensor
 from .tensor import LoDTensor as Tensor  # fluid.Tensor: Paddle's name for the same holder
 from .core import LoDTensorArray
 
@@ -43,7 +43,8 @@ __all__ = [
     "initializer", "regularizer", "clip", "layers", "optimizer", "io", "core", "data",
     "embedding", "Executor", "CPUPlace", "CUDAPlace", "CUDAPinnedPlace", "cpu_places",
     "cuda_places", "cuda_pinned_places", "Scope", "global_scope", "scope_guard", "LoDTensor",
-    "create_lod_tensor", "DataFeeder", "append_backward", "gradients", "set_flags",
+    "create_lod_tensor", "create_random_int_lodtensor", "DataFeeder", "append_backward",
+    "gradients", "set_flags",
     "get_flags", "FLAGS", "events", "is_compiled_with_cuda", "CompiledProgram",
     "BuildStrategy", "ExecutionStrategy", "memory", "ParallelExecutor", "nets", "contrib",
     "memory_optimize", "release_memory", "transpiler", "Tensor", "require_version",

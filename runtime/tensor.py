@@ -252,6 +252,16 @@ def create_lod_tensor(data, recursive_seq_lens, place=None):
     return tensor
 
 
+def create_random_int_lodtensor(recursive_seq_lens, base_shape, place, low, high):
+    """fluid.create_random_int_lodtensor: an int64 LoDTensor of sum(last lengths) rows of
+    base_shape, each value drawn uniformly from [low, high] (both included)."""
+    if not isinstance(base_shape, list):
+        raise TypeError(f"base_shape should be a list, got {type(base_shape).__name__}")
+    shape = [sum(recursive_seq_lens[-1])] + base_shape
+    data = np.random.randint(low, high + 1, shape).astype("int64")
+    return create_lod_tensor(data, recursive_seq_lens, place)
+
+
 class FetchedArray(np.ndarray):
     """What Executor.run returns for a one-element fetch of rank >= 1 (a loss of shape [1]):
     a plain ndarray that float() and int() accept, as NumPy 1.x did and as Fluid scripts

@@ -1,0 +1,44 @@
+"""fluid.create_random_int_lodtensor, and the wmt14 stand-in of benchmarks/fluid_compat_data.py
+in the format of Paddle 1.8's paddle.dataset.wmt14: dictionaries of dict_size words with
+<s>, <e>, <unk> as ids 0, 1, 2 (id -> word unless reverse=False); samples (source ids in
+<s> ... <e>, target ids after <s>, next-word ids before <e>)."""
+
+import importlib.util
+import os
+
+import numpy as np
+
+import runtime as fluid
+
+_DATA = os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks", "fluid_compat_data.py")
+
+
+def _data_module():
+    spec = importlib.util.spec_from_file_location("fluid_compat_data", _DATA)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_create_random_int_lodtensor():
+    np.random.seed(0)
+    t = fluid.create_random_int_lodtensor([[2, 3]], [4], fluid.CPUPlace(), low=1, high=3)
+    value = np.array(t)
+    assert value.shape == (5, 4) and value.dtype == np.int64
+    assert value.min() >= 1 and value.max() <= 3 and set(value.ravel()) == {1, 2, 3}
+    assert t.recursive_sequence_lengths() == [[2, 3]]
+
+
+def test_wmt14_stand_in_format():
+    wmt14 = _data_module().modules()["paddle.dataset.wmt14"]
+    src, trg = wmt14.get_dict(30)
+    assert len(src) == len(trg) == 30
+    assert [src[i] for i in range(3)] == ["<s>", "<e>", "<unk>"]
+    words, _ = wmt14.get_dict(30, reverse=False)
+    assert words["<e>"] == 1
+    samples = list(wmt14.train(30)())
+    assert len(samples) == 512
+    for source, target, target_next in samples[:50]:
+        assert source[0] == 0 and source[-1] == 1 and target[0] == 0 and target_next[-1] == 1
+        assert target[1:] == target_next[:-1] and len(target) == len(source) - 1
+        assert all(0 <= w < 30 for w in source + target + target_next)
