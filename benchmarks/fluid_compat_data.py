@@ -9,6 +9,7 @@ figure measured on them says the program runs and learns, nothing about real acc
 `install()` registers them as `paddle.dataset` (after runtime.compat.install()).
 """
 
+import os
 import sys
 import types
 
@@ -119,6 +120,62 @@ def _wmt14(split, dict_size, n):
     return reader
 
 
+# --- conll05: semantic-role features of sentences around their verb --------------------------
+_SRL_WORDS, _SRL_VERBS, _SRL_TAGS = 200, 20, ("A0", "A1", "A2", "AM-TMP", "V")
+
+
+def _conll05_dict():
+    """(word dict, verb dict, label dict) as Paddle's get_dict: word -> id; labels B-<tag>,
+    I-<tag> for each tag, then O."""
+    words = {"<unk>": 0, "bos": 1, "eos": 2}
+    words.update({f"w{i}": i for i in range(3, _SRL_WORDS)})
+    verbs = {f"v{i}": i for i in range(_SRL_VERBS)}
+    labels = {}
+    for tag in _SRL_TAGS:
+        labels[f"B-{tag}"] = len(labels)
+        labels[f"I-{tag}"] = len(labels)
+    labels["O"] = len(labels)
+    return words, verbs, labels
+
+
+def _conll05_embedding():
+    """A file in the layout of Paddle's emb file: a 16-byte header, then float32 [words, 32]."""
+    import tempfile
+    path = os.path.join(tempfile.gettempdir(), f"fluid_compat_conll05_emb_{os.getpid()}")
+    vectors = np.random.default_rng(8).normal(0, 0.1, (_SRL_WORDS, 32)).astype("float32")
+    with open(path, "wb") as f:
+        f.write(b"\0" * 16)
+        vectors.tofile(f)
+    return path
+
+
+def _conll05(split, n):
+    """Sentences of 4-12 words, one verb each: the words before it are A0, those after A1 (a
+    word from the first tenth of the vocabulary is AM-TMP instead), in Paddle's nine features:
+    words, the five context words around the verb (repeated per word), the verb, the 0/1 mark
+    of the verb's +-2 window, the labels."""
+    words_of, verbs_of, labels_of = _conll05_dict()
+    rng = _rng(8, split)
+    def reader():
+        for _ in range(n):
+            size = int(rng.integers(4, 13))
+            sentence = [int(w) for w in rng.integers(3, _SRL_WORDS, size)]
+            at = int(rng.integers(size))
+            labels, previous = [], None
+            for i, w in enumerate(sentence):
+                tag = "V" if i == at else ("AM-TMP" if w < _SRL_WORDS // 10 else
+                                           ("A0" if i < at else "A1"))
+                labels.append(labels_of[("I-" if tag == previous else "B-") + tag])
+                previous = tag
+            def around(k, edge):
+                return sentence[at + k] if 0 <= at + k < size else words_of[edge]
+            context = [[around(k, "bos" if k < 0 else "eos")] * size for k in (-2, -1, 0, 1, 2)]
+            mark = [1 if abs(i - at) <= 2 else 0 for i in range(size)]
+            verb = [int(rng.integers(_SRL_VERBS))] * size
+            yield (sentence, *context, verb, mark, labels)
+    return reader
+
+
 def _cycled(make):
     """`make(cycle=True)` repeats the data set forever, as Paddle's cifar readers do."""
     def factory(cycle=False):
@@ -170,6 +227,9 @@ def modules():
                          test=lambda dict_size: _wmt14(_TEST, dict_size, 128),
                          gen=lambda dict_size: _wmt14(_TEST, dict_size, 128),
                          START="<s>", END="<e>", UNK="<unk>", UNK_IDX=2),
+        "conll05": _module(f"{ds}.conll05", get_dict=_conll05_dict,
+                           get_embedding=_conll05_embedding, test=lambda: _conll05(_TRAIN, 400),
+                           UNK_IDX=0),
         "common": _module(f"{ds}.common", download=_no_download, DATA_HOME="/nonexistent"),
     }
     package = _module(ds, **built)

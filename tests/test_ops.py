@@ -35,7 +35,11 @@ PROGRAM_CHECKED = {"conditional_block", "while", "write_to_array", "read_from_ar
                    "sequence_reverse", "tensor_array_to_tensor",
                    # lstm runs over LoD sequences: tests/fluid_compat/test_lstm18.py checks it
                    # against a NumPy LSTM and every input's gradient against finite differences
-                   "lstm"}
+                   "lstm",
+                   # the CRF ops run over LoD sequences: tests/fluid_compat/test_crf18.py checks
+                   # them against brute force over every tagging, gradients against finite
+                   # differences
+                   "linear_chain_crf", "crf_decoding"}
 
 FORWARD_OPS = sorted(t for t, d in REGISTRY.items()
                      if d.forward_def is None and t not in PROGRAM_CHECKED)

@@ -22,6 +22,7 @@ from .indexing import sequence_mask  # noqa: F401
 from .fluid18_more import *  # noqa: F401,F403
 from .decode import *  # noqa: F401,F403
 from .lstm import dynamic_lstm  # noqa: F401
+from .crf import crf_decoding, linear_chain_crf  # noqa: F401
 from . import control_flow, distributions, learning_rate_scheduler, utils  # noqa: F401
 from . import math_op_patch
 

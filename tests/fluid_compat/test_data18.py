@@ -42,3 +42,26 @@ def test_wmt14_stand_in_format():
         assert source[0] == 0 and source[-1] == 1 and target[0] == 0 and target_next[-1] == 1
         assert target[1:] == target_next[:-1] and len(target) == len(source) - 1
         assert all(0 <= w < 30 for w in source + target + target_next)
+
+
+def test_conll05_stand_in_format():
+    """Paddle's conll05: dictionaries word -> id (labels B-/I-<tag> pairs, then O), an
+    embedding file (16-byte header, float32 [words, 32]) and samples of nine features, the
+    verb's context repeated per word, its +-2 window marked, B-V at the verb."""
+    conll05 = _data_module().modules()["paddle.dataset.conll05"]
+    words, verbs, labels = conll05.get_dict()
+    assert labels["O"] == len(labels) - 1 and labels["I-V"] == labels["B-V"] + 1
+    with open(conll05.get_embedding(), "rb") as f:
+        f.read(16)
+        assert np.fromfile(f, dtype=np.float32).size == len(words) * 32
+    for sample in list(conll05.test()())[:40]:
+        assert len(sample) == 9
+        sentence, n2, n1, v0, p1, p2, verb, mark, tags = sample
+        size = len(sentence)
+        assert all(len(f) == size for f in sample)
+        at = tags.index(labels["B-V"])
+        assert v0 == [sentence[at]] * size and len(set(verb)) == 1
+        assert n1[0] == (sentence[at - 1] if at >= 1 else words["bos"])
+        assert p2[0] == (sentence[at + 2] if at + 2 < size else words["eos"])
+        assert mark == [int(abs(i - at) <= 2) for i in range(size)]
+        assert all(0 <= w < len(words) for w in sentence)
