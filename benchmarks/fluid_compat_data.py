@@ -106,18 +106,35 @@ def _wmt14_dict(dict_size, reverse=True):
     return one("s"), one("t")
 
 
-def _wmt14(split, dict_size, n):
+def _wmt14(split, dict_size, n, seed=7, trg_dict_size=None):
     """Sentences of 3-12 words; the target is a fixed word-by-word translation of the source,
     reversed (something to learn); both framed as Paddle frames them: the source in <s> ...
     <e>, the target input after <s>, the next-word target before <e>."""
-    rng = _rng(7, split)
-    mapping = np.random.default_rng(7).permutation(np.arange(3, dict_size))
+    rng = _rng(seed, split)
+    trg_size = trg_dict_size or dict_size
+    mapping = np.random.default_rng(seed).integers(3, trg_size, dict_size)
     def reader():
         for _ in range(n):
             words = rng.integers(3, dict_size, int(rng.integers(3, 13)))
-            target = [int(mapping[w - 3]) for w in words[::-1]]
+            target = [int(mapping[w]) for w in words[::-1]]
             yield [0] + [int(w) for w in words] + [1], [0] + target, target + [1]
     return reader
+
+
+def _wmt16_dict(lang, dict_size, reverse=False):
+    """Paddle's wmt16.get_dict: word -> id (id -> word when reverse), <s> <e> <unk> first."""
+    words = list(_WMT_SPECIAL) + [f"{lang}{i}" for i in range(dict_size - 3)]
+    table = {w: i for i, w in enumerate(words[:dict_size])}
+    return {i: w for w, i in table.items()} if reverse else table
+
+
+def _wmt16(split, n):
+    def make(src_dict_size, trg_dict_size, src_lang="en"):
+        if src_lang not in ("en", "de"):
+            raise ValueError("An error language type. Only support: en (for English); de(for "
+                             "Germany).")
+        return _wmt14(split, src_dict_size, n, seed=9, trg_dict_size=trg_dict_size)
+    return make
 
 
 # --- conll05: semantic-role features of sentences around their verb --------------------------
@@ -227,6 +244,8 @@ def modules():
                          test=lambda dict_size: _wmt14(_TEST, dict_size, 128),
                          gen=lambda dict_size: _wmt14(_TEST, dict_size, 128),
                          START="<s>", END="<e>", UNK="<unk>", UNK_IDX=2),
+        "wmt16": _module(f"{ds}.wmt16", get_dict=_wmt16_dict, train=_wmt16(_TRAIN, 64),
+                         test=_wmt16(_TEST, 32), validation=_wmt16(_TEST, 32)),
         "conll05": _module(f"{ds}.conll05", get_dict=_conll05_dict,
                            get_embedding=_conll05_embedding, test=lambda: _conll05(_TRAIN, 400),
                            UNK_IDX=0),

@@ -124,6 +124,12 @@ class CompiledProgram:
     def _data_parallel(self):
         return self._places is not None
 
+    @property
+    def _is_data_parallel(self):
+        """Fluid 1.8's attribute: True after with_data_parallel (helpers of Paddle's tests read
+        it to decide how many feeds a run takes)."""
+        return self._data_parallel()
+
     def _get_engine(self, executor=None):
         if self._engine is None:
             if self._default_places and executor is not None and is_gpu(executor.place):

@@ -41,6 +41,39 @@ def instance_norm(input, epsilon=1e-05, param_attr=None, bias_attr=None, name=No
     return out
 
 
+def layer_norm(input, scale=True, shift=True, begin_norm_axis=1, epsilon=1e-05,
+               param_attr=None, bias_attr=None, act=None, name=None):
+    """Normalise each sample over the dimensions from begin_norm_axis on (their values as one
+    row), then scale and shift elementwise. Parameters (when scale / shift): scale (init 1) and
+    bias (init 0), both [product of input.shape[begin_norm_axis:]]."""
+    check_variable(input, "input", "layer_norm", _FLOATS)
+    if not 1 <= begin_norm_axis < len(input.shape):
+        raise ValueError(f"layer_norm: begin_norm_axis={begin_norm_axis} must be in [1, "
+                         f"{len(input.shape)}) for the input of shape {list(input.shape)}")
+    right = input.shape[begin_norm_axis:]
+    if any(d < 0 for d in right):
+        raise ValueError(f"layer_norm: the normalised dimensions {list(right)} must be known")
+    helper = LayerHelper("layer_norm", input=input, param_attr=param_attr, bias_attr=bias_attr,
+                         act=act, name=name)
+    dtype = helper.input_dtype()
+    shape = [1]
+    for d in right:
+        shape[0] *= d
+    inputs = {"X": input}
+    if scale:
+        inputs["Scale"] = helper.create_parameter(helper.param_attr, shape, dtype,
+                                                  default_initializer=Constant(1.0))
+    if shift:
+        inputs["Bias"] = helper.create_parameter(helper.bias_attr, shape, dtype, is_bias=True)
+    mean = helper.create_variable_for_type_inference(dtype, stop_gradient=True)
+    variance = helper.create_variable_for_type_inference(dtype, stop_gradient=True)
+    out = helper.create_variable_for_type_inference(dtype)
+    helper.append_op("layer_norm", inputs=inputs,
+                     outputs={"Y": out, "Mean": mean, "Variance": variance},
+                     attrs={"epsilon": float(epsilon), "begin_norm_axis": begin_norm_axis})
+    return helper.append_activation(out)
+
+
 def affine_channel(x, scale=None, bias=None, data_layout="NCHW", name=None, act=None):
     """x * scale[c] + bias[c] with c the channel axis (1 for NCHW, the last for NHWC); scale
     and bias are [C] Variables."""
@@ -90,4 +123,4 @@ def _abn_activation(helper, x, act, alpha):
     return out
 
 
-__all__ = ["instance_norm", "affine_channel", "inplace_abn"]
+__all__ = ["instance_norm", "layer_norm", "affine_channel", "inplace_abn"]

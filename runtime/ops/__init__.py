@@ -9,6 +9,6 @@ from . import norm_more  # noqa: F401
 from . import metrics  # noqa: F401
 from . import indexing_ops  # noqa: F401
 from . import fluid18_more  # noqa: F401
-from . import conv3d, crf, decode_ops, lstm  # noqa: F401
+from . import conv3d, crf, decode_ops, layer_norm, lstm  # noqa: F401
 
 REGISTRY = registry.REGISTRY

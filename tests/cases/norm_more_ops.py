@@ -1,5 +1,5 @@
-"""Cases for instance_norm (its gradient and second-order rule) and affine_channel (NCHW,
-NHWC, 2-D inputs). References loop over the (sample, channel) slices or the channels."""
+"""Cases for instance_norm (its gradient and second-order rule), affine_channel (NCHW,
+NHWC, 2-D inputs) and layer_norm. References loop over the slices, channels or samples."""
 
 import numpy as np
 
@@ -96,3 +96,35 @@ case("affine_channel", affine_channel_inputs((5, 3), 3), attrs={"data_layout": "
      reference=affine_channel_ref, name="2d")
 case("affine_channel", affine_channel_inputs((2, 2, 4), 4), attrs={"data_layout": "AnyLayout"},
      reference=affine_channel_ref, name="any_layout_is_channel_last")
+
+
+# --- layer_norm ---------------------------------------------------------------------------------
+def layer_norm_ref(ins, attrs):
+    """Each sample's values from begin_norm_axis on normalised by their mean and biased
+    variance, one sample at a time, then scaled and shifted elementwise."""
+    x, eps, axis = ins["X"], attrs["epsilon"], attrs["begin_norm_axis"]
+    rows = int(np.prod(x.shape[:axis]))
+    flat = x.reshape(rows, -1)
+    y, means, variances = np.empty_like(flat), np.empty(rows), np.empty(rows)
+    for i in range(rows):
+        values = flat[i]
+        mean = values.sum() / values.size
+        var = ((values - mean) ** 2).sum() / values.size
+        y[i] = (values - mean) / np.sqrt(var + eps)
+        if "Scale" in ins:
+            y[i] = y[i] * ins["Scale"]
+        if "Bias" in ins:
+            y[i] = y[i] + ins["Bias"]
+        means[i], variances[i] = mean, var
+    return {"Y": y.reshape(x.shape), "Mean": means, "Variance": variances}
+
+
+case("layer_norm", {"X": f64(3, 4), "Scale": f64(4, lo=0.5, hi=1.5), "Bias": f64(4)},
+     attrs={"epsilon": 1e-5, "begin_norm_axis": 1}, reference=layer_norm_ref, name="2d")
+case("layer_norm", {"X": f64(2, 3, 2, 2), "Scale": f64(12, lo=0.5, hi=1.5), "Bias": f64(12)},
+     attrs={"epsilon": 1e-3, "begin_norm_axis": 1}, reference=layer_norm_ref, name="4d_axis1")
+case("layer_norm", {"X": f64(2, 3, 4), "Scale": f64(4, lo=0.5, hi=1.5)},
+     attrs={"epsilon": 1e-5, "begin_norm_axis": 2}, reference=layer_norm_ref,
+     name="axis2_no_bias")
+case("layer_norm", {"X": f64(3, 5)}, attrs={"epsilon": 1e-5, "begin_norm_axis": 1},
+     reference=layer_norm_ref, name="no_scale_no_bias")

@@ -65,3 +65,14 @@ def test_conll05_stand_in_format():
         assert p2[0] == (sentence[at + 2] if at + 2 < size else words["eos"])
         assert mark == [int(abs(i - at) <= 2) for i in range(size)]
         assert all(0 <= w < len(words) for w in sentence)
+
+
+def test_wmt16_stand_in_format():
+    wmt16 = _data_module().modules()["paddle.dataset.wmt16"]
+    words = wmt16.get_dict("en", 40)
+    assert [words[w] for w in ("<s>", "<e>", "<unk>")] == [0, 1, 2] and len(words) == 40
+    assert wmt16.get_dict("de", 40, reverse=True)[1] == "<e>"
+    for source, target, target_next in list(wmt16.train(40, 30)())[:30]:
+        assert source[0] == 0 and source[-1] == 1 and target[0] == 0 and target_next[-1] == 1
+        assert target[1:] == target_next[:-1]
+        assert all(0 <= w < 40 for w in source) and all(0 <= w < 30 for w in target_next)

@@ -135,3 +135,34 @@ def test_inplace_abn_is_batch_norm_then_activation(act, alpha):
     elif act == "elu":
         y = np.where(y > 0, y, alpha * (np.exp(np.minimum(y, 0)) - 1))
     np.testing.assert_allclose(out, y, rtol=1e-6, atol=1e-8)
+
+
+# --- layer_norm -----------------------------------------------------------------------------------
+def test_layer_norm_layer_parameters_and_values():
+    x = np.random.default_rng(3).normal(2.0, 3.0, (2, 3, 4))
+
+    def build():
+        xv = fluid.data("x", [2, 3, 4], "float64")
+        y = fluid.layers.layer_norm(xv, begin_norm_axis=1, epsilon=1e-5)
+        z = fluid.layers.layer_norm(xv, begin_norm_axis=2, shift=False, act="relu")
+        return [y, z, "layer_norm_0.w_0", "layer_norm_0.b_0"]
+
+    (y, z, scale, bias), main = _run(build, {"x": x})
+    params = [p.name for p in main.all_parameters()]
+    assert params == ["layer_norm_0.w_0", "layer_norm_0.b_0", "layer_norm_1.w_0"]
+    assert scale.shape == bias.shape == (12,)
+    assert np.all(scale == 1.0) and np.all(bias == 0.0)
+    flat = x.reshape(2, 12)
+    want = (flat - flat.mean(1, keepdims=True)) / np.sqrt(flat.var(1, keepdims=True) + 1e-5)
+    np.testing.assert_allclose(y, want.reshape(x.shape), rtol=1e-10)
+    rows = x.reshape(6, 4)
+    want_z = (rows - rows.mean(1, keepdims=True)) / np.sqrt(rows.var(1, keepdims=True) + 1e-5)
+    np.testing.assert_allclose(z, np.maximum(want_z, 0).reshape(x.shape), rtol=1e-10)
+
+
+def test_compiled_program_is_data_parallel():
+    """Fluid 1.8's CompiledProgram._is_data_parallel (Paddle's test helpers read it)."""
+    program = fluid.Program()
+    compiled = fluid.CompiledProgram(program)
+    assert compiled._is_data_parallel is False
+    assert compiled.with_data_parallel()._is_data_parallel is True
