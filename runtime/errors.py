@@ -99,6 +99,44 @@ def reader_exit_error(raised, where):
                              f"the job; raise an exception, or return to end the pass")
 
 
+class ReaderFailure(EnforceNotMet):
+    """A reader's generator (or worker) raised: what the consumer of a DataLoader/PyReader
+    gets. In Fluid 1.8 the failed reader kills the queue and the run raises EnforceNotMet;
+    here the error raised is also of the generator's own exception class, with its message,
+    notes and traceback (reader_failure)."""
+
+
+_FAILURE_CLASSES = {}
+
+
+def reader_failure(err):
+    """`err` as a ReaderFailure that is still an instance of type(err) (an EnforceNotMet
+    already is returned as it is; a class that cannot be combined gives a ReaderFailure
+    caused by err)."""
+    if isinstance(err, EnforceNotMet):
+        return err
+    cls = type(err)
+    if cls not in _FAILURE_CLASSES:
+        try:
+            _FAILURE_CLASSES[cls] = type(cls.__name__, (cls, ReaderFailure),
+                                         {"__module__": cls.__module__,
+                                          "__doc__": ReaderFailure.__doc__})
+        except TypeError:  # an incompatible layout
+            _FAILURE_CLASSES[cls] = None
+    combined = _FAILURE_CLASSES[cls]
+    try:
+        if combined is None:
+            raise TypeError(cls)
+        failure = combined.__new__(combined, *err.args)
+        failure.__dict__.update(getattr(err, "__dict__", {}))  # attributes and __notes__
+    except TypeError:
+        failure = ReaderFailure(f"{cls.__name__}: {err}")
+        failure.__cause__ = err
+        return failure
+    failure.__cause__, failure.__context__ = err.__cause__, err.__context__
+    return failure.with_traceback(err.__traceback__)
+
+
 def add_note(err, note):
     """err.add_note(note) (Python 3.11+); before 3.11, which prints no notes, the note is
     appended to a one-string message so it is still shown."""

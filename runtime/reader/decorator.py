@@ -350,8 +350,9 @@ def multiprocess_reader(readers, use_pipe=True, queue_size=1000):
     Paddle's pipe order: deterministic); use_pipe=False takes them as they come. `queue_size`
     bounds the samples read ahead, across all processes.
 
-    Unlike Paddle 1.x, an exception in a reader process reaches the consumer as itself, with
-    that process's traceback (Paddle raised "multiprocess reader raises an exception"); a
+    Unlike Paddle 1.x, an exception in a reader process reaches the consumer as its own class,
+    with that process's traceback (Paddle raised "multiprocess reader raises an exception"; a
+    DataLoader fed by it raises the error as an EnforceNotMet too, as Paddle's does); a
     process that dies is reported with its signal; leaving the loop early stops and reaps the
     processes. Samples are pickled: they must be picklable."""
     if isinstance(readers, (list, tuple)):

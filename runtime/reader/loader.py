@@ -52,7 +52,7 @@ import numpy as np
 
 from .. import events, memory, overrides
 from ..core import EOFException
-from ..errors import EnforceNotMet, add_note, reader_exit_error
+from ..errors import EnforceNotMet, add_note, reader_exit_error, reader_failure
 from ..flags import FLAGS
 from ..framework import Variable, default_main_program
 from ..place import CPUPlace, is_gpu
@@ -422,8 +422,8 @@ class GeneratorLoader(DataLoaderBase):
                 if not isinstance(err, Exception):  # sys.exit() in a generator
                     err = reader_exit_error(f"{type(err).__name__}{err.args!r}",
                                             f"the reader thread of {self.name}")
-                p.queue.kill(add_note(err, f"raised in {where} while preparing batch "
-                                           f"{index}"))
+                p.queue.kill(reader_failure(add_note(
+                    err, f"raised in {where} while preparing batch {index}")))
             return
         finally:
             _close_source(source)

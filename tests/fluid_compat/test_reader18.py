@@ -169,3 +169,44 @@ def test_py_reader_loader_attribute_is_the_reader_itself():
         break
     reader._loader._reset()
     assert reader.queue.size() == 0
+
+
+class _Custom(ValueError):
+    def __init__(self, code):
+        super().__init__(f"code {code}")
+        self.code = code
+
+
+@pytest.mark.parametrize("iterable", [True, False])
+def test_a_failing_reader_reaches_the_consumer_as_enforce_not_met(iterable):
+    """Fluid 1.8: the failed reader kills the queue and the run raises EnforceNotMet (what
+    test_multiprocess_reader_exception catches); here it is also the generator's own class,
+    with its attributes and message."""
+    def gen():
+        raise _Custom(7)
+        yield [np.zeros((2, 3), "float32")]  # noqa: unreachable (makes gen a generator)
+
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x = fluid.data("x", [None, 3], "float32")
+        y = x + 1
+        loader = fluid.io.DataLoader.from_generator(feed_list=[x], capacity=2,
+                                                    iterable=iterable)
+    loader.set_batch_generator(gen, places=fluid.cpu_places(1))
+    exe = fluid.Executor(fluid.CPUPlace())
+    runs = 0
+    with pytest.raises(fluid.core.EnforceNotMet) as info:
+        if iterable:
+            for data in loader():
+                exe.run(main, feed=data, fetch_list=[y])
+                runs += 1
+        else:
+            loader.start()
+            while True:
+                exe.run(main, fetch_list=[y])
+                runs += 1
+    assert runs == 0
+    assert isinstance(info.value, _Custom) and info.value.code == 7
+    assert str(info.value) == "code 7" and type(info.value).__name__ == "_Custom"
+    if not iterable:
+        loader.reset()
