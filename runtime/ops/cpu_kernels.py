@@ -3,10 +3,10 @@ optimizer updates (sgd, momentum, Nesterov momentum) and relu's gradient.
 
 Why: NumPy runs `v *= mu; v += g; p -= lr * v` as four passes over the parameter (one of them
 writing a temporary), relu's gradient as two (a boolean mask, then the product); one compiled
-loop does each in a single pass. On a step with more than one math thread (the BLAS thread
-count) a large update is split between this thread and one helper thread of this module, so
-both cores work on it; the helper sleeps on a condition variable between updates (it never
-spins against the BLAS threads) and is made again in a forked child.
+loop does each in a single pass. They run on the calling thread: splitting an update with a
+second thread was measured slower on the 2-core VM whatever its size (65,536 to 4 million
+elements, after a GEMM: the loops are bound by memory bandwidth, which the cores share, and a
+second thread competes with the BLAS threads that still spin after their GEMM).
 
 The loops do exactly NumPy's operations in NumPy's order, one rounding each (compiled without
 contraction into fused multiply-adds), so results are bit for bit those of the NumPy path,
@@ -18,149 +18,51 @@ import ctypes
 
 import numpy as np
 
-from .. import blas
 from ..cbuild import build
 
 ENABLED = [True]
 REASON = ""
-SPLIT_MIN = 1 << 16  # elements: below this a second thread costs more than it saves
 SMALL = 1024  # elements: below this NumPy's few calls cost less than one call into C
 
 _SOURCE = r"""
-#include <pthread.h>
 #include <stddef.h>
-#define SPLIT_MIN SPLIT_MIN_VALUE
-
-typedef void (*part_fn)(const void *args, long lo, long hi);
-
-/* one helper thread: it runs [lo, hi) of a job while the caller runs the rest */
-static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER, dispatch = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t go = PTHREAD_COND_INITIALIZER, done = PTHREAD_COND_INITIALIZER;
-static int helper_running;
-static long generation, finished;
-static part_fn job;
-static const void *job_args;
-static long job_lo, job_hi;
-
-static void *helper(void *unused) {
-    long seen = 0;
-    (void)unused;
-    pthread_mutex_lock(&lock);
-    for (;;) {
-        while (generation == seen) pthread_cond_wait(&go, &lock);
-        seen = generation;
-        part_fn f = job; const void *a = job_args; long lo = job_lo, hi = job_hi;
-        pthread_mutex_unlock(&lock);
-        f(a, lo, hi);
-        pthread_mutex_lock(&lock);
-        finished = seen;
-        pthread_cond_signal(&done);
-    }
-    return NULL;
-}
-
-static void after_fork_in_child(void) {
-    pthread_mutex_t fresh = PTHREAD_MUTEX_INITIALIZER;
-    pthread_cond_t fresh_cond = PTHREAD_COND_INITIALIZER;
-    lock = fresh; dispatch = fresh; go = fresh_cond; done = fresh_cond;
-    helper_running = 0; generation = finished = 0;
-}
-
-static int start_helper(void) {
-    pthread_t t;
-    if (pthread_create(&t, NULL, helper, NULL) != 0) return 0;
-    pthread_detach(t);
-    if (!helper_running) pthread_atfork(NULL, NULL, after_fork_in_child);
-    helper_running = 1;
-    return 1;
-}
-
-static void run(part_fn f, const void *args, long n, int threads) {
-    if (threads < 2 || n < SPLIT_MIN || pthread_mutex_trylock(&dispatch) != 0) {
-        f(args, 0, n);
-        return;
-    }
-    if (!helper_running && !start_helper()) {
-        pthread_mutex_unlock(&dispatch);
-        f(args, 0, n);
-        return;
-    }
-    long half = (n / 2 + 63) & ~63L;
-    pthread_mutex_lock(&lock);
-    job = f; job_args = args; job_lo = half; job_hi = n;
-    long mine = ++generation;
-    pthread_cond_signal(&go);
-    pthread_mutex_unlock(&lock);
-    f(args, 0, half);
-    pthread_mutex_lock(&lock);
-    while (finished != mine) pthread_cond_wait(&done, &lock);
-    pthread_mutex_unlock(&lock);
-    pthread_mutex_unlock(&dispatch);
-}
 
 #define KERNELS(T, S)                                                                         \
-typedef struct { T *p, *v; const T *g; T lr, mu; } update_##S;                               \
-static void momentum_part_##S(const void *a, long lo, long hi) {                             \
-    const update_##S *u = a;                                                                  \
-    T *restrict p = u->p, *restrict vel = u->v;                                               \
-    const T *restrict g = u->g;                                                               \
-    const T lr = u->lr, mu = u->mu;                                                           \
-    for (long i = lo; i < hi; i++) {                                                          \
+void pt_momentum_##S(T *restrict p, T *restrict vel, const T *restrict g, T lr, T mu,        \
+                     long n, int nesterov) {                                                  \
+    if (nesterov) {                                                                           \
+        for (long i = 0; i < n; i++) {                                                        \
+            T v = vel[i] * mu;                                                                \
+            v = v + g[i];                                                                     \
+            vel[i] = v;                                                                       \
+            T step = mu * v;                                                                  \
+            step = g[i] + step;                                                               \
+            p[i] = p[i] - lr * step;                                                          \
+        }                                                                                     \
+        return;                                                                               \
+    }                                                                                         \
+    for (long i = 0; i < n; i++) {                                                            \
         T v = vel[i] * mu;                                                                    \
         v = v + g[i];                                                                         \
         vel[i] = v;                                                                           \
         p[i] = p[i] - lr * v;                                                                 \
     }                                                                                         \
 }                                                                                             \
-static void nesterov_part_##S(const void *a, long lo, long hi) {                             \
-    const update_##S *u = a;                                                                  \
-    T *restrict p = u->p, *restrict vel = u->v;                                               \
-    const T *restrict g = u->g;                                                               \
-    const T lr = u->lr, mu = u->mu;                                                           \
-    for (long i = lo; i < hi; i++) {                                                          \
-        T v = vel[i] * mu;                                                                    \
-        v = v + g[i];                                                                         \
-        vel[i] = v;                                                                           \
-        T step = mu * v;                                                                      \
-        step = g[i] + step;                                                                   \
-        p[i] = p[i] - lr * step;                                                              \
-    }                                                                                         \
+void pt_sgd_##S(T *restrict p, const T *restrict g, T lr, long n) {                          \
+    for (long i = 0; i < n; i++) p[i] = p[i] - lr * g[i];                                     \
 }                                                                                             \
-static void sgd_part_##S(const void *a, long lo, long hi) {                                  \
-    const update_##S *u = a;                                                                  \
-    T *restrict p = u->p;                                                                     \
-    const T *restrict g = u->g;                                                               \
-    const T lr = u->lr;                                                                       \
-    for (long i = lo; i < hi; i++) p[i] = p[i] - lr * g[i];                                   \
-}                                                                                             \
-void pt_momentum_##S(T *p, T *v, const T *g, T lr, T mu, long n, int nesterov, int threads) {\
-    update_##S u = {p, v, g, lr, mu};                                                         \
-    run(nesterov ? nesterov_part_##S : momentum_part_##S, &u, n, threads);                    \
-}                                                                                             \
-void pt_sgd_##S(T *p, const T *g, T lr, long n, int threads) {                               \
-    update_##S u = {p, NULL, g, lr, 0};                                                       \
-    run(sgd_part_##S, &u, n, threads);                                                        \
-}                                                                                             \
-typedef struct { const T *out, *dout; T *dx; } relu_##S;                                      \
-static void relu_grad_part_##S(const void *a, long lo, long hi) {                            \
-    const relu_##S *r = a;                                                                    \
-    const T *out = r->out, *dout = r->dout;                                                   \
-    T *dx = r->dx;                                                                            \
-    for (long i = lo; i < hi; i++) {                                                          \
+void pt_relu_grad_##S(const T *out, const T *dout, T *dx, long n) {                          \
+    for (long i = 0; i < n; i++) {  /* dx may be dout's buffer (inplace) */                   \
         T keep = out[i] > 0 ? (T)1 : (T)0;                                                    \
         dx[i] = dout[i] * keep;                                                               \
     }                                                                                         \
-}                                                                                             \
-void pt_relu_grad_##S(const T *out, const T *dout, T *dx, long n, int threads) {             \
-    relu_##S r = {out, dout, dx};                                                             \
-    run(relu_grad_part_##S, &r, n, threads);                                                  \
 }
 
 KERNELS(float, f32)
 KERNELS(double, f64)
-""".replace("SPLIT_MIN_VALUE", str(SPLIT_MIN))
+"""
 
-_FLAGS = ("-O3", "-ffp-contract=off", "-fno-math-errno", "-pthread")
+_FLAGS = ("-O3", "-ffp-contract=off", "-fno-math-errno")
 
 
 class _Kernels:
@@ -170,13 +72,13 @@ class _Kernels:
         for dtype, suffix, scalar in ((np.dtype("float32"), "f32", ctypes.c_float),
                                       (np.dtype("float64"), "f64", ctypes.c_double)):
             momentum = getattr(lib, f"pt_momentum_{suffix}")
-            momentum.argtypes = [ptr, ptr, ptr, scalar, scalar, lng, intc, intc]
+            momentum.argtypes = [ptr, ptr, ptr, scalar, scalar, lng, intc]
             momentum.restype = None
             sgd = getattr(lib, f"pt_sgd_{suffix}")
-            sgd.argtypes = [ptr, ptr, scalar, lng, intc]
+            sgd.argtypes = [ptr, ptr, scalar, lng]
             sgd.restype = None
             relu_grad = getattr(lib, f"pt_relu_grad_{suffix}")
-            relu_grad.argtypes = [ptr, ptr, ptr, lng, intc]
+            relu_grad.argtypes = [ptr, ptr, ptr, lng]
             relu_grad.restype = None
             self.momentum[dtype], self.sgd[dtype], self.relu_grad[dtype] = (
                 momentum, sgd, relu_grad)
@@ -198,12 +100,6 @@ def _kernels():
 
 def _address(array):
     return array.__array_interface__["data"][0]
-
-
-def _threads(n):
-    if n < SPLIT_MIN:
-        return 1
-    return blas.get_blas_threads() or 1
 
 
 def _dense(*arrays):
@@ -229,9 +125,8 @@ def momentum(p, v, g, lr, mu, nesterov):
     if not (_dense(p, v, g) and p.flags.writeable and v.flags.writeable
             and type(lr) is np.ndarray and lr.size == 1 and lr.dtype == p.dtype):
         return False
-    n = p.size
-    _loaded[0].momentum[p.dtype](_address(p), _address(v), _address(g), lr.item(), mu, n,
-                                 int(bool(nesterov)), _threads(n))
+    _loaded[0].momentum[p.dtype](_address(p), _address(v), _address(g), lr.item(), mu, p.size,
+                                 int(bool(nesterov)))
     return True
 
 
@@ -239,8 +134,7 @@ def sgd(p, g, lr):
     if not (_dense(p, g) and p.flags.writeable and type(lr) is np.ndarray and lr.size == 1
             and lr.dtype == p.dtype):
         return False
-    n = p.size
-    _loaded[0].sgd[p.dtype](_address(p), _address(g), lr.item(), n, _threads(n))
+    _loaded[0].sgd[p.dtype](_address(p), _address(g), lr.item(), p.size)
     return True
 
 
@@ -253,7 +147,5 @@ def relu_grad(out, dout, buf):
     elif not (type(buf) is np.ndarray and buf.dtype == dout.dtype and buf.size == dout.size
               and buf.flags.c_contiguous and buf.flags.writeable):
         return None
-    n = dout.size
-    _loaded[0].relu_grad[dout.dtype](_address(out), _address(dout), _address(buf), n,
-                                     _threads(n))
+    _loaded[0].relu_grad[dout.dtype](_address(out), _address(dout), _address(buf), dout.size)
     return buf
