@@ -1,7 +1,8 @@
 """docs/advice.md #19: under memory pressure, an optimizer keeping two or more accumulators per
 parameter (Adam, Adadelta, RMSProp, ...) holds a large share of the peak: Momentum keeps one.
-The predicted peak takes the saved state off every phase, and the update's temporaries
-shrink with the accumulators (see _peak_with_fewer_accumulators)."""
+The predicted peak takes the saved state off every phase, and the update's temporaries off
+the update phase: the runtime's Momentum updates its parameter and velocity in place (one
+fused loop on the CPU, runtime/ops/cpu_kernels.py; one kernel on a GPU, runtime/ops/fused.py)."""
 
 from typing import Optional, Tuple
 
@@ -43,18 +44,17 @@ def _breakdown(m: MemoryFigures) -> Tuple[float, float, float]:
                                                      m.peak_allocated_bytes or 0)
 
 
-def _peak_with_fewer_accumulators(m: MemoryFigures, base: float, saved: float,
-                                  slots: int) -> float:
-    """The step peak with one accumulator per parameter instead of `slots`: `saved` bytes of
-    state less in every phase; where the peak is in the update, its temporaries (the
-    "optimizer" bytes at the pool's peak) are taken to shrink with the accumulators too."""
+def _peak_with_momentum(m: MemoryFigures, base: float, saved: float) -> float:
+    """The step peak with Momentum's one accumulator per parameter: `saved` bytes of state
+    less in every phase; where the peak is in the update, its temporaries (the "optimizer"
+    bytes at the pool's peak) go too, Momentum's update making none."""
     phases = m.phase_peaks
     others = max(phases.forward_bytes or 0, phases.backward_bytes or 0)
     update = phases.optimizer_bytes or 0
     temporaries = m.by_category_at_peak.optimizer
     if not update or m.oom is not None:
         return base - saved
-    return max(others - saved, update - saved - temporaries * (1 - 1 / slots))
+    return max(others - saved, update - saved - temporaries)
 
 
 @rule
@@ -74,7 +74,7 @@ def optimizer_memory(profile) -> Optional[Advice]:
     if not base or not params or state < OPTIMIZER_SHARE * base:
         return None
     saved = min(params * (slots - 1), state)
-    predicted = _peak_with_fewer_accumulators(m, base, saved, slots)
+    predicted = _peak_with_momentum(m, base, saved)
     name = OPTIMIZER_NAMES[op_type]
     return Advice(
         id="optimizer-memory", source=19, severity="high" if m.oom is not None else "medium",
@@ -88,8 +88,8 @@ def optimizer_memory(profile) -> Optional[Advice]:
             writer(profile).optimizer("Momentum", {"learning_rate": "lr", "momentum": 0.9},
                                       instead_of=name, why="one accumulator per parameter"),
             "# re-tune the learning rate: Momentum usually wants a larger one than " + name]),
-        expected_gain=(f"{human_bytes(saved)} less optimizer state (and smaller update "
-                       f"temporaries): step peak "
+        expected_gain=(f"{human_bytes(saved)} less optimizer state (and no update "
+                       f"temporaries: Momentum updates in place): step peak "
                        f"{human_bytes(base)} -> ~{human_bytes(predicted)}"),
         figures={"optimizer": op_type, "accumulators": slots, "optimizer_state_bytes": state,
                  "parameter_bytes": params, "saved_bytes": saved, "step_peak_bytes": base,
