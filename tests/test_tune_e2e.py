@@ -51,16 +51,17 @@ def test_tune_finds_the_reader_optimum(tmp_path):
 
 
 def test_out_of_memory_and_a_hang_do_not_stop_the_batch_search(tmp_path):
-    """FLAGS_cpu_memory_limit_mb=10: the model's first guess (~185) runs out of memory; the
-    next guesses bisect it and fit a line to the peaks (~100, then ~162), and batches of 150
-    or more hang (killed at --trial-timeout; as a batch too large for its workers' shared
-    memory would): the largest batch verified to run, below the one that hung, wins. (The
-    guesses follow the memory model's per-sample estimate: 199 and 107 before it stopped
-    scaling the update's temporaries with the batch.)"""
+    """FLAGS_cpu_memory_limit_mb=15, and a loss over every pair of samples (--pairs: memory
+    grows faster than the batch, so the memory model's line through one batch's peak promises
+    too much): the model's first guess (~189) runs out of memory; the next guesses bisect it
+    (~102, which fits) and fit a line to the peaks (~165), and batches of 150 or more hang
+    (killed at --trial-timeout; as a batch too large for its workers' shared memory would):
+    the largest batch verified to run, below the one that hung, wins. (Without --pairs the
+    model's first guess fits: the job's memory is linear in the batch and the model knows it.)"""
     run = tune(tmp_path, "--budget", "30s", "--trial-steps", "20", "--trial-timeout", "5",
                "--max-batch-size", "1024", "--space", "only=batch_size", JOB, "--",
-               "--hidden", "4096", "--in-dim", "8", "--burst-every", "0",
-               "--hang-when", "batch_size>=150", env={"FLAGS_cpu_memory_limit_mb": "10"})
+               "--hidden", "4096", "--in-dim", "8", "--burst-every", "0", "--pairs", "4",
+               "--hang-when", "batch_size>=150", env={"FLAGS_cpu_memory_limit_mb": "15"})
     assert run.returncode == 0, run.stderr
     record = json.loads((tmp_path / "t.tune.json").read_text())
     statuses = [(t["setting"].get("batch_size"), t["status"]) for t in record["trials"]]

@@ -13,6 +13,9 @@ with the batch size (the waits are per batch) until the memory runs out: `--hidd
 makes the activations grow fast with the batch (out of memory under
 FLAGS_cpu_memory_limit_mb). The generator shards itself with fluid.io.get_worker_info(), by
 the loader's batch size (which PADDLETUNE_OVERRIDES may have changed).
+`--pairs K` adds a term of batch x batch x K floats (each pair of samples compared, as a
+contrastive loss does): the memory then grows faster than the batch, so a line fitted to one
+batch's peak promises more than fits.
 `--hang-when KEY=VALUE` / `--crash-when KEY=VALUE` hang / raise when the loader's config has
 that value, or at least that value with `KEY>=VALUE` (a setting that hangs or crashes, say
 a batch too large for the shared memory of its worker processes).
@@ -40,6 +43,7 @@ def parse_args(argv=None):
     p.add_argument("--in-dim", type=int, default=32)
     p.add_argument("--hidden", type=int, default=32)
     p.add_argument("--steps", type=int, default=100000)
+    p.add_argument("--pairs", type=int, default=0)
     p.add_argument("--hang-when", default=None)
     p.add_argument("--crash-when", default=None)
     return p.parse_args(argv)
@@ -82,6 +86,10 @@ def main(argv=None):
         hidden = fluid.layers.fc(x, args.hidden, act="relu")
         loss = fluid.layers.mean(fluid.layers.softmax_with_cross_entropy(
             fluid.layers.fc(hidden, 10), y))
+        if args.pairs:
+            similarity = fluid.layers.matmul(hidden, hidden, transpose_y=True)  # batch x batch
+            pairs = fluid.layers.expand(similarity, [1, args.pairs])
+            loss = loss + 1e-6 * fluid.layers.mean(pairs)
         fluid.optimizer.SGD(learning_rate=0.01).minimize(loss)
         loader = fluid.io.DataLoader.from_generator(
             feed_list=[x, y], capacity=args.capacity, num_workers=args.num_workers)
