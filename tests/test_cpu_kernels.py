@@ -72,6 +72,10 @@ def test_what_the_kernels_do_not_serve_is_left_to_numpy():
     readonly = p.copy()
     readonly.flags.writeable = False
     assert not cpu_kernels.sgd(readonly, g, lr)
+    assert not cpu_kernels.momentum(p, v, g, lr, np.float64(0.9), False)  # NumPy: in double
+    assert not cpu_kernels.momentum(p, v, v, lr, 0.9, False)  # the gradient is the velocity
+    assert not cpu_kernels.sgd(p, p, lr)
+    assert cpu_kernels.relu_grad(p.reshape(-1, 1), g.reshape(1, -1), None) is None  # broadcast
     cpu_kernels.ENABLED[0] = False
     try:
         assert not cpu_kernels.sgd(p, g, lr)

@@ -314,3 +314,25 @@ def test_jobs_in_two_threads_share_the_plan_machinery_safely():
         for p in main.global_block().all_parameters():
             assert np.array_equal(expected[1][p.name], scope.find_var(p.name).value)
     _pool().check()
+
+
+def test_no_arena_starts_without_room_to_record_what_outlives_it(monkeypatch):
+    """With the C side's table of retired arenas full, a step runs on the pool: an arena whose
+    blocks outlived the step could not be recorded, and one of them, freed later, would hand
+    the whole arena back to the pool while the others still live."""
+    functions = arena.native.arena_functions()
+    monkeypatch.setattr(arena.native, "arena_functions",
+                        lambda: _NoRoom(functions))
+    counts = _pool_requests_per_step(True, _batches(5))
+    assert min(counts) > 20  # every step on the pool
+
+
+class _NoRoom:
+    def __init__(self, functions):
+        self._functions = functions
+
+    def pt_arena_room(self):
+        return 0
+
+    def __getattr__(self, name):
+        return getattr(self._functions, name)

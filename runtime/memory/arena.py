@@ -33,8 +33,9 @@ from . import native, numpy_hook
 from .pool import ALIGN
 
 MAX_FAILURES = 3  # steps of one shape that left the plan before it is given up
-MAX_SHAPES = 8  # feed shapes whose plans one program keeps (the most recent)
-MAX_REQUESTS = 20000  # larger steps are not planned (packing is quadratic in the worst case)
+MAX_SHAPES = 8  # feed shapes whose plans one program keeps (the most recently used)
+MAX_REQUESTS = 2000  # larger steps are not planned: packing is quadratic in Python when
+# lifetimes nest (about 1 s for 2,000 blocks, 4 s for 4,000), once per recorded shape
 MIN_PLANNED = 4  # a step with fewer temporaries saves less than taking an arena costs
 
 
@@ -179,10 +180,14 @@ class StepMemory:
             numpy_hook.RECORDING[0] = self.recording
             return
         plan, functions = self.plan, native.arena_functions()
-        self.base = _arena_block(self.pool, plan.span)
-        if self.base:
-            _IN_USE[0] = self
-            functions.pt_arena_begin(self.ctx, self.base, plan.span, plan.c_plan_address)
+        _IN_USE[0] = self  # claimed first: taking the block can let another thread run
+        if functions.pt_arena_room() > 0:  # what outlives the step can always be recorded
+            self.base = _arena_block(self.pool, plan.span, plan.unplanned_bytes)
+        if not self.base:
+            _IN_USE[0] = None
+            self.ended = True
+            return
+        functions.pt_arena_begin(self.ctx, self.base, plan.span, plan.c_plan_address)
 
     def settle(self):
         """After the step, once the pool no longer serves its arrays (packing allocates): make
@@ -226,11 +231,12 @@ _RETIRED = {}  # arena base -> pool: arenas kept by blocks that outlived their s
 _IN_USE = [None]
 
 
-def _arena_block(pool, span):
+def _arena_block(pool, span, unplanned_bytes=0):
     """A block of `span` bytes from `pool` for the arena, or 0 when the pool would have to
-    refuse (then the step runs without its plan; the refusal is not counted as the job's)."""
+    refuse, or could not serve the step's other requests too (then the step runs without its
+    plan; the refusal is not counted as the job's)."""
     _give_back_drained()
-    if pool.allocated + span > pool.capacity:
+    if pool.allocated + span + unplanned_bytes > pool.capacity:
         return 0
     n_oom, last_oom = pool.n_oom, pool.last_oom
     base = pool.alloc(span, "activations")
@@ -278,11 +284,12 @@ def step_memory(plans, feed_shapes, pool):
     """The StepMemory for a step fed `feed_shapes` (a hashable key) from `plans` (a dict the
     compiled program keeps), or None: the first step of a shape runs as it is, the second is
     recorded, the later ones replay the plan."""
-    shape = plans.get(feed_shapes)
+    shape = plans.pop(feed_shapes, None)  # put back last: the dict is kept in use order
     if shape is None:
         if len(plans) >= MAX_SHAPES:
-            plans.pop(next(iter(plans)))
-        shape = plans[feed_shapes] = ShapePlans()
+            plans.pop(next(iter(plans)))  # the least recently used shape
+        shape = ShapePlans()
+    plans[feed_shapes] = shape
     shape.seen += 1
     if shape.failures >= MAX_FAILURES or shape.not_worth_it or shape.seen < 2:
         return None

@@ -28,6 +28,7 @@ from ..cbuild import build
 
 _SOURCE = r"""
 #include <stddef.h>
+#include <stdint.h>
 #include <string.h>
 #include <pthread.h>
 typedef struct _object PyObject;
@@ -131,12 +132,34 @@ static int arena_take(void *ctx, size_t n, void **out) {
     return 1;
 }
 
-/* 1 when p is a planned block (now dead), 0 when the pool owns it. `room` gets the bytes from
-   p to its arena's end. */
-static int arena_give(void *p, long *room) {
-    char *c = (char *)p;
-    if (ar_base != NULL && c >= ar_base && c < ar_base + ar_span) {
-        long off = c - ar_base, lo = 0, hi = ar_nslots - 1;
+/* Which arena holds p: 1 the active one (*off its offset), 2 a retired one (*k its slot),
+   0 none (the pool's). `room` gets the bytes from p to that arena's end. Addresses are
+   compared as integers. */
+static int arena_of(void *p, long *off, int *k, long *room) {
+    uintptr_t c = (uintptr_t)p, base = (uintptr_t)ar_base;
+    if (ar_base != NULL && c >= base && c < base + (uintptr_t)ar_span) {
+        *off = (long)(c - base);
+        *room = ar_span - *off;
+        return 1;
+    }
+    for (int j = 0; j < MAX_RETIRED; j++) {
+        uintptr_t r = (uintptr_t)rt_base[j];
+        if (rt_base[j] != NULL && c >= r && c < r + (uintptr_t)rt_span[j]) {
+            *k = j;
+            *room = rt_span[j] - (long)(c - r);
+            return 2;
+        }
+    }
+    return 0;
+}
+
+/* 1 when p is a planned block (now marked dead), 0 when the pool owns it. */
+static int arena_give(void *p) {
+    long off = 0, room = 0;
+    int k = 0;
+    int where = arena_of(p, &off, &k, &room);
+    if (where == 1) {
+        long lo = 0, hi = ar_nslots - 1;
         while (lo < hi) {
             long mid = (lo + hi) / 2;
             if (ar_soff[mid] < off) lo = mid + 1; else hi = mid;
@@ -145,17 +168,18 @@ static int arena_give(void *p, long *room) {
         if (ar_soff[lo] == off && owner >= 0 && ar_isl[owner]) {
             ar_isl[owner] = 0; ar_live--;
         }
-        if (room) *room = ar_span - off;
-        return 1;
+    } else if (where == 2) {
+        rt_live[k]--;
     }
-    for (int k = 0; k < MAX_RETIRED; k++) {
-        if (rt_base[k] != NULL && c >= rt_base[k] && c < rt_base[k] + rt_span[k]) {
-            rt_live[k]--;
-            if (room) *room = rt_span[k] - (c - rt_base[k]);
-            return 1;
-        }
-    }
-    return 0;
+    return where != 0;
+}
+
+/* Free slots in the retired table: an arena may start only while one is left, so that
+   whatever outlives its step is always recorded. */
+int pt_arena_room(void) {
+    int free_slots = 0;
+    for (int j = 0; j < MAX_RETIRED; j++) free_slots += rt_base[j] == NULL;
+    return free_slots;
 }
 
 #define AROUND(call) \
@@ -183,12 +207,16 @@ void *pt_calloc(void *ctx, size_t n, size_t s) {
 
 void *pt_realloc(void *ctx, void *p, size_t n) {
     void *r;
-    long room = 0;
+    long off = 0, room = 0;
+    int k = 0;
     int state = PyGILState_Ensure();
-    if (p != NULL && arena_give(p, &room)) {  /* a planned block moves to the pool */
+    if (p != NULL && arena_of(p, &off, &k, &room)) {  /* a planned block moves to the pool */
         if (ar_active) ar_diverged = 1;
         AROUND(r = py_malloc(ctx, n))
-        if (r != NULL) memcpy(r, p, (size_t)room < n ? (size_t)room : n);
+        if (r != NULL) {  /* p stays live (and counted) unless the move succeeded */
+            memcpy(r, p, (size_t)room < n ? (size_t)room : n);
+            arena_give(p);
+        }
     } else {
         AROUND(r = py_realloc(ctx, p, n))
     }
@@ -198,7 +226,7 @@ void *pt_realloc(void *ctx, void *p, size_t n) {
 
 void pt_free(void *ctx, void *p, size_t n) {
     int state = PyGILState_Ensure();
-    if (p == NULL || !arena_give(p, NULL)) { AROUND(py_free(ctx, p, n)) }
+    if (p == NULL || !arena_give(p)) { AROUND(py_free(ctx, p, n)) }
     PyGILState_Release(state);
 }
 """
@@ -246,6 +274,8 @@ def _arena_functions(path):
     lib.pt_arena_end.restype = ctypes.c_int
     lib.pt_arena_drained.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_int]
     lib.pt_arena_drained.restype = ctypes.c_int
+    lib.pt_arena_room.argtypes = []
+    lib.pt_arena_room.restype = ctypes.c_int
     return lib
 
 

@@ -120,10 +120,22 @@ def _dense(*arrays):
 _FLOATS = (np.dtype("float32"), np.dtype("float64"))
 
 
+def _distinct(*arrays):
+    """No two of the arrays share memory (the loops read and write them as separate)."""
+    return not any(np.may_share_memory(a, b)
+                   for i, a in enumerate(arrays) for b in arrays[i + 1:])
+
+
+def _scalar_lr(lr, dtype):
+    return type(lr) is np.ndarray and lr.size == 1 and lr.dtype == dtype
+
+
 def momentum(p, v, g, lr, mu, nesterov):
-    """p, v updated in place as the NumPy path does (True), or False when it must run."""
-    if not (_dense(p, v, g) and p.flags.writeable and v.flags.writeable
-            and type(lr) is np.ndarray and lr.size == 1 and lr.dtype == p.dtype):
+    """p, v updated in place as the NumPy path does (True), or False when it must run. `mu`
+    must be a Python float: NumPy rounds it to the arrays' type, as the C call does (a NumPy
+    float64 would make NumPy compute in double)."""
+    if not (type(mu) is float and _dense(p, v, g) and p.flags.writeable and v.flags.writeable
+            and _scalar_lr(lr, p.dtype) and _distinct(p, v, g)):
         return False
     _loaded[0].momentum[p.dtype](_address(p), _address(v), _address(g), lr.item(), mu, p.size,
                                  int(bool(nesterov)))
@@ -131,8 +143,8 @@ def momentum(p, v, g, lr, mu, nesterov):
 
 
 def sgd(p, g, lr):
-    if not (_dense(p, g) and p.flags.writeable and type(lr) is np.ndarray and lr.size == 1
-            and lr.dtype == p.dtype):
+    if not (_dense(p, g) and p.flags.writeable and _scalar_lr(lr, p.dtype)
+            and _distinct(p, g)):
         return False
     _loaded[0].sgd[p.dtype](_address(p), _address(g), lr.item(), p.size)
     return True
@@ -140,7 +152,7 @@ def sgd(p, g, lr):
 
 def relu_grad(out, dout, buf):
     """dout * (out > 0) into `buf` (or a new array); None when the NumPy path must run."""
-    if not _dense(out, dout):
+    if not _dense(out, dout) or out.shape != dout.shape:
         return None
     if buf is None:
         buf = np.empty_like(dout)
