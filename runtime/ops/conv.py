@@ -161,9 +161,17 @@ def _group_matmul(xp, a, b):
 
 
 def grouped_dout(xp, dout, groups):
-    """dOut[N, M, OH, OW] as (groups, M/groups, N*OH*OW)."""
-    n, m, oh, ow = dout.shape
-    return xp.ascontiguousarray(dout.transpose(1, 0, 2, 3)).reshape(groups, m // groups, -1)
+    """dOut[N, M, *spatial] (2-D or 3-D) as (groups, M/groups, N*prod(spatial))."""
+    m = dout.shape[1]
+    axes = (1, 0) + tuple(range(2, dout.ndim))
+    return xp.ascontiguousarray(dout.transpose(axes)).reshape(groups, m // groups, -1)
+
+
+def check_channels(x, f, groups):
+    """The input's channels are the filter's times the groups (ValueError otherwise)."""
+    if x.shape[1] != f.shape[1] * groups:
+        raise ValueError(f"input has {x.shape[1]} channels, the filter {list(f.shape)} with "
+                         f"groups={groups} expects {f.shape[1] * groups}")
 
 
 def conv_forward(xp, x, f, g, groups):
@@ -239,9 +247,7 @@ def _conv_infer(ic):
 def _conv_kernel(ctx, ins, attrs):
     x, f = ins["Input"], ins["Filter"]
     groups = _groups(attrs)
-    if x.shape[1] != f.shape[1] * groups:
-        raise ValueError(f"input has {x.shape[1]} channels, the filter {list(f.shape)} with "
-                         f"groups={groups} expects {f.shape[1] * groups}")
+    check_channels(x, f, groups)
     g = _geometry(attrs, x.shape, f.shape)
     if min(g.conv_out(*x.shape[2:])) < 1:
         raise ValueError(f"the filter {list(f.shape)} does not fit the input {list(x.shape)}")

@@ -11,7 +11,8 @@ is dOut @ cols^T. Paddle's paddings are 3 values (one per side of each dimension
 import itertools
 from typing import NamedTuple, Tuple
 
-from .conv import _conv_size, _group_matmul, _groups, _same_pads
+from .conv import (_conv_size, _group_matmul, _groups, _same_pads, check_channels,
+                   grouped_dout)
 from .registry import defop
 
 _LAYOUTS = ("NCDHW", "AnyLayout")
@@ -115,12 +116,6 @@ def col2im3(xp, cols, g, x_shape):
     return xp.ascontiguousarray(buf[g.inside(x_shape[2:])].transpose(1, 0, 2, 3, 4))
 
 
-def grouped_dout3(xp, dout, groups):
-    """dOut[N, M, OD, OH, OW] as (groups, M/groups, N*OD*OH*OW)."""
-    m = dout.shape[1]
-    return xp.ascontiguousarray(dout.transpose(1, 0, 2, 3, 4)).reshape(groups, m // groups, -1)
-
-
 def conv3d_forward(xp, x, f, g, groups):
     """out[N, M, OD, OH, OW] of x[N, C, D, H, W] with filter f[M, C/groups, kd, kh, kw]."""
     n, m = x.shape[0], f.shape[0]
@@ -167,9 +162,7 @@ def _infer(ic):
 def _kernel(ctx, ins, attrs):
     x, f = ins["Input"], ins["Filter"]
     groups = _groups(attrs)
-    if x.shape[1] != f.shape[1] * groups:
-        raise ValueError(f"input has {x.shape[1]} channels, the filter {list(f.shape)} with "
-                         f"groups={groups} expects {f.shape[1] * groups}")
+    check_channels(x, f, groups)
     g = _geometry(attrs, x.shape, f.shape)
     if min(g.out(x.shape[2:])) < 1:
         raise ValueError(f"the filter {list(f.shape)} does not fit the input {list(x.shape)}")
@@ -180,7 +173,7 @@ def _grad(ctx, ins, attrs):
     xp, x, f, dout = ctx.xp, ins["Input"], ins["Filter"], ins["Output@GRAD"]
     groups = _groups(attrs)
     g = _geometry(attrs, x.shape, f.shape)
-    dout_g = grouped_dout3(xp, dout, groups)
+    dout_g = grouped_dout(xp, dout, groups)
     out = dout.shape[2:]
     result = {}
     if "Input@GRAD" in ctx.want:
@@ -197,7 +190,7 @@ def _grad_grad(ctx, ins, attrs):
     ddx, ddf = ins.get("Input@GRAD@GRAD"), ins.get("Filter@GRAD@GRAD")
     groups = _groups(attrs)
     g = _geometry(attrs, x.shape, f.shape)
-    dout_g = grouped_dout3(xp, dout, groups)
+    dout_g = grouped_dout(xp, dout, groups)
     out = dout.shape[2:]
     result = {}
     if "Output@GRAD@GRAD" in ctx.want:
