@@ -36,6 +36,16 @@ def clear():
     _pending().clear()
 
 
+def snapshot():
+    """The checks deferred so far (a captured step keeps its own: runtime/cuda_graph.py)."""
+    return list(_pending())
+
+
+def rearm(checks):
+    """Defer `checks` again: a replayed graph wrote their flags anew."""
+    _pending().extend(checks)
+
+
 def raise_pending():
     """Read the deferred flags (the step's stream is idle: no wait) and raise the first failure
     as an OpRuntimeError naming its op."""

@@ -16,7 +16,7 @@ import time
 
 import numpy as np
 
-from . import device_checks, events, memory
+from . import cuda_graph, device_checks, events, memory
 from .backend import cupy_status
 from .errors import (EnforceNotMet, FeedError, FetchError, NanInfError, OpRuntimeError,
                      PoolOutOfMemory, UninitializedVariableError, where)
@@ -52,12 +52,15 @@ class Executor:
         self._plans = {}
         self._steps = {}
         self._events = []  # CUDA events reused by the per-op timing of GPU steps
+        self._graphs = cuda_graph.Graphs(self.xp, self.place) if self.xp is not np else None
         self._pruned = {}  # use_prune: cache key -> pruned program
         self._id = next(_executor_ids)
         self._closed = False
 
     def close(self):
         """Release cached plans; the executor cannot run afterwards."""
+        if self._graphs is not None:
+            self._graphs.forget()
         self._plans.clear()
         self._closed = True
 
@@ -128,7 +131,11 @@ class Executor:
         env = [None] * plan.n_slots
         if plan.control_steps:
             plan.bind_env(env)
-        feed_bytes = self._feed(plan, feed, env)
+        graph = self._graph_for(plan, feed, scope)
+        if isinstance(graph, cuda_graph.Replay):
+            feed_bytes = self._graphs.feed(graph.captured, env, graph.checked)
+        else:
+            feed_bytes = self._feed(plan, feed, env)
         for slot, var in plan.persistable_feeds:  # a fed persistable stays in the scope
             holder = scope.var(var.name)
             holder.value, holder.lod = env[slot], []
@@ -145,7 +152,11 @@ class Executor:
         if gpu:
             device_checks.clear()  # a failed step's checks are not this one's
         t_feed = _perf()
-        mem = self._compute(plan, env, step, scope, writes, batch)
+        mem = None
+        if isinstance(graph, cuda_graph.Replay):
+            self._graphs.launch(graph.captured, env)
+        elif graph is None or not self._capture(plan, graph, env, reads, writes):
+            mem = self._compute(plan, env, step, scope, writes, batch)
         if gpu:  # the step's kernels are queued, not done: wait for them, then read their checks
             sync_stream(self.xp)
             device_checks.raise_pending()
@@ -167,6 +178,43 @@ class Executor:
                 feed_bytes, sum(_nbytes(r) for r in results), plan.fetch_names, repr(self.place),
                 plan.is_startup, tuple(feed), read_s))
         return results
+
+    def _graph_for(self, plan, feed, scope):
+        """On a GPU place: the step's CUDA graph to replay (a Replay), a Capture when this step
+        is to be captured, or None to run it eagerly (runtime/cuda_graph.py)."""
+        graphs = self._graphs
+        if graphs is None or cuda_graph.step_refusal() is not None:
+            return None
+        checked = [_check_feed(var, feed[var.name], executor=True) for _, var in plan.feed_slots]
+        sig = cuda_graph.signature(checked)
+        found = graphs.lookup(plan, sig)
+        if found is cuda_graph.CAPTURE:
+            return cuda_graph.Capture(sig)
+        if found is None:
+            return None
+        if not found.current(plan.bind(scope)[0]):
+            graphs.invalidate(plan, sig)
+            return None
+        return cuda_graph.Replay(found, checked)
+
+    def _capture(self, plan, graph, env, reads, writes):
+        """Capture this step and launch the graph; False when the capture failed (the step
+        then runs eagerly: nothing ran meanwhile)."""
+        gc_gb = FLAGS.get("eager_delete_tensor_gb")
+
+        def run_ops(plan, work):
+            garbage = Garbage(gc_gb) if plan.gc and gc_gb > 0 else None
+            try:
+                self._run_plain(plan, work, None, garbage)
+            finally:
+                if garbage is not None:
+                    garbage.clear()
+
+        captured = self._graphs.capture(plan, graph.sig, env, reads, writes, run_ops)
+        if captured is None:
+            return False
+        self._graphs.launch(captured, env)
+        return True
 
     def _compute(self, plan, env, step_no, scope, writes, batch):
         """Run the plan's ops with the pool serving their arrays; the Serving (or None)."""
@@ -236,7 +284,10 @@ class Executor:
     def _drop_stale_plans(self, program):
         stale = [k for k in self._plans if k[0] == program._uid and k[1] != program._version]
         for k in stale:
-            self._steps.pop(self._plans.pop(k), None)
+            plan = self._plans.pop(k)
+            self._steps.pop(plan, None)
+            if self._graphs is not None:
+                self._graphs.forget(plan)
 
     # --- feed ------------------------------------------------------------------------------
     def _feed(self, plan, feed, env):

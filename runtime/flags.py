@@ -242,6 +242,11 @@ _d("static_memory_plan", bool, True,
    "one step's requests, packs the temporaries into one arena by their lifetimes, and later "
    "steps of that shape take the arena in one request; 0 sends every request to the pool")
 
+_d("new_executor_use_cuda_graph", bool, True,
+   "Capture each GPU training step of a fixed feed shape into a CUDA graph after 2 eager steps "
+   "and replay it with one launch (Paddle's name; its default there is off, here on). Steps "
+   "that cannot be captured run eagerly, the reason kept in the profile")
+
 # --- reader --------------------------------------------------------------------------------
 _d("reader_queue_speed_test_mode", bool, False,
    "PROFILING ONLY: the executor reads the batch at the head of the reader queue without popping "

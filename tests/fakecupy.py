@@ -141,7 +141,10 @@ class FakeCupy(StrictKernels):
         self.order = []  # ("alloc", size), ("record", stream), ("wait", stream), in call order
         stream_type = lambda non_blocking=False: FakeStream(  # noqa: E731
             self, self.current_device(), non_blocking)
-        stream_type.null = FakeStream(self, None)
+        stream_type.null = FakeStream(self, None, default=True)
+        self._capture = None  # the stream capture under way (strict kernels), or None
+        self.graph_launches = 0
+        self._current_streams = threading.local()
         self.cuda = types.SimpleNamespace(
             runtime=types.SimpleNamespace(
                 malloc=self._malloc, free=self._free, memset=self._memset,
@@ -152,7 +155,7 @@ class FakeCupy(StrictKernels):
             Device=self._device_context, UnownedMemory=UnownedMemory, MemoryPointer=MemoryPointer,
             set_allocator=self._set_allocator, get_allocator=self._get_allocator,
             using_allocator=self._using_allocator, alloc=self._alloc,
-            get_current_stream=lambda: FakeStream(self, self.current_device()),
+            get_current_stream=self._current_stream,
             Event=lambda block=False, disable_timing=False, interprocess=False: FakeEvent(
                 self, disable_timing), get_elapsed_time=self._elapsed_time,
             Stream=stream_type, alloc_pinned_memory=self._alloc_pinned)
@@ -189,6 +192,17 @@ class FakeCupy(StrictKernels):
         raise AttributeError(name)
 
     # --- streams and events -------------------------------------------------------------------
+    def _streams(self):
+        stack = getattr(self._current_streams, "stack", None)
+        if stack is None:
+            stack = self._current_streams.stack = []
+        return stack
+
+    def _current_stream(self):
+        """The innermost `with stream`, else the device's default stream."""
+        stack = self._streams()
+        return stack[-1] if stack else FakeStream(self, self.current_device(), default=True)
+
     def _record(self, event):
         self.order.append(("record", event.stream))
         self.events_recorded += 1
@@ -198,6 +212,7 @@ class FakeCupy(StrictKernels):
 
     def _device_synchronize(self):
         """cudaDeviceSynchronize: every stream of the current device done."""
+        self._not_capturing("cudaDeviceSynchronize")
         self.device_syncs.append(self.current_device())
         self._done_seq = self._seq
 
@@ -297,13 +312,17 @@ class FakeCupy(StrictKernels):
 
 class FakeStream:
     """As cupy.cuda.Stream: synchronize() waits for everything queued on it; `with stream`
-    makes it current; wait_event(e) is recorded in `fake.stream_waits` as (stream, event).
-    `cuda.Stream.null` is the null stream (device None)."""
+    makes it current (`cuda.get_current_stream()` answers it); wait_event(e) is recorded in
+    `fake.stream_waits` as (stream, event). `cuda.Stream.null` is the null stream (device None).
+    With strict kernels a non-default stream can capture a CUDA graph (tests/strictcupy.py):
+    begin_capture() / end_capture() -> a graph whose launch() replays the captured kernels."""
 
-    def __init__(self, fake, device_id, non_blocking=False):
+    def __init__(self, fake, device_id, non_blocking=False, default=False):
         self.fake, self.device_id, self.non_blocking = fake, device_id, non_blocking
+        self.default = default
 
     def synchronize(self):
+        self.fake._not_capturing("cudaStreamSynchronize")
         self.fake.stream_syncs.append(self.device_id)
         self.fake._done_seq = self.fake._seq
 
@@ -311,10 +330,24 @@ class FakeStream:
         self.fake.order.append(("wait", self))
         self.fake.stream_waits.append((self, event))
 
+    def begin_capture(self, mode=None):
+        if self.default or self.device_id is None:
+            raise RuntimeError("cannot capture on the default (legacy) stream")
+        self.fake._begin_capture(self)
+
+    def end_capture(self):
+        return self.fake._end_capture(self)
+
+    def is_capturing(self):
+        capture = getattr(self.fake, "_capture", None)
+        return capture is not None and capture.stream is self
+
     def __enter__(self):
+        self.fake._streams().append(self)
         return self
 
     def __exit__(self, *exc):
+        self.fake._streams().pop()
         return False
 
 
@@ -330,6 +363,7 @@ class FakeEvent:
         self.fake._record(self)
 
     def synchronize(self):
+        self.fake._not_capturing("cudaEventSynchronize")
         self.fake.event_syncs += 1
         self.fake._done_seq = max(self.fake._done_seq, self.seq or 0)
 

@@ -13,7 +13,21 @@ results come back as DeviceArrays (a NumPy scalar too: CuPy's reductions give 0-
 Memory is CuPy's: each new array takes `cuda.alloc(nbytes)` from the fake's current allocator
 (so the runtime's device pool serves it and gets it back when the array dies); a view shares
 its base's memory (`base` is the owning array, `data.ptr` offset into it).
+
+CUDA graphs (`stream.begin_capture()` ... `stream.end_capture()` -> graph, `graph.launch()`):
+captured work does not run. The fake runs each kernel of the capturing thread as it comes (so
+shapes and errors are real) and records it; at the end of the capture every array that existed
+before and that a captured kernel touched is put back as it was, and every array the capture made
+is filled with garbage (NaN, or 0x5A bytes), as device memory nobody wrote. Other threads (a
+reader's) go on as usual. `launch()` runs the recorded kernels again, in order, on the arrays'
+current contents, writing into the same arrays. What CuPy refuses while a stream captures raises
+CUDARuntimeError and invalidates the capture (end_capture then raises): a device-to-host read
+(`get()`, `int(x)`, `item()`), a host-to-device copy (`asarray(host)`, `set()`), a
+synchronisation, and a result whose size depends on the data (nonzero, a boolean mask).
 """
+
+import threading
+import weakref
 
 import numpy as np
 
@@ -23,6 +37,11 @@ IMPLICIT = ("Implicit conversion to a NumPy array is not allowed. Please use `.g
 AT_UFUNCS = {"add", "subtract", "maximum", "minimum", "bitwise_and", "bitwise_or",
              "bitwise_xor"}
 
+
+# functions whose result's size CuPy reads back from the device (a synchronisation)
+SIZE_READS = frozenset("nonzero flatnonzero argwhere unique compress extract".split())
+CAPTURE_UNSUPPORTED = ("cudaErrorStreamCaptureUnsupported: operation not permitted when stream "
+                       "is capturing")
 
 # methods that launch no kernel on the current device (views, or copies CuPy routes itself)
 _NO_KERNEL = frozenset("reshape view transpose swapaxes squeeze copy".split())
@@ -53,6 +72,9 @@ class DeviceArray(np.lib.mixins.NDArrayOperatorsMixin):
         if base is None:
             self.device_id = fake.current_device()  # CuPy allocates on the current device
             self.data = fake.cuda.alloc(host.nbytes)
+            capture = fake._capturing()
+            if capture is not None:
+                capture.created.append(weakref.ref(self))
         else:
             self.device_id = base.device_id
             offset = _address(host) - _address(base._a) if host.size else 0
@@ -65,6 +87,7 @@ class DeviceArray(np.lib.mixins.NDArrayOperatorsMixin):
 
     def get(self, stream=None, order="C", out=None):
         """A host copy (cupy.ndarray.get)."""
+        self._fake._not_capturing("cudaMemcpy (device to host)")
         if out is not None:
             out[...] = self._a
             return out
@@ -73,6 +96,7 @@ class DeviceArray(np.lib.mixins.NDArrayOperatorsMixin):
     def set(self, host, stream=None):
         """ndarray.set: copy `host` in on `stream`; recorded in `fake.copies`."""
         from fakecupy import FakePinned, _root as pinned_root
+        self._fake._not_capturing("cudaMemcpy (host to device)")
         if not isinstance(host, np.ndarray):
             raise TypeError("Only numpy.ndarray can be set to cupy.ndarray")
         if host.dtype != self.dtype:
@@ -126,6 +150,7 @@ class DeviceArray(np.lib.mixins.NDArrayOperatorsMixin):
 
         def call(*args, **kwargs):
             if name in ("item", "tolist"):  # explicit device-to-host reads, as CuPy allows
+                fake._not_capturing(f"ndarray.{name} (device to host)")
                 return method(*args, **kwargs)
             if name not in _NO_KERNEL:
                 fake._check_device(self)
@@ -141,24 +166,47 @@ class DeviceArray(np.lib.mixins.NDArrayOperatorsMixin):
         return (self[i] for i in range(len(self)))
 
     def __bool__(self):
+        self._fake._not_capturing("bool() (device to host)")
         return bool(self._a)
 
     def __int__(self):
+        self._fake._not_capturing("int() (device to host)")
         return int(self._a)
 
     def __float__(self):
+        self._fake._not_capturing("float() (device to host)")
         return float(self._a)
 
     def __index__(self):
+        self._fake._not_capturing("an index (device to host)")
         return self._a.__index__()
 
     def __getitem__(self, key):
-        self._fake._check_device(self)
-        return self._fake._wrap(self._a[self._fake._index(key)], (self,))
+        fake = self._fake
+        fake._check_device(self)
+        index = fake._index(key)
+        capture = fake._capturing()
+        if capture is not None and _has_mask(index):
+            fake._not_capturing("a boolean mask (its size is read back)")
+        out = fake._wrap(self._a[index], (self,))
+        if capture is not None and isinstance(out, DeviceArray) and out.base is None:
+            source = self._a
+            capture.record(lambda: _store(out, source[index]))
+        return out
 
     def __setitem__(self, key, value):
-        self._fake._check_device(self)
-        self._a[self._fake._index(key)] = self._fake._setitem_value(value)
+        fake = self._fake
+        fake._check_device(self)
+        index, value = fake._index(key), fake._setitem_value(value)
+        capture = fake._capturing()
+        if capture is not None:
+            if _has_mask(index):
+                fake._not_capturing("a boolean mask (its size is read back)")
+            capture.touch(self)
+        target = self._a
+        target[index] = value
+        if capture is not None:
+            capture.record(lambda: target.__setitem__(index, value))
 
     def __repr__(self):
         return f"DeviceArray({self._a!r})"
@@ -181,14 +229,115 @@ def _rebuild(fake, host):
     return DeviceArray(fake, host)
 
 
+def _has_mask(index):
+    parts = index if isinstance(index, tuple) else (index,)
+    return any(isinstance(p, np.ndarray) and p.dtype == bool for p in parts)
+
+
+def _store(target, value):
+    """A replayed kernel's result into the array the capture gave it."""
+    value = np.asarray(value)
+    assert value.shape == target._a.shape, (
+        f"a replayed kernel made shape {value.shape}, the captured one {target._a.shape}")
+    target._a[...] = value
+
+
+def _garbage(host):
+    """Fill `host` as device memory nobody wrote."""
+    if host.dtype.kind in "fc":
+        host[...] = np.nan
+    elif host.size:
+        host.view(np.uint8).reshape(-1)[:] = 0x5A
+
+
+class _Capture:
+    """One stream capture: the kernels to replay, and the arrays that existed before it (put
+    back at its end: captured work does not run)."""
+
+    def __init__(self, stream):
+        self.stream, self.kernels, self.invalid = stream, [], None
+        self.thread = threading.get_ident()
+        self.created = []  # weak references to the arrays the capture made
+        self.saved = {}  # id -> (array, its contents before the capture touched it)
+
+    def record(self, kernel):
+        self.kernels.append(kernel)
+
+    def touch(self, array):
+        """Keep `array`'s contents (its base's) before a captured kernel uses it."""
+        base = array.base if array.base is not None else array
+        if id(base) not in self.saved and not any(r() is base for r in self.created):
+            self.saved[id(base)] = (base, base._a.copy())
+
+    def finish(self):
+        for base, contents in self.saved.values():
+            base._a[...] = contents
+        for ref in self.created:
+            array = ref()
+            if array is not None:
+                _garbage(array._a)
+
+
+class FakeGraph:
+    """cupy.cuda.Graph: launch() replays the captured kernels (counted in fake.graph_launches)."""
+
+    def __init__(self, fake, kernels):
+        self._fake, self._kernels = fake, kernels
+
+    def launch(self, stream=None):
+        self._fake.graph_launches += 1
+        for kernel in self._kernels:
+            kernel()
+
+    def upload(self, stream=None):
+        pass
+
+
 class StrictKernels:
     """The array side of the fake module (mixed into FakeCupy)."""
+
+    # --- CUDA graphs ----------------------------------------------------------------------------
+    def _capturing(self):
+        """The capture under way in this thread, or None."""
+        capture = self.__dict__.get("_capture")
+        if capture is not None and capture.thread == threading.get_ident():
+            return capture
+        return None
+
+    def _not_capturing(self, what):
+        """Raise, as CUDA does, when `what` is done while this thread's stream captures."""
+        capture = self._capturing()
+        if capture is not None:
+            from fakecupy import CUDARuntimeError
+            capture.invalid = capture.invalid or what
+            raise CUDARuntimeError(f"{CAPTURE_UNSUPPORTED} ({what})")
+
+    def _begin_capture(self, stream):
+        from fakecupy import CUDARuntimeError
+        if not self.strict_kernels:
+            raise CUDARuntimeError("the fake captures CUDA graphs with strict kernels only")
+        if self._capture is not None:
+            raise CUDARuntimeError("cudaErrorIllegalState: a stream is capturing already")
+        self._capture = _Capture(stream)
+
+    def _end_capture(self, stream):
+        from fakecupy import CUDARuntimeError
+        capture = self._capture
+        if capture is None or capture.stream is not stream:
+            raise CUDARuntimeError("cudaErrorIllegalState: the stream is not capturing")
+        self._capture = None
+        capture.finish()
+        if capture.invalid:
+            raise CUDARuntimeError(f"cudaErrorStreamCaptureInvalidated: capture was "
+                                   f"invalidated ({capture.invalid})")
+        return FakeGraph(self, capture.kernels)
 
     def _strict_asarray(self, value, dtype=None, order=None, copy=None):
         if isinstance(value, DeviceArray):
             if dtype is None or np.dtype(dtype) == value.dtype:
                 return value.copy() if copy else value
             return value.astype(dtype)
+        self._not_capturing("cudaMemcpy (host to device)")
         if isinstance(value, (list, tuple)):
             value = [self._host_element(v) for v in value]
         return DeviceArray(self, np.array(value, dtype=dtype, order=order or "K", copy=True))
@@ -220,16 +369,27 @@ class StrictKernels:
 
     def _call(self, fn, args, kwargs, sources=(), self_array=None):
         """fn (NumPy's) on the unwrapped arguments; host arrays refused; results wrapped."""
+        capture = self._capturing()
+        if capture is not None and getattr(fn, "__name__", "") in SIZE_READS:
+            self._not_capturing(f"{fn.__name__} (its result's size is read back)")
         sources = list(sources)
         args = [self._unwrap(a, sources) for a in args]
         out = kwargs.get("out")
         kwargs = {k: self._unwrap(v, sources) for k, v in kwargs.items()}
+        if capture is not None:
+            for source in sources:  # any of them may be written (out=, fill, copyto, at)
+                capture.touch(source)
         result = fn(*args, **kwargs)
         if out is not None:  # written in place: hand back the device array(s) given
+            if capture is not None:
+                capture.record(lambda: fn(*args, **kwargs))
             return out[0] if isinstance(out, tuple) and len(out) == 1 else out
         if self_array is not None and result is self_array._a:
             return self_array  # astype(copy=False) and friends: the array itself
-        return self._wrap(result, sources)
+        wrapped = self._wrap(result, sources)
+        if capture is not None:
+            capture.record(_replayer(fn, args, kwargs, wrapped))
+        return wrapped
 
     def _wrap(self, result, sources):
         if isinstance(result, np.ndarray):
@@ -279,6 +439,22 @@ class StrictKernels:
         if callable(target) and not isinstance(target, type):
             return lambda *args, **kwargs: self._call(target, args, kwargs)
         return target
+
+
+def _replayer(fn, args, kwargs, wrapped):
+    """The kernel a capture records for fn's call: run again (which is the whole kernel where
+    fn writes into an argument: fill, copyto, ufunc.at), its result stored in the arrays the
+    capture handed out (views and host values need nothing more)."""
+    def replay():
+        result = fn(*args, **kwargs)
+        if isinstance(wrapped, (tuple, list)):
+            for target, value in zip(wrapped, result):
+                if isinstance(target, DeviceArray) and target.base is None:
+                    _store(target, value)
+            return
+        if isinstance(wrapped, DeviceArray) and wrapped.base is None:
+            _store(wrapped, result)
+    return replay
 
 
 class _Ufunc:

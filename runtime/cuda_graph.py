@@ -1,0 +1,356 @@
+"""Whole-step CUDA graphs: on a GPU place a step of a fixed feed shape is captured once and then
+replayed with one launch.
+
+Why: a small model's step on a GPU is bound by the host (13-28 us of Python and launch per CuPy
+call against kernels of a few us). A static program runs the same kernels on the same shapes every
+step, which is what CUDA graphs were made for (Paddle: BuildStrategy.allow_cuda_graph_capture /
+FLAGS_new_executor_use_cuda_graph; PyTorch: torch.cuda.graphs).
+
+How, per executor, program plan and feed signature (the fed arrays' shapes and dtypes):
+
+- Steps 1 and 2 of a signature run eagerly: CuPy compiles its kernels and the pool warms up.
+- Step 3 is captured (CuPy's stream capture, relaxed mode, on a stream of the executor's own) and
+  then launched. The capture runs the plan's ops with a pool of the graph's own serving their
+  arrays: its memory is taken from the place's pool (tagged "cuda_graph") and serves nothing
+  else, so the addresses the graph was built with stay its own. A persistable variable the step
+  rewrites into a new array (an update that is not in place) is copied back into the array it was
+  read from at the end of the capture, so the scope keeps one array per variable and the graph
+  reads this step's output at the next replay.
+- Later steps copy the feed into the captured input arrays, launch the graph on the current
+  stream and read the fetches from its outputs (copied to the host as always). The kernels' own
+  checks (an out-of-range label) are read after the launch, as on an eager step.
+
+What runs eagerly instead, with the reason kept (`reasons()`; the profile's compile record):
+startup programs; control flow, LoD, random ops, host callbacks (py_func, print), a fed
+persistable variable; anything the capture refuses (a host synchronisation, a host-to-device
+copy inside an op: CuPy raises, the capture is abandoned and the plan runs eagerly from then on);
+a scope variable the graph reads replaced from outside (another program wrote it) more than
+MAX_INVALIDATIONS times. Per step, without giving up the graph: per-op timing (`--ops`: the
+op_end event needs each op's time) and FLAGS_check_nan_inf. FLAGS_new_executor_use_cuda_graph=0
+turns capture off (Paddle's name; its default there is off, here on).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from typing import Dict, List, Optional, Tuple
+
+import numpy as np
+
+from . import device_checks, events, memory
+from .flags import FLAGS
+from .memory.pool import Pool
+from .ops.registry import get_op_def
+
+EAGER_STEPS = 2  # steps of a feed signature run before it is captured
+MAX_INVALIDATIONS = 3  # a graph rebuilt this often for outside writes is given up
+HOST_OPS = frozenset({"py_func", "print"})  # ops that call back into Python on the host
+CAPTURE = "capture"  # Graphs.lookup: capture this step
+
+
+@dataclasses.dataclass
+class Refusal:
+    """Why a plan (or one feed signature of it) runs eagerly."""
+    reason: str
+
+
+class _PoolSource:
+    """The graph pool's 'system allocator': blocks of the place's pool, tagged cuda_graph, so
+    the place's figures (reserved, allocated, peaks) include the graph's memory."""
+
+    def __init__(self, pool):
+        self.pool, self.cupy = pool, pool.system.cupy
+        self.last_error = None
+
+    def alloc(self, nbytes):
+        addr = self.pool.alloc(nbytes, "cuda_graph")
+        if not addr:
+            self.last_error = f"the place's pool refused {nbytes} bytes"
+        return addr or 0
+
+    def free(self, addr):
+        self.pool.free(addr)
+
+    def memset(self, addr, value, nbytes):
+        self.pool.system.memset(addr, value, nbytes)
+
+    def mem_info(self):
+        return self.pool.system.mem_info()
+
+    def total_bytes(self):
+        return self.pool.system.total_bytes()
+
+
+def graph_pool(place_pool):
+    """A pool of one graph's own: grows on demand from `place_pool`, serves only the capture."""
+    pool = Pool(_PoolSource(place_pool), "auto_growth", place_pool.capacity,
+                name=f"{place_pool.name} CUDA graph")
+    pool.device_id = place_pool.device_id
+    pool.freed, pool.waiting = threading.Condition(), 0
+    return pool
+
+
+@dataclasses.dataclass
+class Captured:
+    """One captured step: the graph and the arrays whose addresses it holds."""
+    graph: object
+    pool: Pool
+    feeds: List[Tuple[int, object]]  # (slot, input array the feed is copied into)
+    reads: List[Tuple[int, object, object]]  # (slot, scope variable, array the graph reads)
+    writes: List[Tuple[int, object]]  # (slot, array the scope keeps after a replay)
+    fetches: List[Tuple[int, object]]  # (slot, array the graph leaves the fetch in)
+    checks: list  # the kernels' deferred checks (device_checks), re-armed at each replay
+    nbytes: int
+
+    def current(self, reads):
+        """True while the scope variables `reads` ((slot, variable) pairs, the plan's binding
+        in this step's scope) hold the arrays the graph reads."""
+        if len(reads) != len(self.reads):
+            return False
+        return all(holder is mine and holder.value is array
+                   for (_, holder), (_, mine, array) in zip(reads, self.reads))
+
+    def close(self):
+        self.graph = None
+        _RETIRED.append(self.pool)
+        _release_retired()
+
+
+_RETIRED: List[Pool] = []  # graph pools of dropped graphs, given back once wholly free
+
+
+def _release_retired():
+    for pool in list(_RETIRED):
+        pool.release_cached()
+        if pool.reserved == 0:
+            _RETIRED.remove(pool)
+
+
+def static_refusal(plan) -> Optional[str]:
+    """Why `plan` cannot be captured at all, judged from its ops (None: it may be)."""
+    if plan.is_startup:
+        return "a startup program runs once"
+    if plan.control_steps:
+        return "control flow (while, conditional_block) decides on the host"
+    if plan.lod_mode:
+        return "LoD sequences change shape with the batch"
+    if plan.persistable_feeds:
+        return "a persistable variable is fed"
+    for step in plan.steps:
+        opdef = get_op_def(step.type)
+        if opdef.random:
+            return (f"op {step.type} draws random numbers on the host (a replay would repeat "
+                    f"them)")
+        if step.type in HOST_OPS:
+            return f"op {step.type} calls back into Python on the host"
+    return None
+
+
+def step_refusal() -> Optional[str]:
+    """Why this step runs eagerly though its plan is captured (None: it may replay)."""
+    if not FLAGS.get("new_executor_use_cuda_graph"):
+        return "FLAGS_new_executor_use_cuda_graph is off"
+    if events.op_end.subs:
+        return "per-op timing (--ops) times each op of an eager step"
+    if FLAGS.get("check_nan_inf"):
+        return "FLAGS_check_nan_inf checks each op's output on the host"
+    return None
+
+
+def signature(checked):
+    """The feed signature: each fed array's shape and dtype."""
+    return tuple((getattr(v, "shape", None), str(getattr(v, "dtype", type(v))))
+                 for v in checked)
+
+
+@dataclasses.dataclass
+class Capture:
+    """Executor._graph_for's answer: capture this step (feed signature `sig`)."""
+    sig: tuple
+
+
+@dataclasses.dataclass
+class Replay:
+    """Executor._graph_for's answer: replay `captured` with the checked feed values."""
+    captured: Captured
+    checked: list
+
+
+class Graphs:
+    """An executor's captured steps, per (plan, feed signature)."""
+
+    def __init__(self, xp, place):
+        self.xp, self.place = xp, place
+        self._seen: Dict[tuple, int] = {}
+        self._graphs: Dict[tuple, object] = {}  # key -> Captured | Refusal
+        self._invalidated: Dict[tuple, int] = {}
+        self._stream = None
+
+    def reasons(self):
+        """{feed signature key: reason} of every plan that runs eagerly."""
+        return {key: g.reason for key, g in self._graphs.items() if isinstance(g, Refusal)}
+
+    def lookup(self, plan, sig):
+        """The Captured to replay, CAPTURE when this step should be captured, or None (eager).
+        The caller checks step_refusal() first."""
+        key = (plan, sig)
+        found = self._graphs.get(key)
+        if isinstance(found, Refusal):
+            return None
+        if found is not None:
+            return found
+        seen = self._seen[key] = self._seen.get(key, 0) + 1
+        if seen <= EAGER_STEPS:
+            return None
+        reason = static_refusal(plan)
+        if reason is not None:
+            self._graphs[key] = Refusal(reason)
+            return None
+        return CAPTURE
+
+    def drop(self, plan, sig, reason=None):
+        """Forget the graph of (plan, sig); with `reason`, run it eagerly from now on."""
+        key = (plan, sig)
+        found = self._graphs.pop(key, None)
+        if isinstance(found, Captured):
+            found.close()
+        if reason is not None:
+            self._graphs[key] = Refusal(reason)
+
+    def forget(self, plan=None):
+        """Drop the graphs of `plan` (None: of every plan)."""
+        for key in [k for k in self._graphs if plan is None or k[0] is plan]:
+            self.drop(*key)
+        for table in (self._seen, self._invalidated):
+            for key in [k for k in table if plan is None or k[0] is plan]:
+                del table[key]
+
+    def invalidate(self, plan, sig):
+        """The scope no longer holds the arrays the graph reads: rebuild it (or give up)."""
+        key = (plan, sig)
+        count = self._invalidated[key] = self._invalidated.get(key, 0) + 1
+        self._seen[key] = EAGER_STEPS  # capture again at the next step
+        self.drop(plan, sig, None if count < MAX_INVALIDATIONS else
+                  f"the scope's variables it reads were replaced from outside the graph "
+                  f"{count} times (another program writes them)")
+
+    def stream(self):
+        if self._stream is None:
+            self._stream = self.xp.cuda.Stream(non_blocking=True)
+        return self._stream
+
+    def capture(self, plan, sig, env, reads, writes, run_ops):
+        """Capture one step of `plan` (its inputs in `env`); the Captured, or None with the
+        plan marked eager (the reason kept) when CuPy refused something in it."""
+        place_pool = memory.pool_for(self.place)
+        pool = graph_pool(place_pool)
+        stream = self.stream()
+        device_checks.clear()
+        work = list(env)
+        try:
+            with stream:
+                stream.begin_capture()
+                try:
+                    with memory.serving(pool, "cuda_graph"):
+                        run_ops(plan, work)
+                        copied = _copy_back(self.xp, work, reads, writes)
+                except BaseException:
+                    _abandon(stream)
+                    raise
+                graph = stream.end_capture()
+        except Exception as err:  # noqa: BLE001  (what CuPy raised names the culprit)
+            device_checks.clear()
+            _RETIRED.append(pool)
+            _release_retired()
+            self.drop(plan, sig, f"the capture failed: {_describe(err)}")
+            return None
+        checks = device_checks.snapshot()
+        device_checks.clear()
+        kept = {slot for slot, _ in writes}
+        captured = Captured(
+            graph=graph, pool=pool,
+            feeds=[(slot, env[slot]) for slot, _ in plan.feed_slots],
+            reads=[(slot, holder, env[slot]) for slot, holder in reads],
+            writes=[(slot, copied.get(slot, work[slot])) for slot in sorted(kept)],
+            fetches=[(slot, work[slot]) for slot in plan.fetch_slots],
+            checks=checks, nbytes=pool.reserved)
+        bad = _uncapturable_value(captured, self.xp)
+        if bad:
+            captured.close()
+            self.drop(plan, sig, bad)
+            return None
+        self._graphs[(plan, sig)] = captured
+        return captured
+
+    def feed(self, captured, env, checked):
+        """Copy the checked feed values into the graph's input arrays (on the current stream);
+        the bytes fed."""
+        fed = 0
+        for (slot, target), value in zip(captured.feeds, checked):
+            if isinstance(value, self.xp.ndarray):
+                target[...] = value
+            else:
+                target.set(np.ascontiguousarray(value))
+            env[slot] = target
+            fed += target.nbytes
+        return fed
+
+    @staticmethod
+    def launch(captured, env):
+        """Launch the graph on the current stream and put its outputs in `env`."""
+        captured.graph.launch()
+        for slot, _, array in captured.reads:
+            env[slot] = array
+        for slot, array in captured.writes:
+            env[slot] = array
+        for slot, array in captured.fetches:
+            env[slot] = array
+        device_checks.rearm(captured.checks)
+
+
+def _copy_back(xp, work, reads, writes):
+    """Inside the capture: each persistable the step rewrote into a new array is copied into
+    the array it was read from; {slot: that array}."""
+    read_arrays = {slot: holder.value for slot, holder in reads}
+    copied = {}
+    for slot, holder in writes:
+        old, new = read_arrays.get(slot), work[slot]
+        if old is None or new is old or not isinstance(new, xp.ndarray):
+            continue
+        if not isinstance(old, xp.ndarray) or old.shape != new.shape or old.dtype != new.dtype:
+            raise _Uncapturable(f"{holder.name} changes from {getattr(old, 'shape', None)} "
+                                f"{getattr(old, 'dtype', None)} to {new.shape} {new.dtype}")
+        old[...] = new
+        copied[slot] = old
+    return copied
+
+
+def _abandon(stream):
+    """End a capture that failed; CuPy reports it invalidated, which says nothing new."""
+    try:
+        stream.end_capture()
+    except Exception:  # noqa: BLE001
+        pass
+
+
+class _Uncapturable(Exception):
+    pass
+
+
+def _uncapturable_value(captured, xp):
+    """A reason when an output is not a plain device array (a LoDTensorArray, SelectedRows:
+    their host parts would not follow a replay); None when all are."""
+    for slot, array in captured.writes + captured.fetches:
+        if array is not None and not isinstance(array, xp.ndarray):
+            return f"an output is a {type(array).__name__}, whose host part a replay cannot update"
+    return None
+
+
+def _describe(err):
+    if isinstance(err, _Uncapturable):
+        return str(err)
+    text = str(err).strip().splitlines()
+    head = text[0] if text else ""
+    return f"{type(err).__name__}: {head}"[:300]
+
