@@ -82,10 +82,30 @@ class _PoolSource:
         return self.pool.system.total_bytes()
 
 
+class GraphPool(Pool):
+    """A graph's own pool. Once its graph is dropped (retired) every block that comes back
+    gives its wholly free chunks back to the place's pool."""
+
+    retired = False
+
+    def free(self, addr):
+        super().free(addr)
+        if self.retired:
+            self.release_cached()
+            if self.reserved == 0 and self in _RETIRED:
+                _RETIRED.remove(self)
+
+    def retire(self):
+        self.retired = True
+        self.release_cached()
+        if self.reserved:
+            _RETIRED.append(self)
+
+
 def graph_pool(place_pool):
     """A pool of one graph's own: grows on demand from `place_pool`, serves only the capture."""
-    pool = Pool(_PoolSource(place_pool), "auto_growth", place_pool.capacity,
-                name=f"{place_pool.name} CUDA graph")
+    pool = GraphPool(_PoolSource(place_pool), "auto_growth", place_pool.capacity,
+                     name=f"{place_pool.name} CUDA graph")
     pool.device_id = place_pool.device_id
     pool.freed, pool.waiting = threading.Condition(), 0
     return pool
@@ -113,18 +133,10 @@ class Captured:
 
     def close(self):
         self.graph = None
-        _RETIRED.append(self.pool)
-        _release_retired()
+        self.pool.retire()
 
 
-_RETIRED: List[Pool] = []  # graph pools of dropped graphs, given back once wholly free
-
-
-def _release_retired():
-    for pool in list(_RETIRED):
-        pool.release_cached()
-        if pool.reserved == 0:
-            _RETIRED.remove(pool)
+_RETIRED: List[Pool] = []  # graph pools of dropped graphs whose arrays are not all dead yet
 
 
 def static_refusal(plan) -> Optional[str]:
@@ -187,6 +199,10 @@ class Graphs:
         self._invalidated: Dict[tuple, int] = {}
         self._stream = None
 
+    def captured(self):
+        """The graphs held now."""
+        return [g for g in self._graphs.values() if isinstance(g, Captured)]
+
     def reasons(self):
         """{feed signature key: reason} of every plan that runs eagerly."""
         return {key: g.reason for key, g in self._graphs.items() if isinstance(g, Refusal)}
@@ -205,7 +221,7 @@ class Graphs:
             return None
         reason = static_refusal(plan)
         if reason is not None:
-            self._graphs[key] = Refusal(reason)
+            self._refuse(plan, sig, reason)
             return None
         return CAPTURE
 
@@ -216,7 +232,11 @@ class Graphs:
         if isinstance(found, Captured):
             found.close()
         if reason is not None:
-            self._graphs[key] = Refusal(reason)
+            self._refuse(plan, sig, reason)
+
+    def _refuse(self, plan, sig, reason):
+        self._graphs[(plan, sig)] = Refusal(reason)
+        _emit(plan, sig, False, 0, reason)
 
     def forget(self, plan=None):
         """Drop the graphs of `plan` (None: of every plan)."""
@@ -261,8 +281,7 @@ class Graphs:
                 graph = stream.end_capture()
         except Exception as err:  # noqa: BLE001  (what CuPy raised names the culprit)
             device_checks.clear()
-            _RETIRED.append(pool)
-            _release_retired()
+            pool.retire()
             self.drop(plan, sig, f"the capture failed: {_describe(err)}")
             return None
         checks = device_checks.snapshot()
@@ -281,6 +300,7 @@ class Graphs:
             self.drop(plan, sig, bad)
             return None
         self._graphs[(plan, sig)] = captured
+        _emit(plan, sig, True, captured.nbytes, None)
         return captured
 
     def feed(self, captured, env, checked):
@@ -307,6 +327,12 @@ class Graphs:
         for slot, array in captured.fetches:
             env[slot] = array
         device_checks.rearm(captured.checks)
+
+
+def _emit(plan, sig, captured, nbytes, reason):
+    if events.cuda_graph.subs:
+        events.cuda_graph.emit(events.GraphRecord(
+            plan.program._uid, captured, nbytes, tuple(shape for shape, _ in sig), reason))
 
 
 def _copy_back(xp, work, reads, writes):

@@ -76,6 +76,7 @@ memory_trace = channel("memory_trace")
 memory_oom = channel("memory_oom")
 sched_step = channel("sched_step")
 drop_scope = channel("drop_scope")
+cuda_graph = channel("cuda_graph")  # a GPU step captured into a CUDA graph, or kept eager
 
 
 class Subscription:
@@ -164,6 +165,18 @@ class CompileRecord:
     op_types: Tuple[str, ...]
     compile_s: float
     program: Any = None  # the Program compiled (read its ops; never mutate it)
+
+
+@dataclass
+class GraphRecord:
+    """A program's steps of one feed signature were captured into a CUDA graph (captured), or
+    run eagerly from now on (reason); runtime/cuda_graph.py."""
+
+    program_id: int
+    captured: bool
+    graph_bytes: int
+    feed_shapes: Tuple[Optional[Tuple[int, ...]], ...]
+    reason: Optional[str] = None
 
 
 @dataclass

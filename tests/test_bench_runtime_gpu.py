@@ -65,3 +65,4 @@ def test_real_gpu_comparison_reports_the_gpu_and_the_ratio(bench, capsys):
     assert bench.main(["--place", "gpu", "--steps", "5", "--rounds", "2", "--warmup", "2"]) == 0
     report = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert report["gpu"] and report["runtime_vs_torch"] > 0
+    assert report["captured"] == 1, report["eager_reasons"]

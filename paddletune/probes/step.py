@@ -13,7 +13,7 @@ with): `paddletune tune` leaves them out of a trial's throughput (tune/trials.py
 
 import time
 
-from ..profile.records import Program, ProgramOp, Step
+from ..profile.records import CudaGraphEvent, Program, ProgramOp, Step
 from .base import Probe
 
 
@@ -33,6 +33,7 @@ class StepProbe(Probe):
     def _start(self):
         self._subs = [self.subscribe("step_end", self._on_step),
                       self.subscribe("compile", self._on_compile),
+                      self.subscribe("cuda_graph", self._on_graph),
                       self.subscribe("reader_pop", self._on_pop)]
 
     def _on_pop(self, r):
@@ -68,6 +69,21 @@ class StepProbe(Probe):
             self._seen_programs.add(r.program_id)
             self.sink(Program(self.clock.now(), r.program_id, r.compile_s,
                               describe_ops(r.program)))
+        self.overhead_s += time.perf_counter() - t0
+
+    def _on_graph(self, r):
+        """The embedded runtime captured a GPU program's steps into a CUDA graph, or keeps them
+        eager (runtime/cuda_graph.py)."""
+        t0 = time.perf_counter()
+        feed = ", ".join("x".join(str(d) for d in shape) if shape else "scalar"
+                         for shape in r.feed_shapes)
+        if r.captured:
+            message = (f"program {r.program_id}, feed {feed}: captured into a CUDA graph "
+                       f"({r.graph_bytes / 2**20:.1f} MiB); its steps replay with one launch")
+        else:
+            message = f"program {r.program_id}, feed {feed}: steps run eagerly: {r.reason}"
+        self.sink(CudaGraphEvent(self.clock.now(), r.program_id, r.captured, r.graph_bytes,
+                                 feed, message))
         self.overhead_s += time.perf_counter() - t0
 
     def snapshot(self):

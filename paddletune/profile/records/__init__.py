@@ -15,8 +15,9 @@ samples, events, reader, memory, sched (and every probe's own record).
 """
 
 from ..schema import Names
-from .events import (AppliedOverride, CompiledEvent, DistributedEvent, ErrorEvent, Event, ExitEvent, NanInfEvent, NoEffect,
-                     OverridesEvent, ProbeUnavailableEvent, SpeedTestEvent, StepLimitEvent)
+from .events import (AppliedOverride, CompiledEvent, CudaGraphEvent, DistributedEvent,
+                     ErrorEvent, Event, ExitEvent, NanInfEvent, NoEffect, OverridesEvent,
+                     ProbeUnavailableEvent, SpeedTestEvent, StepLimitEvent)
 from .header import (Command, CpuInfo, CupyInfo, Env, GpuDevice, GpuInfo, Header, Knob,
                      MemoryInfo, NumpyInfo, Options, SourceInfo, Terms)
 from .memory import MemoryOom, MemoryPeak, MemoryPool, MemoryStep, MemoryTrace, MemoryTraceOp
@@ -34,13 +35,15 @@ RECORDS = (Header, Step, Program, OpsRecord, StepWindow, SystemSample, GpuSample
            WorkerSample, SampleWindow, Event, ExitEvent, ErrorEvent, StepLimitEvent,
            NanInfEvent, ProbeUnavailableEvent, SpeedTestEvent, OverridesEvent, ReaderStart,
            ReaderEnd, ReaderInterval, MemoryStep, MemoryPeak, MemoryTrace, MemoryOom,
-           MemoryPool, SchedStep, SchedDrop, ProbeRecord, CompiledEvent, DistributedEvent)
+           MemoryPool, SchedStep, SchedDrop, ProbeRecord, CompiledEvent, DistributedEvent,
+           CudaGraphEvent)
 EVENTS = (Event, ExitEvent, ErrorEvent, StepLimitEvent, NanInfEvent, ProbeUnavailableEvent,
-          SpeedTestEvent, OverridesEvent, CompiledEvent, DistributedEvent)
+          SpeedTestEvent, OverridesEvent, CompiledEvent, DistributedEvent, CudaGraphEvent)
 SCOPE_EVENTS = (CompiledEvent, DistributedEvent)  # what limits what a profile covers
 SAMPLES = (SystemSample, GpuSample, WorkerSample)
 
-__all__ = ["AppliedOverride", "Command", "CompiledEvent", "CpuInfo", "CupyInfo", "DISCRIMINATORS",
+__all__ = ["AppliedOverride", "Command", "CompiledEvent", "CpuInfo", "CudaGraphEvent", "CupyInfo",
+           "DISCRIMINATORS",
            "Dist", "DistributedEvent", "EVENTS", "Env", "ErrorEvent", "Event", "ExitEvent",
            "GpuDevice", "GpuInfo", "GpuSample", "Header", "Knob", "LoaderConfig", "MemoryInfo",
            "MemoryOom", "MemoryPeak", "MemoryPool", "MemoryStep", "MemoryTrace", "MemoryTraceOp",

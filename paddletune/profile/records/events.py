@@ -4,7 +4,7 @@ test switched, what the overrides changed)."""
 from dataclasses import dataclass
 from typing import ClassVar, Dict, Literal, Optional, Tuple
 
-from ..schema import EMPTY, Count, Id, Names, Scalar, TimeS
+from ..schema import EMPTY, Bytes, Count, Id, Names, Scalar, TimeS
 
 
 @dataclass(frozen=True)
@@ -268,4 +268,28 @@ class DistributedEvent:
     rank: Optional[Count] = None
     world_size: Optional[Count] = None
     module: Optional[str] = None
+    message: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class CudaGraphEvent:
+    """A GPU program of the embedded runtime was captured into a CUDA graph for one feed shape
+    (its later steps of that shape replay it with one launch), or runs eagerly, with the reason.
+
+    Fields:
+      t_s          when
+      program      the program's id
+      captured     True: captured, its steps replay; False: its steps run eagerly
+      graph_bytes  device memory the graph holds (0 when eager)
+      feed         the fed arrays' shapes ("32x784, 32x1")
+      message      the same in one sentence, with the reason when eager
+    """
+
+    KIND: ClassVar[str] = "event"
+    WHAT: ClassVar[str] = "cuda_graph"
+    t_s: TimeS
+    program: Optional[Id] = None
+    captured: bool = False
+    graph_bytes: Bytes = 0
+    feed: str = ""
     message: Optional[str] = None

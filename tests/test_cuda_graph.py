@@ -1,0 +1,262 @@
+"""Whole-step CUDA graphs (runtime/cuda_graph.py) against the strict fake CuPy, whose stream
+capture records kernels without running them and whose graphs replay them (tests/strictcupy.py).
+A captured step must train exactly as the CPU does; whatever cannot be captured runs eagerly,
+with the reason kept."""
+
+import numpy as np
+import pytest
+
+import fakecupy
+import runtime as fluid
+from fakecupy import CUDARuntimeError, restore_gpu_flags  # noqa: F401  (autouse fixture)
+from runtime import cuda_graph, events
+
+STEPS = 7
+
+
+@pytest.fixture
+def fake(monkeypatch):
+    fake = fakecupy.FakeCupy(strict_kernels=True)
+    fakecupy.inject(monkeypatch, fake)
+    saved = fluid.get_flags(["FLAGS_new_executor_use_cuda_graph"])
+    yield fake
+    fluid.set_flags(saved)
+
+
+def _regression(optimizer="momentum", dropout=False, classify=False):
+    def build():
+        main, startup = fluid.Program(), fluid.Program()
+        main.random_seed = startup.random_seed = 3
+        with fluid.program_guard(main, startup):
+            x = fluid.layers.data("x", [8])
+            h = fluid.layers.fc(x, 16, act="relu")
+            if dropout:
+                h = fluid.layers.dropout(h, 0.3)
+            if classify:
+                y = fluid.layers.data("y", [1], dtype="int64")
+                loss = fluid.layers.mean(fluid.layers.softmax_with_cross_entropy(
+                    fluid.layers.fc(h, 4), y))
+            else:
+                y = fluid.layers.data("y", [1])
+                loss = fluid.layers.mean(fluid.layers.square_error_cost(fluid.layers.fc(h, 1), y))
+            lr = 0.05
+            if optimizer == "decay":
+                lr = fluid.layers.exponential_decay(0.05, 2, 0.5)
+            {"sgd": lambda: fluid.optimizer.SGD(lr), "adam": lambda: fluid.optimizer.Adam(0.01),
+             "momentum": lambda: fluid.optimizer.Momentum(lr, 0.9),
+             "decay": lambda: fluid.optimizer.Momentum(lr, 0.9)}[optimizer]().minimize(loss)
+        return main, startup, loss
+    return build
+
+
+def _feeds(n=STEPS, batch=16, classify=False):
+    rng = np.random.default_rng(0)
+    return [{"x": rng.standard_normal((batch, 8)).astype("float32"),
+             "y": (rng.integers(0, 4, (batch, 1)) if classify
+                   else rng.standard_normal((batch, 1)).astype("float32"))} for _ in range(n)]
+
+
+def _train(place, build, feeds, between=None):
+    """Each step's loss; `between(step, exe, main)` runs after each step."""
+    with fluid.unique_name.guard():
+        main, startup, loss = build()
+    exe = fluid.Executor(place)
+    losses = []
+    with fluid.scope_guard(fluid.Scope()):
+        exe.run(startup)
+        for i, feed in enumerate(feeds):
+            value, = exe.run(main, feed=feed, fetch_list=[loss])
+            losses.append(float(value.reshape(-1)[0]))
+            if between is not None:
+                between(i, exe, main)
+    return losses, exe
+
+
+def _reasons(exe):
+    return list(exe._graphs.reasons().values())
+
+
+# --- the fake's capture ------------------------------------------------------------------------
+def test_captured_work_runs_only_when_the_graph_is_launched(fake):
+    x = fake.asarray(np.arange(4, dtype=np.float32))
+    stream = fake.cuda.Stream(non_blocking=True)
+    with stream:
+        stream.begin_capture()
+        y = x * 2
+        x += 1
+        graph = stream.end_capture()
+    assert x.get().tolist() == [0, 1, 2, 3]  # nothing ran
+    assert np.isnan(y.get()).all()  # memory nobody wrote
+    graph.launch()
+    assert y.get().tolist() == [0, 2, 4, 6] and x.get().tolist() == [1, 2, 3, 4]
+    graph.launch()
+    assert y.get().tolist() == [2, 4, 6, 8] and x.get().tolist() == [2, 3, 4, 5]
+
+
+def test_a_host_read_inside_a_capture_raises_and_invalidates_it(fake):
+    x = fake.asarray(np.ones(3, np.float32))
+    stream = fake.cuda.Stream(non_blocking=True)
+    with stream:
+        stream.begin_capture()
+        with pytest.raises(CUDARuntimeError, match="StreamCaptureUnsupported"):
+            float(x.sum())
+        with pytest.raises(CUDARuntimeError, match="Invalidated"):
+            stream.end_capture()
+    with pytest.raises(RuntimeError, match="default"):
+        fake.cuda.Stream.null.begin_capture()
+
+
+# --- training ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("optimizer", ["sgd", "momentum", "adam", "decay"])
+def test_a_captured_step_trains_exactly_as_the_cpu(fake, optimizer):
+    build, feeds = _regression(optimizer), _feeds()
+    cpu, _ = _train(fluid.CPUPlace(), build, feeds)
+    gpu, exe = _train(fluid.CUDAPlace(0), build, feeds)
+    assert gpu == cpu
+    assert _reasons(exe) == []
+    assert fake.graph_launches == STEPS - cuda_graph.EAGER_STEPS
+    assert cpu[-1] < cpu[0]
+
+
+def test_an_update_that_is_not_in_place_is_copied_back(fake, monkeypatch):
+    """The decayed learning rate's step counter is written into a new array each step: the
+    capture copies it back into the array the graph reads (which the test above shows right)."""
+    copied = []
+    real = cuda_graph._copy_back
+
+    def spy(*args):
+        copied.append(real(*args))
+        return copied[-1]
+    monkeypatch.setattr(cuda_graph, "_copy_back", spy)
+    _train(fluid.CUDAPlace(0), _regression("decay"), _feeds())
+    assert len(copied) == 1 and len(copied[0]) >= 1
+
+
+def test_the_scope_keeps_one_array_per_variable(fake):
+    arrays = {}
+
+    def keep(step, exe, main):
+        scope = fluid.global_scope()
+        for var in main.list_vars():
+            if var.persistable and scope.find_var(var.name) is not None:
+                arrays.setdefault(var.name, set()).add(id(scope.find_var(var.name).value))
+    _train(fluid.CUDAPlace(0), _regression("decay"), _feeds(), keep)
+    # from the capture on (step 3), each persistable variable stays in the same array
+    assert arrays and all(len(ids) <= cuda_graph.EAGER_STEPS + 1 for ids in arrays.values())
+
+
+def test_a_new_batch_size_gets_a_graph_of_its_own(fake):
+    feeds = _feeds(5, 16) + _feeds(5, 8)
+    build = _regression()
+    cpu, _ = _train(fluid.CPUPlace(), build, feeds)
+    gpu, exe = _train(fluid.CUDAPlace(0), build, feeds)
+    assert gpu == cpu
+    assert fake.graph_launches == 2 * (5 - cuda_graph.EAGER_STEPS)
+
+
+def test_a_variable_written_from_outside_rebuilds_the_graph(fake):
+    """Setting a parameter from outside (loading a checkpoint, another program) replaces the
+    array the graph reads: the next step runs eagerly and the graph is captured again."""
+    def reset(step, exe, main):
+        if step == 3:
+            name = main.global_block().all_parameters()[0].name
+            tensor = fluid.global_scope().find_var(name).get_tensor()
+            tensor.set(np.full(tensor.shape(), 0.01, np.float32), fluid.CUDAPlace(0)
+                       if exe.place != fluid.CPUPlace() else exe.place)
+    build, feeds = _regression(), _feeds(9)
+    cpu, _ = _train(fluid.CPUPlace(), build, feeds, reset)
+    gpu, exe = _train(fluid.CUDAPlace(0), build, feeds, reset)
+    assert gpu == cpu
+    assert _reasons(exe) == []
+    # steps 3-4 replayed; step 5 eager (invalidated); step 6 captured again, 6-9 launched
+    assert fake.graph_launches == 2 + 4
+
+
+# --- what runs eagerly, and why ----------------------------------------------------------------
+def test_an_op_that_reads_back_runs_eagerly_with_the_reason(fake):
+    """Without CuPy's compiler the fake has no fused kernels: the generic cross entropy reads
+    the labels' range back, which a capture refuses."""
+    build, feeds = _regression(classify=True), _feeds(classify=True)
+    cpu, _ = _train(fluid.CPUPlace(), build, feeds)
+    gpu, exe = _train(fluid.CUDAPlace(0), build, feeds)
+    assert gpu == cpu
+    reason, = _reasons(exe)
+    assert "softmax_with_cross_entropy" in reason and "capturing" in reason
+    assert fake.graph_launches == 0
+
+
+def test_random_ops_are_never_captured(fake):
+    gpu, exe = _train(fluid.CUDAPlace(0), _regression(dropout=True), _feeds())
+    reason, = _reasons(exe)
+    assert "dropout" in reason and "random" in reason
+    assert fake.graph_launches == 0
+
+
+def test_the_flag_turns_capture_off(fake):
+    fluid.set_flags({"FLAGS_new_executor_use_cuda_graph": False})
+    _train(fluid.CUDAPlace(0), _regression(), _feeds())
+    assert fake.graph_launches == 0
+
+
+def test_per_op_timing_and_nan_checks_run_steps_eagerly(fake):
+    records = []
+    sub = events.subscribe("op_end", records.append)
+    try:
+        _train(fluid.CUDAPlace(0), _regression(), _feeds())
+    finally:
+        sub.close()
+    assert fake.graph_launches == 0 and records
+    fluid.set_flags({"FLAGS_check_nan_inf": True})
+    try:
+        _train(fluid.CUDAPlace(0), _regression(), _feeds())
+    finally:
+        fluid.set_flags({"FLAGS_check_nan_inf": False})
+    assert fake.graph_launches == 0
+
+
+# --- memory ------------------------------------------------------------------------------------
+def test_the_graphs_memory_is_the_places_and_goes_back_when_the_executor_closes(fake):
+    from runtime import memory
+    _, exe = _train(fluid.CUDAPlace(0), _regression(), _feeds())
+    pool = memory.pool_for(fluid.CUDAPlace(0))
+    assert pool.by_tag.get("cuda_graph", 0) > 0
+    exe.close()
+    import gc
+    gc.collect()
+    assert pool.by_tag.get("cuda_graph", 0) == 0
+    assert cuda_graph._RETIRED == []
+
+
+def test_fetches_are_host_copies_not_the_graphs_buffers(fake):
+    with fluid.unique_name.guard():
+        main, startup, loss = _regression()()
+    weight = main.global_block().all_parameters()[0].name
+    exe = fluid.Executor(fluid.CUDAPlace(0))
+    seen = []
+    with fluid.scope_guard(fluid.Scope()):
+        exe.run(startup)
+        for feed in _feeds():
+            seen.append(exe.run(main, feed=feed, fetch_list=[weight])[0])
+    assert fake.graph_launches > 0
+    assert all(type(v) is np.ndarray for v in seen)
+    assert not any(np.array_equal(a, b) for a, b in zip(seen, seen[1:]))  # each step moved it
+
+
+# --- the profile -------------------------------------------------------------------------------
+def test_the_profile_says_what_was_captured_and_what_runs_eagerly(fake):
+    from paddletune.probes.base import Clock
+    from paddletune.probes.step import StepProbe
+    from paddletune.profile.records import CudaGraphEvent
+    from paddletune.sources.fluid.source import FluidSource
+    sink = []
+    probe = StepProbe(sink.append, Clock(t0=0.0), FluidSource()).start()
+    try:
+        _train(fluid.CUDAPlace(0), _regression(), _feeds())
+        _train(fluid.CUDAPlace(0), _regression(dropout=True), _feeds())
+    finally:
+        probe.stop()
+    captured, eager = [r for r in sink if isinstance(r, CudaGraphEvent)]
+    assert captured.captured and captured.graph_bytes > 0 and captured.feed == "16x8, 16x1"
+    assert "captured into a CUDA graph" in captured.message
+    assert not eager.captured and eager.graph_bytes == 0
+    assert "run eagerly" in eager.message and "dropout" in eager.message

@@ -1,0 +1,69 @@
+"""Whole-step CUDA graphs on a real GPU (runtime/cuda_graph.py): a classifier with the fused
+kernels (cross entropy, accuracy, momentum) is captured and replayed and trains as the eager
+steps do; a wrong label in a replayed step still names its op. Skipped (cleanly) where CuPy or a
+GPU is not usable; tests/test_cuda_graph.py covers the same logic on the strict fake CuPy."""
+
+import numpy as np
+import pytest
+
+import runtime as fluid
+from runtime import backend
+from runtime.errors import OpRuntimeError
+
+from fakecupy import restore_gpu_flags  # noqa: F401  (autouse: the flags back after each test)
+
+cupy = backend.cupy_status()[0]
+pytestmark = pytest.mark.skipif(cupy is None, reason=f"needs CuPy and a GPU: "
+                                                     f"{backend.cupy_status()[2]}")
+STEPS = 12
+
+
+def _build():
+    main, startup = fluid.Program(), fluid.Program()
+    main.random_seed = startup.random_seed = 5
+    with fluid.program_guard(main, startup):
+        x = fluid.layers.data("x", [64])
+        y = fluid.layers.data("y", [1], dtype="int64")
+        h = fluid.layers.fc(fluid.layers.fc(x, 128, act="relu"), 128, act="relu")
+        logits = fluid.layers.fc(h, 10)
+        loss = fluid.layers.mean(fluid.layers.softmax_with_cross_entropy(logits, y))
+        acc = fluid.layers.accuracy(fluid.layers.softmax(logits), y)
+        fluid.optimizer.Momentum(0.05, 0.9).minimize(loss)
+    return main, startup, loss, acc
+
+
+def _feeds(bad_at=None):
+    rng = np.random.default_rng(1)
+    feeds = [{"x": rng.standard_normal((64, 64)).astype("float32"),
+              "y": rng.integers(0, 10, (64, 1))} for _ in range(STEPS)]
+    if bad_at is not None:
+        feeds[bad_at]["y"][7, 0] = 10
+    return feeds
+
+
+def _train(capture, feeds):
+    fluid.set_flags({"FLAGS_new_executor_use_cuda_graph": capture})
+    with fluid.unique_name.guard():
+        main, startup, loss, acc = _build()
+    exe = fluid.Executor(fluid.CUDAPlace(0))
+    out = []
+    with fluid.scope_guard(fluid.Scope()):
+        exe.run(startup)
+        for feed in feeds:
+            values = exe.run(main, feed=feed, fetch_list=[loss, acc])
+            out.append([float(v.reshape(-1)[0]) for v in values])
+    return np.array(out), exe
+
+
+def test_a_captured_classifier_trains_as_the_eager_one():
+    feeds = _feeds()
+    eager, _ = _train(False, feeds)
+    captured, exe = _train(True, feeds)
+    assert exe._graphs.reasons() == {} and len(exe._graphs.captured()) == 1
+    np.testing.assert_allclose(captured, eager, rtol=1e-5, atol=1e-6)
+    assert captured[-1, 0] < captured[0, 0]
+
+
+def test_a_wrong_label_in_a_replayed_step_names_its_op():
+    with pytest.raises(OpRuntimeError, match="softmax_with_cross_entropy.*label value 10"):
+        _train(True, _feeds(bad_at=STEPS - 2))
