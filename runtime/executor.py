@@ -152,10 +152,12 @@ class Executor:
         if gpu:
             device_checks.clear()  # a failed step's checks are not this one's
         t_feed = _perf()
-        mem = None
         if isinstance(graph, cuda_graph.Replay):
             self._graphs.launch(graph.captured, env)
-        elif graph is None or not self._capture(plan, graph, env, reads, writes):
+            mem = self._graph_memory(plan)
+        elif graph is not None and self._capture(plan, graph, env, reads, writes):
+            mem = self._graph_memory(plan)
+        else:
             mem = self._compute(plan, env, step, scope, writes, batch)
         if gpu:  # the step's kernels are queued, not done: wait for them, then read their checks
             sync_stream(self.xp)
@@ -196,6 +198,19 @@ class Executor:
             graphs.invalidate(plan, sig)
             return None
         return cuda_graph.Replay(found, checked)
+
+    def _graph_memory(self, plan):
+        """The memory record's source for a step that launched a CUDA graph (for the memory
+        probe; None when nobody listens): the graph holds its memory all the time, so every
+        phase of the step peaks at what the place's pool holds."""
+        if not events.memory_step.subs:
+            return None
+        pool = memory.pool_for(self.place)
+        mem = Serving(pool)
+        mem.start = (pool.n_requests, pool.n_system_allocs, pool.system_alloc_s)
+        mem.allocated_at_start = 0
+        mem.replayed({tag: pool.allocated for tag, _ in plan.segments}, 0)
+        return mem
 
     def _capture(self, plan, graph, env, reads, writes):
         """Capture this step and launch the graph; False when the capture failed (the step

@@ -260,3 +260,17 @@ def test_the_profile_says_what_was_captured_and_what_runs_eagerly(fake):
     assert "captured into a CUDA graph" in captured.message
     assert not eager.captured and eager.graph_bytes == 0
     assert "run eagerly" in eager.message and "dropout" in eager.message
+
+
+def test_the_memory_probe_sees_every_step_the_graph_holding_its_memory(fake):
+    records = []
+    sub = events.subscribe("memory_step", records.append)
+    try:
+        _train(fluid.CUDAPlace(0), _regression(), _feeds())
+    finally:
+        sub.close()
+    main = [r for r in records if r.program_id == records[-1].program_id]
+    assert len(main) == STEPS
+    replayed = main[-1]
+    assert replayed.by_tag["cuda_graph"] > 0
+    assert replayed.step_peak == replayed.allocated  # the graph's memory held throughout
