@@ -305,9 +305,9 @@ class _Session:
         self.writer.submit(record)
 
     def _on_scope(self, record):
-        """What limits what the profile covers (a compiled model, one rank of many), as the
-        source recorded it, stamped now."""
-        if isinstance(record, SCOPE_EVENTS):
+        """What limits what the profile covers (a compiled model, one rank of many, a probe
+        the source could not serve), as the source recorded it, stamped now."""
+        if isinstance(record, SCOPE_EVENTS + (ProbeUnavailableEvent,)):
             self.writer.submit(replace(record, t_s=self.clock.now()))
 
     def _nan_totals(self):

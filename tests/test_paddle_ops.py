@@ -165,3 +165,125 @@ def test_a_softmax_before_paddles_cross_entropy_is_advised_only_if_it_is_doubled
         assert "paddle.nn.CrossEntropyLoss()" in found[0]["change"]
     else:
         assert found == []
+
+
+# --- the static graph: paddle.profiler windows (sources/paddle/static_ops.py) --------------------
+def _static_program():
+    main, startup = paddle.static.Program(), paddle.static.Program()
+    with paddle.static.program_guard(main, startup):
+        x = paddle.static.data("x", [None, 4], "float32")
+        y = paddle.static.data("y", [None, 1], "float32")
+        hidden = paddle.static.nn.fc(x, 8, activation="relu")
+        loss = paddle.mean((paddle.static.nn.fc(hidden, 1) - y) ** 2)
+        paddle.optimizer.SGD(0.1).minimize(loss)
+    return main, startup, loss
+
+
+def _run_static(steps, before=None):
+    from paddletune.sources.paddle import static_ops
+    source = PaddleSource()
+    source.begin()
+    ops, ends, scope = [], [], []
+    source.subscribe("op_end", ops.append)
+    source.subscribe("step_end", ends.append)
+    source.subscribe("scope", scope.append)
+    paddle.enable_static()
+    try:
+        main, startup, loss = _static_program()
+        exe = paddle.static.Executor(paddle.CPUPlace())
+        feed = {"x": np.ones((3, 4), "float32"), "y": np.zeros((3, 1), "float32")}
+        with source.running():
+            if before is not None:
+                before()
+            exe.run(startup)
+            for _ in range(steps):
+                exe.run(main, feed=feed, fetch_list=[loss])
+    finally:
+        paddle.disable_static()
+    return ops, [e for e in ends if not e.is_startup], scope, static_ops
+
+
+def test_static_graph_ops_come_from_paddles_profiler_window_by_window():
+    steps = 13  # a whole window and part of the next (announced at the job's end)
+    ops, ends, scope, static_ops = _run_static(steps)
+    assert scope == []
+    assert static_ops.WINDOW < steps
+    assert sorted({o.step for o in ops}) == list(range(steps))
+    first = sorted((o for o in ops if o.step == 0), key=lambda o: o.index)
+    types = [o.type for o in first]
+    # the forward, the backward and the update, under paddle's names without pd_op. and "_"
+    for kind in ("matmul", "relu", "mean", "matmul_grad", "relu_grad", "sgd"):
+        assert kind in types, types
+    for step, end in enumerate(ends):
+        mine = [o for o in ops if o.step == step]
+        assert sorted(o.index for o in mine) == sorted(o.index for o in first)  # stable
+        assert all(end.t_begin <= o.t_begin <= o.t_end <= end.t_end for o in mine)
+        assert all(o.program_id == end.program_id for o in mine)
+
+
+def test_static_graph_ops_give_way_to_a_scripts_own_profiler():
+    import paddle.profiler as profiler
+    mine = profiler.Profiler(targets=[profiler.ProfilerTarget.CPU])
+    try:
+        ops, ends, scope, _ = _run_static(3, before=mine.start)
+    finally:
+        mine.stop()
+    assert len(ends) == 3  # the job ran as it would
+    assert ops == []
+    why, = scope  # the profile says why there are no op times
+    assert why.probe == "ops" and "its own" in why.message and "one profiler" in why.message
+
+
+def test_profile_ops_of_a_paddle_static_graph_reach_the_report(procs, tmp_path):
+    out = tmp_path / "static.jsonl"
+    cli = [sys.executable, "-m", "paddletune"]
+    done = procs.run([*cli, "profile", "-q", "--ops", "--steps", "30", "--out", str(out),
+                      str(REPO / "examples" / "paddle" / "static_graph.py")], 240,
+                     cwd=REPO, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                     text=True)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    report = procs.run([*cli, "report", "--json", str(out)], 120, cwd=REPO, env=ENV,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert report.returncode == 0, report.stderr
+    summary = json.loads(report.stdout)
+    counts = {row["type"]: row["count"] for row in summary["ops"]["by_type"]}
+    steady = summary["steady_steps"]
+    # examples/paddle/static_graph.py: two fc layers (matmul + add each) and Adam per parameter
+    assert counts["matmul"] == 2 * steady and counts["matmul_grad"] == 2 * steady, counts
+    assert counts["adam"] == 4 * steady, counts
+
+
+SELF_PROFILING_JOB = '''
+import numpy as np
+import paddle
+import paddle.profiler as profiler
+paddle.enable_static()
+main, startup = paddle.static.Program(), paddle.static.Program()
+with paddle.static.program_guard(main, startup):
+    x = paddle.static.data("x", [None, 4], "float32")
+    loss = paddle.mean(paddle.static.nn.fc(x, 1) ** 2)
+    paddle.optimizer.SGD(0.1).minimize(loss)
+exe = paddle.static.Executor(paddle.CPUPlace())
+exe.run(startup)
+mine = profiler.Profiler(targets=[profiler.ProfilerTarget.CPU])
+mine.start()
+for _ in range(12):
+    exe.run(main, feed={"x": np.ones((3, 4), "float32")}, fetch_list=[loss])
+mine.stop()
+'''
+
+
+def test_a_static_job_that_profiles_itself_gets_ops_na_with_the_reason(procs, tmp_path):
+    script = tmp_path / "job.py"
+    script.write_text(SELF_PROFILING_JOB)
+    out = tmp_path / "p.jsonl"
+    cli = [sys.executable, "-m", "paddletune"]
+    done = procs.run([*cli, "profile", "-q", "--ops", "--out", str(out), str(script)], 240,
+                     cwd=tmp_path, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                     text=True)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    report = procs.run([*cli, "report", str(out)], 120, cwd=tmp_path, env=ENV,
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert report.returncode == 0, report.stderr
+    text = " ".join(report.stdout.split())
+    assert "Ops: N/A" in text and "one profiler at a time" in text, report.stdout

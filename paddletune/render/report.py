@@ -46,7 +46,7 @@ def render_report(profile, console: Console, top_ops: int = 10):
                 _steps(s, profile.options.head_steps, profile.source.terms),
                 _breakdown(s, profile.source.terms),
                 *reader_sections(profile, s), memory_section(profile, s),
-                parallel_section(profile, s), *_ops(s, top_ops), _system(profile, s),
+                parallel_section(profile, s), *_ops(profile, s, top_ops), _system(profile, s),
                 _scope(profile), _events(profile), _overhead(s), _hint(profile)]
     for i, section in enumerate(x for x in sections if x is not None):
         if i:
@@ -230,8 +230,10 @@ def _breakdown(s, terms) -> Optional[Table]:
 
 
 # --- ops -----------------------------------------------------------------------------------------
-def _ops(s, top_ops) -> List[Table]:
+def _ops(profile, s, top_ops) -> list:
     ops = s.ops
+    if ops is None and profile.options.ops:
+        return [_no_ops(profile)]
     if ops is None or top_ops <= 0:
         return []
     types = _op_table(f"Op types (top {top_ops} by time, {ops.steps} steady steps)", "type")
@@ -241,6 +243,15 @@ def _ops(s, top_ops) -> List[Table]:
     for r in ops.top[:top_ops]:
         add_cells(single, [f"#{r.index} {r.type}", *_op_cells(r)])
     return [t for t in (types, single) if t.row_count]
+
+
+def _no_ops(profile) -> Text:
+    """--ops was asked for and no op was timed: why, as the source said (a probe_unavailable
+    event of the ops probe), or that the job ran no op the source can time."""
+    reasons = [e.message for e in profile.events_of("probe_unavailable")
+               if e.probe == "ops" and e.message]
+    reason = reasons[0] if reasons else "no op of this job was timed"
+    return Text(f"Ops: N/A — {clean(reason)}", style="dim")
 
 
 def _op_table(title, first) -> Table:

@@ -34,9 +34,10 @@ runtime/events.py, are the reference; other sources build objects with the same 
                 wall_s, busy_s, ops_run, sched_s, ready_max, ready_mean, concurrency,
                 combine_s, place_s, num_iteration_per_drop_scope, dropped, fused
   drop_scope    executor_id, program_id, step, t, wall_s, held_bytes, variables
-  scope         a records.CompiledEvent or records.DistributedEvent (its t_s is replaced by
-                the session's clock): what limits what the profile covers (a compiled
-                graph, one rank of a distributed job)
+  scope         a records.CompiledEvent, DistributedEvent or ProbeUnavailableEvent (its t_s
+                is replaced by the session's clock): what limits what the profile covers (a
+                compiled graph, one rank of a distributed job, a probe the source could not
+                serve, e.g. --ops when the script holds paddle's one profiler)
 """
 
 from contextlib import contextmanager

@@ -13,7 +13,9 @@ every patched attribute restored exactly as it was):
   threads                paddle.base.core.set_num_threads (the overrides' threads.intra_op)
   NaN/Inf                FLAGS_check_nan_inf (and _level) through paddle.set_flags
   --ops                  paddle.nn.Layer.__call__: each leaf layer's call is an op (layers.py),
-                         only while something listens to op_end
+                         only while something listens to op_end; in the static graph
+                         paddle.profiler around Executor.run, a window of steps at a time
+                         (static_ops.py)
 """
 
 import inspect
@@ -27,6 +29,7 @@ from ..eager.bus import StepEnd
 from ..eager.overrides import batch_size_fixed
 from .layers import time_leaf_layers
 from .loaders import LoaderHooks, place_name
+from .static_ops import StaticOps
 
 _perf = time.perf_counter
 _MISSING = object()
@@ -63,6 +66,7 @@ class PaddleHooks:
         # id(program) -> (the program, its number, its op count, whether a startup program)
         self._programs: Dict[int, Tuple[object, int, int, bool]] = {}
         self._static_steps = 0
+        self.static_ops = StaticOps(source.bus)
         self._removed = False
 
     # --- patching -----------------------------------------------------------------------
@@ -83,6 +87,10 @@ class PaddleHooks:
         if self._removed:
             return
         self._removed = True
+        try:
+            self.static_ops.close()  # the last window's ops, while the probes still listen
+        except Exception:  # noqa: BLE001  (the job's end must not fail on it)
+            pass
         while self._patched:
             owner, name, own = self._patched.pop()
             if own is _MISSING:
@@ -103,6 +111,9 @@ class PaddleHooks:
             self._place = place_name(paddle.get_device())
         except Exception:  # noqa: BLE001
             self._place = "CPUPlace"
+        timing_ops = self.source.bus.listening("op_end")
+        if timing_ops:
+            self.static_ops.prepare()
         for cls in optimizer_classes():
             for name in ("step", "minimize"):
                 if inspect.isfunction(cls.__dict__.get(name)):
@@ -118,8 +129,9 @@ class PaddleHooks:
                    self._loader_init(paddle.io.DataLoader.__init__))
         LoaderHooks(self.source.loaders, self.patch).install()
         self._threads()
-        if self.source.bus.listening("op_end"):
+        if timing_ops:
             time_leaf_layers(self.source.bus, self.source.timer, self.patch)
+            self.static_ops.install(self.patch)
         if self.check_nan:
             self._set_flags({"FLAGS_check_nan_inf": True,
                              "FLAGS_check_nan_inf_level": 1 if self.nan_continue else 0})
@@ -157,9 +169,16 @@ class PaddleHooks:
         hooks, bus = self, self.source.bus
 
         def run(exe, program=None, feed=None, fetch_list=None, *args, **kwargs):
+            timing_ops = bus.listening("op_end")
+            if timing_ops:
+                hooks.static_ops.before_run()
             t_begin = _perf()
             out = original(exe, program, feed, fetch_list, *args, **kwargs)
             t_end = _perf()
+            if timing_ops:
+                program_id, _, startup = hooks._program(program)
+                hooks.static_ops.after_run(program_id, None if startup else hooks._static_steps,
+                                           t_begin, t_end)
             if bus.listening("step_end"):
                 hooks._static_step(exe, program, feed, fetch_list, t_begin, t_end)
             return out
