@@ -10,15 +10,22 @@ How, per executor, program plan and feed signature (the fed arrays' shapes and d
 
 - Steps 1 and 2 of a signature run eagerly: CuPy compiles its kernels and the pool warms up.
 - Step 3 is captured (CuPy's stream capture, relaxed mode, on a stream of the executor's own) and
-  then launched. The capture runs the plan's ops with a pool of the graph's own serving their
-  arrays: its memory is taken from the place's pool (tagged "cuda_graph") and serves nothing
-  else, so the addresses the graph was built with stay its own. A persistable variable the step
+  then launched. The fed arrays are first copied into input arrays of the graph's own (a
+  replay writes each feed into them: never into the caller's arrays). The capture runs the
+  plan's ops with a pool of the graph's own serving their arrays: its memory is taken from the
+  place's pool (tagged "cuda_graph"), serves nothing else and gives nothing back while the
+  graph lives, so the addresses the graph was built with stay its own. The graph's memory goes
+  back when it is dropped: the program changed, the executor closed or died, or the executor
+  already held MAX_GRAPHS graphs (the least recently replayed is dropped). A persistable variable the step
   rewrites into a new array (an update that is not in place) is copied back into the array it was
   read from at the end of the capture, so the scope keeps one array per variable and the graph
   reads this step's output at the next replay.
 - Later steps copy the feed into the captured input arrays, launch the graph on the current
   stream and read the fetches from its outputs (copied to the host as always). The kernels' own
-  checks (an out-of-range label) are read after the launch, as on an eager step.
+  checks (an out-of-range label) are read after the launch, as on an eager step. A step holds
+  the executor's lock from feed to fetch (threads sharing an executor share those buffers).
+- An eager step of the same executor (another feed shape's warm-up, a timed step) writes an
+  out-of-place update into the array the graph reads too, so it does not invalidate the graph.
 
 What runs eagerly instead, with the reason kept (`reasons()`; the profile's compile record):
 startup programs; control flow, LoD, random ops, host callbacks (py_func, print), a fed
@@ -33,7 +40,9 @@ turns capture off (Paddle's name; its default there is off, here on).
 from __future__ import annotations
 
 import dataclasses
+import os
 import threading
+import weakref
 from typing import Dict, List, Optional, Tuple
 
 import numpy as np
@@ -45,6 +54,8 @@ from .ops.registry import get_op_def
 
 EAGER_STEPS = 2  # steps of a feed signature run before it is captured
 MAX_INVALIDATIONS = 3  # a graph rebuilt this often for outside writes is given up
+MAX_GRAPHS = 8  # graphs an executor holds (each holds a step's memory): the least recently
+# replayed one is dropped for a new one
 HOST_OPS = frozenset({"py_func", "print"})  # ops that call back into Python on the host
 CAPTURE = "capture"  # Graphs.lookup: capture this step
 
@@ -83,23 +94,29 @@ class _PoolSource:
 
 
 class GraphPool(Pool):
-    """A graph's own pool. Once its graph is dropped (retired) every block that comes back
-    gives its wholly free chunks back to the place's pool."""
+    """A graph's own pool. While its graph lives it gives no chunk back to the place's pool,
+    not even a wholly free one: the captured kernels hold every address it ever handed out
+    (a block freed and reused inside the capture is still the graph's). Once the graph is
+    dropped (retired) every block that comes back gives its wholly free chunks back."""
 
+    gives_back = False
     retired = False
 
     def free(self, addr):
         super().free(addr)
         if self.retired:
             self.release_cached()
-            if self.reserved == 0 and self in _RETIRED:
-                _RETIRED.remove(self)
+            if self.reserved == 0:
+                _forget_retired(self)
 
     def retire(self):
-        self.retired = True
+        if self.retired:
+            return
+        self.retired = self.gives_back = True
         self.release_cached()
         if self.reserved:
-            _RETIRED.append(self)
+            with _RETIRED_LOCK:
+                _RETIRED.append(self)
 
 
 def graph_pool(place_pool):
@@ -137,6 +154,20 @@ class Captured:
 
 
 _RETIRED: List[Pool] = []  # graph pools of dropped graphs whose arrays are not all dead yet
+_RETIRED_LOCK = threading.Lock()  # (pools are retired from finalizers too)
+
+
+def _forget_retired(pool):
+    with _RETIRED_LOCK:
+        if pool in _RETIRED:
+            _RETIRED.remove(pool)
+
+
+def _retire_all(pools):
+    """An executor's graphs die with it (weakref.finalize), closed or not."""
+    for pool in list(pools):
+        pool.retire()
+    pools.clear()
 
 
 def static_refusal(plan) -> Optional[str]:
@@ -149,6 +180,9 @@ def static_refusal(plan) -> Optional[str]:
         return "LoD sequences change shape with the batch"
     if plan.persistable_feeds:
         return "a persistable variable is fed"
+    if os.environ.get("CUPY_ENABLE_UMP") == "1":
+        return ("CUPY_ENABLE_UMP=1: CuPy may hand a host buffer to a kernel without copying it, "
+                "and a graph would keep its address")
     for step in plan.steps:
         opdef = get_op_def(step.type)
         if opdef.random:
@@ -198,6 +232,12 @@ class Graphs:
         self._graphs: Dict[tuple, object] = {}  # key -> Captured | Refusal
         self._invalidated: Dict[tuple, int] = {}
         self._stream = None
+        self._pools: List[GraphPool] = []  # of the graphs held: retired when this dies
+        self._finalizer = weakref.finalize(self, _retire_all, self._pools)
+        self._used: Dict[tuple, int] = {}  # key -> last replay's tick (least recent: dropped)
+        self._tick = 0
+        self.lock = threading.RLock()  # a step's feed, launch and fetch use shared buffers
+        self._read_arrays: Dict[int, int] = {}  # id(array a graph reads) -> graphs reading it
 
     def captured(self):
         """The graphs held now."""
@@ -215,6 +255,8 @@ class Graphs:
         if isinstance(found, Refusal):
             return None
         if found is not None:
+            self._tick += 1
+            self._used[key] = self._tick
             return found
         seen = self._seen[key] = self._seen.get(key, 0) + 1
         if seen <= EAGER_STEPS:
@@ -229,7 +271,11 @@ class Graphs:
         """Forget the graph of (plan, sig); with `reason`, run it eagerly from now on."""
         key = (plan, sig)
         found = self._graphs.pop(key, None)
+        self._used.pop(key, None)
         if isinstance(found, Captured):
+            self._unpin(found)
+            if found.pool in self._pools:
+                self._pools.remove(found.pool)
             found.close()
         if reason is not None:
             self._refuse(plan, sig, reason)
@@ -237,6 +283,42 @@ class Graphs:
     def _refuse(self, plan, sig, reason):
         self._graphs[(plan, sig)] = Refusal(reason)
         _emit(plan, sig, False, 0, reason)
+
+    def _pin(self, captured):
+        for _, _, array in captured.reads:
+            self._read_arrays[id(array)] = self._read_arrays.get(id(array), 0) + 1
+
+    def _unpin(self, captured):
+        for _, _, array in captured.reads:
+            left = self._read_arrays.get(id(array), 0) - 1
+            if left > 0:
+                self._read_arrays[id(array)] = left
+            else:
+                self._read_arrays.pop(id(array), None)
+
+    def keep_arrays(self, writes, env):
+        """After an eager step of this executor: a persistable it rewrote into a new array,
+        whose old array a graph reads, is copied into the old one instead (so the graph
+        reads this step's value and the scope keeps one array per variable)."""
+        if not self._read_arrays:
+            return
+        xp = self.xp
+        for slot, holder in writes:
+            old, new = holder.value, env[slot]
+            if (old is not new and id(old) in self._read_arrays
+                    and isinstance(new, xp.ndarray) and isinstance(old, xp.ndarray)
+                    and old.shape == new.shape and old.dtype == new.dtype):
+                old[...] = new
+                env[slot] = old
+
+    def _make_room(self):
+        """At most MAX_GRAPHS graphs: drop the least recently replayed."""
+        held = [k for k, g in self._graphs.items() if isinstance(g, Captured)]
+        while len(held) >= MAX_GRAPHS:
+            oldest = min(held, key=lambda k: self._used.get(k, 0))
+            held.remove(oldest)
+            self.drop(*oldest)
+            self._seen[oldest] = 0  # seen anew: eager steps first, then captured again
 
     def forget(self, plan=None):
         """Drop the graphs of `plan` (None: of every plan)."""
@@ -246,14 +328,15 @@ class Graphs:
             for key in [k for k in table if plan is None or k[0] is plan]:
                 del table[key]
 
-    def invalidate(self, plan, sig):
-        """The scope no longer holds the arrays the graph reads: rebuild it (or give up)."""
+    def invalidate(self, plan, sig, why="the scope's variables it reads were replaced from "
+                                        "outside the graph (another program writes them)"):
+        """The graph cannot serve (the scope no longer holds the arrays it reads; the capture
+        ran out of memory): capture again at the next step, or give up after
+        MAX_INVALIDATIONS times."""
         key = (plan, sig)
         count = self._invalidated[key] = self._invalidated.get(key, 0) + 1
         self._seen[key] = EAGER_STEPS  # capture again at the next step
-        self.drop(plan, sig, None if count < MAX_INVALIDATIONS else
-                  f"the scope's variables it reads were replaced from outside the graph "
-                  f"{count} times (another program writes them)")
+        self.drop(plan, sig, None if count < MAX_INVALIDATIONS else f"{why}, {count} times")
 
     def stream(self):
         if self._stream is None:
@@ -263,11 +346,17 @@ class Graphs:
     def capture(self, plan, sig, env, reads, writes, run_ops):
         """Capture one step of `plan` (its inputs in `env`); the Captured, or None with the
         plan marked eager (the reason kept) when CuPy refused something in it."""
+        self._make_room()
         place_pool = memory.pool_for(self.place)
+        work = list(env)
+        with memory.serving(place_pool, "reader"):  # inputs of the graph's own, not the
+            inputs = [(slot, self.xp.array(env[slot], copy=True, order="C"))  # caller's (a
+                      for slot, _ in plan.feed_slots]  # replay writes into them)
+        for slot, array in inputs:
+            work[slot] = array
         pool = graph_pool(place_pool)
         stream = self.stream()
         device_checks.clear()
-        work = list(env)
         try:
             with stream:
                 stream.begin_capture()
@@ -282,14 +371,17 @@ class Graphs:
         except Exception as err:  # noqa: BLE001  (what CuPy raised names the culprit)
             device_checks.clear()
             pool.retire()
-            self.drop(plan, sig, f"the capture failed: {_describe(err)}")
+            if isinstance(err, MemoryError):  # may fit later: try again, a few times
+                self.invalidate(plan, sig, f"the capture ran out of memory ({_describe(err)})")
+            else:
+                self.drop(plan, sig, f"the capture failed: {_describe(err)}")
             return None
         checks = device_checks.snapshot()
         device_checks.clear()
         kept = {slot for slot, _ in writes}
         captured = Captured(
             graph=graph, pool=pool,
-            feeds=[(slot, env[slot]) for slot, _ in plan.feed_slots],
+            feeds=inputs,
             reads=[(slot, holder, env[slot]) for slot, holder in reads],
             writes=[(slot, copied.get(slot, work[slot])) for slot in sorted(kept)],
             fetches=[(slot, work[slot]) for slot in plan.fetch_slots],
@@ -300,6 +392,10 @@ class Graphs:
             self.drop(plan, sig, bad)
             return None
         self._graphs[(plan, sig)] = captured
+        self._pools.append(pool)
+        self._pin(captured)
+        self._tick += 1
+        self._used[(plan, sig)] = self._tick
         _emit(plan, sig, True, captured.nbytes, None)
         return captured
 

@@ -107,7 +107,8 @@ class Executor:
                 return self._step(program, feed, fetch_list, scope, return_numpy, options)
             with DeferSignals():
                 return self._step(program, feed, fetch_list, scope, return_numpy, options)
-        with self.xp.cuda.Device(self.place.get_device_id()), DeferSignals():
+        with self.xp.cuda.Device(self.place.get_device_id()), DeferSignals(), \
+                self._graphs.lock:  # (a graph's feed, launch and fetch share its buffers)
             return self._step(program, feed, fetch_list, scope, return_numpy, options)
 
     def _step(self, program, feed, fetch_list, scope, return_numpy, options):
@@ -159,6 +160,8 @@ class Executor:
             mem = self._graph_memory(plan)
         else:
             mem = self._compute(plan, env, step, scope, writes, batch)
+            if gpu:
+                self._graphs.keep_arrays(writes, env)
         if gpu:  # the step's kernels are queued, not done: wait for them, then read their checks
             sync_stream(self.xp)
             device_checks.raise_pending()

@@ -144,6 +144,7 @@ class FakeCupy(StrictKernels):
         stream_type.null = FakeStream(self, None, default=True)
         self._capture = None  # the stream capture under way (strict kernels), or None
         self.graph_launches = 0
+        self.frees_while_capturing = []  # cudaFree'd addresses while a stream captured
         self._current_streams = threading.local()
         self.cuda = types.SimpleNamespace(
             runtime=types.SimpleNamespace(
@@ -257,6 +258,9 @@ class FakeCupy(StrictKernels):
         return addr
 
     def _free(self, addr):
+        capture = self.__dict__.get("_capture")
+        if capture is not None:  # legal in relaxed mode, but a graph's memory must not go
+            self.frees_while_capturing.append(addr)
         if addr not in self.live:
             raise CUDARuntimeError(f"cudaErrorInvalidValue: {addr:#x} was not cudaMalloc'd")
         device, size = self.live.pop(addr)

@@ -190,8 +190,8 @@ class DeviceArray(np.lib.mixins.NDArrayOperatorsMixin):
             fake._not_capturing("a boolean mask (its size is read back)")
         out = fake._wrap(self._a[index], (self,))
         if capture is not None and isinstance(out, DeviceArray) and out.base is None:
-            source = self._a
-            capture.record(lambda: _store(out, source[index]))
+            source, target = self._a, out._a
+            capture.record(lambda: _store(target, source[index]))
         return out
 
     def __setitem__(self, key, value):
@@ -235,11 +235,12 @@ def _has_mask(index):
 
 
 def _store(target, value):
-    """A replayed kernel's result into the array the capture gave it."""
+    """A replayed kernel's result into the memory (`target`, the buffer of the array the
+    capture handed out) it was given."""
     value = np.asarray(value)
-    assert value.shape == target._a.shape, (
-        f"a replayed kernel made shape {value.shape}, the captured one {target._a.shape}")
-    target._a[...] = value
+    assert value.shape == target.shape, (
+        f"a replayed kernel made shape {value.shape}, the captured one {target.shape}")
+    target[...] = value
 
 
 def _garbage(host):
@@ -337,6 +338,12 @@ class StrictKernels:
             if dtype is None or np.dtype(dtype) == value.dtype:
                 return value.copy() if copy else value
             return value.astype(dtype)
+        capture = self._capturing()
+        if capture is not None and np.ndim(value) == 0 and not isinstance(value, np.ndarray):
+            out = DeviceArray(self, np.array(value, dtype=dtype))  # CuPy fills a scalar in:
+            target, fill = out._a, out._a.copy()  # a kernel, no copy from the host
+            capture.record(lambda: target.__setitem__(..., fill))
+            return out
         self._not_capturing("cudaMemcpy (host to device)")
         if isinstance(value, (list, tuple)):
             value = [self._host_element(v) for v in value]
@@ -414,9 +421,11 @@ class StrictKernels:
 
     def _index(self, key):
         """An index: device arrays unwrapped; host ints/slices/arrays are fine (CuPy copies
-        host index arrays over)."""
+        host index arrays over: not while capturing)."""
         if isinstance(key, tuple):
             return tuple(self._index(k) for k in key)
+        if isinstance(key, (np.ndarray, list)) and np.ndim(key) > 0:
+            self._not_capturing("a host index array (copied to the device)")
         return self._unwrap(key, []) if isinstance(key, DeviceArray) else key
 
     def _setitem_value(self, value):
@@ -443,17 +452,20 @@ class StrictKernels:
 
 def _replayer(fn, args, kwargs, wrapped):
     """The kernel a capture records for fn's call: run again (which is the whole kernel where
-    fn writes into an argument: fill, copyto, ufunc.at), its result stored in the arrays the
-    capture handed out (views and host values need nothing more)."""
+    fn writes into an argument: fill, copyto, ufunc.at), its result stored in the memory the
+    capture handed out (views and host values need nothing more). It holds buffers, not the
+    device arrays, which die during and after the capture as CuPy's would."""
+    def buffer(target):
+        return target._a if isinstance(target, DeviceArray) and target.base is None else None
+
+    many = isinstance(wrapped, (tuple, list))
+    targets = [buffer(t) for t in wrapped] if many else [buffer(wrapped)]
+
     def replay():
         result = fn(*args, **kwargs)
-        if isinstance(wrapped, (tuple, list)):
-            for target, value in zip(wrapped, result):
-                if isinstance(target, DeviceArray) and target.base is None:
-                    _store(target, value)
-            return
-        if isinstance(wrapped, DeviceArray) and wrapped.base is None:
-            _store(wrapped, result)
+        for target, value in zip(targets, result if many else [result]):
+            if target is not None:
+                _store(target, value)
     return replay
 
 

@@ -274,3 +274,91 @@ def test_the_memory_probe_sees_every_step_the_graph_holding_its_memory(fake):
     replayed = main[-1]
     assert replayed.by_tag["cuda_graph"] > 0
     assert replayed.step_peak == replayed.allocated  # the graph's memory held throughout
+
+
+# --- what the graph holds stays its own --------------------------------------------------------
+def test_the_graphs_pool_gives_no_memory_back_while_the_graph_lives(fake):
+    """Arrays freed during the capture leave wholly free chunks in the graph's pool; the
+    captured kernels still use those addresses, so none may go back to the place's pool."""
+    from runtime import memory
+    _, exe = _train(fluid.CUDAPlace(0), _regression("adam"), _feeds())
+    place = memory.pool_for(fluid.CUDAPlace(0))
+    captured, = exe._graphs.captured()
+    assert captured.pool.n_frees > 0  # arrays did die during the capture ...
+    assert captured.pool.n_system_frees == 0  # ... and their chunks stayed the graph's
+    assert all(place.owns(chunk) for chunk in captured.pool._chunks)
+    assert fake.frees_while_capturing == []
+
+
+def test_device_feeds_are_copied_into_inputs_of_the_graphs_own(fake):
+    """A dataset kept on the device and fed slice by slice: the replays must not write the
+    later batches into the slice fed when the step was captured."""
+    build = _regression()
+    host = _feeds(8)
+    on_device = {"x": fake.asarray(np.concatenate([f["x"] for f in host])),
+                 "y": fake.asarray(np.concatenate([f["y"] for f in host]))}
+    before = {k: v.get() for k, v in on_device.items()}
+    feeds = [{k: v[16 * i:16 * (i + 1)] for k, v in on_device.items()} for i in range(8)]
+    cpu, _ = _train(fluid.CPUPlace(), build, host)
+    gpu, _ = _train(fluid.CUDAPlace(0), build, feeds)
+    assert fake.graph_launches > 0
+    assert all(np.array_equal(on_device[k].get(), before[k]) for k in before)
+    assert gpu == cpu
+
+
+def test_an_executor_dropped_without_close_gives_its_graphs_memory_back(fake):
+    import gc
+    from runtime import memory
+    _, exe = _train(fluid.CUDAPlace(0), _regression(), _feeds())
+    pool = memory.pool_for(fluid.CUDAPlace(0))
+    assert pool.by_tag.get("cuda_graph", 0) > 0
+    del exe
+    gc.collect()
+    assert pool.by_tag.get("cuda_graph", 0) == 0
+
+
+def test_the_executors_own_eager_steps_keep_the_graph(fake):
+    """Per-op timing makes some steps eager; their out-of-place updates (the decayed learning
+    rate's counter) go into the arrays the graph reads, so the graph stays valid."""
+    records = []
+
+    def sometimes_timed(step, exe, main):
+        if step % 3 == 1 and not records:
+            records.append(events.subscribe("op_end", lambda r: None))
+        elif records:
+            records.pop().close()
+    build, feeds = _regression("decay"), _feeds(12)
+    cpu, _ = _train(fluid.CPUPlace(), build, feeds)
+    gpu, exe = _train(fluid.CUDAPlace(0), build, feeds, sometimes_timed)
+    assert gpu == cpu
+    assert _reasons(exe) == [] and len(exe._graphs.captured()) == 1
+    # steps 2, 5, 8 and 11 timed (eager), 3 captured: 3, 4, 6, 7, 9 and 10 launched
+    assert fake.graph_launches == 6
+
+
+def test_an_executor_holds_at_most_max_graphs(fake, monkeypatch):
+    monkeypatch.setattr(cuda_graph, "MAX_GRAPHS", 2)
+    feeds = _feeds(4, 16) + _feeds(4, 8) + _feeds(4, 4) + _feeds(4, 16)
+    build = _regression()
+    cpu, _ = _train(fluid.CPUPlace(), build, feeds)
+    gpu, exe = _train(fluid.CUDAPlace(0), build, feeds)
+    assert gpu == cpu
+    assert len(exe._graphs.captured()) == 2
+    # batch 16's graph was dropped for batch 4's; back to 16: eager steps, then captured again
+    assert fake.graph_launches == 4 * (4 - cuda_graph.EAGER_STEPS)
+
+
+def test_a_graph_pool_keeps_wholly_free_chunks_until_it_is_retired(fake):
+    """The case inside a capture: a block freed leaves its chunk wholly free, and a larger
+    request would give it back (auto_growth's idle release) while kernels still use it."""
+    from runtime import memory
+    place = memory.pool_for(fluid.CUDAPlace(0))
+    pool = cuda_graph.graph_pool(place)
+    small = pool.alloc(3 << 20)
+    pool.free(small)
+    large = pool.alloc(4 << 20)
+    assert pool.n_system_frees == 0 and place.owns(small)
+    pool.retire()
+    assert place.owns(small) is False  # now it goes back
+    pool.free(large)
+    assert pool.reserved == 0 and not place.owns(large)

@@ -101,6 +101,8 @@ class OOMInfo:
 class Pool:
     """Best-fit pool; `strategy` is 'naive_best_fit' or 'auto_growth'."""
 
+    gives_back = True  # wholly free chunks may go back to the system (False: kept until True)
+
     def __init__(self, system, strategy="auto_growth", capacity_bytes=1 << 62, chunk_bytes=0,
                  name="pool", next_chunk=None):
         if strategy not in ("naive_best_fit", "auto_growth"):
@@ -300,7 +302,7 @@ class Pool:
         if larger:
             if self.reserved + size > min(GROW_SLACK * demand, self.capacity):
                 return self._best_fit(size, None)
-        elif self.reserved + size > demand:
+        elif self.reserved + size > demand and self.gives_back:
             idle = [b for stack in self._cached.values() for b in stack
                     if b.prev is None and b.next is None]
             if idle and sum(b.size for b in idle) >= RELEASE_FRACTION * size:
@@ -433,6 +435,8 @@ class Pool:
 
     def _release_free_chunks(self):
         """Give every wholly free chunk back to the system; returns the bytes given back."""
+        if not self.gives_back:
+            return 0
         released = 0
         for size in list(self._sizes):
             for block in list(self._cached.get(size, ())):
