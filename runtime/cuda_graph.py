@@ -16,10 +16,10 @@ How, per executor, program plan and feed signature (the fed arrays' shapes and d
   place's pool (tagged "cuda_graph"), serves nothing else and gives nothing back while the
   graph lives, so the addresses the graph was built with stay its own. The graph's memory goes
   back when it is dropped: the program changed, the executor closed or died, or the executor
-  already held MAX_GRAPHS graphs (the least recently replayed is dropped). A persistable variable the step
-  rewrites into a new array (an update that is not in place) is copied back into the array it was
-  read from at the end of the capture, so the scope keeps one array per variable and the graph
-  reads this step's output at the next replay.
+  already held MAX_GRAPHS graphs (the least recently replayed is dropped). A persistable
+  variable the step rewrites into a new array (an update that is not in place) is copied back
+  into the array it was read from at the end of the capture, so the scope keeps one array per
+  variable and the graph reads this step's output at the next replay.
 - Later steps copy the feed into the captured input arrays, launch the graph on the current
   stream and read the fetches from its outputs (copied to the host as always). The kernels' own
   checks (an out-of-range label) are read after the launch, as on an eager step. A step holds
@@ -27,9 +27,9 @@ How, per executor, program plan and feed signature (the fed arrays' shapes and d
 - An eager step of the same executor (another feed shape's warm-up, a timed step) writes an
   out-of-place update into the array the graph reads too, so it does not invalidate the graph.
 
-What runs eagerly instead, with the reason kept (`reasons()`; the profile's compile record):
-startup programs; control flow, LoD, random ops, host callbacks (py_func, print), a fed
-persistable variable; anything the capture refuses (a host synchronisation, a host-to-device
+What runs eagerly instead, with the reason kept (`reasons()`; the cuda_graph event, which the
+profile keeps): startup programs; control flow, LoD, random ops, host callbacks (py_func,
+print), a fed persistable variable, CUPY_ENABLE_UMP=1; anything the capture refuses (a host synchronisation, a host-to-device
 copy inside an op: CuPy raises, the capture is abandoned and the plan runs eagerly from then on);
 a scope variable the graph reads replaced from outside (another program wrote it) more than
 MAX_INVALIDATIONS times. Per step, without giving up the graph: per-op timing (`--ops`: the
