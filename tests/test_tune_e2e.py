@@ -174,6 +174,7 @@ def test_memory_objective_finds_the_lower_peak_for_real(tmp_path):
     run = tune(tmp_path, "--budget", "40s", "--trial-steps", "40", "--keep-batch-size",
                "--objective", "memory", "--floor", "0.8",
                "--space", "only=FLAGS_eager_delete_tensor_gb", JOB, "--", "--burst-every", "0",
+               "--hidden", "512",
                env={"FLAGS_eager_delete_tensor_gb": "-1"})
     assert run.returncode == 0, run.stderr
     record = json.loads((tmp_path / "t.tune.json").read_text())
