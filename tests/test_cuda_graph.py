@@ -3,6 +3,8 @@ capture records kernels without running them and whose graphs replay them (tests
 A captured step must train exactly as the CPU does; whatever cannot be captured runs eagerly,
 with the reason kept."""
 
+import contextlib
+
 import numpy as np
 import pytest
 
@@ -70,6 +72,17 @@ def _train(place, build, feeds, between=None):
             if between is not None:
                 between(i, exe, main)
     return losses, exe
+
+
+@contextlib.contextmanager
+def _listening(channel):
+    """The runtime's `channel` events, collected while the block runs."""
+    records = []
+    sub = events.subscribe(channel, records.append)
+    try:
+        yield records
+    finally:
+        sub.close()
 
 
 def _reasons(exe):
@@ -199,12 +212,8 @@ def test_the_flag_turns_capture_off(fake):
 
 
 def test_per_op_timing_and_nan_checks_run_steps_eagerly(fake):
-    records = []
-    sub = events.subscribe("op_end", records.append)
-    try:
+    with _listening("op_end") as records:
         _train(fluid.CUDAPlace(0), _regression(), _feeds())
-    finally:
-        sub.close()
     assert fake.graph_launches == 0 and records
     fluid.set_flags({"FLAGS_check_nan_inf": True})
     try:
@@ -263,12 +272,8 @@ def test_the_profile_says_what_was_captured_and_what_runs_eagerly(fake):
 
 
 def test_the_memory_probe_sees_every_step_the_graph_holding_its_memory(fake):
-    records = []
-    sub = events.subscribe("memory_step", records.append)
-    try:
+    with _listening("memory_step") as records:
         _train(fluid.CUDAPlace(0), _regression(), _feeds())
-    finally:
-        sub.close()
     main = [r for r in records if r.program_id == records[-1].program_id]
     assert len(main) == STEPS
     replayed = main[-1]

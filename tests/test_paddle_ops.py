@@ -19,6 +19,15 @@ REPO = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "COLUMNS": "200", "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1",
        "GLOG_minloglevel": "2"}
 ENV.pop("PADDLETUNE_OVERRIDES", None)
+CLI = [sys.executable, "-m", "paddletune"]
+
+
+def cli(procs, args, cwd, timeout=240) -> str:
+    """`paddletune *args` in a subprocess (reaped by `procs`): its stdout, once it succeeded."""
+    done = procs.run([*CLI, *args], timeout, cwd=cwd, env=ENV, stdout=subprocess.PIPE,
+                     stderr=subprocess.PIPE, text=True)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return done.stdout
 
 
 @pytest.fixture(autouse=True)
@@ -104,26 +113,17 @@ def test_a_layer_that_raises_records_no_op_and_raises_unchanged():
 
 def test_profile_ops_of_a_paddle_cnn_reach_the_report(procs, tmp_path):
     out = tmp_path / "ops.jsonl"
-    cli = [sys.executable, "-m", "paddletune"]
-    done = procs.run([*cli, "profile", "--ops", "--out", str(out),
-                      str(REPO / "examples" / "paddle" / "cnn.py"), "--steps", "30"], 240,
-                     cwd=REPO, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                     text=True)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    report = procs.run([*cli, "report", "--json", str(out)], 120, cwd=REPO, env=ENV,
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    assert report.returncode == 0, report.stderr
-    ops = json.loads(report.stdout)["ops"]
-    steady = json.loads(report.stdout)["steady_steps"]
+    cli(procs, ["profile", "--ops", "--out", str(out),
+                str(REPO / "examples" / "paddle" / "cnn.py"), "--steps", "30"], REPO)
+    summary = json.loads(cli(procs, ["report", "--json", str(out)], REPO, 120))
+    ops, steady = summary["ops"], summary["steady_steps"]
     counts = {row["type"]: row["count"] for row in ops["by_type"]}
     # examples/paddle/cnn.py's leaves, per step: 2 Conv2D, 2 ReLU, 2 MaxPool2D, 1 Linear
     assert counts == {"Conv2D": 2 * steady, "ReLU": 2 * steady, "MaxPool2D": 2 * steady,
                       "Linear": steady}, counts
     assert ops["timing"] == "host" and ops["steps"] == steady
-    text = procs.run([*cli, "report", str(out)], 120, cwd=REPO, env=ENV,
-                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    assert text.returncode == 0, text.stderr
-    assert "Conv2D" in text.stdout and "MaxPool2D" in text.stdout
+    text = cli(procs, ["report", str(out)], REPO, 120)
+    assert "Conv2D" in text and "MaxPool2D" in text
 
 
 SOFTMAX_JOB = '''
@@ -150,16 +150,9 @@ def test_a_softmax_before_paddles_cross_entropy_is_advised_only_if_it_is_doubled
     script = tmp_path / "job.py"
     script.write_text(SOFTMAX_JOB.replace("USE_SOFTMAX", f"use_softmax={use_softmax}"))
     out = tmp_path / "p.jsonl"
-    cli = [sys.executable, "-m", "paddletune"]
-    done = procs.run([*cli, "profile", "-q", "--ops", "--out", str(out), str(script)], 240,
-                     cwd=tmp_path, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                     text=True)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    advice = procs.run([*cli, "advise", "--json", str(out)], 120, cwd=tmp_path, env=ENV,
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    assert advice.returncode == 0, advice.stderr
-    found = [a for a in json.loads(advice.stdout)
-             if a["id"] == "unfused-softmax-cross-entropy"]
+    cli(procs, ["profile", "-q", "--ops", "--out", str(out), str(script)], tmp_path)
+    advice = cli(procs, ["advise", "--json", str(out)], tmp_path, 120)
+    found = [a for a in json.loads(advice) if a["id"] == "unfused-softmax-cross-entropy"]
     if use_softmax:
         assert len(found) == 1 and found[0]["severity"] == "high", found
         assert "paddle.nn.CrossEntropyLoss()" in found[0]["change"]
@@ -236,16 +229,9 @@ def test_static_graph_ops_give_way_to_a_scripts_own_profiler():
 
 def test_profile_ops_of_a_paddle_static_graph_reach_the_report(procs, tmp_path):
     out = tmp_path / "static.jsonl"
-    cli = [sys.executable, "-m", "paddletune"]
-    done = procs.run([*cli, "profile", "-q", "--ops", "--steps", "30", "--out", str(out),
-                      str(REPO / "examples" / "paddle" / "static_graph.py")], 240,
-                     cwd=REPO, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                     text=True)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    report = procs.run([*cli, "report", "--json", str(out)], 120, cwd=REPO, env=ENV,
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    assert report.returncode == 0, report.stderr
-    summary = json.loads(report.stdout)
+    cli(procs, ["profile", "-q", "--ops", "--steps", "30", "--out", str(out),
+                str(REPO / "examples" / "paddle" / "static_graph.py")], REPO)
+    summary = json.loads(cli(procs, ["report", "--json", str(out)], REPO, 120))
     counts = {row["type"]: row["count"] for row in summary["ops"]["by_type"]}
     steady = summary["steady_steps"]
     # examples/paddle/static_graph.py: two fc layers (matmul + add each) and Adam per parameter
@@ -277,13 +263,6 @@ def test_a_static_job_that_profiles_itself_gets_ops_na_with_the_reason(procs, tm
     script = tmp_path / "job.py"
     script.write_text(SELF_PROFILING_JOB)
     out = tmp_path / "p.jsonl"
-    cli = [sys.executable, "-m", "paddletune"]
-    done = procs.run([*cli, "profile", "-q", "--ops", "--out", str(out), str(script)], 240,
-                     cwd=tmp_path, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                     text=True)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    report = procs.run([*cli, "report", str(out)], 120, cwd=tmp_path, env=ENV,
-                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    assert report.returncode == 0, report.stderr
-    text = " ".join(report.stdout.split())
-    assert "Ops: N/A" in text and "one profiler at a time" in text, report.stdout
+    cli(procs, ["profile", "-q", "--ops", "--out", str(out), str(script)], tmp_path)
+    text = " ".join(cli(procs, ["report", str(out)], tmp_path, 120).split())
+    assert "Ops: N/A" in text and "one profiler at a time" in text, text
