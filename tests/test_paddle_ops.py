@@ -196,10 +196,12 @@ def _run_static(steps, before=None):
     return ops, [e for e in ends if not e.is_startup], scope, static_ops
 
 
-def test_static_graph_ops_come_from_paddles_profiler_window_by_window():
+def test_static_graph_ops_come_from_paddles_profiler_window_by_window(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
     steps = 13  # a whole window and part of the next (announced at the job's end)
     ops, ends, scope, static_ops = _run_static(steps)
     assert scope == []
+    assert list(tmp_path.iterdir()) == []  # no trace file left in the job's folder
     assert static_ops.WINDOW < steps
     assert sorted({o.step for o in ops}) == list(range(steps))
     first = sorted((o for o in ops if o.step == 0), key=lambda o: o.index)
@@ -214,8 +216,9 @@ def test_static_graph_ops_come_from_paddles_profiler_window_by_window():
         assert all(o.program_id == end.program_id for o in mine)
 
 
-def test_static_graph_ops_give_way_to_a_scripts_own_profiler():
+def test_static_graph_ops_give_way_to_a_scripts_own_profiler(tmp_path, monkeypatch):
     import paddle.profiler as profiler
+    monkeypatch.chdir(tmp_path)  # (the script's profiler writes its trace here)
     mine = profiler.Profiler(targets=[profiler.ProfilerTarget.CPU])
     try:
         ops, ends, scope, _ = _run_static(3, before=mine.start)

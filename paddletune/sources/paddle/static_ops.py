@@ -80,8 +80,10 @@ class StaticOps:
         try:
             import paddle.profiler as profiler
             self._making = True
-            try:
-                self.profiler = profiler.Profiler(targets=_targets(profiler))
+            try:  # (paddle's default on_trace_ready writes a trace file per window into the
+                # working directory: the job's folder must stay as the job leaves it)
+                self.profiler = profiler.Profiler(targets=_targets(profiler),
+                                                  on_trace_ready=_write_nothing)
             finally:
                 self._making = False
             self.profiler.start()
@@ -120,6 +122,10 @@ class StaticOps:
         """No more op timing in this job; the profile says why (a scope event)."""
         self.unavailable = f"the static graph's op times: {reason}"
         self.bus.emit("scope", ProbeUnavailableEvent(0.0, "ops", self.unavailable))
+
+
+def _write_nothing(prof):
+    """The windows' on_trace_ready: the result is read from memory (StaticOps.close)."""
 
 
 def _first_line(err) -> str:
