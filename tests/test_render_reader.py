@@ -74,10 +74,11 @@ def test_one_thread_producer_has_no_worker_table(tmp_path):
 
 
 def speed_test_profile(tmp_path, ceiling_wall_s=0.004, loader=True, done=True,
-                       thread_cpu_s=None, speed_test=True):
+                       thread_cpu_s=None, speed_test=True, gap_s=0.005, **reader):
     """A profile whose steps 21-30 ran in speed-test mode (`speed_test=False`: the same steps,
-    no speed test); `thread_cpu_s` the loader's thread CPU per batch."""
-    steps = step_records(gap_s=0.005)[:None if done else 27]  # cut short: 6 ceiling steps
+    no speed test); `thread_cpu_s` the loader's thread CPU per batch, `reader` more of the
+    reader's figures per batch (profiles.READER_BATCH)."""
+    steps = step_records(gap_s=gap_s)[:None if done else 27]  # cut short: 6 ceiling steps
     t = steps[1]["t"]
     for i, st in enumerate(steps[1:]):
         if 20 <= i < 30:
@@ -86,8 +87,8 @@ def speed_test_profile(tmp_path, ceiling_wall_s=0.004, loader=True, done=True,
         t += st["wall_s"] + st["gap_s"]
     events = speed_test_events(steps[11]["t"] - 1e-4, steps[21]["t"] - 1e-4,
                                steps[31]["t"] - 1e-4 if done else None) if speed_test else []
-    per_batch = {} if thread_cpu_s is None else {"cpu_s": thread_cpu_s,
-                                                 "produce_s": thread_cpu_s * 1.2}
+    per_batch = dict(reader) if thread_cpu_s is None else {
+        "cpu_s": thread_cpu_s, "produce_s": thread_cpu_s * 1.2, **reader}
     extra = events + (reader_records(steps, **per_batch) if loader else [])
     tmp_path.mkdir(parents=True, exist_ok=True)
     return make_profile(tmp_path / "p.jsonl", steps=steps,

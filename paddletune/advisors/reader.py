@@ -55,7 +55,8 @@ def reader_starved(profile) -> Optional[Advice]:
         severity="low" if tiny else gain_severity(
             "high" if share >= HIGHLY_INPUT_BOUND else "medium",
             None if plan["gil_bound_thread"] else plan["speedup"]),  # GIL: a lower bound
-        change=_worker_change(writer(profile), f, plan), expected_gain=_worker_gain(plan),
+        change=_worker_change(writer(profile), f, plan),
+        expected_gain=_worker_gain(plan, script(profile)),
         expected_speedup=None if _gil_unpredictable(plan) else plan["speedup"],
         confidence="low" if tiny else "high" if _empty_ratio(f) >= 0.5 and
         profile.summary.steady_steps >= 20 else "medium")
@@ -116,7 +117,11 @@ def worker_plan(profile, f: LoaderFigures) -> dict:
     sizing = size_workers(cores, cost, free_s, cycle_s,
                           trainer_work_bound(profile, (shares.read if shares else None)
                                              or f.wait.share))
+    # a GIL-bound thread's gain from above: the step without the thread (the speed test
+    # replays batches while the thread waits on the full queue)
+    upper = cycle_s / free_s if gil and source == "speed test" and free_s > 0 else None
     return plan_figures(profile, sizing, cores, cost, cycle_s, free_s, source) | {
+        "speedup_max": upper,
         "current_workers": current, "gil_bound_thread": gil, "made_in": f.config.made_in,
         "producer_s_per_step": measured_s, "empty_ratio": f.empty_ratio,
         "wait_per_step_s": f.wait.per_step_s, "wait_share": f.wait.share,
@@ -201,7 +206,18 @@ def _gil_note(plan) -> str:
             f"worker process prepares batches beside the trainer instead")
 
 
-def _worker_gain(plan) -> str:
+def _gil_upper_bound(plan, script_name: str) -> str:
+    """A GIL-bound thread's gain from above: the step without the thread, as the speed test
+    measured it, or the command that measures it."""
+    upper = plan.get("speedup_max")
+    if upper is None:
+        return (f"; `paddletune profile --speed-test {script_name}` measures the step without "
+                f"the thread, the gain's upper bound")
+    return (f"; at most {upper:.2f}x, the step without the thread that the speed test "
+            f"measured ({ms(plan['consumer_s_per_step'])})")
+
+
+def _worker_gain(plan, script_name: str) -> str:
     n, needed = plan["workers"], plan["workers_needed"]
     ceiling = (f"the no-data ceiling is {plan['ceiling_steps_per_s']:,.0f} steps/s"
                if plan["ceiling_steps_per_s"] else "the no-data ceiling is unknown")
@@ -217,7 +233,7 @@ def _worker_gain(plan) -> str:
     text = (f"{bound} {plan['speedup']:.2f}x steps/s ({ms(plan['cycle_s'])} -> "
             f"{ms(plan['predicted_cycle_s'])} per step) with {how}; {ceiling}")
     if plan["gil_bound_thread"]:
-        text += f" ({GIL_INFLATED})"
+        text += f" ({GIL_INFLATED})" + _gil_upper_bound(plan, script_name)
     if plan.get("cpu_bound"):
         if _gil_unpredictable(plan):
             return f"{_gil_unknown()}; {ceiling}"
