@@ -269,3 +269,34 @@ def test_a_static_job_that_profiles_itself_gets_ops_na_with_the_reason(procs, tm
     cli(procs, ["profile", "-q", "--ops", "--out", str(out), str(script)], tmp_path)
     text = " ".join(cli(procs, ["report", str(out)], tmp_path, 120).split())
     assert "Ops: N/A" in text and "one profiler at a time" in text, text
+
+
+def test_profiler_events_map_onto_their_runs_by_each_runs_own_event():
+    """ops_of_runs on a hand-made tree: two runs (a startup run, then step 4), operators on
+    two threads, the second run's clock 1 s ahead of the profiler's."""
+    from types import SimpleNamespace as Node
+    from paddletune.sources.paddle.static_ops import _Run, ops_of_runs
+
+    def node(name, start, end, kind="Operator", children=()):
+        return Node(name=name, type=f"TracerEventType.{kind}", start_ns=start, end_ns=end,
+                    children_node=list(children))
+    main = node("root node", 0, 0, "UserDefined", [
+        node("StandaloneExecutor::run", 100, 200, "UserDefined"),
+        node("StandaloneExecutor::run", 1000, 2000, "UserDefined")])
+    worker = node("root node", 0, 0, "UserDefined", [
+        node("pd_op.full", 110, 120),  # the startup run's: no step
+        node("pd_op.matmul", 1100, 1300), node("pd_op.add_", 1300, 1400),
+        node("pd_op.matmul", 1500, 1600)])
+    runs = [_Run(7, None, 50.0, 50.1), _Run(3, 4, 51.0, 52.0)]
+    slots = {}
+    ops = ops_of_runs({1: main, 2: worker}, runs, slots)
+    assert [(o.step, o.index, o.type) for o in ops] == [(4, 0, "matmul"), (4, 1, "add"),
+                                                       (4, 2, "matmul")]
+    assert ops[0].t_begin == pytest.approx(51.0 + 100e-9)
+    assert ops[0].t_end - ops[0].t_begin == pytest.approx(200e-9)
+    assert all(o.program_id == 3 for o in ops)
+    # the same (type, rank) keeps its index in later windows
+    again = ops_of_runs({1: main, 2: worker}, runs, slots)
+    assert [o.index for o in again] == [0, 1, 2]
+    # a run without its own event: nothing is announced rather than a guess
+    assert ops_of_runs({1: main, 2: worker}, runs + [_Run(3, 5, 53.0, 54.0)], {}) == []

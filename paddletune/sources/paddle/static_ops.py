@@ -164,11 +164,14 @@ def ops_of_runs(nodes: dict, runs: List[_Run], slots: Dict[Tuple[str, int], int]
                 ) -> List[OpEnd]:
     """The OpEnd of every Operator event of the profiler's trees (`nodes`: thread id -> root),
     each in the run whose own event spans its start, on that run's clock, its index from
-    `slots` (see the module); runs that are no training step are left out."""
+    `slots` (see the module); runs that are no training step are left out. A window whose
+    runs and run events differ in number announces nothing (which run is which is unknown)."""
     every = []
     for root in nodes.values():
         _walk(root, every)
     run_events = sorted((n for n in every if n.name == RUN_EVENT), key=lambda n: n.start_ns)
+    if len(run_events) != len(runs):  # a run without its event: no anchor to trust
+        return []
     operators = sorted((n for n in every if str(n.type).endswith("Operator")),
                        key=lambda n: n.start_ns)
     out, k = [], 0
