@@ -15,7 +15,9 @@ For each job:
      knobs, and that setting runs in the same rounds as the job and the change (step 4): the
      advice's gain as a share of tune's ((advice - 1) / (tune - 1)).
 Targets (issue 26): the right bottleneck on every job; predicted within 15% of measured (a
-prediction the advice states as a lower bound, ">=": not above the measured by more);
+prediction the advice states as a lower bound, ">=": not above the measured by more; such
+a card names `--speed-test` for the upper bound, so the job is profiled once more with it
+and the measured speedup must not pass that bound by more than 15% either: "1.37-2.47");
 at least 80% of tune's gain; no high-severity advice on a well-tuned job.
 
     python benchmarks/bench_advice.py                     # every job, with tune (~8 min)
@@ -174,6 +176,7 @@ class Result:
     high_on_tuned: int = 0
     note: str = ""
     lower_bound: bool = False  # the advice predicts "at least" its speedup
+    upper: Optional[float] = None  # a lower bound's upper one, from a --speed-test profile
 
     @property
     def prediction_error(self) -> Optional[float]:
@@ -184,12 +187,15 @@ class Result:
     @property
     def prediction_ok(self) -> Optional[bool]:
         """Within PREDICTION_TOLERANCE of the measured speedup; a lower bound: not above it
-        by more than that."""
+        by more than that, and its upper bound (when measured) not below it by more."""
         err = self.prediction_error
         if err is None:
             return None
-        return err <= PREDICTION_TOLERANCE if self.lower_bound else \
-            abs(err) <= PREDICTION_TOLERANCE
+        if not self.lower_bound:
+            return abs(err) <= PREDICTION_TOLERANCE
+        below_upper = self.upper is None or \
+            self.measured <= self.upper * (1 + PREDICTION_TOLERANCE)
+        return err <= PREDICTION_TOLERANCE and below_upper
 
     @property
     def tune_share(self) -> Optional[float]:
@@ -232,6 +238,8 @@ def _run(job, args, runner, env, workdir) -> Result:
     if top is None:
         result.note = "no advice"
         return result
+    if result.lower_bound:
+        result.upper = _upper_bound(job, top, runner)
     changed = _changed_runner(job, top, profile, runner, env, workdir)
     if changed is None:
         result.note = f"{top.id}: no way to apply it"
@@ -245,6 +253,28 @@ def _run(job, args, runner, env, workdir) -> Result:
     if new_runner is not runner:
         new_runner.close()
     return result
+
+
+SPEED_TEST_STEPS = 30
+
+
+def _upper_bound(job, top, runner) -> Optional[float]:
+    """What the advice says when asked for it: a lower bound's card names `paddletune profile
+    --speed-test`, which measures the step without the contention; the same advice on that
+    profile gives the gain's upper bound (figures["speedup_max"]), or None."""
+    found = (top.figures or {}).get("speedup_max")
+    if found is not None:
+        return found
+    runner.speed_test = SPEED_TEST_STEPS
+    try:
+        trial = runner.run({}, {}, max(job.steps, 6 * SPEED_TEST_STEPS), 300, "speed-test",
+                           "speed-test")
+    finally:
+        runner.speed_test = None
+    if trial.profile is None or not Path(trial.profile).exists():
+        return None
+    same = [a for a in advise(load(trial.profile)) if a.id == top.id]
+    return (same[0].figures or {}).get("speedup_max") if same else None
 
 
 def _changed_runner(job, top, profile, runner, env, workdir):
@@ -320,15 +350,17 @@ def fmt(x, spec=".2f", empty="-"):
 
 
 def _pred(r: Result) -> str:
+    if r.lower_bound and r.upper is not None:
+        return f"{fmt(r.predicted)}-{fmt(r.upper)}"
     return (">=" if r.lower_bound else "") + fmt(r.predicted)
 
 
 def print_table(results: List[Result]):
-    print(f"{'job':16} {'top advice':32} {'right':5} {'pred':>6} {'meas':>6} {'err':>6} "
+    print(f"{'job':16} {'top advice':32} {'right':5} {'pred':>9} {'meas':>6} {'err':>6} "
           f"{'tune':>6} {'share':>6}  note")
     for r in results:
         print(f"{r.job:16} {(r.top or '-') + ' (' + (r.severity or '-') + ')':32} "
-              f"{'yes' if r.right else 'NO':5} {_pred(r):>6} {fmt(r.measured):>6} "
+              f"{'yes' if r.right else 'NO':5} {_pred(r):>9} {fmt(r.measured):>6} "
               f"{fmt(r.prediction_error, '+.0%'):>6} {fmt(r.tune):>6} "
               f"{fmt(r.tune_share, '.0%'):>6}  {r.note}")
 
@@ -366,6 +398,7 @@ def main(argv=None):
         "tune_share_ok": sum(s >= TUNE_SHARE for s in shares), "tune_compared": len(shares),
         "results": [{"job": r.job, "top": r.top, "severity": r.severity, "right": r.right,
                      "predicted": r.predicted, "lower_bound": r.lower_bound,
+                     "upper_bound": r.upper,
                      "measured": r.measured, "tune": r.tune,
                      "note": r.note} for r in results]}
     print(json.dumps(summary))

@@ -16,15 +16,15 @@ the aggregated windows of a long job's tail would not give.
 import sys
 
 USAGE = ("usage: python -m paddletune.trialrun --steps N --out PROFILE [--duration SECONDS] "
-         "[-m] TARGET [-- ARGS]")
+         "[--speed-test STEPS] [-m] TARGET [-- ARGS]")
 EXIT_USAGE = 2
 HEAD_STEPS = 10 ** 6  # steps per program recorded in full: all of a trial's
 
 
 def parse(argv):
-    """(target, script args, module, out, steps, duration_s) from `argv`; ValueError if
-    malformed."""
-    opts = {"--steps": None, "--out": None, "--duration": None}
+    """(target, script args, module, out, steps, duration_s, speed_test) from `argv`;
+    ValueError if malformed."""
+    opts = {"--steps": None, "--out": None, "--duration": None, "--speed-test": None}
     module, i = False, 0
     while i < len(argv) and argv[i].startswith("-"):
         if argv[i] == "-m":
@@ -39,14 +39,17 @@ def parse(argv):
     args = rest[1:] if rest[:1] == ["--"] else rest
     steps = int(opts["--steps"])
     duration = float(opts["--duration"]) if opts["--duration"] is not None else None
+    speed_test = int(opts["--speed-test"]) if opts["--speed-test"] is not None else None
+    if speed_test is not None and speed_test <= 0:
+        raise ValueError("--speed-test must be positive")
     if steps < 1 or (duration is not None and duration <= 0):
         raise ValueError("--steps and --duration must be positive")
-    return target, args, module, opts["--out"], steps, duration
+    return target, args, module, opts["--out"], steps, duration, speed_test
 
 
 def main(argv=None) -> int:
     try:
-        target, args, module, out, steps, duration_s = parse(
+        target, args, module, out, steps, duration_s, speed_test = parse(
             sys.argv[1:] if argv is None else argv)
     except ValueError as err:
         return _fail(f"{err}\n{USAGE}")
@@ -63,7 +66,8 @@ def main(argv=None) -> int:
         return _fail(str(err))
     from . import session
     options = session.Options(target, args, module, out, steps, duration_s=duration_s,
-                              head_steps=HEAD_STEPS, framework=framework)
+                              head_steps=HEAD_STEPS, framework=framework,
+                              speed_test=speed_test)
     try:
         outcome = session.run(options)
     except session.SessionError as err:

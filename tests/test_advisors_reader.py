@@ -506,3 +506,23 @@ def test_batches_the_loop_makes_itself_are_no_gil_contention(tmp_path):
              "reader-starved")
     assert not a.figures["gil_bound_thread"] and a.figures["made_in"] == "loop"
     assert a.expected_gain.startswith("up to ") and "GIL" not in a.expected_gain
+
+
+def test_the_speed_test_bound_leaves_a_blas_change_out():
+    """The speed test's step ran with the trainer's BLAS threads as they were: when the card
+    also gives them fewer (their own gain, unmeasured), it bounds the worker's part alone
+    (bench_advice's gil-thread job: at most 2.04x from the worker, 2.92x measured with one
+    BLAS thread as well)."""
+    plan = {"cycle_s": 0.040, "consumer_s_per_step": 0.011, "cores": 2, "trainer_cores": 1.2,
+            "workers": 1, "current_workers": 0, "worker_busy_cores": 0.8, "blas_threads": 2}
+    crowded = reader._gil_bound_from_above(plan, measured=True)
+    assert crowded["speedup_max"] is None
+    assert crowded["worker_speedup_max"] == pytest.approx(0.040 / 0.011)
+    gain = reader._gil_upper_bound({**plan, **crowded}, "train.py")
+    assert gain == ("; at most 3.64x from the worker process alone, the step without the "
+                    "thread that the speed test measured (11.00 ms); the fewer BLAS threads "
+                    "below may add to it")
+    alone = reader._gil_bound_from_above({**plan, "blas_threads": 1}, measured=True)
+    assert alone["speedup_max"] == pytest.approx(0.040 / 0.011)
+    assert reader._gil_bound_from_above(plan, measured=False) == {
+        "speedup_max": None, "worker_speedup_max": None}

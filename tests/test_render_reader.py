@@ -74,7 +74,7 @@ def test_one_thread_producer_has_no_worker_table(tmp_path):
 
 
 def speed_test_profile(tmp_path, ceiling_wall_s=0.004, loader=True, done=True,
-                       thread_cpu_s=None, speed_test=True, gap_s=0.005, **reader):
+                       thread_cpu_s=None, speed_test=True, gap_s=0.005, env=None, **reader):
     """A profile whose steps 21-30 ran in speed-test mode (`speed_test=False`: the same steps,
     no speed test); `thread_cpu_s` the loader's thread CPU per batch, `reader` more of the
     reader's figures per batch (profiles.READER_BATCH)."""
@@ -91,7 +91,7 @@ def speed_test_profile(tmp_path, ceiling_wall_s=0.004, loader=True, done=True,
         "cpu_s": thread_cpu_s, "produce_s": thread_cpu_s * 1.2, **reader}
     extra = events + (reader_records(steps, **per_batch) if loader else [])
     tmp_path.mkdir(parents=True, exist_ok=True)
-    return make_profile(tmp_path / "p.jsonl", steps=steps,
+    return make_profile(tmp_path / "p.jsonl", steps=steps, env=env,
                         options={"speed_test": 10} if speed_test else {}, extra=extra)
 
 

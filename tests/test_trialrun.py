@@ -22,16 +22,18 @@ def trialrun(tmp_path, *argv, env=None):
 
 def test_parse():
     assert parse(["--steps", "40", "--out", "p.jsonl", "train.py", "--", "--lr", "0.1"]) == (
-        "train.py", ["--lr", "0.1"], False, "p.jsonl", 40, None)
+        "train.py", ["--lr", "0.1"], False, "p.jsonl", 40, None, None)
     assert parse(["--steps", "9", "--duration", "1.5", "--out", "p", "-m", "pkg.train",
-                  "--", "-v"]) == ("pkg.train", ["-v"], True, "p", 9, 1.5)
+                  "--", "-v"]) == ("pkg.train", ["-v"], True, "p", 9, 1.5, None)
     assert parse(["--steps", "1", "--out", "p", "t.py", "a"])[1] == ["a"]
+    assert parse(["--steps", "90", "--speed-test", "20", "--out", "p", "t.py"])[6] == 20
 
 
 @pytest.mark.parametrize("argv", [
     [], ["--steps", "4", "t.py"], ["--out", "p", "t.py"], ["--steps", "x", "--out", "p", "t.py"],
     ["--steps", "0", "--out", "p", "t.py"], ["--quiet", "--steps", "4", "--out", "p", "t.py"],
-    ["--steps", "4", "--out", "p", "--duration", "-1", "t.py"]])
+    ["--steps", "4", "--out", "p", "--duration", "-1", "t.py"],
+    ["--steps", "90", "--speed-test", "0", "--out", "p", "t.py"]])
 def test_parse_refuses(argv):
     with pytest.raises(ValueError):
         parse(argv)

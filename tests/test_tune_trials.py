@@ -33,3 +33,20 @@ def test_trials_leave_the_bytecode_setting_alone_otherwise(tmp_path):
     runner = TrialRunner(JOB, [], tmp_path / "trials", {"PATH": "/usr/bin:/bin"})
     assert runner.pycache is None and "PYTHONPYCACHEPREFIX" not in runner.base_env
     runner.close()
+
+
+def test_a_trial_can_measure_the_no_data_ceiling(tmp_path):
+    """runner.speed_test: the trials run with --speed-test (bench_advice measures a GIL-bound
+    reader thread's upper bound this way): the profile holds the speed test's two windows."""
+    from paddletune.profile import load
+    env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(REPO), "OPENBLAS_NUM_THREADS": "1"}
+    runner = TrialRunner(JOB, ["--batch-ms", "2", "--burst-every", "0", "--step-ms", "1"],
+                         tmp_path / "trials", env, python=sys.executable)
+    runner.speed_test = 10
+    assert runner.command(60, tmp_path / "p.jsonl")[3:7] == ["--steps", "60", "--speed-test",
+                                                             "10"]
+    trial = runner.run({}, {}, 60, 120, "baseline", "baseline")
+    runner.close()
+    assert trial.status == "ok", (trial.message, Path(trial.log).read_text()[-2000:])
+    speed = load(trial.profile).summary.speed_test
+    assert speed is not None and speed.ceiling is not None

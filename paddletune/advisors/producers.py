@@ -196,12 +196,12 @@ def blas_note(code: CodeWriter, plan: dict, short_of_cores=True) -> list:
     outnumber the cores (during each op the BLAS threads take every core they have, and the
     workers wait), or when the trainer kept more than BLAS_BUSY_CORES busy while the workers
     lack cores. The suggested count leaves a core to each worker (at least 1 thread)."""
+    n = fewer_blas_threads(plan, short_of_cores)
+    if n is None:
+        return []
     blas, cores, trainer = plan["blas_threads"], plan["cores"], plan["trainer_cores"]
     workers = max(plan["workers"], plan["current_workers"], 1)
     busy = plan.get("worker_busy_cores") or float(workers)
-    n = advised_threads(blas, cores, busy, trainer, short_of_cores)
-    if n is None:
-        return []
     crowded = busy + blas > cores + CROWD_SLACK
     kind = "math" if plan.get("blas_label") else "BLAS"  # a framework's own pool: math
     why = (f"{blas} {kind} threads + {workers} worker(s) on {cores} cores: during each op the "
@@ -210,6 +210,14 @@ def blas_note(code: CodeWriter, plan: dict, short_of_cores=True) -> list:
     label = plan.get("blas_label") or "NumPy's BLAS"
     return [f"# {why}. Give {label} {n} thread(s) (check the step time after):\n"
             + code.comment(code.env(plan["blas_env"], n))]
+
+
+def fewer_blas_threads(plan: dict, short_of_cores=True) -> Optional[int]:
+    """The BLAS thread count blas_note proposes for `plan` (None: it proposes none)."""
+    workers = max(plan["workers"], plan["current_workers"], 1)
+    busy = plan.get("worker_busy_cores") or float(workers)
+    return advised_threads(plan["blas_threads"], plan["cores"], busy, plan["trainer_cores"],
+                           short_of_cores)
 
 
 def gain_severity(severity: str, speedup: Optional[float]) -> str:

@@ -11,8 +11,9 @@ from .base import Advice, rule
 from .facts import enough_steps, free_cores, main_loader, ms, script, writer
 from .input import MIN_INPUT_S
 from .prefetch import burst_plan
-from .producers import (ProducerCost, blas_note, cpu_bound_note, gain_severity, plan_figures,
-                        size_workers, trainer_work_bound, worker_busy_cores)
+from .producers import (ProducerCost, blas_note, cpu_bound_note, fewer_blas_threads,
+                        gain_severity, plan_figures, size_workers, trainer_work_bound,
+                        worker_busy_cores)
 
 STARVED_EMPTY_RATIO = 0.3  # the queue was empty in at least this share of the pops, or ...
 SLOW_PRODUCER = 1.1  # ... the producer this many times slower than the consumer takes batches,
@@ -117,16 +118,25 @@ def worker_plan(profile, f: LoaderFigures) -> dict:
     sizing = size_workers(cores, cost, free_s, cycle_s,
                           trainer_work_bound(profile, (shares.read if shares else None)
                                              or f.wait.share))
-    # a GIL-bound thread's gain from above: the step without the thread (the speed test
-    # replays batches while the thread waits on the full queue)
-    upper = cycle_s / free_s if gil and source == "speed test" and free_s > 0 else None
-    return plan_figures(profile, sizing, cores, cost, cycle_s, free_s, source) | {
-        "speedup_max": upper,
+    plan = plan_figures(profile, sizing, cores, cost, cycle_s, free_s, source) | {
         "current_workers": current, "gil_bound_thread": gil, "made_in": f.config.made_in,
         "producer_s_per_step": measured_s, "empty_ratio": f.empty_ratio,
         "wait_per_step_s": f.wait.per_step_s, "wait_share": f.wait.share,
         "capacity": f.config.capacity,
         "suggested_capacity": _capacity(f, sizing.workers)}
+    return plan | _gil_bound_from_above(plan, gil and source == "speed test")
+
+
+def _gil_bound_from_above(plan, measured: bool) -> dict:
+    """A GIL-bound thread's gain from above: the step without the thread (the speed test
+    replays batches while the thread waits on the full queue). It bounds the whole change
+    (`speedup_max`) unless the change also gives the trainer fewer BLAS threads, whose own
+    gain the speed test did not see (`worker_speedup_max`: the worker's part alone)."""
+    consumer_s = plan["consumer_s_per_step"]
+    upper = plan["cycle_s"] / consumer_s if measured and consumer_s > 0 else None
+    if upper is not None and fewer_blas_threads(plan) is not None:
+        return {"speedup_max": None, "worker_speedup_max": upper}
+    return {"speedup_max": upper, "worker_speedup_max": upper}
 
 
 def _consumer_step(s: Summary, f: LoaderFigures, cycle_s: float):
@@ -209,12 +219,16 @@ def _gil_note(plan) -> str:
 def _gil_upper_bound(plan, script_name: str) -> str:
     """A GIL-bound thread's gain from above: the step without the thread, as the speed test
     measured it, or the command that measures it."""
-    upper = plan.get("speedup_max")
-    if upper is None:
-        return (f"; `paddletune profile --speed-test {script_name}` measures the step without "
-                f"the thread, the gain's upper bound")
-    return (f"; at most {upper:.2f}x, the step without the thread that the speed test "
-            f"measured ({ms(plan['consumer_s_per_step'])})")
+    upper, worker_only = plan.get("speedup_max"), plan.get("worker_speedup_max")
+    measured = f"the step without the thread that the speed test measured " \
+               f"({ms(plan['consumer_s_per_step'])})"
+    if upper is not None:
+        return f"; at most {upper:.2f}x, {measured}"
+    if worker_only is not None:
+        return (f"; at most {worker_only:.2f}x from the worker process alone, {measured}; "
+                f"the fewer BLAS threads below may add to it")
+    return (f"; `paddletune profile --speed-test {script_name}` measures the step without "
+            f"the thread, the gain's upper bound")
 
 
 def _worker_gain(plan, script_name: str) -> str:

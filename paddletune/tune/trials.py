@@ -124,6 +124,7 @@ class TrialRunner:
         self.python = python or sys.executable
         self.count = 0
         self.current = None  # the running subprocess, for Ctrl-C
+        self.speed_test = None  # steps per --speed-test window of the trials (None: none)
 
     def close(self):
         """Remove what only the trials needed (the private bytecode cache)."""
@@ -136,6 +137,8 @@ class TrialRunner:
         through `launcher()`: nothing is imported from the working directory."""
         target = ["-m", self.script] if self.module else [self.script]
         limit = ["--duration", str(duration_s)] if duration_s is not None else []
+        if self.speed_test is not None:
+            limit += ["--speed-test", str(self.speed_test)]
         return [self.python, "-c", launcher(), "--steps", str(steps), *limit,
                 "--out", str(profile_path), *target, "--", *self.args]
 
