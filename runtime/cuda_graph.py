@@ -32,8 +32,10 @@ profile keeps): startup programs; control flow, LoD, random ops, host callbacks 
 print), a fed persistable variable, CUPY_ENABLE_UMP=1; anything the capture refuses (a host synchronisation, a host-to-device
 copy inside an op: CuPy raises, the capture is abandoned and the plan runs eagerly from then on);
 a scope variable the graph reads replaced from outside (another program wrote it) more than
-MAX_INVALIDATIONS times. Per step, without giving up the graph: per-op timing (`--ops`: the
-op_end event needs each op's time) and FLAGS_check_nan_inf. FLAGS_new_executor_use_cuda_graph=0
+MAX_INVALIDATIONS times. Per step, without giving up the graph: FLAGS_check_nan_inf (every
+step), and per-op timing (`--ops`: the op_end event needs each op's time; one step in
+OPS_EVERY of a captured signature runs eagerly with its ops timed, the others replay, so the
+profile's op figures come from eager steps and its step times mostly from replays). FLAGS_new_executor_use_cuda_graph=0
 turns capture off (Paddle's name; its default there is off, here on).
 """
 
@@ -54,6 +56,7 @@ from .ops.registry import get_op_def
 
 EAGER_STEPS = 2  # steps of a feed signature run before it is captured
 MAX_INVALIDATIONS = 3  # a graph rebuilt this often for outside writes is given up
+OPS_EVERY = 10  # with per-op timing (--ops) one replay in this many runs eagerly, ops timed
 MAX_GRAPHS = 8  # graphs an executor holds (each holds a step's memory): the least recently
 # replayed one is dropped for a new one
 HOST_OPS = frozenset({"py_func", "print"})  # ops that call back into Python on the host
@@ -197,8 +200,6 @@ def step_refusal() -> Optional[str]:
     """Why this step runs eagerly though its plan is captured (None: it may replay)."""
     if not FLAGS.get("new_executor_use_cuda_graph"):
         return "FLAGS_new_executor_use_cuda_graph is off"
-    if events.op_end.subs:
-        return "per-op timing (--ops) times each op of an eager step"
     if FLAGS.get("check_nan_inf"):
         return "FLAGS_check_nan_inf checks each op's output on the host"
     return None
@@ -235,6 +236,7 @@ class Graphs:
         self._pools: List[GraphPool] = []  # of the graphs held: retired when this dies
         self._finalizer = weakref.finalize(self, _retire_all, self._pools)
         self._used: Dict[tuple, int] = {}  # key -> last replay's tick (least recent: dropped)
+        self._timed: Dict[tuple, int] = {}  # key -> steps looked up while op_end is listened
         self._tick = 0
         self.lock = threading.RLock()  # a step's feed, launch and fetch use shared buffers
         self._read_arrays: Dict[int, int] = {}  # id(array a graph reads) -> graphs reading it
@@ -257,6 +259,10 @@ class Graphs:
         if found is not None:
             self._tick += 1
             self._used[key] = self._tick
+            if events.op_end.subs:
+                timed = self._timed[key] = self._timed.get(key, 0) + 1
+                if timed % OPS_EVERY == 0:
+                    return None  # an eager step, each op timed (--ops)
             return found
         seen = self._seen[key] = self._seen.get(key, 0) + 1
         if seen <= EAGER_STEPS:
@@ -324,7 +330,7 @@ class Graphs:
         """Drop the graphs of `plan` (None: of every plan)."""
         for key in [k for k in self._graphs if plan is None or k[0] is plan]:
             self.drop(*key)
-        for table in (self._seen, self._invalidated):
+        for table in (self._seen, self._invalidated, self._timed):
             for key in [k for k in table if plan is None or k[0] is plan]:
                 del table[key]
 

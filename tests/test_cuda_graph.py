@@ -211,10 +211,23 @@ def test_the_flag_turns_capture_off(fake):
     assert fake.graph_launches == 0
 
 
-def test_per_op_timing_and_nan_checks_run_steps_eagerly(fake):
+def test_per_op_timing_samples_eager_steps_between_replays(fake):
+    """--ops: one step in OPS_EVERY of a captured signature runs eagerly with each op timed;
+    the others replay (the op figures come from eager steps, the step times mostly from
+    replays)."""
+    steps = 2 + 1 + 2 * cuda_graph.OPS_EVERY  # warm-up, capture, two rounds of replays
+    build, feeds = _regression(), _feeds(steps)
+    cpu, _ = _train(fluid.CPUPlace(), build, feeds)
     with _listening("op_end") as records:
-        _train(fluid.CUDAPlace(0), _regression(), _feeds())
-    assert fake.graph_launches == 0 and records
+        gpu, exe = _train(fluid.CUDAPlace(0), build, feeds)
+    assert gpu == cpu and _reasons(exe) == []
+    timed = sorted({r.step for r in records if r.program_id == records[-1].program_id})
+    # steps 0 and 1 (warm-up) and one in OPS_EVERY after the capture (step 2)
+    assert timed == [0, 1, 2 + cuda_graph.OPS_EVERY, 2 + 2 * cuda_graph.OPS_EVERY]
+    assert fake.graph_launches == steps - len(timed)
+
+
+def test_nan_checks_run_steps_eagerly(fake):
     fluid.set_flags({"FLAGS_check_nan_inf": True})
     try:
         _train(fluid.CUDAPlace(0), _regression(), _feeds())
@@ -323,21 +336,19 @@ def test_an_executor_dropped_without_close_gives_its_graphs_memory_back(fake):
 
 
 def test_the_executors_own_eager_steps_keep_the_graph(fake):
-    """Per-op timing makes some steps eager; their out-of-place updates (the decayed learning
+    """NaN checks make some steps eager; their out-of-place updates (the decayed learning
     rate's counter) go into the arrays the graph reads, so the graph stays valid."""
-    records = []
-
-    def sometimes_timed(step, exe, main):
-        if step % 3 == 1 and not records:
-            records.append(events.subscribe("op_end", lambda r: None))
-        elif records:
-            records.pop().close()
+    def sometimes_checked(step, exe, main):
+        fluid.set_flags({"FLAGS_check_nan_inf": step % 3 == 1})
     build, feeds = _regression("decay"), _feeds(12)
     cpu, _ = _train(fluid.CPUPlace(), build, feeds)
-    gpu, exe = _train(fluid.CUDAPlace(0), build, feeds, sometimes_timed)
+    try:
+        gpu, exe = _train(fluid.CUDAPlace(0), build, feeds, sometimes_checked)
+    finally:
+        fluid.set_flags({"FLAGS_check_nan_inf": False})
     assert gpu == cpu
     assert _reasons(exe) == [] and len(exe._graphs.captured()) == 1
-    # steps 2, 5, 8 and 11 timed (eager), 3 captured: 3, 4, 6, 7, 9 and 10 launched
+    # steps 2, 5, 8 and 11 checked (eager), 3 captured: 3, 4, 6, 7, 9 and 10 launched
     assert fake.graph_launches == 6
 
 
