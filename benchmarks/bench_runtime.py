@@ -384,8 +384,13 @@ def _generic_kernels():
         fused.ENABLED[0] = True
 
 
+@contextlib.contextmanager
 def _op_events():
-    return events.subscribe("op_end", lambda record: None)  # what `--ops` turns on: eager steps
+    """What `--ops` turns on, on eager steps (with capture on, --ops times one step in 10
+    eagerly and replays the others: the events' own cost is this contender's against the
+    eager one)."""
+    with _eager(), events.subscribe("op_end", lambda record: None):
+        yield
 
 
 def gpu_throughput(args, cupy):
