@@ -380,6 +380,25 @@ class _Freer:
         self.fake._free(self.addr)
 
 
+def train(place, build, feeds, between=None):
+    """(the loss of each step, the executor) of `build()`'s (main, startup, loss) trained on
+    `place` in a scope of its own; `between(step, exe, main)` runs after each step. Fetches
+    are host arrays (return_numpy), never device ones."""
+    with fluid.unique_name.guard():
+        main, startup, loss = build()
+    exe = fluid.Executor(place)
+    losses = []
+    with fluid.scope_guard(fluid.Scope()):
+        exe.run(startup)
+        for i, feed in enumerate(feeds):
+            value, = exe.run(main, feed=feed, fetch_list=[loss])
+            assert type(value) is np.ndarray
+            losses.append(float(value.reshape(-1)[0]))
+            if between is not None:
+                between(i, exe, main)
+    return losses, exe
+
+
 def inject(monkeypatch, fake):
     """Make the runtime see `fake` as CuPy with its GPUs; device pools start afresh."""
     from runtime import backend, executor, memory, place

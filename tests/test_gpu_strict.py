@@ -67,17 +67,7 @@ def test_device_arrays_take_their_memory_from_cupys_allocator(fake):
 # --- the models ---------------------------------------------------------------------------------
 def _train(place, build, feeds):
     """The loss of each step of `build()`'s program trained on `place`."""
-    with fluid.unique_name.guard():
-        main, startup, loss = build()
-    exe = fluid.Executor(place)
-    losses = []
-    with fluid.scope_guard(fluid.Scope()):
-        exe.run(startup)
-        for feed in feeds:
-            value, = exe.run(main, feed=feed, fetch_list=[loss])
-            assert type(value) is np.ndarray  # return_numpy: host arrays, never device ones
-            losses.append(float(value.reshape(-1)[0]))
-    return losses
+    return fakecupy.train(place, build, feeds)[0]
 
 
 def _compare(build, feeds):
