@@ -39,11 +39,11 @@ with warnings.catch_warnings():
     import paddle  # noqa: E402
 from paddle import nn  # noqa: E402
 
-from overhead_common import interleave, json_figures, print_table, profiled  # noqa: E402
+from overhead_common import LoopJob, interleave, json_figures, print_table, profiled  # noqa: E402
 from paddletune.sources.paddle.source import PaddleSource  # noqa: E402
 
 
-class Job:
+class Job(LoopJob):
     def __init__(self, batch_size: int):
         paddle.seed(0)
         n = batch_size * 16
@@ -59,20 +59,11 @@ class Job:
                                                    parameters=self.model.parameters())
         self.loss_fn = nn.CrossEntropyLoss()
 
-    def steps(self, n: int) -> float:
-        """Train `n` steps (new DataLoader passes as needed); seconds per step."""
-        done = 0
-        t0 = time.perf_counter()
-        while done < n:
-            for x, y in self.loader:
-                loss = self.loss_fn(self.model(x), y)
-                loss.backward()
-                self.optimizer.step()
-                self.optimizer.clear_grad()
-                done += 1
-                if done >= n:
-                    break
-        return (time.perf_counter() - t0) / n
+    def train_step(self, x, y):
+        loss = self.loss_fn(self.model(x), y)
+        loss.backward()
+        self.optimizer.step()
+        self.optimizer.clear_grad()
 
 
 class TinyJob(Job):

@@ -28,11 +28,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import torch  # noqa: E402
 from torch import nn  # noqa: E402
 
-from overhead_common import interleave, json_figures, print_table, profiled  # noqa: E402
+from overhead_common import LoopJob, interleave, json_figures, print_table, profiled  # noqa: E402
 from paddletune.sources.torch.source import TorchSource  # noqa: E402
 
 
-class Job:
+class Job(LoopJob):
     def __init__(self, batch_size: int):
         torch.manual_seed(0)
         n = batch_size * 16
@@ -47,20 +47,11 @@ class Job:
         self.optimizer = torch.optim.SGD(self.model.parameters(), lr=0.01, momentum=0.9)
         self.loss_fn = nn.CrossEntropyLoss()
 
-    def steps(self, n: int) -> float:
-        """Train `n` steps (new DataLoader passes as needed); seconds per step."""
-        done = 0
-        t0 = time.perf_counter()
-        while done < n:
-            for x, y in self.loader:
-                loss = self.loss_fn(self.model(x), y)
-                self.optimizer.zero_grad()
-                loss.backward()
-                self.optimizer.step()
-                done += 1
-                if done >= n:
-                    break
-        return (time.perf_counter() - t0) / n
+    def train_step(self, x, y):
+        loss = self.loss_fn(self.model(x), y)
+        self.optimizer.zero_grad()
+        loss.backward()
+        self.optimizer.step()
 
 
 class TinyJob(Job):

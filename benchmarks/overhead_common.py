@@ -38,6 +38,27 @@ def profiled(make_source: Callable, path: Path, argv0: str, ops: bool = False):
         writer.finish()
 
 
+class LoopJob:
+    """A training loop over `self.loader`; a framework's job defines `train_step(x, y)`."""
+
+    loader = None
+
+    def train_step(self, x, y):
+        raise NotImplementedError
+
+    def steps(self, n: int) -> float:
+        """Train `n` steps (new DataLoader passes as needed); seconds per step."""
+        done = 0
+        t0 = time.perf_counter()
+        while done < n:
+            for x, y in self.loader:
+                self.train_step(x, y)
+                done += 1
+                if done >= n:
+                    break
+        return (time.perf_counter() - t0) / n
+
+
 class Interleaved(NamedTuple):
     """Seconds per step of each round's bare and profiled blocks, each round's profiled /
     bare ratio, and the process's CPU seconds per step in each block (every thread's: the
