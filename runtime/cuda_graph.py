@@ -219,9 +219,8 @@ class Capture:
 
 @dataclasses.dataclass
 class Replay:
-    """Executor._graph_for's answer: replay `captured` with the checked feed values."""
+    """Executor._graph_for's answer: replay `captured`."""
     captured: Captured
-    checked: list
 
 
 class Graphs:

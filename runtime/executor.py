@@ -132,11 +132,11 @@ class Executor:
         env = [None] * plan.n_slots
         if plan.control_steps:
             plan.bind_env(env)
-        graph = self._graph_for(plan, feed, scope)
+        graph, checked = self._graph_for(plan, feed, scope)
         if isinstance(graph, cuda_graph.Replay):
-            feed_bytes = self._graphs.feed(graph.captured, env, graph.checked)
+            feed_bytes = self._graphs.feed(graph.captured, env, checked)
         else:
-            feed_bytes = self._feed(plan, feed, env)
+            feed_bytes = self._feed(plan, feed, env, checked)
         for slot, var in plan.persistable_feeds:  # a fed persistable stays in the scope
             holder = scope.var(var.name)
             holder.value, holder.lod = env[slot], []
@@ -185,22 +185,23 @@ class Executor:
         return results
 
     def _graph_for(self, plan, feed, scope):
-        """On a GPU place: the step's CUDA graph to replay (a Replay), a Capture when this step
-        is to be captured, or None to run it eagerly (runtime/cuda_graph.py)."""
+        """On a GPU place: (the step's CUDA graph to replay (a Replay), a Capture when this
+        step is to be captured, or None to run it eagerly; the feed values checked, or None
+        when they were not) (runtime/cuda_graph.py)."""
         graphs = self._graphs
         if graphs is None or cuda_graph.step_refusal() is not None:
-            return None
+            return None, None
         checked = [_check_feed(var, feed[var.name], executor=True) for _, var in plan.feed_slots]
         sig = cuda_graph.signature(checked)
         found = graphs.lookup(plan, sig)
         if found is cuda_graph.CAPTURE:
-            return cuda_graph.Capture(sig)
+            return cuda_graph.Capture(sig), checked
         if found is None:
-            return None
+            return None, checked
         if not found.current(plan.bind(scope)[0]):
             graphs.invalidate(plan, sig)
-            return None
-        return cuda_graph.Replay(found, checked)
+            return None, checked
+        return cuda_graph.Replay(found), checked
 
     def _graph_memory(self, plan):
         """The memory record's source for a step that launched a CUDA graph (for the memory
@@ -308,11 +309,11 @@ class Executor:
                 self._graphs.forget(plan)
 
     # --- feed ------------------------------------------------------------------------------
-    def _feed(self, plan, feed, env):
+    def _feed(self, plan, feed, env, checked=None):
         if self.xp is not np:  # the batch is copied into the device pool, as a reader's batch
             with memory.serving(memory.pool_for(self.place), "reader"):
-                return _feed_values(plan, feed, env, self.xp.asarray)
-        return _feed_values(plan, feed, env, None)
+                return _feed_values(plan, feed, env, self.xp.asarray, checked)
+        return _feed_values(plan, feed, env, None, checked)
 
     # --- run -------------------------------------------------------------------------------
     def _run_plain(self, plan, env, mem=None, garbage=None):
@@ -420,11 +421,13 @@ def _scope_lods(reads, env):
             env[slot] = with_lod(env[slot], holder.lod)
 
 
-def _feed_values(plan, feed, env, to_device):
-    """Check each fed value and put it in its slot (on the device: `to_device`); the bytes fed."""
+def _feed_values(plan, feed, env, to_device, checked=None):
+    """Check each fed value (unless `checked` holds them, in feed_slots' order) and put it in
+    its slot (on the device: `to_device`); the bytes fed."""
     total = 0
-    for slot, var in plan.feed_slots:
-        value = _check_feed(var, feed[var.name], executor=True)
+    for k, (slot, var) in enumerate(plan.feed_slots):
+        value = (_check_feed(var, feed[var.name], executor=True) if checked is None
+                 else checked[k])
         if to_device is not None:
             value = to_device(value)
         env[slot] = value
