@@ -74,7 +74,7 @@ class DeviceArray(np.lib.mixins.NDArrayOperatorsMixin):
             self.data = fake.cuda.alloc(host.nbytes)
             capture = fake._capturing()
             if capture is not None:
-                capture.created.append(weakref.ref(self))
+                capture.made(self)
         else:
             self.device_id = base.device_id
             offset = _address(host) - _address(base._a) if host.size else 0
@@ -258,16 +258,22 @@ class _Capture:
     def __init__(self, stream):
         self.stream, self.kernels, self.invalid = stream, [], None
         self.thread = threading.get_ident()
-        self.created = []  # weak references to the arrays the capture made
+        self.created = []  # weak references to the arrays the capture made ...
+        self.created_ids = set()  # ... and their ids (while they live)
         self.saved = {}  # id -> (array, its contents before the capture touched it)
 
     def record(self, kernel):
         self.kernels.append(kernel)
 
+    def made(self, array):
+        ids = self.created_ids
+        ids.add(id(array))
+        self.created.append(weakref.ref(array, lambda _, key=id(array): ids.discard(key)))
+
     def touch(self, array):
         """Keep `array`'s contents (its base's) before a captured kernel uses it."""
         base = array.base if array.base is not None else array
-        if id(base) not in self.saved and not any(r() is base for r in self.created):
+        if id(base) not in self.saved and id(base) not in self.created_ids:
             self.saved[id(base)] = (base, base._a.copy())
 
     def finish(self):
