@@ -27,8 +27,8 @@ from . import profile as prof
 from .env import collect_env
 from .probes.base import Clock
 from .profile.records import (SCOPE_EVENTS, ErrorEvent, ExitEvent, NanInfEvent,
-                              OverridesEvent, ProbeUnavailableEvent, SpeedTestEvent,
-                              StepLimitEvent)
+                              OverridesEvent, ProbeUnavailableEvent, ProducerSoloEvent,
+                              SpeedTestEvent, StepLimitEvent)
 from .profile.paths import output_problem
 from .profile.schema import SchemaError, decode
 from .probes.memory import MemoryProbe
@@ -274,6 +274,7 @@ class _Session:
         subs.append(self.source.subscribe("scope", self._on_scope))
         if self.speed_test is not None:
             subs.append(self.source.subscribe("step_end", self.speed_test.on_step))
+            subs.append(self.source.subscribe("reader_solo", self.speed_test.on_solo))
         subs.append(self.source.subscribe("step_end", self._count_step))  # last: after probes
         try:
             with self.source.running(self.options.check_nan, self.options.fluid_compat,
@@ -499,6 +500,8 @@ def _end_forked_child(status: int):
     os._exit(status)
 
 
+SOLO_BATCHES = 8  # batches a producer thread makes alone at the speed test's end
+SOLO_MAX_STEPS = 500  # the solo phase ends after this many steps whoever has not reported
 SECOND_CTRL_C_S = 5.0  # a Ctrl-C this soon after the last one ends the job at once
 
 
@@ -563,9 +566,13 @@ class _SpeedTest:
     """--speed-test: after the warm-up, a baseline window of `window` training steps (steps of
     the first non-startup program to run), then a window with
     FLAGS_reader_queue_speed_test_mode on (the reader queue is peeked, never popped: the
-    no-data ceiling), then the flag back off. Each switch is an event record
-    {"kind": "speed_test", "phase": baseline|ceiling|done, "step"}; the flag is never left on,
-    whatever way the job ends."""
+    no-data ceiling), then the flag back off. A DataLoader whose producer is a thread of the
+    trainer is then timed alone (the source's measure_producers_alone: at the next step the
+    loop takes its queued batches and SOLO_BATCHES more at once, waiting while the thread
+    makes them, then trains on them in order): a ProducerSoloEvent, and the "solo" phase
+    covers the steps until each loader asked has reported (at most SOLO_MAX_STEPS). Each
+    switch is an event record {"kind": "speed_test", "phase": baseline|ceiling|solo|done,
+    "step"}; the flag is never left on, whatever way the job ends."""
 
     def __init__(self, session, options):
         self.session, self.window = session, options.speed_test
@@ -574,6 +581,7 @@ class _SpeedTest:
         self.program = None  # the program of the first training step: the one counted
         self.phase = None
         self.previous = None
+        self.solo_waiting = 0  # loaders asked to time their producer alone, not yet reported
 
     def on_step(self, record):
         if record.is_startup:
@@ -592,13 +600,40 @@ class _SpeedTest:
                          f"{self.window} steps (the same batch is re-read instead of popped)")
         elif self.steps == self.start + 2 * self.window:
             self.finish()
+        elif self.phase == "solo":
+            if self.solo_waiting <= 0:
+                self._switch("done", "speed test: done")
+            elif self.steps >= self.start + 2 * self.window + SOLO_MAX_STEPS:
+                self._switch("done", f"speed test: done ({self.solo_waiting} DataLoader(s) "
+                                     f"asked to time their producer alone did not report)")
+
+    def on_solo(self, r):
+        """A loader's report of its producer thread timed alone (the source's reader_solo)."""
+        self.solo_waiting -= 1
+        if r.batches:
+            per = 1.0 / r.batches
+            cpu = None if r.cpu_s is None else r.cpu_s * per
+            self.session.event(
+                ProducerSoloEvent, loader=r.loader_id, pass_no=r.pass_no, batches=r.batches,
+                s_per_batch=r.produce_s * per, cpu_s_per_batch=cpu,
+                message=f"the reader thread of DataLoader#{r.loader_id} timed alone: "
+                        f"{r.produce_s * per * 1e3:.2f} ms per batch over {r.batches} batches")
 
     def finish(self):
-        """Turn the flag back off (idempotent): the ceiling window's end, or the job's."""
+        """Turn the flag back off (idempotent): the ceiling window's end, or the job's. At the
+        window's end, producer threads are timed alone when the source can."""
+        if self.phase == "solo":  # the job's end
+            self._switch("done", "speed test: done (the job ended during the solo phase)")
         if self.phase != "ceiling":
             return
         self.session.source.set_speed_test_mode(self.previous)
         complete = self.steps >= self.start + 2 * self.window
+        asked = self.session.source.measure_producers_alone(SOLO_BATCHES) if complete else 0
+        if asked:
+            self.solo_waiting = asked
+            self._switch("solo", f"speed test: flag off again; at the next batch the reader "
+                         f"thread makes {SOLO_BATCHES} batches alone, the loop waiting")
+            return
         self._switch("done", "speed test: flag off again" if complete else
                      f"speed test cut short after {self.steps - self.start - self.window} of "
                      f"{self.window} ceiling steps (the job ended); flag off again")

@@ -15,6 +15,8 @@ Events and their payloads:
   reader_state(ReaderState)        a DataLoader pass started, ended, was reset or failed
   reader_push(ReaderPush)          a batch entered a DataLoader's queue (producer thread)
   reader_pop(ReaderPop)            the consumer took a batch (or peeked at it in speed-test mode)
+  reader_solo(ReaderSolo)          a loader asked to time its producer thread alone reports
+                                   (GeneratorLoader.measure_producer_alone)
   memory_step(MemoryStepRecord)    a step's pool figures (CPU places; only while subscribed)
   memory_trace(MemoryTrace)        per-op pool figures of one step per plan (its 2nd run)
   memory_oom(dict)                 a pool refused a request (PoolOutOfMemory's details)
@@ -71,6 +73,7 @@ nan_inf = channel("nan_inf")  # FLAGS_check_nan_inf caught one: a dict of NanInf
 reader_state = channel("reader_state")
 reader_push = channel("reader_push")
 reader_pop = channel("reader_pop")
+reader_solo = channel("reader_solo")
 memory_step = channel("memory_step")
 memory_trace = channel("memory_trace")
 memory_oom = channel("memory_oom")
@@ -224,8 +227,24 @@ class ReaderPop:
     wait_s: float  # blocked on an empty queue
     size: int  # queue size before the pop (0: the consumer had to wait)
     capacity: int
-    speed_test: bool  # peeked without popping (FLAGS_reader_queue_speed_test_mode)
+    speed_test: bool  # peeked without popping (FLAGS_reader_queue_speed_test_mode), or handed
+    # over from the batches measure_producer_alone took ahead (not waited for by this pop)
     copy_s: float = 0.0  # moving the batch to the place on the consumer (no double buffer)
+
+
+@dataclass
+class ReaderSolo:
+    """A loader's producer thread timed while the consumer only waited for its batches
+    (nothing else of the process ran): what its batches cost without a trainer beside it.
+    Emitted on the consumer thread once the batches taken ahead are handed over (or the pass
+    ends); `batches` 0: none was made alone."""
+
+    loader_id: int
+    pass_no: int
+    t: float  # when the last of them arrived
+    batches: int  # batches made while the consumer waited
+    produce_s: float  # their producing time, summed
+    cpu_s: Optional[float]  # their producer CPU time, summed (None: not measured)
 
 
 @dataclass

@@ -486,6 +486,64 @@ def test_the_gil_rule_defers_to_workers_and_to_a_measured_ceiling(tmp_path):
     assert "reader-thread-gil" in ids(advise(unmeasured, GIL_RULES))
 
 
+def alone(s_per_batch, cpu_s_per_batch, loader=0):
+    """The speed test's timing of the reader thread alone (its solo phase)."""
+    from paddletune.profile.records import ProducerSoloEvent
+    return ProducerSoloEvent(t_s=0.9, loader=loader, pass_no=1, batches=8,
+                             s_per_batch=s_per_batch, cpu_s_per_batch=cpu_s_per_batch)
+
+
+def test_a_thread_timed_alone_gets_a_tighter_lower_bound(tmp_path):
+    """The speed test measured the step without the thread (5 ms: 4 ms + its gap) and timed
+    the thread alone: 5 ms a batch against 8 ms of CPU beside the trainer. One worker
+    process makes a batch within the step; the trainer's step (plus the worker's hand-over)
+    and the worker's CPU share the 2 cores. Still a lower bound: a worker may be faster
+    than the thread alone."""
+    path = speed_test_profile(tmp_path, thread_cpu_s=0.008, extra=[alone(0.005, 0.0048)])
+    advices = advise(load(path), GIL_RULES)
+    assert "reader-data-cost" not in ids(advices)  # the card below gives the ceiling
+    a = only(advices, "reader-thread-gil")
+    f = a.figures
+    assert f["consumer_source"] == "speed test" and f["workers"] == 1
+    assert f["worker_s_per_step"] == pytest.approx(0.005)  # alone, not the 8 ms beside it
+    assert f["producer_cpu_measured_s"] == pytest.approx(0.008)
+    step_s = 0.005 + reader.WORKER_BATCH_S
+    assert f["cpu_bound"] and f["predicted_cycle_s"] == pytest.approx((step_s + 0.0048) / 1.7)
+    assert a.expected_speedup == pytest.approx(0.015 / f["predicted_cycle_s"])
+    assert f["speedup_max"] == pytest.approx(0.015 / step_s)
+    assert a.expected_gain == (
+        "at least 2.56x steps/s (15.00 ms -> 5.85 ms per step) with the loop no longer "
+        "waiting for the GIL (a lower bound from the speed test: the step without the "
+        "thread, 5.15 ms with a worker's hand-over, and the thread timed alone, 5.00 ms per "
+        f"step against 8.00 ms of CPU beside the trainer; {reader.ALONE_BOUND}); at most "
+        "2.91x, the step without the thread that the speed test measured (5.15 ms); the "
+        "cores bound it: the trainer's 5.15 ms and the producers' 4.80 ms of CPU per step "
+        "share the 2.0 core(s) other processes leave")
+
+
+def test_a_starved_thread_timed_alone_gets_workers_sized_from_that_timing(tmp_path):
+    path = speed_test_profile(tmp_path, ceiling_wall_s=0.010, thread_cpu_s=0.037,
+                              gap_s=0.030, wait_s=0.029, empty_ratio=0.9, fill=0,
+                              extra=[alone(0.020, 0.019)])
+    advices = advise(load(path), READER_RULES)
+    assert "reader-data-cost" not in ids(advices)
+    a = only(advices, "reader-starved")
+    f = a.figures  # 20 ms alone against an 11 ms step without data: 2 workers, but the
+    # one free core of 2 runs one
+    assert f["worker_s_per_step"] == pytest.approx(0.020)
+    assert (f["workers_needed"], f["workers"]) == (2, 1)
+    assert a.expected_speedup == pytest.approx(0.040 / 0.020)
+    assert a.expected_gain.startswith("at least 2.00x steps/s (40.00 ms -> 20.00 ms per step)")
+    assert "and the thread timed alone, 20.00 ms per step against 37.00 ms" in a.expected_gain
+    assert "producer 44.40 ms/batch (CPU 37.00 ms)" in a.evidence  # what the run measured
+    # another loader's timing is not this one's
+    other = speed_test_profile(tmp_path / "other", ceiling_wall_s=0.010, thread_cpu_s=0.037,
+                               gap_s=0.030, wait_s=0.029, empty_ratio=0.9, fill=0,
+                               extra=[alone(0.020, 0.019, loader=5)])
+    assert "timed alone" not in only(advise(load(other), READER_RULES),
+                                     "reader-starved").expected_gain
+
+
 def test_waits_that_fill_the_step_fall_back_on_the_steps_own_run(tmp_path):
     """The loader times its waits and the step probe the cycle, over windows that differ a
     little: a wait of 43 ms 'per step' against a 42 ms cycle leaves no step without data;

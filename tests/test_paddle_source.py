@@ -190,6 +190,37 @@ def test_speed_test_replays(monkeypatch):
     assert sum(p.speed_test for p in events["reader_pop"]) == 5
 
 
+def test_the_reading_thread_is_timed_alone(monkeypatch):
+    """The speed test's solo phase on paddle's reading thread: the queued batches and 3 more
+    taken at once, every batch handed over in order, the 3 made alone reported."""
+    source, events = started(monkeypatch)
+    solos = []
+    source.subscribe("reader_solo", solos.append)
+    loader = paddle.io.DataLoader(Samples(64, sleep=0.002), batch_size=2, shuffle=False)
+    seen = []
+    with source.running():
+        for i, (x, _) in enumerate(loader):
+            seen.append(round(float(x[0, 0]) * 64))
+            if i == 2:
+                time.sleep(0.1)  # the reading thread fills its queue ahead
+                assert source.measure_producers_alone(3) == 1
+                assert source.measure_producers_alone(3) == 0  # one at a time
+    assert seen == list(range(0, 64, 2))
+    [solo] = solos
+    assert solo.batches == 3 and solo.produce_s >= 3 * 2 * 0.002 and solo.cpu_s is not None
+    taken_ahead = [p for p in events["reader_pop"] if p.speed_test]
+    assert len(taken_ahead) >= 4 and all(p.wait_s == 0 for p in taken_ahead)
+
+
+def test_worker_processes_are_not_timed_alone(monkeypatch):
+    source, _ = started(monkeypatch)
+    loader = paddle.io.DataLoader(Samples(16), batch_size=4, num_workers=1)
+    with source.running():
+        for i, _ in enumerate(loader):
+            if i == 1:
+                assert source.measure_producers_alone(3) == 0
+
+
 def test_overrides(monkeypatch):
     source, events = started(monkeypatch, '{"reader": {"num_workers": 2, "batch_size": 16, '
                                           '"pin_memory": true}}')

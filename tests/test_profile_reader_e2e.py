@@ -63,6 +63,13 @@ def test_starved_reader_end_to_end(tmp_path):
     assert st["has_loader"] and st["complete"]
     assert st["ceiling"]["steps_per_s"] > st["baseline"]["steps_per_s"]
     assert st["ratio"] > 1.1 and 0 < st["data_share"] < 1
+    # then the reader thread was timed alone: 8 batches of its 20 ms sleep
+    [alone] = st["producers_alone"]
+    assert alone["batches"] == 8 and 0.019 < alone["s_per_batch"] < 0.2
+    phases = [json.loads(line).get("phase") for line in
+              (tmp_path / "s.jsonl").read_text().splitlines()
+              if '"kind":"speed_test"' in line]
+    assert phases == [None, "ceiling", "solo", "done"]  # (baseline: the default phase)
 
 
 COPY_ON_READ = '''

@@ -317,6 +317,77 @@ def test_speed_test_mode_rereads_the_head_batch(prog):
     assert [p.speed_test for p in pops] == [False] + [True] * 20 + [False, False]
 
 
+# --- timing the producer alone (the speed test's solo phase) ------------------------------------
+def busy_gen(n, busy_s):
+    """Batches 0..n-1, each costing `busy_s` of the producer thread's CPU."""
+    def gen():
+        for i in range(n):
+            t = time.perf_counter()
+            while time.perf_counter() - t < busy_s:
+                pass
+            yield [np.full((2, 3), i, "float32"), np.full((2, 1), i, "int64")]
+    return gen
+
+
+def test_the_producer_timed_alone_hands_over_every_batch_in_order(prog):
+    loader = loader_for(prog, capacity=3).set_batch_generator(busy_gen(30, 0.002))
+    pops, solos, seen = [], [], []
+    with events.subscribe("reader_pop", pops.append), \
+            events.subscribe("reader_solo", solos.append):
+        for i, data in enumerate(loader()):
+            seen.append(int(np.array(data[0]["x"])[0, 0]))
+            time.sleep(0.005)  # the queue fills while the loop "trains"
+            if i == 5:
+                assert loader.measure_producer_alone(4)
+                assert not loader.measure_producer_alone(4)  # one at a time
+            if i == 7:
+                assert solos == []  # reported once the batches taken ahead are handed over
+    assert seen == list(range(30))
+    [solo] = solos
+    assert (solo.loader_id, solo.pass_no, solo.batches) == (loader.id, 1, 4)
+    assert 4 * 0.002 <= solo.produce_s < 1.0 and solo.cpu_s > 0
+    # the queue (3), the batch finished beside the loop, the 4 made alone: handed over
+    # without waiting, marked as the speed test's pops
+    assert [p.speed_test for p in pops] == [False] * 6 + [True] * 8 + [False] * 16
+    assert all(p.size > 0 and p.wait_s == 0 for p in pops if p.speed_test)
+
+
+def test_a_pass_that_ends_during_the_timing_reports_what_was_made(prog):
+    loader = loader_for(prog, capacity=2).set_batch_generator(busy_gen(6, 0.001))
+    solos, seen = [], []
+    with events.subscribe("reader_solo", solos.append):
+        for i, data in enumerate(loader()):
+            seen.append(int(np.array(data[0]["x"])[0, 0]))
+            if i == 0:
+                time.sleep(0.05)
+                assert loader.measure_producer_alone(8)
+    assert seen == list(range(6)) and len(solos) == 1
+    assert solos[0].batches == 2  # 1 taken, 2 queued, 1 made beside the loop, 2 alone
+
+
+def test_a_pass_reset_while_batches_are_held_still_reports(prog):
+    loader = loader_for(prog, capacity=2).set_batch_generator(busy_gen(50, 0.001))
+    solos = []
+    with events.subscribe("reader_solo", solos.append):
+        it = loader()
+        next(it)
+        assert loader.measure_producer_alone(3)
+        next(it)
+        it.close()  # the loop left with batches still held
+    assert len(solos) == 1 and solos[0].batches == 3
+
+
+def test_only_a_running_thread_producer_is_timed_alone(prog):
+    loader = loader_for(prog, capacity=2).set_batch_generator(batch_gen(4))
+    assert not loader.measure_producer_alone(4)  # no pass
+    solos = []
+    with events.subscribe("reader_solo", solos.append):
+        for i, _ in enumerate(loader()):
+            if i == 1:
+                assert loader.measure_producer_alone(0) is False
+    assert solos == []
+
+
 # --- checks and failures -----------------------------------------------------------------------------
 class TestFailures:
     def test_generator_error_is_raised_promptly_with_its_traceback(self, prog):

@@ -74,7 +74,8 @@ def test_one_thread_producer_has_no_worker_table(tmp_path):
 
 
 def speed_test_profile(tmp_path, ceiling_wall_s=0.004, loader=True, done=True,
-                       thread_cpu_s=None, speed_test=True, gap_s=0.005, env=None, **reader):
+                       thread_cpu_s=None, speed_test=True, gap_s=0.005, env=None, extra=(),
+                       **reader):
     """A profile whose steps 21-30 ran in speed-test mode (`speed_test=False`: the same steps,
     no speed test); `thread_cpu_s` the loader's thread CPU per batch, `reader` more of the
     reader's figures per batch (profiles.READER_BATCH)."""
@@ -89,7 +90,7 @@ def speed_test_profile(tmp_path, ceiling_wall_s=0.004, loader=True, done=True,
                                steps[31]["t"] - 1e-4 if done else None) if speed_test else []
     per_batch = dict(reader) if thread_cpu_s is None else {
         "cpu_s": thread_cpu_s, "produce_s": thread_cpu_s * 1.2, **reader}
-    extra = events + (reader_records(steps, **per_batch) if loader else [])
+    extra = events + (reader_records(steps, **per_batch) if loader else []) + list(extra)
     tmp_path.mkdir(parents=True, exist_ok=True)
     return make_profile(tmp_path / "p.jsonl", steps=steps, env=env,
                         options={"speed_test": 10} if speed_test else {}, extra=extra)

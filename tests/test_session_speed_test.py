@@ -39,3 +39,74 @@ def test_windows_count_only_the_training_program_and_the_flag_ends_off():
     finally:
         st.finish()
         runtime.set_flags({flag: False})
+
+
+class SoloSource:
+    """A source whose one thread producer reports its timing alone when told."""
+
+    def __init__(self, asked=1):
+        self.asked, self.requests = asked, []
+
+    def set_speed_test_mode(self, on):
+        return False
+
+    def measure_producers_alone(self, batches):
+        self.requests.append(batches)
+        return self.asked
+
+
+class Recording(FakeSession):
+    def __init__(self, source):
+        self.events, self.source, self.records, self.messages = [], source, [], []
+
+    def event(self, kind, **fields):
+        if "phase" in fields:
+            self.events.append((fields["phase"], fields["step"]))
+            self.messages.append(fields["message"])
+        else:
+            self.records.append(kind(t_s=0.0, **fields))
+
+
+def test_a_solo_phase_lasts_until_each_loader_asked_has_reported():
+    session = Recording(SoloSource(asked=2))
+    st = _SpeedTest(session, Options("train.py", warmup=1, speed_test=2))
+    for _ in range(5):
+        st.on_step(step(1))
+    assert session.events == [("baseline", 1), ("ceiling", 3), ("solo", 5)]
+    assert session.source.requests == [8]
+    st.on_solo(events.ReaderSolo(0, 1, 1.0, 8, 0.08, 0.04))
+    st.on_step(step(1))  # one loader still holds batches taken ahead: still solo
+    assert session.events[-1] == ("solo", 5)
+    st.on_solo(events.ReaderSolo(1, 1, 1.0, 0, 0.0, None))  # one made none alone
+    st.on_step(step(1))
+    assert session.events[-1] == ("done", 7)
+    [solo] = session.records  # (the loader that made none records nothing)
+    assert (solo.loader, solo.batches) == (0, 8)
+    assert solo.s_per_batch == 0.01 and solo.cpu_s_per_batch == 0.005
+    assert "10.00 ms per batch" in solo.message
+
+
+def test_a_solo_phase_ends_without_reports_and_at_the_jobs_end():
+    session = Recording(SoloSource())
+    st = _SpeedTest(session, Options("train.py", warmup=1, speed_test=2))
+    for _ in range(5 + 499):
+        st.on_step(step(1))
+    assert session.events[-1] == ("solo", 5)
+    st.on_step(step(1))
+    assert session.events[-1] == ("done", 505)
+    assert session.messages[-1] == ("speed test: done (1 DataLoader(s) asked to time their "
+                                    "producer alone did not report)")
+    ended = Recording(SoloSource())
+    st = _SpeedTest(ended, Options("train.py", warmup=1, speed_test=2))
+    for _ in range(5):
+        st.on_step(step(1))
+    st.finish()
+    assert ended.events[-2:] == [("solo", 5), ("done", 5)]
+
+
+def test_no_solo_phase_where_no_loader_could_be_asked():
+    session = Recording(SoloSource(asked=0))
+    st = _SpeedTest(session, Options("train.py", warmup=1, speed_test=2))
+    for _ in range(5):
+        st.on_step(step(1))
+    assert session.events[-1] == ("done", 5)

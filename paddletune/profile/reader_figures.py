@@ -311,19 +311,22 @@ def speed_test_figures(profile, train: Sequence[r.Step],
     switches = _switches(profile)
     if window is None and not switches:
         return None
-    bounds = [switches[p].t_s if p in switches else None
-              for p in ("baseline", "ceiling", "done")]
-    ends = [t if t is not None else float("inf") for t in bounds[1:]]
-    base = _window(train, bounds[0], ends[0])
-    ceil = _window(train, bounds[1], ends[1])
+    started = switches.get("ceiling")
+    ended = switches.get("solo") or switches.get("done")  # the ceiling window's end
+    bounds = [switches[p].t_s if p in switches else None for p in ("baseline", "ceiling")]
+    base = _window(train, bounds[0], bounds[1] if bounds[1] is not None else float("inf"))
+    ceil = _window(train, bounds[1], ended.t_s if ended is not None else float("inf"))
     ratio = ceil.steps_per_s / base.steps_per_s if base and ceil and base.steps_per_s else None
-    done, started = switches.get("done"), switches.get("ceiling")
     return F.SpeedTestFigures(
         window_steps=window, has_loader=has_loader,
-        reached=next((p for p in ("done", "ceiling", "baseline") if p in switches), None),
-        complete=bool(done and started and window and done.step - started.step >= window),
+        reached=next((p for p in ("done", "solo", "ceiling", "baseline") if p in switches),
+                     None),
+        complete=bool(ended and started and window and ended.step - started.step >= window),
         baseline=base, ceiling=ceil, ratio=ratio,
-        data_share=1 - 1 / ratio if ratio else None)
+        data_share=1 - 1 / ratio if ratio else None,
+        producers_alone=tuple(F.ProducerAlone(e.loader, e.batches, e.s_per_batch,
+                                              e.cpu_s_per_batch)
+                              for e in profile.events_of("producer_solo")))
 
 
 def _window(train, t0, t1) -> Optional[F.WindowRate]:

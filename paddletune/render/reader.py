@@ -7,8 +7,9 @@ from typing import Optional
 from rich.console import Group
 from rich.text import Text
 
-from ..profile.figures import (LoaderFigures, Occupancy, ProcessFigures, ShapeFigures,
-                               SpeedTestFigures, Throughput, WaitFigures, WindowRate)
+from ..profile.figures import (LoaderFigures, Occupancy, ProcessFigures, ProducerAlone,
+                               ShapeFigures, SpeedTestFigures, Throughput, WaitFigures,
+                               WindowRate)
 from .fmt import NA, add_cells, add_rows, clean, finite, label_table, ms, nbytes, num, pct
 from .fmt import plain_table
 
@@ -190,6 +191,7 @@ def _speed_test(st: Optional[SpeedTestFigures],
     if not st.complete:
         rows.append(("window", f"incomplete: the job ended during the ceiling window "
                                f"({ceil.steps} of {st.window_steps} steps)"))
+    rows += [("alone", _alone(a, len(st.producers_alone) > 1)) for a in st.producers_alone]
     rows += _whole_run(base, whole)
     add_rows(table, rows)
     return table
@@ -211,6 +213,13 @@ def _whole_run(base: WindowRate, whole: Optional[Throughput]) -> list:
 def _rate(w: WindowRate, what) -> str:
     samples = f" · {num(w.samples_per_s)} samples/s" if finite(w.samples_per_s) else ""
     return f"{w.steps_per_s:,.1f} steps/s{samples} ({what}, {w.steps} steps)"
+
+
+def _alone(a: ProducerAlone, name_it: bool) -> str:
+    cpu = f"; CPU {ms(a.cpu_s_per_batch)} ms" if finite(a.cpu_s_per_batch) else ""
+    which = f" of DataLoader#{a.loader}" if name_it else ""
+    return (f"{ms(a.s_per_batch)} ms/batch (the reader thread{which}{cpu}), timed on "
+            f"{a.batches} batches made while the loop only waited")
 
 
 def _data_cost(st: SpeedTestFigures) -> str:

@@ -33,7 +33,7 @@ BREAKDOWN = (("outside", "outside the runtime"), ("read", "reader wait in run"),
 OPTIONAL_PARTS = ("read",)  # rows shown only when non-zero
 QUANTILES = ("mean", "p50", "p90", "p99", "max")  # the step-time table's columns, then CV
 GPU_PEAKS = (("power_w", "W"), ("temperature_c", "°C"))
-SHOWN_ELSEWHERE = ("exit", "probe_unavailable", "speed_test", "compiled",
+SHOWN_ELSEWHERE = ("exit", "probe_unavailable", "speed_test", "producer_solo", "compiled",
                    "distributed")  # header, rows, sections
 ALARMING = ("nan_inf", "error", "signal")
 KILLED = "the job was killed or the profiler crashed"

@@ -23,6 +23,9 @@ runtime/events.py, are the reference; other sources build objects with the same 
   reader_push   loader_id, pass_no, index, worker, t, produce_s, put_wait_s, size, capacity,
                 nbytes, shapes, cpu_s
   reader_pop    loader_id, pass_no, index, t, wait_s, size, capacity, speed_test, copy_s
+  reader_solo   loader_id, pass_no, t, batches, produce_s, cpu_s (None: unknown): a producer
+                thread's batches made while the training loop only waited for them
+                (measure_producers_alone; batches 0: none was)
   memory_step   executor_id, program_id, step, place, strategy, capacity, allocated,
                 reserved, step_peak, peak_allocated, peak_reserved, phase_peaks, requests,
                 system_allocs, system_alloc_s, by_tag, by_tag_at_peak, cached_free,
@@ -46,7 +49,7 @@ from typing import Callable, Dict, List, Optional
 from ..profile.records import AppliedOverride, Knob, NoEffect, SourceInfo
 
 EVENTS = ("step_end", "op_end", "compile", "nan_inf", "reader_state", "reader_push",
-          "reader_pop", "memory_step", "memory_trace", "memory_oom", "sched_step",
+          "reader_pop", "reader_solo", "memory_step", "memory_trace", "memory_oom", "sched_step",
           "drop_scope", "scope")
 
 
@@ -101,6 +104,14 @@ class Source:
     def set_speed_test_mode(self, on: bool) -> bool:
         """Turn the no-data ceiling mode on or off; the previous setting."""
         raise NotImplementedError(f"{self.framework}: no speed-test mode")
+
+    def measure_producers_alone(self, batches: int) -> int:
+        """Ask each running DataLoader whose producer is a thread of the trainer to take its
+        queued batches and `batches` more at its next batch, the training loop waiting
+        meanwhile, and to announce what the thread spent on those made alone (`reader_solo`,
+        once the batches taken ahead are handed to the loop, in order, or its pass ends).
+        The loaders asked, each announcing once (0: none could, or the framework cannot)."""
+        return 0
 
     @contextmanager
     def running(self, check_nan: bool = False, compat: bool = False,

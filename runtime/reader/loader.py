@@ -35,6 +35,10 @@ Differences, deliberate and documented:
   resets the old one first; a non-iterable loader may be start()ed again after its pass ended
   without an explicit reset().
 * PyReader's `decorate_*` names are aliases of DataLoader's `set_*` methods.
+* `measure_producer_alone(n)` (profiling only): at its next batch the consumer takes what is
+  queued and `n` batches more in one go, waiting while the producer thread runs with nothing
+  else of the process beside it, and announces their cost on the `reader_solo` event; the
+  batches taken are handed over in order at the next steps, so training sees the same data.
 * While a pass runs with the thread producer, the interpreter's GIL switch interval is
   lowered to 0.5 ms (from Python's 5 ms; restored when the last such pass ends). A generator
   doing pure-Python work holds the GIL, and the training loop, waking from its step, waited up
@@ -42,6 +46,7 @@ Differences, deliberate and documented:
   64-batch queue at 5 ms and 99% at 0.5 ms. Worker processes do not need it.
 """
 
+import collections
 import itertools
 import threading
 import time
@@ -70,6 +75,7 @@ _cpu = time.thread_time  # the producer thread's own CPU time
 _loader_ids = itertools.count()
 _LIVE = weakref.WeakSet()
 _JOIN_S = 2.0  # how long reset() waits for a producer thread still inside the user's generator
+SOLO_MAX_S = 2.0  # measure_producer_alone waits at most this long for its batches
 
 
 class ReaderTimeout(EnforceNotMet, TimeoutError):
@@ -94,6 +100,9 @@ class _Pass:
         self.popped = 0
         self.over = False
         self.shares_gil = False  # this pass lowered the GIL switch interval
+        self.solo = 0  # batches to time the producer alone on (measure_producer_alone)
+        self.held = collections.deque()  # batches taken ahead by that measurement
+        self.solo_report = None  # its ReaderSolo, sent once the held batches are handed over
 
 
 _KEEP_ORDER = [True]
@@ -361,6 +370,7 @@ class GeneratorLoader(DataLoaderBase):
         if p.pool is not None:
             p.pool.close()
         thread, p.thread = p.thread, None
+        self._report_solo(p)
         if p.shares_gil:
             p.shares_gil = False
             GIL_SHARING.end()
@@ -433,10 +443,73 @@ class GeneratorLoader(DataLoaderBase):
                           RuntimeWarning, stacklevel=1)
         p.queue.close()
 
+    # --- timing the producer alone (profiling) ----------------------------------------------------
+    def measure_producer_alone(self, batches: int) -> bool:
+        """Ask the running pass to time its producer thread alone: at its next batch the
+        consumer takes what is queued and `batches` more at once (waiting at most SOLO_MAX_S),
+        the producer running while nothing else of the process does. The batches are handed
+        over in order, their pops marked `speed_test` (taken ahead, not waited for); once the
+        last is handed over, or the pass ends, the `reader_solo` event gives the cost of those
+        made alone (0 batches: none was). False (nothing asked) without a running pass of a
+        producer thread (worker processes and the GPU double buffer are left alone)."""
+        p = self._pass
+        if p is None or p.over or p.thread is None or p.pool is not None or \
+                p.device is not None or batches < 1 or p.solo or p.held:
+            return False
+        p.solo = int(batches)
+        return True
+
+    def _take_alone(self, p):
+        """measure_producer_alone's pull: into `p.held`, the queued batches, the one the
+        producer may have made beside the trainer, then p.solo batches made alone."""
+        wanted, p.solo = p.solo, 0
+        skip = p.queue.size() + 1
+        started = _perf()
+        alone = []
+        try:
+            while len(alone) < wanted:
+                left = SOLO_MAX_S - (_perf() - started)
+                if left <= 0:
+                    break
+                batch, _ = p.queue.pop(timeout=min(left, self._timeout or left))
+                p.held.append(batch)
+                if len(p.held) > skip:
+                    alone.append(batch)
+        except (QueueClosed, TimeoutError):  # the pass ended, or the producer is slow: the
+            pass  # normal pop reports either at its turn
+        cpu = [b.cpu_s for b in alone]
+        p.solo_report = events.ReaderSolo(self.id, p.number, _perf(), len(alone),
+                                          sum(b.produce_s for b in alone),
+                                          None if None in cpu else sum(cpu))
+
+    def _take_held(self, p):
+        batch = p.held.popleft()
+        p.popped += 1
+        if events.reader_pop.subs:
+            events.reader_pop.emit(events.ReaderPop(
+                self.id, p.number, batch.index, _perf(), 0.0,
+                len(p.held) + 1 + p.queue.size(), self._queue_capacity, True))
+        if not p.held:
+            self._report_solo(p)
+        return batch
+
+    def _report_solo(self, p):
+        """Announce the measurement asked of pass `p` (once; 0 batches when none was made)."""
+        report, p.solo_report = p.solo_report, None
+        if report is None and p.solo:
+            report = events.ReaderSolo(self.id, p.number, _perf(), 0, 0.0, None)
+        p.solo, p.held = 0, collections.deque()
+        if report is not None and events.reader_solo.subs:
+            events.reader_solo.emit(report)
+
     def _take(self, p):
         """The next batch of pass `p`, or None at the end of the pass; a failure of the
         producer is raised here (and ends the pass)."""
         speed_test = FLAGS.get("reader_queue_speed_test_mode")
+        if p.solo and not speed_test:
+            self._take_alone(p)
+        if p.held:
+            return self._take_held(p)
         source = p.device.queue if p.device is not None else p.queue
         t0 = _perf()
         try:

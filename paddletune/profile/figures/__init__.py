@@ -15,9 +15,9 @@ most steps; warm-up steps and the speed test's ceiling window excluded):
 
 from .memory import ByCategory, MemoryFigures, ModelFigures, PeakOp, PhasePeaks, StepPeak
 from .reader import (ConsumerFigures, DimFigures, Growth, LoaderError, LoaderFigures,
-                     LongBatches, Occupancy, ProcessFigures, ProducerFigures, ReaderFigures,
-                     ShapeFigures, SpeedTestFigures, WaitFigures, WindowRate, WorkerFigures,
-                     WorkerProcess)
+                     LongBatches, Occupancy, ProcessFigures, ProducerAlone, ProducerFigures,
+                     ReaderFigures, ShapeFigures, SpeedTestFigures, WaitFigures, WindowRate,
+                     WorkerFigures, WorkerProcess)
 from .steps import (Breakdown, Distribution, OpFigures, OpTypeFigures, ProgramSteps, Shares,
                     SingleOpFigures, Throughput, Verdict, VerdictKind)
 from .summary import Summary
@@ -28,7 +28,7 @@ __all__ = ["Breakdown", "ByCategory", "ConsumerFigures", "DimFigures", "Distribu
            "DropFigures", "ExitFigures", "GpuFigures", "Growth", "LoaderError", "LoaderFigures",
            "LongBatches", "MemoryFigures", "ModelFigures", "Occupancy", "OpFigures",
            "OpTypeFigures", "ParallelFigures", "PeakOp", "PhasePeaks", "ProbeOverhead",
-           "ProcessFigures", "ProducerFigures", "ProgramSteps", "ReaderFigures", "SampleStats",
+           "ProcessFigures", "ProducerAlone", "ProducerFigures", "ProgramSteps", "ReaderFigures", "SampleStats",
            "ShapeFigures", "Shares", "SingleOpFigures", "SpeedTestFigures", "StepPeak",
            "Summary", "SystemFigures", "Throughput", "Verdict", "VerdictKind", "WaitFigures",
            "WindowRate", "WorkerFigures", "WorkerProcess"]

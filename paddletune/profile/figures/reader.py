@@ -333,6 +333,24 @@ class WindowRate:
 
 
 @dataclass(frozen=True)
+class ProducerAlone:
+    """A DataLoader's producer thread timed alone at the speed test's end (the training loop
+    only waiting for its batches).
+
+    Fields:
+      loader           the loader's id
+      batches          batches timed
+      s_per_batch      its time per batch
+      cpu_s_per_batch  its CPU time per batch (None: not measured)
+    """
+
+    loader: Id
+    batches: Count
+    s_per_batch: Seconds
+    cpu_s_per_batch: Optional[Seconds] = None
+
+
+@dataclass(frozen=True)
 class SpeedTestFigures:
     """--speed-test: the baseline window against the no-data ceiling.
 
@@ -345,6 +363,7 @@ class SpeedTestFigures:
       ceiling       the ceiling window
       ratio         ceiling / baseline steps per second
       data_share    1 - baseline / ceiling: what data costs of the throughput
+      producers_alone  each producer thread timed alone after the ceiling window
     """
 
     window_steps: Optional[Count] = None
@@ -355,3 +374,8 @@ class SpeedTestFigures:
     ceiling: Optional[WindowRate] = None
     ratio: Optional[Number] = None
     data_share: Optional[Number] = None
+    producers_alone: Tuple[ProducerAlone, ...] = ()
+
+    def alone(self, loader) -> Optional[ProducerAlone]:
+        """Loader `loader`'s producer thread timed alone (the last timing), None if not."""
+        return next((a for a in reversed(self.producers_alone) if a.loader == loader), None)

@@ -17,7 +17,7 @@ samples, events, reader, memory, sched (and every probe's own record).
 from ..schema import Names
 from .events import (AppliedOverride, CompiledEvent, CudaGraphEvent, DistributedEvent,
                      ErrorEvent, Event, ExitEvent, NanInfEvent, NoEffect, OverridesEvent,
-                     ProbeUnavailableEvent, SpeedTestEvent, StepLimitEvent)
+                     ProbeUnavailableEvent, ProducerSoloEvent, SpeedTestEvent, StepLimitEvent)
 from .header import (Command, CpuInfo, CupyInfo, Env, GpuDevice, GpuInfo, Header, Knob,
                      MemoryInfo, NumpyInfo, Options, SourceInfo, Terms)
 from .memory import MemoryOom, MemoryPeak, MemoryPool, MemoryStep, MemoryTrace, MemoryTraceOp
@@ -36,9 +36,10 @@ RECORDS = (Header, Step, Program, OpsRecord, StepWindow, SystemSample, GpuSample
            NanInfEvent, ProbeUnavailableEvent, SpeedTestEvent, OverridesEvent, ReaderStart,
            ReaderEnd, ReaderInterval, MemoryStep, MemoryPeak, MemoryTrace, MemoryOom,
            MemoryPool, SchedStep, SchedDrop, ProbeRecord, CompiledEvent, DistributedEvent,
-           CudaGraphEvent)
+           CudaGraphEvent, ProducerSoloEvent)
 EVENTS = (Event, ExitEvent, ErrorEvent, StepLimitEvent, NanInfEvent, ProbeUnavailableEvent,
-          SpeedTestEvent, OverridesEvent, CompiledEvent, DistributedEvent, CudaGraphEvent)
+          SpeedTestEvent, OverridesEvent, CompiledEvent, DistributedEvent, CudaGraphEvent,
+          ProducerSoloEvent)
 SCOPE_EVENTS = (CompiledEvent, DistributedEvent)  # what limits what a profile covers
 SAMPLES = (SystemSample, GpuSample, WorkerSample)
 
@@ -49,7 +50,7 @@ __all__ = ["AppliedOverride", "Command", "CompiledEvent", "CpuInfo", "CudaGraphE
            "MemoryOom", "MemoryPeak", "MemoryPool", "MemoryStep", "MemoryTrace", "MemoryTraceOp",
            "MemoryWindow", "Names", "NanInfEvent", "NoEffect", "NumpyInfo", "OpTime", "OpTotal",
            "OpsRecord", "Options", "OverridesEvent", "ProbeRecord", "ProbeUnavailableEvent",
-           "Program", "ProgramOp", "RECORDS", "ReaderEnd", "ReaderInterval", "ReaderStart",
+           "ProducerSoloEvent", "Program", "ProgramOp", "RECORDS", "ReaderEnd", "ReaderInterval", "ReaderStart",
            "SAMPLES", "SCHEMA_VERSION", "SCOPE_EVENTS", "STICKY", "STICKY_START", "SampleWindow",
            "SchedDrop", "SchedStep", "SchedWindow", "Sketch", "SourceInfo", "SpeedTestEvent",
            "Stats", "Step", "StepCost", "StepLimitEvent", "StepWindow", "SystemSample", "Terms",

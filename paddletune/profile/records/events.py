@@ -4,7 +4,7 @@ test switched, what the overrides changed)."""
 from dataclasses import dataclass
 from typing import ClassVar, Dict, Literal, Optional, Tuple
 
-from ..schema import EMPTY, Bytes, Count, Id, Names, Scalar, TimeS
+from ..schema import EMPTY, Bytes, Count, Id, Names, Scalar, Seconds, TimeS
 
 
 @dataclass(frozen=True)
@@ -142,7 +142,8 @@ class SpeedTestEvent:
     Fields:
       t_s      when
       phase    baseline (queue popped as usual), ceiling (the same batch re-read: the
-               no-data ceiling) or done
+               no-data ceiling), solo (a producer thread timed alone at the next batch:
+               ProducerSoloEvent) or done
       step     training steps so far
       message  what changed
     """
@@ -150,8 +151,35 @@ class SpeedTestEvent:
     KIND: ClassVar[str] = "event"
     WHAT: ClassVar[str] = "speed_test"
     t_s: TimeS
-    phase: Literal["baseline", "ceiling", "done"] = "baseline"
+    phase: Literal["baseline", "ceiling", "solo", "done"] = "baseline"
     step: Count = 0
+    message: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class ProducerSoloEvent:
+    """--speed-test timed a DataLoader's producer thread alone: the training loop took the
+    queued batches and a few more at once, waiting while the thread made them (its batches
+    then went to the next steps in order).
+
+    Fields:
+      t_s              when the last of them arrived
+      loader           the loader's id
+      pass_no          its pass
+      batches          batches made while the loop waited
+      s_per_batch      the thread's time per batch, alone
+      cpu_s_per_batch  its CPU time per batch, alone (None: not measured)
+      message          the same in one sentence
+    """
+
+    KIND: ClassVar[str] = "event"
+    WHAT: ClassVar[str] = "producer_solo"
+    t_s: TimeS
+    loader: Id = 0
+    pass_no: Count = 0
+    batches: Count = 0
+    s_per_batch: Seconds = 0.0
+    cpu_s_per_batch: Optional[Seconds] = None
     message: Optional[str] = None
 
 

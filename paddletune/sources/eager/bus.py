@@ -122,3 +122,15 @@ class ReaderPop:
     capacity: int
     speed_test: bool = False
     copy_s: float = 0.0
+
+
+@dataclass
+class ReaderSolo:
+    """A producer thread's batches made while the training loop only waited for them."""
+
+    loader_id: int
+    pass_no: int
+    t: float
+    batches: int  # 0: none was made alone
+    produce_s: float
+    cpu_s: Optional[float] = None

@@ -5,15 +5,23 @@ it waited and how many batches were ready as it asked), `produced` for each batc
 made (when the worker's own timing is known), and `end` when the pass stops.
 
 With the speed-test mode on, `replay` hands the training loop the pass's last batch again
-instead of a new one: the no-data ceiling (what the step costs when reading costs nothing)."""
+instead of a new one: the no-data ceiling (what the step costs when reading costs nothing).
+
+`measure_alone` asks each running pass whose producer is a thread of the trainer (the hooks
+mark it `thread_producer`) to time that thread alone: at the loop's next batch the hooks take
+the queued batches and a few more at once (`take_alone`), the loop waiting meanwhile; the
+batches are handed over in order by `serve_held` (their pops marked as the speed test's), and
+`reader_solo` reports the cost of those made alone once the last is handed over or the pass
+ends."""
 
 import itertools
 import threading
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable, Dict, Optional
 
-from .bus import Bus, ReaderPop, ReaderPush, ReaderState
+from .bus import Bus, ReaderPop, ReaderPush, ReaderSolo, ReaderState
 from .steps import StepTimer, first_dim, iter_tensors
 
 _perf = time.perf_counter
@@ -32,6 +40,11 @@ class Pass:
     last: object = None  # the last batch (the speed test replays it)
     ended: bool = False
     extra: dict = field(default_factory=dict)  # the framework hooks' own state
+    thread_producer: bool = False  # a thread of the trainer makes the batches
+    solo: int = 0  # batches to time that thread alone on (measure_alone)
+    held: deque = field(default_factory=deque)  # (batch, shapes) taken ahead by it
+    held_end: Optional[BaseException] = None  # how the pass ended while they were taken
+    solo_report: Optional[ReaderSolo] = None  # sent once the held batches are handed over
 
 
 class LoaderTracker:
@@ -66,6 +79,7 @@ class LoaderTracker:
             return
         handle.ended = True
         handle.last = None
+        self._report_solo(handle)
         with self._lock:
             if self._live.get(handle.loader_id) is handle:
                 del self._live[handle.loader_id]
@@ -104,10 +118,68 @@ class LoaderTracker:
         handle.produced += 1
         return shapes
 
+    # --- a producer thread timed alone ---------------------------------------------------------
+    def measure_alone(self, batches: int) -> int:
+        """Ask each running pass of a thread producer to time it alone on `batches` batches
+        at the loop's next batch; the passes asked."""
+        with self._lock:
+            live = [h for h in self._live.values() if h.thread_producer and not h.ended and
+                    not h.solo and not h.held]
+        for handle in live:
+            handle.solo = int(batches)
+        return len(live)
+
+    def take_alone(self, handle: Pass, take: Callable[[], tuple], max_s: float):
+        """The pull: `take()` gives the next batch as (batch, shapes, produce_s, cpu_s,
+        alone: whether the thread began it after the pull began); batches are taken until
+        handle.solo were made alone or `max_s` passed, and held. StopIteration or an error
+        ends the pull (raised again after the held batches: `serve_held`)."""
+        wanted, handle.solo = handle.solo, 0
+        started = _perf()
+        n, produce_s, cpu_s = 0, 0.0, 0.0
+        try:
+            while n < wanted and _perf() - started < max_s:
+                batch, shapes, produce, cpu, alone = take()
+                handle.held.append((batch, shapes))
+                if alone:
+                    n += 1
+                    produce_s += produce
+                    cpu_s = None if cpu is None or cpu_s is None else cpu_s + cpu
+        except BaseException as err:  # noqa: B036  (StopIteration, or the reader's error)
+            handle.held_end = err
+        handle.solo_report = ReaderSolo(handle.loader_id, handle.number, _perf(), n,
+                                        produce_s, cpu_s if n else None)
+
+    def serve_held(self, handle: Pass):
+        """The next batch taken ahead, as the loop receives it (a pop marked as the speed
+        test's: it did not wait); None when none is held. The pass's end met during the
+        pull is raised once they are all handed over."""
+        if not handle.held:
+            err, handle.held_end = handle.held_end, None
+            if err is not None:
+                raise err
+            return None
+        batch, shapes = handle.held.popleft()
+        t = _perf()
+        self.got(handle, t, t, batch, len(handle.held) + 1 + _safe_ready(handle), shapes,
+                 taken_ahead=True)
+        if not handle.held:
+            self._report_solo(handle)
+        return batch
+
+    def _report_solo(self, handle: Pass):
+        report, handle.solo_report = handle.solo_report, None
+        if report is None and handle.solo:
+            report = ReaderSolo(handle.loader_id, handle.number, _perf(), 0, 0.0)
+        handle.solo = 0
+        if report is not None:
+            self.bus.emit("reader_solo", report)
+
     def got(self, handle: Pass, t_request: float, t_got: float, batch, size: int,
-            shapes: Optional[tuple] = None):
+            shapes: Optional[tuple] = None, taken_ahead: bool = False):
         """The training loop asked for a batch at `t_request` and got it at `t_got`, with
-        `size` batches ready as it asked; `shapes` what `produced` returned for it (the
+        `size` batches ready as it asked (`taken_ahead`: held by take_alone, its pop marked
+        as the speed test's); `shapes` what `produced` returned for it (the
         batch size is read from them instead of walking the batch again)."""
         wait = t_got - t_request
         index = handle.batches
@@ -118,7 +190,8 @@ class LoaderTracker:
         self.timer.read(t_request, wait, batch_size)
         if self.bus.listening("reader_pop"):
             self.bus.emit("reader_pop", ReaderPop(handle.loader_id, handle.number, index,
-                                                  t_got, wait, size, handle.capacity))
+                                                  t_got, wait, size, handle.capacity,
+                                                  speed_test=taken_ahead))
 
     def replay(self, handle: Pass):
         """In the speed-test mode: the pass's last batch again (None before the first)."""

@@ -52,6 +52,9 @@ class EagerSource(Source):
     def speed_test_mode(self) -> bool:
         return self.loaders.speed_test
 
+    def measure_producers_alone(self, batches: int) -> int:
+        return self.loaders.measure_alone(batches)
+
     def set_speed_test_mode(self, on: bool) -> bool:
         previous, self.loaders.speed_test = self.loaders.speed_test, bool(on)
         return previous

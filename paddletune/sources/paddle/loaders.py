@@ -36,6 +36,7 @@ MULTI = dataloader_iter._DataLoaderIterMultiProcess
 STATE = "_paddletune_state"  # the iterator's attribute holding its _IterState
 LOADER_ID = "_paddletune_id"  # the DataLoader's attribute holding its id
 SLOT = 5  # doubles per slot: index, pass, produce_s, cpu_s, worker
+SOLO_MAX_S = 2.0  # timing the reading thread alone waits at most about this long
 
 _forking = None  # (the RawArray, its slots) while _init_workers forks: what the child reads
 
@@ -181,7 +182,7 @@ class LoaderHooks:
                             target.__dict__[STATE + "_error"] = error_detail(err)
                             target._exit_thread_unexpectedly()
                         raise
-                    times.append((_perf() - t0, _cpu() - c0))
+                    times.append((t0, _perf() - t0, _cpu() - c0))
                     return out
 
                 fetcher.fetch = timed_fetch
@@ -236,10 +237,19 @@ class LoaderHooks:
                 batch = loaders.replay(handle)
                 if batch is not None:
                     return batch
+            if not multi:
+                handle.thread_producer = True
+                if handle.solo:
+                    began = _perf()
+                    loaders.take_alone(handle, lambda: self._take_alone(it, st, handle,
+                                                                        original, began),
+                                       SOLO_MAX_S)
             queue = it._blocking_queue
             ready = queue.size() if queue is not None else 0
             t_request = _perf()
             try:
+                if handle.held or handle.held_end is not None:
+                    return loaders.serve_held(handle)
                 batch = original(it)
             except StopIteration:
                 st.finished, st.handle = True, None
@@ -261,13 +271,26 @@ class LoaderHooks:
             else:
                 times = st.single_times
                 if times:
-                    produce_s, cpu_s = times.popleft()
+                    _, produce_s, cpu_s = times.popleft()
                     shapes = loaders.produced(handle, -1, produce_s, cpu_s, batch, 0)
             loaders.got(handle, t_request, t_got, batch, ready, shapes)
             return batch
 
         __next__.__wrapped__ = original
         return __next__
+
+    def _take_alone(self, it, st: _IterState, handle, original, began: float) -> tuple:
+        """One batch of the reading thread's timing alone (LoaderTracker.take_alone): taken
+        from paddle's queue while the loop only waits; alone when its fetch began after
+        `began` (the pull's start: paddle's buffered reader keeps batches beyond the queue)."""
+        batch = original(it)
+        st.count += 1
+        times = st.single_times
+        if not times:
+            return batch, None, 0.0, None, False
+        t0, produce_s, cpu_s = times.popleft()
+        shapes = self.loaders.produced(handle, -1, produce_s, cpu_s, batch, 0)
+        return batch, shapes, produce_s, cpu_s, t0 >= began
 
     def _worker_produced(self, st: _IterState, handle, index: int, batch, ready: int):
         """The worker's time for batch `index` from the shared slots (`ready`: the batches
