@@ -117,7 +117,8 @@ def worker_plan(profile, f: LoaderFigures) -> dict:
                         cpu_share=cpu_share)
     free_s, source = _consumer_step(s, f, cycle_s)
     alone = producer_alone(profile, f) if gil and source == "speed test" else None
-    if alone is not None:  # the thread timed alone, and the step without it: a point
+    if alone is not None:  # the thread timed alone, and the step without it: a tighter
+        # lower bound (a worker process may still be faster than the thread alone)
         cost = _alone_cost(alone, per_step)
         free_s += WORKER_BATCH_S * per_step  # a worker process's batches cost a hand-over
     cores = free_cores(profile, f)
@@ -301,8 +302,8 @@ def reader_thread_gil(profile) -> Optional[Advice]:
     GIL, so the loop's ops wait while the thread works (the report then says compute-bound).
     A worker process makes the batches beside the trainer instead. Without a speed test the
     gain is a lower bound (the figures are inflated by the contention), and the advice says
-    how to measure it; a speed test measures the step without the thread and times the
-    thread alone, which predict it.
+    how to measure it; a speed test measures the step without the thread (the upper bound)
+    and times the thread alone (a tighter lower bound).
     """
     f = main_loader(profile)
     s = profile.summary
