@@ -3,6 +3,7 @@ pool tagged "reader", while the trainer thread's arrays keep the executor's tags
 
 import gc
 import threading
+import time
 
 import numpy as np
 
@@ -60,6 +61,7 @@ def test_dataloader_batches_are_counted_as_reader_memory():
     with events.subscribe("memory_step", records.append):
         for data in loader():
             exe.run(main, feed=data, fetch_list=[loss])
+            time.sleep(0.02)  # slower than the reader: batches queue up
     batch_bytes = BATCH[0] * BATCH[1] * 4
     assert max(r.by_tag.get("reader", 0) for r in records) >= 2 * batch_bytes  # queued ones
     del data
@@ -67,3 +69,28 @@ def test_dataloader_batches_are_counted_as_reader_memory():
     pool = memory.pool_for(fluid.CPUPlace())
     assert pool.by_tag.get("reader", 0) < batch_bytes  # the batches went back to the pool
     pool.check()
+
+
+def test_the_generator_runs_on_numpys_allocator_and_its_batches_land_in_the_pool():
+    """The user's generator's temporaries are not the batch's: they skip the pool's hook (a
+    round trip into Python per array); the arrays the batch keeps are copied into the pool."""
+    from numpy._core.multiarray import get_handler_name
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x = fluid.data("x", [None, 4])
+    loader = fluid.io.DataLoader.from_generator(feed_list=[x], capacity=2)
+    handlers = []
+    data = np.arange(40, dtype="float32").reshape(10, 4)
+
+    def gen():
+        for i in range(4):
+            handlers.append(get_handler_name(np.empty(16)))
+            yield [data[i:i + 2] if i % 2 else np.full((2, 4), i, "float32")]
+
+    loader.set_batch_generator(gen)
+    got = [d[0]["x"] for d in loader()]
+    assert handlers == ["default_allocator"] * 4
+    made = np.array(got[0])  # (a LoDTensor's array)
+    assert (get_handler_name(got[0]._array()) or "").startswith("paddletune:")
+    assert made.tolist() == [[0.0] * 4] * 2
+    assert np.array(got[1]).tolist() == data[1:3].tolist()  # a view of the user's data

@@ -191,6 +191,9 @@ def _detach_at_exit():
 atexit.register(_detach_at_exit)
 
 
+POOL_HANDLER_PREFIX = "paddletune:"  # the names of the pools' NumPy handlers start so
+
+
 def handler_for(pool, tag=None):
     """The NumPy handler capsule serving arrays from `pool` (made once per pool and tag):
     tagged `tag`, or with the pool's current tag (`pool.tag`, set by the executor) when None.
@@ -201,7 +204,7 @@ def handler_for(pool, tag=None):
         index = cache[tag] = len(_POOLS)
         _POOLS.append(pool)
         _TAGS.append(tag)
-        name = f"paddletune:{pool.name}:{tag or '*'}".encode()[:126]
+        name = f"{POOL_HANDLER_PREFIX}{pool.name}:{tag or '*'}".encode()[:126]
         struct = _Handler(name, 1, _Allocator(index, *_ENTRY))
         new_capsule = ctypes.pythonapi.PyCapsule_New
         new_capsule.restype = ctypes.py_object
