@@ -26,9 +26,6 @@ GIL_STEP_SHARE = 0.10  # a reader thread computing this share of each step takes
 GIL_STEP_SHARE_MEDIUM = 0.25  # the loop (low), this much: medium
 GIL_INFLATED = ("a lower bound: the thread's CPU time and the step were measured while the "
                 "two took turns at the GIL, which inflates both")
-ALONE_BOUND = ("a worker process may make a batch faster still, free of what the thread "
-               "pays in the trainer's process (bench_advice's thread jobs: 1.6-1.9x "
-               "predicted this way, 2.7-3.1x measured)")
 WORKER_BATCH_S = 0.00015  # the trainer's side of taking a batch from a worker process (a
 # 64x784 float32 batch on this 2-core VM: 0.12-0.14 ms of the trainer's CPU, ipc check in
 # docs/benchmarks.md)
@@ -58,7 +55,7 @@ def reader_starved(profile) -> Optional[Advice]:
         title=_starved_title(f),
         severity="low" if tiny else gain_severity(
             "high" if share >= HIGHLY_INPUT_BOUND else "medium",
-            None if plan["gil_bound_thread"] else plan["speedup"]),  # GIL: a lower bound
+            None if _gil_lower_bound(plan) else plan["speedup"]),  # GIL: a lower bound
         change=_worker_change(writer(profile), f, plan),
         expected_gain=_worker_gain(plan, script(profile)),
         expected_speedup=None if _gil_unpredictable(plan) else plan["speedup"],
@@ -117,8 +114,7 @@ def worker_plan(profile, f: LoaderFigures) -> dict:
                         cpu_share=cpu_share)
     free_s, source = _consumer_step(s, f, cycle_s)
     alone = producer_alone(profile, f) if gil and source == "speed test" else None
-    if alone is not None:  # the thread timed alone, and the step without it: a tighter
-        # lower bound (a worker process may still be faster than the thread alone)
+    if alone is not None:  # the thread timed alone, and the step without it: an estimate
         cost = _alone_cost(alone, per_step)
         free_s += WORKER_BATCH_S * per_step  # a worker process's batches cost a hand-over
     cores = free_cores(profile, f)
@@ -271,7 +267,7 @@ def _worker_gain(plan, script_name: str) -> str:
         how = f"{n} worker process(es) making the batches while the model computes"
     elif plan["gil_bound_thread"]:
         how = f"{n} worker process(es), the training loop no longer waiting for the GIL"
-    bound = "at least" if plan["gil_bound_thread"] else "up to"
+    bound = "at least" if _gil_lower_bound(plan) else "up to"
     text = (f"{bound} {plan['speedup']:.2f}x steps/s ({ms(plan['cycle_s'])} -> "
             f"{ms(plan['predicted_cycle_s'])} per step) with {how}; {ceiling}")
     if plan["gil_bound_thread"]:
@@ -303,7 +299,7 @@ def reader_thread_gil(profile) -> Optional[Advice]:
     A worker process makes the batches beside the trainer instead. Without a speed test the
     gain is a lower bound (the figures are inflated by the contention), and the advice says
     how to measure it; a speed test measures the step without the thread (the upper bound)
-    and times the thread alone (a tighter lower bound).
+    and times the thread alone, which estimate it.
     """
     f = main_loader(profile)
     s = profile.summary
@@ -348,13 +344,18 @@ def _thread_gil_gain(plan, cycle_s: float, script_name: str) -> str:
         return (f"at least {plan['speedup']:.2f}x steps/s ({change} ({GIL_INFLATED}){cores}"
                 f"; `paddletune profile --speed-test {script_name}` measures the step "
                 f"without the thread")
-    return (f"at least {plan['speedup']:.2f}x steps/s ({change}"
-            f"{_gil_basis(plan, script_name)}{cores}")
+    return f"{plan['speedup']:.2f}x steps/s ({change}{_gil_basis(plan, script_name)}{cores}"
+
+
+def _gil_lower_bound(plan) -> bool:
+    """A GIL-bound thread's gain is only bounded from below: the speed test did not time
+    the thread alone (see GIL_INFLATED)."""
+    return plan["gil_bound_thread"] and not plan.get("producer_alone_s_per_step")
 
 
 def _gil_unpredictable(plan) -> bool:
     """A GIL-bound thread's inflated figures bound no gain (see GIL_INFLATED)."""
-    return plan["gil_bound_thread"] and (plan["speedup"] or 1.0) < NO_GAIN
+    return _gil_lower_bound(plan) and (plan["speedup"] or 1.0) < NO_GAIN
 
 
 def _gil_basis(plan, script_name: str) -> str:
@@ -362,10 +363,10 @@ def _gil_basis(plan, script_name: str) -> str:
     timed alone by the speed test, else its figures beside the trainer."""
     if not plan.get("producer_alone_s_per_step"):
         return f" ({GIL_INFLATED})" + _gil_upper_bound(plan, script_name)
-    return (f" (a lower bound from the speed test: the step without the thread, "
+    return (f" (from the speed test: the step without the thread, "
             f"{ms(plan['consumer_s_per_step'])} with a worker's hand-over, and the thread "
             f"timed alone, {ms(plan['producer_alone_s_per_step'])} per step against "
-            f"{ms(plan['producer_cpu_measured_s'])} of CPU beside the trainer; {ALONE_BOUND})"
+            f"{ms(plan['producer_cpu_measured_s'])} of CPU beside the trainer)"
             + _gil_upper_bound(plan, script_name))
 
 
