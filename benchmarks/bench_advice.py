@@ -124,7 +124,7 @@ JOBS = [
         tune_specs=("only=num_workers,blas_threads",)),
     Job("gc-off", "garbage collection off under a memory cap: every temporary lives to the "
         "step's end", "tests/memjob.py", MLP_MEM, ("gc-off",),
-        env={"FLAGS_eager_delete_tensor_gb": "-1", "FLAGS_cpu_memory_limit_mb": "14"},
+        env={"FLAGS_eager_delete_tensor_gb": "-1", "FLAGS_cpu_memory_limit_mb": "22"},
         metric="peak"),
     Job("oom-batch", "a batch too large for the memory cap",
         "tests/memjob.py", ["--model", "mlp", "--batches", "4096", "--steps", "100000"],

@@ -194,6 +194,15 @@ atexit.register(_detach_at_exit)
 POOL_HANDLER_PREFIX = "paddletune:"  # the names of the pools' NumPy handlers start so
 
 
+def pooled(array) -> bool:
+    """Whether a pool's handler allocated the data `array` owns (False for a view)."""
+    try:
+        from numpy._core.multiarray import get_handler_name
+    except ImportError:  # NumPy 1.x
+        from numpy.core.multiarray import get_handler_name
+    return (get_handler_name(array) or "").startswith(POOL_HANDLER_PREFIX)
+
+
 def handler_for(pool, tag=None):
     """The NumPy handler capsule serving arrays from `pool` (made once per pool and tag):
     tagged `tag`, or with the pool's current tag (`pool.tag`, set by the executor) when None.

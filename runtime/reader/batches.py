@@ -4,11 +4,10 @@ worker process) the worker's share of them."""
 import itertools
 
 import numpy as np
-from numpy._core.multiarray import get_handler_name
 
 from .. import memory
 from ..data_feeder import DataFeeder
-from ..memory.numpy_hook import POOL_HANDLER_PREFIX
+from ..memory.numpy_hook import pooled
 from ..errors import FeedError
 from ..place import CPUPlace
 from . import regroup
@@ -44,8 +43,7 @@ def pooled_batches(kind, reader, batch_size, drop_last, feed_vars, name, pool):
 def _in_pool(array):
     """`array`, or a copy in the current thread's pool when NumPy's own allocator made it (a
     view of the user's data is left as it is, as it always was)."""
-    if isinstance(array, np.ndarray) and array.flags.owndata and \
-            not (get_handler_name(array) or "").startswith(POOL_HANDLER_PREFIX):
+    if isinstance(array, np.ndarray) and array.flags.owndata and not pooled(array):
         return array.copy()
     return array
 
