@@ -640,7 +640,8 @@ class _SpeedTest:
 
     def _switch(self, phase, message):
         self.phase = phase
-        self.session.event(SpeedTestEvent, phase=phase, step=self.steps, message=message)
+        self.session.event(SpeedTestEvent, phase=phase, step=self.steps, message=message,
+                           cpu_s=time.process_time())
 
 
 def _exit_status(exc: SystemExit):

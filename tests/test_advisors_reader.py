@@ -542,6 +542,36 @@ def test_a_starved_thread_timed_alone_gets_workers_sized_from_that_timing(tmp_pa
                                      "reader-starved").expected_gain
 
 
+def test_a_trainer_that_waits_in_its_step_leaves_the_cores_to_the_workers(tmp_path):
+    """The ceiling window's process CPU says the trainer's step (11 ms) used 2 ms of CPU:
+    the cores bound the workers' CPU with those 2 ms, not the whole step; CPU above the
+    step would be spinning math threads, and is not counted."""
+    from test_summary_reader import speed_test_events
+    def advised(cpu_at_done):
+        steps = step_records(wall_s=0.012, gap_s=0.030)
+        t = steps[1]["t"]
+        for i, st in enumerate(steps[1:]):
+            if 20 <= i < 30:
+                st["wall_s"], st["gap_s"] = 0.010, 0.001
+            st["t"] = t
+            t += st["wall_s"] + st["gap_s"]
+        events = speed_test_events(steps[11]["t"] - 1e-4, steps[21]["t"] - 1e-4,
+                                   steps[31]["t"] - 1e-4, cpu_s=(0.0, 1.0, cpu_at_done))
+        per_batch = {"cpu_s": 0.018, "produce_s": 0.020, "wait_s": 0.029,
+                     "empty_ratio": 0.9, "fill": 0}
+        path = make_profile(tmp_path / f"{cpu_at_done}.jsonl", steps=steps, env=CORES_2,
+                            options={"speed_test": 10},
+                            extra=events + reader_records(steps, **per_batch)
+                            + [alone(0.018, 0.018)])
+        return only(advise(load(path), READER_RULES), "reader-starved").figures
+    waits = advised(1.0 + 10 * 0.002)  # 2 ms of CPU per 11 ms step
+    assert waits["trainer_cpu_s_per_step"] == pytest.approx(0.002 + reader.WORKER_BATCH_S)
+    assert waits["cpu_bound_cycle_s"] == pytest.approx((0.00215 + 0.018) / (2 * 0.85))
+    spins = advised(1.0 + 10 * 0.020)  # 2 cores busy: counted as one core's worth
+    assert spins["trainer_cpu_s_per_step"] is None
+    assert spins["cpu_bound_cycle_s"] == pytest.approx((0.01115 + 0.018) / (2 * 0.85))
+
+
 def test_waits_that_fill_the_step_fall_back_on_the_steps_own_run(tmp_path):
     """The loader times its waits and the step probe the cycle, over windows that differ a
     little: a wait of 43 ms 'per step' against a 42 ms cycle leaves no step without data;

@@ -58,11 +58,13 @@ class SoloSource:
 class Recording(FakeSession):
     def __init__(self, source):
         self.events, self.source, self.records, self.messages = [], source, [], []
+        self.cpu = []
 
     def event(self, kind, **fields):
         if "phase" in fields:
             self.events.append((fields["phase"], fields["step"]))
             self.messages.append(fields["message"])
+            self.cpu.append(fields["cpu_s"])
         else:
             self.records.append(kind(t_s=0.0, **fields))
 
@@ -80,6 +82,8 @@ def test_a_solo_phase_lasts_until_each_loader_asked_has_reported():
     st.on_solo(events.ReaderSolo(1, 1, 1.0, 0, 0.0, None))  # one made none alone
     st.on_step(step(1))
     assert session.events[-1] == ("done", 7)
+    assert all(isinstance(c, float) for c in session.cpu)  # the process's CPU at each
+    assert session.cpu == sorted(session.cpu)
     [solo] = session.records  # (the loader that made none records nothing)
     assert (solo.loader, solo.batches) == (0, 8)
     assert solo.s_per_batch == 0.01 and solo.cpu_s_per_batch == 0.005

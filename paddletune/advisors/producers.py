@@ -84,10 +84,13 @@ class WorkerSizing:
 
 
 def size_workers(cores: Optional[FreeCores], cost: ProducerCost, free_s: float,
-                 cycle_s: float, trainer_bound: Optional[float]) -> WorkerSizing:
+                 cycle_s: float, trainer_bound: Optional[float],
+                 trainer_cpu_s: Optional[float] = None) -> WorkerSizing:
     """Size the producers for a step of `free_s` without data (now `cycle_s`): `cores` the
     job's cores (free_cores), `trainer_bound` the most cores the trainer's own work keeps
-    busy (trainer_work_bound; None: unknown). The step without data is taken as measured
+    busy (trainer_work_bound; None: unknown), `trainer_cpu_s` the CPU its step without data
+    takes (measured by the speed test's ceiling window; None: `free_s` stands for it, one
+    core's worth). The step without data is taken as measured
     even where blas_note advises fewer math threads: beside busy workers the threads it
     takes away had no free core to run on (bench_advice's sync-input and starved-workers
     jobs: predicted within 10% of the measured change this way, 20-25% short when the step
@@ -102,7 +105,7 @@ def size_workers(cores: Optional[FreeCores], cost: ProducerCost, free_s: float,
         cap > max(math.floor(cores.free / cost.cores_each + 1e-9), 1)
     workers = min(needed, cap)
     busy = worker_busy_cores(cost, workers, free_s)
-    cpu_bound_s = _cpu_bound(cores, cost, free_s)
+    cpu_bound_s = _cpu_bound(cores, cost, free_s if trainer_cpu_s is None else trainer_cpu_s)
     new_s = max(free_s, cost.wall_s / workers, cpu_bound_s or 0.0)
     return WorkerSizing(needed, cap, workers, room, widened, cpu_bound_s,
                         min(new_s, cycle_s), free_s, busy)
@@ -117,17 +120,18 @@ def worker_busy_cores(cost: ProducerCost, workers: int, free_s: float) -> float:
     return busy
 
 
-def _cpu_bound(cores: Optional[FreeCores], cost: ProducerCost, free_s: float
+def _cpu_bound(cores: Optional[FreeCores], cost: ProducerCost, trainer_cpu_s: float
                ) -> Optional[float]:
-    """The step the cores allow: the trainer's step without data (one core's worth of work:
-    a trainer of several math threads crowded by workers gets no more) plus the producers'
-    CPU for a step's batches, over the cores other processes leave."""
+    """The step the cores allow: the trainer's CPU per step without data (measured, else
+    its step without data: one core's worth of work, as a trainer of several math threads
+    crowded by workers gets no more) plus the producers' CPU for a step's batches, over the
+    cores other processes leave."""
     if cores is None or not cores.cores:
         return None
     usable = (cores.cores - cores.others) * SHARED_CORE_USE
     if usable <= 0:
         return None
-    return (free_s + cost.cpu_per_step_s) / usable
+    return (trainer_cpu_s + cost.cpu_per_step_s) / usable
 
 
 def worker_cap(room: Optional[float], per_worker: float, cores: Optional[int]) -> int:
@@ -253,6 +257,6 @@ def cpu_bound_note(plan) -> str:
     """Why the cores, not the workers' count, set the predicted step."""
     usable = (plan["cores"] or 0) - (plan["other_processes_cores"] or 0.0)
     cpu = plan["producer_cpu_s_per_step"] or plan["worker_s_per_step"]
-    return (f"the cores bound it: the trainer's {ms(plan['consumer_s_per_step'])} and the "
-            f"producers' {ms(cpu)} of CPU per step share the {usable:.1f} core(s) other "
-            f"processes leave")
+    trainer = plan.get("trainer_cpu_s_per_step") or plan["consumer_s_per_step"]
+    return (f"the cores bound it: the trainer's {ms(trainer)} and the producers' {ms(cpu)} "
+            f"of CPU per step share the {usable:.1f} core(s) other processes leave")

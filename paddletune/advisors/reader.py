@@ -117,19 +117,35 @@ def worker_plan(profile, f: LoaderFigures) -> dict:
     if alone is not None:  # the thread timed alone, and the step without it: an estimate
         cost = _alone_cost(alone, per_step)
         free_s += WORKER_BATCH_S * per_step  # a worker process's batches cost a hand-over
+    trainer_cpu_s = _trainer_cpu(s, free_s, (WORKER_BATCH_S * per_step) if alone else 0.0) \
+        if source == "speed test" else None
     cores = free_cores(profile, f)
     shares = s.shares
     sizing = size_workers(cores, cost, free_s, cycle_s,
                           trainer_work_bound(profile, (shares.read if shares else None)
-                                             or f.wait.share))
+                                             or f.wait.share), trainer_cpu_s)
     plan = plan_figures(profile, sizing, cores, cost, cycle_s, free_s, source) | {
         "current_workers": current, "gil_bound_thread": gil, "made_in": f.config.made_in,
         "producer_s_per_step": measured_s, "producer_cpu_measured_s": cpu_s,
+        "trainer_cpu_s_per_step": trainer_cpu_s,
         "empty_ratio": f.empty_ratio,
         "wait_per_step_s": f.wait.per_step_s, "wait_share": f.wait.share,
         "capacity": f.config.capacity,
         "suggested_capacity": _capacity(f, sizing.workers)} | _alone_figures(alone, per_step)
     return plan | _gil_bound_from_above(plan, gil and source == "speed test")
+
+
+def _trainer_cpu(s: Summary, free_s: float, hand_over_s: float) -> Optional[float]:
+    """The CPU the trainer's step without data takes: the process's CPU per step in the
+    speed test's ceiling window, where it is less than that step (a step that waits,
+    e.g. for the GIL or a device); never more (CPU above one core's worth of the step is
+    math threads spinning, which workers beside them take back: producers.size_workers).
+    `hand_over_s`: what taking a step's batches from a worker adds. None: not measured."""
+    measured = s.speed_test.ceiling.cpu_s_per_step
+    if measured is None:
+        return None
+    measured += hand_over_s
+    return measured if measured < free_s else None
 
 
 def producer_alone(profile, f: LoaderFigures) -> Optional[ProducerAlone]:

@@ -311,11 +311,10 @@ def speed_test_figures(profile, train: Sequence[r.Step],
     switches = _switches(profile)
     if window is None and not switches:
         return None
-    started = switches.get("ceiling")
+    begun, started = switches.get("baseline"), switches.get("ceiling")
     ended = switches.get("solo") or switches.get("done")  # the ceiling window's end
-    bounds = [switches[p].t_s if p in switches else None for p in ("baseline", "ceiling")]
-    base = _window(train, bounds[0], bounds[1] if bounds[1] is not None else float("inf"))
-    ceil = _window(train, bounds[1], ended.t_s if ended is not None else float("inf"))
+    base = _window(train, begun, started)
+    ceil = _window(train, started, ended)
     ratio = ceil.steps_per_s / base.steps_per_s if base and ceil and base.steps_per_s else None
     return F.SpeedTestFigures(
         window_steps=window, has_loader=has_loader,
@@ -329,13 +328,18 @@ def speed_test_figures(profile, train: Sequence[r.Step],
                               for e in profile.events_of("producer_solo")))
 
 
-def _window(train, t0, t1) -> Optional[F.WindowRate]:
-    if t0 is None:
+def _window(train, start, end) -> Optional[F.WindowRate]:
+    """The window between switch events `start` and `end` (None: not reached / open)."""
+    if start is None:
         return None
+    t0, t1 = start.t_s, end.t_s if end is not None else float("inf")
     steps = [s for s in train if t0 <= s.t_s < t1]
     total_s = sum(s.cycle_s for s in steps)
     if not steps or total_s <= 0:
         return None
     samples = sum(s.batch_size or 0 for s in steps)
+    cpu = (end.cpu_s - start.cpu_s) / len(steps) if end is not None and \
+        end.cpu_s is not None and start.cpu_s is not None else None
     return F.WindowRate(len(steps), total_s / len(steps), len(steps) / total_s,
-                        samples / total_s if samples else None)
+                        samples / total_s if samples else None,
+                        cpu if cpu is None or cpu >= 0 else None)

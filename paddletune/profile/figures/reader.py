@@ -324,12 +324,16 @@ class WindowRate:
       cycle_s        their mean cycle
       steps_per_s    steps per second
       samples_per_s  samples per second (None without batch sizes)
+      cpu_s_per_step the process's CPU time (all its threads) per step over the window
+                     (None: not measured); in the ceiling window, with the producer thread
+                     idle on its full queue, what the trainer's own work costs
     """
 
     steps: Count
     cycle_s: Seconds
     steps_per_s: Number
     samples_per_s: Optional[Number] = None
+    cpu_s_per_step: Optional[Seconds] = None
 
 
 @dataclass(frozen=True)

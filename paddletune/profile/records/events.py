@@ -146,6 +146,8 @@ class SpeedTestEvent:
                ProducerSoloEvent) or done
       step     training steps so far
       message  what changed
+      cpu_s    the process's CPU time (all its threads) at the switch, since it started
+               (None: not measured)
     """
 
     KIND: ClassVar[str] = "event"
@@ -154,6 +156,7 @@ class SpeedTestEvent:
     phase: Literal["baseline", "ceiling", "solo", "done"] = "baseline"
     step: Count = 0
     message: Optional[str] = None
+    cpu_s: Optional[Seconds] = None
 
 
 @dataclass(frozen=True)
