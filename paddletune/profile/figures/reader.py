@@ -324,9 +324,9 @@ class WindowRate:
       cycle_s        their mean cycle
       steps_per_s    steps per second
       samples_per_s  samples per second (None without batch sizes)
-      cpu_s_per_step the process's CPU time (all its threads) per step over the window
-                     (None: not measured); in the ceiling window, with the producer thread
-                     idle on its full queue, what the trainer's own work costs
+      cpu_s_per_step  the process's CPU time (all its threads) per step over the window
+                      (None: not measured); in the ceiling window, with the producer
+                      thread idle on its full queue, what the trainer's own work costs
     """
 
     steps: Count
