@@ -377,6 +377,24 @@ def test_a_pass_reset_while_batches_are_held_still_reports(prog):
     assert len(solos) == 1 and solos[0].batches == 3
 
 
+def test_a_generator_failing_during_the_timing_raises_and_ends_the_pass(prog):
+    def gen():
+        for i in range(5):
+            yield [np.full((2, 3), i, "float32"), np.full((2, 1), i, "int64")]
+        raise ValueError("bad sample")
+    loader = loader_for(prog, capacity=2).set_batch_generator(gen)
+    states = []
+    with events.subscribe("reader_state", states.append):
+        it = loader()
+        next(it)
+        time.sleep(0.05)
+        assert loader.measure_producer_alone(8)
+        with pytest.raises(ValueError, match="bad sample"):
+            next(it)
+    assert [s.what for s in states] == ["start", "error"]
+    assert not producer_threads(loader)
+
+
 def test_only_a_running_thread_producer_is_timed_alone(prog):
     loader = loader_for(prog, capacity=2).set_batch_generator(batch_gen(4))
     assert not loader.measure_producer_alone(4)  # no pass

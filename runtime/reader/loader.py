@@ -474,6 +474,9 @@ class GeneratorLoader(DataLoaderBase):
                     alone.append(batch)
         except (QueueClosed, TimeoutError):  # the pass ended, or the producer is slow: the
             pass  # normal pop reports either at its turn
+        except BaseException as err:  # the producer failed, or Ctrl-C: as the normal pop
+            self._end(p, "error", f"{type(err).__name__}: {err}")
+            raise
         cpu = [b.cpu_s for b in alone]
         p.solo_report = events.ReaderSolo(self.id, p.number, _perf(), len(alone),
                                           sum(b.produce_s for b in alone),

@@ -133,7 +133,8 @@ class LoaderTracker:
         """The pull: `take()` gives the next batch as (batch, shapes, produce_s, cpu_s,
         alone: whether the thread began it after the pull began); batches are taken until
         handle.solo were made alone or `max_s` passed, and held. StopIteration or an error
-        ends the pull (raised again after the held batches: `serve_held`)."""
+        ends the pull (raised again after the held batches: `serve_held`); Ctrl-C and
+        sys.exit are not held back."""
         wanted, handle.solo = handle.solo, 0
         started = _perf()
         n, produce_s, cpu_s = 0, 0.0, 0.0
@@ -145,7 +146,7 @@ class LoaderTracker:
                     n += 1
                     produce_s += produce
                     cpu_s = None if cpu is None or cpu_s is None else cpu_s + cpu
-        except BaseException as err:  # noqa: B036  (StopIteration, or the reader's error)
+        except Exception as err:  # noqa: BLE001  (StopIteration, or the reader's error)
             handle.held_end = err
         handle.solo_report = ReaderSolo(handle.loader_id, handle.number, _perf(), n,
                                         produce_s, cpu_s if n else None)
