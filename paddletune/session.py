@@ -570,9 +570,12 @@ class _SpeedTest:
     trainer is then timed alone (the source's measure_producers_alone: at the next step the
     loop takes its queued batches and SOLO_BATCHES more at once, waiting while the thread
     makes them, then trains on them in order): a ProducerSoloEvent, and the "solo" phase
-    covers the steps until each loader asked has reported (at most SOLO_MAX_STEPS). Each
-    switch is an event record {"kind": "speed_test", "phase": baseline|ceiling|solo|done,
-    "step"}; the flag is never left on, whatever way the job ends."""
+    covers the steps until each loader asked has reported (at most SOLO_MAX_STEPS). Last,
+    where the job runs several math threads and the source can set them, the ceiling again
+    with one ("one_thread": what the advice's fewer threads cost the step), then the count
+    and the flag go back. Each switch is an event record {"kind": "speed_test", "phase":
+    baseline|ceiling|solo|one_thread|done, "step", "cpu_s"}; the flag and the thread count
+    are never left changed, whatever way the job ends."""
 
     def __init__(self, session, options):
         self.session, self.window = session, options.speed_test
@@ -580,7 +583,9 @@ class _SpeedTest:
         self.steps = 0
         self.program = None  # the program of the first training step: the one counted
         self.phase = None
-        self.previous = None
+        self.previous = None  # the flag's setting before the speed test
+        self.threads = None  # the math threads the one-thread window replaced
+        self.phase_end = None  # the step that ends the solo or the one-thread phase
         self.solo_waiting = 0  # loaders asked to time their producer alone, not yet reported
 
     def on_step(self, record):
@@ -598,14 +603,17 @@ class _SpeedTest:
             self.previous = self.session.source.set_speed_test_mode(True)
             self._switch("ceiling", f"speed test: the no-data ceiling mode on for "
                          f"{self.window} steps (the same batch is re-read instead of popped)")
-        elif self.steps == self.start + 2 * self.window:
-            self.finish()
+        elif self.phase == "ceiling" and self.steps == self.start + 2 * self.window:
+            self._solo()
         elif self.phase == "solo":
             if self.solo_waiting <= 0:
-                self._switch("done", "speed test: done")
-            elif self.steps >= self.start + 2 * self.window + SOLO_MAX_STEPS:
-                self._switch("done", f"speed test: done ({self.solo_waiting} DataLoader(s) "
-                                     f"asked to time their producer alone did not report)")
+                self._one_thread("speed test: done")
+            elif self.steps >= self.phase_end:
+                self._one_thread(f"speed test: done ({self.solo_waiting} DataLoader(s) asked "
+                                 f"to time their producer alone did not report)")
+        elif self.phase == "one_thread" and self.steps >= self.phase_end:
+            self._restore()
+            self._switch("done", "speed test: done; the math threads and the flag back")
 
     def on_solo(self, r):
         """A loader's report of its producer thread timed alone (the source's reader_solo)."""
@@ -619,24 +627,53 @@ class _SpeedTest:
                 message=f"the reader thread of DataLoader#{r.loader_id} timed alone: "
                         f"{r.produce_s * per * 1e3:.2f} ms per batch over {r.batches} batches")
 
-    def finish(self):
-        """Turn the flag back off (idempotent): the ceiling window's end, or the job's. At the
-        window's end, producer threads are timed alone when the source can."""
-        if self.phase == "solo":  # the job's end
-            self._switch("done", "speed test: done (the job ended during the solo phase)")
-        if self.phase != "ceiling":
+    def _solo(self):
+        """The ceiling window's end: the flag off, then producer threads timed alone when
+        the source can (else straight on)."""
+        source = self.session.source
+        source.set_speed_test_mode(self.previous)
+        asked = source.measure_producers_alone(SOLO_BATCHES)
+        if not asked:
+            self._one_thread("speed test: flag off again")
             return
+        self.solo_waiting, self.phase_end = asked, self.steps + SOLO_MAX_STEPS
+        self._switch("solo", f"speed test: flag off again; at the next batch the reader "
+                             f"thread makes {SOLO_BATCHES} batches alone, the loop waiting")
+
+    def _one_thread(self, done_message: str):
+        """The one-thread ceiling window where the job runs several math threads and the
+        source can set them; else the speed test is done."""
+        source = self.session.source
+        threads = source.blas_threads()
+        previous = source.set_math_threads(1) if threads is not None and threads > 1 else None
+        if previous is None:
+            self._switch("done", done_message)
+            return
+        self.threads, self.phase_end = previous, self.steps + self.window
+        source.set_speed_test_mode(True)
+        self._switch("one_thread", f"speed test: the no-data ceiling again with 1 math "
+                                   f"thread (of {previous}) for {self.window} steps")
+
+    def _restore(self):
+        """The flag as it was before, and the math threads the one-thread window took."""
+        if self.threads is not None:
+            self.session.source.set_math_threads(self.threads)
+            self.threads = None
         self.session.source.set_speed_test_mode(self.previous)
-        complete = self.steps >= self.start + 2 * self.window
-        asked = self.session.source.measure_producers_alone(SOLO_BATCHES) if complete else 0
-        if asked:
-            self.solo_waiting = asked
-            self._switch("solo", f"speed test: flag off again; at the next batch the reader "
-                         f"thread makes {SOLO_BATCHES} batches alone, the loop waiting")
-            return
-        self._switch("done", "speed test: flag off again" if complete else
-                     f"speed test cut short after {self.steps - self.start - self.window} of "
-                     f"{self.window} ceiling steps (the job ended); flag off again")
+
+    def finish(self):
+        """The job's end: whatever the speed test changed goes back (idempotent)."""
+        if self.phase == "solo":
+            self._switch("done", "speed test: done (the job ended during the solo phase)")
+        elif self.phase == "one_thread":
+            self._restore()
+            self._switch("done", "speed test cut short in its one-thread window (the job "
+                                 "ended); the math threads and the flag back")
+        elif self.phase == "ceiling":
+            self._restore()
+            self._switch("done", f"speed test cut short after "
+                                 f"{self.steps - self.start - self.window} of {self.window} "
+                                 f"ceiling steps (the job ended); flag off again")
 
     def _switch(self, phase, message):
         self.phase = phase

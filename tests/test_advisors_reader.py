@@ -572,6 +572,39 @@ def test_a_trainer_that_waits_in_its_step_leaves_the_cores_to_the_workers(tmp_pa
     assert spins["cpu_bound_cycle_s"] == pytest.approx((0.01115 + 0.018) / (2 * 0.85))
 
 
+def test_one_blas_thread_is_planned_on_the_step_measured_with_one(tmp_path):
+    """A thread job on 2 cores with 2 BLAS threads: the card gives the trainer one. The
+    speed test's one-thread window measured that step (14 ms + its 1 ms gap against 10 + 1
+    with two threads): the plan is made on it, and it bounds the whole change."""
+    from paddletune.profile.records import SpeedTestEvent
+    steps = step_records(n_steps=50, wall_s=0.012, gap_s=0.030)
+    t = steps[1]["t"]
+    for i, st in enumerate(steps[1:]):
+        if 20 <= i < 30:
+            st["wall_s"], st["gap_s"] = 0.010, 0.001
+        elif 30 <= i < 40:
+            st["wall_s"], st["gap_s"] = 0.014, 0.001
+        st["t"] = t
+        t += st["wall_s"] + st["gap_s"]
+    switches = [SpeedTestEvent(steps[k]["t"] - 1e-4, phase, step)
+                for k, phase, step in ((11, "baseline", 10), (21, "ceiling", 20),
+                                       (31, "one_thread", 30), (41, "done", 40))]
+    samples = system_samples(cpu_percent=150.0, cpu_total_percent=90.0, blas_threads=2)
+    records = reader_records(steps, cpu_s=0.008, produce_s=0.0096, wait_s=0.029,
+                             empty_ratio=0.9, fill=0)
+    path = make_profile(tmp_path / "p.jsonl", steps=steps, env=CORES_2,
+                        options={"speed_test": 10},
+                        extra=switches + records + samples + [alone(0.008, 0.008)])
+    profile = load(path)
+    assert profile.summary.speed_test.one_thread.cycle_s == pytest.approx(0.015)
+    a = only(advise(profile, READER_RULES), "reader-starved")
+    f = a.figures
+    assert a.change.splitlines()[-1] == "# export OPENBLAS_NUM_THREADS=1"
+    assert f["consumer_source"] == "speed test, 1 math thread"
+    assert f["consumer_s_per_step"] == pytest.approx(0.015 + reader.WORKER_BATCH_S)
+    assert f["speedup_max"] == pytest.approx(f["cycle_s"] / f["consumer_s_per_step"])
+
+
 def test_waits_that_fill_the_step_fall_back_on_the_steps_own_run(tmp_path):
     """The loader times its waits and the step probe the cycle, over windows that differ a
     little: a wait of 43 ms 'per step' against a 42 ms cycle leaves no step without data;

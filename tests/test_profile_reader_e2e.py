@@ -3,6 +3,7 @@ than its step gets the Reader section, the starved-reader advice with a worker c
 with --speed-test a ceiling above the actual throughput."""
 
 import json
+import os
 import subprocess
 import sys
 import textwrap
@@ -35,9 +36,10 @@ for data in loader():
 '''
 
 
-def paddletune(tmp_path, *argv):
+def paddletune(tmp_path, *argv, env=None):
     done = subprocess.run([sys.executable, "-m", "paddletune", *argv], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=TIMEOUT_S)
+                          capture_output=True, text=True, timeout=TIMEOUT_S,
+                          env=None if env is None else {**os.environ, **env})
     assert done.returncode == 0, done.stderr[-3000:]
     return done
 
@@ -56,9 +58,9 @@ def test_starved_reader_end_to_end(tmp_path):
     assert f["producer_s_per_step"] > f["consumer_s_per_step"]
     assert "input-bound" not in [a["id"] for a in advice]  # #1 defers to the reader rules
 
-    speed = paddletune(tmp_path, "profile", "--steps", "50", "--speed-test",
+    speed = paddletune(tmp_path, "profile", "--steps", "90", "--speed-test",
                        "--speed-test-steps", "15", "--interval", "0.1", "--json", "-o",
-                       "s.jsonl", "train.py")
+                       "s.jsonl", "train.py", env={"OPENBLAS_NUM_THREADS": "2"})
     st = json.loads(speed.stdout)["speed_test"]
     assert st["has_loader"] and st["complete"]
     assert st["ceiling"]["steps_per_s"] > st["baseline"]["steps_per_s"]
@@ -69,7 +71,9 @@ def test_starved_reader_end_to_end(tmp_path):
     phases = [json.loads(line).get("phase") for line in
               (tmp_path / "s.jsonl").read_text().splitlines()
               if '"kind":"speed_test"' in line]
-    assert phases == [None, "ceiling", "solo", "done"]  # (baseline: the default phase)
+    # (baseline: the default phase); then the ceiling again with 1 of its 2 BLAS threads
+    assert phases == [None, "ceiling", "solo", "one_thread", "done"]
+    assert st["one_thread"]["steps"] == 15
 
 
 COPY_ON_READ = '''

@@ -23,6 +23,7 @@ def step(program, startup=False):
 
 def test_windows_count_only_the_training_program_and_the_flag_ends_off():
     session = FakeSession()
+    session.source.blas_threads = lambda: 1  # (no one-thread window: tested below)
     st = _SpeedTest(session, Options("train.py", warmup=2, speed_test=3))
     flag = "FLAGS_reader_queue_speed_test_mode"
     try:
@@ -44,8 +45,17 @@ def test_windows_count_only_the_training_program_and_the_flag_ends_off():
 class SoloSource:
     """A source whose one thread producer reports its timing alone when told."""
 
-    def __init__(self, asked=1):
-        self.asked, self.requests = asked, []
+    def __init__(self, asked=1, threads=None):
+        self.asked, self.requests, self.threads = asked, [], threads
+        self.set_threads = []
+
+    def blas_threads(self):
+        return self.threads
+
+    def set_math_threads(self, n):
+        previous, self.threads = self.threads, n
+        self.set_threads.append(n)
+        return previous
 
     def set_speed_test_mode(self, on):
         return False
@@ -114,3 +124,52 @@ def test_no_solo_phase_where_no_loader_could_be_asked():
     for _ in range(5):
         st.on_step(step(1))
     assert session.events[-1] == ("done", 5)
+
+
+def test_several_math_threads_get_a_one_thread_ceiling_window_then_their_count_back():
+    source = SoloSource(asked=1, threads=2)
+    session = Recording(source)
+    st = _SpeedTest(session, Options("train.py", warmup=1, speed_test=2))
+    for _ in range(5):
+        st.on_step(step(1))
+    assert session.events[-1] == ("solo", 5) and source.set_threads == []
+    st.on_solo(events.ReaderSolo(0, 1, 1.0, 8, 0.08, 0.04))
+    for _ in range(3):
+        st.on_step(step(1))
+    assert session.events == [("baseline", 1), ("ceiling", 3), ("solo", 5),
+                              ("one_thread", 6), ("done", 8)]
+    assert source.set_threads == [1, 2] and source.threads == 2
+    assert session.messages[3] == ("speed test: the no-data ceiling again with 1 math thread "
+                                   "(of 2) for 2 steps")
+    # the job ending inside that window gives the threads back too
+    source = SoloSource(asked=0, threads=4)
+    ended = Recording(source)
+    st = _SpeedTest(ended, Options("train.py", warmup=1, speed_test=2))
+    for _ in range(6):
+        st.on_step(step(1))
+    assert ended.events[-1] == ("one_thread", 5)
+    st.finish()
+    assert ended.events[-1] == ("done", 6) and source.threads == 4
+    st.finish()  # idempotent
+    assert len(ended.events) == 4
+
+
+def test_the_one_thread_window_re_reads_batches_and_leaves_the_flag_as_it_found_it():
+    session = FakeSession()
+    session.source.blas_threads = lambda: 2
+    threads = []
+    session.source.set_math_threads = lambda n: threads.append(n) or 2
+    st = _SpeedTest(session, Options("train.py", warmup=1, speed_test=2))
+    flag = "FLAGS_reader_queue_speed_test_mode"
+    try:
+        for _ in range(5):
+            st.on_step(step(1))
+        assert session.events[-1] == ("one_thread", 5)  # (no DataLoader: no solo phase)
+        assert runtime.get_flags([flag])[flag] is True and threads == [1]
+        st.on_step(step(1))
+        st.on_step(step(1))
+        assert session.events[-1] == ("done", 7)
+        assert runtime.get_flags([flag])[flag] is False and threads == [1, 2]
+    finally:
+        st.finish()
+        runtime.set_flags({flag: False})

@@ -98,50 +98,63 @@ def _starved_title(f: LoaderFigures) -> str:
 def worker_plan(profile, f: LoaderFigures) -> dict:
     """How many producers make the producer rate reach the consumer's, capped by the free
     cores; the step time and steps/s that gives, and the no-data ceiling (the speed test's
-    when measured). See advisors/producers.py for the model."""
+    when measured). See advisors/producers.py for the model. Where the plan gives the
+    trainer one BLAS thread and the speed test measured its ceiling with one, the plan is
+    made again on that step."""
     s = profile.summary
-    cycle_s = s.cycle_s.mean
     per_step = f.consumer.batches_per_step or 1.0
-    measured_s = f.producer.s_per_batch * per_step  # one producer, one step's batches
-    current = f.config.num_workers or 0
     cpu_share = f.producer.cpu_share
     cpu_s = (f.producer.cpu_s_per_batch or 0.0) * per_step
     gil = f.config.made_in == "thread" and cpu_share is not None and \
         cpu_share >= GIL_BOUND_CPU_SHARE  # (the loop making its own batches holds no GIL
     # against the step: nothing waits for it meanwhile)
+    measured_s = f.producer.s_per_batch * per_step  # one producer, one step's batches
     # in its own process a GIL-bound thread's work no longer waits for the GIL
     cost = ProducerCost(wall_s=(cpu_s or measured_s) if gil else measured_s, cpu_s=cpu_s,
                         cpu_share=cpu_share)
-    free_s, source = _consumer_step(s, f, cycle_s)
-    alone = producer_alone(profile, f) if gil and source == "speed test" else None
+    free_s, source = _consumer_step(s, f, s.cycle_s.mean)
+    measured = source == "speed test"
+    alone = producer_alone(profile, f) if gil and measured else None
+    hand_over_s = WORKER_BATCH_S * per_step if alone is not None else 0.0  # a worker's
     if alone is not None:  # the thread timed alone, and the step without it: an estimate
         cost = _alone_cost(alone, per_step)
-        free_s += WORKER_BATCH_S * per_step  # a worker process's batches cost a hand-over
-    trainer_cpu_s = _trainer_cpu(s, free_s, (WORKER_BATCH_S * per_step) if alone else 0.0) \
-        if source == "speed test" else None
+    window = s.speed_test.ceiling if measured else None
+    plan = _plan(profile, f, cost, free_s + hand_over_s, window, hand_over_s, source) | {
+        "gil_bound_thread": gil, "producer_s_per_step": measured_s,
+        "producer_cpu_measured_s": cpu_s} | _alone_figures(alone, per_step)
+    one = s.speed_test.one_thread if measured else None
+    if one is not None and fewer_blas_threads(plan) == 1:
+        plan |= _plan(profile, f, cost, one.cycle_s + hand_over_s, one, hand_over_s,
+                      "speed test, 1 math thread")
+    return plan | _gil_bound_from_above(plan, gil and measured)
+
+
+def _plan(profile, f: LoaderFigures, cost: ProducerCost, free_s: float,
+          window: Optional[WindowRate], hand_over_s: float, source: str) -> dict:
+    """The worker plan's figures for a step of `free_s` without data (`window`: the speed
+    test's window that measured it, its CPU per step the trainer's)."""
+    s = profile.summary
+    cycle_s = s.cycle_s.mean
+    trainer_cpu_s = _trainer_cpu(window, free_s, hand_over_s) if window is not None else None
     cores = free_cores(profile, f)
     shares = s.shares
     sizing = size_workers(cores, cost, free_s, cycle_s,
                           trainer_work_bound(profile, (shares.read if shares else None)
                                              or f.wait.share), trainer_cpu_s)
-    plan = plan_figures(profile, sizing, cores, cost, cycle_s, free_s, source) | {
-        "current_workers": current, "gil_bound_thread": gil, "made_in": f.config.made_in,
-        "producer_s_per_step": measured_s, "producer_cpu_measured_s": cpu_s,
-        "trainer_cpu_s_per_step": trainer_cpu_s,
-        "empty_ratio": f.empty_ratio,
+    return plan_figures(profile, sizing, cores, cost, cycle_s, free_s, source) | {
+        "current_workers": f.config.num_workers or 0, "made_in": f.config.made_in,
+        "trainer_cpu_s_per_step": trainer_cpu_s, "empty_ratio": f.empty_ratio,
         "wait_per_step_s": f.wait.per_step_s, "wait_share": f.wait.share,
-        "capacity": f.config.capacity,
-        "suggested_capacity": _capacity(f, sizing.workers)} | _alone_figures(alone, per_step)
-    return plan | _gil_bound_from_above(plan, gil and source == "speed test")
+        "capacity": f.config.capacity, "suggested_capacity": _capacity(f, sizing.workers)}
 
 
-def _trainer_cpu(s: Summary, free_s: float, hand_over_s: float) -> Optional[float]:
+def _trainer_cpu(window: WindowRate, free_s: float, hand_over_s: float) -> Optional[float]:
     """The CPU the trainer's step without data takes: the process's CPU per step in the
-    speed test's ceiling window, where it is less than that step (a step that waits,
+    speed test's no-data `window`, where it is less than that step (a step that waits,
     e.g. for the GIL or a device); never more (CPU above one core's worth of the step is
     math threads spinning, which workers beside them take back: producers.size_workers).
     `hand_over_s`: what taking a step's batches from a worker adds. None: not measured."""
-    measured = s.speed_test.ceiling.cpu_s_per_step
+    measured = window.cpu_s_per_step
     if measured is None:
         return None
     measured += hand_over_s
@@ -171,10 +184,12 @@ def _gil_bound_from_above(plan, measured: bool) -> dict:
     """A GIL-bound thread's gain from above: the step without the thread (the speed test
     replays batches while the thread waits on the full queue). It bounds the whole change
     (`speedup_max`) unless the change also gives the trainer fewer BLAS threads, whose own
-    gain the speed test did not see (`worker_speedup_max`: the worker's part alone)."""
+    gain the speed test did not see (`worker_speedup_max`: the worker's part alone); where
+    it measured the step with one thread, that step bounds the whole change."""
     consumer_s = plan["consumer_s_per_step"]
     upper = plan["cycle_s"] / consumer_s if measured and consumer_s > 0 else None
-    if upper is not None and fewer_blas_threads(plan) is not None:
+    one_thread = plan.get("consumer_source") == "speed test, 1 math thread"
+    if upper is not None and fewer_blas_threads(plan) is not None and not one_thread:
         return {"speedup_max": None, "worker_speedup_max": upper}
     return {"speedup_max": upper, "worker_speedup_max": upper}
 

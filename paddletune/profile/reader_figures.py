@@ -312,17 +312,19 @@ def speed_test_figures(profile, train: Sequence[r.Step],
     if window is None and not switches:
         return None
     begun, started = switches.get("baseline"), switches.get("ceiling")
-    ended = switches.get("solo") or switches.get("done")  # the ceiling window's end
+    one, done = switches.get("one_thread"), switches.get("done")
+    ended = switches.get("solo") or one or done  # the ceiling window's end
     base = _window(train, begun, started)
     ceil = _window(train, started, ended)
     ratio = ceil.steps_per_s / base.steps_per_s if base and ceil and base.steps_per_s else None
     return F.SpeedTestFigures(
         window_steps=window, has_loader=has_loader,
-        reached=next((p for p in ("done", "solo", "ceiling", "baseline") if p in switches),
-                     None),
+        reached=next((p for p in ("done", "one_thread", "solo", "ceiling", "baseline")
+                      if p in switches), None),
         complete=bool(ended and started and window and ended.step - started.step >= window),
         baseline=base, ceiling=ceil, ratio=ratio,
         data_share=1 - 1 / ratio if ratio else None,
+        one_thread=_window(train, one, done),
         producers_alone=tuple(F.ProducerAlone(e.loader, e.batches, e.s_per_batch,
                                               e.cpu_s_per_batch)
                               for e in profile.events_of("producer_solo")))

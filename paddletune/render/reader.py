@@ -192,6 +192,8 @@ def _speed_test(st: Optional[SpeedTestFigures],
         rows.append(("window", f"incomplete: the job ended during the ceiling window "
                                f"({ceil.steps} of {st.window_steps} steps)"))
     rows += [("alone", _alone(a, len(st.producers_alone) > 1)) for a in st.producers_alone]
+    if st.one_thread is not None:
+        rows.append(("1 thread", _rate(st.one_thread, "no data, 1 math thread")))
     rows += _whole_run(base, whole)
     add_rows(table, rows)
     return table

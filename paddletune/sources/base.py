@@ -105,6 +105,11 @@ class Source:
         """Turn the no-data ceiling mode on or off; the previous setting."""
         raise NotImplementedError(f"{self.framework}: no speed-test mode")
 
+    def set_math_threads(self, n: int) -> Optional[int]:
+        """Give the trainer's math (BLAS, intra-op) threads `n` threads now; the count it
+        had (None: the framework cannot be told, nothing changed)."""
+        return None
+
     def measure_producers_alone(self, batches: int) -> int:
         """Ask each running DataLoader whose producer is a thread of the trainer to take its
         queued batches and `batches` more at its next batch, the training loop waiting

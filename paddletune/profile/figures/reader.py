@@ -368,6 +368,9 @@ class SpeedTestFigures:
       ratio         ceiling / baseline steps per second
       data_share    1 - baseline / ceiling: what data costs of the throughput
       producers_alone  each producer thread timed alone after the ceiling window
+      one_thread    the ceiling again with one math thread, after the solo phase (None:
+                    not run: one thread already, or a framework whose threads cannot be
+                    set)
     """
 
     window_steps: Optional[Count] = None
@@ -379,6 +382,7 @@ class SpeedTestFigures:
     ratio: Optional[Number] = None
     data_share: Optional[Number] = None
     producers_alone: Tuple[ProducerAlone, ...] = ()
+    one_thread: Optional[WindowRate] = None
 
     def alone(self, loader) -> Optional[ProducerAlone]:
         """Loader `loader`'s producer thread timed alone (the last timing), None if not."""

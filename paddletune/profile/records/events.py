@@ -143,7 +143,8 @@ class SpeedTestEvent:
       t_s      when
       phase    baseline (queue popped as usual), ceiling (the same batch re-read: the
                no-data ceiling), solo (a producer thread timed alone at the next batch:
-               ProducerSoloEvent) or done
+               ProducerSoloEvent), one_thread (the ceiling again with one math thread) or
+               done
       step     training steps so far
       message  what changed
       cpu_s    the process's CPU time (all its threads) at the switch, since it started
@@ -153,7 +154,7 @@ class SpeedTestEvent:
     KIND: ClassVar[str] = "event"
     WHAT: ClassVar[str] = "speed_test"
     t_s: TimeS
-    phase: Literal["baseline", "ceiling", "solo", "done"] = "baseline"
+    phase: Literal["baseline", "ceiling", "solo", "one_thread", "done"] = "baseline"
     step: Count = 0
     message: Optional[str] = None
     cpu_s: Optional[Seconds] = None

@@ -91,6 +91,10 @@ class FluidSource(Source):
         runtime.set_flags({SPEED_TEST_FLAG: bool(on)})
         return previous
 
+    def set_math_threads(self, n: int) -> Optional[int]:
+        from runtime import blas
+        return _safe(lambda: blas.set_blas_threads(n))
+
     def measure_producers_alone(self, batches: int) -> int:
         return sum(ld.measure_producer_alone(batches) for ld in live_loaders())
 

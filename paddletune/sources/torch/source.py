@@ -59,6 +59,11 @@ class TorchSource(EagerSource):
     def blas_threads(self) -> Optional[int]:
         return torch.get_num_threads()
 
+    def set_math_threads(self, n: int) -> Optional[int]:
+        previous = torch.get_num_threads()
+        torch.set_num_threads(n)
+        return previous
+
     def flags(self) -> Dict[str, object]:
         """The settings the report lists beside the machine (PyTorch has no FLAGS)."""
         out = {"torch.get_num_threads": torch.get_num_threads(),
