@@ -106,8 +106,9 @@ def profile(
         "them.")] = False,
     speed_test: Annotated[bool, typer.Option(
         "--speed-test", help="Measure the no-data ceiling: after the warm-up, N steps as "
-        "usual, then N steps that re-read the queue's head batch instead of popping it. "
-        "Needs a DataLoader or PyReader.")] = False,
+        "usual, then N steps that re-read the queue's head batch instead of popping it; "
+        "then a reader thread timed alone on 8 batches, and with several math threads N "
+        "steps more re-reading with one. Needs a DataLoader or PyReader.")] = False,
     speed_test_steps: Annotated[int, typer.Option(
         "--speed-test-steps", min=1, metavar="N", help="The steps in each --speed-test "
         "window.")] = 20,
