@@ -29,14 +29,16 @@ How, per executor, program plan and feed signature (the fed arrays' shapes and d
 
 What runs eagerly instead, with the reason kept (`reasons()`; the cuda_graph event, which the
 profile keeps): startup programs; control flow, LoD, random ops, host callbacks (py_func,
-print), a fed persistable variable, CUPY_ENABLE_UMP=1; anything the capture refuses (a host synchronisation, a host-to-device
-copy inside an op: CuPy raises, the capture is abandoned and the plan runs eagerly from then on);
+print), a fed persistable variable, CUPY_ENABLE_UMP=1; anything the capture refuses (a host
+synchronisation, a host-to-device copy inside an op: CuPy raises, the capture is abandoned and
+the plan runs eagerly from then on);
 a scope variable the graph reads replaced from outside (another program wrote it) more than
 MAX_INVALIDATIONS times. Per step, without giving up the graph: FLAGS_check_nan_inf (every
 step), and per-op timing (`--ops`: the op_end event needs each op's time; one step in
 OPS_EVERY of a captured signature runs eagerly with its ops timed, the others replay, so the
-profile's op figures come from eager steps and its step times mostly from replays). FLAGS_new_executor_use_cuda_graph=0
-turns capture off (Paddle's name; its default there is off, here on).
+profile's op figures come from eager steps and its step times mostly from replays).
+FLAGS_new_executor_use_cuda_graph=0 turns capture off (Paddle's name; its default there is
+off, here on).
 """
 
 from __future__ import annotations

@@ -29,6 +29,7 @@ GIL_INFLATED = ("a lower bound: the thread's CPU time and the step were measured
 WORKER_BATCH_S = 0.00015  # the trainer's side of taking a batch from a worker process (a
 # 64x784 float32 batch on this 2-core VM: 0.12-0.14 ms of the trainer's CPU, ipc check in
 # docs/benchmarks.md)
+ONE_THREAD = "speed test, 1 math thread"  # a plan made on the one-thread ceiling window
 NO_GAIN = 1.02  # a predicted speedup below this is none
 MIN_REST = 0.05  # the cycle less the wait below this share of it: take the step's run
 
@@ -125,7 +126,7 @@ def worker_plan(profile, f: LoaderFigures) -> dict:
     one = s.speed_test.one_thread if measured else None
     if one is not None and fewer_blas_threads(plan) == 1:
         plan |= _plan(profile, f, cost, one.cycle_s + hand_over_s, one, hand_over_s,
-                      "speed test, 1 math thread")
+                      ONE_THREAD)
     return plan | _gil_bound_from_above(plan, gil and measured)
 
 
@@ -188,7 +189,7 @@ def _gil_bound_from_above(plan, measured: bool) -> dict:
     it measured the step with one thread, that step bounds the whole change."""
     consumer_s = plan["consumer_s_per_step"]
     upper = plan["cycle_s"] / consumer_s if measured and consumer_s > 0 else None
-    one_thread = plan.get("consumer_source") == "speed test, 1 math thread"
+    one_thread = plan.get("consumer_source") == ONE_THREAD
     if upper is not None and fewer_blas_threads(plan) is not None and not one_thread:
         return {"speedup_max": None, "worker_speedup_max": upper}
     return {"speedup_max": upper, "worker_speedup_max": upper}
@@ -390,8 +391,9 @@ def _gil_unpredictable(plan) -> bool:
 
 
 def _gil_basis(plan, script_name: str) -> str:
-    """What a GIL-bound thread's lower bound rests on, and its upper bound: the thread
-    timed alone by the speed test, else its figures beside the trainer."""
+    """What a GIL-bound thread's prediction rests on, and its upper bound: the thread timed
+    alone by the speed test (an estimate), else its figures beside the trainer (a lower
+    bound)."""
     if not plan.get("producer_alone_s_per_step"):
         return f" ({GIL_INFLATED})" + _gil_upper_bound(plan, script_name)
     return (f" (from the speed test: the step without the thread, "

@@ -18,6 +18,11 @@ import ctypes
 
 import numpy as np
 
+try:
+    from numpy._core import multiarray as _multiarray
+except ImportError:  # NumPy 1.x
+    from numpy.core import multiarray as _multiarray
+
 from . import native
 from .system import CPUSystemAllocator, memmove, memset
 
@@ -52,13 +57,9 @@ _NAME = ctypes.create_string_buffer(b"mem_handler")  # the capsule keeps this po
 
 def _api():
     """(set_handler, get_handler) from NumPy's C-API table, after a sanity check."""
-    try:
-        from numpy._core import multiarray
-    except ImportError:  # NumPy 1.x
-        from numpy.core import multiarray
     get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
     get_pointer.restype, get_pointer.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
-    table = (ctypes.c_void_p * 400).from_address(get_pointer(multiarray._ARRAY_API, None))
+    table = (ctypes.c_void_p * 400).from_address(get_pointer(_multiarray._ARRAY_API, None))
     set_handler = ctypes.PYFUNCTYPE(ctypes.py_object, ctypes.py_object)(table[_SET_HANDLER])
     get_handler = ctypes.PYFUNCTYPE(ctypes.py_object)(table[_GET_HANDLER])
     current = get_handler()
@@ -196,11 +197,7 @@ POOL_HANDLER_PREFIX = "paddletune:"  # the names of the pools' NumPy handlers st
 
 def pooled(array) -> bool:
     """Whether a pool's handler allocated the data `array` owns (False for a view)."""
-    try:
-        from numpy._core.multiarray import get_handler_name
-    except ImportError:  # NumPy 1.x
-        from numpy.core.multiarray import get_handler_name
-    return (get_handler_name(array) or "").startswith(POOL_HANDLER_PREFIX)
+    return (_multiarray.get_handler_name(array) or "").startswith(POOL_HANDLER_PREFIX)
 
 
 def handler_for(pool, tag=None):

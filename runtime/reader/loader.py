@@ -64,7 +64,7 @@ from ..place import CPUPlace, is_gpu
 from ..tensor import LoDTensor
 from . import map_style
 from .blocking_queue import BlockingQueue, QueueClosed
-from .batches import WorkerSource, pooled_batches
+from .batches import WorkerSource, batches
 from .decorator import batch_info
 from .stages import GIL_SHARING, GIL_SWITCH_INTERVAL_S, Batch, DeviceStage  # noqa: F401  (re-exported)
 
@@ -388,7 +388,7 @@ class GeneratorLoader(DataLoaderBase):
     def _produce(self, p):
         """The producer thread: batches from the generator (or the worker pool) into the
         queue, until the source ends, the pass is reset, or the source fails. The batches
-        made here count as the pool's "reader" memory (pooled_batches); batches from worker
+        made here count as the pool's "reader" memory (batches.batches); batches from worker
         processes are in shared memory."""
         emit = events.reader_push
         index = 0
@@ -398,9 +398,8 @@ class GeneratorLoader(DataLoaderBase):
                 source = iter(p.pool)
             else:
                 kind, reader, batch_size, drop_last = self._source
-                source = iter(pooled_batches(kind, reader, batch_size, drop_last,
-                                             self._feed_vars, self.name,
-                                             memory.pool_for(CPUPlace())))
+                source = iter(batches(kind, reader, batch_size, drop_last, self._feed_vars,
+                                      self.name, memory.pool_for(CPUPlace())))
             while not p.stop.is_set():
                 t0, c0 = _perf(), _cpu()
                 try:

@@ -28,7 +28,8 @@ __all__ = ["Breakdown", "ByCategory", "ConsumerFigures", "DimFigures", "Distribu
            "DropFigures", "ExitFigures", "GpuFigures", "Growth", "LoaderError", "LoaderFigures",
            "LongBatches", "MemoryFigures", "ModelFigures", "Occupancy", "OpFigures",
            "OpTypeFigures", "ParallelFigures", "PeakOp", "PhasePeaks", "ProbeOverhead",
-           "ProcessFigures", "ProducerAlone", "ProducerFigures", "ProgramSteps", "ReaderFigures", "SampleStats",
+           "ProcessFigures", "ProducerAlone", "ProducerFigures", "ProgramSteps",
+           "ReaderFigures", "SampleStats",
            "ShapeFigures", "Shares", "SingleOpFigures", "SpeedTestFigures", "StepPeak",
            "Summary", "SystemFigures", "Throughput", "Verdict", "VerdictKind", "WaitFigures",
            "WindowRate", "WorkerFigures", "WorkerProcess"]

@@ -11,8 +11,9 @@ job's end. Op types are Paddle's op names without the `pd_op.` prefix and the in
 (`add_` is `add`). The executor runs independent ops on several threads in an order that
 changes from step to step, and the profiler gives no op id, so a single op is known by its type
 and its rank among the ops of that type in the step (by start): the first time that pair is
-seen it gets the next index, kept for the job. The profiler's clock is mapped onto the step's by each executor run's own
-event (`StandaloneExecutor::run`), which spans exactly one Executor.run.
+seen it gets the next index, kept for the job. The profiler's clock is mapped onto the step's
+by each executor run's own event (`StandaloneExecutor::run`), which spans exactly one
+Executor.run.
 
 Paddle keeps one profiler at a time. A script that makes its own paddle.profiler.Profiler
 gets it: the open window is closed first (its ops announced) and the op timing stops for the
@@ -116,7 +117,6 @@ class StaticOps:
             return
         for op in ops_of_runs(nodes, runs, self.slots):
             self.bus.emit("op_end", op)
-
 
     def _give_up(self, reason: str):
         """No more op timing in this job; the profile says why (a scope event)."""
