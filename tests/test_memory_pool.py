@@ -511,3 +511,31 @@ def test_synthetic_training_loops_settle_and_stay_close_to_the_peak():
     # over exact-size chunks: 1.42 on average, 2.39 at worst, 31 above 1.15)
     assert sum(ratios) / len(ratios) <= 1.2 and max(ratios) <= 1.8
     assert sum(r > 1.15 for r in ratios) <= 15
+
+
+def test_fragmentation_is_one_look_at_the_pool_while_another_thread_allocates():
+    """A reader thread allocates from the pool the executor reads at each step's end: the
+    figure must not see the pool change halfway (it divided by a cached total that another
+    thread had just taken to 0)."""
+    import threading
+
+    class Interleaved(Pool):
+        """Another thread takes the whole cached block while the largest block is read."""
+        def largest_free_block(self):
+            if armed and threading.current_thread() is threading.main_thread():
+                armed.clear()
+                taker = threading.Thread(target=lambda: taken.append(self.alloc(4096)))
+                taker.start()
+                taker.join(0.2)  # it waits for the pool while the figure is being made
+            return super().largest_free_block()
+
+    taken, armed = [], []
+    pool = Interleaved(FakeSystem(), "auto_growth")
+    pool.free(pool.alloc(4096))
+    armed.append(True)
+    assert pool.fragmentation() == 0.0
+    for _ in range(50):
+        if taken:
+            break
+        threading.Event().wait(0.01)
+    assert taken and pool.cached == 0  # the other thread got it after the figure was made

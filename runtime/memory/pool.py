@@ -215,11 +215,15 @@ class Pool:
         self.window_peak = self.allocated
 
     def largest_free_block(self):
-        return next((s for s in reversed(self._sizes) if self._cached[s]), 0)
+        with self._lock:  # (another thread may be allocating from the pool: a reader's)
+            return next((s for s in reversed(self._sizes) if self._cached[s]), 0)
 
     def fragmentation(self):
-        """1 - largest free block / all cached free bytes (0: nothing cached, or one piece)."""
-        return 0.0 if self.cached == 0 else 1.0 - self.largest_free_block() / self.cached
+        """1 - largest free block / all cached free bytes (0: nothing cached, or one piece),
+        from one consistent look at the pool (a reader thread may be allocating from it)."""
+        with self._lock:
+            cached = self.cached
+            return 0.0 if cached == 0 else 1.0 - self.largest_free_block() / cached
 
     def stats(self):
         return {"strategy": self.strategy, "capacity": self.capacity,
