@@ -1,7 +1,9 @@
 """Runtime Executor vs a hand-written NumPy step vs PyTorch eager on the reference MLP.
 
 Reference model: MLP 784-512-512-10, relu, softmax cross entropy, Momentum(0.01, 0.9),
-float32, batch 128. The contenders run interleaved in one process (round after round, each
+float32, batch 128. The runtime runs twice: its plain Executor (`runtime`), and the
+CompiledProgram with the playbook's fusions on one place and one executor thread
+(`runtime_compiled`: fused bias + relu forward and backward, fused optimizer). The contenders run interleaved in one process (round after round, each
 contender K steps per round) under the same BLAS/intra-op thread count, so machine drift hits
 them alike; the median over rounds is reported. Also measured: per-step framework overhead on
 a tiny model (where kernels cost nothing) and the cost of the event hooks.
@@ -84,6 +86,26 @@ class RuntimeMLP:
 
     def step(self, x, y):
         return self.exe.run(self.main, feed={"x": x, "y": y}, fetch_list=[self.loss],
+                            scope=self.scope)[0][0]
+
+
+class CompiledMLP(RuntimeMLP):
+    """The same program the way the playbook runs it: a CompiledProgram with the fusions on
+    (fuse_elewise_add_act_ops, fuse_all_optimizer_ops) on one CPU place, one executor thread."""
+
+    name = "runtime_compiled"
+
+    def __init__(self, sizes=SIZES, seed=1):
+        super().__init__(sizes, seed)
+        bs = fluid.BuildStrategy()
+        bs.fuse_elewise_add_act_ops = bs.fuse_all_optimizer_ops = True
+        es = fluid.ExecutionStrategy()
+        es.num_threads = 1
+        self.compiled = fluid.CompiledProgram(self.main).with_data_parallel(
+            self.loss.name, build_strategy=bs, exec_strategy=es, places=fluid.cpu_places(1))
+
+    def step(self, x, y):
+        return self.exe.run(self.compiled, feed={"x": x, "y": y}, fetch_list=[self.loss],
                             scope=self.scope)[0][0]
 
 
@@ -201,13 +223,16 @@ def interleaved(models, xs, ys, steps, rounds, warmup):
 def throughput(args, threads):
     set_threads(threads)
     xs, ys = make_data(args.batch_size, 8)
-    models = [RuntimeMLP(), NumpyMLP()] + ([TorchMLP()] if torch is not None else [])
+    models = [RuntimeMLP(), CompiledMLP(), NumpyMLP()] + (
+        [TorchMLP()] if torch is not None else [])
     step_s = interleaved(models, xs, ys, args.steps, args.rounds, args.warmup)
     rate = {k: args.batch_size / v for k, v in step_s.items()}
     result = {"threads": threads, "samples_per_s": {k: round(v, 1) for k, v in rate.items()},
-              "runtime_vs_numpy": round(rate["runtime"] / rate["numpy"], 3)}
+              "runtime_vs_numpy": round(rate["runtime"] / rate["numpy"], 3),
+              "compiled_vs_numpy": round(rate["runtime_compiled"] / rate["numpy"], 3)}
     if "torch" in rate:
         result["runtime_vs_torch"] = round(rate["runtime"] / rate["torch"], 3)
+        result["compiled_vs_torch"] = round(rate["runtime_compiled"] / rate["torch"], 3)
     return result
 
 
@@ -482,9 +507,11 @@ def main(argv=None):
         r = throughput(args, t)
         report["results"].append(r)
         rates = "  ".join(f"{k} {v:>9.0f}" for k, v in r["samples_per_s"].items())
-        ratios = f"runtime/numpy {r['runtime_vs_numpy']:.3f}"
+        ratios = (f"runtime/numpy {r['runtime_vs_numpy']:.3f}  "
+                  f"compiled/numpy {r['compiled_vs_numpy']:.3f}")
         if "runtime_vs_torch" in r:
-            ratios += f"  runtime/torch {r['runtime_vs_torch']:.3f}"
+            ratios += (f"  runtime/torch {r['runtime_vs_torch']:.3f}  "
+                       f"compiled/torch {r['compiled_vs_torch']:.3f}")
         print(f"threads {t}: samples/s  {rates}   | {ratios}")
     report["overhead"] = overhead(args)
     o = report["overhead"]

@@ -61,6 +61,78 @@ def test_relu_grad_is_numpys_bit_for_bit_also_in_place(dtype, n, into):
     assert np.array_equal(np.signbit(got), np.signbit(expected))
 
 
+def _bitwise(got, expected):
+    return (got.shape == expected.shape and got.dtype == expected.dtype
+            and np.array_equal(got.view(np.uint8), expected.view(np.uint8)))
+
+
+def _specials(a):
+    """NaN, +-0 and values a bias cancels to -0, at the start of `a` (flat)."""
+    flat = a.reshape(-1)
+    flat[:4] = [np.nan, -0.0, 0.0, -np.inf]
+    return a
+
+
+BIAS_SHAPES = [((128, 512), (512,)), ((3, 1024), (1024,)), ((1000, 7), (7,)),
+               ((257, 33), (33,)), ((4, 96, 40), (40,)), ((6, 20, 30), (20, 30))]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("x_shape,b_shape", BIAS_SHAPES)
+@pytest.mark.parametrize("into", ["new", "x"])
+def test_bias_relu_is_numpys_add_then_maximum_bit_for_bit(dtype, x_shape, b_shape, into):
+    rng = np.random.default_rng(3)
+    x = _specials(rng.standard_normal(x_shape).astype(dtype))
+    bias = rng.standard_normal(b_shape).astype(dtype)
+    bias.reshape(-1)[1] = 0.0  # -0 + 0
+    expected = np.maximum(np.add(x, bias), 0)
+    got = cpu_kernels.bias_relu(x, bias, x if into == "x" else None)
+    assert got is not None and (got is x) == (into == "x")
+    assert _bitwise(got, expected)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("x_shape,b_shape", BIAS_SHAPES)
+@pytest.mark.parametrize("into", ["new", "dout"])
+def test_relu_grad_bias_is_numpys_product_and_sum_bit_for_bit(dtype, x_shape, b_shape, into):
+    """dX as relu's gradient gives it, dBias as elementwise_add_grad sums it (NumPy's sum
+    over the leading axes: row after row, from +0, so a column of -0 sums to +0)."""
+    rng = np.random.default_rng(4)
+    out = np.maximum(rng.standard_normal(x_shape).astype(dtype), 0)
+    dout = _specials(rng.standard_normal(x_shape).astype(dtype))
+    dout.reshape(-1, int(np.prod(b_shape)))[:, -1] = -0.0  # a column of -0
+    dx_expected = np.multiply(dout, out > 0)
+    lead = tuple(range(len(x_shape) - len(b_shape)))
+    db_expected = dx_expected.sum(axis=lead, keepdims=True).reshape(b_shape)
+    got = cpu_kernels.relu_grad_bias(out, dout, b_shape, dout if into == "dout" else None)
+    assert got is not None
+    dx, db = got
+    assert (dx is dout) == (into == "dout")
+    assert _bitwise(dx, dx_expected) and _bitwise(db, db_expected)
+
+
+def test_the_bias_kernels_leave_what_they_do_not_serve_to_numpy():
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((64, 128)).astype(np.float32)
+    bias = rng.standard_normal(128).astype(np.float32)
+    out = np.maximum(x, 0)
+    assert cpu_kernels.bias_relu(x, bias.astype(np.float64), None) is None  # mixed dtypes
+    assert cpu_kernels.bias_relu(x, rng.standard_normal(64).astype(np.float32), None) is None
+    assert cpu_kernels.bias_relu(x[:, :64], bias[:64], None) is None  # strided
+    assert cpu_kernels.bias_relu(x[:4], bias, None) is None  # small: NumPy is cheaper
+    assert cpu_kernels.bias_relu(x, bias, x.copy()) is None  # only x's own buffer is taken
+    assert cpu_kernels.bias_relu(x, x[0], x) is None  # the bias would be overwritten
+    assert cpu_kernels.relu_grad_bias(out, x, (64,), None) is None  # not trailing
+    assert cpu_kernels.relu_grad_bias(out, x, (), None) is None
+    assert cpu_kernels.relu_grad_bias(out, x.T.copy(), (128,), None) is None  # shapes differ
+    assert cpu_kernels.relu_grad_bias(x, x, (128,), x) is None  # Out would be overwritten
+    cpu_kernels.ENABLED[0] = False
+    try:
+        assert cpu_kernels.bias_relu(x, bias, None) is None
+    finally:
+        cpu_kernels.ENABLED[0] = True
+
+
 def test_what_the_kernels_do_not_serve_is_left_to_numpy():
     p, v, g = _arrays(4096, np.float32, 3)
     lr = np.array([0.1], np.float32)

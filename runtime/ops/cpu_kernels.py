@@ -1,5 +1,7 @@
 """Fused CPU kernels for the elementwise work that dominates a step besides the GEMMs: the
-optimizer updates (sgd, momentum, Nesterov momentum) and relu's gradient.
+optimizer updates (sgd, momentum, Nesterov momentum), relu's gradient, and the bias + relu
+pairs that BuildStrategy.fuse_elewise_add_act_ops merges (forward: relu(x + bias); backward:
+relu's gradient and the bias's gradient, its column sums, in one pass).
 
 Why: NumPy runs `v *= mu; v += g; p -= lr * v` as four passes over the parameter (one of them
 writing a temporary), relu's gradient as two (a boolean mask, then the product); one compiled
@@ -27,7 +29,17 @@ SMALL = 1024  # elements: below this NumPy's few calls cost less than one call i
 _SOURCE = r"""
 #include <stddef.h>
 
+/* Each loop is compiled for AVX-512, AVX2 and plain x86-64 and the best one the CPU has is
+   picked when the library loads (the compiler's function multiversioning): the machine code
+   stays portable, and the wide vectors round exactly as the narrow ones. */
+#if defined(PT_VECTOR_CLONES) && defined(__x86_64__) && defined(__GNUC__)
+#define PT_FAST __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define PT_FAST
+#endif
+
 #define KERNELS(T, S)                                                                         \
+PT_FAST                                                                                      \
 void pt_momentum_##S(T *restrict p, T *restrict vel, const T *restrict g, T lr, T mu,        \
                      long n, int nesterov) {                                                  \
     if (nesterov) {                                                                           \
@@ -48,13 +60,41 @@ void pt_momentum_##S(T *restrict p, T *restrict vel, const T *restrict g, T lr, 
         p[i] = p[i] - lr * v;                                                                 \
     }                                                                                         \
 }                                                                                             \
+PT_FAST                                                                                      \
 void pt_sgd_##S(T *restrict p, const T *restrict g, T lr, long n) {                          \
     for (long i = 0; i < n; i++) p[i] = p[i] - lr * g[i];                                     \
 }                                                                                             \
+PT_FAST                                                                                      \
 void pt_relu_grad_##S(const T *out, const T *dout, T *dx, long n) {                          \
     for (long i = 0; i < n; i++) {  /* dx may be dout's buffer (inplace) */                   \
         T keep = out[i] > 0 ? (T)1 : (T)0;                                                    \
         dx[i] = dout[i] * keep;                                                               \
+    }                                                                                         \
+}                                                                                             \
+PT_FAST                                                                                      \
+void pt_bias_relu_##S(const T *x, const T *bias, T *out, long rows, long cols) {             \
+    for (long r = 0; r < rows; r++) {  /* out may be x's buffer (inplace) */                  \
+        const T *xr = x + r * cols;                                                           \
+        T *o = out + r * cols;                                                                \
+        for (long c = 0; c < cols; c++) {                                                     \
+            T v = xr[c] + bias[c];                                                            \
+            o[c] = (v > 0 || v != v) ? v : (T)0;  /* np.maximum(v, 0): NaN kept, -0 -> 0 */   \
+        }                                                                                     \
+    }                                                                                         \
+}                                                                                             \
+PT_FAST                                                                                      \
+void pt_relu_grad_bias_##S(const T *out, const T *dout, T *dx, T *restrict db, long rows,    \
+                           long cols) {                                                       \
+    for (long c = 0; c < cols; c++) db[c] = 0;  /* NumPy's sum starts from +0 */              \
+    for (long r = 0; r < rows; r++) {  /* dx may be dout's buffer (inplace) */                \
+        const T *o = out + r * cols, *d = dout + r * cols;                                    \
+        T *g = dx + r * cols;                                                                 \
+        for (long c = 0; c < cols; c++) {                                                     \
+            T keep = o[c] > 0 ? (T)1 : (T)0;                                                  \
+            g[c] = d[c] * keep;                                                               \
+        }                                                                                     \
+        for (long c = 0; c < cols; c++)  /* the row, still in cache, onto the sums: row by */ \
+            db[c] = db[c] + g[c];        /* row, as NumPy sums a C array over axis 0 */       \
     }                                                                                         \
 }
 
@@ -69,6 +109,7 @@ class _Kernels:
     def __init__(self, lib):
         ptr, lng, intc = ctypes.c_void_p, ctypes.c_long, ctypes.c_int
         self.momentum, self.sgd, self.relu_grad = {}, {}, {}
+        self.bias_relu, self.relu_grad_bias = {}, {}
         for dtype, suffix, scalar in ((np.dtype("float32"), "f32", ctypes.c_float),
                                       (np.dtype("float64"), "f64", ctypes.c_double)):
             momentum = getattr(lib, f"pt_momentum_{suffix}")
@@ -80,18 +121,34 @@ class _Kernels:
             relu_grad = getattr(lib, f"pt_relu_grad_{suffix}")
             relu_grad.argtypes = [ptr, ptr, ptr, lng]
             relu_grad.restype = None
+            bias_relu = getattr(lib, f"pt_bias_relu_{suffix}")
+            bias_relu.argtypes = [ptr, ptr, ptr, lng, lng]
+            bias_relu.restype = None
+            relu_grad_bias = getattr(lib, f"pt_relu_grad_bias_{suffix}")
+            relu_grad_bias.argtypes = [ptr, ptr, ptr, ptr, lng, lng]
+            relu_grad_bias.restype = None
             self.momentum[dtype], self.sgd[dtype], self.relu_grad[dtype] = (
                 momentum, sgd, relu_grad)
+            self.bias_relu[dtype], self.relu_grad_bias[dtype] = bias_relu, relu_grad_bias
 
 
 _loaded = []
+
+
+def _library():
+    """The kernels' library: with per-CPU clones of each loop where the compiler makes them
+    (GCC and recent Clang on x86-64 Linux), else as plain portable code."""
+    try:
+        return ctypes.CDLL(build("cpu_kernels", _SOURCE, _FLAGS + ("-DPT_VECTOR_CLONES",)))
+    except Exception:  # noqa: B902  (a compiler or loader without ifunc support)
+        return ctypes.CDLL(build("cpu_kernels", _SOURCE, _FLAGS))
 
 
 def _kernels():
     if not _loaded:
         global REASON
         try:
-            _loaded.append(_Kernels(ctypes.CDLL(build("cpu_kernels", _SOURCE, _FLAGS))))
+            _loaded.append(_Kernels(_library()))
         except (OSError, RuntimeError, AttributeError, Exception) as err:  # noqa: B902
             REASON = f"the fused CPU kernels could not be built ({type(err).__name__}: {err})"
             _loaded.append(None)
@@ -161,3 +218,61 @@ def relu_grad(out, dout, buf):
         return None
     _loaded[0].relu_grad[dout.dtype](_address(out), _address(dout), _address(buf), dout.size)
     return buf
+
+
+def _rows_cols(x, bias):
+    """(rows, cols) when `bias` is added along x's trailing dimensions (an fc's bias), else
+    None."""
+    n = bias.ndim
+    if n == 0 or n > x.ndim or x.shape[x.ndim - n:] != bias.shape or bias.size == 0:
+        return None
+    return x.size // bias.size, bias.size
+
+
+def _writable_like(buf, like):
+    return (type(buf) is np.ndarray and buf.dtype == like.dtype and buf.shape == like.shape
+            and buf.flags.c_contiguous and buf.flags.writeable)
+
+
+def bias_relu(x, bias, buf):
+    """np.maximum(x + bias, 0) for a bias along x's trailing dimensions, into `buf` (x's own
+    buffer, granted, or None for a new array); None when the NumPy path must run."""
+    if not (_dense(x) and type(bias) is np.ndarray and bias.dtype == x.dtype
+            and bias.flags.c_contiguous):
+        return None
+    shape = _rows_cols(x, bias)
+    if shape is None:
+        return None
+    if buf is None:
+        buf = np.empty_like(x)
+    elif not (buf is x and _writable_like(buf, x)):
+        return None
+    if np.may_share_memory(bias, buf):
+        return None
+    _loaded[0].bias_relu[x.dtype](_address(x), _address(bias), _address(buf), *shape)
+    return buf
+
+
+def relu_grad_bias(out, dout, bias_shape, buf):
+    """(dout * (out > 0), its sums over the rows: the bias's gradient, shaped `bias_shape`)
+    for a bias along the trailing dimensions, the first into `buf` (dout's buffer, granted,
+    or None for a new array); None when the NumPy path must run."""
+    if not _dense(out, dout) or out.shape != dout.shape:
+        return None
+    bias_shape = tuple(bias_shape)
+    n = len(bias_shape)
+    if n == 0 or n > dout.ndim or dout.shape[dout.ndim - n:] != bias_shape:
+        return None
+    cols = int(np.prod(bias_shape))
+    if cols == 0:
+        return None
+    if buf is None:
+        buf = np.empty_like(dout)
+    elif not (buf is dout and _writable_like(buf, dout)):
+        return None
+    if np.may_share_memory(out, buf):
+        return None
+    db = np.empty(bias_shape, dout.dtype)
+    _loaded[0].relu_grad_bias[dout.dtype](_address(out), _address(dout), _address(buf),
+                                          _address(db), dout.size // cols, cols)
+    return buf, db

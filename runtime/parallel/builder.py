@@ -7,7 +7,7 @@ from ..dtypes import VarType
 from ..errors import EnforceNotMet
 from ..flags import FLAGS
 from ..framework import OpRole
-from . import combine
+from . import combine, fusion
 from .graph import (Node, add_inplace_edges, gc_counts, gradient_pairs, is_optimizer_op, link,
                     set_op_node_io)
 
@@ -83,7 +83,7 @@ def build(program, plans, bs, loss_name, freeable):
                     continue
                 nodes.append(_op_node(plans[p], p, i, groups, opt_groups))
         for unit in combines.get(i, ()):
-            nodes.append(_combine_node(unit, n))
+            nodes.append(_combine_node(unit, n, i))
     for k, node in enumerate(nodes):
         node.id = k
     link(nodes)
@@ -265,18 +265,23 @@ def _op_node(plan, p, i, groups, opt_groups):
         node = Node("fused_" + step.type, p, steps, fn=combine.FusedOptimizer(steps),
                     index=i, role=step.role)
     elif i in groups:
-        steps = [plan.steps[j] for j in groups[i]]
-        kind = ("fused_elemwise_activation_grad" if step.type.endswith("_grad")
-                else "fused_elemwise_activation")
-        node = Node(kind, p, steps, index=i, role=step.role)
+        first, second = [plan.steps[j] for j in groups[i]]
+        if step.type.endswith("_grad"):
+            kind, fn = "fused_elemwise_activation_grad", fusion.ActivationGradAddGrad(first, second)
+        else:
+            kind = "fused_elemwise_activation"
+            fn = fusion.AddActivation(first, second, fusion.sum_is_internal(plan, first, second))
+        node = Node(kind, p, (first, second), fn=fn, index=i, role=step.role)
     else:
         node = Node(step.type, p, (step,), index=i, role=step.role)
     set_op_node_io(node)
     return node
 
 
-def _combine_node(unit, n):
-    node = Node(unit.kind, -1, fn=unit, combine=True, role=OpRole.Backward)
+def _combine_node(unit, n, after):
+    """A combine unit's node, with the program position of the op it runs after (the one
+    whose gradient makes it ready): op records and profiles index it there."""
+    node = Node(unit.kind, -1, fn=unit, index=after, combine=True, role=OpRole.Backward)
     if isinstance(unit, combine.Broadcast):
         node.reads = [(unit.owner, unit.slot)]
         node.writes = [(p, unit.slot) for p in range(n) if p != unit.owner]

@@ -92,7 +92,9 @@ class Broadcast:
 
 class FusedOptimizer:
     """One optimizer op of `type` updating every parameter of its group through flat buffers
-    (parameters and state become views of them; numerically identical, elementwise)."""
+    (parameters and state become views of them; numerically identical, elementwise) where the
+    gradients already are one (a fused all-reduce's output); otherwise each op of the group
+    runs on its own parameter, as one scheduled unit."""
 
     SCALAR_STATE = ("Beta1Pow", "Beta2Pow")
 
@@ -106,7 +108,16 @@ class FusedOptimizer:
         self.flats = {}  # input slot -> (flat, views)
         self.checked = False
 
-    def __call__(self, env):
+    def __call__(self, env, run_op):
+        if not self.checked:
+            self._check_scalars(env)
+        if not self.flats and _flat_base([env[s] for s in self.slots["Grad"]]) is None:
+            # separate gradients (no fused all-reduce made them one buffer): each parameter is
+            # updated where it is, the same elementwise result without first copying every
+            # gradient into one flat buffer
+            for step in self.steps:
+                run_op(step, env)
+            return
         ins = {}
         for k, slots in self.slots.items():
             if k == "LearningRate" or k in self.SCALAR_STATE:
@@ -115,8 +126,6 @@ class FusedOptimizer:
                 ins[k] = _flat_of([env[s] for s in slots])
             else:
                 ins[k] = self._flat(k, slots, env)
-        if not self.checked:
-            self._check_scalars(env)
         res = self.kernel(self.ctx, ins, self.attrs)
         for k, slots in self.slots.items():
             out = res.get(k + "Out")
@@ -156,17 +165,21 @@ class FusedOptimizer:
 def _flat_of(arrays):
     """One flat array with `arrays` in order: their common base when they already are
     consecutive views of one (a fused all-reduce's output), else a concatenation."""
-    base = arrays[0].base
-    if base is not None and base.ndim == 1 and base.flags.c_contiguous:
-        addr = base.__array_interface__["data"][0]
-        size = base.itemsize
-        total = 0
-        for a in arrays:
-            if (a.base is not base or not a.flags.c_contiguous
-                    or a.__array_interface__["data"][0] != addr + total * size):
-                break
-            total += a.size
-        else:
-            if total == base.size:
-                return base
-    return np.concatenate([a.ravel() for a in arrays])
+    base = _flat_base(arrays)
+    return base if base is not None else np.concatenate([a.ravel() for a in arrays])
+
+
+def _flat_base(arrays):
+    """The flat array `arrays` are consecutive views of, covering it whole, or None."""
+    base = getattr(arrays[0], "base", None)
+    if not (isinstance(base, np.ndarray) and base.ndim == 1 and base.flags.c_contiguous):
+        return None
+    addr = base.__array_interface__["data"][0]
+    size = base.itemsize
+    total = 0
+    for a in arrays:
+        if (getattr(a, "base", None) is not base or not a.flags.c_contiguous
+                or a.__array_interface__["data"][0] != addr + total * size):
+            return None
+        total += a.size
+    return base if total == base.size else None

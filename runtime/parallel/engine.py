@@ -21,6 +21,7 @@ from ..exec_memory import Garbage, Serving, retag_writes
 from ..executor import _batch_size, _failure, _nbytes, _run_op, check_names
 from ..feed_fetch import _check_feed, _fetch, _fetch_names
 from ..flags import FLAGS
+from ..memory import arena
 from ..memory.signals import DeferSignals
 from ..place import is_gpu
 from ..plan import Plan
@@ -28,7 +29,7 @@ from ..scope import global_scope
 from .builder import build
 from .edges import _merge, check_blas_threads, default_num_threads
 from .feed_split import split_feed
-from .scheduler import StepState, WorkerPool
+from .scheduler import StepState, WorkerPool, run_here
 
 _perf = time.perf_counter
 _engine_ids = itertools.count(1 << 20)
@@ -44,6 +45,7 @@ class _Compiled:
         persist = set(plan0.reads) | set(plan0.writes)
         self.temp_slots = [i for n, i in plan0.slot_of.items() if n not in persist]
         self.step = 0
+        self.memory_plans = {}  # (places, feed shapes) -> memory/arena.py's ShapePlans
 
 
 class Engine:
@@ -169,37 +171,72 @@ class Engine:
         if timed:
             state.busy = [0.0] * self.num_threads
             state.place_end = [0.0] * len(comp.plans)
+        planned = state.planned = self._step_memory(comp, pool)
         try:
             if mem is not None:
                 mem.begin()
                 mem.phase("activations")
             state.t0 = _perf()
-            self._workers().run(state)
+            if self.num_threads == 1:
+                run_here(state)
+            else:
+                self._workers().run(state)
             state.wall_s = _perf() - state.t0
             if mem is not None:
                 mem.phase_done("activations")
+            if planned is not None and state.error is None:
+                planned.end(mem)
         finally:
+            if planned is not None:
+                planned.end(None)
             if mem is not None:
                 mem.end()
+            if planned is not None:
+                planned.settle()
             if garbage is not None:
                 garbage.clear()
         if state.error is not None:
             raise self._error(comp, *state.error)
         return mem, state
 
+    def _step_memory(self, comp, pool):
+        """The step's memory plan (memory/arena.py), as the Executor's: only where one thread
+        runs the graph (the caller: `run_here`), so that its requests come in the same order
+        every step (with several, independent ops interleave theirs differently from step to
+        step). It begins at the first node, on the thread that runs them (the arena serves
+        the thread that begins it)."""
+        if (self.num_threads != 1 or pool is None or pool.poison
+                or (pool.strategy == "naive_best_fit" and not pool.chunk_bytes)
+                or not FLAGS.get("static_memory_plan") or not arena.available()):
+            return None
+        plan0, env0 = comp.plans[0], comp.envs[0]
+        shapes = (len(comp.plans),) + tuple(getattr(env0[slot], "shape", None)
+                                            for slot, _ in plan0.feed_slots)
+        return arena.step_memory(comp.memory_plans, shapes, pool)
+
     def _run_node(self, node, state):
-        if node.fn is not None:
-            if node.place >= 0:
-                node.fn(state.envs[node.place])
-            else:
-                node.fn(state.envs)
-            if state.emit is not None:
-                state.emit(events.OpRecord(state.program_uid, state.step_no, node.index,
-                                           node.type, node.role, _perf(), _perf()))
-            return
-        env = state.envs[node.place]
+        planned = state.planned
+        if planned is not None:  # the step's first node, on the thread that runs them all
+            state.planned = None
+            planned.begin()
+        env = state.envs[node.place] if node.place >= 0 else None
         check = state.check and state.step_no
         emit = state.emit
+        if node.fn is not None and not (state.check and node.ops):  # (checked: op by op)
+            t0 = _perf() if emit is not None else 0.0
+            if env is None:
+                node.fn(state.envs)
+            else:
+                try:
+                    node.fn(env, _run_fused_step)
+                except BaseException as err:
+                    if getattr(err, "_pe_step", None) is None:
+                        err._pe_step = node.ops[-1]  # (the fused kernel's failure)
+                    raise
+            if emit is not None:
+                emit(events.OpRecord(state.program_uid, state.step_no, node.index, node.type,
+                                     node.role, t0, _perf()))
+            return
         for step in node.ops:
             try:
                 t0 = _perf() if emit is not None else 0.0
@@ -324,6 +361,8 @@ class Engine:
     def _keep_copies(self, comp, name, slot):
         """The active places keep their copies; the idle ones (a partial feed) make new ones
         from the scope's value at their next run."""
+        if self.n == 1:
+            return
         active = len(comp.plans)
         for p in range(1, self.n):
             if p < active:
@@ -374,6 +413,15 @@ class Engine:
             state.ready_sum / state.ready_samples if state.ready_samples else 0.0,
             state.op_s / wall if wall > 0 else 0.0, state.combine_s, list(state.place_end),
             int(self.es.num_iteration_per_drop_scope), dropped, dict(graph.fused))
+
+
+def _run_fused_step(step, env):
+    """One op of a fused node (names it if it fails)."""
+    try:
+        _run_op(step, env, False, False)
+    except BaseException as err:
+        err._pe_step = step
+        raise
 
 
 def feed_names(feed):

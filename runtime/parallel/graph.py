@@ -19,7 +19,8 @@ class Node:
     """One unit of scheduled work: op(s) of one place, or a combine op over all places."""
 
     __slots__ = ("id", "type", "place", "ops", "fn", "index", "role", "reads", "writes",
-                 "deps", "dependents", "n_deps", "value_uses", "shape_uses", "combine", "name")
+                 "deps", "dependents", "n_deps", "value_uses", "shape_uses", "uses", "combine",
+                 "name")
 
     def __init__(self, type_, place, ops=(), fn=None, index=-1, role=0, combine=False):
         self.id, self.type, self.place, self.ops, self.fn = -1, type_, place, tuple(ops), fn
@@ -27,6 +28,7 @@ class Node:
         self.reads, self.writes = [], []  # (place, slot) pairs
         self.deps, self.dependents, self.n_deps = set(), [], 0
         self.value_uses, self.shape_uses = (), ()  # flat counter indices (GC)
+        self.uses = ()  # (flat index, place, slot) of each of those uses
         self.name = type_
 
     def __repr__(self):
@@ -104,6 +106,7 @@ def gc_counts(nodes, freeable, n_slots):
                 value_count[idx] = value_count.get(idx, 0) + 1
                 vals.append(idx)
         node.value_uses, node.shape_uses = tuple(vals), tuple(shapes)
+        node.uses = tuple((idx,) + divmod(idx, n_slots) for idx in vals + shapes)
     return value_count, any_count
 
 

@@ -1,4 +1,5 @@
-"""The threaded scheduler: a pool of daemon worker threads runs the SSA graph's ready nodes.
+"""The threaded scheduler: a pool of daemon worker threads runs the SSA graph's ready nodes
+(one thread: the calling thread runs them, `run_here`).
 
 One Condition guards the step's state (pending dependency counts, the ready queue, the GC
 counters); kernels run outside it, so NumPy's GIL-free kernels of independent ops overlap. A
@@ -30,6 +31,7 @@ class StepState:
         self.inflight = 0
         self.value_count, self.any_count = value_count, any_count
         self.garbage, self.timed, self.pool, self.run_node = garbage, timed, pool, run_node
+        self.planned = None  # the step's memory plan (memory/arena.py), begun by its worker
         self.error = None
         self.done = threading.Event()
         self.t0 = _perf()
@@ -148,21 +150,7 @@ def _worker(pool_ref, cond, index):
         node = state.graph.nodes[node_id]
         try:
             if state.timed:
-                busy_t0 = _perf()
-                state.run_node(node, state)
-                dt = _perf() - busy_t0
-                state.busy[index] += dt
-                state.op_s += dt
-                if node.combine:
-                    state.combine_s += dt
-                end = _perf() - state.t0
-                if node.place >= 0:
-                    if end > state.place_end[node.place]:
-                        state.place_end[node.place] = end
-                else:
-                    for p in range(len(state.place_end)):
-                        if end > state.place_end[p]:
-                            state.place_end[p] = end
+                _run_timed(state, node, index)
             else:
                 state.run_node(node, state)
         except BaseException as err:  # noqa: B902  (reported to the caller, never lost)
@@ -175,6 +163,57 @@ def _worker(pool_ref, cond, index):
                     state.done.set()
             err = None
             node_id = None
+
+
+def run_here(state):
+    """Run the step on the calling thread, node after node in the ready order: the schedule
+    of one worker thread, without handing the step to a worker and waiting for it (two thread
+    switches a step, and the step's data warm in another core's cache). Signals wait for the
+    step's end as they do around a worker's step (the engine runs it under DeferSignals)."""
+    ready, nodes = state.ready, state.graph.nodes
+    while ready and state.error is None:
+        node_id = ready.popleft()
+        state.inflight += 1
+        if state.timed:
+            state.ready_samples += 1
+            state.ready_sum += len(ready)
+            state.ready_max = max(state.ready_max, len(ready))
+        node = nodes[node_id]
+        try:
+            if state.timed:
+                _run_timed(state, node, 0)
+            else:
+                state.run_node(node, state)
+        except BaseException as err:  # noqa: B902  (reported to the caller, never lost)
+            state.inflight -= 1
+            state.error = (node, err)
+            break
+        t_in = _perf() if state.timed else 0.0
+        dead = _finish(state, node_id)
+        del dead
+        if state.timed:
+            state.sched_s += _perf() - t_in
+    state.done.set()
+    return state
+
+
+def _run_timed(state, node, thread_index):
+    """Run `node`, adding its time to the thread's busy time and the step's figures."""
+    busy_t0 = _perf()
+    state.run_node(node, state)
+    dt = _perf() - busy_t0
+    state.busy[thread_index] += dt
+    state.op_s += dt
+    if node.combine:
+        state.combine_s += dt
+    end = _perf() - state.t0
+    if node.place >= 0:
+        if end > state.place_end[node.place]:
+            state.place_end[node.place] = end
+    else:
+        for p in range(len(state.place_end)):
+            if end > state.place_end[p]:
+                state.place_end[p] = end
 
 
 def _finish(state, node_id):
@@ -195,28 +234,28 @@ def _finish(state, node_id):
     state.remaining -= 1
     state.ops_run += 1
     if state.remaining == 0 or (state.error is not None and state.inflight == 0):
-        state.done.set()
+        dead = None  # released before the caller hears the step is done: a step's memory
+        state.done.set()  # plan sees every block that dies in the step die in it
     return dead
 
 
 def _collect(state, node):
-    vc, ac, n_slots, envs = state.value_count, state.any_count, state.n_slots, state.envs
+    vc, ac, envs = state.value_count, state.any_count, state.envs
     dead = []
     for idx in node.value_uses:
         vc[idx] -= 1
         ac[idx] -= 1
     for idx in node.shape_uses:
         ac[idx] -= 1
-    for idx in node.value_uses + node.shape_uses:
-        if ac[idx] == 0:
-            p, s = divmod(idx, n_slots)
+    for idx, p, s in node.uses:
+        left = ac[idx]
+        if left == 0:
             env = envs[p]
             if env[s] is not None:
                 dead.append(env[s])
                 env[s] = None
             ac[idx] = -1  # done
-        elif vc[idx] == 0 and ac[idx] > 0:
-            p, s = divmod(idx, n_slots)
+        elif left > 0 and vc[idx] == 0:
             env = envs[p]
             value = env[s]
             if value is not None and type(value) is not ShapeOnly:

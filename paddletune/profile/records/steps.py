@@ -119,7 +119,8 @@ class OpTime(NamedTuple):
     """One op's time in a step (written as a 4-item array).
 
     Fields:
-      index  the op's position in the program
+      index  the op's position in the program (a ParallelExecutor's gradient-combining
+             op, which the program does not have: that of the op it runs after)
       type   the op type
       t_s    when it began
       dur_s  how long it took
