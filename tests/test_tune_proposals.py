@@ -28,6 +28,16 @@ def test_busy_workers_beside_two_blas_threads_get_one_thread():
                                          "blas_threads": 1})]
 
 
+def test_a_worker_needing_half_a_core_beside_two_blas_threads_gets_one_thread():
+    """Two threads and half a core's worth of worker crowd 2 cores: the threads spin on the
+    core the worker needs (bench_advice's gil-thread job gained nothing from the worker
+    beside them, 1.46x with one thread)."""
+    figures = {**READER, "workers": 1, "suggested_capacity": 8, "worker_busy_cores": 0.5}
+    found, _ = proposals([advice("reader-thread-gil", **figures)], space())
+    assert found == [("reader-thread-gil", {"num_workers": 1, "capacity": 8,
+                                            "blas_threads": 1})]
+
+
 def test_workers_that_are_mostly_idle_leave_the_blas_threads_alone():
     found, _ = proposals([advice("reader-starved", **READER, worker_busy_cores=0.1)], space())
     assert found == [("reader-starved", {"num_workers": 2, "capacity": 16})]
