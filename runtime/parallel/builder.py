@@ -27,6 +27,7 @@ class Graph:
         self.write_owner = {}  # persistable name -> place whose copy goes back to the scope
         self.fused = {}
         self.n_combine = sum(1 for n in nodes if n.combine)
+        self.sequence = None  # one thread's order and GC drops (scheduler.sequence), once made
 
 
 def resolve_strategy(bs, n_places):

@@ -166,21 +166,17 @@ def _worker(pool_ref, cond, index):
 
 
 def run_here(state):
-    """Run the step on the calling thread, node after node in the ready order: the schedule
-    of one worker thread, without handing the step to a worker and waiting for it (two thread
-    switches a step, and the step's data warm in another core's cache). Signals wait for the
-    step's end as they do around a worker's step (the engine runs it under DeferSignals)."""
-    ready, nodes = state.ready, state.graph.nodes
-    while ready and state.error is None:
-        node_id = ready.popleft()
+    """Run the step on the calling thread, node after node in the order one worker would run
+    them, without handing the step to a worker and waiting for it (two thread switches a step,
+    and the step's data warm in another core's cache). That order, and what garbage
+    collection drops after each node, depend on the graph alone: they are worked out once
+    (`sequence`). Signals wait for the step's end as they do around a worker's step (the
+    engine runs it under DeferSignals)."""
+    envs, garbage, timed = state.envs, state.garbage, state.timed
+    for node, frees, shrinks in sequence(state.graph):
         state.inflight += 1
-        if state.timed:
-            state.ready_samples += 1
-            state.ready_sum += len(ready)
-            state.ready_max = max(state.ready_max, len(ready))
-        node = nodes[node_id]
         try:
-            if state.timed:
+            if timed:
                 _run_timed(state, node, 0)
             else:
                 state.run_node(node, state)
@@ -188,13 +184,79 @@ def run_here(state):
             state.inflight -= 1
             state.error = (node, err)
             break
-        t_in = _perf() if state.timed else 0.0
-        dead = _finish(state, node_id)
-        del dead
-        if state.timed:
+        t_in = _perf() if timed else 0.0
+        if frees or shrinks:
+            dead = _drop(envs, frees, shrinks)
+            if garbage is not None and dead:
+                garbage.hold(dead)
+            del dead
+        state.inflight -= 1
+        state.remaining -= 1
+        state.ops_run += 1
+        if timed:
             state.sched_s += _perf() - t_in
+    state.ready.clear()
     state.done.set()
     return state
+
+
+def sequence(graph):
+    """[(node, slots freed after it, slots shrunk to their shape after it)] in the order one
+    thread runs the graph: the ready queue first in, first out, as `_finish` releases the
+    dependants, and garbage collection's counts as `_collect` keeps them (cached on the
+    graph)."""
+    found = getattr(graph, "sequence", None)
+    if found is not None:
+        return found
+    pending, ready = list(graph.n_deps), collections.deque(graph.roots)
+    vc = dict(graph.value_count) if graph.value_count is not None else None
+    ac = dict(graph.any_count) if graph.any_count is not None else None
+    order = []
+    while ready:
+        node = graph.nodes[ready.popleft()]
+        for d in node.dependents:
+            pending[d] -= 1
+            if pending[d] == 0:
+                ready.append(d)
+        frees, shrinks = _collected(node, vc, ac) if vc is not None else ((), ())
+        order.append((node, frees, shrinks))
+    graph.sequence = order
+    return order
+
+
+def _collected(node, vc, ac):
+    """`_collect`'s decisions for `node`, on the counters alone: ((place, slot) freed,
+    (place, slot) shrunk), counting its uses off `vc` and `ac`."""
+    for idx in node.value_uses:
+        vc[idx] -= 1
+        ac[idx] -= 1
+    for idx in node.shape_uses:
+        ac[idx] -= 1
+    frees, shrinks = [], []
+    for idx, p, s in node.uses:
+        left = ac[idx]
+        if left == 0:
+            frees.append((p, s))
+            ac[idx] = -1  # done
+        elif left > 0 and vc[idx] == 0 and (p, s) not in shrinks:
+            shrinks.append((p, s))
+    return tuple(frees), tuple(shrinks)
+
+
+def _drop(envs, frees, shrinks):
+    """Apply a node's frees and shrinks to the places' variables; what they dropped."""
+    dead = []
+    for p, s in shrinks:
+        value = envs[p][s]
+        if value is not None and type(value) is not ShapeOnly:
+            dead.append(value)
+            envs[p][s] = shape_only(value)
+    for p, s in frees:
+        env = envs[p]
+        if env[s] is not None:
+            dead.append(env[s])
+            env[s] = None
+    return dead
 
 
 def _run_timed(state, node, thread_index):
