@@ -135,13 +135,15 @@ def test_num_threads_default_is_two_per_cpu_place():
     assert es.num_threads == 6  # Paddle: 2 x places on CPU (4 x on GPU)
 
 
+@pytest.mark.parametrize("threads", [0, 1])  # (one: the calling thread runs the graph)
 @pytest.mark.parametrize("gc_gb, held", [(0.0, "small"), (-1.0, "all")])
-def test_drop_scope_events_and_held_bytes(gc_gb, held):
+def test_drop_scope_events_and_held_bytes(gc_gb, held, threads):
     old = fluid.get_flags(["FLAGS_eager_delete_tensor_gb"])
     fluid.set_flags({"FLAGS_eager_delete_tensor_gb": gc_gb})
     drops, records = [], []
     es = fluid.ExecutionStrategy()
     es.num_iteration_per_drop_scope = 2
+    es.num_threads = threads
     try:
         with events.subscribe("drop_scope", drops.append), \
                 events.subscribe("sched_step", records.append):

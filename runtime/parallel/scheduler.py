@@ -173,8 +173,12 @@ def run_here(state):
     (`sequence`). Signals wait for the step's end as they do around a worker's step (the
     engine runs it under DeferSignals)."""
     envs, garbage, timed = state.envs, state.garbage, state.timed
-    for node, frees, shrinks in sequence(state.graph):
+    for node, frees, shrinks, waiting in sequence(state.graph):
         state.inflight += 1
+        if timed:  # the ops left waiting for the thread as this one is taken
+            state.ready_samples += 1
+            state.ready_sum += waiting
+            state.ready_max = max(state.ready_max, waiting)
         try:
             if timed:
                 _run_timed(state, node, 0)
@@ -201,10 +205,10 @@ def run_here(state):
 
 
 def sequence(graph):
-    """[(node, slots freed after it, slots shrunk to their shape after it)] in the order one
-    thread runs the graph: the ready queue first in, first out, as `_finish` releases the
-    dependants, and garbage collection's counts as `_collect` keeps them (cached on the
-    graph)."""
+    """[(node, slots freed after it, slots shrunk to their shape after it, nodes left in the
+    ready queue as it is taken)] in the order one thread runs the graph: the ready queue first
+    in, first out, as `_finish` releases the dependants, and garbage collection's counts as
+    `_collect` keeps them (cached on the graph)."""
     found = getattr(graph, "sequence", None)
     if found is not None:
         return found
@@ -214,12 +218,13 @@ def sequence(graph):
     order = []
     while ready:
         node = graph.nodes[ready.popleft()]
+        waiting = len(ready)
         for d in node.dependents:
             pending[d] -= 1
             if pending[d] == 0:
                 ready.append(d)
         frees, shrinks = _collected(node, vc, ac) if vc is not None else ((), ())
-        order.append((node, frees, shrinks))
+        order.append((node, frees, shrinks, waiting))
     graph.sequence = order
     return order
 
