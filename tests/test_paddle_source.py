@@ -252,6 +252,34 @@ def test_thread_override(monkeypatch):
     assert source.blas_threads() == before
 
 
+def test_the_scripts_own_thread_count_is_known_and_the_speed_test_can_change_it(monkeypatch):
+    """Paddle has no getter for its CPU math threads: the hooks track the script's own
+    core.set_num_threads, and set_math_threads (the speed test's one-thread window) sets them
+    and gives the count back."""
+    from paddle.base import core
+    source, _ = started(monkeypatch)
+    before, paddles_own = source.blas_threads(), core.set_num_threads
+    with source.running():
+        assert core.set_num_threads is not paddles_own  # (tracked)
+        core.set_num_threads(2)
+        assert source.blas_threads() == 2
+        assert source.set_math_threads(1) == 2 and source.blas_threads() == 1
+        assert source.set_math_threads(2) == 1 and source.blas_threads() == 2
+        core.set_num_threads(before)
+    assert source.set_math_threads(1) is None  # the hooks are gone: nothing changed
+    assert core.set_num_threads is paddles_own
+
+
+def test_an_override_keeps_its_thread_count_against_the_scripts_own_call(monkeypatch):
+    from paddle.base import core
+    source, _ = started(monkeypatch, '{"threads": {"intra_op": 1}}')
+    with source.running():
+        core.set_num_threads(2)  # the script's own count: the override's stays
+        assert source.blas_threads() == 1
+    report = source.overrides()
+    assert [(a.key, a.value, a.was) for a in report["applied"]] == [("intra_op", 1, 2)]
+
+
 def test_bad_override(monkeypatch):
     monkeypatch.setenv("PADDLETUNE_OVERRIDES", '{"reader": {"num_workers": -1}}')
     source = PaddleSource()

@@ -10,7 +10,8 @@ every patched attribute restored exactly as it was):
                          startup program is a step, timed around the run
   DataLoader             paddle.io.DataLoader.__init__ (PADDLETUNE_OVERRIDES' reader
                          section) and its iterators (loaders.py)
-  threads                paddle.base.core.set_num_threads (the overrides' threads.intra_op)
+  threads                paddle.base.core.set_num_threads (the overrides' threads.intra_op;
+                         the script's own calls tracked, paddle having no getter)
   NaN/Inf                FLAGS_check_nan_inf (and _level) through paddle.set_flags
   --ops                  paddle.nn.Layer.__call__: each leaf layer's call is an op (layers.py),
                          only while something listens to op_end; in the static graph
@@ -129,6 +130,7 @@ class PaddleHooks:
                    self._loader_init(paddle.io.DataLoader.__init__))
         LoaderHooks(self.source.loaders, self.patch).install()
         self._threads()
+        self._track_threads()
         if timing_ops:
             time_leaf_layers(self.source.bus, self.source.timer, self.patch)
             self.static_ops.install(self.patch)
@@ -280,10 +282,38 @@ class PaddleHooks:
                 self.source._threads_set = int(value)
                 state.apply("threads", "intra_op", value, was)
                 self._undo.append(lambda: _restore_threads(self.source, setter, was))
+            if setter is not None:
+                self.source._threads_kept = int(value)
         if "inter_op" in wanted:
             state.skip("threads", "inter_op", wanted["inter_op"], "not-supported",
                        "Paddle's dynamic graph runs ops one at a time: it has no inter-op "
                        "thread pool to size")
+
+    def _track_threads(self):
+        """The script's own core.set_num_threads calls, through a wrapper: paddle has no
+        getter, so the count it sets is kept as the source's (blas_threads); where an
+        override set the count, it stays (the script's call changes nothing, as PyTorch's
+        hooks keep torch.set_num_threads)."""
+        original = getattr(core, "set_num_threads", None)
+        if original is None:
+            return
+        source = self.source
+        source._set_threads = original
+        self._undo.append(lambda: _untrack_threads(source))
+
+        def set_num_threads(n):
+            kept = source._threads_kept
+            if kept is None:
+                original(n)
+                source._threads_set = int(n)
+                return
+            state = source.overrides_state  # the first call's value is what the script
+            if state is not None and int(n) != kept and not any(  # wanted (`was`), unless
+                    a.section == "threads" and a.key == "intra_op"  # the override already
+                    for a in state.applied):  # changed the job's own count
+                state.apply("threads", "intra_op", kept, int(n))
+
+        self.patch(core, "set_num_threads", set_num_threads)
 
     def _set_flags(self, flags: dict):
         previous = {}
@@ -303,6 +333,11 @@ def current_threads():
         return int(paddle.get_flags(["FLAGS_paddle_num_threads"])["FLAGS_paddle_num_threads"])
     except Exception:  # noqa: BLE001
         return None
+
+
+def _untrack_threads(source):
+    source._set_threads = None
+    source._threads_kept = None
 
 
 def _restore_threads(source, setter, was):

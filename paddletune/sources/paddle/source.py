@@ -62,7 +62,11 @@ class PaddleSource(EagerSource):
     def __init__(self):
         check_version(paddle.__version__)
         super().__init__()
-        self._threads_set: Optional[int] = None  # the CPU math threads an override set
+        self._threads_set: Optional[int] = None  # the CPU math threads set since the start
+        # (by an override, the script or the speed test), None: FLAGS_paddle_num_threads's
+        self._threads_kept: Optional[int] = None  # an override's count, kept against the
+        # script's own calls
+        self._set_threads = None  # paddle's own core.set_num_threads (the hooks wrap it)
 
     @staticmethod
     def shape_of(item):
@@ -115,6 +119,17 @@ class PaddleSource(EagerSource):
         if self._threads_set is not None:
             return self._threads_set
         return current_threads()
+
+    def set_math_threads(self, n: int) -> Optional[int]:
+        """Paddle's CPU math threads (core.set_num_threads, past the hooks' wrapper); the
+        count before, as blas_threads knows it. None where this paddle cannot set them or the
+        hooks are not installed."""
+        previous = self.blas_threads()
+        if self._set_threads is None or previous is None:
+            return None
+        self._set_threads(int(n))
+        self._threads_set = int(n)
+        return previous
 
     @contextmanager
     def running(self, check_nan: bool = False, compat: bool = False,
