@@ -307,10 +307,12 @@ class PaddleHooks:
                 original(n)
                 source._threads_set = int(n)
                 return
-            state = source.overrides_state  # the first call's value is what the script
-            if state is not None and int(n) != kept and not any(  # wanted (`was`), unless
-                    a.section == "threads" and a.key == "intra_op"  # the override already
-                    for a in state.applied):  # changed the job's own count
+            # the override's count stays; the script's first other count is what it wanted
+            # (the override's `was`), unless the override already changed the job's own
+            state = source.overrides_state
+            if state is None or int(n) == kept:
+                return
+            if not any(a.section == "threads" and a.key == "intra_op" for a in state.applied):
                 state.apply("threads", "intra_op", kept, int(n))
 
         self.patch(core, "set_num_threads", set_num_threads)
