@@ -319,11 +319,15 @@ def test_worker_allocations_come_from_the_pool():
     assert steps and steps[-1].requests > 20 and steps[-1].step_peak > 24 * 16 * 4
 
 
-def test_an_interrupt_in_a_worker_reaches_the_caller(monkeypatch):
+@pytest.mark.parametrize("threads", [0, 1])  # (one: the calling thread runs the graph)
+def test_an_interrupt_in_a_worker_reaches_the_caller(monkeypatch, threads):
     main, startup, loss, _ = build()
     scope, exe = fluid.Scope(), fluid.Executor(fluid.CPUPlace())
     exe.run(startup, scope=scope)
-    prog = fluid.CompiledProgram(main).with_data_parallel(loss.name, places=fluid.cpu_places(2))
+    es = fluid.ExecutionStrategy()
+    es.num_threads = threads
+    prog = fluid.CompiledProgram(main).with_data_parallel(loss.name, exec_strategy=es,
+                                                          places=fluid.cpu_places(2))
     x, y = data()
     exe.run(prog, feed={"x": x, "y": y}, fetch_list=[loss], scope=scope)
     node = next(n for n in prog._engine._compiled.values().__iter__().__next__().graph.nodes

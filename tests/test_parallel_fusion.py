@@ -11,7 +11,7 @@ import pytest
 
 import runtime as fluid
 from runtime import memory as rmem
-from runtime.errors import NanInfError
+from runtime.errors import NanInfError, OpRuntimeError
 from runtime.memory import arena
 from runtime.ops import cpu_kernels
 
@@ -204,3 +204,36 @@ def test_a_one_thread_parallel_step_runs_on_a_memory_plan():
     _bitwise_equal(params, pool_params)
     _bitwise_equal(two_losses, pool_losses)
     _bitwise_equal(two_params, pool_params)
+
+
+def _run_with_a_failing_step(planned, fail_at=3, steps=6):
+    """One-thread steps, the `fail_at`-th fed a label out of range (its op fails mid-step,
+    on the memory plan when `planned`); the losses and parameters of the others."""
+    fluid.set_flags({"FLAGS_static_memory_plan": planned})
+    main, startup, loss = _build()
+    scope, exe = fluid.Scope(), fluid.Executor(fluid.CPUPlace())
+    exe.run(startup, scope=scope)
+    es = fluid.ExecutionStrategy()
+    es.num_threads = 1
+    prog = fluid.CompiledProgram(main).with_data_parallel(
+        loss.name, exec_strategy=es, places=fluid.cpu_places(1))
+    losses = []
+    for i, (x, y) in enumerate(_data(steps)):
+        if i == fail_at:
+            bad = y.copy()
+            bad[5] = 99
+            with pytest.raises(OpRuntimeError, match="softmax_with_cross_entropy"):
+                exe.run(prog, feed={"x": x, "y": bad}, fetch_list=[loss], scope=scope)
+        losses.append(np.array(exe.run(prog, feed={"x": x, "y": y}, fetch_list=[loss],
+                                       scope=scope)[0]))
+    params = [np.array(scope.find_var(p.name).value)
+              for p in main.global_block().all_parameters()]
+    return losses, params
+
+
+@pytest.mark.skipif(not arena.available(), reason="compiled allocator entry points unavailable")
+def test_a_one_thread_step_failing_on_its_plan_names_the_op_and_the_next_ones_are_right():
+    planned = _run_with_a_failing_step(True)
+    pool = _run_with_a_failing_step(False)
+    _bitwise_equal(planned[0], pool[0])
+    _bitwise_equal(planned[1], pool[1])
