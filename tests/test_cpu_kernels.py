@@ -126,6 +126,11 @@ def test_the_bias_kernels_leave_what_they_do_not_serve_to_numpy():
     assert cpu_kernels.relu_grad_bias(out, x, (), None) is None
     assert cpu_kernels.relu_grad_bias(out, x.T.copy(), (128,), None) is None  # shapes differ
     assert cpu_kernels.relu_grad_bias(x, x, (128,), x) is None  # Out would be overwritten
+    # one column: NumPy sums it pairwise (not row by row, as the kernel does)
+    column = rng.standard_normal((2048, 1)).astype(np.float32)
+    assert cpu_kernels.relu_grad_bias(np.maximum(column, 0), column, (1,), None) is None
+    # an add of equal shapes: NumPy's gradient is dOut itself (its -0 kept)
+    assert cpu_kernels.relu_grad_bias(out, x, (64, 128), None) is None
     cpu_kernels.ENABLED[0] = False
     try:
         assert cpu_kernels.bias_relu(x, bias, None) is None

@@ -278,6 +278,7 @@ def test_an_override_keeps_its_thread_count_against_the_scripts_own_call(monkeyp
         assert source.blas_threads() == 1
     report = source.overrides()
     assert [(a.key, a.value, a.was) for a in report["applied"]] == [("intra_op", 1, 2)]
+    assert not [s for s in report["skipped"] if s.key == "intra_op"]  # (not "same value" too)
 
 
 def test_bad_override(monkeypatch):

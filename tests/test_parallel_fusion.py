@@ -237,3 +237,91 @@ def test_a_one_thread_step_failing_on_its_plan_names_the_op_and_the_next_ones_ar
     pool = _run_with_a_failing_step(False)
     _bitwise_equal(planned[0], pool[0])
     _bitwise_equal(planned[1], pool[1])
+
+
+def _one_step_gradients(build, fuse, fetch_names, batch=2048, features=16):
+    """One SGD step of `build()` (-> loss) on the plain Executor (fuse None) or a one-thread
+    CompiledProgram with fuse_elewise_add_act_ops = `fuse`: the fetched values."""
+    main, startup = fluid.Program(), fluid.Program()
+    main.random_seed = startup.random_seed = 3
+    with fluid.program_guard(main, startup), fluid.unique_name.guard():
+        x = fluid.data("x", [None, features])
+        y = fluid.data("y", [None, 1], dtype="int64")
+        loss = build(x, y)
+        fluid.optimizer.SGD(0.1).minimize(loss)
+    scope, exe = fluid.Scope(), fluid.Executor(fluid.CPUPlace())
+    exe.run(startup, scope=scope)
+    prog = main
+    if fuse is not None:
+        bs = fluid.BuildStrategy()
+        bs.fuse_elewise_add_act_ops = fuse
+        es = fluid.ExecutionStrategy()
+        es.num_threads = 1
+        prog = fluid.CompiledProgram(main).with_data_parallel(
+            loss.name, build_strategy=bs, exec_strategy=es, places=fluid.cpu_places(1))
+    rng = np.random.default_rng(0)
+    feed = {"x": rng.normal(size=(batch, features)).astype(np.float32),
+            "y": rng.integers(0, 2, (batch, 1)).astype(np.int64)}
+    got = exe.run(prog, feed=feed, fetch_list=[loss.name] + fetch_names(main), scope=scope)
+    params = [np.array(scope.find_var(p.name).value)
+              for p in main.global_block().all_parameters()]
+    return [np.array(g) for g in got] + params
+
+
+def _bits(arrays):
+    return [a.tobytes() for a in arrays]
+
+
+def test_a_one_unit_relu_layer_keeps_numpys_pairwise_bias_gradient():
+    """fc(size=1, act="relu") on 2048 rows: NumPy sums its one-column bias gradient pairwise,
+    so that pair runs as its ops."""
+    def build(x, y):
+        h = fluid.layers.fc(x, 1, act="relu")
+        return fluid.layers.mean(fluid.layers.square(h - fluid.layers.cast(y, "float32")))
+
+    def bias_grad(main):
+        return [p.name + "@GRAD" for p in main.global_block().all_parameters()
+                if p.name.endswith(".b_0")]
+    plain = _one_step_gradients(build, None, bias_grad)
+    assert _bits(_one_step_gradients(build, True, bias_grad)) == _bits(plain)
+
+
+def test_an_add_of_equal_shapes_keeps_the_gradients_negative_zeros():
+    """relu(a + b) of two equal-shaped activations: elementwise_add_grad gives dOut itself as
+    b's gradient, its -0 entries kept."""
+    names = {}
+
+    def build(x, y):
+        a, b = fluid.layers.fc(x, 64), fluid.layers.fc(x, 64)
+        names["b"] = b.name
+        h = fluid.layers.relu(fluid.layers.elementwise_add(a, b))
+        return fluid.layers.mean(fluid.layers.softmax_with_cross_entropy(
+            fluid.layers.fc(h, 2), y))
+
+    def b_grad(main):
+        return [names["b"] + "@GRAD"]
+    plain = _one_step_gradients(build, None, b_grad, batch=32)
+    fused = _one_step_gradients(build, True, b_grad, batch=32)
+    assert (np.signbit(plain[1]) & (plain[1] == 0)).any()  # the case is exercised
+    assert _bits(fused) == _bits(plain)
+
+
+@pytest.mark.skipif(not arena.available(), reason="compiled allocator entry points unavailable")
+def test_batches_split_unevenly_over_places_each_get_their_plan():
+    """64 rows on 2 places is 32 + 32, 63 is 32 + 31: place 0's shapes alone would mix the
+    two, and the plan would fail on every other step."""
+    main, startup, loss = _build()
+    scope, exe = fluid.Scope(), fluid.Executor(fluid.CPUPlace())
+    exe.run(startup, scope=scope)
+    es = fluid.ExecutionStrategy()
+    es.num_threads = 1
+    prog = fluid.CompiledProgram(main).with_data_parallel(
+        loss.name, exec_strategy=es, places=fluid.cpu_places(2))
+    pool = rmem.pool_for(fluid.CPUPlace())
+    counts = []
+    for rows in [64, 63] * 6:
+        x, y = _data(1, batch=rows)[0]
+        before = pool.n_requests
+        exe.run(prog, feed={"x": x, "y": y}, fetch_list=[loss], scope=scope)
+        counts.append(pool.n_requests - before)
+    assert max(counts[-4:]) <= 6, counts

@@ -264,7 +264,9 @@ def relu_grad_bias(out, dout, bias_shape, buf):
     if n == 0 or n > dout.ndim or dout.shape[dout.ndim - n:] != bias_shape:
         return None
     cols = int(np.prod(bias_shape))
-    if cols == 0:
+    if cols <= 1 or cols == dout.size:
+        # one column: NumPy sums it pairwise, not row by row; the whole shape (an add of
+        # equal shapes): NumPy gives the gradient itself, -0 kept, where +0 + g is +0
         return None
     if buf is None:
         buf = np.empty_like(dout)

@@ -45,7 +45,7 @@ class _Compiled:
         persist = set(plan0.reads) | set(plan0.writes)
         self.temp_slots = [i for n, i in plan0.slot_of.items() if n not in persist]
         self.step = 0
-        self.memory_plans = {}  # (places, feed shapes) -> memory/arena.py's ShapePlans
+        self.memory_plans = {}  # every place's feed shapes -> memory/arena.py's ShapePlans
 
 
 class Engine:
@@ -209,9 +209,9 @@ class Engine:
                 or (pool.strategy == "naive_best_fit" and not pool.chunk_bytes)
                 or not FLAGS.get("static_memory_plan") or not arena.available()):
             return None
-        plan0, env0 = comp.plans[0], comp.envs[0]
-        shapes = (len(comp.plans),) + tuple(getattr(env0[slot], "shape", None)
-                                            for slot, _ in plan0.feed_slots)
+        shapes = tuple(getattr(env[slot], "shape", None)  # every place's: a batch split
+                       for plan, env in zip(comp.plans, comp.envs)  # unevenly differs there
+                       for slot, _ in plan.feed_slots)
         return arena.step_memory(comp.memory_plans, shapes, pool)
 
     def _run_node(self, node, state):
@@ -252,6 +252,8 @@ class Engine:
         if node is None or not isinstance(err, Exception):  # interrupted (Ctrl-C, exit)
             return err
         step = getattr(err, "_pe_step", None)
+        if step is None and node.ops:  # a place's node failing outside its ops' kernels
+            step = node.ops[0]
         if step is None:
             return OpRuntimeError(f"{node.type} (gradient combining op over {self.n} places) "
                                   f"failed: {type(err).__name__}: {err}")

@@ -94,6 +94,10 @@ class Overrides:
         if (section, key, value, was) not in self._seen:
             self._seen.add((section, key, value, was))
             self.applied.append(AppliedOverride(section, key, value, was))
+            # an override first found equal to the job's value and then kept against the
+            # script's own later change did take effect: its "same value" skip is untrue
+            self.skipped = [s for s in self.skipped
+                            if (s.section, s.key, s.code) != (section, key, "same-value")]
 
     def skip(self, section: str, key: str, value, code: str, why: str):
         if (section, key, value, code) not in self._seen:
