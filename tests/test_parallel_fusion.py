@@ -73,6 +73,21 @@ def _data(steps, batch=48, seed=0):
     return out
 
 
+def _compiled(places=1, threads=1, fuse=False):
+    """_build()'s program, started in a scope of its own and compiled for `places` CPU places
+    on `threads` executor threads: (main, loss, scope, exe, the compiled program)."""
+    main, startup, loss = _build()
+    scope, exe = fluid.Scope(), fluid.Executor(fluid.CPUPlace())
+    exe.run(startup, scope=scope)
+    bs = fluid.BuildStrategy()
+    bs.fuse_elewise_add_act_ops = fuse
+    es = fluid.ExecutionStrategy()
+    es.num_threads = threads
+    prog = fluid.CompiledProgram(main).with_data_parallel(
+        loss.name, build_strategy=bs, exec_strategy=es, places=fluid.cpu_places(places))
+    return main, loss, scope, exe, prog
+
+
 def _train(places, steps=6, fuse=False, threads=1, act="relu", opt="momentum",
            extra_fetch=None):
     """(losses, parameters, extra fetched values); places=0: the plain Executor."""
@@ -152,17 +167,9 @@ def test_a_fetched_sum_is_made_and_right(kernel_calls):
 
 
 def test_nan_checking_names_the_op_inside_a_fused_pair():
-    main, startup, loss = _build()
-    scope, exe = fluid.Scope(), fluid.Executor(fluid.CPUPlace())
-    exe.run(startup, scope=scope)
+    main, loss, scope, exe, prog = _compiled(fuse=True)
     bias = next(p for p in main.global_block().all_parameters() if p.name.endswith(".b_0"))
     scope.find_var(bias.name).value[...] = np.inf
-    bs = fluid.BuildStrategy()
-    bs.fuse_elewise_add_act_ops = True
-    es = fluid.ExecutionStrategy()
-    es.num_threads = 1
-    prog = fluid.CompiledProgram(main).with_data_parallel(
-        loss.name, build_strategy=bs, exec_strategy=es, places=fluid.cpu_places(1))
     fluid.set_flags({"FLAGS_check_nan_inf": True})
     x, y = _data(1)[0]
     with pytest.raises(NanInfError, match="elementwise_add"):
@@ -171,13 +178,7 @@ def test_nan_checking_names_the_op_inside_a_fused_pair():
 
 def _requests_per_step(threads, planned, steps=8):
     fluid.set_flags({"FLAGS_static_memory_plan": planned})
-    main, startup, loss = _build()
-    scope, exe = fluid.Scope(), fluid.Executor(fluid.CPUPlace())
-    exe.run(startup, scope=scope)
-    es = fluid.ExecutionStrategy()
-    es.num_threads = threads
-    prog = fluid.CompiledProgram(main).with_data_parallel(
-        loss.name, exec_strategy=es, places=fluid.cpu_places(1))
+    main, loss, scope, exe, prog = _compiled(threads=threads)
     pool = rmem.pool_for(fluid.CPUPlace())
     batches = _data(steps)
     losses, counts = [], []
@@ -210,13 +211,7 @@ def _run_with_a_failing_step(planned, fail_at=3, steps=6):
     """One-thread steps, the `fail_at`-th fed a label out of range (its op fails mid-step,
     on the memory plan when `planned`); the losses and parameters of the others."""
     fluid.set_flags({"FLAGS_static_memory_plan": planned})
-    main, startup, loss = _build()
-    scope, exe = fluid.Scope(), fluid.Executor(fluid.CPUPlace())
-    exe.run(startup, scope=scope)
-    es = fluid.ExecutionStrategy()
-    es.num_threads = 1
-    prog = fluid.CompiledProgram(main).with_data_parallel(
-        loss.name, exec_strategy=es, places=fluid.cpu_places(1))
+    main, loss, scope, exe, prog = _compiled()
     losses = []
     for i, (x, y) in enumerate(_data(steps)):
         if i == fail_at:
@@ -310,13 +305,7 @@ def test_an_add_of_equal_shapes_keeps_the_gradients_negative_zeros():
 def test_batches_split_unevenly_over_places_each_get_their_plan():
     """64 rows on 2 places is 32 + 32, 63 is 32 + 31: place 0's shapes alone would mix the
     two, and the plan would fail on every other step."""
-    main, startup, loss = _build()
-    scope, exe = fluid.Scope(), fluid.Executor(fluid.CPUPlace())
-    exe.run(startup, scope=scope)
-    es = fluid.ExecutionStrategy()
-    es.num_threads = 1
-    prog = fluid.CompiledProgram(main).with_data_parallel(
-        loss.name, exec_strategy=es, places=fluid.cpu_places(2))
+    main, loss, scope, exe, prog = _compiled(places=2)
     pool = rmem.pool_for(fluid.CPUPlace())
     counts = []
     for rows in [64, 63] * 6:
