@@ -313,6 +313,24 @@ def test_thread_override_holds_against_the_script(monkeypatch):
         torch.set_num_threads(before)
 
 
+def test_the_speed_test_sets_the_threads_past_an_override(monkeypatch):
+    """set_math_threads (the speed test's one-thread window) is not the script's call the
+    override keeps its count against: it takes effect and changes nothing in the report."""
+    before = torch.get_num_threads()
+    src = _overridden(monkeypatch, {"threads": {"intra_op": 2}})
+    try:
+        with src.running():
+            assert src.set_math_threads(1) == 2 and torch.get_num_threads() == 1
+            assert src.set_math_threads(2) == 1 and torch.get_num_threads() == 2
+        applied = _by_key(src.overrides()["applied"])
+        if before != 2:
+            assert applied[("threads", "intra_op")].was == before
+        else:
+            assert ("threads", "intra_op") not in applied
+    finally:
+        torch.set_num_threads(before)
+
+
 # --- --check-nan ----------------------------------------------------------------------------------
 class MakesNaN(nn.Module):
     def forward(self, x):

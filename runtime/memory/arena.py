@@ -161,7 +161,7 @@ class ShapePlans:
 class StepMemory:
     """What a step does about its memory plan: record (`recording` set) or replay (`plan`
     set). `begin()` after the pool serves the step's arrays, on the thread that runs its ops
-    (the Executor's, or the ParallelExecutor's one worker), `end(serving)` after its ops
+    (the Executor's, or the one-thread ParallelExecutor's caller), `end(serving)` after its ops
     (also on errors: then with None)."""
 
     def __init__(self, shape, pool, ctx, plan=None):
@@ -178,7 +178,6 @@ class StepMemory:
             return
         if self.recording is not None:
             _IN_USE[0] = self
-            self.recording.thread = threading.get_ident()  # the thread that runs the step
             numpy_hook.RECORDING[0] = self.recording
             return
         plan, functions = self.plan, native.arena_functions()

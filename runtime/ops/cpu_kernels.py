@@ -17,6 +17,7 @@ without a C compiler (`REASON` says why), and `ENABLED[0] = False` brings it bac
 """
 
 import ctypes
+import math
 
 import numpy as np
 
@@ -220,18 +221,25 @@ def relu_grad(out, dout, buf):
     return buf
 
 
-def _rows_cols(x, bias):
-    """(rows, cols) when `bias` is added along x's trailing dimensions (an fc's bias), else
-    None."""
-    n = bias.ndim
-    if n == 0 or n > x.ndim or x.shape[x.ndim - n:] != bias.shape or bias.size == 0:
+def _rows_cols(shape, bias_shape):
+    """(rows, cols) when a bias of `bias_shape` is added along the trailing dimensions of an
+    array of `shape` (an fc's bias), else None."""
+    n = len(bias_shape)
+    if n == 0 or n > len(shape) or tuple(shape[len(shape) - n:]) != tuple(bias_shape):
         return None
-    return x.size // bias.size, bias.size
+    cols = math.prod(bias_shape)
+    return (math.prod(shape) // cols, cols) if cols else None
 
 
-def _writable_like(buf, like):
-    return (type(buf) is np.ndarray and buf.dtype == like.dtype and buf.shape == like.shape
-            and buf.flags.c_contiguous and buf.flags.writeable)
+def _output(buf, like, keep):
+    """Where a kernel writes its result the shape of `like`: a new array, or `like`'s own
+    buffer (`buf is like`: granted by the plan); None when that buffer cannot be written or
+    shares memory with `keep`, an input read after it is written."""
+    if buf is None:
+        return np.empty_like(like)
+    if buf is not like or not buf.flags.writeable or np.may_share_memory(keep, buf):
+        return None
+    return buf
 
 
 def bias_relu(x, bias, buf):
@@ -240,17 +248,12 @@ def bias_relu(x, bias, buf):
     if not (_dense(x) and type(bias) is np.ndarray and bias.dtype == x.dtype
             and bias.flags.c_contiguous):
         return None
-    shape = _rows_cols(x, bias)
-    if shape is None:
+    shape = _rows_cols(x.shape, bias.shape)
+    out = _output(buf, x, bias) if shape is not None else None
+    if out is None:
         return None
-    if buf is None:
-        buf = np.empty_like(x)
-    elif not (buf is x and _writable_like(buf, x)):
-        return None
-    if np.may_share_memory(bias, buf):
-        return None
-    _loaded[0].bias_relu[x.dtype](_address(x), _address(bias), _address(buf), *shape)
-    return buf
+    _loaded[0].bias_relu[x.dtype](_address(x), _address(bias), _address(out), *shape)
+    return out
 
 
 def relu_grad_bias(out, dout, bias_shape, buf):
@@ -259,22 +262,15 @@ def relu_grad_bias(out, dout, bias_shape, buf):
     or None for a new array); None when the NumPy path must run."""
     if not _dense(out, dout) or out.shape != dout.shape:
         return None
-    bias_shape = tuple(bias_shape)
-    n = len(bias_shape)
-    if n == 0 or n > dout.ndim or dout.shape[dout.ndim - n:] != bias_shape:
+    shape = _rows_cols(dout.shape, bias_shape)
+    if shape is None or shape[0] == 1 or shape[1] == 1:
+        # one column: NumPy sums it pairwise, not row by row; one row (an add of equal
+        # shapes): NumPy gives the gradient itself, -0 kept, where +0 + g is +0
         return None
-    cols = int(np.prod(bias_shape))
-    if cols <= 1 or cols == dout.size:
-        # one column: NumPy sums it pairwise, not row by row; the whole shape (an add of
-        # equal shapes): NumPy gives the gradient itself, -0 kept, where +0 + g is +0
+    dx = _output(buf, dout, out)
+    if dx is None:
         return None
-    if buf is None:
-        buf = np.empty_like(dout)
-    elif not (buf is dout and _writable_like(buf, dout)):
-        return None
-    if np.may_share_memory(out, buf):
-        return None
-    db = np.empty(bias_shape, dout.dtype)
-    _loaded[0].relu_grad_bias[dout.dtype](_address(out), _address(dout), _address(buf),
-                                          _address(db), dout.size // cols, cols)
-    return buf, db
+    db = np.empty(tuple(bias_shape), dout.dtype)
+    _loaded[0].relu_grad_bias[dout.dtype](_address(out), _address(dout), _address(dx),
+                                          _address(db), *shape)
+    return dx, db

@@ -161,9 +161,11 @@ class Engine:
         gc_gb = FLAGS.get("eager_delete_tensor_gb")
         garbage = Garbage(gc_gb) if graph.value_count is not None and gc_gb > 0 else None
         timed = bool(events.sched_step.subs or events.op_end.subs)
+        counted = graph.value_count is not None and self.num_threads > 1  # (one thread: GC
+        # drops worked out once, scheduler.sequence)
         state = StepState(graph, comp.envs,
-                          dict(graph.value_count) if graph.value_count is not None else None,
-                          dict(graph.any_count) if graph.any_count is not None else None,
+                          dict(graph.value_count) if counted else None,
+                          dict(graph.any_count) if counted else None,
                           garbage, timed, pool, self._run_node)
         state.program_uid, state.step_no = self.program._uid, comp.step - 1
         state.check = FLAGS.get("check_nan_inf")
@@ -171,11 +173,13 @@ class Engine:
         if timed:
             state.busy = [0.0] * self.num_threads
             state.place_end = [0.0] * len(comp.plans)
-        planned = state.planned = self._step_memory(comp, pool)
+        planned = self._step_memory(comp, pool)
         try:
             if mem is not None:
                 mem.begin()
                 mem.phase("activations")
+            if planned is not None:  # (one thread: this one runs the ops)
+                planned.begin()
             state.t0 = _perf()
             if self.num_threads == 1:
                 run_here(state)
@@ -203,8 +207,8 @@ class Engine:
         """The step's memory plan (memory/arena.py), as the Executor's: only where one thread
         runs the graph (the caller: `run_here`), so that its requests come in the same order
         every step (with several, independent ops interleave theirs differently from step to
-        step). It begins at the first node, on the thread that runs them (the arena serves
-        the thread that begins it)."""
+        step). It begins on this thread, which runs them (the arena serves the thread that
+        begins it)."""
         if (self.num_threads != 1 or pool is None or pool.poison
                 or (pool.strategy == "naive_best_fit" and not pool.chunk_bytes)
                 or not FLAGS.get("static_memory_plan") or not arena.available()):
@@ -215,10 +219,6 @@ class Engine:
         return arena.step_memory(comp.memory_plans, shapes, pool)
 
     def _run_node(self, node, state):
-        planned = state.planned
-        if planned is not None:  # the step's first node, on the thread that runs them all
-            state.planned = None
-            planned.begin()
         env = state.envs[node.place] if node.place >= 0 else None
         check = state.check and state.step_no
         emit = state.emit

@@ -31,7 +31,6 @@ class StepState:
         self.inflight = 0
         self.value_count, self.any_count = value_count, any_count
         self.garbage, self.timed, self.pool, self.run_node = garbage, timed, pool, run_node
-        self.planned = None  # the step's memory plan (memory/arena.py), begun by its worker
         self.error = None
         self.done = threading.Event()
         self.t0 = _perf()
@@ -230,8 +229,8 @@ def sequence(graph):
 
 
 def _collected(node, vc, ac):
-    """`_collect`'s decisions for `node`, on the counters alone: ((place, slot) freed,
-    (place, slot) shrunk), counting its uses off `vc` and `ac`."""
+    """Garbage collection's decisions for `node`, on the counters alone, counting its uses
+    off `vc` and `ac`: ((place, slot) freed, (place, slot) shrunk to its shape)."""
     for idx in node.value_uses:
         vc[idx] -= 1
         ac[idx] -= 1
@@ -301,33 +300,13 @@ def _finish(state, node_id):
     state.remaining -= 1
     state.ops_run += 1
     if state.remaining == 0 or (state.error is not None and state.inflight == 0):
-        dead = None  # released before the caller hears the step is done: a step's memory
-        state.done.set()  # plan sees every block that dies in the step die in it
+        state.done.set()
     return dead
 
 
 def _collect(state, node):
-    vc, ac, envs = state.value_count, state.any_count, state.envs
-    dead = []
-    for idx in node.value_uses:
-        vc[idx] -= 1
-        ac[idx] -= 1
-    for idx in node.shape_uses:
-        ac[idx] -= 1
-    for idx, p, s in node.uses:
-        left = ac[idx]
-        if left == 0:
-            env = envs[p]
-            if env[s] is not None:
-                dead.append(env[s])
-                env[s] = None
-            ac[idx] = -1  # done
-        elif left > 0 and vc[idx] == 0:
-            env = envs[p]
-            value = env[s]
-            if value is not None and type(value) is not ShapeOnly:
-                dead.append(value)
-                env[s] = shape_only(value)
+    """Count `node`'s uses off the step's counters and drop what they say is dead."""
+    dead = _drop(state.envs, *_collected(node, state.value_count, state.any_count))
     if state.garbage is not None and dead:
         state.garbage.hold(dead)
         return None

@@ -60,8 +60,10 @@ class TorchSource(EagerSource):
         return torch.get_num_threads()
 
     def set_math_threads(self, n: int) -> Optional[int]:
+        """The intra-op threads through torch._C's own setter: under a thread override the
+        hooks wrap torch.set_num_threads to keep the override's count against the script."""
         previous = torch.get_num_threads()
-        torch.set_num_threads(n)
+        torch._C.set_num_threads(n)
         return previous
 
     def flags(self) -> Dict[str, object]:
