@@ -425,14 +425,29 @@ def _feed_values(plan, feed, env, to_device, checked=None):
     """Check each fed value (unless `checked` holds them, in feed_slots' order) and put it in
     its slot (on the device: `to_device`); the bytes fed."""
     total = 0
+    accepted = plan.feed_accepted
     for k, (slot, var) in enumerate(plan.feed_slots):
-        value = (_check_feed(var, feed[var.name], executor=True) if checked is None
-                 else checked[k])
+        if checked is not None:
+            value = checked[k]
+        else:
+            value = feed[var.name]
+            if type(value) is not np.ndarray or accepted[k] != (value.shape, value.dtype):
+                value = _accepted_feed(var, value, accepted, k)
         if to_device is not None:
             value = to_device(value)
         env[slot] = value
         total += value.nbytes
     return total
+
+
+def _accepted_feed(var, raw, accepted, k):
+    """`_check_feed`'s value for `raw`; a plain array it takes as it is (no cast, copy or LoD)
+    leaves its shape and dtype in `accepted[k]`, and the next step's array of that shape and
+    dtype is taken without the checks."""
+    value = _check_feed(var, raw, executor=True)
+    if value is raw and type(raw) is np.ndarray:
+        accepted[k] = (raw.shape, raw.dtype)
+    return value
 
 
 def _failure(step, env, plan, mem, err):

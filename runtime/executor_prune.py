@@ -15,6 +15,8 @@ from .framework import OpRole, Operator, Variable
 
 def split_fetch_list(fetch_list):
     """(variables and names to fetch, optimizer ops named in fetch_list)."""
+    if all(type(item) is str or type(item) is Variable for item in fetch_list or ()):
+        return list(fetch_list or ()), []  # the common case: nothing to unpack
     fetches, ops = [], []
 
     def take(item):

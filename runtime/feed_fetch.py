@@ -23,7 +23,10 @@ def _normalize_feed(feed):
                         "CompiledProgram; for a plain Program pass one dict")
     if not isinstance(feed, dict):
         raise FeedError(f"feed must be a dict {{name: array}}, got {type(feed).__name__}")
-    return {(k.name if isinstance(k, Variable) else k): v for k, v in feed.items()}
+    for k in feed:
+        if type(k) is not str:
+            return {(k.name if isinstance(k, Variable) else k): v for k, v in feed.items()}
+    return feed  # (read only: a step never changes its feed dict)
 
 
 def _read_batches(readers, feed):

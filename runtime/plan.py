@@ -14,6 +14,7 @@ the scope. It also decides, once, how memory is reused during a step:
 Persistables and fetch targets are never freed or reused.
 """
 
+import math
 import sys
 import weakref
 
@@ -39,7 +40,7 @@ class ShapeOnly:
 
     @property
     def size(self):
-        return int(np.prod(self.shape))
+        return math.prod(self.shape)
 
     def __repr__(self):
         return f"ShapeOnly({list(self.shape)}, {self.dtype})"
@@ -134,6 +135,7 @@ class Plan:
         self.n_slots = len(self.slot_of)
         self.feed_slots = [(self.slot_of[n], block.var(n)) for n in feed_names]
         self.persistable_feeds = [(i, v) for i, v in self.feed_slots if v.persistable]
+        self.feed_accepted = [None] * len(self.feed_slots)  # (shape, dtype) taken as it is
         self.fetch_slots = [self.slot_of[n] for n in fetch_names]
         self.fetch_names = tuple(fetch_names)
         self.reads = self._check_reads(block, reads)

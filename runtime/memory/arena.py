@@ -26,6 +26,7 @@ turns planning off (every request goes to the pool, as before).
 
 import ctypes
 import threading
+import weakref
 
 import numpy as np
 
@@ -37,6 +38,11 @@ MAX_SHAPES = 8  # feed shapes whose plans one program keeps (the most recently u
 MAX_REQUESTS = 2000  # larger steps are not planned: packing is quadratic in Python when
 # lifetimes nest (about 1 s for 2,000 blocks, 4 s for 4,000), once per recorded shape
 MIN_PLANNED = 4  # a step with fewer temporaries saves less than taking an arena costs
+
+
+def _no_pool():
+    """What a dead weak reference to a pool gives."""
+    return None
 
 
 class Recording:
@@ -151,11 +157,12 @@ class _CPlan(ctypes.Structure):
 class ShapePlans:
     """One feed shape's planning state: the plan once recorded, and how often it failed."""
 
-    __slots__ = ("seen", "plan", "failures", "not_worth_it")
+    __slots__ = ("seen", "plan", "failures", "not_worth_it", "handler")
 
     def __init__(self):
         self.seen, self.plan, self.failures = 0, None, 0
         self.not_worth_it = False  # too few temporaries: the pool serves them
+        self.handler = (_no_pool, 0)  # (the pool (weakly), its handler's ctx) of the last step
 
 
 class StepMemory:
@@ -213,9 +220,8 @@ class StepMemory:
                 self.learned = (self.recording, serving.pool, {
                     tag: max(peak - start, 0) for tag, peak in serving.phase_peaks.items()})
             return
-        counts = (ctypes.c_long * 4)()
-        state = native.arena_functions().pt_arena_end(counts)
-        requests, self.served, diverged, live = counts
+        state = native.arena_functions().pt_arena_end(_COUNTS)
+        requests, self.served, diverged, live = _COUNTS
         if state == 1:
             self.pool.free(self.base)
         elif state == 0:
@@ -227,6 +233,7 @@ class StepMemory:
 
 
 _RETIRED = {}  # arena base -> pool: arenas kept by blocks that outlived their step
+_COUNTS = (ctypes.c_long * 4)()  # what pt_arena_end reports (one step's plan at a time)
 # the StepMemory recording or replaying now: the recording slot and the C side's arena are
 # one per process, so a step of another thread runs on the pool meanwhile
 _IN_USE = [None]
@@ -294,4 +301,6 @@ def step_memory(plans, feed_shapes, pool):
     shape.seen += 1
     if shape.failures >= MAX_FAILURES or shape.not_worth_it or shape.seen < 2:
         return None
-    return StepMemory(shape, pool, numpy_hook.context_of(pool), shape.plan)
+    if shape.handler[0]() is not pool:
+        shape.handler = (weakref.ref(pool), numpy_hook.context_of(pool))
+    return StepMemory(shape, pool, shape.handler[1], shape.plan)

@@ -81,6 +81,14 @@ def _put(xp, values, label, new, axis):
         xp.put_along_axis(values, label, new, axis=axis)
 
 
+def _subtract_one(xp, values, label, axis):
+    """values[..., label, ...] -= 1 along axis, in place."""
+    if values.ndim == 2 and axis in (-1, 1):
+        values[xp.arange(values.shape[0]), label[:, 0]] -= 1
+    else:
+        _put(xp, values, label, _pick(xp, values, label, axis) - 1, axis)
+
+
 # --- cross_entropy on probabilities -----------------------------------------------------------
 cross_entropy = defop("cross_entropy", inputs=("X", "Label"), outputs=("Y",),
                       attrs={"soft_label": False, "ignore_index": -100})
@@ -242,8 +250,7 @@ def _swce_grad(ctx, ins, attrs):
     safe = label if plain else xp.where(ignored, 0, label).astype(np.int64, copy=False)
     grad = ctx.reuse("Logits@GRAD", softmax, softmax.shape, softmax.dtype)
     grad = softmax.copy() if grad is None else grad
-    picked = _pick(xp, grad, safe, axis)
-    _put(xp, grad, safe, picked - 1, axis)
+    _subtract_one(xp, grad, safe, axis)
     grad *= dloss
     if not plain and ignored.any():
         grad *= ~ignored

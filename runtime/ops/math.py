@@ -1,5 +1,7 @@
 """Arithmetic ops: mul, elementwise_{add,sub,mul,div,max,min,pow}, scale, sum, mean, sign."""
 
+import functools
+
 import numpy as np
 
 from ..backend import array_module
@@ -45,14 +47,26 @@ def reshaped(array, shape):
     return array if array.shape == tuple(shape) else array.reshape(shape)
 
 
+@functools.lru_cache(maxsize=1024)
+def _reduced_axes(grad_shape, shape):
+    """The axes of a gradient shaped `grad_shape` that broadcasting expanded from `shape`."""
+    lead = len(grad_shape) - len(shape)
+    return tuple(range(lead)) + tuple(
+        lead + i for i, d in enumerate(shape) if d == 1 and grad_shape[lead + i] != 1)
+
+
+@functools.lru_cache(maxsize=1024)
+def _operand_layout(x_shape, y_shape, axis):
+    """operand_shapes for array shapes (tuples), worked out once per shapes and axis."""
+    return operand_shapes(x_shape, y_shape, axis)
+
+
 def reduce_to(grad, shape):
     """Sum `grad` over the dimensions that broadcasting expanded, giving `shape`."""
     shape = tuple(shape)
     if grad.shape == shape:
         return grad
-    lead = grad.ndim - len(shape)
-    axes = tuple(range(lead)) + tuple(
-        lead + i for i, d in enumerate(shape) if d == 1 and grad.shape[lead + i] != 1)
+    axes = _reduced_axes(grad.shape, shape)
     if axes == (0,) and grad.ndim == 2 and type(grad) is not np.ndarray:  # a bias's gradient
         kernels = fused.kernels(array_module(grad))
         if (kernels is not None and fused.takes(grad) and grad.flags.c_contiguous
@@ -100,7 +114,7 @@ def _elementwise(name, forward, grad_x, grad_y, uses, shape_only=()):
     @opdef.grad(uses=uses, shape_only=shape_only)
     def grad(ctx, ins, attrs):
         x0, y0, dout = ins["X"], ins["Y"], ins["Out@GRAD"]
-        x_shape, y_shape = operand_shapes(x0.shape, y0.shape, attrs["axis"])
+        x_shape, y_shape = _operand_layout(x0.shape, y0.shape, attrs["axis"])
         x, y = (x0, y0) if shape_only else broadcast_operands(x0, y0, attrs["axis"])
         out = ins.get("Out")
         result = {}
@@ -230,8 +244,11 @@ def _mul(ctx, ins, attrs):
 def _mul_grad(ctx, ins, attrs):
     x, y, dout = ins["X"], ins["Y"], ins["Out@GRAD"]
     xk, yk = attrs["x_num_col_dims"], attrs["y_num_col_dims"]
-    x2, y2 = _as_matrix(x, xk), _as_matrix(y, yk)
-    d2 = reshaped(dout, (x2.shape[0], y2.shape[1]))
+    if x.ndim == 2 and y.ndim == 2 and dout.ndim == 2:  # (then xk = yk = 1: the infer checks)
+        x2, y2, d2 = x, y, dout
+    else:
+        x2, y2 = _as_matrix(x, xk), _as_matrix(y, yk)
+        d2 = reshaped(dout, (x2.shape[0], y2.shape[1]))
     result = {}
     if "X@GRAD" in ctx.want:
         result["X@GRAD"] = reshaped(d2 @ y2.T, x.shape)
@@ -388,7 +405,12 @@ def _mean_grad(ctx, ins, attrs):
     kernels = fused.kernels(ctx.xp)
     if kernels is not None and fused.takes(x, dout):
         return {"X@GRAD": kernels.fill_scaled(dout, x.size, ctx.xp.empty(x.shape, x.dtype))}
-    return {"X@GRAD": ctx.xp.full(x.shape, dout.reshape(-1)[0] / x.size, dtype=x.dtype)}
+    value = dout.reshape(-1)[0] / x.size
+    if ctx.xp is not np:
+        return {"X@GRAD": ctx.xp.full(x.shape, value, dtype=x.dtype)}
+    grad = np.empty(x.shape, x.dtype)  # what np.full does, minus its Python-level wrapper
+    grad.fill(value)
+    return {"X@GRAD": grad}
 
 
 linear_grad_grad(mean)
