@@ -81,9 +81,12 @@ def _merged(per_place, return_numpy):
         value = concat_parts(values)
         return _fetch(value, return_numpy)
     arrays = [np.atleast_1d(v) for v in values]
-    value = np.concatenate(arrays, axis=0) if arrays else None
-    if value is None:
+    if not arrays:
         return None
+    if len(arrays) == 1 and type(arrays[0]) is np.ndarray:
+        value = arrays[0]  # one place's value, fetched: a copy already
+    else:
+        value = np.concatenate(arrays, axis=0)
     return fetched(value) if return_numpy else _as_tensor(value)
 
 

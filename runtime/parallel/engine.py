@@ -18,8 +18,8 @@ import numpy as np
 from .. import events, memory
 from ..errors import FeedError, OpRuntimeError, UninitializedVariableError
 from ..exec_memory import Garbage, Serving, retag_writes
-from ..executor import _batch_size, _failure, _nbytes, _run_op, check_names
-from ..feed_fetch import _check_feed, _fetch, _fetch_names
+from ..executor import _batch_size, _failure, _feed_values, _nbytes, _run_op, check_names
+from ..feed_fetch import _fetch, _fetch_names
 from ..flags import FLAGS
 from ..memory import arena
 from ..memory.signals import DeferSignals
@@ -313,23 +313,24 @@ class Engine:
     # --- feed / persistables -------------------------------------------------------------------
     def _feed(self, comp, feeds):
         total = 0
+        names = set(feeds[0]) if len(feeds) > 1 else None
         for plan, env, feed in zip(comp.plans, comp.envs, feeds):
-            if set(feed) != set(f for f in feeds[0]):
+            if names is not None and set(feed) != names:
                 raise FeedError("every place's feed dict must name the same variables")
-            for slot, var in plan.feed_slots:
-                value = _check_feed(var, feed[var.name], executor=True)
-                env[slot] = value
-                total += value.nbytes
+            total += _feed_values(plan, feed, env, None)
         return total
 
     def _load_persistables(self, comp, scope):
         plan0 = comp.plans[0]
         reads, _ = plan0.bind(scope)
+        env0 = comp.envs[0]
         for slot, holder in reads:
             value = holder.value
             if value is None:
                 raise _uninitialized(self.program, holder.name)
-            comp.envs[0][slot] = value
+            env0[slot] = value
+            if self.n == 1:  # (no place keeps a copy to refresh)
+                continue
             version = holder.writes
             fresh = (self._written.get(holder.name) is not value
                      or self._seen.get(holder.name) != version)
@@ -345,20 +346,25 @@ class Engine:
     def _write_back(self, comp, scope):
         _, writes = comp.plans[0].bind(scope)
         owner_of = comp.graph.write_owner
+        copies = self.n > 1  # (one place: no copies, and nothing reads what they were made of)
         for slot, holder in writes:
             owner = owner_of.get(holder.name, 0)
             value = comp.envs[owner][slot]
             holder.value = value
-            self._written[holder.name] = value
             holder.writes += 1
-            self._seen[holder.name] = holder.writes
-            self._keep_copies(comp, holder.name, slot)
+            if copies:
+                self._written[holder.name] = value
+                self._seen[holder.name] = holder.writes
+                self._keep_copies(comp, holder.name, slot)
         reads, _ = comp.plans[0].bind(scope)
+        env0 = comp.envs[0]
         for slot, holder in reads:  # updated in place or views installed by fused ops
-            if comp.envs[0][slot] is not holder.value and holder.name not in owner_of:
-                holder.value = comp.envs[0][slot]
-                self._written[holder.name] = holder.value
-            self._keep_copies(comp, holder.name, slot)
+            if env0[slot] is not holder.value and holder.name not in owner_of:
+                holder.value = env0[slot]
+                if copies:
+                    self._written[holder.name] = holder.value
+            if copies:
+                self._keep_copies(comp, holder.name, slot)
 
     def _keep_copies(self, comp, name, slot):
         """The active places keep their copies; the idle ones (a partial feed) make new ones
