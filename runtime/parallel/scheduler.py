@@ -171,9 +171,9 @@ def run_here(state):
     collection drops after each node, depend on the graph alone: they are worked out once
     (`sequence`). Signals wait for the step's end as they do around a worker's step (the
     engine runs it under DeferSignals)."""
-    envs, garbage, timed = state.envs, state.garbage, state.timed
+    envs, garbage, timed, run_node = state.envs, state.garbage, state.timed, state.run_node
+    ran = 0  # (nothing else reads the step's counters while this thread runs it)
     for node, frees, shrinks, waiting in sequence(state.graph):
-        state.inflight += 1
         if timed:  # the ops left waiting for the thread as this one is taken
             state.ready_samples += 1
             state.ready_sum += waiting
@@ -182,22 +182,24 @@ def run_here(state):
             if timed:
                 _run_timed(state, node, 0)
             else:
-                state.run_node(node, state)
+                run_node(node, state)
         except BaseException as err:  # noqa: B902  (reported to the caller, never lost)
-            state.inflight -= 1
             state.error = (node, err)
             break
+        ran += 1
         t_in = _perf() if timed else 0.0
-        if frees or shrinks:
+        if garbage is None:
+            if frees or shrinks:
+                _clear(envs, frees, shrinks)
+        elif frees or shrinks:
             dead = _drop(envs, frees, shrinks)
-            if garbage is not None and dead:
+            if dead:
                 garbage.hold(dead)
             del dead
-        state.inflight -= 1
-        state.remaining -= 1
-        state.ops_run += 1
         if timed:
             state.sched_s += _perf() - t_in
+    state.remaining -= ran
+    state.ops_run += ran
     state.ready.clear()
     state.done.set()
     return state
@@ -245,6 +247,16 @@ def _collected(node, vc, ac):
         elif left > 0 and vc[idx] == 0 and (p, s) not in shrinks:
             shrinks.append((p, s))
     return tuple(frees), tuple(shrinks)
+
+
+def _clear(envs, frees, shrinks):
+    """Apply a node's frees and shrinks to the places' variables (what they drop dies now)."""
+    for p, s in shrinks:
+        value = envs[p][s]
+        if value is not None and type(value) is not ShapeOnly:
+            envs[p][s] = shape_only(value)
+    for p, s in frees:
+        envs[p][s] = None
 
 
 def _drop(envs, frees, shrinks):
