@@ -62,7 +62,13 @@ def _plain_labels(label, n_classes, ignore_index):
         return False
     if ignore_index is not None and 0 <= ignore_index < n_classes:
         return False
-    return int(label.min()) >= 0 and int(label.max()) < n_classes
+    unsigned = _UNSIGNED.get(label.dtype)
+    if unsigned is not None:  # one reduction: a negative label reads as a huge unsigned one
+        label = label.view(unsigned)
+    return int(label.max()) < n_classes
+
+
+_UNSIGNED = {np.dtype(f"int{bits}"): np.dtype(f"uint{bits}") for bits in (8, 16, 32, 64)}
 
 
 def _pick(xp, values, label, axis):
