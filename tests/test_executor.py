@@ -53,6 +53,45 @@ def test_wrong_shape_and_missing_trailing_dim(net):
         exe.run(main, feed=dict(feed, label=np.array([0, 2], np.int64)), scope=scope)
 
 
+def test_the_feed_checks_hold_after_steps_that_took_the_feed_as_it_is(net):
+    """A fed array of the shape and dtype a step took as it is skips the checks at the next
+    step: any other shape or dtype is still checked, whatever came before."""
+    main, _, exe, scope, feed, loss = net
+    for _ in range(2):
+        exe.run(main, feed=feed, fetch_list=[loss], scope=scope)
+    with pytest.raises(FeedError, match=r"\[-1, 4\].*\[2, 5\]"):
+        exe.run(main, feed=dict(feed, x=np.ones((2, 5), np.float32)), scope=scope)
+    with pytest.raises(FeedError, match=r"float32.*float64.*astype\('float32'\)"):
+        exe.run(main, feed=dict(feed, x=feed["x"].astype(np.float64)), scope=scope)
+    with pytest.raises(FeedError, match=r"reshape\(-1, 1\)"):
+        exe.run(main, feed=dict(feed, label=np.array([0, 2], np.int64)), scope=scope)
+    with pytest.raises(OpRuntimeError, match=r"label value -1 \(at row 1\)"):
+        exe.run(main, feed=dict(feed, label=np.array([[0], [-1]], np.int64)), scope=scope)
+    bigger = {"x": np.ones((3, 4), np.float32), "label": np.array([[0], [1], [2]], np.int64)}
+    assert exe.run(main, feed=bigger, fetch_list=[loss], scope=scope)[0].shape == (1,)
+
+
+def test_a_layers_data_feed_of_another_dtype_is_cast_after_steps_took_it_as_it_is():
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x = fluid.layers.data("x", [2])  # (no feed check: a value of another dtype is cast)
+        out = fluid.layers.scale(x, 2.0)
+    exe = fluid.Executor(fluid.CPUPlace())
+    for value in (np.ones((1, 2), np.float32), np.ones((1, 2), np.float32),
+                  np.array([[1.5, 2.5]], np.float64)):
+        (got,) = exe.run(main, feed={"x": value}, fetch_list=[out])
+        assert got.dtype == np.float32
+        np.testing.assert_array_equal(got, 2 * value.astype(np.float32))
+
+
+def test_fetch_lists_of_every_kind_after_plain_ones(net):
+    main, _, exe, scope, feed, loss = net
+    w = main.global_block().var("fc_0.w_0")  # a Parameter (a Variable subclass)
+    for fetch_list in ([loss], (loss, "fc_0.w_0"), [w], "fc_0.w_0", loss):
+        out = exe.run(main, feed=feed, fetch_list=fetch_list, scope=scope)
+        assert len(out) == (2 if isinstance(fetch_list, tuple) else 1)
+
+
 def test_unknown_feed_and_fetch_names_suggest_close_matches(net):
     main, _, exe, scope, feed, loss = net
     with pytest.raises(FeedError, match="did you mean 'label'"):

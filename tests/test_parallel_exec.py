@@ -99,6 +99,24 @@ def test_fetch_merge_shapes():
     assert isinstance(tensors[0], fluid.LoDTensor) and np.array(tensors[0]).shape == (2,)
 
 
+def test_one_place_fetches_are_the_callers_own_copies():
+    """With one place the merge hands out the fetched copy itself: it must not be a buffer the
+    next step reuses or updates, and the scope's own values stay untouched."""
+    main, startup, loss, _ = build()
+    scope, exe = fluid.Scope(), fluid.Executor(fluid.CPUPlace())
+    exe.run(startup, scope=scope)
+    x, y = data(12)
+    prog = fluid.CompiledProgram(main).with_data_parallel(loss.name, places=fluid.cpu_places(1))
+    first = exe.run(prog, feed={"x": x, "y": y}, fetch_list=[loss, "fc_0.w_0"], scope=scope)
+    kept = [a.copy() for a in first]
+    first[1][:] = 123.0
+    assert not np.any(scope.find_var("fc_0.w_0").value == 123.0)
+    for _ in range(3):
+        exe.run(prog, feed={"x": x, "y": y}, fetch_list=[loss, "fc_0.w_0"], scope=scope)
+    np.testing.assert_array_equal(first[0], kept[0])
+    assert first[0].shape == (1,)
+
+
 def test_feed_split_errors_and_per_place_dicts():
     main, startup, loss, _ = build()
     scope, exe = fluid.Scope(), fluid.Executor(fluid.CPUPlace())
