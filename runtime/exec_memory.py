@@ -22,9 +22,8 @@ BACKWARD_FACTOR = 1.5
 
 
 class StepPeak(int):
-    """A step's peak (bytes) that also carries its phases' peaks ({tag: bytes}): the executor
-    keeps the last one per plan (plan.memory_seen), and the out-of-memory estimate needs the
-    phases to tell what scales with the batch from what does not."""
+    """A step's peak (bytes) that also carries its phases' peaks ({tag: bytes}), for the
+    memory record."""
 
     def __new__(cls, value, phase_peaks):
         peak = super().__new__(cls, value)
@@ -275,8 +274,10 @@ def _fit_batch(info, batch_size, seen):
     """(largest batch estimated to fit, how it was estimated). What does not scale with the
     batch (parameters, optimizer state: the pool's tags; the parameters' gradients, as large
     as the parameters; the update's temporaries) stays; what does is scaled: from the phase
-    peaks of the last step that ran (`seen`: (batch, StepPeak)), else from what this step
-    held when it failed (an upper bound: its peak may have come later)."""
+    peaks of the last step that ran (`seen`: (batch, its Serving), kept per plan as
+    plan.memory_seen: the phases tell what scales with the batch from what does not), else
+    from what this step held when it failed (an upper bound: its peak may have come
+    later)."""
     parameters = info.by_tag.get("parameters", 0)
     fixed = parameters + info.by_tag.get("optimizer_state", 0)
     phases = getattr(seen[1], "phase_peaks", None) if seen and seen[0] else None

@@ -258,7 +258,7 @@ class Executor:
                 planned.end(mem)
             if mem is not None:
                 retag_writes(pool, plan, writes, env)
-                plan.memory_seen = (batch, mem.step_peak())
+                plan.memory_seen = (batch, mem)  # (read on an out-of-memory error only)
         except (MemoryError, SystemError) as err:
             # NumPy 2.x returns NULL without setting MemoryError from some ufunc paths (an
             # operand broadcast from a scalar) when the pool refuses the output: SystemError

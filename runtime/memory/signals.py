@@ -20,6 +20,7 @@ _SIGNALS = tuple(int(s) for s in (getattr(signal, "SIGINT", None),
                                   getattr(signal, "SIGTERM", None),
                                   getattr(signal, "SIGHUP", None)) if s is not None)
 _main_ident = threading.main_thread().ident
+_get_ident, _getsignal, _setsignal = threading.get_ident, _sig.getsignal, _sig.signal
 
 
 class DeferSignals:
@@ -27,16 +28,18 @@ class DeferSignals:
 
     def __enter__(self):
         self.saved, self.caught = (), []
-        if threading.get_ident() != _main_ident:
+        if _get_ident() != _main_ident:
             return self
-        saved = []
+        saved, record = [], None
         for signum in _SIGNALS:
-            handler = _sig.getsignal(signum)
+            handler = _getsignal(signum)
             if callable(handler) and not isinstance(getattr(handler, "__self__", None),
                                                     DeferSignals):
-                _sig.signal(signum, self._record)
+                if record is None:
+                    record = self._record
+                _setsignal(signum, record)
                 saved.append((signum, handler))
-        self.saved = tuple(saved)
+        self.saved = saved
         return self
 
     def _record(self, signum, frame):
@@ -44,8 +47,9 @@ class DeferSignals:
 
     def __exit__(self, *exc):
         for signum, handler in self.saved:
-            _sig.signal(signum, handler)
-        handlers = dict(self.saved)
-        for signum, frame in self.caught:
-            handlers[signum](signum, frame)  # raises, as it would have during the step
+            _setsignal(signum, handler)
+        if self.caught:
+            handlers = dict(self.saved)
+            for signum, frame in self.caught:
+                handlers[signum](signum, frame)  # raises, as it would have during the step
         return False
