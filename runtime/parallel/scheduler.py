@@ -25,14 +25,12 @@ class StepState:
 
     def __init__(self, graph, envs, value_count, any_count, garbage, timed, pool, run_node):
         self.graph, self.envs, self.n_slots = graph, envs, graph.n_slots
-        self.pending = list(graph.n_deps)
-        self.ready = collections.deque(graph.roots)
+        self.pending = self.ready = self.done = None  # the workers' queue (`queue`)
         self.remaining = len(graph.nodes)
         self.inflight = 0
         self.value_count, self.any_count = value_count, any_count
         self.garbage, self.timed, self.pool, self.run_node = garbage, timed, pool, run_node
         self.error = None
-        self.done = threading.Event()
         self.t0 = _perf()
         # figures (filled only when timed)
         self.busy = None
@@ -44,6 +42,13 @@ class StepState:
         self.combine_s = 0.0
         self.place_end = None
         self.ops_run = 0
+
+    def queue(self):
+        """Make the workers' queue: each node's unfinished dependencies, the nodes ready to
+        run, and the event the caller waits on (a step that `run_here` runs needs none)."""
+        self.pending = list(self.graph.n_deps)
+        self.ready = collections.deque(self.graph.roots)
+        self.done = threading.Event()
 
 
 class WorkerPool:
@@ -68,6 +73,7 @@ class WorkerPool:
 
     def run(self, state):
         """Run the step to completion (or its first error); returns the state."""
+        state.queue()
         with self._cond:
             self._state = state
             if not state.ready and state.remaining == 0:
@@ -200,8 +206,6 @@ def run_here(state):
             state.sched_s += _perf() - t_in
     state.remaining -= ran
     state.ops_run += ran
-    state.ready.clear()
-    state.done.set()
     return state
 
 
