@@ -6,7 +6,8 @@ CompiledProgram with the playbook's fusions on one place and one executor thread
 (`runtime_compiled`: fused bias + relu forward and backward, fused optimizer). The contenders run interleaved in one process (round after round, each
 contender K steps per round) under the same BLAS/intra-op thread count, so machine drift hits
 them alike; the median over rounds is reported. Also measured: per-step framework overhead on
-a tiny model (where kernels cost nothing) and the cost of the event hooks.
+a tiny model (where kernels cost nothing), the executor's own part of it (the kernels
+replaying recorded outputs), and the cost of the event hooks.
 
     python benchmarks/bench_runtime.py                 # threads 1 and all cores
     python benchmarks/bench_runtime.py --threads 2 --rounds 7 --steps 40
@@ -247,6 +248,8 @@ def overhead(args):
     steps = args.steps * 20
     base = interleaved([rt, hand], xs, ys, steps, args.rounds, args.warmup)
     per_step_us = (base["runtime"] - base["numpy"]) * 1e6
+    replayed = ReplayedKernelsMLP(sizes, xs, ys)
+    executor_s = interleaved([replayed], xs, ys, steps, args.rounds, args.warmup)["replayed"]
     with_step = _with_subscriber(rt, "step_end", xs, ys, steps, args)
     with_ops = _with_subscriber(rt, "op_end", xs, ys, steps, args)
     checks_ns = _hook_check_ns()
@@ -255,9 +258,43 @@ def overhead(args):
             "numpy_step_us": round(base["numpy"] * 1e6, 1),
             "framework_overhead_us_per_step": round(per_step_us, 1),
             "framework_overhead_us_per_op": round(per_step_us / rt.n_ops, 2),
+            "executor_only_us_per_step": round(executor_s * 1e6, 1),
+            "executor_only_us_per_op": round(executor_s * 1e6 / rt.n_ops, 2),
             "idle_hook_checks_ns_per_step": round(checks_ns, 1),
             "step_end_subscriber_us_per_step": round((with_step - base["runtime"]) * 1e6, 1),
             "op_end_subscriber_us_per_step": round((with_ops - base["runtime"]) * 1e6, 1)}
+
+
+class ReplayedKernelsMLP(RuntimeMLP):
+    """The tiny model with every kernel replaced, after one real step, by a function giving
+    back the outputs it recorded there: what is left of a step is the executor's own work
+    (dispatch and the per-step work), which the overhead line mixes with the kernels' excess
+    over the hand-written step (their checks and generality)."""
+
+    name = "replayed"
+
+    def __init__(self, sizes, xs, ys):
+        super().__init__(sizes)
+        self.step(xs[0], ys[0])
+        plan = [p for p in self.exe._plans.values() if not p.is_startup][-1]  # (internals)
+        outputs = {}
+        for step in plan.steps:
+            step.fn = _recording(step.fn, outputs, step)
+        self.step(xs[0], ys[0])
+        for step in plan.steps:
+            step.fn = _replaying(outputs[id(step)])
+
+
+def _recording(kernel, outputs, step):
+    def record(ctx, ins, attrs):
+        out = kernel(ctx, ins, attrs)
+        outputs[id(step)] = {k: v.copy() if hasattr(v, "copy") else v for k, v in out.items()}
+        return out
+    return record
+
+
+def _replaying(out):
+    return lambda ctx, ins, attrs: out
 
 
 def _with_subscriber(model, channel, xs, ys, steps, args):
@@ -518,7 +555,9 @@ def main(argv=None):
     print(f"tiny model ({o['tiny_model_ops']} ops): runtime {o['runtime_step_us']} us/step, "
           f"numpy {o['numpy_step_us']} us/step -> framework overhead "
           f"{o['framework_overhead_us_per_step']} us/step "
-          f"({o['framework_overhead_us_per_op']} us/op)")
+          f"({o['framework_overhead_us_per_op']} us/op); the executor alone (kernels "
+          f"replaying recorded outputs) {o['executor_only_us_per_step']} us/step "
+          f"({o['executor_only_us_per_op']} us/op)")
     print(f"event hooks: idle checks {o['idle_hook_checks_ns_per_step']} ns/step; "
           f"a step_end subscriber adds {o['step_end_subscriber_us_per_step']} us/step; "
           f"an op_end subscriber adds {o['op_end_subscriber_us_per_step']} us/step")
