@@ -1,5 +1,5 @@
-"""Step time of two source trees of the runtime, side by side: the reference MLP and the CNN
-example's model, each tree in its own subprocess, the trees alternating round after round (so
+"""Step time of two source trees of the runtime, side by side: the reference MLP, the CNN
+example's model and bench_runtime.py's tiny model, each tree in its own subprocess, the trees alternating round after round (so
 machine drift hits both alike); the median per tree and the ratio.
 
     python benchmarks/bench_compare.py --base /path/to/old/checkout           # this tree vs it
@@ -50,20 +50,29 @@ def cnn():
     return loss, {"x": rng.standard_normal((64, 1, 28, 28), dtype=np.float32),
                   "y": rng.integers(0, 10, (64, 1)).astype(np.int64)}
 
+def tiny():  # bench_runtime.py's tiny model: the framework's own cost per step shows
+    x = fluid.data("x", [None, 8]); y = fluid.data("y", [None, 1], dtype="int64")
+    h = fluid.layers.fc(x, 8, act="relu")
+    loss = fluid.layers.mean(fluid.layers.softmax_with_cross_entropy(fluid.layers.fc(h, 2), y))
+    fluid.optimizer.Momentum(0.01, 0.9).minimize(loss)
+    rng = np.random.default_rng(0)
+    return loss, {"x": rng.standard_normal((4, 8), dtype=np.float32),
+                  "y": rng.integers(0, 2, (4, 1)).astype(np.int64)}
+
 result = {}
-for name, build in (("mlp", mlp), ("cnn", cnn)):
+for name, build, repeat in (("mlp", mlp, 1), ("cnn", cnn, 1), ("tiny", tiny, 25)):
     main, startup = fluid.Program(), fluid.Program()
     main.random_seed = startup.random_seed = 1
     with fluid.program_guard(main, startup), fluid.unique_name.guard():
         loss, feed = build()
     exe, scope = fluid.Executor(fluid.CPUPlace()), fluid.Scope()
     exe.run(startup, scope=scope)
-    for _ in range(warmup):
+    for _ in range(warmup * repeat):
         exe.run(main, feed=feed, fetch_list=[loss], scope=scope)
     t0 = time.perf_counter()
-    for _ in range(steps):
+    for _ in range(steps * repeat):
         exe.run(main, feed=feed, fetch_list=[loss], scope=scope)
-    result[name] = (time.perf_counter() - t0) / steps * 1e3
+    result[name] = (time.perf_counter() - t0) / (steps * repeat) * 1e3
 print(json.dumps(result))
 """
 
@@ -98,10 +107,10 @@ def main(argv=None):
     for model in medians["base"]:
         base, head = medians["base"][model], medians["head"][model]
         ratios[model] = round(head / base, 3)
-        print(f"{model:6s} {base:13.3f} {head:13.3f} {ratios[model]:10.3f}")
+        print(f"{model:6s} {base:13.4f} {head:13.4f} {ratios[model]:10.3f}")
     print(json.dumps({"bench": "runtime_compare", "threads": args.threads, "rounds": args.rounds,
                       "base": trees["base"], "head": trees["head"],
-                      "ms_per_step": {t: {m: round(v, 3) for m, v in d.items()}
+                      "ms_per_step": {t: {m: round(v, 4) for m, v in d.items()}
                                       for t, d in medians.items()},
                       "head_over_base": ratios}))
 
