@@ -1,21 +1,15 @@
 """benchmarks/bench_runtime.py on the CPU: the executor-only contender of the overhead line
 replays its kernels' recorded outputs (so what it times is the executor's own work)."""
 
-import importlib.util
-import os
-
 import numpy as np
 import pytest
 
-PATH = os.path.join(os.path.dirname(__file__), os.pardir, "benchmarks", "bench_runtime.py")
+from benchscripts import load
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("bench_runtime_cpu", PATH)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load("bench_runtime.py", "bench_runtime_cpu")
 
 
 def test_the_executor_only_contender_replays_its_kernels(bench):

@@ -2,25 +2,19 @@
 PyTorch with CUDA is missing; its runtime contender on a fake CuPy; the real comparison only
 where a GPU, CuPy and torch with CUDA are all usable (skipped cleanly elsewhere)."""
 
-import importlib.util
 import json
-import os
 
 import numpy as np
 import pytest
 
 import fakecupy
+from benchscripts import load
 from fakecupy import restore_gpu_flags  # noqa: F401  (autouse: the flags back after each test)
-
-PATH = os.path.join(os.path.dirname(__file__), os.pardir, "benchmarks", "bench_runtime.py")
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("bench_runtime", PATH)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load("bench_runtime.py")
 
 
 def test_gpu_place_without_cupy_says_why_and_exits_2(bench, monkeypatch, capsys):
@@ -51,10 +45,7 @@ def test_the_runtime_contender_runs_on_the_device_synchronised(bench, monkeypatc
 
 
 def _real_gpu_missing():
-    spec = importlib.util.spec_from_file_location("bench_runtime_probe", PATH)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.gpu_missing()
+    return load("bench_runtime.py", "bench_runtime_probe").gpu_missing()
 
 
 MISSING = _real_gpu_missing()

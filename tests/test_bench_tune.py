@@ -2,7 +2,6 @@
 knob value once and one final pair could take, from the grid's own trials) and its quality
 interval; benchmarks/sim_tune_decisions.py, sim_tune_batch.py and trial_noise.py run."""
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -11,17 +10,13 @@ import time
 
 import pytest
 
+from benchscripts import BENCHMARKS, load
 from paddletune.tune.trials import Trial
-
-PATH = os.path.join(os.path.dirname(__file__), os.pardir, "benchmarks", "bench_tune.py")
 
 
 @pytest.fixture(scope="module")
 def bench():
-    spec = importlib.util.spec_from_file_location("bench_tune", PATH)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load("bench_tune.py")
 
 
 def trial(setting, wall, run):
@@ -54,10 +49,7 @@ def test_ratio_interval_from_the_verification_spread(bench):
 
 
 def test_the_decision_simulation_runs_and_takes_a_clear_gain(capsys):
-    spec = importlib.util.spec_from_file_location(
-        "sim_tune_decisions", os.path.join(os.path.dirname(PATH), "sim_tune_decisions.py"))
-    sim = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(sim)
+    sim = load("sim_tune_decisions.py")
     monotonic = time.monotonic
     sim.main(["--runs", "5", "--gain", "0.5", "--noise", "0.02"])
     assert time.monotonic is monotonic  # the simulated clock is gone with the simulation
@@ -68,10 +60,7 @@ def test_the_decision_simulation_runs_and_takes_a_clear_gain(capsys):
 def test_the_batch_job_simulation_runs_and_keeps_the_searchs_time_within_reach(capsys):
     """The model of bench_tune's batch job: the tuner finds a batch of 107 or more (4x the
     job's own samples/s) every time, and its time is a fraction of the grid's."""
-    spec = importlib.util.spec_from_file_location(
-        "sim_tune_batch", os.path.join(os.path.dirname(PATH), "sim_tune_batch.py"))
-    sim = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(sim)
+    sim = load("sim_tune_batch.py")
     monotonic = time.monotonic
     sim.main(["--runs", "20"])
     assert time.monotonic is monotonic
@@ -84,7 +73,7 @@ def test_trial_noise_measures_each_setting_in_turn():
     """Two settings of the batch job, twice each, in real trial subprocesses: a mean and a
     coefficient of variation per setting (how far apart they are is the script's output,
     not a test's: a loaded machine may squeeze it)."""
-    script = os.path.join(os.path.dirname(PATH), "trial_noise.py")
+    script = os.path.join(BENCHMARKS, "trial_noise.py")
     run = subprocess.run([sys.executable, script, "--steps", "30", "--repeats", "2",
                           '{"batch_size": 128}', "{}"], capture_output=True, text=True,
                          timeout=120)
