@@ -316,6 +316,27 @@ def test_jobs_in_two_threads_share_the_plan_machinery_safely():
     _pool().check()
 
 
+def test_a_replayed_step_ends_its_arena_before_another_step_may_claim_the_plan(monkeypatch):
+    """The C side has one arena: a step that let go of the claim (arena._IN_USE) before ending
+    its arena could see another thread's step begin its own in between, and then end that
+    one. So the arena ends while the step still holds the claim."""
+    from runtime.memory import native
+    functions = native.arena_functions()
+    claimed_at_end = []
+
+    class Watched:
+        def __getattr__(self, name):
+            return getattr(functions, name)
+
+        def pt_arena_end(self, out):
+            claimed_at_end.append(arena._IN_USE[0] is not None)
+            return functions.pt_arena_end(out)
+
+    monkeypatch.setattr(native, "arena_functions", lambda: Watched())
+    _train(True, _batches(5))
+    assert claimed_at_end and all(claimed_at_end), claimed_at_end
+
+
 def test_no_arena_starts_without_room_to_record_what_outlives_it(monkeypatch):
     """With the C side's table of retired arenas full, a step runs on the pool: an arena whose
     blocks outlived the step could not be recorded, and one of them, freed later, would hand

@@ -212,9 +212,11 @@ class StepMemory:
         self.ended = True
         if _IN_USE[0] is not self:
             return
-        _IN_USE[0] = None
+        # the claim goes last: another thread's step may claim the recording slot or the
+        # C side's one arena as soon as it is released
         if self.recording is not None:
             numpy_hook.RECORDING[0] = None
+            _IN_USE[0] = None
             if serving is not None and not self.recording.broken:
                 start = serving.allocated_at_start
                 self.learned = (self.recording, serving.pool, {
@@ -224,8 +226,9 @@ class StepMemory:
         requests, self.served, diverged, live = _COUNTS
         if state == 1:
             self.pool.free(self.base)
-        elif state == 0:
+        elif state == 0:  # (listed before the claim goes: the next begin gives drained ones back)
             _RETIRED[self.base] = self.pool
+        _IN_USE[0] = None
         if diverged or live or requests != self.plan.n_requests:
             _failed(self.shape)
         elif serving is not None:
