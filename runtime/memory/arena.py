@@ -180,19 +180,18 @@ class StepMemory:
         self.learned = None  # (recording, phase peaks above the start) to make the plan from
 
     def begin(self):
-        if _IN_USE[0] is not None:  # another thread's step is recording or replaying
+        if not _claim(self):  # another thread's step is recording or replaying
             self.ended = True
             return
         if self.recording is not None:
-            _IN_USE[0] = self
             numpy_hook.RECORDING[0] = self.recording
             return
         plan, functions = self.plan, native.arena_functions()
-        _IN_USE[0] = self  # claimed first: taking the block can let another thread run
+        # (claimed first: taking the block can let another thread run)
         if functions.pt_arena_room() > 0:  # what outlives the step can always be recorded
             self.base = _arena_block(self.pool, plan.span, plan.unplanned_bytes)
         if not self.base:
-            _IN_USE[0] = None
+            _release()
             self.ended = True
             return
         functions.pt_arena_begin(self.ctx, self.base, plan.span, plan.c_plan_address)
@@ -216,7 +215,7 @@ class StepMemory:
         # C side's one arena as soon as it is released
         if self.recording is not None:
             numpy_hook.RECORDING[0] = None
-            _IN_USE[0] = None
+            _release()
             if serving is not None and not self.recording.broken:
                 start = serving.allocated_at_start
                 self.learned = (self.recording, serving.pool, {
@@ -228,7 +227,7 @@ class StepMemory:
             self.pool.free(self.base)
         elif state == 0:  # (listed before the claim goes: the next begin gives drained ones back)
             _RETIRED[self.base] = self.pool
-        _IN_USE[0] = None
+        _release()
         if diverged or live or requests != self.plan.n_requests:
             _failed(self.shape)
         elif serving is not None:
@@ -240,6 +239,20 @@ _COUNTS = (ctypes.c_long * 4)()  # what pt_arena_end reports (one step's plan at
 # the StepMemory recording or replaying now: the recording slot and the C side's arena are
 # one per process, so a step of another thread runs on the pool meanwhile
 _IN_USE = [None]
+_CLAIM = threading.Lock()  # held while _IN_USE names a step: taken atomically
+
+
+def _claim(step):
+    """Make `step` the one recording or replaying; False when another step is."""
+    if not _CLAIM.acquire(blocking=False):
+        return False
+    _IN_USE[0] = step
+    return True
+
+
+def _release():
+    _IN_USE[0] = None
+    _CLAIM.release()
 
 
 def _arena_block(pool, span, unplanned_bytes=0):
