@@ -1,6 +1,7 @@
 """Step time of two source trees of the runtime, side by side: the reference MLP, the CNN
-example's model and bench_runtime.py's tiny model, each tree in its own subprocess, the trees alternating round after round (so
-machine drift hits both alike); the median per tree and the ratio.
+example's model and bench_runtime.py's tiny model, each tree in its own subprocess, the trees
+alternating round after round (so machine drift hits both alike); the median per tree and the
+ratio.
 
     python benchmarks/bench_compare.py --base /path/to/old/checkout           # this tree vs it
     python benchmarks/bench_compare.py --base A --head B --rounds 7 --threads 1

@@ -3,8 +3,9 @@
 Reference model: MLP 784-512-512-10, relu, softmax cross entropy, Momentum(0.01, 0.9),
 float32, batch 128. The runtime runs twice: its plain Executor (`runtime`), and the
 CompiledProgram with the playbook's fusions on one place and one executor thread
-(`runtime_compiled`: fused bias + relu forward and backward, fused optimizer). The contenders run interleaved in one process (round after round, each
-contender K steps per round) under the same BLAS/intra-op thread count, so machine drift hits
+(`runtime_compiled`: fused bias + relu forward and backward, fused optimizer). The
+contenders run interleaved in one process (round after round, each contender K steps per
+round) under the same BLAS/intra-op thread count, so machine drift hits
 them alike; the median over rounds is reported. Also measured: per-step framework overhead on
 a tiny model (where kernels cost nothing), the executor's own part of it (the kernels
 replaying recorded outputs), and the cost of the event hooks.

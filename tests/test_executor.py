@@ -71,6 +71,29 @@ def test_the_feed_checks_hold_after_steps_that_took_the_feed_as_it_is(net):
     assert exe.run(main, feed=bigger, fetch_list=[loss], scope=scope)[0].shape == (1,)
 
 
+def test_a_declaration_changed_in_place_is_checked_again_after_steps():
+    """VarDesc.set_shape and set_need_check_feed change a variable without changing the
+    program: the next feed is checked against the new declaration."""
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x = fluid.data("x", [None, 4])
+        z = fluid.layers.data("z", [4])
+        out = [fluid.layers.scale(x, 2.0), fluid.layers.scale(z, 2.0)]
+    exe = fluid.Executor(fluid.CPUPlace())
+    # z, a layers.data variable, takes any shape: (2, 5) against its declared [-1, 4]
+    feed = {"x": np.ones((2, 4), np.float32), "z": np.ones((2, 5), np.float32)}
+    for _ in range(2):
+        exe.run(main, feed=feed, fetch_list=out)
+    x.desc.set_shape([-1, 5])
+    with pytest.raises(FeedError, match=r"'x'.*\(-1, 5\).*\[2, 4\]"):
+        exe.run(main, feed=feed, fetch_list=out)
+    x.desc.set_shape([-1, 4])
+    exe.run(main, feed=feed, fetch_list=out)
+    z.desc.set_need_check_feed(True)
+    with pytest.raises(FeedError, match=r"'z'.*\(-1, 4\).*\[2, 5\]"):
+        exe.run(main, feed=feed, fetch_list=out)
+
+
 def test_a_layers_data_feed_of_another_dtype_is_cast_after_steps_took_it_as_it_is():
     main, startup = fluid.Program(), fluid.Program()
     with fluid.program_guard(main, startup):
@@ -113,6 +136,18 @@ def test_label_out_of_range_names_op_value_and_callsite(net):
     msg = str(err.value)
     assert "softmax_with_cross_entropy" in msg and "label value 7" in msg
     assert "[0, 3)" in msg and HERE in msg
+
+
+def test_the_hard_label_check_reads_every_integer_dtype():
+    """One reduction where the labels can be read as unsigned (a negative one is then huge),
+    two for the others (big-endian integers): a negative label is never taken as plain."""
+    from runtime.ops.loss import _plain_labels
+    for dtype in ("int64", "int32", "int16", "int8", ">i8", ">i4", "uint8", ">u2"):
+        assert _plain_labels(np.array([[0], [2]], dtype=dtype), 3, -100)
+        assert not _plain_labels(np.array([[0], [3]], dtype=dtype), 3, -100)
+        assert _plain_labels(np.array([[2], [0]], dtype=dtype)[::-1], 3, -100)  # (a view)
+        if np.dtype(dtype).kind == "i":
+            assert not _plain_labels(np.array([[0], [-1]], dtype=dtype), 3, -100)
 
 
 def test_incompatible_shapes_fail_at_build_time_with_callsite():

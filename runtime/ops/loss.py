@@ -64,8 +64,9 @@ def _plain_labels(label, n_classes, ignore_index):
         return False
     unsigned = _UNSIGNED.get(label.dtype)
     if unsigned is not None:  # one reduction: a negative label reads as a huge unsigned one
-        label = label.view(unsigned)
-    return int(label.max()) < n_classes
+        return int(label.view(unsigned).max()) < n_classes
+    return ((label.dtype.kind == "u" or int(label.min()) >= 0)  # (e.g. big-endian ints)
+            and int(label.max()) < n_classes)
 
 
 _UNSIGNED = {np.dtype(f"int{bits}"): np.dtype(f"uint{bits}") for bits in (8, 16, 32, 64)}
