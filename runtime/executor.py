@@ -75,7 +75,7 @@ class Executor:
             if optimize_ops or use_prune:
                 program, feed = self._use_pruned(program, feed, fetch_list, fetches,
                                                  optimize_ops)
-                fetch_list = fetches
+            fetch_list = fetches  # (as in Fluid 1.8: a list inside the list is flattened)
         runner = getattr(program, "_run_with_executor", None)
         if runner is not None:  # CompiledProgram and friends
             return runner(self, feed=feed, fetch_list=fetch_list, scope=scope,

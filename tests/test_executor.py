@@ -113,6 +113,9 @@ def test_fetch_lists_of_every_kind_after_plain_ones(net):
     for fetch_list in ([loss], (loss, "fc_0.w_0"), [w], "fc_0.w_0", loss):
         out = exe.run(main, feed=feed, fetch_list=fetch_list, scope=scope)
         assert len(out) == (2 if isinstance(fetch_list, tuple) else 1)
+    # a list inside the list is flattened, as Fluid 1.8's Executor.run does
+    out = exe.run(main, feed=feed, fetch_list=[[loss], w], scope=scope)
+    assert [a.shape for a in out] == [(1,), (4, 3)]
 
 
 def test_unknown_feed_and_fetch_names_suggest_close_matches(net):
