@@ -423,7 +423,8 @@ def _scope_lods(reads, env):
 
 def _feed_values(plan, feed, env, to_device, checked=None):
     """Check each fed value (unless `checked` holds them, in feed_slots' order) and put it in
-    its slot (on the device: `to_device`); the bytes fed."""
+    its slot (on the device: `to_device`); the bytes fed. An array like one the plan took as
+    it is before (`_accepted_feed`) is taken without the checks."""
     total = 0
     accepted = plan.feed_accepted
     for k, (slot, var) in enumerate(plan.feed_slots):

@@ -26,7 +26,6 @@ turns planning off (every request goes to the pool, as before).
 
 import ctypes
 import threading
-import weakref
 
 import numpy as np
 
@@ -38,11 +37,6 @@ MAX_SHAPES = 8  # feed shapes whose plans one program keeps (the most recently u
 MAX_REQUESTS = 2000  # larger steps are not planned: packing is quadratic in Python when
 # lifetimes nest (about 1 s for 2,000 blocks, 4 s for 4,000), once per recorded shape
 MIN_PLANNED = 4  # a step with fewer temporaries saves less than taking an arena costs
-
-
-def _no_pool():
-    """What a dead weak reference to a pool gives."""
-    return None
 
 
 class Recording:
@@ -162,7 +156,7 @@ class ShapePlans:
     def __init__(self):
         self.seen, self.plan, self.failures = 0, None, 0
         self.not_worth_it = False  # too few temporaries: the pool serves them
-        self.handler = (_no_pool, 0)  # (the pool (weakly), its handler's ctx) of the last step
+        self.handler = (None, 0)  # (the pool, its NumPy handler's ctx) of the last step
 
 
 class StepMemory:
@@ -317,6 +311,6 @@ def step_memory(plans, feed_shapes, pool):
     shape.seen += 1
     if shape.failures >= MAX_FAILURES or shape.not_worth_it or shape.seen < 2:
         return None
-    if shape.handler[0]() is not pool:
-        shape.handler = (weakref.ref(pool), numpy_hook.context_of(pool))
+    if shape.handler[0] is not pool:  # (numpy_hook keeps every pool with a handler anyway)
+        shape.handler = (pool, numpy_hook.context_of(pool))
     return StepMemory(shape, pool, shape.handler[1], shape.plan)

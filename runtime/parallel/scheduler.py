@@ -194,11 +194,8 @@ def run_here(state):
             break
         ran += 1
         t_in = _perf() if timed else 0.0
-        if garbage is None:
-            if frees or shrinks:
-                _clear(envs, frees, shrinks)
-        elif frees or shrinks:
-            dead = _drop(envs, frees, shrinks)
+        if frees or shrinks:
+            dead = _drop(envs, frees, shrinks, [] if garbage is not None else None)
             if dead:
                 garbage.hold(dead)
             del dead
@@ -253,29 +250,21 @@ def _collected(node, vc, ac):
     return tuple(frees), tuple(shrinks)
 
 
-def _clear(envs, frees, shrinks):
-    """Apply a node's frees and shrinks to the places' variables (what they drop dies now)."""
+def _drop(envs, frees, shrinks, dead=None):
+    """Apply a node's frees and shrinks to the places' variables. What they drop goes into
+    the list `dead` when one is given (returned: the caller releases it later), else it dies
+    now."""
     for p, s in shrinks:
         value = envs[p][s]
         if value is not None and type(value) is not ShapeOnly:
-            envs[p][s] = shape_only(value)
-    for p, s in frees:
-        envs[p][s] = None
-
-
-def _drop(envs, frees, shrinks):
-    """Apply a node's frees and shrinks to the places' variables; what they dropped."""
-    dead = []
-    for p, s in shrinks:
-        value = envs[p][s]
-        if value is not None and type(value) is not ShapeOnly:
-            dead.append(value)
+            if dead is not None:
+                dead.append(value)
             envs[p][s] = shape_only(value)
     for p, s in frees:
         env = envs[p]
-        if env[s] is not None:
+        if dead is not None and env[s] is not None:
             dead.append(env[s])
-            env[s] = None
+        env[s] = None
     return dead
 
 
@@ -322,7 +311,7 @@ def _finish(state, node_id):
 
 def _collect(state, node):
     """Count `node`'s uses off the step's counters and drop what they say is dead."""
-    dead = _drop(state.envs, *_collected(node, state.value_count, state.any_count))
+    dead = _drop(state.envs, *_collected(node, state.value_count, state.any_count), [])
     if state.garbage is not None and dead:
         state.garbage.hold(dead)
         return None
