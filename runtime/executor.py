@@ -433,7 +433,7 @@ def _feed_values(plan, feed, env, to_device, checked=None):
         else:
             value = feed[var.name]
             if (type(value) is not np.ndarray
-                    or accepted[k] != (value.shape, value.dtype, _declared(var))):
+                    or accepted[k] != (value.shape, value.dtype)):
                 value = _accepted_feed(var, value, accepted, k)
         if to_device is not None:
             value = to_device(value)
@@ -444,18 +444,13 @@ def _feed_values(plan, feed, env, to_device, checked=None):
 
 def _accepted_feed(var, raw, accepted, k):
     """`_check_feed`'s value for `raw`; a plain array it takes as it is (no cast, copy or LoD)
-    leaves its shape and dtype in `accepted[k]`, with what the variable declared then, and the
-    next step's array of that shape and dtype is taken without the checks while the
-    declaration stays (VarDesc.set_shape and the like change a variable in place)."""
+    leaves its shape and dtype in `accepted[k]`, and the next step's array of that shape and
+    dtype is taken without the checks. A changed declaration (VarDesc.set_shape and the like)
+    changes the program's version, so the next step has a new plan, which accepts nothing."""
     value = _check_feed(var, raw, executor=True)
     if value is raw and type(raw) is np.ndarray:
-        accepted[k] = (raw.shape, raw.dtype, _declared(var))
+        accepted[k] = (raw.shape, raw.dtype)
     return value
-
-
-def _declared(var):
-    """What the feed checks of `var` depend on."""
-    return var.shape, var.dtype, var.need_check_feed, var.persistable
 
 
 def _failure(step, env, plan, mem, err):

@@ -54,8 +54,28 @@ def user_callsite():
     return None
 
 
+# What an executor's cached plan reads of a variable: changing one changes the program (its
+# version), as set_shape or set_persistable on the variable's desc does in Paddle
+_UNSET = object()
+_PLANNED_FIELDS = frozenset(("shape", "dtype", "type", "lod_level", "persistable",
+                             "stop_gradient", "need_check_feed"))
+
+
 class Variable:
     """A named tensor slot in a Block: shape (-1 for unknown/batch dims), dtype, and flags."""
+
+    def __setattr__(self, name, value):
+        if name in _PLANNED_FIELDS:
+            fields = self.__dict__
+            old = fields.get(name, _UNSET)
+            if type(old) is type(value) and old == value:
+                return
+            object.__setattr__(self, name, value)
+            block = fields.get("block")
+            if block is not None:
+                block.program._bump()
+            return
+        object.__setattr__(self, name, value)
 
     def __init__(self, block, name=None, shape=None, dtype=None, type=VarType.LOD_TENSOR,
                  lod_level=0, persistable=False, stop_gradient=False, is_data=False,

@@ -94,6 +94,40 @@ def test_a_declaration_changed_in_place_is_checked_again_after_steps():
         exe.run(main, feed=feed, fetch_list=out)
 
 
+def test_a_variable_changed_in_place_after_steps_changes_the_plan():
+    """Making an intermediate persistable (through its desc or the attribute) between runs
+    changes the program: the next run keeps it in the scope instead of collecting it, as
+    Paddle's executor, which prepares the program again, does. Setting a field to the value it
+    has keeps the cached plan."""
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup):
+        x = fluid.data("x", [None, 4])
+        hidden = fluid.layers.fc(x, 3)
+        doubled = fluid.layers.scale(hidden, 2.0)
+        loss = fluid.layers.mean(doubled)
+    exe, scope = fluid.Executor(fluid.CPUPlace()), fluid.Scope()
+    exe.run(startup, scope=scope)
+    feed = {"x": np.ones((2, 4), np.float32)}
+    for _ in range(2):
+        exe.run(main, feed=feed, fetch_list=[loss], scope=scope)
+    assert scope.find_var(hidden.name) is None
+    version = main._version
+    hidden.persistable = False
+    doubled.desc.set_shape(doubled.shape)
+    assert main._version == version
+    hidden.desc.set_persistable(True)
+    assert main._version > version
+    exe.run(main, feed=feed, fetch_list=[loss], scope=scope)
+    kept = np.array(scope.find_var(hidden.name).get_tensor())
+    assert kept.shape == (2, 3)
+    doubled.persistable = True
+    (out,) = exe.run(main, feed=feed, fetch_list=[loss], scope=scope)
+    np.testing.assert_allclose(np.array(scope.find_var(doubled.name).get_tensor()),
+                               2 * np.array(scope.find_var(hidden.name).get_tensor()))
+    np.testing.assert_allclose(out, np.array(scope.find_var(doubled.name).get_tensor()).mean(),
+                               rtol=1e-6)
+
+
 def test_a_layers_data_feed_of_another_dtype_is_cast_after_steps_took_it_as_it_is():
     main, startup = fluid.Program(), fluid.Program()
     with fluid.program_guard(main, startup):
