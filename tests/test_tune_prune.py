@@ -158,3 +158,35 @@ def test_losses_keep_the_values_a_race_did_not_run():
         sp.key({"num_workers": 0}): 1.5, sp.key({"num_workers": 2}): 3.0}
     losses.gains.append(1.6)  # now 1.1 x 1.6 = 1.76x since 2's race, 1.6x since 0's
     assert losses.prune(tuner, "num_workers", 1, [0, 2]) == [0]
+
+
+def eager_tuner(incumbent, input_share):
+    """A tuner's state as prune reads it: a DataLoader's knobs (num_workers 0 to 2,
+    prefetch_factor, persistent_workers), the incumbent, and its latest trial's share of the
+    step spent waiting for data."""
+    knobs = {k.name: k for k in (
+        sp.Knob("num_workers", "reader", "num_workers", (0, 1, 2), 0),
+        sp.Knob("prefetch_factor", "reader", "prefetch_factor", (2, 4, 8), 2),
+        sp.Knob("persistent_workers", "reader", "persistent_workers", (False, True), False))}
+    latest = SimpleNamespace(input_share=input_share, put_wait_share=None)
+    return SimpleNamespace(space=sp.Space(knobs, framework="torch"), incumbent=incumbent,
+                           notes=[], options=TuneOptions(), latest=lambda setting: latest)
+
+
+def test_dataloader_arguments_that_need_workers_wait_for_a_setting_with_workers():
+    """prefetch_factor and persistent_workers do nothing without worker processes (the
+    hooks skip them): not raced while the incumbent has num_workers=0, raced once it has
+    workers; prefetch_factor, buffering, only while the step waits for data."""
+    from paddletune.tune.prune import idle_knob
+    none = eager_tuner({}, input_share=0.5)
+    assert idle_knob(none, "prefetch_factor") and idle_knob(none, "persistent_workers")
+    assert not idle_knob(none, "num_workers")
+    assert ("prefetch_factor not tried while the best setting had no worker processes "
+            "(num_workers=0): it needs them") in none.notes
+    waiting = eager_tuner({"num_workers": 2}, input_share=0.3)
+    assert not idle_knob(waiting, "prefetch_factor")
+    assert not idle_knob(waiting, "persistent_workers")
+    fed = eager_tuner({"num_workers": 2}, input_share=0.005)
+    assert idle_knob(fed, "prefetch_factor") and not idle_knob(fed, "persistent_workers")
+    assert fed.notes[0].startswith("prefetch_factor not tried: the step waits for data 0.5% "
+                                   "of the time")

@@ -19,6 +19,7 @@ from .facts import FreeCores, cpu_facts, ms
 
 MIN_WORKER_CORES = 0.1  # a worker mostly waiting (I/O, sleep) still needs this much of a core
 MAX_WORKERS_PER_CORE = 4  # and no more worker processes than this per core (memory, switches)
+MIN_WORKER_GAIN = 1.05  # a worker beyond the cores' count: only for a step this much faster
 BLAS_BUSY_CORES = 1.2  # a trainer busier than this with BLAS threads > 1: say so
 SMALL_GAIN, LARGE_GAIN = 1.05, 1.2  # predicted speedups: below SMALL low severity, below
 # LARGE at most medium
@@ -65,6 +66,8 @@ class WorkerSizing:
     predicted_s   the step with `workers` producers (never slower than now)
     free_s        the step without data it assumes
     busy_cores    the cores the workers keep busy (worker_busy_cores)
+    producing     the producers' worth of batches the workers make (_producing: fewer than
+                  `workers` where they time-share the room)
     """
 
     needed: int
@@ -76,6 +79,7 @@ class WorkerSizing:
     predicted_s: float
     free_s: float
     busy_cores: float
+    producing: float
 
     @property
     def cpu_bound(self) -> bool:
@@ -100,15 +104,44 @@ def size_workers(cores: Optional[FreeCores], cost: ProducerCost, free_s: float,
     if cores is not None and cores.trainer is not None and trainer_bound is not None:
         working = replace(cores, trainer=min(cores.trainer, trainer_bound))
     room = room_cores(working) if working is not None else None
-    cap = worker_cap(room, cost.cores_each, cores.cores) if room is not None else needed
+    cpu_bound_s = _cpu_bound(cores, cost, free_s if trainer_cpu_s is None else trainer_cpu_s)
+    cap = needed
+    if room is not None:
+        cap = _part_core_workers(worker_cap(room, cost.cores_each, cores.cores), needed, room,
+                                 cost, max(free_s, cpu_bound_s or 0.0), cores.cores)
     widened = room is not None and \
         cap > max(math.floor(cores.free / cost.cores_each + 1e-9), 1)
     workers = min(needed, cap)
     busy = worker_busy_cores(cost, workers, free_s)
-    cpu_bound_s = _cpu_bound(cores, cost, free_s if trainer_cpu_s is None else trainer_cpu_s)
-    new_s = max(free_s, cost.wall_s / workers, cpu_bound_s or 0.0)
+    producing = _producing(workers, room, cost)
+    new_s = max(free_s, cost.wall_s / producing, cpu_bound_s or 0.0)
     return WorkerSizing(needed, cap, workers, room, widened, cpu_bound_s,
-                        min(new_s, cycle_s), free_s, busy)
+                        min(new_s, cycle_s), free_s, busy, producing)
+
+
+def _producing(workers: int, room: Optional[float], cost: ProducerCost) -> float:
+    """How many producers' worth of batches `workers` make: each its own core's worth while
+    the room lasts (at least one), time-sharing what is left beyond."""
+    if room is None:
+        return workers
+    return min(workers, max(room / cost.cores_each, 1.0))
+
+
+def _part_core_workers(cap: int, needed: int, room: float, cost: ProducerCost,
+                       floor_s: float, cores: Optional[int]) -> int:
+    """`cap` (worker_cap: the workers that get most of a core each), raised by each further
+    worker that makes the predicted step at least MIN_WORKER_GAIN faster with the part of a
+    core left for it (room 1.4 cores, a worker a core each: a second worker makes 40% more
+    batches). `floor_s`: the step no count of workers beats (without data; the cores'
+    bound)."""
+    top = min(needed, MAX_WORKERS_PER_CORE * cores) if cores else needed
+    best = max(floor_s, cost.wall_s / _producing(cap, room, cost))
+    while cap < top:
+        step_s = max(floor_s, cost.wall_s / _producing(cap + 1, room, cost))
+        if best < step_s * MIN_WORKER_GAIN:
+            break
+        cap, best = cap + 1, step_s
+    return cap
 
 
 def worker_busy_cores(cost: ProducerCost, workers: int, free_s: float) -> float:
@@ -186,7 +219,7 @@ def plan_figures(profile, sizing: WorkerSizing, cores: Optional[FreeCores],
             "cores": cores.cores, "free_cores": cores.free, "idle_cores": cores.idle,
             "room_cores": sizing.room_cores if sizing.widened else None,
             "other_processes_cores": cores.others, "producer_cpu_share": cost.cpu_share,
-            "worker_busy_cores": sizing.busy_cores}
+            "worker_busy_cores": sizing.busy_cores, "producing_workers": sizing.producing}
 
 
 def _blas(profile) -> dict:

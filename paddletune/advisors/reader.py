@@ -118,7 +118,7 @@ def worker_plan(profile, f: LoaderFigures) -> dict:
     alone = producer_alone(profile, f) if gil and measured else None
     hand_over_s = WORKER_BATCH_S * per_step if alone is not None else 0.0  # a worker's
     if alone is not None:  # the thread timed alone, and the step without it: an estimate
-        cost = _alone_cost(alone, per_step)
+        cost = _alone_cost(alone, per_step, f.producer.cpu_s_per_batch)
     window = s.speed_test.ceiling if measured else None
     plan = _plan(profile, f, cost, free_s + hand_over_s, window, hand_over_s, source) | {
         "gil_bound_thread": gil, "producer_s_per_step": measured_s,
@@ -168,16 +168,32 @@ def producer_alone(profile, f: LoaderFigures) -> Optional[ProducerAlone]:
     return st.alone(f.loader) if st is not None else None
 
 
-def _alone_cost(alone: ProducerAlone, per_step: float) -> ProducerCost:
-    """What a step's batches cost a worker process: the thread's figures timed alone."""
-    cpu = alone.cpu_s_per_batch
-    share = cpu / alone.s_per_batch if cpu is not None and alone.s_per_batch > 0 else None
-    return ProducerCost(wall_s=alone.s_per_batch * per_step, cpu_s=(cpu or 0.0) * per_step,
+def _alone_cost(alone: ProducerAlone, per_step: float,
+                beside_cpu: Optional[float] = None) -> ProducerCost:
+    """What a step's batches cost a worker process: the GIL-bound thread's CPU time per
+    batch, where it is less than the thread's time alone. Alone in the trainer, the thread
+    still shares the interpreter with the process's other threads (the probes' samplers, the
+    loop taking batches), so it waits for the GIL or a core part of the time; a worker
+    process has an interpreter of its own, and the cores bound (producers.size_workers)
+    counts the cores it shares. The CPU time is the lower of the two measures of the same
+    work, alone (a few batches) and beside the trainer (`beside_cpu`, the whole run): sharing
+    the process only adds to it. (bench_advice's starved-thread generator: 8.3 ms a batch
+    alone in the trainer, 6.9 ms of CPU alone and 6.6 ms beside it, 5.4-6.3 ms in a process
+    of its own; its Paddle job: 20.5 ms alone, 20.2 ms of CPU alone and 17.4 ms beside the
+    trainer, about 16 ms in a worker by the measured step with 2 workers.)"""
+    wall = alone.s_per_batch
+    cpu = min((c for c in (alone.cpu_s_per_batch, beside_cpu) if c), default=None)
+    if cpu is not None and cpu < wall:
+        wall = cpu
+    share = cpu / wall if cpu is not None and wall > 0 else None
+    return ProducerCost(wall_s=wall * per_step, cpu_s=(cpu or 0.0) * per_step,
                         cpu_share=share)
 
 
 def _alone_figures(alone: Optional[ProducerAlone], per_step: float) -> dict:
+    cpu = alone.cpu_s_per_batch if alone else None
     return {"producer_alone_s_per_step": alone.s_per_batch * per_step if alone else None,
+            "producer_alone_cpu_s_per_step": cpu * per_step if cpu is not None else None,
             "producer_alone_batches": alone.batches if alone else None}
 
 
@@ -398,9 +414,23 @@ def _gil_basis(plan, script_name: str) -> str:
         return f" ({GIL_INFLATED})" + _gil_upper_bound(plan, script_name)
     return (f" (from the speed test: the step without the thread, "
             f"{ms(plan['consumer_s_per_step'])} with a worker's hand-over, and the thread "
-            f"timed alone, {ms(plan['producer_alone_s_per_step'])} per step against "
-            f"{ms(plan['producer_cpu_measured_s'])} of CPU beside the trainer)"
-            + _gil_upper_bound(plan, script_name))
+            f"timed alone, {_alone_time(plan)} per step against "
+            f"{ms(plan['producer_cpu_measured_s'])} of CPU beside the trainer"
+            f"{_worker_time(plan)})" + _gil_upper_bound(plan, script_name))
+
+
+def _alone_time(plan) -> str:
+    alone_s, cpu_s = plan["producer_alone_s_per_step"], plan.get("producer_alone_cpu_s_per_step")
+    return ms(alone_s) if cpu_s is None else f"{ms(alone_s)} ({ms(cpu_s)} of CPU)"
+
+
+def _worker_time(plan) -> str:
+    """What a worker is sized on, when it is not the thread's time alone: the lower CPU
+    time (_alone_cost)."""
+    worker_s = plan["worker_s_per_step"]
+    if worker_s >= plan["producer_alone_s_per_step"]:
+        return ""
+    return f"; a worker process takes the lower CPU time, {ms(worker_s)}"
 
 
 def _gil_unknown() -> str:

@@ -5,9 +5,13 @@ them all).
 - Buffering, while the incumbent's latest trial shows it idle: its step hardly waits for
   data; or, for capacity, the reader's feeding thread was hardly ever blocked on a full
   queue (room it did not use cannot feed the step faster; more producers can).
-- A shorter reader queue: capacity only holds batches between the reader and the step, so
-  less of it cannot make the step wait less (it saves memory, which the memory objective
-  weighs).
+  A DataLoader's prefetch_factor (the batches each worker makes ahead) is buffering too.
+- A shorter reader queue: capacity (or prefetch_factor) only holds batches between the
+  reader and the step, so less of it cannot make the step wait less (it saves memory, which
+  the memory objective weighs).
+- A DataLoader argument that needs worker processes (prefetch_factor, persistent_workers,
+  use_shared_memory), while the incumbent has none: the framework's hooks would skip it
+  ("no effect"), so a trial would only learn that.
 - In a later round (a knob is raced again because other knobs changed since, to catch their
   interactions), a value that its knob's last race found slower than the value kept, by
   more than every change accepted since gained: the search assumes those changes do not
@@ -19,15 +23,32 @@ them all).
 import math
 from typing import Dict, List, Tuple
 
+from ..sources.eager.overrides import NEEDS_WORKERS
 from . import space as sp
 from .compare import mean
 
-BUFFERING = ("capacity", "use_double_buffer")  # reader knobs that only hide waiting for data
-SHORTER_QUEUE = ("capacity",)  # knobs whose smaller values only save memory
+BUFFERING = ("capacity", "use_double_buffer", "prefetch_factor")  # reader knobs that only
+# hide waiting for data
+SHORTER_QUEUE = ("capacity", "prefetch_factor")  # knobs whose smaller values only save memory
 
 
-def buffering_idle(tuner, name) -> bool:
-    """Buffering knob `name` cannot win for now (see above): not raced; a note says why."""
+def idle_knob(tuner, name) -> bool:
+    """Knob `name` cannot win for now (see above): not raced; a note says why."""
+    return _without_workers(tuner, name) or _buffering_idle(tuner, name)
+
+
+def _without_workers(tuner, name) -> bool:
+    knob, workers = tuner.space.knobs[name], tuner.space.knobs.get("num_workers")
+    if knob.section != "reader" or name not in NEEDS_WORKERS or workers is None:
+        return False
+    if tuner.incumbent.get("num_workers", workers.current):
+        return False
+    _note(tuner, f"{name} not tried while the best setting had no worker processes "
+                 f"(num_workers=0): it needs them")
+    return True
+
+
+def _buffering_idle(tuner, name) -> bool:
     knob = tuner.space.knobs[name]
     latest = tuner.latest(tuner.incumbent) if name in BUFFERING else None
     if latest is None or not _prunes(tuner, knob):

@@ -237,7 +237,7 @@ class Tuner(Comparisons, TrialLengths):
             changed = False
             for name, knob in list(self.space.knobs.items()):
                 if name == "batch_size" or self._dead({name: None}) or \
-                        prune.buffering_idle(self, name):
+                        prune.idle_knob(self, name):
                     continue
                 context = sp.key({k: v for k, v in self.incumbent.items() if k != name})
                 if raced.get(name) == context:
