@@ -11,9 +11,11 @@ tuner's best as a share of the grid's best (target >= 95%) and the tuner's time 
 of the grid's (target <= 25%), its whole time (the final interleaved pairs that measure its
 speedup included: the grid has no such measurement) and the time of its search alone.
 Each trial is a new process: its start-up (~0.25 s here: Python, NumPy, the runtime, the
-script's set-up, the profile's summary; with PYTHONDONTWRITEBYTECODE set, the first trial
-also fills the trials' private bytecode cache, ~1.5 s) weighs on short trials, the tuner's
-and the grid's alike. The floor column is about the least time any search that measures its noise,
+script's set-up, the profile's summary; for the PyTorch job, importing torch, ~2.5 s) weighs
+on short trials, the tuner's and the grid's alike. One untimed run of the job comes first, so
+that the tuner and the grid both start warm: the first run of a job reads its imports from
+disk (the PyTorch job's first baseline took 15 s, its later trials 5-7 s) and, with
+PYTHONDONTWRITEBYTECODE set, fills the trials' private bytecode cache (~1.5 s). The floor column is about the least time any search that measures its noise,
 tries each knob value once and states a measured speedup could take (see floor_s): a search
 that tries every value cannot meet a target below it on that space (the tuner can, where it
 leaves out values that cannot win: paddletune/tune/prune.py).
@@ -84,10 +86,17 @@ JOBS = {
 }
 
 
+WARMUP_STEPS = 20
+
+
 def run_job(name, job, args, workdir):
     env = {k: v for k, v in os.environ.items() if k != "PADDLETUNE_OVERRIDES"}
     env.update(job["env"])
     runner = TrialRunner(str(REPO / job["script"]), job["args"], workdir / name, env)
+    # untimed: the first run of a job reads its imports from disk (torch: ~10 s more than a
+    # warm start here) and fills the trials' bytecode cache; the grid, run after the tuner,
+    # would otherwise start warm and the tuner cold
+    runner.run({}, {}, WARMUP_STEPS, 300, "warm-up", "warm-up")
     t0 = time.monotonic()
     options = TuneOptions(budget_s=args.budget, trial_steps=args.trial_steps,
                           keep_batch_size=job["keep_batch_size"], specs=tuple(job["specs"]),

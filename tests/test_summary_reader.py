@@ -119,6 +119,32 @@ def test_speed_test_windows_and_ceiling_steps_left_out(tmp_path):
     assert p.summary.cycle_s.max == pytest.approx(0.015)
 
 
+@pytest.mark.parametrize("drains", [True, False])
+def test_steps_draining_the_queue_the_speed_test_filled_are_left_out(tmp_path, drains):
+    """The ceiling window only peeks at the queue, so a producer slower than the step fills
+    it meanwhile; the 4 steps after the window take those batches (5 ms cycles, the queue at
+    8, 6, 4, 2) until a pop finds it empty: not the job's steady step, left out with the
+    window. A queue that stays full (a producer that keeps up) leaves nothing more out."""
+    steps = step_records(n_steps=50, gap_s=0.005)
+    t = steps[1]["t"]
+    for i, st in enumerate(steps[1:]):
+        st["queue"] = 0 if drains else 8
+        if 20 <= i < 30:
+            st["wall_s"], st["compute_s"], st["gap_s"] = 0.004, 0.0033, 0.001
+        if drains and 30 <= i < 34:
+            st["gap_s"], st["queue"] = 0.0, 8 - 2 * (i - 30)
+            st["wall_s"], st["compute_s"] = 0.005, 0.0043
+        st["t"] = t
+        t += st["wall_s"] + st["gap_s"]
+    events = speed_test_events(steps[11]["t"] - 1e-4, steps[21]["t"] - 1e-4,
+                               steps[31]["t"] - 1e-4)
+    p = load(make_profile(tmp_path / "p.jsonl", steps=steps, options={"speed_test": 10},
+                          extra=events + reader_records(steps)))
+    assert p.summary.speed_test_steps_excluded == (14 if drains else 10)
+    assert p.summary.cycle_s.min == pytest.approx(0.015)
+    assert p.summary.cycle_s.mean == pytest.approx(0.015)
+
+
 def test_speed_test_cut_short_and_without_a_loader(tmp_path):
     steps = step_records(gap_s=0.005)
     events = speed_test_events(steps[11]["t"] - 1e-4, steps[36]["t"] - 1e-4, None)

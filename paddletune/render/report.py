@@ -170,7 +170,7 @@ def _steps(s, head_steps: int, terms) -> Optional[Group]:
         head.append(f" · {s.aggregated_steps} of them from aggregated windows (after each "
                     f"program's first {head_steps} steps)")
     if s.speed_test_steps_excluded:
-        head.append(f" · {s.speed_test_steps_excluded} speed-test ceiling steps excluded")
+        head.append(f" · {s.speed_test_steps_excluded} speed-test steps excluded")
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, show_edge=False)
     table.add_column("step time (ms)", style="bold")
     for name in QUANTILES + ("CV",):

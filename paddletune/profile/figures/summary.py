@@ -20,7 +20,8 @@ class Summary:
       warmup_steps               warm-up steps excluded
       steady_steps               steady steps the figures cover
       aggregated_steps           of the steady steps, those recorded in windows
-      speed_test_steps_excluded  steps of the speed test's ceiling window excluded
+      speed_test_steps_excluded  steps of the speed test excluded: its windows, and the steps
+                                 after them that drained what the queue filled meanwhile
       programs                   every program and its runs
       duration_s                 how long the job ran
       step_s                     the run's time (Executor.run)
