@@ -96,19 +96,27 @@ def test_loghist_quantiles():
     assert loghist.quantile({}, 0.5) is None
 
 
-def test_speed_test_windows_and_ceiling_steps_left_out(tmp_path):
-    # 40 steps: 15 ms cycles, but steps 20..29 (the ceiling window) take 5 ms
-    steps = step_records(gap_s=0.005)
+def speed_test_run(tmp_path, n_steps=40, after=None):
+    """`n_steps` steps of 15 ms cycles with a speed test: baseline window from step 10,
+    ceiling window (5 ms cycles) over steps 20..29, done at step 30; `after(i, row)` changes
+    step i's record before the times are laid out."""
+    steps = step_records(n_steps=n_steps, gap_s=0.005)
     t = steps[1]["t"]
     for i, st in enumerate(steps[1:]):
         if 20 <= i < 30:
             st["wall_s"], st["compute_s"], st["gap_s"] = 0.004, 0.0033, 0.001
+        if after is not None:
+            after(i, st)
         st["t"] = t
         t += st["wall_s"] + st["gap_s"]
     events = speed_test_events(steps[11]["t"] - 1e-4, steps[21]["t"] - 1e-4,
                                steps[31]["t"] - 1e-4)
-    p = load(make_profile(tmp_path / "p.jsonl", steps=steps, options={"speed_test": 10},
-                          extra=events + reader_records(steps)))
+    return load(make_profile(tmp_path / "p.jsonl", steps=steps, options={"speed_test": 10},
+                             extra=events + reader_records(steps)))
+
+
+def test_speed_test_windows_and_ceiling_steps_left_out(tmp_path):
+    p = speed_test_run(tmp_path)
     st = p.summary.speed_test
     assert st.has_loader and st.complete and st.reached == "done"
     assert st.baseline.steps == st.ceiling.steps == 10
@@ -125,21 +133,12 @@ def test_steps_draining_the_queue_the_speed_test_filled_are_left_out(tmp_path, d
     it meanwhile; the 4 steps after the window take those batches (5 ms cycles, the queue at
     8, 6, 4, 2) until a pop finds it empty: not the job's steady step, left out with the
     window. A queue that stays full (a producer that keeps up) leaves nothing more out."""
-    steps = step_records(n_steps=50, gap_s=0.005)
-    t = steps[1]["t"]
-    for i, st in enumerate(steps[1:]):
-        st["queue"] = 0 if drains else 8
-        if 20 <= i < 30:
-            st["wall_s"], st["compute_s"], st["gap_s"] = 0.004, 0.0033, 0.001
+    def queue(i, row):
+        row["queue"] = 0 if drains else 8
         if drains and 30 <= i < 34:
-            st["gap_s"], st["queue"] = 0.0, 8 - 2 * (i - 30)
-            st["wall_s"], st["compute_s"] = 0.005, 0.0043
-        st["t"] = t
-        t += st["wall_s"] + st["gap_s"]
-    events = speed_test_events(steps[11]["t"] - 1e-4, steps[21]["t"] - 1e-4,
-                               steps[31]["t"] - 1e-4)
-    p = load(make_profile(tmp_path / "p.jsonl", steps=steps, options={"speed_test": 10},
-                          extra=events + reader_records(steps)))
+            row["gap_s"], row["queue"] = 0.0, 8 - 2 * (i - 30)
+            row["wall_s"], row["compute_s"] = 0.005, 0.0043
+    p = speed_test_run(tmp_path, n_steps=50, after=queue)
     assert p.summary.speed_test_steps_excluded == (14 if drains else 10)
     assert p.summary.cycle_s.min == pytest.approx(0.015)
     assert p.summary.cycle_s.mean == pytest.approx(0.015)
