@@ -109,7 +109,7 @@ class WorkerPool:
 
 
 def _worker(pool_ref, cond, index):
-    node_id, state, handler_pool, busy_t0, default_handler = None, None, None, 0.0, None
+    node_id, state, handler_pool, default_handler = None, None, None, None
     node = None
     while True:
         dead = None
