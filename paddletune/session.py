@@ -587,12 +587,14 @@ class _SpeedTest:
         self.threads = None  # the math threads the one-thread window replaced
         self.phase_end = None  # the step that ends the solo or the one-thread phase
         self.solo_waiting = 0  # loaders asked to time their producer alone, not yet reported
+        self.training_thread = None  # the thread that runs the counted steps
 
     def on_step(self, record):
         if record.is_startup:
             return
         if self.program is None:
             self.program = record.program_id
+            self.training_thread = threading.get_ident()
         if record.program_id != self.program:
             return  # an evaluation program between training steps: not a training step
         self.steps += 1
@@ -677,8 +679,10 @@ class _SpeedTest:
 
     def _switch(self, phase, message):
         self.phase = phase
+        on_training_thread = threading.get_ident() == self.training_thread
         self.session.event(SpeedTestEvent, phase=phase, step=self.steps, message=message,
-                           cpu_s=time.process_time())
+                           cpu_s=time.process_time(),
+                           thread_cpu_s=time.thread_time() if on_training_thread else None)
 
 
 def _exit_status(exc: SystemExit):

@@ -575,7 +575,7 @@ def test_a_trainer_that_waits_in_its_step_leaves_the_cores_to_the_workers(tmp_pa
     the cores bound the workers' CPU with those 2 ms, not the whole step; CPU above the
     step would be spinning math threads, and is not counted."""
     from test_summary_reader import speed_test_events
-    def advised(cpu_at_done):
+    def advised(cpu_at_done, thread_cpu_s=(None, None, None)):
         steps = step_records(wall_s=0.012, gap_s=0.030)
         t = steps[1]["t"]
         for i, st in enumerate(steps[1:]):
@@ -584,7 +584,8 @@ def test_a_trainer_that_waits_in_its_step_leaves_the_cores_to_the_workers(tmp_pa
             st["t"] = t
             t += st["wall_s"] + st["gap_s"]
         events = speed_test_events(steps[11]["t"] - 1e-4, steps[21]["t"] - 1e-4,
-                                   steps[31]["t"] - 1e-4, cpu_s=(0.0, 1.0, cpu_at_done))
+                                   steps[31]["t"] - 1e-4, cpu_s=(0.0, 1.0, cpu_at_done),
+                                   thread_cpu_s=thread_cpu_s)
         per_batch = {"cpu_s": 0.018, "produce_s": 0.020, "wait_s": 0.029,
                      "empty_ratio": 0.9, "fill": 0}
         path = make_profile(tmp_path / f"{cpu_at_done}.jsonl", steps=steps, env=CORES_2,
@@ -598,6 +599,11 @@ def test_a_trainer_that_waits_in_its_step_leaves_the_cores_to_the_workers(tmp_pa
     spins = advised(1.0 + 10 * 0.020)  # 2 cores busy: counted as one core's worth
     assert spins["trainer_cpu_s_per_step"] is None
     assert spins["cpu_bound_cycle_s"] == pytest.approx((0.01115 + 0.018) / (2 * 0.85))
+    # one math thread: the training thread's CPU (3 ms a step) is the trainer's; the
+    # process's 20 ms also counted the reader thread filling the queue the window peeked at
+    filling = advised(1.0 + 10 * 0.020, thread_cpu_s=(0.0, 0.5, 0.5 + 10 * 0.003))
+    assert filling["blas_threads"] in (None, 1)
+    assert filling["trainer_cpu_s_per_step"] == pytest.approx(0.003 + reader.WORKER_BATCH_S)
 
 
 def test_one_blas_thread_is_planned_on_the_step_measured_with_one(tmp_path):

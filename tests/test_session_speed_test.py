@@ -68,13 +68,14 @@ class SoloSource:
 class Recording(FakeSession):
     def __init__(self, source):
         self.events, self.source, self.records, self.messages = [], source, [], []
-        self.cpu = []
+        self.cpu, self.thread_cpu = [], []
 
     def event(self, kind, **fields):
         if "phase" in fields:
             self.events.append((fields["phase"], fields["step"]))
             self.messages.append(fields["message"])
             self.cpu.append(fields["cpu_s"])
+            self.thread_cpu.append(fields["thread_cpu_s"])
         else:
             self.records.append(kind(t_s=0.0, **fields))
 
@@ -94,6 +95,9 @@ def test_a_solo_phase_lasts_until_each_loader_asked_has_reported():
     assert session.events[-1] == ("done", 7)
     assert all(isinstance(c, float) for c in session.cpu)  # the process's CPU at each
     assert session.cpu == sorted(session.cpu)
+    # the training thread's CPU too (the switches run on it, in its step's end)
+    assert all(isinstance(c, float) for c in session.thread_cpu)
+    assert session.thread_cpu == sorted(session.thread_cpu)
     [solo] = session.records  # (the loader that made none records nothing)
     assert (solo.loader, solo.batches) == (0, 8)
     assert solo.s_per_batch == 0.01 and solo.cpu_s_per_batch == 0.005
@@ -173,3 +177,19 @@ def test_the_one_thread_window_re_reads_batches_and_leaves_the_flag_as_it_found_
     finally:
         st.finish()
         runtime.set_flags({flag: False})
+
+
+def test_a_switch_from_another_thread_has_no_training_thread_cpu():
+    """The job's end can finish the speed test from another thread (a signal, the session's
+    teardown): its switch gives the process's CPU only."""
+    import threading
+    session = Recording(SoloSource(asked=0))
+    st = _SpeedTest(session, Options("train.py", warmup=1, speed_test=2))
+    for _ in range(3):
+        st.on_step(step(1))
+    assert session.events[-1] == ("ceiling", 3)
+    other = threading.Thread(target=st.finish)
+    other.start()
+    other.join()
+    assert session.events[-1][0] == "done"
+    assert session.thread_cpu[-1] is None and isinstance(session.cpu[-1], float)

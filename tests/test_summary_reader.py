@@ -11,14 +11,17 @@ from profiles import make_profile, reader_records, step_records
 
 
 def speed_test_events(baseline_t, ceiling_t, done_t, start=10, window=10, done_step=None,
-                      cpu_s=(None, None, None)):
-    """The speed test's switches; `cpu_s` the process's CPU time at each."""
+                      cpu_s=(None, None, None), thread_cpu_s=(None, None, None)):
+    """The speed test's switches; `cpu_s` the process's CPU time at each, `thread_cpu_s`
+    the training thread's."""
     from paddletune.profile.records import SpeedTestEvent
-    rows = [SpeedTestEvent(baseline_t, "baseline", start, "baseline", cpu_s[0]),
-            SpeedTestEvent(ceiling_t, "ceiling", start + window, "ceiling", cpu_s[1])]
+    rows = [SpeedTestEvent(baseline_t, "baseline", start, "baseline", cpu_s[0],
+                           thread_cpu_s[0]),
+            SpeedTestEvent(ceiling_t, "ceiling", start + window, "ceiling", cpu_s[1],
+                           thread_cpu_s[1])]
     if done_t is not None:
         rows.append(SpeedTestEvent(done_t, "done", done_step or start + 2 * window, "done",
-                                   cpu_s[2]))
+                                   cpu_s[2], thread_cpu_s[2]))
     return rows
 
 
@@ -187,13 +190,16 @@ def test_no_worker_samples_no_process_figures(tmp_path):
 def test_a_speed_test_window_has_the_process_cpu_per_step(tmp_path):
     steps = step_records(gap_s=0.005)
     events = speed_test_events(steps[11]["t"] - 1e-4, steps[21]["t"] - 1e-4,
-                               steps[31]["t"] - 1e-4, cpu_s=(1.0, 1.3, 1.35))
+                               steps[31]["t"] - 1e-4, cpu_s=(1.0, 1.3, 1.35),
+                               thread_cpu_s=(0.5, 0.6, 0.62))
     st = load(make_profile(tmp_path / "p.jsonl", steps=steps, options={"speed_test": 10},
                            extra=events + reader_records(steps))).summary.speed_test
     assert st.baseline.cpu_s_per_step == pytest.approx(0.03)
     assert st.ceiling.cpu_s_per_step == pytest.approx(0.005)
+    assert st.baseline.thread_cpu_s_per_step == pytest.approx(0.01)
+    assert st.ceiling.thread_cpu_s_per_step == pytest.approx(0.002)
     unmeasured = speed_test_events(steps[11]["t"] - 1e-4, steps[21]["t"] - 1e-4,
                                    steps[31]["t"] - 1e-4)
     st = load(make_profile(tmp_path / "q.jsonl", steps=steps, options={"speed_test": 10},
                            extra=unmeasured + reader_records(steps))).summary.speed_test
-    assert st.ceiling.cpu_s_per_step is None
+    assert st.ceiling.cpu_s_per_step is None and st.ceiling.thread_cpu_s_per_step is None

@@ -8,7 +8,7 @@ from ..profile.figures import LoaderFigures, ProducerAlone, Summary, WindowRate
 from ..profile.summarize import HIGHLY_INPUT_BOUND, MODERATELY_INPUT_BOUND
 from ..sources.code import CodeWriter
 from .base import Advice, rule
-from .facts import enough_steps, free_cores, main_loader, ms, script, writer
+from .facts import cpu_facts, enough_steps, free_cores, main_loader, ms, script, writer
 from .input import MIN_INPUT_S
 from .prefetch import burst_plan
 from .producers import (ProducerCost, blas_note, cpu_bound_note, fewer_blas_threads,
@@ -136,7 +136,9 @@ def _plan(profile, f: LoaderFigures, cost: ProducerCost, free_s: float,
     test's window that measured it, its CPU per step the trainer's)."""
     s = profile.summary
     cycle_s = s.cycle_s.mean
-    trainer_cpu_s = _trainer_cpu(window, free_s, hand_over_s) if window is not None else None
+    one_thread = source == ONE_THREAD or (cpu_facts(profile).blas_threads or 1) <= 1
+    trainer_cpu_s = (_trainer_cpu(window, free_s, hand_over_s, one_thread)
+                     if window is not None else None)
     cores = free_cores(profile, f)
     shares = s.shares
     sizing = size_workers(cores, cost, free_s, cycle_s,
@@ -149,13 +151,20 @@ def _plan(profile, f: LoaderFigures, cost: ProducerCost, free_s: float,
         "capacity": f.config.capacity, "suggested_capacity": _capacity(f, sizing.workers)}
 
 
-def _trainer_cpu(window: WindowRate, free_s: float, hand_over_s: float) -> Optional[float]:
+def _trainer_cpu(window: WindowRate, free_s: float, hand_over_s: float,
+                 one_thread: bool = False) -> Optional[float]:
     """The CPU the trainer's step without data takes: the process's CPU per step in the
     speed test's no-data `window`, where it is less than that step (a step that waits,
     e.g. for the GIL or a device); never more (CPU above one core's worth of the step is
     math threads spinning, which workers beside them take back: producers.size_workers).
-    `hand_over_s`: what taking a step's batches from a worker adds. None: not measured."""
+    When the window ran `one_thread` (one math thread: the trainer's work is the training
+    thread's), the training thread's CPU instead: the process's also counts a producer
+    thread filling the queue that the window only peeks at (bench_advice's starved-thread:
+    8 batches of 5.7 ms of CPU in a window of 30 steps of 2.9 ms). `hand_over_s`: what
+    taking a step's batches from a worker adds. None: not measured."""
     measured = window.cpu_s_per_step
+    if one_thread and window.thread_cpu_s_per_step is not None:
+        measured = window.thread_cpu_s_per_step
     if measured is None:
         return None
     measured += hand_over_s

@@ -340,8 +340,15 @@ def _window(train, start, end) -> Optional[F.WindowRate]:
     if not steps or total_s <= 0:
         return None
     samples = sum(s.batch_size or 0 for s in steps)
-    cpu = (end.cpu_s - start.cpu_s) / len(steps) if end is not None and \
-        end.cpu_s is not None and start.cpu_s is not None else None
     return F.WindowRate(len(steps), total_s / len(steps), len(steps) / total_s,
                         samples / total_s if samples else None,
-                        cpu if cpu is None or cpu >= 0 else None)
+                        _cpu_per_step(start.cpu_s, end and end.cpu_s, len(steps)),
+                        _cpu_per_step(start.thread_cpu_s, end and end.thread_cpu_s,
+                                      len(steps)))
+
+
+def _cpu_per_step(start: Optional[float], end: Optional[float], steps: int):
+    """CPU seconds per step between two readings of a CPU clock (None: either missing)."""
+    if start is None or end is None or end < start:
+        return None
+    return (end - start) / steps

@@ -325,8 +325,10 @@ class WindowRate:
       steps_per_s    steps per second
       samples_per_s  samples per second (None without batch sizes)
       cpu_s_per_step  the process's CPU time (all its threads) per step over the window
-                      (None: not measured); in the ceiling window, with the producer
-                      thread idle on its full queue, what the trainer's own work costs
+                      (None: not measured); it also counts a producer thread filling the
+                      queue that the ceiling window only peeks at
+      thread_cpu_s_per_step  the training thread's CPU time per step over the window (None:
+                      not measured): with one math thread, the trainer's own work
     """
 
     steps: Count
@@ -334,6 +336,7 @@ class WindowRate:
     steps_per_s: Number
     samples_per_s: Optional[Number] = None
     cpu_s_per_step: Optional[Seconds] = None
+    thread_cpu_s_per_step: Optional[Seconds] = None
 
 
 @dataclass(frozen=True)

@@ -149,6 +149,8 @@ class SpeedTestEvent:
       message  what changed
       cpu_s    the process's CPU time (all its threads) at the switch, since it started
                (None: not measured)
+      thread_cpu_s  the training thread's CPU time at the switch (None: not measured, or
+               switched from another thread)
     """
 
     KIND: ClassVar[str] = "event"
@@ -158,6 +160,7 @@ class SpeedTestEvent:
     step: Count = 0
     message: Optional[str] = None
     cpu_s: Optional[Seconds] = None
+    thread_cpu_s: Optional[Seconds] = None
 
 
 @dataclass(frozen=True)
