@@ -136,7 +136,7 @@ def _plan(profile, f: LoaderFigures, cost: ProducerCost, free_s: float,
     test's window that measured it, its CPU per step the trainer's)."""
     s = profile.summary
     cycle_s = s.cycle_s.mean
-    one_thread = source == ONE_THREAD or (cpu_facts(profile).blas_threads or 1) <= 1
+    one_thread = source == ONE_THREAD or cpu_facts(profile).blas_threads == 1
     trainer_cpu_s = (_trainer_cpu(window, free_s, hand_over_s, one_thread)
                      if window is not None else None)
     cores = free_cores(profile, f)
