@@ -5,8 +5,9 @@ budget; S is the tuner's own calibration, about 1.5 s of the job's steps, unless
 --trial-steps is given; a setting whose steps are slower, a larger batch, runs fewer steps
 for about the same time: paddletune/tune/lengths.py); then every combination of the same
 knobs' values is measured once at 2S steps (the tuner's longest trials); then the tuner's
-best and the grid's best are measured again, alternating, `--verify` times each, so the two are compared under the same conditions (and
-the grid's winner's luck in its one measurement does not count). Reported per job: the
+best and the grid's best are measured again, alternating, `--verify` times each, so the two
+are compared under the same conditions (and the grid's winner's luck in its one measurement
+does not count). Reported per job: the
 tuner's best as a share of the grid's best (target >= 95%) and the tuner's time as a share
 of the grid's (target <= 25%), its whole time (the final interleaved pairs that measure its
 speedup included: the grid has no such measurement) and the time of its search alone.
@@ -15,8 +16,9 @@ script's set-up, the profile's summary; for the PyTorch job, importing torch, ~2
 on short trials, the tuner's and the grid's alike. One untimed run of the job comes first, so
 that the tuner and the grid both start warm: the first run of a job reads its imports from
 disk (the PyTorch job's first baseline took 15 s, its later trials 5-7 s) and, with
-PYTHONDONTWRITEBYTECODE set, fills the trials' private bytecode cache (~1.5 s). The floor column is about the least time any search that measures its noise,
-tries each knob value once and states a measured speedup could take (see floor_s): a search
+PYTHONDONTWRITEBYTECODE set, fills the trials' private bytecode cache (~1.5 s). The floor
+column is about the least time any search that measures its noise, tries each knob value
+once and states a measured speedup could take (see floor_s): a search
 that tries every value cannot meet a target below it on that space (the tuner can, where it
 leaves out values that cannot win: paddletune/tune/prune.py).
 
@@ -97,6 +99,7 @@ def run_job(name, job, args, workdir):
     # warm start here) and fills the trials' bytecode cache; the grid, run after the tuner,
     # would otherwise start warm and the tuner cold
     runner.run({}, {}, WARMUP_STEPS, 300, "warm-up", "warm-up")
+    runner.count = 0  # the tuner's trials are numbered from 1 (trial-001's files reused)
     t0 = time.monotonic()
     options = TuneOptions(budget_s=args.budget, trial_steps=args.trial_steps,
                           keep_batch_size=job["keep_batch_size"], specs=tuple(job["specs"]),
