@@ -139,6 +139,12 @@ JOBS = [
         ("unfused-softmax-cross-entropy",),
         code_change=lambda a: _fused_loss(a, ["--loss", "unfused", "--classes", "1000",
                                               "--hidden", "256", "--steps", "100000"])),
+    Job("scope-drops", "the ParallelExecutor drops its local scopes every 4 steps, and each drop "
+        "costs 10 ms (tests/dropjob.py: a spin-wait standing in for a device synchronisation; "
+        "the NumPy runtime's own drop is nearly free)", "tests/dropjob.py",
+        ["--drop", "4", "--drop-ms", "10", "--spin", "--step-ms", "0", "--batch-size", "128",
+         "--in-dim", "256", "--hidden", "512"], ("drop-scope",), steps=600,
+        tune_specs=("only=num_iteration_per_drop_scope",)),
     Job("fetch-heavy", "a large activation fetched every step",
         "benchmarks/advice_job.py", ["--fetch", "hidden", "--hidden", "4096",
                                      "--batch-size", "512", "--in-dim", "64",

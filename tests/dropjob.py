@@ -8,7 +8,8 @@ local scopes (tensors that belong to a device allocator, on a GPU a stream synch
 in this NumPy runtime the drop itself is nearly free, so the job stands in a deterministic
 wait for that cost: a subscriber to the runtime's public `drop_scope` event
 (`fluid.events.subscribe("drop_scope", ...)`, emitted by the ParallelExecutor each time it
-drops its local scopes, inside the step) sleeps `--drop-ms`. Each step also waits
+drops its local scopes, inside the step) sleeps `--drop-ms` (with `--spin` it spins that long
+instead, as a CUDA synchronisation does by default: the core stays busy). Each step also waits
 `--step-ms` after exe.run (device time). The costs are waits, not computation, so the
 optimum holds on a busy 2-core machine.
 
@@ -37,6 +38,9 @@ def parse_args(argv=None):
     p.add_argument("--drop", type=int, default=1, help="num_iteration_per_drop_scope")
     p.add_argument("--drop-ms", type=float, default=30.0, help="wait per scope drop")
     p.add_argument("--step-ms", type=float, default=2.0, help="wait per step")
+    p.add_argument("--spin", action="store_true",
+                   help="the drop's wait spins (as a CUDA synchronisation does by default) "
+                        "instead of sleeping")
     p.add_argument("--places", type=int, default=1)
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--in-dim", type=int, default=16)
@@ -62,7 +66,12 @@ def main(argv=None):
         loss_name=loss.name, exec_strategy=es, places=fluid.cpu_places(args.places))
 
     def drop_cost(record):  # the cost of a drop, paid inside the step that drops
-        time.sleep(args.drop_ms * 1e-3)
+        if args.spin:
+            end = time.perf_counter() + args.drop_ms * 1e-3
+            while time.perf_counter() < end:
+                pass
+        else:
+            time.sleep(args.drop_ms * 1e-3)
 
     subscription = fluid.events.subscribe("drop_scope", drop_cost)
     exe = fluid.Executor(fluid.CPUPlace())

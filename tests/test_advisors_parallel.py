@@ -70,6 +70,58 @@ def test_drop_scope_value_and_memory(tmp_path):
         is None  # 0.6% of the time
 
 
+def _slow_drop_steps(n_steps, dropped, extra_s, jitter_s=0.0002):
+    """Training steps of 2 ms (give or take `jitter_s`) where those in `dropped` take
+    `extra_s` more (a drop's synchronisation paid inside the step); the times follow."""
+    steps = step_records(n_steps=n_steps, wall_s=0.002)
+    t = steps[1]["t"]
+    for row in steps[1:]:
+        row["wall_s"] += jitter_s * ((row["step"] * 7) % 5 - 2) / 2
+        row["wall_s"] += extra_s if row["step"] in dropped else 0.0
+        row["compute_s"] = row["wall_s"] - row["feed_s"] - row["fetch_s"]
+        row["t"], t = t, t + row["wall_s"]
+    return steps
+
+
+def _drop_profile(tmp_path, extra_s):
+    dropped = set(range(4, 80, 5))
+    steps = _slow_drop_steps(80, dropped, extra_s)
+    sched = sched_records(steps, drop_every=5, drops=[(i, (1e-5, MB)) for i in dropped])
+    return load(make_profile(tmp_path / "p.jsonl", steps=steps, extra=[mlp_program(), *sched],
+                             env={"cpu": {"usable_cores": 4, "logical_cores": 4}}))
+
+
+def test_drop_scope_counts_the_time_the_steps_around_a_drop_lose(tmp_path):
+    """A drop nearly free itself (0.01 ms) while each step that drops takes 8 ms more (what a
+    device synchronisation or a slow free costs inside the step): the cost is the steps'."""
+    profile = _drop_profile(tmp_path, extra_s=0.008)
+    d = profile.summary.parallel.drop
+    assert d.wall_s_mean == pytest.approx(1e-5)
+    assert d.step_excess_s == pytest.approx(0.008, abs=0.0003)
+    assert d.cost_s_mean == d.step_excess_s
+    training = sum(s.cycle_s for s in profile.steps if not s.startup)
+    assert d.share == pytest.approx(16 * d.step_excess_s / training)
+    a = parallel.drop_scope_cost(profile)
+    assert a.id == "drop-scope" and a.severity == "high"  # 16 x 8 ms of ~0.3 s
+    assert f"take {d.step_excess_s * 1e3:.2f} ms more" in a.evidence
+    assert "0.01 ms itself" in a.evidence
+    assert a.figures["suggested_every"] == _nice_above(5 * d.share / parallel.DROP_TARGET)
+    assert a.expected_speedup == pytest.approx(1 / (1 - d.share + a.figures[
+        "predicted_drop_share"]))
+
+
+def test_drop_scope_quiet_when_the_steps_around_a_drop_are_not_slower(tmp_path):
+    """Free drops among steps that vary by +-0.2 ms: no excess is claimed, and no advice."""
+    profile = _drop_profile(tmp_path, extra_s=0.0)
+    d = profile.summary.parallel.drop
+    assert d.step_excess_s is None and d.cost_s_mean == pytest.approx(1e-5)
+    assert parallel.drop_scope_cost(profile) is None
+
+
+def _nice_above(n):
+    return min(m * 10 ** e for m in (1, 2, 5) for e in range(6) if m * 10 ** e >= n)
+
+
 def test_fusions_count_the_ops_they_merge(tmp_path):
     a = parallel.parallel_fusions(make(tmp_path, places=2, ops=()))
     f = a.figures["fusions"]

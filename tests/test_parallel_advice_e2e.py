@@ -17,14 +17,14 @@ JOB = ROOT / "tests" / "pejob.py"
 TIMEOUT_S = 300
 
 
-def profile(tmp_path, name, args, ops=False, **flags):
+def profile(tmp_path, name, args, ops=False, job=JOB, **flags):
     env = {k: v for k, v in os.environ.items() if not k.startswith("FLAGS_")}
     env.update({f"FLAGS_{k}": str(v) for k, v in flags.items()})
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
     env["OPENBLAS_NUM_THREADS"] = "1"
     out = tmp_path / f"{name}.jsonl"
     cmd = [sys.executable, "-m", "paddletune", "profile", "-q", "-o", str(out)]
-    done = subprocess.run(cmd + (["--ops"] if ops else []) + [str(JOB), "--", *args],
+    done = subprocess.run(cmd + (["--ops"] if ops else []) + [str(job), "--", *args],
                           cwd=tmp_path, env=env, capture_output=True, text=True,
                           timeout=TIMEOUT_S)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -92,3 +92,18 @@ def test_reduce_runs_each_update_once(tmp_path):
     assert n1 == n0 / 2  # each parameter updated on one place (the time it saves:
     assert t1 > 0  # benchmarks/bench_parallel.py, "pe 2p 2t reduce" against "pe 2p 2t")
     assert threads.reduce_strategy(after) is None
+
+
+def test_drop_scope_seen_in_the_steps_when_the_drop_itself_is_cheap(tmp_path):
+    """tests/dropjob.py waits 20 ms in each drop's event (a device synchronisation's stand-in)
+    after the runtime has timed the drop itself (microseconds): the drops' cost is found in
+    the steps that drop, and the advice fires on it."""
+    args = ["--drop", "4", "--drop-ms", "20", "--step-ms", "0", "--steps", "120"]
+    before = profile(tmp_path, "wait", args, job=ROOT / "tests" / "dropjob.py")
+    drop = before.summary.parallel.drop
+    assert drop.every == 4 and drop.count == 30 and drop.wall_s_mean < 0.005
+    assert drop.step_excess_s is not None and drop.step_excess_s > 0.015, drop
+    assert drop.cost_s_mean == drop.step_excess_s and drop.share > 0.5
+    advice = parallel.drop_scope_cost(before)
+    assert advice is not None and advice.severity == "high", drop
+    assert advice.figures["suggested_every"] >= 1000 and advice.expected_speedup > 2

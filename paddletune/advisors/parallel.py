@@ -29,6 +29,7 @@ WAITING = 1.0  # ... with at least this many ops waiting on average: more thread
 SCHED_MEDIUM = 0.10  # #11: scheduler thread time share of the step for a medium severity
 DROP_SHARE = 0.01  # #12: drop time share of the training time that is worth a change
 DROP_TARGET = 0.002  # #12: the share the suggested value aims at
+DROP_HIGH = 0.20  # #12: from this share of the time the drops are the job's main cost
 MIN_FUSED_OPS = 4  # #10: a fusion is worth it from this many ops it would merge
 FUSABLE_OPTIMIZERS = ("sgd", "momentum", "adam")  # fuse_all_optimizer_ops supports these
 ACTIVATIONS = ("relu", "sigmoid", "tanh", "scale", "gelu", "leaky_relu")
@@ -180,7 +181,8 @@ def drop_scope_cost(profile) -> Optional[Advice]:
     """scope drop cost (#12)
 
     Dropping the local scopes every num_iteration_per_drop_scope steps costs DROP_SHARE of the
-    training time or more.
+    training time or more: a drop's own time, or the extra time of the steps around it where
+    that is larger (profile/parallel_figures.py).
     """
     p = parallel_summary(profile)
     if p is None:
@@ -195,11 +197,11 @@ def drop_scope_cost(profile) -> Optional[Advice]:
     held = d.held_bytes_max or 0
     return Advice(
         id="drop-scope", source=12, confidence="high",
-        severity="medium" if share >= 5 * DROP_SHARE else "low",
+        severity=("high" if share >= DROP_HIGH else
+                  "medium" if share >= 5 * DROP_SHARE else "low"),
         title=f"Dropping the local scopes costs {share:.1%}: drop every {new} steps",
-        evidence=(f"num_iteration_per_drop_scope is {every}: {d.count} drop(s) of "
-                  f"{(d.wall_s_mean or 0.0) * 1e3:.2f} ms each (a synchronisation of every thread "
-                  f"and the frees) took {share:.1%} of the training time; each drop freed up "
+        evidence=(f"num_iteration_per_drop_scope is {every}: {d.count} drop(s) "
+                  f"{_drop_cost(d)} took {share:.1%} of the training time; each drop freed up "
                   f"to {human_bytes(held)} the local scopes held."),
         change=writer(profile).exec_strategy({"num_iteration_per_drop_scope": new}),
         expected_gain=(f"drops {share:.1%} -> ~{after:.2%} of the time: up to {speedup:.2f}x "
@@ -207,7 +209,18 @@ def drop_scope_cost(profile) -> Optional[Advice]:
                        f"between drops"),
         expected_speedup=speedup,
         figures={"every": every, "suggested_every": new, "drop_share": share,
-                 "predicted_drop_share": after, "held_bytes": held})
+                 "predicted_drop_share": after, "held_bytes": held,
+                 "drop_s": d.wall_s_mean, "step_excess_s": d.step_excess_s})
+
+
+def _drop_cost(d) -> str:
+    """What a drop costs, in words: its own time, or the steps around it where they show more."""
+    own = (d.wall_s_mean or 0.0) * 1e3
+    if d.step_excess_s is not None and d.cost_s_mean == d.step_excess_s:
+        return (f"(each {own:.2f} ms itself, but the step that drops and the next one take "
+                f"{d.step_excess_s * 1e3:.2f} ms more than two steps without a drop: the "
+                f"synchronisation, the frees and the variables made again)")
+    return f"of {own:.2f} ms each (a synchronisation of every thread and the frees)"
 
 
 def _nice(n: float) -> int:

@@ -7,10 +7,14 @@ Per-step figures use the records of the steady steps of the main program (matche
 and step) and the scheduler part of the windows after them; when none matches (a very short
 job), every step record of the main program. Drops are rare (every
 num_iteration_per_drop_scope steps), so their share is taken over every training step: total
-drop time / total step cycle time.
+drop cost / total step cycle time. A drop's cost is its own time, or, where the steady steps
+recorded in full show more, the extra time of the step that drops and the step after it (the
+local scopes' variables made again) over two steps without a drop: what a drop's
+synchronisation, its frees and the re-allocation cost the loop, whoever is timed.
 """
 
-from typing import Optional
+import math
+from typing import List, Optional, Tuple
 
 from . import figures as F
 from . import records as r
@@ -70,17 +74,50 @@ def parallel_figures(profile, steady, main_program) -> Optional[F.ParallelFigure
         combine_share=share(t.combine),
         straggler_share=t.spread / t.spread_n if t.spread_n else None,
         fused=dict((last.fused if last else tail[-1].fused) or {}),
-        drop=_drops(profile, main_program, last.drop_every if last else tail[-1].drop_every))
+        drop=_drops(profile, main_program, last.drop_every if last else tail[-1].drop_every,
+                    keys))
 
 
-def _drops(profile, main_program, every) -> F.DropFigures:
+MIN_DROP_PAIRS = 3  # drops whose step and next step are steady and recorded in full
+MIN_PLAIN_STEPS = 5  # steady steps away from any drop
+EXCESS_Z = 2.0  # the excess counts when at least this many standard errors above zero
+
+
+def _drops(profile, main_program, every, steady_keys) -> F.DropFigures:
     drops = [d for d in profile.records("sched", r.SchedDrop) if d.program == main_program]
     cycle = sum(s.cycle_s for s in profile.steps if s.program == main_program
                 and not s.startup)
     cycle += sum(w.parts["cycle"].sum for w in profile.windows
                  if w.program == main_program and "cycle" in w.parts)
-    spent = sum(d.wall_s for d in drops)
-    return F.DropFigures(every, len(drops), spent / len(drops) if drops else None,
-                         spent / cycle if cycle else None,
+    own = sum(d.wall_s for d in drops) / len(drops) if drops else None
+    excess = _drop_excess(profile, main_program, drops, steady_keys)
+    cost = max(own, excess) if own is not None and excess is not None else own
+    return F.DropFigures(every, len(drops), own,
+                         cost * len(drops) / cycle if cycle and cost is not None else None,
                          max((d.held_bytes for d in drops), default=None),
-                         max((d.variables for d in drops), default=None))
+                         max((d.variables for d in drops), default=None),
+                         step_excess_s=excess, cost_s_mean=cost)
+
+
+def _drop_excess(profile, main_program, drops, steady_keys) -> Optional[float]:
+    """The extra time a drop adds to the loop, measured on the steady steps recorded in full:
+    the mean cycle of (the step that drops + the next one) minus twice the mean cycle of a
+    step with no drop in it or just before it. None with fewer than MIN_DROP_PAIRS such pairs
+    or MIN_PLAIN_STEPS plain steps, or when the excess is within EXCESS_Z standard errors of
+    nothing (noise)."""
+    cycles = {s.step: s.cycle_s for s in profile.steps
+              if s.program == main_program and (s.program, s.step) in steady_keys}
+    dropped = {d.step for d in drops}
+    pairs = [cycles[k] + cycles[k + 1] for k in dropped if k in cycles and k + 1 in cycles]
+    plain = [c for k, c in cycles.items() if k not in dropped and k - 1 not in dropped]
+    if len(pairs) < MIN_DROP_PAIRS or len(plain) < MIN_PLAIN_STEPS:
+        return None
+    (pair_mean, pair_var), (plain_mean, plain_var) = _mean_var(pairs), _mean_var(plain)
+    excess = pair_mean - 2 * plain_mean
+    error = math.sqrt(pair_var / len(pairs) + 4 * plain_var / len(plain))
+    return excess if excess > EXCESS_Z * error else None
+
+
+def _mean_var(values: List[float]) -> Tuple[float, float]:
+    mean = sum(values) / len(values)
+    return mean, sum((v - mean) ** 2 for v in values) / max(len(values) - 1, 1)

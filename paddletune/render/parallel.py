@@ -75,7 +75,9 @@ def _drop(d: DropFigures) -> str:
     if not d.count:
         return f"every {d.every} steps; no drop during the profile"
     held = f", holding up to {nbytes(d.held_bytes_max)}" if d.held_bytes_max else ""
-    return (f"every {d.every} steps: {d.count} drop(s), {ms(d.wall_s_mean)} ms each "
+    around = (f", the steps around each {ms(d.step_excess_s)} ms slower"
+              if d.step_excess_s is not None else "")
+    return (f"every {d.every} steps: {d.count} drop(s), {ms(d.wall_s_mean)} ms each{around} "
             f"({pct(d.share, 2)} of the time){held}")
 
 

@@ -15,9 +15,13 @@ class DropFigures:
       every           num_iteration_per_drop_scope
       count           drops
       wall_s_mean     a drop's mean time
-      share           drops' time / all training steps' time
+      share           drops' cost / all training steps' time
       held_bytes_max  the most bytes a drop freed
       variables_max   the most variables a drop freed
+      step_excess_s   the extra time of a step that drops and the step after it over two
+                      steady steps without a drop (None: too few of either, or within the
+                      noise)
+      cost_s_mean     a drop's cost: the larger of its own time and step_excess_s
     """
 
     every: Optional[Count] = None
@@ -26,6 +30,8 @@ class DropFigures:
     share: Optional[Share] = None
     held_bytes_max: Optional[Bytes] = None
     variables_max: Optional[Count] = None
+    step_excess_s: Optional[Seconds] = None
+    cost_s_mean: Optional[Seconds] = None
 
 
 @dataclass(frozen=True)
