@@ -20,7 +20,9 @@ with it, as a user would, and the card on that profile (a reader thread timed al
 step without it) is the one applied and judged: where it states a point, within 15%; where
 a lower bound, not above the measured by more than 15%, nor the measured above its upper
 bound by more ("1.91-4.22");
-at least 80% of tune's gain; no high-severity advice on a well-tuned job.
+at least 80% of tune's gain; no high-severity advice on a well-tuned job. The `range` column
+is the range the card states (advisors/ranges.py: the model's error at its confidence, widened
+by the run's spread, or a rule's own bounds) and whether the measured speedup fell in it.
 
     python benchmarks/bench_advice.py                     # every job, with tune (~8 min)
     python benchmarks/bench_advice.py --jobs sync-input,gil-thread --no-tune --rounds 3
@@ -43,6 +45,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 from paddletune.advisors import advise  # noqa: E402
+from paddletune.advisors.base import post_pass  # noqa: E402
 from paddletune.profile import load  # noqa: E402
 from paddletune.tune import space as sp  # noqa: E402
 from paddletune.tune.proposals import _change as advice_change  # noqa: E402
@@ -183,8 +186,10 @@ class Result:
     tune: Optional[float] = None
     high_on_tuned: int = 0
     note: str = ""
+    metric_peak: bool = False  # predicted/measured compare peaks, not speedups
     lower_bound: bool = False  # the advice predicts "at least" its speedup
     upper: Optional[float] = None  # a lower bound's upper one, from a --speed-test profile
+    stated: Optional[tuple] = None  # the card's range (low, high or None)
 
     @property
     def prediction_error(self) -> Optional[float]:
@@ -204,6 +209,14 @@ class Result:
         below_upper = self.upper is None or \
             self.measured <= self.upper * (1 + PREDICTION_TOLERANCE)
         return err <= PREDICTION_TOLERANCE and below_upper
+
+    @property
+    def in_range(self) -> Optional[bool]:
+        """The measured speedup within the range the card states (advisors/ranges.py)."""
+        if self.stated is None or self.measured is None or self.metric_peak:
+            return None
+        low, high = self.stated
+        return low <= self.measured and (high is None or self.measured <= high)
 
     @property
     def tune_share(self) -> Optional[float]:
@@ -233,7 +246,7 @@ def _run(job, args, runner, env, workdir) -> Result:
     if base.profile is None or not Path(base.profile).exists():
         return Result(job.name, None, None, False, note=f"no profile: {base.message}")
     profile = load(base.profile)
-    advices = advise(profile)
+    advices = post_pass(advise(profile), profile)  # what `paddletune advise` prints
     top = top_advice(advices)
     if not job.expect:
         high = [a.id for a in advices if a.severity == "high"]
@@ -285,7 +298,7 @@ def _speed_test_card(job, top, runner):
     if trial.profile is None or not Path(trial.profile).exists():
         return None
     profile = load(trial.profile)
-    cards = {a.id: a for a in advise(profile)}
+    cards = {a.id: a for a in post_pass(advise(profile), profile)}
     for wanted in (top.id,) + tuple(job.expect):
         if wanted in cards:
             return cards[wanted], profile
@@ -332,6 +345,7 @@ def _measure_speed(result, top, runner, new_runner, new_env, tuned_env, job, arg
 
     result.measured, result.tune = speedup("advised"), speedup("tune")
     result.predicted = top.expected_speedup
+    result.stated = top.expected_range
 
 
 def _measure_peak(result, top, new_runner, new_env, job, args):
@@ -346,6 +360,7 @@ def _measure_peak(result, top, new_runner, new_env, job, args):
         return
     memory = load(t.profile).summary.memory
     peak = memory.step_peak_bytes if memory is not None else None
+    result.metric_peak = True
     if predicted and peak:
         result.predicted, result.measured = 1.0, peak / predicted
         result.note = f"step peak {peak / 2**20:.1f} MiB, predicted {predicted / 2**20:.1f} MiB"
@@ -374,13 +389,21 @@ def _pred(r: Result) -> str:
     return (">=" if r.lower_bound else "") + fmt(r.predicted)
 
 
+def _stated(r: Result) -> str:
+    if r.stated is None:
+        return "-"
+    low, high = r.stated
+    return f"{fmt(low)}-{fmt(high, empty='')}" + ("" if r.in_range is None else
+                                                 " in" if r.in_range else " OUT")
+
+
 def print_table(results: List[Result]):
     print(f"{'job':16} {'top advice':32} {'right':5} {'pred':>9} {'meas':>6} {'err':>6} "
-          f"{'tune':>6} {'share':>6}  note")
+          f"{'range':>14} {'tune':>6} {'share':>6}  note")
     for r in results:
         print(f"{r.job:16} {(r.top or '-') + ' (' + (r.severity or '-') + ')':32} "
               f"{'yes' if r.right else 'NO':5} {_pred(r):>9} {fmt(r.measured):>6} "
-              f"{fmt(r.prediction_error, '+.0%'):>6} {fmt(r.tune):>6} "
+              f"{fmt(r.prediction_error, '+.0%'):>6} {_stated(r):>14} {fmt(r.tune):>6} "
               f"{fmt(r.tune_share, '.0%'):>6}  {r.note}")
 
 
@@ -414,10 +437,13 @@ def main(argv=None):
         "right": sum(r.right for r in results),
         "within_15pct": sum(bool(r.prediction_ok) for r in speed),
         "predicted": len(speed),
+        "in_range": sum(bool(r.in_range) for r in results),
+        "ranged": sum(r.in_range is not None for r in results),
         "tune_share_ok": sum(s >= TUNE_SHARE for s in shares), "tune_compared": len(shares),
         "results": [{"job": r.job, "top": r.top, "severity": r.severity, "right": r.right,
                      "predicted": r.predicted, "lower_bound": r.lower_bound,
                      "upper_bound": r.upper,
+                     "range": list(r.stated) if r.stated is not None else None,
                      "measured": r.measured, "tune": r.tune,
                      "note": r.note} for r in results]}
     print(json.dumps(summary))

@@ -114,6 +114,7 @@ def test_a_gil_bound_reader_thread_moves_to_a_worker_process(tmp_path):
                                       "(a lower bound: ")
     # and what measures it from above
     assert f["speedup_max"] is None
+    assert a.expected_range == (f["speedup"], None)  # stated as a bound, not a model error
     assert ("; `paddletune profile --speed-test train.py` measures the step without the "
             "thread, the gain's upper bound") in a.expected_gain
 
@@ -133,6 +134,7 @@ def test_a_speed_test_bounds_a_gil_bound_threads_gain_from_above(tmp_path):
     assert (f"; at most {f['speedup_max']:.2f}x, the step without the thread that the speed "
             f"test measured (11.00 ms)") in a.expected_gain
     assert a.expected_gain.startswith(f"at least {f['speedup']:.2f}x")
+    assert a.expected_range == (f["speedup"], f["speedup_max"])
 
 
 def test_a_gil_bound_thread_moves_out_even_without_a_free_core(tmp_path):

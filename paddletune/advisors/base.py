@@ -2,7 +2,7 @@
 
 import re
 from dataclasses import dataclass, field, replace
-from typing import Callable, Iterable, List, Optional
+from typing import Callable, Iterable, List, Optional, Tuple
 
 SEVERITIES = ("high", "medium", "low", "info")  # most important first
 CONFIDENCES = ("high", "medium", "low")
@@ -18,6 +18,10 @@ class Advice:
     change        the exact code line(s), env var or flag to change
     expected_gain what the change should bring, in words ("up to 1.3x steps/s")
     expected_speedup  the same as a factor on steps/s when it can be estimated, else None
+    expected_range    (low, high) steps/s factors the measured speedup should fall within
+                      (high None: no upper bound known); a rule sets it where its figures
+                      bound the gain, else `paddletune advise` states the model's error
+                      around expected_speedup (advisors/ranges.py)
     blocking      the training is wrong, not slow (NaN/Inf): ranked before any speed advice
     source        the number of its entry in the advice catalogue, docs/advice.md (whose
                   anchor for it is the id: docs/advice.md#<id>)
@@ -34,6 +38,7 @@ class Advice:
     figures: dict = field(default_factory=dict, hash=False)  # raw numbers behind the evidence
     expected_speedup: Optional[float] = None
     blocking: bool = False
+    expected_range: Optional[Tuple[float, Optional[float]]] = None
 
     def __post_init__(self):
         if not _ID.match(self.id):
@@ -48,7 +53,10 @@ class Advice:
         return {"id": self.id, "title": self.title, "severity": self.severity,
                 "confidence": self.confidence, "evidence": self.evidence,
                 "change": self.change, "expected_gain": self.expected_gain,
-                "expected_speedup": self.expected_speedup, "blocking": self.blocking,
+                "expected_speedup": self.expected_speedup,
+                "expected_range": (list(self.expected_range)
+                                   if self.expected_range is not None else None),
+                "blocking": self.blocking,
                 "source": self.source,
                 "figures": dict(self.figures)}
 
@@ -188,13 +196,16 @@ def run_figures(profile) -> dict:
 
 def post_pass(advices: Iterable[Advice], profile) -> List[Advice]:
     """The advice of `paddletune advise`, after the rules: each carries the run's figures
-    (figures["run"]); from a profile cut short (profile_extent) none is above its extent's
+    (figures["run"]) and its predicted speedup's range (ranges.with_range); from a profile cut short (profile_extent) none is above its extent's
     cap (Extent.severity_cap), except blocking advice (NaN/Inf: wrong whatever the count),
     and each says so in figures["capped_from"]. Ranked."""
+    from .ranges import with_range  # ranges reads the profile's figures only
+
     extent = profile_extent(profile)
     run = run_figures(profile)
     cap = extent.severity_cap()
-    return rank(_capped(_with_run(a, run), cap) for a in advices)
+    spread = profile.summary.throughput.spread if profile.summary.throughput else None
+    return rank(_capped(with_range(_with_run(a, run), spread), cap) for a in advices)
 
 
 def _with_run(a: Advice, run: dict) -> Advice:

@@ -60,6 +60,7 @@ def reader_starved(profile) -> Optional[Advice]:
         change=_worker_change(writer(profile), f, plan),
         expected_gain=_worker_gain(plan, script(profile)),
         expected_speedup=None if _gil_unpredictable(plan) else plan["speedup"],
+        expected_range=_bounds(plan),
         confidence="low" if tiny else "high" if _empty_ratio(f) >= 0.5 and
         profile.summary.steady_steps >= 20 else "medium")
 
@@ -388,6 +389,7 @@ def reader_thread_gil(profile) -> Optional[Advice]:
         change="\n".join([code.loader(f.config, num_workers=plan["workers"] if measured
                                       else 1), code.shard_note()] + blas_note(code, plan)),
         expected_speedup=plan["speedup"] if known else None,
+        expected_range=_bounds(plan) if known else None,
         expected_gain=_thread_gil_gain(plan, cycle_s, script(profile)) if known
         else f"{_gil_unknown()}; `paddletune profile --speed-test {script(profile)}` "
              f"measures the step without the thread")
@@ -402,6 +404,14 @@ def _thread_gil_gain(plan, cycle_s: float, script_name: str) -> str:
                 f"; `paddletune profile --speed-test {script_name}` measures the step "
                 f"without the thread")
     return f"{plan['speedup']:.2f}x steps/s ({change}{_gil_basis(plan, script_name)}{cores}"
+
+
+def _bounds(plan):
+    """(the lower bound, the speed test's upper bound or None) where the gain is only bounded
+    from below (_gil_lower_bound); None for a point prediction."""
+    if not _gil_lower_bound(plan) or plan.get("speedup") is None:
+        return None
+    return plan["speedup"], plan.get("speedup_max")
 
 
 def _gil_lower_bound(plan) -> bool:

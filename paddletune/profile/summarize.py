@@ -209,7 +209,38 @@ def _throughput(steady: Steady, total_cycle: float, mean_cycle: float) -> F.Thro
     return F.Throughput(
         steps_per_s=steps_per_s(steady.n, total_cycle), batch_size=batch,
         samples_per_s=samples / total_cycle if batch and total_cycle > 0 else None,
-        fetch_bytes_per_step=fetched / steady.n, steps=steady.n, seconds=total_cycle)
+        fetch_bytes_per_step=fetched / steady.n, steps=steady.n, seconds=total_cycle,
+        spread=_spread(steady))
+
+
+SPREAD_PARTS = 5  # Throughput.spread: the steady steps cut in this many consecutive parts
+SPREAD_MIN_STEPS = 10  # ... each of at least this many steps
+
+
+def _spread(steady: Steady) -> Optional[float]:
+    """The standard deviation of the mean step time (cycle) of SPREAD_PARTS consecutive parts
+    of the steady steps, over the mean step time: how far one part of the run measured a
+    different speed from another. A window (records.StepWindow) is never cut; parts of fewer
+    than SPREAD_MIN_STEPS steps (a short run, or a window holding most of it): None."""
+    units = [(1, s.cycle_s) for s in steady.steps] + [
+        (w.n, w.parts["cycle"].sum) for w in steady.windows if "cycle" in w.parts]
+    total_n = sum(n for n, _ in units)
+    if total_n < SPREAD_PARTS * SPREAD_MIN_STEPS:
+        return None
+    parts = [[0, 0.0] for _ in range(SPREAD_PARTS)]
+    start = 0
+    for unit_n, unit_cycle in units:  # a unit goes to the part where it starts
+        part = parts[min(SPREAD_PARTS - 1, start * SPREAD_PARTS // total_n)]
+        part[0] += unit_n
+        part[1] += unit_cycle
+        start += unit_n
+    parts = [(k, c) for k, c in parts if k]
+    if len(parts) < 3 or min(k for k, _ in parts) < SPREAD_MIN_STEPS:
+        return None
+    means = [c / k for k, c in parts]
+    mean = sum(c for _, c in parts) / total_n
+    sd = math.sqrt(sum((m - mean) ** 2 for m in means) / (len(means) - 1))
+    return sd / mean if mean > 0 else None
 
 
 def _median_of_counts(counts: Counter) -> Optional[int]:

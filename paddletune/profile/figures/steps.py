@@ -114,6 +114,9 @@ class Throughput:
       fetch_bytes_per_step  bytes fetched per step
       steps                 the steady steps measured
       seconds               the time they took (the sum of their loop iterations)
+      spread                how much the speed moved over the run: the standard deviation of
+                            the mean step time of SPREAD_PARTS consecutive parts of the steady
+                            steps, over the mean (None: too few steps)
     """
 
     steps_per_s: Optional[Number] = None
@@ -122,6 +125,7 @@ class Throughput:
     fetch_bytes_per_step: Number = 0.0
     steps: Count = 0
     seconds: Seconds = 0.0
+    spread: Optional[Share] = None
 
     @property
     def step_time_s(self) -> Optional[float]:
