@@ -4,6 +4,8 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Callable, Iterable, List, Optional, Tuple
 
+from .ranges import with_range
+
 SEVERITIES = ("high", "medium", "low", "info")  # most important first
 CONFIDENCES = ("high", "medium", "low")
 _ID = re.compile(r"^[a-z0-9]+(-[a-z0-9]+)*$")
@@ -196,11 +198,10 @@ def run_figures(profile) -> dict:
 
 def post_pass(advices: Iterable[Advice], profile) -> List[Advice]:
     """The advice of `paddletune advise`, after the rules: each carries the run's figures
-    (figures["run"]) and its predicted speedup's range (ranges.with_range); from a profile cut short (profile_extent) none is above its extent's
-    cap (Extent.severity_cap), except blocking advice (NaN/Inf: wrong whatever the count),
-    and each says so in figures["capped_from"]. Ranked."""
-    from .ranges import with_range  # ranges reads the profile's figures only
-
+    (figures["run"]) and its predicted speedup's range (ranges.with_range); from a profile
+    cut short (profile_extent) none is above its extent's cap (Extent.severity_cap), except
+    blocking advice (NaN/Inf: wrong whatever the count), and each says so in
+    figures["capped_from"]. Ranked."""
     extent = profile_extent(profile)
     run = run_figures(profile)
     cap = extent.severity_cap()

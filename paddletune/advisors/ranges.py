@@ -16,15 +16,16 @@ spread counts twice, once for the run measured and once for the run of the chang
 
 import math
 from dataclasses import replace
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
-from .base import Advice
+if TYPE_CHECKING:  # base imports this module
+    from .base import Advice
 
 MODEL_ERROR = {"high": 0.20, "medium": 0.30, "low": 0.50}  # |predicted / measured - 1|
 MAX_ERROR = 0.8  # an error this large or more: the range stops below at P / 1.8
 
 
-def with_range(a: Advice, spread: Optional[float]) -> Advice:
+def with_range(a: "Advice", spread: Optional[float]) -> "Advice":
     """`a` with its expected_range: the rule's own, or the model's error around its
     expected_speedup (unchanged without one); figures["range"] says which."""
     if a.expected_speedup is None:
@@ -47,7 +48,7 @@ def model_error(confidence: str, spread: Optional[float]) -> float:
     return min(error, MAX_ERROR)
 
 
-def range_text(a: Advice) -> Optional[str]:
+def range_text(a: "Advice") -> Optional[str]:
     """The card's range line: '1.42-2.13x steps/s (...)', or None without a range."""
     if a.expected_range is None:
         return None
