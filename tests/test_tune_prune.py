@@ -160,15 +160,16 @@ def test_losses_keep_the_values_a_race_did_not_run():
     assert losses.prune(tuner, "num_workers", 1, [0, 2]) == [0]
 
 
-def eager_tuner(incumbent, input_share):
+def eager_tuner(incumbent, input_share, producer_ratio=None):
     """A tuner's state as prune reads it: a DataLoader's knobs (num_workers 0 to 2,
     prefetch_factor, persistent_workers), the incumbent, and its latest trial's share of the
-    step spent waiting for data."""
+    step spent waiting for data (and its producers' rate over the loop's)."""
     knobs = {k.name: k for k in (
         sp.Knob("num_workers", "reader", "num_workers", (0, 1, 2), 0),
         sp.Knob("prefetch_factor", "reader", "prefetch_factor", (2, 4, 8), 2),
         sp.Knob("persistent_workers", "reader", "persistent_workers", (False, True), False))}
-    latest = SimpleNamespace(input_share=input_share, put_wait_share=None)
+    latest = SimpleNamespace(input_share=input_share, put_wait_share=None,
+                             producer_ratio=producer_ratio)
     return SimpleNamespace(space=sp.Space(knobs, framework="torch"), incumbent=incumbent,
                            notes=[], options=TuneOptions(), latest=lambda setting: latest)
 
@@ -190,3 +191,21 @@ def test_dataloader_arguments_that_need_workers_wait_for_a_setting_with_workers(
     assert idle_knob(fed, "prefetch_factor") and not idle_knob(fed, "persistent_workers")
     assert fed.notes[0].startswith("prefetch_factor not tried: the step waits for data 0.5% "
                                    "of the time")
+
+
+def test_buffering_waits_for_producers_that_keep_up():
+    """Two workers make 16% of the batches the loop could take (bench_tune's PyTorch job,
+    profiled by hand: 116 against 730 batches a second): the queue drains as fast as they
+    fill it, so a deeper one (prefetch_factor) cannot feed the step; producers as fast as the
+    loop, with the step still waiting (bursts), leave it to the race."""
+    from paddletune.tune.prune import idle_knob
+    slow = eager_tuner({"num_workers": 2}, input_share=0.6, producer_ratio=0.16)
+    assert idle_knob(slow, "prefetch_factor") and not idle_knob(slow, "persistent_workers")
+    assert slow.notes == ["prefetch_factor not tried: the producers make 16% of the batches "
+                          "the loop takes when it does not wait: the queue drains as fast as "
+                          "they fill it, however long it is; more producers (num_workers) "
+                          "are what feeds a step that waits"]
+    bursty = eager_tuner({"num_workers": 2}, input_share=0.3, producer_ratio=1.2)
+    assert not idle_knob(bursty, "prefetch_factor") and not bursty.notes
+    unknown = eager_tuner({"num_workers": 2}, input_share=0.3)
+    assert not idle_knob(unknown, "prefetch_factor")

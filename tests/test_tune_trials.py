@@ -3,6 +3,8 @@
 import sys
 from pathlib import Path
 
+import pytest
+
 from paddletune.tune.trials import TrialRunner
 
 REPO = Path(__file__).resolve().parents[1]
@@ -50,3 +52,21 @@ def test_a_trial_can_measure_the_no_data_ceiling(tmp_path):
     assert trial.status == "ok", (trial.message, Path(trial.log).read_text()[-2000:])
     speed = load(trial.profile).summary.speed_test
     assert speed is not None and speed.ceiling is not None
+
+
+def test_a_trial_keeps_its_producers_rate_over_the_loops():
+    """What prune reads to leave buffering out: the main loader's producers' batches a second
+    over those the loop takes when it does not wait; None where either is unknown or
+    unbounded (a producer that took no time)."""
+    from types import SimpleNamespace
+
+    from paddletune.tune.trials import _producer_ratio
+
+    def loader(made, taken):
+        return SimpleNamespace(producer=SimpleNamespace(rate_per_s=made),
+                               consumer=SimpleNamespace(rate_per_s=taken))
+
+    assert _producer_ratio(loader(116.0, 730.0)) == pytest.approx(116 / 730)
+    assert _producer_ratio(loader(float("inf"), 730.0)) is None
+    assert _producer_ratio(loader(None, 730.0)) is None
+    assert _producer_ratio(loader(116.0, 0.0)) is None

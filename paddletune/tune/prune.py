@@ -3,8 +3,10 @@ out with a note that says why (the memory objective, and values given with --spa
 them all).
 
 - Buffering, while the incumbent's latest trial shows it idle: its step hardly waits for
-  data; or, for capacity, the reader's feeding thread was hardly ever blocked on a full
-  queue (room it did not use cannot feed the step faster; more producers can).
+  data; or its producers make fewer batches a second than the loop takes when it does not
+  wait (a queue drained as fast as it is filled never holds more, however long it is); or,
+  for capacity, the reader's feeding thread was hardly ever blocked on a full queue (room
+  it did not use cannot feed the step faster; more producers can).
   A DataLoader's prefetch_factor (the batches each worker makes ahead) is buffering too.
 - A shorter reader queue: capacity (or prefetch_factor) only holds batches between the
   reader and the step, so less of it cannot make the step wait less (it saves memory, which
@@ -59,6 +61,12 @@ def _buffering_idle(tuner, name) -> bool:
         return _skip(tuner, name, f"the step waits for data {share:.1%} of the time (at most "
                                   f"{most:+.1%} to win by buffering more, below the "
                                   f"{bar:.0%} that counts)")
+    ratio = latest.producer_ratio
+    if ratio is not None and ratio < 1 - bar:
+        return _skip(tuner, name, f"the producers make {ratio:.0%} of the batches the loop "
+                                  f"takes when it does not wait: the queue drains as fast as "
+                                  f"they fill it, however long it is; more producers "
+                                  f"(num_workers) are what feeds a step that waits")
     if name == "capacity" and blocked is not None and blocked < bar:
         return _skip(tuner, name, f"the reader waited for room in the queue {blocked:.1%} of "
                                   f"the time (below the {bar:.0%} that counts): a longer "

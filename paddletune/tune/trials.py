@@ -87,6 +87,8 @@ class Trial:
     input_share: Optional[float] = None  # of a step: waiting for and feeding the next batch
     put_wait_share: Optional[float] = None  # of the steady steps' time: the main loader's
     # feeding thread blocked on a full queue
+    producer_ratio: Optional[float] = None  # the main loader's producers' batches/s over the
+    # batches/s the loop takes when not waiting (below 1: they cannot keep the queue filled)
     wall_s: Optional[float] = None  # the whole subprocess, start-up included
     run_s: Optional[float] = None  # the job's own duration (profile)
     no_effect: List[IdleOverride] = field(default_factory=list)  # requested, changed nothing
@@ -296,7 +298,16 @@ def _throughput(trial, profile):
     loader = s.main_loader
     if loader is not None:
         trial.put_wait_share = loader.producer.put_wait_share
+        trial.producer_ratio = _producer_ratio(loader)
     trial.se = throughput_se(steady)
+
+
+def _producer_ratio(loader) -> Optional[float]:
+    made, taken = loader.producer.rate_per_s, loader.consumer.rate_per_s
+    if made is None or taken is None or not (made > 0 and taken > 0) or \
+            math.isinf(made) or math.isinf(taken):
+        return None
+    return made / taken
 
 
 def steady_steps(profile) -> list:
