@@ -950,3 +950,32 @@ def test_tune_cli_usage_errors(args, message, tmp_path, monkeypatch):
     (tmp_path / "x.py").write_text("")
     result = CliRunner().invoke(app, ["tune", *args])
     assert result.exit_code == 2 and message in result.output
+
+
+def test_the_record_checks_each_advice_against_what_the_search_measured(monkeypatch, tmp_path):
+    """The advice's 2 workers, predicted 1.40x (a high-confidence card: 1.08x-2.00x), run at
+    1.5x the baseline: the record and the report say so."""
+    from rich.console import Console
+
+    from paddletune.advisors import Advice
+    from paddletune.render.tune import render_record
+    from paddletune.tune import record as rec
+
+    clock = Clock()
+    monkeypatch.setattr(search.time, "monotonic", clock.monotonic)
+    tuner = simulated(FakeRunner(clock, job_rate), specs=("only=num_workers",))
+    card = Advice(id="reader-starved", title="t", severity="high", evidence="e", change="c",
+                  expected_gain="up to 1.40x", confidence="high", expected_speedup=1.4,
+                  figures={"workers": 2, "current_workers": 0})
+    tuner.advise = lambda profile: [card]
+    tuner.run()
+    [row] = rec.build(tuner, {"script": "train.py"}, {})["advice"]
+    assert row["advice"] == "reader-starved" and row["setting"] == {"num_workers": 2}
+    assert row["predicted"] == 1.4
+    assert row["range"] == [pytest.approx(1.4 / 1.3), pytest.approx(1.4 / 0.7)]
+    assert row["measured"] == pytest.approx(1.5, rel=0.03) and row["within_range"] is True
+    console = Console(width=200, record=True)
+    render_record(rec.build(tuner, {"script": "train.py"}, {}), console)
+    text = console.export_text()
+    assert (f"  reader-starved (num_workers=2): predicted 1.40x (1.08x-2.00x), measured "
+            f"{row['measured']:.2f}x: within its range") in text

@@ -91,6 +91,7 @@ def render_record(record: dict, console: Optional[Console] = None, rows: int = M
     print_table(console, ranking_table(record, rows))
     _no_effect(record, console)
     _best(record, console)
+    _advice(record, console)
     for note in record.get("notes") or []:
         console.print(Text(f"note: {note}", style="dim"), soft_wrap=True)
 
@@ -188,6 +189,30 @@ def _best(record, console):
                 "  Not confirmed: these trials leave the gain inside the noise (the search's "
                 "trials measured more); tune again with a larger --budget, or measure both "
                 "settings longer, before relying on it.", style="yellow"), soft_wrap=True)
+
+
+def _advice(record, console):
+    """Each piece of advice the search tried: predicted (with its range) against measured."""
+    rows = record.get("advice") or []
+    if rows:
+        console.print("Advice, predicted and measured by the search (against the baseline, "
+                      "trials of the same length):")
+    for row in rows:
+        console.print(f"  {row.get('advice')} ({row.get('label')}): {_advice_figures(row)}",
+                      soft_wrap=True, highlight=False, markup=False)
+
+
+def _advice_figures(row) -> str:
+    predicted, got = row.get("predicted"), row.get("measured")
+    low, high = (row.get("range") or [None, None])[:2]
+    said = "no figure predicted" if predicted is None else f"predicted {predicted:.2f}x"
+    if low is not None:
+        said += f" ({low:.2f}x-{high:.2f}x)" if high is not None else f" (at least {low:.2f}x)"
+    if got is None:
+        return f"{said}; not measured against the baseline"
+    verdict = {True: ": within its range", False: ": outside its range", None: ""}[
+        row.get("within_range")]
+    return f"{said}, measured {got:.2f}x{verdict}"
 
 
 def _isatty(file) -> bool:

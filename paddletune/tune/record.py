@@ -18,6 +18,7 @@ from typing import List, Optional
 from runtime.atomic import atomic_write
 
 from ..profile import RUNS_DIR, new_run_path
+from . import advice_check
 from . import space as sp
 
 KIND = "paddletune-tune"
@@ -49,7 +50,8 @@ def build(tuner, command: dict, options: dict) -> dict:
             "best": {"setting": best, "label": sp.label(best),
                      "exports": sp.exports(best, space) if tuner.space else [],
                      "code": sp.code_lines(best, space) if tuner.space else []},
-            "final": tuner.final}
+            "final": tuner.final,
+            "advice": advice_check.rows(tuner)}
 
 
 def ranking(tuner) -> List[dict]:

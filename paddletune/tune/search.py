@@ -46,7 +46,7 @@ from typing import Callable, List, Optional
 from runtime.overrides import SINGLE_PLACE_BUILD
 
 from ..profile import load
-from . import prune
+from . import advice_check, prune
 from . import space as sp
 from .batch import batch_ladder, unimodal_prune
 from .compare import Z, Comparisons, mean, speedup
@@ -126,6 +126,7 @@ class Tuner(Comparisons, TrialLengths):
         self.t0 = time.monotonic()
         self.last_rung = set()  # indices of the trials of the latest rung of any race
         self.race_runs = {}  # the latest race's trials: setting key -> its trials
+        self.advice_checks = []  # advice_check.AdviceCheck per piece of advice raced
         self.losses = prune.Losses()  # values each knob's race found clearly slower
         self.steps0 = options.trial_steps or MIN_STEPS
         self.per_step_s = None
@@ -193,10 +194,15 @@ class Tuner(Comparisons, TrialLengths):
 
     # --- phases ------------------------------------------------------------------------------
     def _advice(self, profile):
-        found, notes = proposals(self.advise(profile), self.space)
+        advices = self.advise(profile)
+        found, notes = proposals(advices, self.space)
         self.notes += notes
         challengers = [(sp.merged(self.incumbent, change, self.space), f"advice:{aid}")
                        for aid, change in found]
+        tp = profile.summary.throughput
+        self.advice_checks = advice_check.checks(
+            advices, found, {aid: setting for (setting, _), (aid, _) in zip(challengers, found)},
+            tp.spread if tp is not None else None)
         if len(found) > 1:
             together = {}
             for _, change in found:
