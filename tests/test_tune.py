@@ -979,3 +979,12 @@ def test_the_record_checks_each_advice_against_what_the_search_measured(monkeypa
     text = console.export_text()
     assert (f"  reader-starved (num_workers=2): predicted 1.40x (1.08x-2.00x), measured "
             f"{row['measured']:.2f}x: within its range") in text
+
+
+def test_the_report_words_a_lower_bound_and_a_miss():
+    from paddletune.render.tune import _advice_figures
+    bound = {"predicted": 1.63, "range": [1.63, None], "measured": 1.54, "within_range": False}
+    assert _advice_figures(bound) == "predicted at least 1.63x, measured 1.54x: outside its range"
+    unmeasured = {"predicted": None, "range": [None, None], "measured": None}
+    assert _advice_figures(unmeasured) == ("no figure predicted; not measured against the "
+                                           "baseline")

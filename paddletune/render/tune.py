@@ -196,7 +196,7 @@ def _advice(record, console):
     rows = record.get("advice") or []
     if rows:
         console.print("Advice, predicted and measured by the search (against the baseline, "
-                      "trials of the same length):")
+                      "trials of the same length):", soft_wrap=True)
     for row in rows:
         console.print(f"  {row.get('advice')} ({row.get('label')}): {_advice_figures(row)}",
                       soft_wrap=True, highlight=False, markup=False)
@@ -205,9 +205,12 @@ def _advice(record, console):
 def _advice_figures(row) -> str:
     predicted, got = row.get("predicted"), row.get("measured")
     low, high = (row.get("range") or [None, None])[:2]
-    said = "no figure predicted" if predicted is None else f"predicted {predicted:.2f}x"
-    if low is not None:
-        said += f" ({low:.2f}x-{high:.2f}x)" if high is not None else f" (at least {low:.2f}x)"
+    if predicted is None:
+        said = "no figure predicted"
+    elif low is not None and high is None:
+        said = f"predicted at least {low:.2f}x"
+    else:
+        said = f"predicted {predicted:.2f}x" + (f" ({low:.2f}x-{high:.2f}x)" if low else "")
     if got is None:
         return f"{said}; not measured against the baseline"
     verdict = {True: ": within its range", False: ": outside its range", None: ""}[
