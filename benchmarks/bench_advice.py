@@ -22,7 +22,9 @@ a lower bound, not above the measured by more than 15%, nor the measured above i
 bound by more ("1.91-4.22");
 at least 80% of tune's gain; no high-severity advice on a well-tuned job. The `range` column
 is the range the card states (advisors/ranges.py: the model's error at its confidence, widened
-by the run's spread, or a rule's own bounds) and whether the measured speedup fell in it.
+by the run's spread, or a rule's own bounds) and whether the measured speedup fell in it;
+`rounds` the lowest and highest of the rounds' own speedups (the advised run over the
+baseline run of the same round): how far the measurement itself moves.
 
     python benchmarks/bench_advice.py                     # every job, with tune (~8 min)
     python benchmarks/bench_advice.py --jobs sync-input,gil-thread --no-tune --rounds 3
@@ -190,6 +192,7 @@ class Result:
     lower_bound: bool = False  # the advice predicts "at least" its speedup
     upper: Optional[float] = None  # a lower bound's upper one, from a --speed-test profile
     stated: Optional[tuple] = None  # the card's range (low, high or None)
+    rounds: List[float] = field(default_factory=list)  # each round's advised / base
 
     @property
     def prediction_error(self) -> Optional[float]:
@@ -332,10 +335,14 @@ def _measure_speed(result, top, runner, new_runner, new_env, tuned_env, job, arg
         contenders.append(("tune", runner, tuned_env))
     rates = {name: [] for name, _, _ in contenders}
     for _ in range(args.rounds):
+        this_round = {}
         for which, r, e in contenders:
             t = r.run({}, e, job.steps, 300, which, which)
             if t.ok:
                 rates[which].append(t.samples_per_s)
+                this_round[which] = t.samples_per_s
+        if "base" in this_round and "advised" in this_round:
+            result.rounds.append(this_round["advised"] / this_round["base"])
 
     def speedup(which):
         if not rates["base"] or not rates.get(which):
@@ -397,14 +404,21 @@ def _stated(r: Result) -> str:
                                                  " in" if r.in_range else " OUT")
 
 
+def _rounds(r: Result) -> str:
+    """The measured speedup's spread: the lowest and highest of the rounds' own."""
+    if len(r.rounds) < 2:
+        return "-"
+    return f"{min(r.rounds):.2f}-{max(r.rounds):.2f}"
+
+
 def print_table(results: List[Result]):
-    print(f"{'job':16} {'top advice':32} {'right':5} {'pred':>9} {'meas':>6} {'err':>6} "
-          f"{'range':>14} {'tune':>6} {'share':>6}  note")
+    print(f"{'job':16} {'top advice':32} {'right':5} {'pred':>9} {'meas':>6} {'rounds':>9} "
+          f"{'err':>6} {'range':>14} {'tune':>6} {'share':>6}  note")
     for r in results:
         print(f"{r.job:16} {(r.top or '-') + ' (' + (r.severity or '-') + ')':32} "
               f"{'yes' if r.right else 'NO':5} {_pred(r):>9} {fmt(r.measured):>6} "
-              f"{fmt(r.prediction_error, '+.0%'):>6} {_stated(r):>14} {fmt(r.tune):>6} "
-              f"{fmt(r.tune_share, '.0%'):>6}  {r.note}")
+              f"{_rounds(r):>9} {fmt(r.prediction_error, '+.0%'):>6} {_stated(r):>14} "
+              f"{fmt(r.tune):>6} {fmt(r.tune_share, '.0%'):>6}  {r.note}")
 
 
 def main(argv=None):
@@ -444,7 +458,7 @@ def main(argv=None):
                      "predicted": r.predicted, "lower_bound": r.lower_bound,
                      "upper_bound": r.upper,
                      "range": list(r.stated) if r.stated is not None else None,
-                     "measured": r.measured, "tune": r.tune,
+                     "measured": r.measured, "measured_rounds": r.rounds, "tune": r.tune,
                      "note": r.note} for r in results]}
     print(json.dumps(summary))
 
