@@ -26,7 +26,7 @@ by the run's spread, or a rule's own bounds) and whether the measured speedup fe
 `rounds` the lowest and highest of the rounds' own speedups (the advised run over the
 baseline run of the same round): how far the measurement itself moves.
 
-    python benchmarks/bench_advice.py                     # every job, with tune (~8 min)
+    python benchmarks/bench_advice.py                     # every job, with tune (~11 min)
     python benchmarks/bench_advice.py --jobs sync-input,gil-thread --no-tune --rounds 3
 
 Prints a table and one JSON line (the last line of output). Run it alone on the machine: the

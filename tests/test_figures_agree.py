@@ -65,6 +65,12 @@ def test_report_watch_and_advise_state_the_same_steps_per_s_and_step_time(tmp_pa
     runs = {json.dumps(a["figures"]["run"], sort_keys=True) for a in advices}
     assert len(runs) == 1  # every advice is judged against the same run figures
     run_figures = advices[0]["figures"]["run"]
+    predicted = [a for a in advices if a["expected_speedup"] is not None]
+    assert predicted, "no advice predicted a speedup"
+    for a in predicted:  # each states where its measured speedup should fall
+        low, high = a["expected_range"]
+        assert low <= a["expected_speedup"] and (high is None or a["expected_speedup"] < high)
+        assert a["figures"]["range"]["basis"] in ("model", "bounds")
 
     assert watch_rate == report_rate == round(run_figures["steps_per_s"], 1)
     assert watch_step_ms == report_step_ms == round(run_figures["step_time_s"] * 1e3, 2)
