@@ -101,9 +101,11 @@ def test_drop_scope_seen_in_the_steps_when_the_drop_itself_is_cheap(tmp_path):
     args = ["--drop", "4", "--drop-ms", "20", "--step-ms", "0", "--steps", "120"]
     before = profile(tmp_path, "wait", args, job=ROOT / "tests" / "dropjob.py")
     drop = before.summary.parallel.drop
-    assert drop.every == 4 and drop.count == 30 and drop.wall_s_mean < 0.005
+    # (bounds a loaded 2-core machine keeps: the wait is at least 20 ms whatever the load;
+    # the steps around it take ~1 ms each on a quiet machine, several on a busy one)
+    assert drop.every == 4 and drop.count == 30 and drop.wall_s_mean < 0.010
     assert drop.step_excess_s is not None and drop.step_excess_s > 0.015, drop
-    assert drop.cost_s_mean == drop.step_excess_s and drop.share > 0.5
+    assert drop.cost_s_mean == drop.step_excess_s and drop.share > parallel.DROP_HIGH
     advice = parallel.drop_scope_cost(before)
     assert advice is not None and advice.severity == "high", drop
-    assert advice.figures["suggested_every"] >= 1000 and advice.expected_speedup > 2
+    assert advice.figures["suggested_every"] >= 100 and advice.expected_speedup > 1.25
