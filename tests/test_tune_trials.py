@@ -60,12 +60,13 @@ def test_a_trial_keeps_its_producers_rate_over_the_loops():
     unbounded (a producer that took no time)."""
     from types import SimpleNamespace
 
-    from paddletune.tune.trials import _producer_ratio
+    from paddletune.profile.figures import LoaderFigures
 
     def loader(made, taken):
         return SimpleNamespace(producer=SimpleNamespace(rate_per_s=made),
                                consumer=SimpleNamespace(rate_per_s=taken))
 
+    _producer_ratio = LoaderFigures.producer_ratio.fget  # what _throughput copies to a trial
     assert _producer_ratio(loader(116.0, 730.0)) == pytest.approx(116 / 730)
     assert _producer_ratio(loader(float("inf"), 730.0)) is None
     assert _producer_ratio(loader(None, 730.0)) is None

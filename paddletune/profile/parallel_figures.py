@@ -14,7 +14,8 @@ synchronisation, its frees and the re-allocation cost the loop, whoever is timed
 """
 
 import math
-from typing import List, Optional, Tuple
+import statistics
+from typing import Optional
 
 from . import figures as F
 from . import records as r
@@ -112,12 +113,7 @@ def _drop_excess(profile, main_program, drops, steady_keys) -> Optional[float]:
     plain = [c for k, c in cycles.items() if k not in dropped and k - 1 not in dropped]
     if len(pairs) < MIN_DROP_PAIRS or len(plain) < MIN_PLAIN_STEPS:
         return None
-    (pair_mean, pair_var), (plain_mean, plain_var) = _mean_var(pairs), _mean_var(plain)
-    excess = pair_mean - 2 * plain_mean
-    error = math.sqrt(pair_var / len(pairs) + 4 * plain_var / len(plain))
+    excess = statistics.fmean(pairs) - 2 * statistics.fmean(plain)
+    error = math.sqrt(statistics.variance(pairs) / len(pairs) +
+                      4 * statistics.variance(plain) / len(plain))
     return excess if excess > EXCESS_Z * error else None
-
-
-def _mean_var(values: List[float]) -> Tuple[float, float]:
-    mean = sum(values) / len(values)
-    return mean, sum((v - mean) ** 2 for v in values) / max(len(values) - 1, 1)

@@ -10,6 +10,7 @@ definitions of each figure are in figures.py.
 """
 
 import math
+import statistics
 from collections import Counter
 from typing import List, Optional, Sequence, Tuple
 
@@ -237,10 +238,8 @@ def _spread(steady: Steady) -> Optional[float]:
     parts = [(k, c) for k, c in parts if k]
     if len(parts) < 3 or min(k for k, _ in parts) < SPREAD_MIN_STEPS:
         return None
-    means = [c / k for k, c in parts]
     mean = sum(c for _, c in parts) / total_n
-    sd = math.sqrt(sum((m - mean) ** 2 for m in means) / (len(means) - 1))
-    return sd / mean if mean > 0 else None
+    return statistics.stdev([c / k for k, c in parts], mean) / mean if mean > 0 else None
 
 
 def _median_of_counts(counts: Counter) -> Optional[int]:

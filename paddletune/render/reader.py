@@ -110,13 +110,13 @@ def _consumer(f: LoaderFigures) -> str:
 
 
 def _balance(f: LoaderFigures) -> str:
-    made, taken = f.producer.rate_per_s, f.consumer.rate_per_s
-    if not (finite(made) and finite(taken)) or made <= 0:
+    ratio = f.producer_ratio
+    if ratio is None:
         return ""
-    if made < taken:
-        return (f"the producer is {taken / made:.2f}x slower than the consumer: the queue "
+    if ratio < 1:
+        return (f"the producer is {1 / ratio:.2f}x slower than the consumer: the queue "
                 f"cannot stay filled")
-    return f"the producer keeps up ({made / taken:.2f}x the consumer's rate)"
+    return f"the producer keeps up ({ratio:.2f}x the consumer's rate)"
 
 
 def _oscillation(f: LoaderFigures) -> str:

@@ -298,16 +298,8 @@ def _throughput(trial, profile):
     loader = s.main_loader
     if loader is not None:
         trial.put_wait_share = loader.producer.put_wait_share
-        trial.producer_ratio = _producer_ratio(loader)
+        trial.producer_ratio = loader.producer_ratio
     trial.se = throughput_se(steady)
-
-
-def _producer_ratio(loader) -> Optional[float]:
-    made, taken = loader.producer.rate_per_s, loader.consumer.rate_per_s
-    if made is None or taken is None or not (made > 0 and taken > 0) or \
-            math.isinf(made) or math.isinf(taken):
-        return None
-    return made / taken
 
 
 def steady_steps(profile) -> list:

@@ -1,6 +1,7 @@
 """The summary's DataLoader figures (queue, waits, producers, consumer, shapes, worker processes)
 and the speed test's windows."""
 
+import math
 from dataclasses import dataclass
 from typing import Dict, Literal, Optional, Tuple
 
@@ -279,6 +280,16 @@ class LoaderFigures:
     shapes: Dict[str, ShapeFigures] = EMPTY
     long_batches: Optional[LongBatches] = None
     processes: Optional[ProcessFigures] = None
+
+    @property
+    def producer_ratio(self) -> Optional[float]:
+        """The producers' batches per second over those the consumer takes when it does not
+        wait (below 1: they cannot keep the queue filled); None where either rate is unknown,
+        zero or unbounded."""
+        made, taken = self.producer.rate_per_s, self.consumer.rate_per_s
+        if made is None or taken is None or not (0 < made < math.inf and 0 < taken < math.inf):
+            return None
+        return made / taken
 
 
 @dataclass(frozen=True)
