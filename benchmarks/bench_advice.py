@@ -48,6 +48,7 @@ sys.path.insert(0, str(REPO))
 
 from paddletune.advisors import advise  # noqa: E402
 from paddletune.advisors.base import post_pass  # noqa: E402
+from paddletune.advisors.ranges import within  # noqa: E402
 from paddletune.profile import load  # noqa: E402
 from paddletune.tune import space as sp  # noqa: E402
 from paddletune.tune.proposals import _change as advice_change  # noqa: E402
@@ -216,10 +217,7 @@ class Result:
     @property
     def in_range(self) -> Optional[bool]:
         """The measured speedup within the range the card states (advisors/ranges.py)."""
-        if self.stated is None or self.measured is None or self.metric_peak:
-            return None
-        low, high = self.stated
-        return low <= self.measured and (high is None or self.measured <= high)
+        return None if self.metric_peak else within(self.stated, self.measured)
 
     @property
     def tune_share(self) -> Optional[float]:

@@ -91,3 +91,10 @@ def test_advise_states_the_range_on_the_card_and_in_json(tmp_path):
     text = console.export_text()
     assert f"Range: {a.expected_range[0]:.2f}x-{a.expected_range[1]:.2f}x steps/s" in text
     assert f"this run's speed moved {spread:.1%} between its parts" in text
+
+
+def test_within_a_range_and_a_lower_bound():
+    from paddletune.advisors.ranges import within
+    assert within((1.2, 2.0), 1.5) is True and within((1.2, 2.0), 2.1) is False
+    assert within((1.63, None), 1.54) is False and within((1.63, None), 9.0) is True
+    assert within(None, 1.5) is None and within((1.2, 2.0), None) is None

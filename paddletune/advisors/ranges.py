@@ -49,6 +49,15 @@ def model_error(confidence: str, spread: Optional[float]) -> float:
     return min(error, MAX_ERROR)
 
 
+def within(expected_range, measured: Optional[float]) -> Optional[bool]:
+    """Whether a measured speedup fell in `expected_range` ((low, high or None)); None when
+    either is missing."""
+    if expected_range is None or measured is None or expected_range[0] is None:
+        return None
+    low, high = expected_range
+    return low <= measured and (high is None or measured <= high)
+
+
 def range_text(a: "Advice") -> Optional[str]:
     """The card's range line: '1.42-2.13x steps/s (...)', or None without a range."""
     if a.expected_range is None:

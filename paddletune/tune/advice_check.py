@@ -7,7 +7,7 @@ and `paddletune report` shows them, so every tuning also checks the advice it st
 from dataclasses import dataclass
 from typing import Dict, List, Optional
 
-from ..advisors.ranges import with_range
+from ..advisors.ranges import with_range, within
 from . import space as sp
 from .compare import mean
 
@@ -65,12 +65,9 @@ def rows(tuner) -> List[dict]:
     out = []
     for c in getattr(tuner, "advice_checks", []):
         got = measured(tuner, c.setting)
-        inside = None
-        if got is not None and c.low is not None:
-            inside = c.low <= got and (c.high is None or got <= c.high)
         out.append({"advice": c.advice, "setting": c.setting, "label": sp.label(c.setting),
                     "predicted": c.predicted, "range": [c.low, c.high],
-                    "measured": got, "within_range": inside})
+                    "measured": got, "within_range": within((c.low, c.high), got)})
     return out
 
 
