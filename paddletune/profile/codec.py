@@ -2,6 +2,7 @@
 and discriminator name) and the step records' compact form (their rarely changing fields
 written only when they change)."""
 
+from math import isfinite
 from typing import Dict, Optional, Tuple
 
 from . import records as r
@@ -72,16 +73,35 @@ _SECONDS = ("t_s", "wall_s", "feed_s", "compute_s", "fetch_s", "gap_s", "read_s"
 class StepCompressor:
     """Writes a step: its times rounded to the nanosecond (the clock's resolution, and a
     shorter number), its rarely changing fields (records.STICKY) only when they differ from
-    the same executor and program's previous step."""
+    the same executor and program's previous step.
+
+    The writer calls it for every step it writes in full (the first thousand of a program,
+    on the writer's thread, which takes the GIL from the training loop), so it walks the
+    step's values against a plan made once instead of through the generic `to_json`; the
+    object is the same (tests/test_profile_codec.py holds them together)."""
+
+    _plan = None  # per field of Step: (name, required, default, a time in seconds)
 
     def __init__(self):
         self._last: Dict[tuple, tuple] = {}
 
+    @classmethod
+    def _fields(cls) -> tuple:
+        if cls._plan is None:
+            cls._plan = tuple((f.name, f.required, f.default, f.name in _SECONDS)
+                              for f in record_fields(r.Step))
+        return cls._plan
+
     def compress(self, step: r.Step) -> dict:
-        out = to_json(step)
-        for name in _SECONDS:
-            if name in out:
-                out[name] = round(out[name], 9)
+        out = {"type": r.Step.KIND}
+        for (name, required, default, seconds), value in zip(self._fields(), step):
+            if not required and (value is None or value == default):
+                continue
+            if value.__class__ not in _PLAIN:
+                value = encode(value)  # (tuples, NumPy scalars)
+            if isinstance(value, float):
+                value = (round(value, 9) if seconds else value) if isfinite(value) else None
+            out[name] = value
         key = (step.executor, step.program)
         values = tuple(getattr(step, name) for name in r.STICKY)
         previous = self._last.get(key)
@@ -91,6 +111,9 @@ class StepCompressor:
                 if now == before:
                     out.pop(name, None)
         return out
+
+
+_PLAIN = (float, int, str, bool)
 
 
 class StepFiller:

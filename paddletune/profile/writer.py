@@ -171,11 +171,15 @@ class ProfileWriter:
 
     def _line(self, record) -> str:
         obj = self._steps.compress(record) if isinstance(record, r.Step) else to_json(record)
-        return json.dumps(obj, separators=(",", ":")) + "\n"
+        return _dumps(obj) + "\n"
 
     def _loop(self):
         while not self._stop.wait(self._interval):
             self.flush()
+
+
+_dumps = json.JSONEncoder(separators=(",", ":")).encode  # (json.dumps with these
+# arguments makes a new encoder for every line)
 
 
 def write_records(path, records) -> Path:

@@ -5,21 +5,33 @@ records are the reference). A subscriber that raises an Exception is dropped wit
 a broken probe never breaks training; a BaseException (the session's step limit, Ctrl-C) goes
 through to the script, as it does from the runtime's own channels."""
 
+import threading
 import warnings
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Callable, Dict, Optional, Tuple
 
 from ..base import Subscription
 
 
 class Bus:
+    """Subscribers per event, held as tuples (replaced, never changed in place), so an emit
+    on the training thread iterates them as they are while another thread subscribes."""
+
     def __init__(self):
-        self._subs: Dict[str, List[Callable]] = {}
+        self._subs: Dict[str, Tuple[Callable, ...]] = {}
+        self._lock = threading.Lock()  # (subscribers change from the probes' threads)
 
     def subscribe(self, event: str, fn: Callable) -> Subscription:
-        subs = self._subs.setdefault(event, [])
-        subs.append(fn)
-        return Subscription(lambda: fn in subs and subs.remove(fn))
+        with self._lock:
+            self._subs[event] = self._subs.get(event, ()) + (fn,)
+        return Subscription(lambda: self._unsubscribe(event, fn))
+
+    def _unsubscribe(self, event: str, fn: Callable):
+        with self._lock:
+            subs = list(self._subs.get(event, ()))
+            if fn in subs:
+                subs.remove(fn)
+                self._subs[event] = tuple(subs)
 
     def subscribers(self, event: str) -> int:
         return len(self._subs.get(event, ()))
@@ -28,13 +40,11 @@ class Bus:
         return bool(self._subs.get(event))
 
     def emit(self, event: str, payload):
-        for fn in tuple(self._subs.get(event, ())):
+        for fn in self._subs.get(event, ()):
             try:
                 fn(payload)
             except Exception as err:  # noqa: BLE001  (a probe bug must not stop the job)
-                subs = self._subs.get(event, [])
-                if fn in subs:
-                    subs.remove(fn)
+                self._unsubscribe(event, fn)
                 warnings.warn(f"event subscriber {getattr(fn, '__qualname__', fn)!r} on "
                               f"{event!r} raised {type(err).__name__}: {err}; it was "
                               f"unsubscribed", RuntimeWarning, stacklevel=2)

@@ -186,9 +186,8 @@ class LoaderTracker:
         index = handle.batches
         handle.batches += 1
         handle.last = batch
-        batch_size = (next((int(shape[0]) for shape in shapes if shape), None)
-                      if shapes is not None else first_dim(batch, self.shape_of))
-        self.timer.read(t_request, wait, batch_size)
+        self.timer.read(t_request, wait, first_dim(batch, self.shape_of) if shapes is None
+                        else _first_of(shapes))
         if self.bus.listening("reader_pop"):
             self.bus.emit("reader_pop", ReaderPop(handle.loader_id, handle.number, index,
                                                   t_got, wait, size, handle.capacity,
@@ -210,9 +209,19 @@ class LoaderTracker:
     def describe(self, batch):
         """(the shapes of its tensors, their bytes)."""
         shape_of, nbytes_of = self.shape_of, self.nbytes_of
-        items = list(iter_tensors(batch, shape_of))
-        return (tuple(tuple(map(int, shape_of(item))) for item in items),
-                sum(nbytes_of(item) for item in items))
+        shapes, nbytes = [], 0
+        for item in iter_tensors(batch, shape_of):
+            shapes.append(tuple(shape_of(item)))  # (the frameworks' dims are ints)
+            nbytes += nbytes_of(item)
+        return tuple(shapes), nbytes
+
+
+def _first_of(shapes: tuple) -> Optional[int]:
+    """The first dimension of the first shape that has one: the batch size."""
+    for shape in shapes:
+        if shape:
+            return shape[0]
+    return None
 
 
 def _safe_ready(handle: Pass) -> int:

@@ -93,9 +93,12 @@ def first_dim(batch, shape_of: Callable) -> Optional[int]:
 
 def iter_tensors(batch, shape_of: Callable, limit: int = 64):
     """The tensors of a batch (nested lists, tuples and dicts), at most `limit` of them."""
-    if isinstance(batch, (list, tuple)) and len(batch) <= limit and all(
-            shape_of(item) is not None for item in batch):
-        return iter(batch)  # the usual (inputs, labels): no walk
+    if isinstance(batch, (list, tuple)) and len(batch) <= limit:
+        for item in batch:
+            if shape_of(item) is None:
+                break
+        else:
+            return iter(batch)  # the usual (inputs, labels): no walk
     return _walk_tensors(batch, shape_of, limit)
 
 
