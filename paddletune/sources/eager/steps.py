@@ -84,6 +84,10 @@ class StepTimer:
 def first_dim(batch, shape_of: Callable) -> Optional[int]:
     """The first dimension of the first tensor in `batch` (a tensor, or lists, tuples and
     dicts of them): the batch size; None when none is found."""
+    if isinstance(batch, (list, tuple)) and batch:  # the usual (inputs, labels): no walk
+        shape = shape_of(batch[0])
+        if shape:
+            return int(shape[0])
     for item in iter_tensors(batch, shape_of, limit=8):
         shape = shape_of(item)
         if shape:
