@@ -22,7 +22,8 @@ a lower bound, not above the measured by more than 15%, nor the measured above i
 bound by more ("1.91-4.22");
 at least 80% of tune's gain; no high-severity advice on a well-tuned job. The `range` column
 is the range the card states (advisors/ranges.py: the model's error at its confidence, widened
-by the run's spread, or a rule's own bounds) and whether the measured speedup fell in it;
+by the run's spread, or a rule's own bounds; for memory advice its step peak range over the
+predicted peak) and whether the measured speedup (or peak) fell in it;
 `rounds` the lowest and highest of the rounds' own speedups (the advised run over the
 baseline run of the same round): how far the measurement itself moves.
 
@@ -216,8 +217,10 @@ class Result:
 
     @property
     def in_range(self) -> Optional[bool]:
-        """The measured speedup within the range the card states (advisors/ranges.py)."""
-        return None if self.metric_peak else within(self.stated, self.measured)
+        """The measured speedup within the range the card states (advisors/ranges.py); for
+        memory advice, the measured peak within the card's peak range (both over the
+        predicted peak)."""
+        return within(self.stated, self.measured)
 
     @property
     def tune_share(self) -> Optional[float]:
@@ -369,6 +372,10 @@ def _measure_peak(result, top, new_runner, new_env, job, args):
     if predicted and peak:
         result.predicted, result.measured = 1.0, peak / predicted
         result.note = f"step peak {peak / 2**20:.1f} MiB, predicted {predicted / 2**20:.1f} MiB"
+        if top.expected_peak_range is not None:
+            result.stated = tuple(x / predicted for x in top.expected_peak_range)
+            low, high = top.expected_peak_range
+            result.note += f" ({low / 2**20:.1f}-{high / 2**20:.1f})"
     elif peak:
         result.note = (f"the changed job ran: step peak {peak / 2**20:.1f} MiB of "
                        f"{memory.capacity_bytes / 2**20:.0f} MiB (no peak predicted)")

@@ -113,7 +113,8 @@ def test_advice_is_frozen_and_to_dict_is_json():
         a.severity = "high"
     d = a.to_dict()
     assert list(d) == ["id", "title", "severity", "confidence", "evidence", "change",
-                       "expected_gain", "expected_speedup", "expected_range", "blocking",
+                       "expected_gain", "expected_speedup", "expected_range",
+                       "expected_peak_range", "blocking",
                        "source", "figures"]
     assert json.loads(json.dumps(d)) == d and d["source"] == 22 and d["expected_speedup"] == 1.2
 

@@ -98,3 +98,37 @@ def test_within_a_range_and_a_lower_bound():
     assert within((1.2, 2.0), 1.5) is True and within((1.2, 2.0), 2.1) is False
     assert within((1.63, None), 1.54) is False and within((1.63, None), 9.0) is True
     assert within(None, 1.5) is None and within((1.2, 2.0), None) is None
+
+
+def memory_card(predicted=15 * 2**20, basis="replay", **figures):
+    return Advice(id="gc-off", title="t", severity="high", evidence="e", change="c",
+                  expected_gain="step peak 20 MiB -> ~15 MiB", confidence="high",
+                  figures={"predicted_peak_bytes": predicted, "peak_basis": basis, **figures})
+
+
+def test_a_predicted_peak_gets_its_basis_error_around_it():
+    from paddletune.advisors.ranges import PEAK_ERROR
+    a = with_range(memory_card(), spread=0.2)  # (the run's speed has nothing to do with it)
+    low, high = a.expected_peak_range
+    assert (low, high) == pytest.approx((15 * 2**20 * 0.9, 15 * 2**20 * 1.1))
+    assert a.expected_range is None and a.figures["peak_range"]["basis"] == "replay"
+    wide = with_range(memory_card(basis="one point"), None).expected_peak_range
+    assert wide[0] < low and wide[1] > high and PEAK_ERROR["one point"] > PEAK_ERROR["replay"]
+    # a fitted model that missed its own points by 25%: the range is at least that wide
+    missed = with_range(memory_card(basis="fit", model={"max_error": 0.25}), None)
+    assert missed.expected_peak_range == pytest.approx((15 * 2**20 * 0.75, 15 * 2**20 * 1.25))
+
+
+def test_no_predicted_peak_or_no_basis_no_peak_range():
+    for a in (memory_card(predicted=None), memory_card(basis=None), card()):
+        assert with_range(a, None).expected_peak_range is None
+
+
+def test_the_card_and_json_state_the_peak_range():
+    [a] = [with_range(memory_card(), None)]
+    row = json.loads(advice_json([a]))[0]
+    assert row["expected_peak_range"] == pytest.approx(list(a.expected_peak_range))
+    console = Console(width=200, record=True)
+    render_advice([a], console)
+    text = console.export_text()
+    assert "Range: step peak 13.5 MiB-16.5 MiB (a replayed step, +/-10%" in text

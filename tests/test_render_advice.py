@@ -101,7 +101,8 @@ def test_json_array_most_important_first():
     assert rows[0] == {"id": "input-bound", "title": INPUT.title, "severity": "high",
                        "confidence": "high", "evidence": INPUT.evidence,
                        "change": INPUT.change, "expected_gain": INPUT.expected_gain,
-                       "expected_speedup": 1.58, "expected_range": None, "blocking": False,
+                       "expected_speedup": 1.58, "expected_range": None,
+                       "expected_peak_range": None, "blocking": False,
                        "source": 1, "figures": {"input_share": 0.367}}
     assert json.loads(advice_json([])) == []
 

@@ -24,6 +24,8 @@ class Advice:
                       (high None: no upper bound known); a rule sets it where its figures
                       bound the gain, else `paddletune advise` states the model's error
                       around expected_speedup (advisors/ranges.py)
+    expected_peak_range  (low, high) bytes the changed job's step peak should fall within,
+                      around figures["predicted_peak_bytes"] (memory advice; ranges.py)
     blocking      the training is wrong, not slow (NaN/Inf): ranked before any speed advice
     source        the number of its entry in the advice catalogue, docs/advice.md (whose
                   anchor for it is the id: docs/advice.md#<id>)
@@ -41,6 +43,7 @@ class Advice:
     expected_speedup: Optional[float] = None
     blocking: bool = False
     expected_range: Optional[Tuple[float, Optional[float]]] = None
+    expected_peak_range: Optional[Tuple[float, float]] = None
 
     def __post_init__(self):
         if not _ID.match(self.id):
@@ -58,6 +61,8 @@ class Advice:
                 "expected_speedup": self.expected_speedup,
                 "expected_range": (list(self.expected_range)
                                    if self.expected_range is not None else None),
+                "expected_peak_range": (list(self.expected_peak_range)
+                                        if self.expected_peak_range is not None else None),
                 "blocking": self.blocking,
                 "source": self.source,
                 "figures": dict(self.figures)}

@@ -225,7 +225,7 @@ def gc_off(profile) -> Optional[Advice]:
                   f"gives ~{human_bytes(gc)}."),
         change=_gc_change(profile),
         expected_gain=f"step peak {human_bytes(base)} -> ~{human_bytes(gc)}{more}",
-        figures={"step_peak_bytes": base, "predicted_peak_bytes": gc,
+        figures={"step_peak_bytes": base, "predicted_peak_bytes": gc, "peak_basis": "replay",
                  "predicted_peak_with_inplace_bytes": both,
                  "capacity_bytes": m.capacity_bytes, "pressure": pressure(m)})
 
@@ -288,6 +288,7 @@ def inplace_off(profile) -> Optional[Advice]:
         change=writer(profile).build_strategy({"enable_inplace": True}, data_parallel=False),
         expected_gain=f"step peak {human_bytes(base)} -> ~{human_bytes(predicted)}",
         figures={"step_peak_bytes": base, "predicted_peak_bytes": predicted,
+                 "peak_basis": "replay",
                  "saving_bytes": saving, "inplace_pairs": pairs, "gc": trace.gc,
                  "capacity_bytes": m.capacity_bytes, "pressure": pressure(m)})
 
@@ -348,6 +349,8 @@ def batch_size_memory(profile) -> Optional[Advice]:
                        f"no out-of-memory at batch {largest} (an estimate: measure it)"),
         figures={"batch_size": current, "largest_safe_batch": largest,
                  "predicted_peak_bytes": predicted, "capacity_bytes": capacity,
+                 "peak_basis": (None if model is None else
+                                "fit" if model.how.startswith("fit") else "one point"),
                  "headroom": HEADROOM, "model": model.to_dict() if model else None,
                  "oom": bool(oom)})
 

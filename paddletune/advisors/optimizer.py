@@ -93,4 +93,5 @@ def optimizer_memory(profile) -> Optional[Advice]:
                        f"{human_bytes(base)} -> ~{human_bytes(predicted)}"),
         figures={"optimizer": op_type, "accumulators": slots, "optimizer_state_bytes": state,
                  "parameter_bytes": params, "saved_bytes": saved, "step_peak_bytes": base,
-                 "predicted_peak_bytes": predicted, "pressure": pressure(m)})
+                 "predicted_peak_bytes": predicted, "peak_basis": "accounting",
+                 "pressure": pressure(m)})

@@ -13,22 +13,44 @@ MODEL_ERROR covers every error benchmarks/bench_advice.py recorded for the cards
 confidence in its three whole runs of 2026-11-28 on the 2-core machine of docs/benchmarks.md
 (high: 19 point predictions, -25% to +30%; medium: 6, -12% to +26%; low: none, so wider);
 the spread counts twice, once for the run measured and once for the run of the change.
+
+A predicted step peak (figures["predicted_peak_bytes"], memory advice) gets its range the same
+way, from the error of what it was computed by (figures["peak_basis"], PEAK_ERROR). The
+changed jobs' measured peaks, in tests/test_advisors_memory.py (each rule's change run for
+real) and bench_advice's gc-off job, 2026-11-28:
+
+    replay      the traced step replayed with the change (#15 GC, #16 inplace): +0.0% and
+                +1.6% in the tests, +3.3% in bench_advice; stated within 10%
+    measured    the other steps' own measured peak (#18 long batches): +0.0%; 10%
+    fit         the batch model fitted to two or more measured batch sizes (#17): +0.0%; its
+                largest miss on its own points, at least 10%
+    accounting  the optimizer state's bytes taken off the peak (#19): +0.0% twice; 10%
+    one point   the batch model through one measured batch with its fixed part given: an
+                extrapolation nothing checked; 30%
+
+The range is P x (1 - error) to P x (1 + error), bytes (Advice.expected_peak_range).
 """
 
 import math
 from dataclasses import replace
 from typing import TYPE_CHECKING, Optional
 
+from .facts import human_bytes
+
 if TYPE_CHECKING:  # base imports this module
     from .base import Advice
 
 MODEL_ERROR = {"high": 0.30, "medium": 0.30, "low": 0.50}  # |predicted / measured - 1|
 MAX_ERROR = 0.8  # an error this large or more: the range stops below at P / 1.8
+PEAK_ERROR = {"replay": 0.10, "measured": 0.10, "fit": 0.10, "accounting": 0.10,
+              "one point": 0.30}  # |measured peak / predicted peak - 1|
 
 
 def with_range(a: "Advice", spread: Optional[float]) -> "Advice":
     """`a` with its expected_range: the rule's own, or the model's error around its
-    expected_speedup (unchanged without one); figures["range"] says which."""
+    expected_speedup (unchanged without one); figures["range"] says which. A predicted step
+    peak gets its expected_peak_range (with_peak_range)."""
+    a = with_peak_range(a)
     if a.expected_speedup is None:
         return a
     if a.expected_range is not None:
@@ -40,6 +62,22 @@ def with_range(a: "Advice", spread: Optional[float]) -> "Advice":
     return replace(a, expected_range=(low, high), figures={**a.figures, "range": {
         "basis": "model", "low": low, "high": high, "error": error,
         "model_error": MODEL_ERROR[a.confidence], "run_spread": spread}})
+
+
+def with_peak_range(a: "Advice") -> "Advice":
+    """`a` with the range of its predicted step peak (figures["predicted_peak_bytes"]) from
+    the error of its basis (PEAK_ERROR); unchanged without a predicted peak or a known basis."""
+    figures = a.figures or {}
+    predicted, basis = figures.get("predicted_peak_bytes"), figures.get("peak_basis")
+    if not predicted or basis not in PEAK_ERROR or a.expected_peak_range is not None:
+        return a
+    error = PEAK_ERROR[basis]
+    if basis == "fit":
+        error = max(error, float((figures.get("model") or {}).get("max_error") or 0.0))
+    error = min(error, MAX_ERROR)
+    low, high = predicted * (1 - error), predicted * (1 + error)
+    return replace(a, expected_peak_range=(low, high), figures={**figures, "peak_range": {
+        "basis": basis, "low_bytes": low, "high_bytes": high, "error": error}})
 
 
 def model_error(confidence: str, spread: Optional[float]) -> float:
@@ -59,9 +97,10 @@ def within(expected_range, measured: Optional[float]) -> Optional[bool]:
 
 
 def range_text(a: "Advice") -> Optional[str]:
-    """The card's range line: '1.42-2.13x steps/s (...)', or None without a range."""
+    """The card's range line: '1.42-2.13x steps/s (...)', 'step peak 13.8-16.9 MiB (...)',
+    or None without a range."""
     if a.expected_range is None:
-        return None
+        return peak_range_text(a)
     low, high = a.expected_range
     basis = (a.figures or {}).get("range") or {}
     if basis.get("basis") != "model":
@@ -74,3 +113,21 @@ def range_text(a: "Advice") -> Optional[str]:
              if spread is not None else "")
     return (f"{span} steps/s ({a.confidence}-confidence predictions measured within "
             f"{basis['model_error']:.0%} in benchmarks/bench_advice.py{moved})")
+
+
+_PEAK_WORDS = {"replay": "a replayed step", "measured": "the other steps' measured peak",
+               "fit": "the batch model fitted to the measured peaks",
+               "one point": "the batch model through one measured batch",
+               "accounting": "the optimizer state's bytes taken off the peak"}
+
+
+def peak_range_text(a: "Advice") -> Optional[str]:
+    """'step peak 13.8 MiB-16.9 MiB (a replayed step, +/-10%: ...)', or None."""
+    if a.expected_peak_range is None:
+        return None
+    low, high = a.expected_peak_range
+    basis = (a.figures or {}).get("peak_range") or {}
+    kind = basis.get("basis")
+    return (f"step peak {human_bytes(low)}-{human_bytes(high)} "
+            f"({_PEAK_WORDS.get(kind, kind)}, +/-{basis.get('error', 0.0):.0%}: "
+            f"docs/advice.md#predicted-gains-and-their-range)")

@@ -138,4 +138,5 @@ def long_batch_memory(profile) -> Optional[Advice]:
                        f"(the measured peak of the other steps)"),
         figures={"p95_feed_bytes": p95, "long_steps": len(long), "steps": len(steps),
                  "peak_long_bytes": peak_long, "predicted_peak_bytes": peak_rest,
+                 "peak_basis": "measured",
                  "max_feed_bytes": worst.feed_bytes, "pressure": pressure(m)})
