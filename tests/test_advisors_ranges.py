@@ -110,13 +110,13 @@ def test_a_predicted_peak_gets_its_basis_error_around_it():
     from paddletune.advisors.ranges import PEAK_ERROR
     a = with_range(memory_card(), spread=0.2)  # (the run's speed has nothing to do with it)
     low, high = a.expected_peak_range
-    assert (low, high) == pytest.approx((15 * 2**20 * 0.9, 15 * 2**20 * 1.1))
+    assert (low, high) == pytest.approx((15 * 2**20 / 1.1, 15 * 2**20 / 0.9))
     assert a.expected_range is None and a.figures["peak_range"]["basis"] == "replay"
     wide = with_range(memory_card(basis="one point"), None).expected_peak_range
     assert wide[0] < low and wide[1] > high and PEAK_ERROR["one point"] > PEAK_ERROR["replay"]
     # a fitted model that missed its own points by 25%: the range is at least that wide
     missed = with_range(memory_card(basis="fit", model={"max_error": 0.25}), None)
-    assert missed.expected_peak_range == pytest.approx((15 * 2**20 * 0.75, 15 * 2**20 * 1.25))
+    assert missed.expected_peak_range == pytest.approx((15 * 2**20 / 1.25, 15 * 2**20 / 0.75))
 
 
 def test_no_predicted_peak_or_no_basis_no_peak_range():
@@ -125,10 +125,16 @@ def test_no_predicted_peak_or_no_basis_no_peak_range():
 
 
 def test_the_card_and_json_state_the_peak_range():
-    [a] = [with_range(memory_card(), None)]
+    a = with_range(memory_card(), None)
     row = json.loads(advice_json([a]))[0]
     assert row["expected_peak_range"] == pytest.approx(list(a.expected_peak_range))
     console = Console(width=200, record=True)
     render_advice([a], console)
     text = console.export_text()
-    assert "Range: step peak 13.5 MiB-16.5 MiB (a replayed step, +/-10%" in text
+    assert "Range: step peak 13.6 MiB-16.7 MiB (a replayed step, within 10%" in text
+    # a card with a predicted speedup and a predicted peak states both
+    both = with_range(Advice(**{**memory_card().__dict__, "expected_speedup": 1.2}), None)
+    console = Console(width=200, record=True)
+    render_advice([both], console)
+    text = console.export_text()
+    assert "steps/s (high-confidence predictions" in text and "Range: step peak 13.6" in text

@@ -48,6 +48,16 @@ def test_report_and_advise_default_to_the_newest_run(runner, tmp_path, monkeypat
         assert advice[0][key]
 
 
+def test_advise_json_states_each_predicted_speedups_range(runner, input_bound):
+    advice = json.loads(runner.invoke(app, ["advise", "--json", str(input_bound)]).stdout)
+    predicted = [a for a in advice if a["expected_speedup"] is not None]
+    assert predicted  # (a synthetic input-bound run: the prediction does not hang on load)
+    for a in predicted:
+        low, high = a["expected_range"]
+        assert low < a["expected_speedup"] < high
+        assert a["figures"]["range"]["basis"] == "model"
+
+
 def test_advise_text(runner, input_bound):
     result = runner.invoke(app, ["advise", str(input_bound)], env=PLAIN_ENV)
     assert result.exit_code == 0

@@ -28,7 +28,9 @@ real) and bench_advice's gc-off job, 2026-11-28:
     one point   the batch model through one measured batch with its fixed part given: an
                 extrapolation nothing checked; 30%
 
-The range is P x (1 - error) to P x (1 + error), bytes (Advice.expected_peak_range).
+As for a speedup, |P / M - 1| <= error: the measured peak M in [P / (1 + error),
+P / (1 - error)], bytes (Advice.expected_peak_range); a fitted model's own error
+(MemoryModel.error) is the same measure.
 """
 
 import math
@@ -43,7 +45,7 @@ if TYPE_CHECKING:  # base imports this module
 MODEL_ERROR = {"high": 0.30, "medium": 0.30, "low": 0.50}  # |predicted / measured - 1|
 MAX_ERROR = 0.8  # an error this large or more: the range stops below at P / 1.8
 PEAK_ERROR = {"replay": 0.10, "measured": 0.10, "fit": 0.10, "accounting": 0.10,
-              "one point": 0.30}  # |measured peak / predicted peak - 1|
+              "one point": 0.30}  # |predicted peak / measured peak - 1|
 
 
 def with_range(a: "Advice", spread: Optional[float]) -> "Advice":
@@ -75,7 +77,7 @@ def with_peak_range(a: "Advice") -> "Advice":
     if basis == "fit":
         error = max(error, float((figures.get("model") or {}).get("max_error") or 0.0))
     error = min(error, MAX_ERROR)
-    low, high = predicted * (1 - error), predicted * (1 + error)
+    low, high = predicted / (1 + error), predicted / (1 - error)
     return replace(a, expected_peak_range=(low, high), figures={**figures, "peak_range": {
         "basis": basis, "low_bytes": low, "high_bytes": high, "error": error}})
 
@@ -97,10 +99,10 @@ def within(expected_range, measured: Optional[float]) -> Optional[bool]:
 
 
 def range_text(a: "Advice") -> Optional[str]:
-    """The card's range line: '1.42-2.13x steps/s (...)', 'step peak 13.8-16.9 MiB (...)',
-    or None without a range."""
+    """The card's range line for its speedup: '1.42x-2.13x steps/s (...)', or None without
+    one (a predicted peak's: peak_range_text)."""
     if a.expected_range is None:
-        return peak_range_text(a)
+        return None
     low, high = a.expected_range
     basis = (a.figures or {}).get("range") or {}
     if basis.get("basis") != "model":
@@ -122,12 +124,13 @@ _PEAK_WORDS = {"replay": "a replayed step", "measured": "the other steps' measur
 
 
 def peak_range_text(a: "Advice") -> Optional[str]:
-    """'step peak 13.8 MiB-16.9 MiB (a replayed step, +/-10%: ...)', or None."""
+    """The card's range line for its step peak: 'step peak 13.6 MiB-16.7 MiB (a replayed
+    step, within 10%: ...)', or None without one."""
     if a.expected_peak_range is None:
         return None
     low, high = a.expected_peak_range
     basis = (a.figures or {}).get("peak_range") or {}
     kind = basis.get("basis")
     return (f"step peak {human_bytes(low)}-{human_bytes(high)} "
-            f"({_PEAK_WORDS.get(kind, kind)}, +/-{basis.get('error', 0.0):.0%}: "
+            f"({_PEAK_WORDS.get(kind, kind)}, within {basis.get('error', 0.0):.0%}: "
             f"docs/advice.md#predicted-gains-and-their-range)")

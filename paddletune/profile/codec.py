@@ -78,9 +78,11 @@ class StepCompressor:
     The writer calls it for every step it writes in full (the first thousand of a program,
     on the writer's thread, which takes the GIL from the training loop), so it walks the
     step's values against a plan made once instead of through the generic `to_json`; the
-    object is the same (tests/test_profile_codec.py holds them together)."""
+    line is the same (tests/test_profile_codec.py holds them together). A step with a
+    non-finite time where the schema takes no null (a required time, read_s) cannot be
+    written: None, and the sticky fields' memory is left as it was."""
 
-    _plan = None  # per field of Step: (name, required, default, a time in seconds)
+    _plan = None  # per field of Step: (name, required, default, a time in seconds, nullable)
 
     def __init__(self):
         self._last: Dict[tuple, tuple] = {}
@@ -88,19 +90,25 @@ class StepCompressor:
     @classmethod
     def _fields(cls) -> tuple:
         if cls._plan is None:
-            cls._plan = tuple((f.name, f.required, f.default, f.name in _SECONDS)
+            cls._plan = tuple((f.name, f.required, f.default, f.name in _SECONDS,
+                               not f.required and f.default is None)
                               for f in record_fields(r.Step))
         return cls._plan
 
-    def compress(self, step: r.Step) -> dict:
+    def compress(self, step: r.Step) -> Optional[dict]:
         out = {"type": r.Step.KIND}
-        for (name, required, default, seconds), value in zip(self._fields(), step):
+        for (name, required, default, seconds, nullable), value in zip(self._fields(), step):
             if not required and (value is None or value == default):
                 continue
             if value.__class__ not in _PLAIN:
                 value = encode(value)  # (tuples, NumPy scalars)
             if isinstance(value, float):
-                value = (round(value, 9) if seconds else value) if isfinite(value) else None
+                if not isfinite(value):
+                    if not nullable:
+                        return None
+                    value = None
+                elif seconds:
+                    value = round(value, 9)
             out[name] = value
         key = (step.executor, step.program)
         values = tuple(getattr(step, name) for name in r.STICKY)
@@ -114,6 +122,16 @@ class StepCompressor:
 
 
 _PLAIN = (float, int, str, bool)
+_NOT_NULL_TIMES = tuple(name for name in _SECONDS if name != "gap_s")  # (the schema's)
+
+
+def unwritable(step: r.Step) -> bool:
+    """A step with a non-finite time where the schema takes no null: no line holds it."""
+    for name in _NOT_NULL_TIMES:
+        value = getattr(step, name)
+        if isinstance(value, float) and not isfinite(value):
+            return True
+    return False
 
 
 class StepFiller:

@@ -15,7 +15,7 @@ from typing import Callable, List, Optional
 
 from . import records as r
 from .accumulate import Accumulator
-from .codec import StepCompressor, to_json
+from .codec import StepCompressor, to_json, unwritable
 from .schema import encode
 from .figures import Summary
 from .load import assemble
@@ -47,6 +47,7 @@ class ProfileWriter:
         self._warn = warn or (lambda msg: print(f"paddletune: warning: {msg}", file=sys.stderr))
         self.failed: Optional[str] = None
         self.n_written = 0
+        self.unwritable_steps = 0  # steps with a non-finite time, left out (_line)
         self._owner = os.getpid()  # a process the job forks never writes the profile
         self._thread = threading.Thread(target=self._loop, name="paddletune-writer", daemon=True)
         self._thread.start()
@@ -72,9 +73,7 @@ class ProfileWriter:
         with self._lock:
             self._last_flush = time.monotonic()
             batch, self._pending = self._pending, []
-            out = []
-            for record in batch:
-                out += self.accumulator.add(record)
+            out = self._accumulate(batch)
             if self._clock is not None:
                 out += self.accumulator.tick(self._clock())
             self._write(out)
@@ -112,10 +111,7 @@ class ProfileWriter:
         try:
             self._stop.set()
             batch, self._pending = self._pending + list(records), []
-            out = []
-            for record in batch:
-                out += self.accumulator.add(record)
-            self._write(out + self.accumulator.close())
+            self._write(self._accumulate(batch) + self.accumulator.close())
             if self._file is not None:
                 try:
                     self._file.close()
@@ -161,16 +157,39 @@ class ProfileWriter:
         if not records or self.failed or self._file is None or os.getpid() != self._owner:
             return
         try:
-            self._file.write("".join(self._line(x) for x in records))
+            lines = [line for line in map(self._line, records) if line]
+            self._file.write("".join(lines))
             self._file.flush()
-            self.n_written += len(records)
+            self.n_written += len(lines)
         except (OSError, ValueError) as err:
             self.failed = str(err)
             self._warn(f"could not write the profile {self.path}: {err}; profiling output "
                        f"stops here (the job goes on)")
 
+    def _accumulate(self, batch) -> list:
+        """The records to write for `batch`, through the accumulator; a step no line can hold
+        (a non-finite time: codec.unwritable) is left out, of the summary too."""
+        out = []
+        for record in batch:
+            if isinstance(record, r.Step) and unwritable(record):
+                self._left_out(record)
+                continue
+            out += self.accumulator.add(record)
+        return out
+
+    def _left_out(self, step: r.Step):
+        if not self.unwritable_steps:
+            self._warn(f"step {step.step} of program {step.program} has a time that is not a "
+                       f"number (wall {step.wall_s} s); such steps are left out of {self.path}")
+        self.unwritable_steps += 1
+
     def _line(self, record) -> str:
-        obj = self._steps.compress(record) if isinstance(record, r.Step) else to_json(record)
+        if not isinstance(record, r.Step):
+            return _dumps(to_json(record)) + "\n"
+        obj = self._steps.compress(record)
+        if obj is None:  # (unwritable: kept out before the accumulator)
+            self._left_out(record)
+            return ""
         return _dumps(obj) + "\n"
 
     def _loop(self):

@@ -13,7 +13,7 @@ from rich.panel import Panel
 from rich.text import Text
 
 from ..advisors import Advice, checks, rank
-from ..advisors.ranges import range_text
+from ..advisors.ranges import peak_range_text, range_text
 from .fmt import clean
 
 BADGE_STYLE = {"high": "bold white on red", "medium": "bold black on yellow",
@@ -78,6 +78,7 @@ def _body(advice: Advice) -> list:
             Padding(Text(clean(advice.change), style="cyan"), (0, 0, 0, 2)),  # wrapped too
             _labelled("Expected gain", advice.expected_gain),
             *([_labelled("Range", span)] if (span := range_text(advice)) else []),
+            *([_labelled("Range", peak)] if (peak := peak_range_text(advice)) else []),
             Text.assemble(("Confidence: ", "bold"), clean(advice.confidence),
                           (f" · see {catalogue_link(advice_id)}", "dim"))]
 
