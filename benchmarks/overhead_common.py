@@ -61,15 +61,19 @@ class LoopJob:
 
 class Interleaved(NamedTuple):
     """Seconds per step of each round's bare and profiled blocks, each round's profiled /
-    bare ratio, and the process's CPU seconds per step in each block (every thread's: the
+    bare ratio, the process's CPU seconds per step in each block (every thread's: the
     probes' samplers and the profile writer's included; other jobs on a shared machine move
-    it less than the wall time, though still by 2-5x between runs on the loaded 2-core VM)."""
+    it less than the wall time, though still by 2-5x between runs on the loaded 2-core VM),
+    and of those the training thread's (the rest: the framework's reading threads, the
+    probes' samplers, the profile's writer)."""
 
     bare: List[float]
     profiled: List[float]
     ratios: List[float]
     bare_cpu: List[float]
     profiled_cpu: List[float]
+    bare_main: List[float]
+    profiled_main: List[float]
 
     @property
     def median_bare(self) -> float:
@@ -103,33 +107,49 @@ class Interleaved(NamedTuple):
     def cpu_cost_per_step_s(self) -> float:
         return statistics.median(self.profiled_cpu) - statistics.median(self.bare_cpu)
 
+    @property
+    def main_cpu_cost_per_step_s(self) -> float:
+        """The training thread's share of cpu_cost_per_step_s (the probes' callbacks, the
+        source's hooks)."""
+        return statistics.median(self.profiled_main) - statistics.median(self.bare_main)
+
+    @property
+    def other_cpu_cost_per_step_s(self) -> float:
+        """The other threads' share (the samplers, the writer, the hooks in the framework's
+        own threads): the medians of each block's process CPU less its training thread's."""
+        return (statistics.median(c - m for c, m in zip(self.profiled_cpu, self.profiled_main))
+                - statistics.median(c - m for c, m in zip(self.bare_cpu, self.bare_main)))
+
 
 def interleave(job, rounds: int, steps: int, under_probes: Callable) -> Interleaved:
     """`rounds` rounds of a bare block and a profiled block of `steps` steps each, their
     order alternating between rounds; `under_probes(round)` is the profiled block's context."""
-    out = Interleaved([], [], [], [], [])
+    out = Interleaved([], [], [], [], [], [], [])
     for r in range(rounds):
         order: Tuple[str, ...] = ("bare", "profiled") if r % 2 == 0 else ("profiled", "bare")
         this: Dict[str, float] = {}
         for kind in order:
             if kind == "bare":
-                this[kind], cpu = _block(job, steps)
+                this[kind], cpu, main = _block(job, steps)
                 out.bare_cpu.append(cpu)
+                out.bare_main.append(main)
             else:
                 with under_probes(r):
-                    this[kind], cpu = _block(job, steps)
+                    this[kind], cpu, main = _block(job, steps)
                 out.profiled_cpu.append(cpu)
+                out.profiled_main.append(main)
         out.bare.append(this["bare"])
         out.profiled.append(this["profiled"])
         out.ratios.append(this["profiled"] / this["bare"])
     return out
 
 
-def _block(job, steps: int) -> Tuple[float, float]:
-    """(wall seconds per step, the process's CPU seconds per step) of `steps` steps."""
-    cpu0 = time.process_time()
+def _block(job, steps: int) -> Tuple[float, float, float]:
+    """(wall seconds per step, the process's CPU seconds per step, the training thread's) of
+    `steps` steps (run in this thread)."""
+    cpu0, main0 = time.process_time(), time.thread_time()
     wall = job.steps(steps)
-    return wall, (time.process_time() - cpu0) / steps
+    return wall, (time.process_time() - cpu0) / steps, (time.thread_time() - main0) / steps
 
 
 def print_table(title: str, mlp: Interleaved, tiny: Interleaved, tiny_steps: int,
@@ -155,8 +175,10 @@ def print_table(title: str, mlp: Interleaved, tiny: Interleaved, tiny_steps: int
           f"(minima)")
     cpu = tiny.cpu_cost_per_step_s
     print(f"CPU cost per step (the process's CPU time, every thread's, on the near-empty "
-          f"step): {cpu * 1e6:.1f} us = {cpu / mlp.median_bare:.2%} of the MLP step; MLP "
-          f"blocks: {mlp.cpu_cost_per_step_s * 1e6:+.1f} us CPU per step")
+          f"step): {cpu * 1e6:.1f} us = {cpu / mlp.median_bare:.2%} of the MLP step (the "
+          f"training thread {tiny.main_cpu_cost_per_step_s * 1e6:+.1f} us, the other threads "
+          f"{tiny.other_cpu_cost_per_step_s * 1e6:+.1f} us); MLP blocks: "
+          f"{mlp.cpu_cost_per_step_s * 1e6:+.1f} us CPU per step")
 
 
 def json_figures(mlp: Interleaved, tiny: Interleaved, target: float = 0.01) -> dict:
@@ -172,5 +194,8 @@ def json_figures(mlp: Interleaved, tiny: Interleaved, target: float = 0.01) -> d
             "cost_share_by_minima": round(tiny.cost_per_step_by_minima_s / min(mlp.bare), 5),
             "cpu_cost_per_step_us": round(tiny.cpu_cost_per_step_s * 1e6, 2),
             "cpu_cost_share_of_mlp_step": round(tiny.cpu_cost_per_step_s / mlp.median_bare, 5),
+            "main_thread_cpu_cost_per_step_us": round(tiny.main_cpu_cost_per_step_s * 1e6, 2),
+            "other_threads_cpu_cost_per_step_us": round(tiny.other_cpu_cost_per_step_s * 1e6,
+                                                        2),
             "mlp_cpu_cost_per_step_us": round(mlp.cpu_cost_per_step_s * 1e6, 2),
             "target": target, "within_target": share < target}
