@@ -56,6 +56,7 @@ def test_a_step_with_a_non_finite_time_is_left_out_and_the_next_keeps_its_fields
     assert compressor.compress(good) is not None
     assert compressor.compress(bad) is None and unwritable(bad) and not unwritable(good)
     assert not unwritable(STEPS[2])  # (a non-finite gap_s is written as null)
+    assert unwritable(good._replace(read_s=np.float32("inf")))
     assert "place" not in compressor.compress(after)  # the same as the last step written
     warned = []
     writer = ProfileWriter(tmp_path / "p.jsonl", warn=warned.append)

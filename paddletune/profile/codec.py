@@ -128,9 +128,11 @@ _NOT_NULL_TIMES = tuple(name for name in _SECONDS if name != "gap_s")  # (the sc
 def unwritable(step: r.Step) -> bool:
     """A step with a non-finite time where the schema takes no null: no line holds it."""
     for name in _NOT_NULL_TIMES:
-        value = getattr(step, name)
-        if isinstance(value, float) and not isfinite(value):
-            return True
+        try:
+            if not isfinite(getattr(step, name)):  # (floats and NumPy's)
+                return True
+        except TypeError:  # not a number at all: the schema's own error, on load
+            continue
     return False
 
 

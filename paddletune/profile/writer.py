@@ -47,7 +47,7 @@ class ProfileWriter:
         self._warn = warn or (lambda msg: print(f"paddletune: warning: {msg}", file=sys.stderr))
         self.failed: Optional[str] = None
         self.n_written = 0
-        self.unwritable_steps = 0  # steps with a non-finite time, left out (_line)
+        self.unwritable_steps = 0  # steps with a non-finite time, left out (_accumulate)
         self._owner = os.getpid()  # a process the job forks never writes the profile
         self._thread = threading.Thread(target=self._loop, name="paddletune-writer", daemon=True)
         self._thread.start()
