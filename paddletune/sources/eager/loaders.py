@@ -220,7 +220,7 @@ def _first_of(shapes: tuple) -> Optional[int]:
     """The first dimension of the first shape that has one: the batch size."""
     for shape in shapes:
         if shape:
-            return shape[0]
+            return int(shape[0])
     return None
 
 
