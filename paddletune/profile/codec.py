@@ -3,6 +3,7 @@ and discriminator name) and the step records' compact form (their rarely changin
 written only when they change)."""
 
 from math import isfinite
+from operator import attrgetter
 from typing import Dict, Optional, Tuple
 
 from . import records as r
@@ -122,18 +123,17 @@ class StepCompressor:
 
 
 _PLAIN = (float, int, str, bool)
-_NOT_NULL_TIMES = tuple(name for name in _SECONDS if name != "gap_s")  # (the schema's)
+_NOT_NULL_TIMES = attrgetter(*(name for name in _SECONDS if name != "gap_s"))  # (the
+# schema's: a null there does not load)
 
 
 def unwritable(step: r.Step) -> bool:
-    """A step with a non-finite time where the schema takes no null: no line holds it."""
-    for name in _NOT_NULL_TIMES:
-        try:
-            if not isfinite(getattr(step, name)):  # (floats and NumPy's)
-                return True
-        except TypeError:  # not a number at all: the schema's own error, on load
-            continue
-    return False
+    """A step with a non-finite time where the schema takes no null: no line holds it (one
+    sum: a NaN or an infinity in any of them makes it non-finite)."""
+    try:
+        return not isfinite(sum(_NOT_NULL_TIMES(step)))
+    except TypeError:  # not a number at all: the schema's own error, on load
+        return False
 
 
 class StepFiller:
