@@ -8,8 +8,9 @@ knobs' values is measured once at 2S steps (the tuner's longest trials); then th
 best and the grid's best are measured again, alternating, `--verify` times each, so the two
 are compared under the same conditions (and the grid's winner's luck in its one measurement
 does not count). Reported per job: the tuner's best as a share of the grid's best (target
->= 95%) and the tuner's time as a share of the grid's (target <= 25%), its whole time (the final interleaved pairs that measure its
-speedup included: the grid has no such measurement) and the time of its search alone.
+>= 95%) and the tuner's time as a share of the grid's (target <= 25%), its whole time (the
+final interleaved pairs that measure its speedup included: the grid has no such
+measurement) and the time of its search alone.
 Each trial is a new process: its start-up (~0.25 s here: Python, NumPy, the runtime, the
 script's set-up, the profile's summary; for the PyTorch job, importing torch, ~2.5 s) weighs
 on short trials, the tuner's and the grid's alike. One untimed run of the job comes first, so
