@@ -52,7 +52,7 @@ def within(measured, advice):
     predicted = advice.figures["predicted_peak_bytes"]
     said = f"measured {measured / MiB:.2f} MiB, predicted {predicted / MiB:.2f} MiB " \
            f"({measured / predicted - 1:+.1%})"
-    print(f"{advice.id}: {said}")
+    print(f"{advice.id}: {said}")  # (pytest -s: the errors ranges.py and docs/advice.md quote)
     assert abs(measured - predicted) <= TOLERANCE * predicted, said
     low, high = with_range(advice, None).expected_peak_range
     assert low <= measured <= high, f"{said}, outside the stated {low / MiB:.2f}-" \
