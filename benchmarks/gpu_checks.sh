@@ -1,29 +1,68 @@
 #!/usr/bin/env bash
 # The GPU checks in one go, for a session lent a GPU machine (its image holds CuPy and PyTorch
-# with CUDA; nothing is installed): the GPU tests, then bench_runtime.py --place gpu (the CUDA
-# graph, eager runtime, PyTorch eager and PyTorch CUDA graph contenders). About 5 minutes on an
-# H100. Logs go to $OUT (or ./gpu-checks) as tests.log and bench.log; the bench's JSON line is
-# the last line of bench.log.
+# with CUDA): the versions and libraries found (cuDNN, cuBLASLt), bench_runtime.py --place gpu
+# (the CUDA graph, eager runtime, PyTorch eager and PyTorch CUDA graph contenders), the GPU
+# tests, then `paddletune profile / report / advise` on a GPU for the runtime and for PyTorch
+# (their output kept). A few minutes on an H100/H200; each stage has its own time limit, so one
+# that hangs leaves the others their time. Logs go to $OUT (or ./gpu-checks): env.log,
+# bench.log (its JSON line last), tests.log with junit.xml, ops.log with junit-ops.xml, cli.log.
 #
 #     bash benchmarks/gpu_checks.sh            # from the repository's root
+#
+# Where the image's typer is not the 0.29 the CLI needs, put wheels of typer 0.29 and its
+# pydantic in .whl/ beside the repository's root: they are installed into /tmp/site first.
 set -u
 out="${OUT:-gpu-checks}"
 mkdir -p "$out"
-export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 py="${PYTHON:-python3}"
-"$py" - <<'EOF' 2>&1 | tee "$out/env.log"
-import cupy, numpy, torch
+if compgen -G ".whl/*.whl" > /dev/null; then
+    "$py" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+        --target /tmp/site .whl/*.whl || exit 1
+    export PYTHONPATH="/tmp/site${PYTHONPATH:+:$PYTHONPATH}"
+fi
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+nvidia-smi -L 2>&1 | tee "$out/env.log"
+"$py" - <<'PY' 2>&1 | tee -a "$out/env.log"
+import ctypes, glob, importlib, importlib.util, os
+import cupy, numpy, torch, typer
 print("cupy", cupy.__version__, "numpy", numpy.__version__, "torch", torch.__version__,
-      "cuda", torch.cuda.is_available(), torch.cuda.get_device_name() if torch.cuda.is_available()
-      else "-")
-EOF
+      "typer", typer.__version__, "cuda", torch.cuda.is_available(),
+      torch.cuda.get_device_name() if torch.cuda.is_available() else "-")
+print("CUDA runtime", cupy.cuda.runtime.runtimeGetVersion(), "driver",
+      cupy.cuda.runtime.driverGetVersion(), "torch cuDNN", torch.backends.cudnn.version())
+for name in ("cupy.cuda.cudnn", "cupy_backends.cuda.libs.cudnn", "cupy_backends.cuda.libs.cublaslt",
+             "cupy_backends.cuda.libs.cublas", "cupy.cuda.cublas"):
+    try:
+        importlib.import_module(name)
+        print("import", name, "ok")
+    except Exception as e:
+        print("import", name, "failed:", type(e).__name__, e)
+spec = importlib.util.find_spec("nvidia.cudnn")
+dirs = list(spec.submodule_search_locations) if spec else []
+libs = sorted(f for d in dirs for f in glob.glob(os.path.join(d, "lib", "libcudnn*.so*")))
+print("libcudnn files", [os.path.basename(f) for f in libs])
+main = [f for f in libs if os.path.basename(f).startswith("libcudnn.so")]
+if main:
+    lib = ctypes.CDLL(main[0])
+    lib.cudnnGetVersion.restype = ctypes.c_size_t
+    print("cudnnGetVersion", lib.cudnnGetVersion(), "from", main[0])
+PY
 set -o pipefail
-timeout 240 "$py" -m pytest -q -p no:cacheprovider -x tests/test_cuda_graph_real.py \
-    tests/test_gpu_real.py tests/test_gpu_ops_real.py tests/test_bench_runtime_gpu.py \
-    tests/test_cuda_graph.py 2>&1 | tee "$out/tests.log"
-tests=$?
-timeout 300 "$py" benchmarks/bench_runtime.py --place gpu --steps 100 --rounds 11 2>&1 \
+timeout 150 "$py" benchmarks/bench_runtime.py --place gpu --steps 100 --rounds 9 2>&1 \
     | tee "$out/bench.log"
 bench=$?
-echo "tests exit $tests, bench exit $bench"
-exit $(( tests != 0 || bench != 0 ))
+timeout 120 "$py" -m pytest -q -p no:cacheprovider -rs --junitxml="$out/junit.xml" \
+    tests/test_cuda_graph_real.py tests/test_gpu_real.py tests/test_bench_runtime_gpu.py \
+    tests/test_cuda_graph.py 2>&1 | tee "$out/tests.log"
+tests=$?
+# every kernel against NumPy: many small cases, spread over processes where pytest-xdist is there
+# (the pool grows on demand by default, so processes sharing the GPU do not starve each other)
+spread=$("$py" -c "import xdist" 2>/dev/null && echo "-n 8")
+timeout 150 "$py" -m pytest -q -p no:cacheprovider -rs $spread --junitxml="$out/junit-ops.xml" \
+    tests/test_gpu_ops_real.py 2>&1 | tee "$out/ops.log"
+ops=$?
+timeout 120 "$py" -m pytest -q -p no:cacheprovider -rA tests/test_gpu_cli_real.py 2>&1 \
+    | tee "$out/cli.log"
+cli=$?
+echo "bench exit $bench, tests exit $tests, ops exit $ops, cli exit $cli"
+exit $(( tests != 0 || ops != 0 || bench != 0 || cli != 0 ))

@@ -1,6 +1,6 @@
 """A small PyTorch MLP on synthetic data: a compute-bound job for the report's baseline.
 
-    paddletune profile examples/torch/mlp.py
+    paddletune profile examples/torch/mlp.py [-- --device cuda]
 """
 
 import argparse
@@ -13,7 +13,9 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
     args = parser.parse_args()
+    device = torch.device(args.device)
     torch.manual_seed(0)
     centers = torch.randn(10, 32) * 2
     labels = torch.randint(0, 10, (8192,))
@@ -22,11 +24,12 @@ def main():
     loader = torch.utils.data.DataLoader(data, batch_size=args.batch_size, shuffle=True,
                                          drop_last=True)
     model = nn.Sequential(nn.Linear(32, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(),
-                          nn.Linear(256, 10))
+                          nn.Linear(256, 10)).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
     step, correct, seen = 0, 0, 0
     while step < args.steps:
         for x, y in loader:
+            x, y = x.to(device), y.to(device)
             logits = model(x)
             loss = nn.functional.cross_entropy(logits, y)
             optimizer.zero_grad()
