@@ -14,7 +14,9 @@ How, per executor, program plan and feed signature (the fed arrays' shapes and d
   replay writes each feed into them: never into the caller's arrays). The capture runs the
   plan's ops with a pool of the graph's own serving their arrays: its memory is taken from the
   place's pool (tagged "cuda_graph"), serves nothing else and gives nothing back while the
-  graph lives, so the addresses the graph was built with stay its own. The graph's memory goes
+  graph lives, so the addresses the graph was built with stay its own. CuPy refuses cuBLAS
+  under capture, so the step's matrix products go to a cuBLAS handle of the runtime's own
+  (runtime/gemm.py). The graph's memory goes
   back when it is dropped: the program changed, the executor closed or died, or the executor
   already held MAX_GRAPHS graphs (the least recently replayed is dropped). A persistable
   variable the step rewrites into a new array (an update that is not in place) is copied back
@@ -30,7 +32,8 @@ How, per executor, program plan and feed signature (the fed arrays' shapes and d
 What runs eagerly instead, with the reason kept (`reasons()`; the cuda_graph event, which the
 profile keeps): startup programs; control flow, LoD, random ops, host callbacks (py_func,
 print), a fed persistable variable, CUPY_ENABLE_UMP=1; anything the capture refuses (a host
-synchronisation, a host-to-device copy inside an op: CuPy raises, the capture is abandoned and
+synchronisation, a host-to-device copy inside an op, a product gemm.py cannot take (a stack
+of matrices, integers): CuPy raises, the capture is abandoned and
 the plan runs eagerly from then on);
 a scope variable the graph reads replaced from outside (another program wrote it) more than
 MAX_INVALIDATIONS times. Per step, without giving up the graph: FLAGS_check_nan_inf (every
@@ -51,7 +54,7 @@ from typing import Dict, List, Optional, Tuple
 
 import numpy as np
 
-from . import device_checks, events, memory
+from . import device_checks, events, gemm, memory
 from .flags import FLAGS
 from .memory.pool import Pool
 from .ops.registry import get_op_def
@@ -365,10 +368,11 @@ class Graphs:
         stream = self.stream()
         device_checks.clear()
         try:
+            blas = gemm.capture_blas(self.xp)  # cuBLAS of the runtime's own: CuPy's refuses
             with stream:
                 stream.begin_capture()
                 try:
-                    with memory.serving(pool, "cuda_graph"):
+                    with memory.serving(pool, "cuda_graph"), gemm.capturing(blas):
                         run_ops(plan, work)
                         copied = _copy_back(self.xp, work, reads, writes)
                 except BaseException:

@@ -401,10 +401,11 @@ def train(place, build, feeds, between=None):
 
 def inject(monkeypatch, fake):
     """Make the runtime see `fake` as CuPy with its GPUs; device pools start afresh."""
-    from runtime import backend, executor, memory, place
+    from runtime import backend, executor, gemm, memory, place
 
     status = lambda: (fake, len(fake.used), "")  # noqa: E731
     for module in (backend, place, executor):
         monkeypatch.setattr(module, "cupy_status", status)
+    monkeypatch.setattr(gemm, "capture_blas", lambda xp: xp.capture_blas())
     monkeypatch.setattr(memory, "_pools", {k: v for k, v in memory._pools.items()
                                            if not k.startswith("gpu")})

@@ -43,6 +43,13 @@ SIZE_READS = frozenset("nonzero flatnonzero argwhere unique compress extract".sp
 CAPTURE_UNSUPPORTED = ("cudaErrorStreamCaptureUnsupported: operation not permitted when stream "
                        "is capturing")
 
+# what CuPy computes with cuBLAS, whose every call it refuses while a stream captures (its
+# cublas.setStream raises): runtime/gemm.py takes the products to a handle of its own instead
+CUBLAS_CALLS = frozenset("matmul dot tensordot einsum inner vdot".split())
+CUBLAS_REFUSED = "calling cuBLAS API during stream capture is currently unsupported"
+# CuPy's sorts are all stable; it refuses any other kind by name
+SORTS = frozenset(("sort", "argsort"))
+
 # methods that launch no kernel on the current device (views, or copies CuPy routes itself)
 _NO_KERNEL = frozenset("reshape view transpose swapaxes squeeze copy".split())
 
@@ -261,6 +268,7 @@ class _Capture:
         self.created = []  # weak references to the arrays the capture made ...
         self.created_ids = set()  # ... and their ids (while they live)
         self.saved = {}  # id -> (array, its contents before the capture touched it)
+        self.own_blas = False  # True while runtime/gemm.py's own cuBLAS computes a product
 
     def record(self, kernel):
         self.kernels.append(kernel)
@@ -300,8 +308,34 @@ class FakeGraph:
         pass
 
 
+class _CaptureBlas:
+    """runtime/gemm.py's Cublas on the fake: a product recorded into the capture, as cuBLAS on a
+    handle of the runtime's own would be, where CuPy's own matmul is refused."""
+
+    def __init__(self, fake):
+        self.fake, self.products = fake, 0
+
+    def matmul(self, a, b):
+        capture = self.fake._capturing()
+        assert capture is not None, "the runtime's own cuBLAS serves captures only"
+        capture.own_blas = True
+        try:
+            out = a @ b
+        finally:
+            capture.own_blas = False
+        self.products += 1
+        return out
+
+
 class StrictKernels:
     """The array side of the fake module (mixed into FakeCupy)."""
+
+    def capture_blas(self):
+        """runtime/gemm.py's capture_blas on this fake (fakecupy.inject puts it there)."""
+        blas = self.__dict__.get("_capture_blas")
+        if blas is None:
+            blas = self.__dict__["_capture_blas"] = _CaptureBlas(self)
+        return blas
 
     # --- CUDA graphs ----------------------------------------------------------------------------
     def _capturing(self):
@@ -383,8 +417,13 @@ class StrictKernels:
     def _call(self, fn, args, kwargs, sources=(), self_array=None):
         """fn (NumPy's) on the unwrapped arguments; host arrays refused; results wrapped."""
         capture = self._capturing()
-        if capture is not None and getattr(fn, "__name__", "") in SIZE_READS:
+        name = getattr(fn, "__name__", "")
+        if capture is not None and name in SIZE_READS:
             self._not_capturing(f"{fn.__name__} (its result's size is read back)")
+        if capture is not None and name in CUBLAS_CALLS and not capture.own_blas:
+            raise NotImplementedError(CUBLAS_REFUSED)
+        if name in SORTS and kwargs.get("kind") not in (None, "stable"):
+            raise ValueError("kind can only be None or 'stable'")
         sources = list(sources)
         args = [self._unwrap(a, sources) for a in args]
         out = kwargs.get("out")

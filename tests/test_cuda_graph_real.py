@@ -67,3 +67,40 @@ def test_a_captured_classifier_trains_as_the_eager_one():
 def test_a_wrong_label_in_a_replayed_step_names_its_op():
     with pytest.raises(OpRuntimeError, match="softmax_with_cross_entropy.*label value 10"):
         _train(True, _feeds(bad_at=STEPS - 2))
+
+
+def _layouts(rng, rows, cols, dtype):
+    """The same matrix as CuPy holds it in each layout a kernel hands gemm.matmul."""
+    host = rng.standard_normal((rows, cols)).astype(dtype)
+    wide = cupy.zeros((rows, cols + 3), dtype)
+    wide[:, :cols] = cupy.asarray(host)
+    every_other = cupy.zeros((rows, 2 * cols), dtype)
+    every_other[:, ::2] = cupy.asarray(host)
+    return host, {"C": cupy.asarray(host), "F": cupy.asfortranarray(cupy.asarray(host)),
+                  "row stride": wide[:, :cols], "neither": every_other[:, ::2]}
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_products_captured_through_the_runtimes_cublas_match_numpy(dtype):
+    """Every operand layout, captured into one graph through gemm.Cublas (CuPy refuses its
+    own cuBLAS there) and replayed, equals NumPy's product; an empty inner dimension too."""
+    from runtime import gemm
+    rng = np.random.default_rng(3)
+    (a_host, a_views), (b_host, b_views) = (_layouts(rng, 37, 19, dtype),
+                                            _layouts(rng, 19, 23, dtype))
+    blas = gemm.capture_blas(cupy)
+    stream = cupy.cuda.Stream(non_blocking=True)
+    with stream:
+        stream.begin_capture()
+        with gemm.capturing(blas):
+            outs = {(a, b): gemm.matmul(a_view, b_view) for a, a_view in a_views.items()
+                    for b, b_view in b_views.items()}
+            empty = gemm.matmul(cupy.ones((4, 0), dtype), cupy.ones((0, 5), dtype))
+        graph = stream.end_capture()
+        graph.launch()
+    stream.synchronize()
+    tolerance = 1e-4 if dtype == "float32" else 1e-10
+    for key, out in outs.items():
+        np.testing.assert_allclose(cupy.asnumpy(out), a_host @ b_host, rtol=tolerance,
+                                   atol=tolerance, err_msg=str(key))
+    assert not cupy.asnumpy(empty).any() and empty.shape == (4, 5)

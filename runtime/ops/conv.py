@@ -12,6 +12,7 @@ is the convolution's input gradient and vice versa.
 
 from typing import NamedTuple
 
+from ..gemm import matmul
 from .registry import defop
 
 _LAYOUTS = ("NCHW", "AnyLayout")
@@ -156,7 +157,7 @@ def col2im(xp, cols, g, x_shape):
 def _group_matmul(xp, a, b):
     """a[G, p, q] @ b[G, q, r] -> [G, p, r]; a plain (multi-threaded) GEMM when G == 1."""
     if a.shape[0] == 1:
-        return (a[0] @ b[0])[None]
+        return matmul(a[0], b[0])[None]
     return xp.matmul(a, b)
 
 

@@ -6,6 +6,7 @@ import numpy as np
 
 from ..backend import array_module
 from ..dtypes import VarType
+from ..gemm import matmul
 from ..tensor import SelectedRows
 from . import fused
 from .registry import defop, dims_match, infer_same_as, linear_grad_grad, shape_product
@@ -235,8 +236,8 @@ def _mul(ctx, ins, attrs):
     x, y = ins["X"], ins["Y"]
     xk, yk = attrs["x_num_col_dims"], attrs["y_num_col_dims"]
     if x.ndim == 2 and y.ndim == 2:
-        return {"Out": x @ y}
-    out = _as_matrix(x, xk) @ _as_matrix(y, yk)
+        return {"Out": matmul(x, y)}
+    out = matmul(_as_matrix(x, xk), _as_matrix(y, yk))
     return {"Out": out.reshape(x.shape[:xk] + y.shape[yk:])}
 
 
@@ -251,9 +252,9 @@ def _mul_grad(ctx, ins, attrs):
         d2 = reshaped(dout, (x2.shape[0], y2.shape[1]))
     result = {}
     if "X@GRAD" in ctx.want:
-        result["X@GRAD"] = reshaped(d2 @ y2.T, x.shape)
+        result["X@GRAD"] = reshaped(matmul(d2, y2.T), x.shape)
     if "Y@GRAD" in ctx.want:
-        result["Y@GRAD"] = reshaped(x2.T @ d2, y.shape)
+        result["Y@GRAD"] = reshaped(matmul(x2.T, d2), y.shape)
     return result
 
 
@@ -270,11 +271,11 @@ def _mul_grad_grad(ctx, ins, attrs):
     ddy2 = reshaped(ddy, y2.shape) if ddy is not None else ctx.xp.zeros(y2.shape, y.dtype)
     result = {}
     if "X@GRAD" in ctx.want:
-        result["X@GRAD"] = reshaped(d2 @ ddy2.T, x.shape)
+        result["X@GRAD"] = reshaped(matmul(d2, ddy2.T), x.shape)
     if "Y@GRAD" in ctx.want:
-        result["Y@GRAD"] = reshaped(ddx2.T @ d2, y.shape)
+        result["Y@GRAD"] = reshaped(matmul(ddx2.T, d2), y.shape)
     if "Out@GRAD@GRAD" in ctx.want:
-        result["Out@GRAD@GRAD"] = reshaped(ddx2 @ y2 + x2 @ ddy2, dout.shape)
+        result["Out@GRAD@GRAD"] = reshaped(matmul(ddx2, y2) + matmul(x2, ddy2), dout.shape)
     return result
 
 

@@ -7,6 +7,7 @@ tie, it is split evenly between them (Fluid gives each of them the whole gradien
 
 import numpy as np
 
+from .. import gemm
 from ..dtypes import convert_dtype
 from . import fused
 from .math import reduce_to
@@ -183,7 +184,7 @@ def _matmul(ctx, ins, attrs):
     if a.shape[-1] != b.shape[-2]:
         raise ValueError(f"matmul: inner dimensions differ, {list(a.shape)} @ {list(b.shape)} "
                          f"(after transposes and promoting 1-D operands)")
-    out = a @ b
+    out = gemm.matmul(a, b)
     if attrs["alpha"] != 1.0:
         out = (out * attrs["alpha"]).astype(out.dtype, copy=False)
     shape = _matmul_out_shape(out.shape[:-2], out.shape[-2], out.shape[-1], x.ndim, y.ndim)
@@ -199,12 +200,12 @@ def _matmul_grad(ctx, ins, attrs):
                         + (a.shape[-2], b.shape[-1]))
     result = {}
     if "X@GRAD" in ctx.want:
-        da = dout @ b.swapaxes(-1, -2)
+        da = gemm.matmul(dout, b.swapaxes(-1, -2))
         dx = da.swapaxes(-1, -2) if attrs["transpose_X"] else da
         dx_shape = (1, x.shape[0]) if x.ndim == 1 else x.shape
         result["X@GRAD"] = reduce_to(dx, dx_shape).reshape(x.shape).astype(x.dtype, copy=False)
     if "Y@GRAD" in ctx.want:
-        db = a.swapaxes(-1, -2) @ dout
+        db = gemm.matmul(a.swapaxes(-1, -2), dout)
         dy = db.swapaxes(-1, -2) if attrs["transpose_Y"] else db
         dy_shape = (y.shape[0], 1) if y.ndim == 1 else y.shape
         result["Y@GRAD"] = reduce_to(dy, dy_shape).reshape(y.shape).astype(y.dtype, copy=False)

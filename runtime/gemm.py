@@ -1,0 +1,212 @@
+"""Matrix products for the kernels: `matmul(a, b)` computes `a @ b`, and can be captured into a
+CUDA graph.
+
+CuPy refuses every cuBLAS call while a stream captures: its cublas.setStream raises
+NotImplementedError ("calling cuBLAS API during stream capture is currently unsupported"),
+although cuBLAS itself captures fine when its handle has a workspace of its own (cuBLAS's guide,
+"CUDA Graphs Support"). So while runtime/cuda_graph.py captures a step (`capturing`), a product of
+two float32 or float64 matrices goes to cuBLAS directly (ctypes, `Cublas`): a handle of the
+runtime's own per device, with a workspace allocated before the capture begins (32 MiB, outside
+the memory pools, kept for the process), set to the capturing stream. Eager steps and the CPU
+compute `a @ b` as before.
+
+Row-major operands, and transposed views of row-major ones, go to column-major cuBLAS as they
+lie: C = A B in row-major is C^T = B^T A^T in column-major, so B goes first, and a row-major
+matrix read column-major is its transpose. Other products (stacked matrices, integers, mixed
+dtypes) are left to `a @ b`, which CuPy refuses under capture: that step runs eagerly, with
+CuPy's message as the reason.
+"""
+
+import ctypes
+import ctypes.util
+import os
+import threading
+from typing import NamedTuple, Optional
+
+_state = threading.local()  # .blas: the capturing thread's Cublas (or a fake's stand-in)
+
+OP_N, OP_T = 0, 1  # cublasOperation_t
+TF32_TENSOR_OP_MATH = 3  # cublasMath_t CUBLAS_TF32_TENSOR_OP_MATH
+WORKSPACE_BYTES = 32 << 20  # cuBLAS's recommended workspace on Hopper
+
+
+def matmul(a, b):
+    """`a @ b`; while this thread captures a CUDA graph, a product cuBLAS can take directly goes
+    there (CuPy would refuse it)."""
+    blas = getattr(_state, "blas", None)
+    if blas is None or not direct(a, b):
+        return a @ b
+    return blas.matmul(a, b)
+
+
+def direct(a, b) -> bool:
+    """Whether the product goes to cuBLAS directly while capturing: two matrices of one
+    floating dtype cuBLAS has a GEMM for."""
+    return a.ndim == 2 and b.ndim == 2 and a.dtype == b.dtype and a.dtype.char in "fd"
+
+
+class capturing:
+    """`with capturing(blas):` the products this thread computes go to `blas` (a Cublas),
+    whatever the kernels call them through."""
+
+    def __init__(self, blas):
+        self.blas = blas
+
+    def __enter__(self):
+        _state.blas = self.blas
+        return self.blas
+
+    def __exit__(self, *exc):
+        _state.blas = None
+
+
+class Operand(NamedTuple):
+    """A row-major matrix as column-major cuBLAS is told to read it."""
+    op: int  # OP_N or OP_T
+    ld: int  # its leading dimension, in elements
+
+
+def operand(x) -> Optional[Operand]:
+    """How cuBLAS reads `x` (shape (rows, cols)) to get x^T: as it lies (C order, or a row
+    stride of at least a row) or transposed (F order: x is the transpose of a C-order array);
+    None when neither (the caller copies it into C order)."""
+    rows, cols = x.shape
+    item = x.itemsize
+    if x.flags.c_contiguous:
+        return Operand(OP_N, max(1, cols))
+    if x.flags.f_contiguous:
+        return Operand(OP_T, max(1, rows))
+    row_stride, col_stride = x.strides
+    if col_stride == item and row_stride % item == 0 and row_stride >= cols * item:
+        return Operand(OP_N, row_stride // item)
+    if row_stride == item and col_stride % item == 0 and col_stride >= rows * item:
+        return Operand(OP_T, col_stride // item)
+    return None
+
+
+class GemmCall(NamedTuple):
+    """The arguments of cublas<t>gemm for row-major C (m, n) = A (m, k) @ B (k, n)."""
+    transa: int
+    transb: int
+    m: int
+    n: int
+    k: int
+    lda: int
+    ldb: int
+    ldc: int
+
+
+def gemm_call(a_operand: Operand, b_operand: Operand, m: int, n: int, k: int) -> GemmCall:
+    """Column-major C^T (n, m) = B^T (n, k) A^T (k, m): B is cuBLAS's first matrix."""
+    return GemmCall(b_operand.op, a_operand.op, n, m, k, b_operand.ld, a_operand.ld, max(1, n))
+
+
+def _library_path() -> Optional[str]:
+    """The libcublas this process loaded already (CuPy's), from /proc/self/maps."""
+    try:
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                path = line.rsplit(None, 1)[-1]
+                if os.path.basename(path).startswith("libcublas.so"):
+                    return path
+    except OSError:
+        pass
+    return None
+
+
+def _load_library(cupy):
+    get_handle = getattr(cupy.cuda.device, "get_cublas_handle", None)
+    if get_handle is not None:
+        get_handle()  # CuPy loads its cuBLAS: the runtime's handle comes from the same library
+    names = [_library_path(), "libcublas.so.13", "libcublas.so.12", "libcublas.so.11",
+             ctypes.util.find_library("cublas")]
+    errors = []
+    for name in filter(None, names):
+        try:
+            return ctypes.CDLL(name)
+        except OSError as err:
+            errors.append(str(err))
+    raise RuntimeError("cuBLAS's library was not found for the capture's products "
+                       f"({'; '.join(errors) or 'no candidate'})")
+
+
+def _declare(lib):
+    p, i, s = ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t
+    signatures = {"cublasCreate_v2": [ctypes.POINTER(p)], "cublasSetStream_v2": [p, p],
+                  "cublasSetWorkspace_v2": [p, p, s], "cublasSetMathMode": [p, i],
+                  "cublasSgemm_v2": [p, i, i, i, i, i, p, p, i, p, i, p, p, i],
+                  "cublasDgemm_v2": [p, i, i, i, i, i, p, p, i, p, i, p, p, i]}
+    for name, argtypes in signatures.items():
+        function = getattr(lib, name)
+        function.argtypes, function.restype = argtypes, ctypes.c_int
+
+
+def _check(status: int, what: str):
+    if status != 0:
+        raise RuntimeError(f"{what} failed: cuBLAS status {status}")
+
+
+class Cublas:
+    """A cuBLAS handle of the runtime's own for one device, with its own workspace: the GEMMs
+    of a step being captured. One lock: the handle is not shared between threads at once."""
+
+    SCALARS = {"f": ctypes.c_float, "d": ctypes.c_double}
+
+    def __init__(self, cupy):
+        self.cupy = cupy
+        self.lib = _load_library(cupy)
+        _declare(self.lib)
+        self.handle = ctypes.c_void_p()
+        _check(self.lib.cublasCreate_v2(ctypes.byref(self.handle)), "cublasCreate")
+        self.workspace = cupy.cuda.runtime.malloc(WORKSPACE_BYTES)
+        _check(self.lib.cublasSetWorkspace_v2(self.handle, self.workspace, WORKSPACE_BYTES),
+               "cublasSetWorkspace")
+        if os.environ.get("CUPY_TF32", "0") != "0":  # as CuPy's own products compute
+            _check(self.lib.cublasSetMathMode(self.handle, TF32_TENSOR_OP_MATH),
+                   "cublasSetMathMode")
+        self.gemms = {"f": self.lib.cublasSgemm_v2, "d": self.lib.cublasDgemm_v2}
+        self.lock = threading.Lock()
+
+    def matmul(self, a, b):
+        """a (m, k) @ b (k, n) on the current stream; both of one dtype, float32 or float64."""
+        xp = self.cupy
+        (m, k), (k2, n) = a.shape, b.shape
+        if k != k2:
+            raise ValueError(f"matmul: inner dimensions differ, {list(a.shape)} @ "
+                             f"{list(b.shape)}")
+        if m == 0 or n == 0 or k == 0:
+            return xp.zeros((m, n), a.dtype)
+        a_op, b_op = operand(a), operand(b)
+        if a_op is None:
+            a = xp.ascontiguousarray(a)
+            a_op = operand(a)
+        if b_op is None:
+            b = xp.ascontiguousarray(b)
+            b_op = operand(b)
+        out = xp.empty((m, n), a.dtype)
+        call = gemm_call(a_op, b_op, m, n, k)
+        scalar = self.SCALARS[a.dtype.char]
+        one, zero = scalar(1), scalar(0)
+        with self.lock:
+            _check(self.lib.cublasSetStream_v2(self.handle, xp.cuda.get_current_stream().ptr),
+                   "cublasSetStream")
+            _check(self.gemms[a.dtype.char](
+                self.handle, call.transa, call.transb, call.m, call.n, call.k,
+                ctypes.byref(one), b.data.ptr, call.lda, a.data.ptr, call.ldb,
+                ctypes.byref(zero), out.data.ptr, call.ldc), "cublas gemm")
+        return out
+
+
+_handles = {}
+_handles_lock = threading.Lock()
+
+
+def capture_blas(cupy) -> Cublas:
+    """The current device's Cublas, made on first use (before a capture begins: the handle
+    and its workspace must not be allocated inside one)."""
+    device = cupy.cuda.runtime.getDevice()
+    with _handles_lock:
+        blas = _handles.get(device)
+        if blas is None:
+            blas = _handles[device] = Cublas(cupy)
+        return blas
