@@ -159,8 +159,6 @@ class Cublas:
         self.handle = ctypes.c_void_p()
         _check(self.lib.cublasCreate_v2(ctypes.byref(self.handle)), "cublasCreate")
         self.workspace = cupy.cuda.runtime.malloc(WORKSPACE_BYTES)
-        _check(self.lib.cublasSetWorkspace_v2(self.handle, self.workspace, WORKSPACE_BYTES),
-               "cublasSetWorkspace")
         if os.environ.get("CUPY_TF32", "0") != "0":  # as CuPy's own products compute
             _check(self.lib.cublasSetMathMode(self.handle, TF32_TENSOR_OP_MATH),
                    "cublasSetMathMode")
@@ -187,9 +185,11 @@ class Cublas:
         call = gemm_call(a_op, b_op, m, n, k)
         scalar = self.SCALARS[a.dtype.char]
         one, zero = scalar(1), scalar(0)
-        with self.lock:
+        with self.lock:  # setting the stream puts cuBLAS's default workspace back: ours again
             _check(self.lib.cublasSetStream_v2(self.handle, xp.cuda.get_current_stream().ptr),
                    "cublasSetStream")
+            _check(self.lib.cublasSetWorkspace_v2(self.handle, self.workspace, WORKSPACE_BYTES),
+                   "cublasSetWorkspace")
             _check(self.gemms[a.dtype.char](
                 self.handle, call.transa, call.transb, call.m, call.n, call.k,
                 ctypes.byref(one), b.data.ptr, call.lda, a.data.ptr, call.ldb,
