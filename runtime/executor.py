@@ -172,7 +172,11 @@ class Executor:
             for _, holder in writes:
                 holder.lod = []  # the value written carries its own LoD
         t_compute = _perf()
-        results = [_fetch(env[slot], return_numpy) for slot in plan.fetch_slots]
+        if isinstance(graph, cuda_graph.Replay):
+            values = graph.captured.fetched_values()
+        else:
+            values = [env[slot] for slot in plan.fetch_slots]
+        results = [_fetch(value, return_numpy) for value in values]
         if mem is not None and events.memory_step.subs:
             events.memory_step.emit(mem.record(self._id, plan, step, self.place, batch))
         if events.step_end.subs:

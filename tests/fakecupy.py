@@ -127,6 +127,7 @@ class FakeCupy(StrictKernels):
         self.strict_kernels = strict_kernels
         self.stream_syncs, self.events_recorded, self.event_syncs, self.elapsed_reads = [], 0, 0, 0
         self.device_syncs = []
+        self.host_reads = 0  # device-to-host reads (get, int(), item, ...) outside captures
         self.device_ms, self._seq, self._done_seq = 0.0, 0, 0
         self.used = [0] * devices  # bytes cudaMalloc'd per device (by anyone)
         self.live = {}  # address -> (device, size)

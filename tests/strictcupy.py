@@ -92,9 +92,19 @@ class DeviceArray(np.lib.mixins.NDArrayOperatorsMixin):
     def __array__(self, dtype=None, copy=None):
         raise TypeError(IMPLICIT)
 
-    def get(self, stream=None, order="C", out=None):
-        """A host copy (cupy.ndarray.get)."""
-        self._fake._not_capturing("cudaMemcpy (device to host)")
+    def get(self, stream=None, order="C", out=None, blocking=True):
+        """A host copy (cupy.ndarray.get). Without blocking, into pinned `out`, it is a copy on
+        the stream that a capture records (the graph makes it at each launch, not now)."""
+        from fakecupy import FakePinned, _root as pinned_root
+        capture = self._fake._capturing()
+        if capture is not None and not blocking and out is not None:
+            if not isinstance(pinned_root(out), FakePinned):  # pageable: the copy syncs
+                self._fake._not_capturing("cudaMemcpyAsync to pageable host memory")
+            assert out.shape == self.shape and out.dtype == self.dtype
+            buffer = self._a
+            capture.record(lambda: np.copyto(out, buffer))
+            return out
+        self._fake._host_read("cudaMemcpy (device to host)")
         if out is not None:
             out[...] = self._a
             return out
@@ -157,7 +167,7 @@ class DeviceArray(np.lib.mixins.NDArrayOperatorsMixin):
 
         def call(*args, **kwargs):
             if name in ("item", "tolist"):  # explicit device-to-host reads, as CuPy allows
-                fake._not_capturing(f"ndarray.{name} (device to host)")
+                fake._host_read(f"ndarray.{name} (device to host)")
                 return method(*args, **kwargs)
             if name not in _NO_KERNEL:
                 fake._check_device(self)
@@ -173,19 +183,19 @@ class DeviceArray(np.lib.mixins.NDArrayOperatorsMixin):
         return (self[i] for i in range(len(self)))
 
     def __bool__(self):
-        self._fake._not_capturing("bool() (device to host)")
+        self._fake._host_read("bool() (device to host)")
         return bool(self._a)
 
     def __int__(self):
-        self._fake._not_capturing("int() (device to host)")
+        self._fake._host_read("int() (device to host)")
         return int(self._a)
 
     def __float__(self):
-        self._fake._not_capturing("float() (device to host)")
+        self._fake._host_read("float() (device to host)")
         return float(self._a)
 
     def __index__(self):
-        self._fake._not_capturing("an index (device to host)")
+        self._fake._host_read("an index (device to host)")
         return self._a.__index__()
 
     def __getitem__(self, key):
@@ -254,8 +264,8 @@ def _garbage(host):
     """Fill `host` as device memory nobody wrote."""
     if host.dtype.kind in "fc":
         host[...] = np.nan
-    elif host.size:
-        host.view(np.uint8).reshape(-1)[:] = 0x5A
+    elif host.size:  # (a 0-d array is viewed as bytes through a 1-d view of itself)
+        host.reshape(-1).view(np.uint8)[:] = 0x5A
 
 
 class _Capture:
@@ -344,6 +354,11 @@ class StrictKernels:
         if capture is not None and capture.thread == threading.get_ident():
             return capture
         return None
+
+    def _host_read(self, what):
+        """A device-to-host read (counted in host_reads): refused while capturing."""
+        self._not_capturing(what)
+        self.host_reads += 1
 
     def _not_capturing(self, what):
         """Raise, as CUDA does, when `what` is done while this thread's stream captures."""

@@ -12,6 +12,7 @@ import fakecupy
 import runtime as fluid
 from fakecupy import CUDARuntimeError, restore_gpu_flags  # noqa: F401  (autouse fixture)
 from runtime import cuda_graph, events
+from runtime.errors import OpRuntimeError
 
 STEPS = 7
 
@@ -249,6 +250,46 @@ def test_fetches_are_host_copies_not_the_graphs_buffers(fake):
     assert fake.graph_launches > 0
     assert all(type(v) is np.ndarray for v in seen)
     assert not any(np.array_equal(a, b) for a, b in zip(seen, seen[1:]))  # each step moved it
+
+
+def _checked_mean(monkeypatch):
+    """The mean op defers a device-side check (as the fused cross entropy's label check does,
+    which the fake cannot compile): its input must stay below 100."""
+    from runtime import device_checks
+    from runtime.ops.registry import get_op_def
+    mean = get_op_def("mean")
+    original = mean.fn
+
+    def checked(ctx, ins, attrs):
+        x = ins["X"]
+        device_checks.defer(ctx.op, (x > 100).astype("int32").sum().reshape(1),
+                            lambda count: f"{count} values above 100")
+        return original(ctx, ins, attrs)
+    monkeypatch.setattr(mean, "fn", checked)
+
+
+def test_a_replayed_step_reads_its_fetches_and_checks_with_no_device_read(fake, monkeypatch):
+    """The graph copies the fetched loss and each deferred check's flag into pinned host memory
+    at its end: after the step's stream wait the host reads them there, not from the device."""
+    _checked_mean(monkeypatch)
+    build, feeds = _regression(), _feeds()
+    reads = []
+    losses, exe = _train(fluid.CUDAPlace(0), build, feeds,
+                         between=lambda step, exe, main: reads.append(fake.host_reads))
+    assert len(exe._graphs.captured()) == 1 and _reasons(exe) == []
+    per_step = np.diff(reads).tolist()
+    assert per_step[-3:] == [0, 0, 0], per_step  # replayed steps
+    assert per_step[0] >= 2, per_step  # an eager step reads its check and its fetch back
+    assert losses == _train(fluid.CPUPlace(), build, feeds)[0]
+
+
+def test_a_failed_check_in_a_replayed_step_names_its_op(fake, monkeypatch):
+    _checked_mean(monkeypatch)
+    feeds = _feeds()
+    feeds[-1]["y"][3, 0] = 1e4  # its squared error is far above 100
+    with pytest.raises(OpRuntimeError, match=r"op mean.*1 values above 100"):
+        _train(fluid.CUDAPlace(0), _regression(), feeds)
+    assert fake.graph_launches > 0
 
 
 # --- the profile -------------------------------------------------------------------------------
