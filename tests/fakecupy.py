@@ -33,6 +33,7 @@ import contextlib
 import threading
 import time
 import types
+import weakref
 
 import numpy as np
 import pytest
@@ -127,6 +128,8 @@ class FakeCupy(StrictKernels):
         self.strict_kernels = strict_kernels
         self.stream_syncs, self.events_recorded, self.event_syncs, self.elapsed_reads = [], 0, 0, 0
         self.device_syncs = []
+        self._device_buffers = {}  # strict kernels: data.ptr -> weak ref to the array owning it
+        self._pinned_buffers = []  # (host address, size, weak ref to the FakePinned)
         self.host_reads = 0  # device-to-host reads (get, int(), item, ...) outside captures
         self.device_ms, self._seq, self._done_seq = 0.0, 0, 0
         self.used = [0] * devices  # bytes cudaMalloc'd per device (by anyone)
@@ -153,7 +156,8 @@ class FakeCupy(StrictKernels):
                 memGetInfo=self._mem_get_info, getDeviceCount=lambda: len(self.used),
                 CUDARuntimeError=CUDARuntimeError, deviceSynchronize=self._device_synchronize,
                 getDeviceProperties=lambda i: {"name": b"Fake GPU", "totalGlobalMem":
-                                               self.total_bytes}),
+                                               self.total_bytes},
+                memcpyAsync=self._memcpy_async, memcpyDeviceToHost=MEMCPY_DEVICE_TO_HOST),
             Device=self._device_context, UnownedMemory=UnownedMemory, MemoryPointer=MemoryPointer,
             set_allocator=self._set_allocator, get_allocator=self._get_allocator,
             using_allocator=self._using_allocator, alloc=self._alloc,
@@ -180,7 +184,10 @@ class FakeCupy(StrictKernels):
 
     def _alloc_pinned(self, size):
         self.pinned_allocs.append(size)
-        return FakePinned((size + 511) // 512 * 512)
+        pinned = FakePinned((size + 511) // 512 * 512)
+        address = np.frombuffer(pinned, np.uint8).ctypes.data
+        self._pinned_buffers.append((address, len(pinned), weakref.ref(pinned)))
+        return pinned
 
     def __getattr__(self, name):
         if name.startswith("_") or name in ("numpy_kernels", "strict_kernels"):
@@ -315,6 +322,9 @@ class FakeCupy(StrictKernels):
             self._thread_allocator.value = previous
 
 
+MEMCPY_DEVICE_TO_HOST = 2  # cudaMemcpyKind
+
+
 class FakeStream:
     """As cupy.cuda.Stream: synchronize() waits for everything queued on it; `with stream`
     makes it current (`cuda.get_current_stream()` answers it); wait_event(e) is recorded in
@@ -325,6 +335,7 @@ class FakeStream:
     def __init__(self, fake, device_id, non_blocking=False, default=False):
         self.fake, self.device_id, self.non_blocking = fake, device_id, non_blocking
         self.default = default
+        self.ptr = 0 if default else id(self)  # cudaStream_t (the null stream's is 0)
 
     def synchronize(self):
         self.fake._not_capturing("cudaStreamSynchronize")

@@ -26,6 +26,7 @@ CUDARuntimeError and invalidates the capture (end_capture then raises): a device
 synchronisation, and a result whose size depends on the data (nonzero, a boolean mask).
 """
 
+import ctypes
 import threading
 import weakref
 
@@ -79,6 +80,7 @@ class DeviceArray(np.lib.mixins.NDArrayOperatorsMixin):
         if base is None:
             self.device_id = fake.current_device()  # CuPy allocates on the current device
             self.data = fake.cuda.alloc(host.nbytes)
+            fake._device_buffers[self.data.ptr] = weakref.ref(self)  # for memcpyAsync
             capture = fake._capturing()
             if capture is not None:
                 capture.made(self)
@@ -93,17 +95,11 @@ class DeviceArray(np.lib.mixins.NDArrayOperatorsMixin):
         raise TypeError(IMPLICIT)
 
     def get(self, stream=None, order="C", out=None, blocking=True):
-        """A host copy (cupy.ndarray.get). Without blocking, into pinned `out`, it is a copy on
-        the stream that a capture records (the graph makes it at each launch, not now)."""
-        from fakecupy import FakePinned, _root as pinned_root
-        capture = self._fake._capturing()
-        if capture is not None and not blocking and out is not None:
-            if not isinstance(pinned_root(out), FakePinned):  # pageable: the copy syncs
-                self._fake._not_capturing("cudaMemcpyAsync to pageable host memory")
-            assert out.shape == self.shape and out.dtype == self.dtype
-            buffer = self._a
-            capture.record(lambda: np.copyto(out, buffer))
-            return out
+        """A host copy (cupy.ndarray.get); CuPy 14 refuses it while the stream captures, even
+        without blocking into pinned memory (cuda.runtime.memcpyAsync is captured)."""
+        if self._fake._capturing() is not None:
+            raise RuntimeError("the current stream is capturing, so D2H transfers are "
+                               "disallowed")
         self._fake._host_read("cudaMemcpy (device to host)")
         if out is not None:
             out[...] = self._a
@@ -354,6 +350,37 @@ class StrictKernels:
         if capture is not None and capture.thread == threading.get_ident():
             return capture
         return None
+
+    def _memcpy_async(self, dst, src, size, kind, stream):
+        """cuda.runtime.memcpyAsync, device to host: `size` bytes of the device array holding
+        address `src` to host address `dst`. Captured (replayed at each launch) when `dst` is
+        pinned memory; to pageable memory the copy syncs, which a capture refuses. Outside a
+        capture it is made at once and counted in host_reads."""
+        from fakecupy import MEMCPY_DEVICE_TO_HOST
+        assert kind == MEMCPY_DEVICE_TO_HOST, "the fake copies device to host only"
+        buffer, offset = self._device_memory(src, size)
+
+        def copy():
+            source = np.ascontiguousarray(buffer).reshape(-1).view(np.uint8)
+            ctypes.memmove(dst, source.ctypes.data + offset, size)
+        capture = self._capturing()
+        if capture is None:
+            self._host_read("cudaMemcpyAsync (device to host)")
+            copy()
+            return
+        if not any(start <= dst and dst + size <= start + length and ref() is not None
+                   for start, length, ref in self._pinned_buffers):
+            self._not_capturing("cudaMemcpyAsync to pageable host memory")
+        capture.record(copy)
+
+    def _device_memory(self, address, size):
+        """(the NumPy buffer of the live device array whose memory holds [address, +size), the
+        offset in bytes)."""
+        for start, ref in self._device_buffers.items():
+            array = ref()
+            if array is not None and start <= address and address + size <= start + array.nbytes:
+                return array._a, address - start
+        raise AssertionError(f"no device array holds address {address:#x} (+{size})")
 
     def _host_read(self, what):
         """A device-to-host read (counted in host_reads): refused while capturing."""

@@ -61,6 +61,9 @@ def test_a_captured_classifier_trains_as_the_eager_one():
     eager, _ = _train(False, feeds)
     captured, exe = _train(True, feeds)
     assert exe._graphs.reasons() == {} and len(exe._graphs.captured()) == 1
+    graph, = exe._graphs.captured()  # its fetches and label check read from host copies
+    assert graph.checks and all(isinstance(flag, np.ndarray) for _, flag, _ in graph.checks)
+    assert all(isinstance(host, np.ndarray) for host in graph.host_fetches)
     np.testing.assert_allclose(captured, eager, rtol=1e-5, atol=1e-6)
     assert captured[-1, 0] < captured[0, 0]
 
