@@ -14,28 +14,28 @@ How, per executor, program plan and feed signature (the fed arrays' shapes and d
   replay writes each feed into them: never into the caller's arrays). The capture runs the
   plan's ops with a pool of the graph's own serving their arrays: its memory is taken from the
   place's pool (tagged "cuda_graph"), serves nothing else and gives nothing back while the
-  graph lives, so the addresses the graph was built with stay its own. CuPy refuses cuBLAS
-  under capture, so the step's matrix products go to a cuBLAS handle of the runtime's own
-  (runtime/gemm.py). The graph's memory goes
+  graph lives, so the addresses the graph was built with stay its own. The graph's memory goes
   back when it is dropped: the program changed, the executor closed or died, or the executor
   already held MAX_GRAPHS graphs (the least recently replayed is dropped). A persistable
   variable the step rewrites into a new array (an update that is not in place) is copied back
   into the array it was read from at the end of the capture, so the scope keeps one array per
-  variable and the graph reads this step's output at the next replay.
+  variable and the graph reads this step's output at the next replay. CuPy refuses its cuBLAS
+  under capture, so the step's matrix products go to a cuBLAS handle of the runtime's own
+  (runtime/gemm.py). At its end the graph copies each fetch and each kernel check's flag (an
+  out-of-range label) into pinned host memory (`_host_copy`).
 - Later steps copy the feed into the captured input arrays, launch the graph on the current
-  stream and read the fetches from its outputs (copied to the host as always). The kernels' own
-  checks (an out-of-range label) are read after the launch, as on an eager step. A step holds
-  the executor's lock from feed to fetch (threads sharing an executor share those buffers).
+  stream, wait for it once and read the fetches and the checks from those host copies (no
+  device-to-host copy of their own). A step holds the executor's lock from feed to fetch
+  (threads sharing an executor share those buffers).
 - An eager step of the same executor (another feed shape's warm-up, a timed step) writes an
   out-of-place update into the array the graph reads too, so it does not invalidate the graph.
 
 What runs eagerly instead, with the reason kept (`reasons()`; the cuda_graph event, which the
 profile keeps): startup programs; control flow, LoD, random ops, host callbacks (py_func,
 print), a fed persistable variable, CUPY_ENABLE_UMP=1; anything the capture refuses (a host
-synchronisation, a host-to-device copy inside an op, a product gemm.py cannot take (a stack
-of matrices, integers): CuPy raises, the capture is abandoned and
-the plan runs eagerly from then on);
-a scope variable the graph reads replaced from outside (another program wrote it) more than
+synchronisation, a host-to-device copy inside an op, a product gemm.py does not take such as
+a stack of matrices: CuPy raises, the capture is abandoned and the plan runs eagerly from then
+on); a scope variable the graph reads replaced from outside (another program wrote it) more than
 MAX_INVALIDATIONS times. Per step, without giving up the graph: FLAGS_check_nan_inf (every
 step), and per-op timing (`--ops`: the op_end event needs each op's time; one step in
 OPS_EVERY of a captured signature runs eagerly with its ops timed, the others replay, so the
