@@ -426,6 +426,19 @@ def _time_switched(model, xs, ys, steps):
     return time_steps(model, xs, ys, steps)
 
 
+def race(models, data_for, args):
+    """{contender: median seconds a step}: each model's `args.warmup` steps, then
+    `args.rounds` rounds of `args.steps` steps each, the order rotating from round to round;
+    `data_for(model)` gives its (xs, ys)."""
+    times = {m.name: [] for m in models}
+    for m in models:
+        _time_switched(m, *data_for(m), args.warmup)
+    for r in range(args.rounds):
+        for m in models[r % len(models):] + models[:r % len(models)]:
+            times[m.name].append(_time_switched(m, *data_for(m), args.steps) / args.steps)
+    return {k: statistics.median(v) for k, v in times.items()}
+
+
 @contextlib.contextmanager
 def _eager():
     saved = fluid.get_flags(["FLAGS_new_executor_use_cuda_graph"])
@@ -469,14 +482,7 @@ def gpu_throughput(args, cupy):
     on_device = (cupy.asarray(xs), cupy.asarray(ys))
     on_torch = (torch.from_numpy(xs).cuda(), torch.from_numpy(ys).cuda())
     data = {"torch": on_torch, "torch_graph": on_torch}
-    times = {m.name: [] for m in models}
-    for m in models:
-        _time_switched(m, *data.get(m.name, on_device), args.warmup)
-    for r in range(args.rounds):
-        for m in models[r % len(models):] + models[:r % len(models)]:
-            times[m.name].append(
-                _time_switched(m, *data.get(m.name, on_device), args.steps) / args.steps)
-    step_s = {k: statistics.median(v) for k, v in times.items()}
+    step_s = race(models, lambda m: data.get(m.name, on_device), args)
     rate = {k: args.batch_size / v for k, v in step_s.items()}
     graphs = runtime_model.exe._graphs
     return {"samples_per_s": {k: round(v, 1) for k, v in rate.items()},

@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
 # The GPU checks in one go, for a session lent a GPU machine (its image holds CuPy and PyTorch
 # with CUDA): the versions and libraries found (cuDNN, cuBLASLt), bench_runtime.py --place gpu
-# (the CUDA graph, eager runtime, PyTorch eager and PyTorch CUDA graph contenders), the GPU
-# tests, then `paddletune profile / report / advise` on a GPU for the runtime and for PyTorch
-# (their output kept). A few minutes on an H100/H200; each stage has its own time limit, so one
-# that hangs leaves the others their time. Logs go to $OUT (or ./gpu-checks): env.log,
-# bench.log (its JSON line last), tests.log with junit.xml, ops.log with junit-ops.xml, cli.log.
+# (the CUDA graph, eager runtime, PyTorch eager and PyTorch CUDA graph contenders) and
+# bench_cnn_gpu.py (a ResNet-style CNN against PyTorch eager with cuDNN), the GPU tests, then
+# `paddletune profile / report / advise` on a GPU for the runtime and for PyTorch (their output
+# kept). About two minutes on an H200; each stage has its own time limit, so one that hangs
+# leaves the others their time. Logs go to $OUT (or ./gpu-checks): env.log, bench.log and
+# bench_cnn.log (their JSON lines last), tests.log with junit.xml, ops.log with junit-ops.xml,
+# cli.log: 8 files, as many as the device tool brings back.
 #
 #     bash benchmarks/gpu_checks.sh            # from the repository's root
 #
@@ -51,6 +53,8 @@ set -o pipefail
 timeout 150 "$py" benchmarks/bench_runtime.py --place gpu --steps 100 --rounds 9 2>&1 \
     | tee "$out/bench.log"
 bench=$?
+timeout 90 "$py" benchmarks/bench_cnn_gpu.py 2>&1 | tee "$out/bench_cnn.log"
+cnn=$?
 timeout 120 "$py" -m pytest -q -p no:cacheprovider -rs --junitxml="$out/junit.xml" \
     tests/test_cuda_graph_real.py tests/test_gpu_real.py tests/test_bench_runtime_gpu.py \
     tests/test_cuda_graph.py 2>&1 | tee "$out/tests.log"
@@ -64,5 +68,5 @@ ops=$?
 timeout 120 "$py" -m pytest -q -p no:cacheprovider -rA tests/test_gpu_cli_real.py 2>&1 \
     | tee "$out/cli.log"
 cli=$?
-echo "bench exit $bench, tests exit $tests, ops exit $ops, cli exit $cli"
-exit $(( tests != 0 || ops != 0 || bench != 0 || cli != 0 ))
+echo "bench exit $bench, cnn exit $cnn, tests exit $tests, ops exit $ops, cli exit $cli"
+exit $(( tests != 0 || ops != 0 || bench != 0 || cnn != 0 || cli != 0 ))
