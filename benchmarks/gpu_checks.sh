@@ -11,7 +11,7 @@
 #
 #     bash benchmarks/gpu_checks.sh            # from the repository's root
 #
-# Where the image's typer is not the 0.29 the CLI needs (the H200 image's is not), put wheels
+# Where the image's typer may not be the 0.29 the CLI needs (its version was not read), put wheels
 # of typer 0.29 and its pydantic in .whl/ at the repository's root (benchmarks/gpu_wheels.sh,
 # run where pip reaches the registry; the device tool carries .whl): they are installed into
 # /tmp/site first.
