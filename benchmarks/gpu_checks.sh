@@ -28,9 +28,14 @@ export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 nvidia-smi -L 2>&1 | tee "$out/env.log"
 "$py" - <<'PY' 2>&1 | tee -a "$out/env.log"
 import ctypes, glob, importlib, importlib.util, os
-import cupy, numpy, torch, typer
+import cupy, numpy, torch
+try:
+    import typer
+    typer_version = typer.__version__
+except Exception as e:  # the CLI tests will say so; the rest of this report still counts
+    typer_version = f"missing ({type(e).__name__}: {e})"
 print("cupy", cupy.__version__, "numpy", numpy.__version__, "torch", torch.__version__,
-      "typer", typer.__version__, "cuda", torch.cuda.is_available(),
+      "typer", typer_version, "cuda", torch.cuda.is_available(),
       torch.cuda.get_device_name() if torch.cuda.is_available() else "-")
 print("CUDA runtime", cupy.cuda.runtime.runtimeGetVersion(), "driver",
       cupy.cuda.runtime.driverGetVersion(), "torch cuDNN", torch.backends.cudnn.version())

@@ -102,7 +102,8 @@ def gemm_call(a_operand: Operand, b_operand: Operand, m: int, n: int, k: int) ->
 
 
 def _library_path() -> Optional[str]:
-    """The libcublas this process loaded already (CuPy's), from /proc/self/maps."""
+    """The first libcublas this process loaded, from /proc/self/maps: CuPy's, or PyTorch's
+    where torch loaded one first (the same C API either way; the handle is ours alone)."""
     try:
         with open("/proc/self/maps") as maps:
             for line in maps:
@@ -117,7 +118,7 @@ def _library_path() -> Optional[str]:
 def _load_library(cupy):
     get_handle = getattr(cupy.cuda.device, "get_cublas_handle", None)
     if get_handle is not None:
-        get_handle()  # CuPy loads its cuBLAS: the runtime's handle comes from the same library
+        get_handle()  # CuPy loads its cuBLAS, so that one at least is mapped
     names = [_library_path(), "libcublas.so.13", "libcublas.so.12", "libcublas.so.11",
              ctypes.util.find_library("cublas")]
     errors = []
@@ -148,7 +149,12 @@ def _check(status: int, what: str):
 
 class Cublas:
     """A cuBLAS handle of the runtime's own for one device, with its own workspace: the GEMMs
-    of a step being captured. One lock: the handle is not shared between threads at once."""
+    of a step being captured. One lock: the handle is not shared between threads at once.
+
+    Every graph captured on the device bakes in the same workspace, so two graphs must not
+    run at the same time: the executor replays its graphs on the current stream, which is
+    CuPy's null stream unless a thread chose another; threads that each replay on a stream of
+    their own could overlap and share it (cuBLAS wants a workspace per concurrent stream)."""
 
     SCALARS = {"f": ctypes.c_float, "d": ctypes.c_double}
 

@@ -157,7 +157,8 @@ class FakeCupy(StrictKernels):
                 CUDARuntimeError=CUDARuntimeError, deviceSynchronize=self._device_synchronize,
                 getDeviceProperties=lambda i: {"name": b"Fake GPU", "totalGlobalMem":
                                                self.total_bytes},
-                memcpyAsync=self._memcpy_async, memcpyDeviceToHost=MEMCPY_DEVICE_TO_HOST),
+                memcpyAsync=self._memcpy_async, memcpyDeviceToHost=MEMCPY_DEVICE_TO_HOST,
+                getDevice=self.current_device),
             Device=self._device_context, UnownedMemory=UnownedMemory, MemoryPointer=MemoryPointer,
             set_allocator=self._set_allocator, get_allocator=self._get_allocator,
             using_allocator=self._using_allocator, alloc=self._alloc,
@@ -418,6 +419,8 @@ def inject(monkeypatch, fake):
     status = lambda: (fake, len(fake.used), "")  # noqa: E731
     for module in (backend, place, executor):
         monkeypatch.setattr(module, "cupy_status", status)
-    monkeypatch.setattr(gemm, "capture_blas", lambda xp: xp.capture_blas())
+    from strictcupy import FakeCublasLibrary
+    monkeypatch.setattr(gemm, "_handles", {})  # gemm.Cublas itself, on the fake's cuBLAS
+    monkeypatch.setattr(gemm, "_load_library", lambda cupy: FakeCublasLibrary(cupy))
     monkeypatch.setattr(memory, "_pools", {k: v for k, v in memory._pools.items()
                                            if not k.startswith("gpu")})

@@ -274,7 +274,6 @@ class _Capture:
         self.created = []  # weak references to the arrays the capture made ...
         self.created_ids = set()  # ... and their ids (while they live)
         self.saved = {}  # id -> (array, its contents before the capture touched it)
-        self.own_blas = False  # True while runtime/gemm.py's own cuBLAS computes a product
 
     def record(self, kernel):
         self.kernels.append(kernel)
@@ -314,34 +313,84 @@ class FakeGraph:
         pass
 
 
-class _CaptureBlas:
-    """runtime/gemm.py's Cublas on the fake: a product recorded into the capture, as cuBLAS on a
-    handle of the runtime's own would be, where CuPy's own matmul is refused."""
+class FakeCublasLibrary:
+    """libcublas as runtime/gemm.py calls it through ctypes, on the strict fake's device memory,
+    so that gemm.Cublas itself runs in CPU tests: handles, streams and workspaces are checked
+    and noted; cublas<S|D>gemm_v2 is done in NumPy, column-major, on the operands' own bytes
+    (each operand inside one device array's buffer, read as cuBLAS reads it: `ld` elements
+    between columns), and while the stream captures it is recorded too (made again at each
+    launch), as cuBLAS on a handle with its own workspace captures. `gemms` counts the
+    products."""
 
     def __init__(self, fake):
-        self.fake, self.products = fake, 0
+        self.fake, self.gemms, self.workspaces = fake, 0, {}
+        self.stream = 0
+        functions = {"cublasCreate_v2": self._create, "cublasSetStream_v2": self._set_stream,
+                     "cublasSetWorkspace_v2": self._set_workspace,
+                     "cublasSetMathMode": lambda handle, mode: 0,
+                     "cublasSgemm_v2": self._gemm(np.float32),
+                     "cublasDgemm_v2": self._gemm(np.float64)}
+        for name, function in functions.items():  # plain functions: ctypes-style attributes
+            setattr(self, name, lambda *args, _f=function: _f(*args))
 
-    def matmul(self, a, b):
-        capture = self.fake._capturing()
-        assert capture is not None, "the runtime's own cuBLAS serves captures only"
-        capture.own_blas = True
-        try:
-            out = a @ b
-        finally:
-            capture.own_blas = False
-        self.products += 1
-        return out
+    def _create(self, handle_ref):
+        handle_ref._obj.value = 0xB1A5
+        return 0
+
+    def _set_stream(self, handle, stream):
+        self.stream = stream
+        self.workspaces.pop(_value(handle), None)  # as cuBLAS: the default workspace again
+        return 0
+
+    def _set_workspace(self, handle, address, size):
+        assert address and size > 0
+        self.workspaces[_value(handle)] = (address, size)
+        return 0
+
+    def _matrix(self, address, rows, cols, ld, dtype):
+        """The column-major (rows, cols) matrix at `address` with leading dimension `ld`, as a
+        writable NumPy view of the device array's buffer holding it."""
+        assert ld >= max(1, rows), f"CUBLAS_STATUS_INVALID_VALUE: ld {ld} < rows {rows}"
+        item = np.dtype(dtype).itemsize
+        span = ((cols - 1) * ld + rows) * item
+        buffer, offset = self.fake._device_memory(address, span)
+        raw = (ctypes.c_char * buffer.nbytes).from_address(buffer.ctypes.data)
+        flat = np.frombuffer(raw, np.uint8)[offset:offset + span]
+        return np.lib.stride_tricks.as_strided(flat.view(dtype), (rows, cols), (item, ld * item)), \
+            buffer
+
+    def _gemm(self, dtype):
+        def gemm(handle, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
+            assert _value(handle) in self.workspaces, "no workspace of its own: a capture " \
+                "would allocate one"
+            stored_a = (m, k) if transa == 0 else (k, m)
+            stored_b = (k, n) if transb == 0 else (n, k)
+            first, keep_a = self._matrix(a, *stored_a, lda, dtype)
+            second, keep_b = self._matrix(b, *stored_b, ldb, dtype)
+            out, keep_c = self._matrix(c, m, n, ldc, dtype)
+            scale, add = alpha._obj.value, beta._obj.value
+
+            def run(_keep=(keep_a, keep_b, keep_c)):
+                product = (first if transa == 0 else first.T) @ (second if transb == 0
+                                                                   else second.T)
+                out[...] = scale * product + (add * out if add else 0)
+            run()
+            capture = self.fake._capturing()
+            if capture is not None:
+                assert self.stream == capture.stream.ptr, "cuBLAS set to a stream not capturing"
+                capture.record(run)
+            self.gemms += 1
+            return 0
+        return gemm
+
+
+def _value(handle):
+    """A handle as ctypes passes it: the pointer's value (a c_void_p holds it in .value)."""
+    return getattr(handle, "value", handle)
 
 
 class StrictKernels:
     """The array side of the fake module (mixed into FakeCupy)."""
-
-    def capture_blas(self):
-        """runtime/gemm.py's capture_blas on this fake (fakecupy.inject puts it there)."""
-        blas = self.__dict__.get("_capture_blas")
-        if blas is None:
-            blas = self.__dict__["_capture_blas"] = _CaptureBlas(self)
-        return blas
 
     # --- CUDA graphs ----------------------------------------------------------------------------
     def _capturing(self):
@@ -352,33 +401,42 @@ class StrictKernels:
         return None
 
     def _memcpy_async(self, dst, src, size, kind, stream):
-        """cuda.runtime.memcpyAsync, device to host: `size` bytes of the device array holding
-        address `src` to host address `dst`. Captured (replayed at each launch) when `dst` is
-        pinned memory; to pageable memory the copy syncs, which a capture refuses. Outside a
-        capture it is made at once and counted in host_reads."""
+        """cuda.runtime.memcpyAsync, device to host: `size` bytes of device memory at `src`
+        (inside a device array's buffer: the same bytes, as laid out there) to host address
+        `dst`. While a stream captures, the copy must be issued on that stream and go to
+        pinned memory (to pageable memory it syncs, which a capture refuses); it is then
+        recorded, and made at each launch into the pinned buffer, which must still exist.
+        Outside a capture it is made at once and counted in host_reads."""
         from fakecupy import MEMCPY_DEVICE_TO_HOST
         assert kind == MEMCPY_DEVICE_TO_HOST, "the fake copies device to host only"
         buffer, offset = self._device_memory(src, size)
-
-        def copy():
-            source = np.ascontiguousarray(buffer).reshape(-1).view(np.uint8)
-            ctypes.memmove(dst, source.ctypes.data + offset, size)
         capture = self._capturing()
         if capture is None:
             self._host_read("cudaMemcpyAsync (device to host)")
-            copy()
+            ctypes.memmove(dst, buffer.ctypes.data + offset, size)
             return
-        if not any(start <= dst and dst + size <= start + length and ref() is not None
-                   for start, length, ref in self._pinned_buffers):
+        assert stream == capture.stream.ptr, "a copy on a stream that is not capturing " \
+            "runs once, now, and is not part of the graph"
+        pinned = next((ref for start, length, ref in self._pinned_buffers
+                       if start <= dst and dst + size <= start + length and ref() is not None),
+                      None)
+        if pinned is None:
             self._not_capturing("cudaMemcpyAsync to pageable host memory")
+
+        def copy():
+            assert pinned() is not None, "the graph copies into pinned memory freed since"
+            ctypes.memmove(dst, buffer.ctypes.data + offset, size)
         capture.record(copy)
 
     def _device_memory(self, address, size):
         """(the NumPy buffer of the live device array whose memory holds [address, +size), the
-        offset in bytes)."""
-        for start, ref in self._device_buffers.items():
+        offset in bytes into it); dead arrays are forgotten on the way."""
+        for start, ref in list(self._device_buffers.items()):
             array = ref()
-            if array is not None and start <= address and address + size <= start + array.nbytes:
+            if array is None:
+                del self._device_buffers[start]
+            elif start <= address and address + size <= start + array.nbytes:
+                assert array._a.flags.c_contiguous or array._a.flags.f_contiguous
                 return array._a, address - start
         raise AssertionError(f"no device array holds address {address:#x} (+{size})")
 
@@ -462,7 +520,7 @@ class StrictKernels:
         name = getattr(fn, "__name__", "")
         if capture is not None and name in SIZE_READS:
             self._not_capturing(f"{fn.__name__} (its result's size is read back)")
-        if capture is not None and name in CUBLAS_CALLS and not capture.own_blas:
+        if capture is not None and name in CUBLAS_CALLS:
             raise NotImplementedError(CUBLAS_REFUSED)
         if name in SORTS and kwargs.get("kind") not in (None, "stable"):
             raise ValueError("kind can only be None or 'stable'")

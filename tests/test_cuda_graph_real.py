@@ -73,25 +73,33 @@ def test_a_wrong_label_in_a_replayed_step_names_its_op():
         _train(True, _feeds(bad_at=STEPS - 2))
 
 
-def _layouts(rng, rows, cols, dtype):
-    """The same matrix as CuPy holds it in each layout a kernel hands gemm.matmul."""
-    host = rng.standard_normal((rows, cols)).astype(dtype)
-    wide = cupy.zeros((rows, cols + 3), dtype)
-    wide[:, :cols] = cupy.asarray(host)
-    every_other = cupy.zeros((rows, 2 * cols), dtype)
+def _device_layouts(host):
+    """The same matrix as CuPy holds it in each layout a kernel hands gemm.matmul: those of
+    tests/test_gemm.py, one starting inside its buffer (data.ptr past the start), one cuBLAS
+    cannot read as it lies."""
+    from test_gemm import layouts
+    views = {name: cupy.asarray(v) if name != "F" else cupy.asfortranarray(cupy.asarray(v))
+             for name, v in layouts(host).items()}
+    rows, cols = host.shape
+    padded = cupy.zeros((rows + 1, cols + 2), host.dtype)
+    padded[1:, 2:] = cupy.asarray(host)
+    views["offset"] = padded[1:, 2:]
+    every_other = cupy.zeros((rows, 2 * cols), host.dtype)
     every_other[:, ::2] = cupy.asarray(host)
-    return host, {"C": cupy.asarray(host), "F": cupy.asfortranarray(cupy.asarray(host)),
-                  "row stride": wide[:, :cols], "neither": every_other[:, ::2]}
+    views["neither"] = every_other[:, ::2]
+    return views
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_products_captured_through_the_runtimes_cublas_match_numpy(dtype):
+@pytest.mark.parametrize("m,k,n", [(37, 19, 23), (1, 6, 5), (6, 1, 4), (5, 7, 1)])
+def test_products_captured_through_the_runtimes_cublas_match_numpy(dtype, m, k, n):
     """Every operand layout, captured into one graph through gemm.Cublas (CuPy refuses its
-    own cuBLAS there) and replayed, equals NumPy's product; an empty inner dimension too."""
+    own cuBLAS there) and replayed, equals NumPy's product; empty dimensions too."""
     from runtime import gemm
     rng = np.random.default_rng(3)
-    (a_host, a_views), (b_host, b_views) = (_layouts(rng, 37, 19, dtype),
-                                            _layouts(rng, 19, 23, dtype))
+    a_host, b_host = (rng.standard_normal((m, k)).astype(dtype),
+                      rng.standard_normal((k, n)).astype(dtype))
+    a_views, b_views = _device_layouts(a_host), _device_layouts(b_host)
     blas = gemm.capture_blas(cupy)
     stream = cupy.cuda.Stream(non_blocking=True)
     with stream:
@@ -99,7 +107,9 @@ def test_products_captured_through_the_runtimes_cublas_match_numpy(dtype):
         with gemm.capturing(blas):
             outs = {(a, b): gemm.matmul(a_view, b_view) for a, a_view in a_views.items()
                     for b, b_view in b_views.items()}
-            empty = gemm.matmul(cupy.ones((4, 0), dtype), cupy.ones((0, 5), dtype))
+            empties = [gemm.matmul(cupy.ones(shape_a, dtype), cupy.ones(shape_b, dtype))
+                       for shape_a, shape_b in (((4, 0), (0, 5)), ((0, 3), (3, 5)),
+                                                ((4, 3), (3, 0)))]
         graph = stream.end_capture()
         graph.launch()
     stream.synchronize()
@@ -107,4 +117,5 @@ def test_products_captured_through_the_runtimes_cublas_match_numpy(dtype):
     for key, out in outs.items():
         np.testing.assert_allclose(cupy.asnumpy(out), a_host @ b_host, rtol=tolerance,
                                    atol=tolerance, err_msg=str(key))
-    assert not cupy.asnumpy(empty).any() and empty.shape == (4, 5)
+    assert [e.shape for e in empties] == [(4, 5), (0, 5), (4, 0)]
+    assert not cupy.asnumpy(empties[0]).any()

@@ -24,6 +24,9 @@ def cublas_gemm(a, b):
     (m, k), n = a.shape, b.shape[1]
     call = gemm.gemm_call(gemm.operand(a), gemm.operand(b), m, n, k)
     assert (call.m, call.n, call.k, call.ldc) == (n, m, k, max(1, n))
+    # cuBLAS refuses a leading dimension below the stored matrix's rows (INVALID_VALUE)
+    assert call.lda >= max(1, n if call.transa == gemm.OP_N else k)
+    assert call.ldb >= max(1, k if call.transb == gemm.OP_N else m)
     first = column_major(b, gemm.Operand(call.transa, call.lda), n, k)
     second = column_major(a, gemm.Operand(call.transb, call.ldb), k, m)
     return (first @ second).T  # column-major C^T (n, m) read back row-major
@@ -76,3 +79,41 @@ def test_only_products_of_float_matrices_go_to_the_capturing_cublas():
         gemm.matmul(np.ones((2, 3), "int64"), np.ones((3, 2), "int64"))
     np.testing.assert_allclose(gemm.matmul(floats, floats.T), floats @ floats.T)  # after: `@`
     assert blas.products == [((3, 4), (4, 3)), ((2, 4), (4, 2))]
+
+
+@pytest.fixture
+def fake_cublas(monkeypatch):
+    """gemm.Cublas itself on the strict fake CuPy and its stand-in cuBLAS library."""
+    import fakecupy
+    fake = fakecupy.FakeCupy(strict_kernels=True)
+    fakecupy.inject(monkeypatch, fake)
+    return fake, gemm.capture_blas(fake)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_the_runtimes_cublas_captures_every_layout_and_replays_it(fake_cublas, dtype):
+    """Through gemm.Cublas (its handle, workspace, stream and GEMM arguments), inside a
+    capture: every layout of both operands, one cuBLAS cannot read as it lies (copied first),
+    and an empty inner dimension; the graph's launch recomputes them from the inputs' current
+    values."""
+    fake, blas = fake_cublas
+    rng = np.random.default_rng(2)
+    a, b = rng.standard_normal((5, 3)).astype(dtype), rng.standard_normal((3, 4)).astype(dtype)
+    spread = np.zeros((5, 6), dtype)
+    spread[:, ::2] = a
+    a_views = {name: fake.asarray(v) for name, v in layouts(a).items()}
+    a_views["neither"] = fake.asarray(spread)[:, ::2]
+    assert gemm.operand(a_views["neither"]) is None
+    b_views = {name: fake.asarray(v) for name, v in layouts(b).items()}
+    stream = fake.cuda.Stream(non_blocking=True)
+    with stream:
+        stream.begin_capture()
+        with gemm.capturing(blas):
+            outs = {(x, y): gemm.matmul(xv, yv) for x, xv in a_views.items()
+                    for y, yv in b_views.items()}
+            empty = gemm.matmul(fake.ones((2, 0), dtype), fake.ones((0, 3), dtype))
+        graph = stream.end_capture()
+    graph.launch()
+    for key, out in outs.items():
+        np.testing.assert_allclose(out.get(), a @ b, rtol=1e-6, err_msg=str(key))
+    assert empty.get().shape == (2, 3) and not empty.get().any()
