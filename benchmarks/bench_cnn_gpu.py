@@ -176,18 +176,12 @@ def main(argv=None):
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--warmup", type=int, default=10)
     args = parser.parse_args(argv)
-    why = bench.gpu_missing()
-    if why is not None:
-        print(f"bench_cnn_gpu: cannot run: {why}", file=sys.stderr)
+    found = bench.gpu_report("bench_cnn_gpu", "runtime_cnn_gpu",
+                             "ResNet-style CNN 3x32x32 (16, 32) Momentum float32",
+                             args.batch_size)
+    if found is None:
         return 2
-    from runtime.backend import cupy_status
-    cupy = cupy_status()[0]
-    name = bench.gpu_name(cupy)
-    report = {"bench": "runtime_cnn_gpu", "model": "ResNet-style CNN 3x32x32 (16, 32) Momentum "
-              "float32", "batch_size": args.batch_size, "gpu": name, "cupy": cupy.__version__,
-              "torch": torch.__version__}
-    print(f"{report['model']}, batch {args.batch_size}; GPU: {name}; CuPy {cupy.__version__}; "
-          f"torch {torch.__version__}")
+    cupy, report = found
     r = race(args, cupy)
     report.update(r)
     rates = r["samples_per_s"]

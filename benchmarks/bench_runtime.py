@@ -497,19 +497,29 @@ def gpu_throughput(args, cupy):
                 (step_s["runtime_op_events"] - step_s["runtime_eager"]) * 1e6, 1)}
 
 
-def gpu_main(args):
+def gpu_report(label, bench, model, batch_size):
+    """(CuPy, the JSON report's first fields) for a race on GPU 0, its header printed; None,
+    with why on stderr, where CuPy, a GPU or PyTorch with CUDA is missing."""
     why = gpu_missing()
     if why is not None:
-        print(f"bench_runtime --place gpu: cannot run: {why}", file=sys.stderr)
-        return 2
+        print(f"{label}: cannot run: {why}", file=sys.stderr)
+        return None
     from runtime.backend import cupy_status
     cupy = cupy_status()[0]
     name = gpu_name(cupy)
-    report = {"bench": "runtime_mlp_gpu", "place": "gpu", "model": "MLP 784-512-512-10 "
-              "Momentum float32", "batch_size": args.batch_size, "gpu": name,
-              "cupy": cupy.__version__, "torch": torch.__version__}
-    print(f"{report['model']}, batch {args.batch_size}; GPU: {name}; CuPy {cupy.__version__}; "
-          f"torch {torch.__version__} (CUDA eager)")
+    print(f"{model}, batch {batch_size}; GPU: {name}; CuPy {cupy.__version__}; "
+          f"torch {torch.__version__}")
+    return cupy, {"bench": bench, "place": "gpu", "model": model, "batch_size": batch_size,
+                  "gpu": name, "cupy": cupy.__version__, "torch": torch.__version__}
+
+
+def gpu_main(args):
+    found = gpu_report("bench_runtime --place gpu", "runtime_mlp_gpu",
+                       "MLP 784-512-512-10 Momentum float32", args.batch_size)
+    if found is None:
+        return 2
+    cupy, report = found
+    name = report["gpu"]
     r = gpu_throughput(args, cupy)
     report.update(r)
     rates = r["samples_per_s"]

@@ -100,19 +100,10 @@ def test_products_captured_through_the_runtimes_cublas_match_numpy(dtype, m, k, 
     a_host, b_host = (rng.standard_normal((m, k)).astype(dtype),
                       rng.standard_normal((k, n)).astype(dtype))
     a_views, b_views = _device_layouts(a_host), _device_layouts(b_host)
-    blas = gemm.capture_blas(cupy)
-    stream = cupy.cuda.Stream(non_blocking=True)
-    with stream:
-        stream.begin_capture()
-        with gemm.capturing(blas):
-            outs = {(a, b): gemm.matmul(a_view, b_view) for a, a_view in a_views.items()
-                    for b, b_view in b_views.items()}
-            empties = [gemm.matmul(cupy.ones(shape_a, dtype), cupy.ones(shape_b, dtype))
-                       for shape_a, shape_b in (((4, 0), (0, 5)), ((0, 3), (3, 5)),
-                                                ((4, 3), (3, 0)))]
-        graph = stream.end_capture()
-        graph.launch()
-    stream.synchronize()
+    from test_gemm import captured_products
+    outs, empties = captured_products(cupy, gemm.capture_blas(cupy), a_views, b_views,
+                                      [((4, 0), (0, 5)), ((0, 3), (3, 5)), ((4, 3), (3, 0))],
+                                      dtype)
     tolerance = 1e-4 if dtype == "float32" else 1e-10
     for key, out in outs.items():
         np.testing.assert_allclose(cupy.asnumpy(out), a_host @ b_host, rtol=tolerance,

@@ -105,15 +105,25 @@ def test_the_runtimes_cublas_captures_every_layout_and_replays_it(fake_cublas, d
     a_views["neither"] = fake.asarray(spread)[:, ::2]
     assert gemm.operand(a_views["neither"]) is None
     b_views = {name: fake.asarray(v) for name, v in layouts(b).items()}
-    stream = fake.cuda.Stream(non_blocking=True)
+    outs, (empty,) = captured_products(fake, blas, a_views, b_views, [((2, 0), (0, 3))], dtype)
+    for key, out in outs.items():
+        np.testing.assert_allclose(out.get(), a @ b, rtol=1e-6, err_msg=str(key))
+    assert empty.get().shape == (2, 3) and not empty.get().any()
+
+
+def captured_products(xp, blas, a_views, b_views, ones_shapes, dtype):
+    """Captured into one graph through `blas` (a gemm.Cublas) on a stream of its own, then
+    launched and waited for: {(a name, b name): the product of each pair of views}, and the
+    product of ones of each pair of `ones_shapes`."""
+    stream = xp.cuda.Stream(non_blocking=True)
     with stream:
         stream.begin_capture()
         with gemm.capturing(blas):
             outs = {(x, y): gemm.matmul(xv, yv) for x, xv in a_views.items()
                     for y, yv in b_views.items()}
-            empty = gemm.matmul(fake.ones((2, 0), dtype), fake.ones((0, 3), dtype))
+            ones = [gemm.matmul(xp.ones(shape_a, dtype), xp.ones(shape_b, dtype))
+                    for shape_a, shape_b in ones_shapes]
         graph = stream.end_capture()
-    graph.launch()
-    for key, out in outs.items():
-        np.testing.assert_allclose(out.get(), a @ b, rtol=1e-6, err_msg=str(key))
-    assert empty.get().shape == (2, 3) and not empty.get().any()
+        graph.launch()
+    stream.synchronize()
+    return outs, ones
