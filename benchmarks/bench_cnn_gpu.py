@@ -154,19 +154,13 @@ def race(args, cupy):
     models = [runtime_model, bench.Switched(runtime_model, "runtime_eager", bench._eager),
               TorchCNN(), bench.Switched(TorchCNN(benchmark=True), "torch_cudnn_benchmark",
                                          lambda: _cudnn_benchmark(True))]
-    on_device = (cupy.asarray(xs), cupy.asarray(ys))
-    on_torch = (torch.from_numpy(xs).cuda(), torch.from_numpy(ys).cuda())
-    step_s = bench.race(models, lambda m: on_torch if m.name.startswith("torch") else on_device,
-                        args)
-    rate = {k: args.batch_size / v for k, v in step_s.items()}
-    graphs = runtime_model.exe._graphs
-    return {"samples_per_s": {k: round(v, 1) for k, v in rate.items()},
-            "step_ms": {k: round(v * 1e3, 4) for k, v in step_s.items()},
+    _, report = bench.gpu_race(models, runtime_model, xs, ys, cupy, args)
+    rate = report["samples_per_s"]
+    return {**report,
             "runtime_vs_torch": round(rate["runtime"] / rate["torch"], 3),
             "eager_vs_torch": round(rate["runtime_eager"] / rate["torch"], 3),
             "torch_benchmark_vs_torch": round(rate["torch_cudnn_benchmark"] / rate["torch"], 3),
-            "target": TARGET, "runtime_ops": runtime_model.n_ops,
-            "captured": len(graphs.captured()), "eager_reasons": list(graphs.reasons().values())}
+            "target": TARGET}
 
 
 def main(argv=None):
