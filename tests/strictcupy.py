@@ -22,8 +22,12 @@ is filled with garbage (NaN, or 0x5A bytes), as device memory nobody wrote. Othe
 reader's) go on as usual. `launch()` runs the recorded kernels again, in order, on the arrays'
 current contents, writing into the same arrays. What CuPy refuses while a stream captures raises
 CUDARuntimeError and invalidates the capture (end_capture then raises): a device-to-host read
-(`get()`, `int(x)`, `item()`), a host-to-device copy (`asarray(host)`, `set()`), a
-synchronisation, and a result whose size depends on the data (nonzero, a boolean mask).
+(`int(x)`, `item()`), a host-to-device copy (`asarray(host)`, `set()`), a synchronisation, and a
+result whose size depends on the data (nonzero, a boolean mask). As CuPy 14, it also refuses,
+without invalidating the capture, `get()` (RuntimeError) and anything it computes with cuBLAS
+(matmul, dot, ...: NotImplementedError). What CUDA itself captures is allowed:
+`cuda.runtime.memcpyAsync` into pinned memory, and cuBLAS on a handle of the caller's own
+(`FakeCublasLibrary`, which stands in for libcublas, so runtime/gemm.py runs as on a GPU).
 """
 
 import ctypes
