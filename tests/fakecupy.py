@@ -78,6 +78,10 @@ class MemoryPointer:
         assert mem.ptr != 0 or offset == 0
         self.mem, self.ptr = mem, mem.ptr + offset
 
+    @property
+    def device_id(self):
+        return self.mem.device_id
+
 
 class FakeArray:
     """What `fake.asarray` gives: the host values, and device memory from CuPy's allocator."""
@@ -131,6 +135,7 @@ class FakeCupy(StrictKernels):
         self._device_buffers = {}  # strict kernels: data.ptr -> weak ref to the array owning it
         self._pinned_buffers = []  # (host address, size, weak ref to the FakePinned)
         self.host_reads = 0  # device-to-host reads (get, int(), item, ...) outside captures
+        self.device_copies = 0  # cuda.runtime.memcpyAsync device to device
         self.device_ms, self._seq, self._done_seq = 0.0, 0, 0
         self.used = [0] * devices  # bytes cudaMalloc'd per device (by anyone)
         self.live = {}  # address -> (device, size)
@@ -158,6 +163,7 @@ class FakeCupy(StrictKernels):
                 getDeviceProperties=lambda i: {"name": b"Fake GPU", "totalGlobalMem":
                                                self.total_bytes},
                 memcpyAsync=self._memcpy_async, memcpyDeviceToHost=MEMCPY_DEVICE_TO_HOST,
+                memcpyDeviceToDevice=MEMCPY_DEVICE_TO_DEVICE,
                 getDevice=self.current_device),
             Device=self._device_context, UnownedMemory=UnownedMemory, MemoryPointer=MemoryPointer,
             set_allocator=self._set_allocator, get_allocator=self._get_allocator,
@@ -323,7 +329,7 @@ class FakeCupy(StrictKernels):
             self._thread_allocator.value = previous
 
 
-MEMCPY_DEVICE_TO_HOST = 2  # cudaMemcpyKind
+MEMCPY_DEVICE_TO_HOST, MEMCPY_DEVICE_TO_DEVICE = 2, 3  # cudaMemcpyKind
 
 
 class FakeStream:

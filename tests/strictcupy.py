@@ -405,16 +405,23 @@ class StrictKernels:
         return None
 
     def _memcpy_async(self, dst, src, size, kind, stream):
-        """cuda.runtime.memcpyAsync, device to host: `size` bytes of device memory at `src`
-        (inside a device array's buffer: the same bytes, as laid out there) to host address
-        `dst`. While a stream captures, the copy must be issued on that stream and go to
-        pinned memory (to pageable memory it syncs, which a capture refuses); it is then
-        recorded, and made at each launch into the pinned buffer, which must still exist.
+        """cuda.runtime.memcpyAsync of `size` bytes of device memory at `src` (inside a device
+        array's buffer: the same bytes, as laid out there). Device to device: into the device
+        array holding `dst`, counted in `device_copies`, outside a capture only. Device to host,
+        to host address `dst`: while a stream captures, the copy must be issued on that stream
+        and go to pinned memory (to pageable memory it syncs, which a capture refuses); it is
+        then recorded, and made at each launch into the pinned buffer, which must still exist.
         Outside a capture it is made at once and counted in host_reads."""
-        from fakecupy import MEMCPY_DEVICE_TO_HOST
-        assert kind == MEMCPY_DEVICE_TO_HOST, "the fake copies device to host only"
+        from fakecupy import MEMCPY_DEVICE_TO_DEVICE, MEMCPY_DEVICE_TO_HOST
+        assert kind in (MEMCPY_DEVICE_TO_HOST, MEMCPY_DEVICE_TO_DEVICE), kind
         buffer, offset = self._device_memory(src, size)
         capture = self._capturing()
+        if kind == MEMCPY_DEVICE_TO_DEVICE:
+            assert capture is None, "the fake copies device to device outside captures only"
+            target, target_offset = self._device_memory(dst, size)
+            ctypes.memmove(target.ctypes.data + target_offset, buffer.ctypes.data + offset, size)
+            self.device_copies += 1
+            return
         if capture is None:
             self._host_read("cudaMemcpyAsync (device to host)")
             ctypes.memmove(dst, buffer.ctypes.data + offset, size)

@@ -350,6 +350,7 @@ def test_device_feeds_are_copied_into_inputs_of_the_graphs_own(fake):
     assert fake.graph_launches > 0
     assert all(np.array_equal(on_device[k].get(), before[k]) for k in before)
     assert gpu == cpu
+    assert fake.device_copies == 2 * (fake.graph_launches - 1)  # each replay: one per feed
 
 
 def test_an_executor_dropped_without_close_gives_its_graphs_memory_back(fake):
