@@ -2,12 +2,13 @@
 # The GPU checks in one go, for a session lent a GPU machine (its image holds CuPy and PyTorch
 # with CUDA): the versions and libraries found (cuDNN, cuBLASLt), bench_runtime.py --place gpu
 # (the CUDA graph, eager runtime, PyTorch eager and PyTorch CUDA graph contenders) and
-# bench_cnn_gpu.py (a ResNet-style CNN against PyTorch eager with cuDNN), the GPU tests, then
-# `paddletune profile / report / advise` on a GPU for the runtime and for PyTorch (their output
-# kept). About two minutes on an H200; each stage has its own time limit, so one that hangs
-# leaves the others their time. Logs go to $OUT (or ./gpu-checks): env.log, bench.log and
-# bench_cnn.log (their JSON lines last), tests.log with junit.xml, ops.log with junit-ops.xml,
-# cli.log: 8 files, as many as the device tool brings back.
+# bench_cnn_gpu.py (a ResNet-style CNN against PyTorch eager with cuDNN), gpu_step_profile.py
+# (a captured step's device and host time), the GPU tests, then `paddletune profile / report /
+# advise` on a GPU for the runtime and for PyTorch (their output kept). About three minutes on
+# an H200; each stage has its own time limit, so one that hangs leaves the others their time
+# (they add up to 9.2 minutes: run it with the device tool's timeout_s at 600). Logs go to $OUT
+# (or ./gpu-checks): env.log, bench.log, bench_cnn.log and profile.log (their JSON lines last),
+# tests.log, ops.log, cli.log: 7 files, within the 8 the device tool brings back.
 #
 #     bash benchmarks/gpu_checks.sh            # from the repository's root
 #
@@ -57,23 +58,26 @@ if main:
     print("cudnnGetVersion", lib.cudnnGetVersion(), "from", main[0])
 PY
 set -o pipefail
-timeout 150 "$py" benchmarks/bench_runtime.py --place gpu --steps 100 --rounds 9 2>&1 \
+timeout 120 "$py" benchmarks/bench_runtime.py --place gpu --steps 100 --rounds 9 2>&1 \
     | tee "$out/bench.log"
 bench=$?
-timeout 90 "$py" benchmarks/bench_cnn_gpu.py 2>&1 | tee "$out/bench_cnn.log"
+timeout 75 "$py" benchmarks/bench_cnn_gpu.py 2>&1 | tee "$out/bench_cnn.log"
 cnn=$?
-timeout 120 "$py" -m pytest -q -p no:cacheprovider -rs --junitxml="$out/junit.xml" \
+timeout 45 "$py" benchmarks/gpu_step_profile.py --steps 400 2>&1 | tee "$out/profile.log"
+profile=$?
+timeout 90 "$py" -m pytest -q -p no:cacheprovider -rs \
     tests/test_cuda_graph_real.py tests/test_gpu_real.py tests/test_bench_runtime_gpu.py \
     tests/test_cuda_graph.py 2>&1 | tee "$out/tests.log"
 tests=$?
 # every kernel against NumPy: many small cases, spread over processes where pytest-xdist is there
 # (the pool grows on demand by default, so processes sharing the GPU do not starve each other)
 spread=$("$py" -c "import xdist" 2>/dev/null && echo "-n 8")
-timeout 150 "$py" -m pytest -q -p no:cacheprovider -rs $spread --junitxml="$out/junit-ops.xml" \
+timeout 120 "$py" -m pytest -q -p no:cacheprovider -rs $spread \
     tests/test_gpu_ops_real.py 2>&1 | tee "$out/ops.log"
 ops=$?
-timeout 120 "$py" -m pytest -q -p no:cacheprovider -rA tests/test_gpu_cli_real.py 2>&1 \
+timeout 100 "$py" -m pytest -q -p no:cacheprovider -rA tests/test_gpu_cli_real.py 2>&1 \
     | tee "$out/cli.log"
 cli=$?
-echo "bench exit $bench, cnn exit $cnn, tests exit $tests, ops exit $ops, cli exit $cli"
-exit $(( tests != 0 || ops != 0 || bench != 0 || cnn != 0 || cli != 0 ))
+echo "bench exit $bench, cnn exit $cnn, profile exit $profile, tests exit $tests, ops exit $ops," \
+    "cli exit $cli"
+exit $(( tests != 0 || ops != 0 || bench != 0 || cnn != 0 || profile != 0 || cli != 0 ))
