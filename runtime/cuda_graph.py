@@ -148,6 +148,7 @@ class Captured:
     host_fetches: List[Optional[np.ndarray]]  # per fetch, the host copy the graph makes or None
     checks: list  # the kernels' deferred checks (device_checks), re-armed at each replay
     nbytes: int
+    workspace: object = None  # its matrix products' cuBLAS workspace (gemm.py), or None
 
     def fetched_values(self):
         """After a replay and the stream's wait: each fetch's host copy where the graph made
@@ -378,7 +379,7 @@ class Graphs:
             with stream:
                 stream.begin_capture()
                 try:
-                    with memory.serving(pool, "cuda_graph"), gemm.capturing(blas):
+                    with memory.serving(pool, "cuda_graph"), gemm.capturing(blas) as products:
                         run_ops(plan, work)
                         copied = _copy_back(self.xp, work, reads, writes)
                         host_fetches = [_host_copy(self.xp, work[slot], stream)
@@ -405,7 +406,8 @@ class Graphs:
             reads=[(slot, holder, env[slot]) for slot, holder in reads],
             writes=[(slot, copied.get(slot, work[slot])) for slot in sorted(kept)],
             fetches=[(slot, work[slot]) for slot in plan.fetch_slots],
-            host_fetches=host_fetches, checks=checks, nbytes=pool.reserved)
+            host_fetches=host_fetches, checks=checks, nbytes=pool.reserved,
+            workspace=products.workspace)
         bad = _uncapturable_value(captured, self.xp)
         if bad:
             captured.close()

@@ -6,9 +6,10 @@ NotImplementedError ("calling cuBLAS API during stream capture is currently unsu
 although cuBLAS itself captures fine when its handle has a workspace of its own (cuBLAS's guide,
 "CUDA Graphs Support"). So while runtime/cuda_graph.py captures a step (`capturing`), a product of
 two float32 or float64 matrices goes to cuBLAS directly (ctypes, `Cublas`): a handle of the
-runtime's own per device, with a workspace allocated before the capture begins (32 MiB, outside
-the memory pools, kept for the process), set to the capturing stream. Eager steps and the CPU
-compute `a @ b` as before.
+runtime's own per device, set to the capturing stream, with a workspace of the graph's own
+(32 MiB, made at the capture's first product from the memory serving it, the graph's pool: so
+it lives as long as the graph, and graphs replayed at once on different streams never share
+one). Eager steps and the CPU compute `a @ b` as before.
 
 Row-major operands, and transposed views of row-major ones, go to column-major cuBLAS as they
 lie: C = A B in row-major is C^T = B^T A^T in column-major, so B goes first, and a row-major
@@ -23,7 +24,7 @@ import os
 import threading
 from typing import NamedTuple, Optional
 
-_state = threading.local()  # .blas: the capturing thread's Cublas (or a fake's stand-in)
+_state = threading.local()  # .capture: the capturing thread's `capturing`
 
 OP_N, OP_T = 0, 1  # cublasOperation_t
 TF32_TENSOR_OP_MATH = 3  # cublasMath_t CUBLAS_TF32_TENSOR_OP_MATH
@@ -33,10 +34,10 @@ WORKSPACE_BYTES = 32 << 20  # cuBLAS's recommended workspace on Hopper
 def matmul(a, b):
     """`a @ b`; while this thread captures a CUDA graph, a product cuBLAS can take directly goes
     there (CuPy would refuse it)."""
-    blas = getattr(_state, "blas", None)
-    if blas is None or not direct(a, b):
+    capture = getattr(_state, "capture", None)
+    if capture is None or not direct(a, b):
         return a @ b
-    return blas.matmul(a, b)
+    return capture.blas.matmul(a, b, capture.workspace_for(capture.blas.cupy))
 
 
 def direct(a, b) -> bool:
@@ -47,17 +48,23 @@ def direct(a, b) -> bool:
 
 class capturing:
     """`with capturing(blas):` the products this thread computes go to `blas` (a Cublas),
-    whatever the kernels call them through."""
+    whatever the kernels call them through; `workspace` is the capture's cuBLAS workspace
+    (a device array, made at its first product), which must live as long as the graph."""
 
     def __init__(self, blas):
-        self.blas = blas
+        self.blas, self.workspace = blas, None
+
+    def workspace_for(self, xp):
+        if self.workspace is None:  # (from the memory serving the capture: the graph's)
+            self.workspace = xp.empty(WORKSPACE_BYTES, dtype="uint8")
+        return self.workspace
 
     def __enter__(self):
-        _state.blas = self.blas
-        return self.blas
+        _state.capture = self
+        return self
 
     def __exit__(self, *exc):
-        _state.blas = None
+        _state.capture = None
 
 
 class Operand(NamedTuple):
@@ -148,13 +155,9 @@ def _check(status: int, what: str):
 
 
 class Cublas:
-    """A cuBLAS handle of the runtime's own for one device, with its own workspace: the GEMMs
-    of a step being captured. One lock: the handle is not shared between threads at once.
-
-    Every graph captured on the device bakes in the same workspace, so two graphs must not
-    run at the same time: the executor replays its graphs on the current stream, which is
-    CuPy's null stream unless a thread chose another; threads that each replay on a stream of
-    their own could overlap and share it (cuBLAS wants a workspace per concurrent stream)."""
+    """A cuBLAS handle of the runtime's own for one device: the GEMMs of a step being captured,
+    each with the capture's workspace. One lock: the handle is not shared between threads at
+    once."""
 
     SCALARS = {"f": ctypes.c_float, "d": ctypes.c_double}
 
@@ -164,15 +167,15 @@ class Cublas:
         _declare(self.lib)
         self.handle = ctypes.c_void_p()
         _check(self.lib.cublasCreate_v2(ctypes.byref(self.handle)), "cublasCreate")
-        self.workspace = cupy.cuda.runtime.malloc(WORKSPACE_BYTES)
         if os.environ.get("CUPY_TF32", "0") != "0":  # as CuPy's own products compute
             _check(self.lib.cublasSetMathMode(self.handle, TF32_TENSOR_OP_MATH),
                    "cublasSetMathMode")
         self.gemms = {"f": self.lib.cublasSgemm_v2, "d": self.lib.cublasDgemm_v2}
         self.lock = threading.Lock()
 
-    def matmul(self, a, b):
-        """a (m, k) @ b (k, n) on the current stream; both of one dtype, float32 or float64."""
+    def matmul(self, a, b, workspace):
+        """a (m, k) @ b (k, n) on the current stream; both of one dtype, float32 or float64;
+        `workspace` a device array cuBLAS may use (WORKSPACE_BYTES)."""
         xp = self.cupy
         (m, k), (k2, n) = a.shape, b.shape
         if k != k2:
@@ -194,8 +197,8 @@ class Cublas:
         with self.lock:  # setting the stream puts cuBLAS's default workspace back: ours again
             _check(self.lib.cublasSetStream_v2(self.handle, xp.cuda.get_current_stream().ptr),
                    "cublasSetStream")
-            _check(self.lib.cublasSetWorkspace_v2(self.handle, self.workspace, WORKSPACE_BYTES),
-                   "cublasSetWorkspace")
+            _check(self.lib.cublasSetWorkspace_v2(self.handle, workspace.data.ptr,
+                                                  workspace.nbytes), "cublasSetWorkspace")
             _check(self.gemms[a.dtype.char](
                 self.handle, call.transa, call.transb, call.m, call.n, call.k,
                 ctypes.byref(one), b.data.ptr, call.lda, a.data.ptr, call.ldb,
@@ -208,8 +211,8 @@ _handles_lock = threading.Lock()
 
 
 def capture_blas(cupy) -> Cublas:
-    """The current device's Cublas, made on first use (before a capture begins: the handle
-    and its workspace must not be allocated inside one)."""
+    """The current device's Cublas, made on first use (before a capture begins: cuBLAS
+    allocates as it creates a handle)."""
     device = cupy.cuda.runtime.getDevice()
     with _handles_lock:
         blas = _handles.get(device)

@@ -347,7 +347,7 @@ class FakeCublasLibrary:
         return 0
 
     def _set_workspace(self, handle, address, size):
-        assert address and size > 0
+        self.fake._device_memory(address, size)  # (a device array's memory, or it raises)
         self.workspaces[_value(handle)] = (address, size)
         return 0
 

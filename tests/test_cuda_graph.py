@@ -252,6 +252,24 @@ def test_fetches_are_host_copies_not_the_graphs_buffers(fake):
     assert not any(np.array_equal(a, b) for a, b in zip(seen, seen[1:]))  # each step moved it
 
 
+def test_each_graph_has_a_cublas_workspace_of_its_own_in_its_memory(fake):
+    """The matrix products' cuBLAS workspace is the graph's: made from its pool at the
+    capture's first product (so counted in its bytes, and gone with it), and another
+    executor's graph has another: graphs replayed at once on two streams share none."""
+    from runtime import gemm
+    build, feeds = _regression(), _feeds()
+    graphs = []
+    for _ in range(2):
+        losses, exe = _train(fluid.CUDAPlace(0), build, feeds)
+        captured, = exe._graphs.captured()
+        graphs.append(captured)
+    first, second = (g.workspace for g in graphs)
+    assert first.nbytes == second.nbytes == gemm.WORKSPACE_BYTES
+    assert first.data.ptr != second.data.ptr
+    assert all(g.nbytes >= gemm.WORKSPACE_BYTES for g in graphs)
+    assert losses == _train(fluid.CPUPlace(), build, feeds)[0]
+
+
 def _checked_mean(monkeypatch):
     """The mean op defers a device-side check (as the fused cross entropy's label check does,
     which the fake cannot compile): its input must stay below 100."""

@@ -63,7 +63,10 @@ class Recorder:
     def __init__(self):
         self.products = []
 
-    def matmul(self, a, b):
+    cupy = np
+
+    def matmul(self, a, b, workspace):
+        assert workspace.nbytes == gemm.WORKSPACE_BYTES
         self.products.append((a.shape, b.shape))
         return a @ b
 
