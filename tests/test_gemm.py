@@ -121,7 +121,7 @@ def captured_products(xp, blas, a_views, b_views, ones_shapes, dtype):
     stream = xp.cuda.Stream(non_blocking=True)
     with stream:
         stream.begin_capture()
-        with gemm.capturing(blas):
+        with gemm.capturing(blas) as capture:
             outs = {(x, y): gemm.matmul(xv, yv) for x, xv in a_views.items()
                     for y, yv in b_views.items()}
             ones = [gemm.matmul(xp.ones(shape_a, dtype), xp.ones(shape_b, dtype))
@@ -129,4 +129,5 @@ def captured_products(xp, blas, a_views, b_views, ones_shapes, dtype):
         graph = stream.end_capture()
         graph.launch()
     stream.synchronize()
+    assert capture.workspace is not None  # (alive until the launch is done, as a graph's is)
     return outs, ones
