@@ -34,7 +34,7 @@ What runs eagerly instead, with the reason kept (`reasons()`; the cuda_graph eve
 profile keeps): startup programs; control flow, LoD, random ops, host callbacks (py_func,
 print), a fed persistable variable, CUPY_ENABLE_UMP=1; anything the capture refuses (a host
 synchronisation, a host-to-device copy inside an op, a product gemm.py does not take such as
-a stack of matrices: CuPy raises, the capture is abandoned and the plan runs eagerly from then
+one of integers: CuPy raises, the capture is abandoned and the plan runs eagerly from then
 on); a scope variable the graph reads replaced from outside (another program wrote it) more than
 MAX_INVALIDATIONS times. Per step, without giving up the graph: FLAGS_check_nan_inf (every
 step), and per-op timing (`--ops`: the op_end event needs each op's time; one step in

@@ -13,9 +13,10 @@ one). Eager steps and the CPU compute `a @ b` as before.
 
 Row-major operands, and transposed views of row-major ones, go to column-major cuBLAS as they
 lie: C = A B in row-major is C^T = B^T A^T in column-major, so B goes first, and a row-major
-matrix read column-major is its transpose. Other products (stacked matrices, integers, mixed
-dtypes) are left to `a @ b`, which CuPy refuses under capture: that step runs eagerly, with
-CuPy's message as the reason.
+matrix read column-major is its transpose. Stacks of matrices (NumPy's broadcasting of the
+leading dimensions: attention's batched products, grouped convolutions) are one strided-batched
+GEMM. Other products (integers, mixed dtypes, vectors) are left to `a @ b`, which CuPy refuses
+under capture: that step runs eagerly, with CuPy's message as the reason.
 """
 
 import ctypes
@@ -37,13 +38,17 @@ def matmul(a, b):
     capture = getattr(_state, "capture", None)
     if capture is None or not direct(a, b):
         return a @ b
-    return capture.blas.matmul(a, b, capture.workspace_for(capture.blas.cupy))
+    workspace = capture.workspace_for(capture.blas.cupy)
+    if a.ndim == 2 and b.ndim == 2:
+        return capture.blas.matmul(a, b, workspace)
+    return capture.blas.matmul_stacked(a, b, workspace)
 
 
 def direct(a, b) -> bool:
-    """Whether the product goes to cuBLAS directly while capturing: two matrices of one
-    floating dtype cuBLAS has a GEMM for."""
-    return a.ndim == 2 and b.ndim == 2 and a.dtype == b.dtype and a.dtype.char in "fd"
+    """Whether the product goes to cuBLAS directly while capturing: matrices, or stacks of
+    them (NumPy's broadcasting of the leading dimensions), of one floating dtype cuBLAS has a
+    GEMM for."""
+    return a.ndim >= 2 and b.ndim >= 2 and a.dtype == b.dtype and a.dtype.char in "fd"
 
 
 class capturing:
@@ -139,11 +144,13 @@ def _load_library(cupy):
 
 
 def _declare(lib):
-    p, i, s = ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t
+    p, i, s, ll = ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t, ctypes.c_longlong
+    gemm = [p, i, i, i, i, i, p, p, i, p, i, p, p, i]
+    strided = [p, i, i, i, i, i, p, p, i, ll, p, i, ll, p, p, i, ll, i]
     signatures = {"cublasCreate_v2": [ctypes.POINTER(p)], "cublasSetStream_v2": [p, p],
                   "cublasSetWorkspace_v2": [p, p, s], "cublasSetMathMode": [p, i],
-                  "cublasSgemm_v2": [p, i, i, i, i, i, p, p, i, p, i, p, p, i],
-                  "cublasDgemm_v2": [p, i, i, i, i, i, p, p, i, p, i, p, p, i]}
+                  "cublasSgemm_v2": gemm, "cublasDgemm_v2": gemm,
+                  "cublasSgemmStridedBatched": strided, "cublasDgemmStridedBatched": strided}
     for name, argtypes in signatures.items():
         function = getattr(lib, name)
         function.argtypes, function.restype = argtypes, ctypes.c_int
@@ -171,6 +178,8 @@ class Cublas:
             _check(self.lib.cublasSetMathMode(self.handle, TF32_TENSOR_OP_MATH),
                    "cublasSetMathMode")
         self.gemms = {"f": self.lib.cublasSgemm_v2, "d": self.lib.cublasDgemm_v2}
+        self.stacked_gemms = {"f": self.lib.cublasSgemmStridedBatched,
+                              "d": self.lib.cublasDgemmStridedBatched}
         self.lock = threading.Lock()
 
     def matmul(self, a, b, workspace):
@@ -183,27 +192,99 @@ class Cublas:
                              f"{list(b.shape)}")
         if m == 0 or n == 0 or k == 0:
             return xp.zeros((m, n), a.dtype)
-        a_op, b_op = operand(a), operand(b)
-        if a_op is None:
-            a = xp.ascontiguousarray(a)
-            a_op = operand(a)
-        if b_op is None:
-            b = xp.ascontiguousarray(b)
-            b_op = operand(b)
+        a, a_op = self._readable(a)
+        b, b_op = self._readable(b)
         out = xp.empty((m, n), a.dtype)
         call = gemm_call(a_op, b_op, m, n, k)
-        scalar = self.SCALARS[a.dtype.char]
-        one, zero = scalar(1), scalar(0)
-        with self.lock:  # setting the stream puts cuBLAS's default workspace back: ours again
-            _check(self.lib.cublasSetStream_v2(self.handle, xp.cuda.get_current_stream().ptr),
-                   "cublasSetStream")
-            _check(self.lib.cublasSetWorkspace_v2(self.handle, workspace.data.ptr,
-                                                  workspace.nbytes), "cublasSetWorkspace")
+        one, zero = self._scalars(a.dtype)
+        with self.lock:
+            self._use(workspace)
             _check(self.gemms[a.dtype.char](
                 self.handle, call.transa, call.transb, call.m, call.n, call.k,
                 ctypes.byref(one), b.data.ptr, call.lda, a.data.ptr, call.ldb,
                 ctypes.byref(zero), out.data.ptr, call.ldc), "cublas gemm")
         return out
+
+    def matmul_stacked(self, a, b, workspace):
+        """a (..., m, k) @ b (..., k, n), the leading dimensions broadcast as NumPy does, as one
+        strided-batched GEMM: a 2-D operand (or one whose leading dimensions all broadcast) is
+        read with a batch stride of 0."""
+        xp = self.cupy
+        (m, k), (k2, n) = a.shape[-2:], b.shape[-2:]
+        if k != k2:
+            raise ValueError(f"matmul: inner dimensions differ, {list(a.shape)} @ "
+                             f"{list(b.shape)}")
+        batch = _broadcast_shapes(a.shape[:-2], b.shape[:-2])
+        count = _product(batch)
+        if m == 0 or n == 0 or k == 0 or count == 0:
+            return xp.zeros(batch + (m, n), a.dtype)
+        (a, a_op), a_stride = self._stack(a, batch, count)
+        (b, b_op), b_stride = self._stack(b, batch, count)
+        out = xp.empty((count, m, n), a.dtype)
+        call = gemm_call(a_op, b_op, m, n, k)
+        one, zero = self._scalars(a.dtype)
+        with self.lock:
+            self._use(workspace)
+            _check(self.stacked_gemms[a.dtype.char](
+                self.handle, call.transa, call.transb, call.m, call.n, call.k,
+                ctypes.byref(one), b.data.ptr, call.lda, b_stride, a.data.ptr, call.ldb,
+                a_stride, ctypes.byref(zero), out.data.ptr, call.ldc, m * n, count),
+                "cublas strided-batched gemm")
+        return out.reshape(batch + (m, n))
+
+    def _stack(self, x, batch, count):
+        """((x as `count` matrices cuBLAS can read, the first one's Operand), the stride from
+        one matrix to the next in elements: 0 for a matrix every product shares)."""
+        xp = self.cupy
+        if x.ndim == 2:
+            return self._readable(x), 0
+        if x.shape[:-2] != batch:
+            x = xp.broadcast_to(x, batch + x.shape[-2:])
+        x = x.reshape((count,) + x.shape[-2:])  # (a copy where the leading dims do not merge)
+        first = operand(x[0])
+        if first is None or x.strides[0] < 0 or x.strides[0] % x.itemsize:
+            x = xp.ascontiguousarray(x)
+            first = operand(x[0])
+        return (x, first), x.strides[0] // x.itemsize
+
+    def _readable(self, x):
+        """(x, or a C-order copy where cuBLAS cannot read it as it lies; its Operand)."""
+        found = operand(x)
+        if found is None:
+            x = self.cupy.ascontiguousarray(x)
+            found = operand(x)
+        return x, found
+
+    def _scalars(self, dtype):
+        scalar = self.SCALARS[dtype.char]
+        return scalar(1), scalar(0)
+
+    def _use(self, workspace):
+        """On the current stream with `workspace` (setting the stream puts cuBLAS's default
+        workspace back, so it is set again each time). Under self.lock."""
+        _check(self.lib.cublasSetStream_v2(self.handle, self.cupy.cuda.get_current_stream().ptr),
+               "cublasSetStream")
+        _check(self.lib.cublasSetWorkspace_v2(self.handle, workspace.data.ptr,
+                                              workspace.nbytes), "cublasSetWorkspace")
+
+
+def _broadcast_shapes(*shapes) -> tuple:
+    """NumPy's broadcasting of shapes (numpy.broadcast_shapes, without importing NumPy here)."""
+    ndim = max(len(shape) for shape in shapes)
+    out = []
+    for dims in zip(*((1,) * (ndim - len(shape)) + tuple(shape) for shape in shapes)):
+        sizes = {d for d in dims if d != 1}
+        if len(sizes) > 1:
+            raise ValueError(f"matmul: the leading dimensions do not broadcast: {shapes}")
+        out.append(sizes.pop() if sizes else 1)
+    return tuple(out)
+
+
+def _product(dims) -> int:
+    count = 1
+    for d in dims:
+        count *= d
+    return count
 
 
 _handles = {}

@@ -333,7 +333,9 @@ class FakeCublasLibrary:
                      "cublasSetWorkspace_v2": self._set_workspace,
                      "cublasSetMathMode": lambda handle, mode: 0,
                      "cublasSgemm_v2": self._gemm(np.float32),
-                     "cublasDgemm_v2": self._gemm(np.float64)}
+                     "cublasDgemm_v2": self._gemm(np.float64),
+                     "cublasSgemmStridedBatched": self._stacked_gemm(np.float32),
+                     "cublasDgemmStridedBatched": self._stacked_gemm(np.float64)}
         for name, function in functions.items():  # plain functions: ctypes-style attributes
             setattr(self, name, lambda *args, _f=function: _f(*args))
 
@@ -365,27 +367,51 @@ class FakeCublasLibrary:
 
     def _gemm(self, dtype):
         def gemm(handle, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
-            assert _value(handle) in self.workspaces, "no workspace of its own: a capture " \
-                "would allocate one"
-            stored_a = (m, k) if transa == 0 else (k, m)
-            stored_b = (k, n) if transb == 0 else (n, k)
-            first, keep_a = self._matrix(a, *stored_a, lda, dtype)
-            second, keep_b = self._matrix(b, *stored_b, ldb, dtype)
-            out, keep_c = self._matrix(c, m, n, ldc, dtype)
-            scale, add = alpha._obj.value, beta._obj.value
-
-            def run(_keep=(keep_a, keep_b, keep_c)):
-                product = (first if transa == 0 else first.T) @ (second if transb == 0
-                                                                   else second.T)
-                out[...] = scale * product + (add * out if add else 0)
-            run()
-            capture = self.fake._capturing()
-            if capture is not None:
-                assert self.stream == capture.stream.ptr, "cuBLAS set to a stream not capturing"
-                capture.record(run)
-            self.gemms += 1
-            return 0
+            return self._run(handle, [self._product(dtype, transa, transb, m, n, k, alpha, a,
+                                                    lda, b, ldb, beta, c, ldc)])
         return gemm
+
+    def _stacked_gemm(self, dtype):
+        """cublas<S|D>gemmStridedBatched: `count` products, each operand `stride` elements
+        after the one before (0: the same matrix for every product)."""
+        def gemm(handle, transa, transb, m, n, k, alpha, a, lda, stride_a, b, ldb, stride_b,
+                 beta, c, ldc, stride_c, count):
+            item = np.dtype(dtype).itemsize
+            assert stride_c >= m * n or count == 1, "the products' outputs overlap"
+            return self._run(handle, [
+                self._product(dtype, transa, transb, m, n, k, alpha, a + i * stride_a * item,
+                              lda, b + i * stride_b * item, ldb, beta, c + i * stride_c * item,
+                              ldc) for i in range(count)])
+        return gemm
+
+    def _product(self, dtype, transa, transb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
+        """One column-major product as a function making it on the operands' memory."""
+        stored_a = (m, k) if transa == 0 else (k, m)
+        stored_b = (k, n) if transb == 0 else (n, k)
+        first, keep_a = self._matrix(a, *stored_a, lda, dtype)
+        second, keep_b = self._matrix(b, *stored_b, ldb, dtype)
+        out, keep_c = self._matrix(c, m, n, ldc, dtype)
+        scale, add = alpha._obj.value, beta._obj.value
+
+        def run(_keep=(keep_a, keep_b, keep_c)):
+            product = (first if transa == 0 else first.T) @ (second if transb == 0
+                                                               else second.T)
+            out[...] = scale * product + (add * out if add else 0)
+        return run
+
+    def _run(self, handle, products):
+        """Make the products now, and record them while the stream captures."""
+        assert _value(handle) in self.workspaces, "no workspace of its own: a capture would " \
+            "allocate one"
+        for run in products:
+            run()
+        capture = self.fake._capturing()
+        if capture is not None:
+            assert self.stream == capture.stream.ptr, "cuBLAS set to a stream not capturing"
+            for run in products:
+                capture.record(run)
+        self.gemms += 1
+        return 0
 
 
 def _value(handle):

@@ -270,6 +270,32 @@ def test_each_graph_has_a_cublas_workspace_of_its_own_in_its_memory(fake):
     assert losses == _train(fluid.CPUPlace(), build, feeds)[0]
 
 
+def test_batched_matmuls_are_captured_and_train_as_on_the_cpu(fake):
+    """Attention-like products of stacks (and their gradients) go to one strided-batched cuBLAS
+    GEMM each inside the capture, where CuPy would refuse its own."""
+    def build():
+        main, startup = fluid.Program(), fluid.Program()
+        main.random_seed = startup.random_seed = 3
+        with fluid.program_guard(main, startup):
+            x = fluid.layers.data("x", [4, 8])
+            y = fluid.layers.data("y", [1])
+            query = fluid.layers.fc(x, 8, num_flatten_dims=2)
+            weights = fluid.layers.softmax(fluid.layers.matmul(query, x, transpose_y=True))
+            mixed = fluid.layers.matmul(weights, x)
+            loss = fluid.layers.mean(fluid.layers.square_error_cost(fluid.layers.fc(mixed, 1),
+                                                                    y))
+            fluid.optimizer.SGD(0.05).minimize(loss)
+        return main, startup, loss
+    rng = np.random.default_rng(5)
+    feeds = [{"x": rng.standard_normal((16, 4, 8)).astype("float32"),
+              "y": rng.standard_normal((16, 1)).astype("float32")} for _ in range(STEPS)]
+    cpu, _ = _train(fluid.CPUPlace(), build, feeds)
+    gpu, exe = _train(fluid.CUDAPlace(0), build, feeds)
+    assert _reasons(exe) == [] and len(exe._graphs.captured()) == 1
+    np.testing.assert_allclose(gpu, cpu, rtol=1e-6)
+    assert cpu[-1] < cpu[0]
+
+
 def _checked_mean(monkeypatch):
     """The mean op defers a device-side check (as the fused cross entropy's label check does,
     which the fake cannot compile): its input must stay below 100."""

@@ -110,3 +110,17 @@ def test_products_captured_through_the_runtimes_cublas_match_numpy(dtype, m, k, 
                                    atol=tolerance, err_msg=str(key))
     assert [e.shape for e in empties] == [(4, 5), (0, 5), (4, 0)]
     assert not cupy.asnumpy(empties[0]).any()
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_stacked_products_captured_through_the_runtimes_cublas_match_numpy(dtype):
+    """Stacks of matrices (attention's products, grouped convolutions: NumPy's broadcasting of
+    the leading dimensions), each one strided-batched GEMM inside the capture."""
+    from runtime import gemm
+    from test_gemm import captured_stacks, stacks
+    host = stacks(np.random.default_rng(4), dtype)
+    outs = captured_stacks(cupy, gemm.capture_blas(cupy), host)
+    tolerance = 1e-4 if dtype == "float32" else 1e-10
+    for name, (a, b) in host.items():
+        np.testing.assert_allclose(cupy.asnumpy(outs[name]), a @ b, rtol=tolerance,
+                                   atol=tolerance, err_msg=name)

@@ -60,28 +60,35 @@ def test_an_operand_cublas_cannot_read_is_left_to_be_copied():
 
 
 class Recorder:
+    cupy = np
+
     def __init__(self):
         self.products = []
 
-    cupy = np
-
     def matmul(self, a, b, workspace):
         assert workspace.nbytes == gemm.WORKSPACE_BYTES
-        self.products.append((a.shape, b.shape))
+        self.products.append(("matrices", a.shape, b.shape))
+        return a @ b
+
+    def matmul_stacked(self, a, b, workspace):
+        assert workspace.nbytes == gemm.WORKSPACE_BYTES
+        self.products.append(("stacks", a.shape, b.shape))
         return a @ b
 
 
-def test_only_products_of_float_matrices_go_to_the_capturing_cublas():
+def test_only_products_of_floats_go_to_the_capturing_cublas():
     blas, rng = Recorder(), np.random.default_rng(1)
     floats, doubles = rng.standard_normal((3, 4)).astype("float32"), rng.standard_normal((4, 2))
     with gemm.capturing(blas):
         gemm.matmul(floats, floats.T)
         gemm.matmul(doubles.T, doubles)
+        gemm.matmul(np.ones((2, 3, 4)), np.ones((4, 5)))
         gemm.matmul(floats, doubles)  # mixed dtypes: left to `@`
-        gemm.matmul(np.ones((2, 3, 4)), np.ones((2, 4, 5)))  # a stack: left to `@`
-        gemm.matmul(np.ones((2, 3), "int64"), np.ones((3, 2), "int64"))
+        gemm.matmul(np.ones((2, 3), "int64"), np.ones((3, 2), "int64"))  # integers: `@`
+        gemm.matmul(np.ones(3), np.ones((3, 2)))  # a vector: `@`
     np.testing.assert_allclose(gemm.matmul(floats, floats.T), floats @ floats.T)  # after: `@`
-    assert blas.products == [((3, 4), (4, 3)), ((2, 4), (4, 2))]
+    assert blas.products == [("matrices", (3, 4), (4, 3)), ("matrices", (2, 4), (4, 2)),
+                             ("stacks", (2, 3, 4), (4, 5))]
 
 
 @pytest.fixture
@@ -131,3 +138,50 @@ def captured_products(xp, blas, a_views, b_views, ones_shapes, dtype):
     stream.synchronize()
     assert capture.workspace is not None  # (alive until the launch is done, as a graph's is)
     return outs, ones
+
+
+def stacks(rng, dtype):
+    """{name: (a, b)} of stacked products NumPy broadcasts: the cases attention and grouped
+    convolutions bring, in the layouts their views have."""
+    def r(*shape):
+        return rng.standard_normal(shape).astype(dtype)
+    by_heads = r(4, 2, 5, 3)  # (heads, batch, m, k): its transpose does not merge into a stack
+    return {"stack @ stack": (r(3, 5, 4), r(3, 4, 2)),
+            "stack @ matrix": (r(3, 5, 4), r(4, 2)),
+            "matrix @ stack": (r(5, 4), r(3, 4, 2)),
+            "transposed slices": (r(3, 4, 5).swapaxes(-1, -2), r(3, 2, 4).swapaxes(-1, -2)),
+            "attention": (r(2, 4, 5, 3), r(2, 4, 3, 6)),
+            "broadcast heads": (r(1, 4, 5, 3), r(2, 1, 3, 6)),
+            "unmergeable": (by_heads.transpose(1, 0, 2, 3), r(2, 4, 3, 6)),
+            "empty stack": (r(0, 5, 4), r(0, 4, 2))}
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_stacked_products_are_one_strided_batched_gemm_each(fake_cublas, dtype):
+    fake, blas = fake_cublas
+    host = stacks(np.random.default_rng(4), dtype)
+    gemms = blas.lib.gemms
+    outs = captured_stacks(fake, blas, host)
+    assert blas.lib.gemms - gemms == len(host) - 1  # one call each (none for the empty stack)
+    for name, (a, b) in host.items():
+        np.testing.assert_allclose(outs[name].get(), a @ b, rtol=1e-5, err_msg=name)
+
+
+def captured_stacks(xp, blas, host):
+    """{name: the product of each of `stacks`' pairs}, captured into one graph through `blas`
+    (a gemm.Cublas) from device copies laid out as the host arrays are, launched, waited for."""
+    device = {name: (xp.asarray(np.ascontiguousarray(a)), xp.asarray(np.ascontiguousarray(b)))
+              for name, (a, b) in host.items()}
+    device["transposed slices"] = tuple(  # (views of C-order stacks, as the host ones are)
+        xp.asarray(np.ascontiguousarray(x.swapaxes(-1, -2))).swapaxes(-1, -2)
+        for x in host["transposed slices"])
+    stream = xp.cuda.Stream(non_blocking=True)
+    with stream:
+        stream.begin_capture()
+        with gemm.capturing(blas) as capture:
+            outs = {name: gemm.matmul(a, b) for name, (a, b) in device.items()}
+        graph = stream.end_capture()
+        graph.launch()
+    stream.synchronize()
+    assert capture.workspace is not None  # (alive until the launch is done, as a graph's is)
+    return outs

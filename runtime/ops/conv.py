@@ -158,7 +158,7 @@ def _group_matmul(xp, a, b):
     """a[G, p, q] @ b[G, q, r] -> [G, p, r]; a plain (multi-threaded) GEMM when G == 1."""
     if a.shape[0] == 1:
         return matmul(a[0], b[0])[None]
-    return xp.matmul(a, b)
+    return matmul(a, b)
 
 
 def grouped_dout(xp, dout, groups):
