@@ -185,52 +185,49 @@ class Cublas:
     def matmul(self, a, b, workspace):
         """a (m, k) @ b (k, n) on the current stream; both of one dtype, float32 or float64;
         `workspace` a device array cuBLAS may use (WORKSPACE_BYTES)."""
-        xp = self.cupy
-        (m, k), (k2, n) = a.shape, b.shape
-        if k != k2:
-            raise ValueError(f"matmul: inner dimensions differ, {list(a.shape)} @ "
-                             f"{list(b.shape)}")
+        m, k, n = _dims(a, b)
         if m == 0 or n == 0 or k == 0:
-            return xp.zeros((m, n), a.dtype)
+            return self.cupy.zeros((m, n), a.dtype)
         a, a_op = self._readable(a)
         b, b_op = self._readable(b)
-        out = xp.empty((m, n), a.dtype)
+        out = self.cupy.empty((m, n), a.dtype)
         call = gemm_call(a_op, b_op, m, n, k)
-        one, zero = self._scalars(a.dtype)
-        with self.lock:
-            self._use(workspace)
-            _check(self.gemms[a.dtype.char](
-                self.handle, call.transa, call.transb, call.m, call.n, call.k,
-                ctypes.byref(one), b.data.ptr, call.lda, a.data.ptr, call.ldb,
-                ctypes.byref(zero), out.data.ptr, call.ldc), "cublas gemm")
+        self._launch(self.gemms, workspace, call, a.dtype, "cublas gemm",
+                     (b.data.ptr, call.lda, a.data.ptr, call.ldb), (out.data.ptr, call.ldc))
         return out
 
     def matmul_stacked(self, a, b, workspace):
         """a (..., m, k) @ b (..., k, n), the leading dimensions broadcast as NumPy does, as one
         strided-batched GEMM: a 2-D operand (or one whose leading dimensions all broadcast) is
         read with a batch stride of 0."""
-        xp = self.cupy
-        (m, k), (k2, n) = a.shape[-2:], b.shape[-2:]
-        if k != k2:
-            raise ValueError(f"matmul: inner dimensions differ, {list(a.shape)} @ "
-                             f"{list(b.shape)}")
+        m, k, n = _dims(a, b)
         batch = _broadcast_shapes(a.shape[:-2], b.shape[:-2])
         count = _product(batch)
         if m == 0 or n == 0 or k == 0 or count == 0:
-            return xp.zeros(batch + (m, n), a.dtype)
+            return self.cupy.zeros(batch + (m, n), a.dtype)
         (a, a_op), a_stride = self._stack(a, batch, count)
         (b, b_op), b_stride = self._stack(b, batch, count)
-        out = xp.empty((count, m, n), a.dtype)
+        out = self.cupy.empty((count, m, n), a.dtype)
         call = gemm_call(a_op, b_op, m, n, k)
-        one, zero = self._scalars(a.dtype)
-        with self.lock:
-            self._use(workspace)
-            _check(self.stacked_gemms[a.dtype.char](
-                self.handle, call.transa, call.transb, call.m, call.n, call.k,
-                ctypes.byref(one), b.data.ptr, call.lda, b_stride, a.data.ptr, call.ldb,
-                a_stride, ctypes.byref(zero), out.data.ptr, call.ldc, m * n, count),
-                "cublas strided-batched gemm")
+        self._launch(self.stacked_gemms, workspace, call, a.dtype, "cublas strided-batched gemm",
+                     (b.data.ptr, call.lda, b_stride, a.data.ptr, call.ldb, a_stride),
+                     (out.data.ptr, call.ldc, m * n, count))
         return out.reshape(batch + (m, n))
+
+    def _launch(self, functions, workspace, call, dtype, what, operands, output):
+        """functions[dtype](handle, the ops and dims, 1, *operands, 0, *output) on the current
+        stream with `workspace` (set again each time: setting the stream puts cuBLAS's default
+        one back)."""
+        scalar = self.SCALARS[dtype.char]
+        one, zero = scalar(1), scalar(0)
+        with self.lock:
+            _check(self.lib.cublasSetStream_v2(
+                self.handle, self.cupy.cuda.get_current_stream().ptr), "cublasSetStream")
+            _check(self.lib.cublasSetWorkspace_v2(self.handle, workspace.data.ptr,
+                                                  workspace.nbytes), "cublasSetWorkspace")
+            _check(functions[dtype.char](
+                self.handle, call.transa, call.transb, call.m, call.n, call.k,
+                ctypes.byref(one), *operands, ctypes.byref(zero), *output), what)
 
     def _stack(self, x, batch, count):
         """((x as `count` matrices cuBLAS can read, the first one's Operand), the stride from
@@ -255,17 +252,13 @@ class Cublas:
             found = operand(x)
         return x, found
 
-    def _scalars(self, dtype):
-        scalar = self.SCALARS[dtype.char]
-        return scalar(1), scalar(0)
 
-    def _use(self, workspace):
-        """On the current stream with `workspace` (setting the stream puts cuBLAS's default
-        workspace back, so it is set again each time). Under self.lock."""
-        _check(self.lib.cublasSetStream_v2(self.handle, self.cupy.cuda.get_current_stream().ptr),
-               "cublasSetStream")
-        _check(self.lib.cublasSetWorkspace_v2(self.handle, workspace.data.ptr,
-                                              workspace.nbytes), "cublasSetWorkspace")
+def _dims(a, b) -> tuple:
+    """(m, k, n) of a (..., m, k) @ b (..., k, n); ValueError when the k differ."""
+    (m, k), (k2, n) = a.shape[-2:], b.shape[-2:]
+    if k != k2:
+        raise ValueError(f"matmul: inner dimensions differ, {list(a.shape)} @ {list(b.shape)}")
+    return m, k, n
 
 
 def _broadcast_shapes(*shapes) -> tuple:
