@@ -133,8 +133,9 @@ class Executor:
         if plan.control_steps:
             plan.bind_env(env)
         graph, checked = self._graph_for(plan, feed, scope)
-        if isinstance(graph, cuda_graph.Replay):
-            feed_bytes = self._graphs.feed(graph.captured, env, checked)
+        replay = graph.captured if isinstance(graph, cuda_graph.Replay) else None
+        if replay is not None:
+            feed_bytes = self._graphs.feed(replay, env, checked)
         else:
             feed_bytes = self._feed(plan, feed, env, checked)
         for slot, var in plan.persistable_feeds:  # a fed persistable stays in the scope
@@ -153,8 +154,8 @@ class Executor:
         if gpu:
             device_checks.clear()  # a failed step's checks are not this one's
         t_feed = _perf()
-        if isinstance(graph, cuda_graph.Replay):
-            self._graphs.launch(graph.captured, env)
+        if replay is not None:
+            self._graphs.launch(replay, env)
             mem = self._graph_memory(plan)
         elif graph is not None and self._capture(plan, graph, env, reads, writes):
             mem = self._graph_memory(plan)
@@ -172,11 +173,10 @@ class Executor:
             for _, holder in writes:
                 holder.lod = []  # the value written carries its own LoD
         t_compute = _perf()
-        if isinstance(graph, cuda_graph.Replay):
-            values = graph.captured.fetched_values()
-        else:
-            values = [env[slot] for slot in plan.fetch_slots]
-        results = [_fetch(value, return_numpy) for value in values]
+        if replay is None:
+            results = [_fetch(env[slot], return_numpy) for slot in plan.fetch_slots]
+        else:  # (from the host copies the graph made)
+            results = [_fetch(value, return_numpy) for value in replay.fetched_values()]
         if mem is not None and events.memory_step.subs:
             events.memory_step.emit(mem.record(self._id, plan, step, self.place, batch))
         if events.step_end.subs:
