@@ -175,3 +175,52 @@ def test_the_sketch_is_within_its_accuracy_and_merges():
     assert a.mean == pytest.approx(whole.mean) and a.cv() == pytest.approx(whole.cv())
     empty = SketchBuilder()
     assert empty.quantile(0.5) is None and empty.frozen() == r.Sketch(0, (), 0)
+
+
+def test_values_added_at_once_give_the_figures_of_values_added_one_by_one():
+    rng = random.Random(4)
+    values = [0.0, 1e-12] + [rng.lognormvariate(-7, 1.5) for _ in range(3000)]
+    import numpy as np
+    one, many = DistBuilder(), DistBuilder()
+    for v in values:
+        one.add(v)
+    many.add_many(np.array(values[:1000]))
+    many.add_many(np.array([]))
+    many.add_many(np.array(values[1000:]))
+    a, b = one.frozen(), many.frozen()
+    assert (a.n, a.min, a.max, a.sketch) == (b.n, b.min, b.max, b.sketch)
+    assert a.sum == pytest.approx(b.sum, rel=1e-12) and a.m2 == pytest.approx(b.m2, rel=1e-9)
+    assert b.sketch.zeros == 2
+
+
+def test_a_window_folds_its_steps_in_batches_to_the_figures_of_each_step():
+    """WindowBuilder holds steps and folds them FOLD_STEPS at a time; the window it freezes
+    holds what adding each step's parts one by one gives (gap None: 0, a first step's)."""
+    from paddletune.profile.windows import FOLD_STEPS, PARTS, WindowBuilder
+    tail = steps(n=3 * FOLD_STEPS + 7)[5:]
+    tail[10] = tail[10]._replace(gap_s=None, queue=None, batch_size=None)
+    window = WindowBuilder(1, tail[0].t_s)
+    for s in tail:
+        window.add_step(s)
+    frozen = window.frozen()
+    expect = {name: DistBuilder() for name in PARTS}
+    for s in tail:
+        gap = s.gap_s or 0.0
+        for name, value in (("wall", s.wall_s), ("cycle", s.wall_s + gap), ("feed", s.feed_s),
+                            ("compute", s.compute_s), ("fetch", s.fetch_s), ("outside", gap),
+                            ("read", s.read_s)):
+            expect[name].add(value)
+    assert frozen.n == len(tail) and set(frozen.parts) == set(PARTS)
+    for name, dist in frozen.parts.items():
+        want = expect[name].frozen()
+        assert (dist.n, dist.min, dist.max, dist.sketch) == (want.n, want.min, want.max,
+                                                             want.sketch), name
+        assert dist.sum == pytest.approx(want.sum, rel=1e-12), name
+        assert dist.m2 == pytest.approx(want.m2, rel=1e-9, abs=1e-18), name
+    assert frozen.t_s == max(s.t_s + s.wall_s for s in tail)
+    assert frozen.samples == sum(s.batch_size or 0 for s in tail)
+    assert frozen.batch_sizes == {64: len(tail) - 1}
+    assert (frozen.feed_bytes, frozen.fetch_bytes) == (sum(s.feed_bytes for s in tail),
+                                                       sum(s.fetch_bytes for s in tail))
+    queues = [s.queue for s in tail if s.queue is not None]
+    assert (frozen.queue_first, frozen.queue_last) == (queues[0], queues[-1])

@@ -87,6 +87,8 @@ class MemoryProbe(Probe):
         self.overhead_s += _perf() - t0
 
     def _on_step(self, s):
+        if self._pending is None:  # (no pool figures this step: a PyTorch job on the CPU)
+            return
         t0 = _perf()
         r, self._pending = self._pending, None
         if r is not None and r.executor_id == s.executor_id and r.program_id == s.program_id:

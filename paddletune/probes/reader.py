@@ -57,17 +57,20 @@ class _Produced:
         self.workers, self.shapes = {}, {}
 
     def add(self, r):
+        produce_s, cpu_s = r.produce_s, r.cpu_s
         self.pushes += 1
-        self.produce_s += r.produce_s
+        self.produce_s += produce_s
         self.put_wait_s += r.put_wait_s
         self.nbytes += r.nbytes
-        if r.cpu_s is not None:
-            self.cpu_s += r.cpu_s
-            self.cpu_n += 1
-        row = self.workers.setdefault(r.worker, [0, 0.0, 0.0])
+        row = self.workers.get(r.worker)
+        if row is None:
+            row = self.workers[r.worker] = [0, 0.0, 0.0]
         row[0] += 1
-        row[1] += r.produce_s
-        row[2] += r.cpu_s or 0.0
+        row[1] += produce_s
+        if cpu_s is not None:
+            self.cpu_s += cpu_s
+            self.cpu_n += 1
+            row[2] += cpu_s
         _count(self.shapes, r.shapes)
 
     def fields(self, feeds) -> dict:
@@ -87,12 +90,14 @@ class _Consumed:
         self.wait_hist, self.pop_sizes, self.cost, self.programs = {}, {}, {}, {}
 
     def add_pop(self, r, empty):
+        wait = r.wait_s
         self.pops += 1
         self.empty_pops += empty
-        self.wait_s += r.wait_s
-        self.wait_max_s = max(self.wait_max_s, r.wait_s)
+        self.wait_s += wait
+        if wait > self.wait_max_s:
+            self.wait_max_s = wait
         self.copy_s += r.copy_s
-        _count(self.wait_hist, loghist.bucket(r.wait_s))
+        _count(self.wait_hist, loghist.bucket(wait))
         _count(self.pop_sizes, r.size)
 
     def add_step(self, program, elements, wait_s, compute_s):

@@ -97,6 +97,24 @@ class StepCompressor:
         return cls._plan
 
     def compress(self, step: r.Step) -> Optional[dict]:
+        if _PLAIN_STEP_TYPES.issuperset(map(type, step)) and _FLOATS.issuperset(
+                map(type, _NOT_NULL_TIMES(step))):
+            out = self._plain(step)
+        else:
+            out = self._generic(step)
+        if out is None:
+            return None
+        key = (step.executor, step.program)
+        values = _STICKY_VALUES(step)
+        previous = self._last.get(key)
+        self._last[key] = values
+        if previous is not None:
+            for name, now, before in zip(r.STICKY, values, previous):
+                if now == before:
+                    out.pop(name, None)
+        return out
+
+    def _generic(self, step: r.Step) -> Optional[dict]:
         out = {"type": r.Step.KIND}
         for (name, required, default, seconds, nullable), value in zip(self._fields(), step):
             if not required and (value is None or value == default):
@@ -111,18 +129,41 @@ class StepCompressor:
                 elif seconds:
                     value = round(value, 9)
             out[name] = value
-        key = (step.executor, step.program)
-        values = tuple(getattr(step, name) for name in r.STICKY)
-        previous = self._last.get(key)
-        self._last[key] = values
-        if previous is not None:
-            for name, now, before in zip(r.STICKY, values, previous):
-                if now == before:
-                    out.pop(name, None)
+        return out
+
+    @staticmethod
+    def _plain(step: r.Step) -> Optional[dict]:
+        """What _generic makes of a step of plain Python values, its times floats (the
+        writer's usual step), field by field in Step's order without the generic checks."""
+        (t_s, program, executor, number, wall_s, feed_s, compute_s, fetch_s, gap_s, batch_size,
+         feed_bytes, fetch_bytes, read_s, queue, n_ops, fetch, feed, startup, place, exemplar,
+         slot) = step
+        if not isfinite(t_s + wall_s + feed_s + compute_s + fetch_s + read_s):
+            return None
+        out = {"type": r.Step.KIND, "t_s": round(t_s, 9), "program": program,
+               "executor": executor, "step": number, "wall_s": round(wall_s, 9),
+               "feed_s": round(feed_s, 9), "compute_s": round(compute_s, 9),
+               "fetch_s": round(fetch_s, 9)}
+        if gap_s is not None:
+            out["gap_s"] = round(gap_s, 9) if isfinite(gap_s) else None
+        for name, value in (("batch_size", batch_size), ("feed_bytes", feed_bytes or None),
+                            ("fetch_bytes", fetch_bytes or None)):
+            if value is not None:
+                out[name] = value
+        if read_s:
+            out["read_s"] = round(read_s, 9)
+        for name, value in (("queue", queue), ("n_ops", n_ops), ("fetch", fetch),
+                            ("feed", feed), ("startup", startup), ("place", place),
+                            ("exemplar", exemplar), ("slot", slot)):
+            if value is not None:
+                out[name] = value if value.__class__ is not tuple else encode(value)
         return out
 
 
 _PLAIN = (float, int, str, bool)
+_PLAIN_STEP_TYPES = frozenset((float, int, str, bool, tuple, type(None)))
+_FLOATS = frozenset((float,))
+_STICKY_VALUES = attrgetter(*r.STICKY)
 _NOT_NULL_TIMES = attrgetter(*(name for name in _SECONDS if name != "gap_s"))  # (the
 # schema's: a null there does not load)
 
@@ -134,6 +175,13 @@ def unwritable(step: r.Step) -> bool:
         return not isfinite(sum(_NOT_NULL_TIMES(step)))
     except TypeError:  # not a number at all: the schema's own error, on load
         return False
+
+
+if r.Step._fields != (
+        "t_s", "program", "executor", "step", "wall_s", "feed_s", "compute_s", "fetch_s",
+        "gap_s", "batch_size", "feed_bytes", "fetch_bytes", "read_s", "queue", "n_ops", "fetch",
+        "feed", "startup", "place", "exemplar", "slot"):  # pragma: no cover
+    raise ImportError("records.Step's fields changed: update StepCompressor._plain")
 
 
 class StepFiller:

@@ -7,9 +7,12 @@ PER_DECADE = 10
 FLOOR = -60  # the first bucket: everything under 1 µs (10^-6 s) counts as no wait
 
 
+FLOOR_S = 10.0 ** (FLOOR / PER_DECADE)
+
+
 def bucket(seconds: float) -> int:
     """floor(PER_DECADE * log10(seconds)), at least FLOOR."""
-    if seconds <= 10.0 ** (FLOOR / PER_DECADE):
+    if seconds <= FLOOR_S:
         return FLOOR
     return max(FLOOR, math.floor(PER_DECADE * math.log10(seconds)))
 

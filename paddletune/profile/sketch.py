@@ -48,6 +48,19 @@ class SketchBuilder:
         counts = self.counts
         counts[i] = counts.get(i, 0) + 1
 
+    def add_many(self, values):
+        """add() each of `values` (a float64 NumPy array), at once."""
+        import numpy as np
+        positive = values[values > MIN_VALUE]
+        self.zeros += len(values) - len(positive)
+        if not len(positive):
+            return
+        buckets, seen = np.unique(np.ceil(np.log(positive) / _LOG_GAMMA).astype(np.int64),
+                                  return_counts=True)
+        counts = self.counts
+        for i, count in zip(buckets.tolist(), seen.tolist()):
+            counts[i] = counts.get(i, 0) + count
+
     def merge(self, sketch: Sketch):
         self.zeros += sketch.zeros
         counts = self.counts
@@ -125,17 +138,31 @@ class DistBuilder:
             self.max = value
         self.sketch.add(value)
 
+    def add_many(self, values):
+        """add() each of `values` (a float64 NumPy array), at once: their moments merged as
+        merge() merges a window's."""
+        if not len(values):
+            return
+        mean = float(values.mean())
+        self._merge_moments(len(values), mean, float(((values - mean) ** 2).sum()),
+                            float(values.min()), float(values.max()))
+        self.sketch.add_many(values)
+
     def merge(self, d: Dist):
         if not d.n:
             return
-        n = self.n + d.n
-        other_mean = d.sum / d.n
-        delta = other_mean - self.mean
-        self.m2 += d.m2 + delta * delta * self.n * d.n / n
-        self.mean += delta * d.n / n
-        self.n = n
-        self.min, self.max = min(self.min, d.min), max(self.max, d.max)
+        self._merge_moments(d.n, d.sum / d.n, d.m2, d.min, d.max)
         self.sketch.merge(d.sketch)
+
+    def _merge_moments(self, n_other: int, mean_other: float, m2_other: float,
+                       min_other: float, max_other: float):
+        """Chan et al.'s pairwise update: these figures and another set's, as one."""
+        n = self.n + n_other
+        delta = mean_other - self.mean
+        self.m2 += m2_other + delta * delta * self.n * n_other / n
+        self.mean += delta * n_other / n
+        self.n = n
+        self.min, self.max = min(self.min, min_other), max(self.max, max_other)
 
     @property
     def sum(self) -> float:

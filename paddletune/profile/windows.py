@@ -8,6 +8,7 @@ from . import records as r
 from .sketch import DistBuilder
 
 MAX_FEED_PEAKS = 64
+FOLD_STEPS = 256  # steps an open window holds before folding them (add_step)
 PARTS = ("wall", "cycle", "feed", "compute", "fetch", "outside", "read")
 
 
@@ -33,28 +34,45 @@ class WindowBuilder:
         self.memory = self.sched = None
         self.ops: Dict[Tuple[int, str], list] = {}
         self.op_steps, self.timing = 0, None
+        self._pending: List[r.Step] = []  # steps not yet folded (add_step)
 
     def add_step(self, s: r.Step):
-        self.n += 1
-        self.t_s = max(self.t_s, s.t_s + s.wall_s)
-        gap = s.gap_s or 0.0
+        """Hold the step; its figures are folded FOLD_STEPS at a time (and as the window
+        closes), in NumPy: the writer does this for every step of a long job's tail."""
+        pending = self._pending
+        pending.append(s)
+        if len(pending) >= FOLD_STEPS:
+            self._fold()
+
+    def _fold(self):
+        steps, self._pending = self._pending, []
+        if not steps:
+            return
+        import numpy as np
+        columns = dict(zip(r.Step._fields, zip(*steps)))
+        self.n += len(steps)
+        wall = np.array(columns["wall_s"], dtype=np.float64)
+        self.t_s = max(self.t_s, float((np.array(columns["t_s"], dtype=np.float64)
+                                        + wall).max()))
+        gap = np.array(columns["gap_s"], dtype=np.float64)  # (None: nan)
+        gap[~np.isfinite(gap)] = 0.0  # (a first step's: none)
         parts = self.parts
-        parts["wall"].add(s.wall_s)
-        parts["cycle"].add(s.wall_s + gap)
-        parts["feed"].add(s.feed_s)
-        parts["compute"].add(s.compute_s)
-        parts["fetch"].add(s.fetch_s)
-        parts["outside"].add(gap)
-        parts["read"].add(s.read_s)
-        if s.batch_size:
-            self.samples += s.batch_size
-            self.batch_sizes[s.batch_size] = self.batch_sizes.get(s.batch_size, 0) + 1
-        self.feed_bytes += s.feed_bytes
-        self.fetch_bytes += s.fetch_bytes
-        if s.queue is not None:
+        for name, values in (("wall", wall), ("cycle", wall + gap), ("outside", gap)):
+            parts[name].add_many(values)
+        for name in ("feed", "compute", "fetch", "read"):
+            parts[name].add_many(np.array(columns[f"{name}_s"], dtype=np.float64))
+        sizes = self.batch_sizes
+        for size in columns["batch_size"]:
+            if size:
+                self.samples += size
+                sizes[size] = sizes.get(size, 0) + 1
+        self.feed_bytes += sum(columns["feed_bytes"])
+        self.fetch_bytes += sum(columns["fetch_bytes"])
+        queues = [q for q in columns["queue"] if q is not None]
+        if queues:
             if self.queue_first is None:
-                self.queue_first = s.queue
-            self.queue_last = s.queue
+                self.queue_first = queues[0]
+            self.queue_last = queues[-1]
 
     def add_memory(self, m: r.MemoryStep):
         if self.memory is None:
@@ -78,6 +96,7 @@ class WindowBuilder:
                 row[1] += 1
 
     def frozen(self) -> r.StepWindow:
+        self._fold()
         return r.StepWindow(
             self.t0_s, self.t_s, self.program, self.n, self.samples, dict(self.batch_sizes),
             {name: d.frozen() for name, d in self.parts.items() if d.n},

@@ -25,6 +25,7 @@ from .bus import Bus, ReaderPop, ReaderPush, ReaderSolo, ReaderState
 from .steps import StepTimer, first_dim, iter_tensors
 
 _perf = time.perf_counter
+MAX_FLAT = 64  # (iter_tensors' limit: a longer flat batch is walked)
 
 
 @dataclass
@@ -210,6 +211,16 @@ class LoaderTracker:
         """(the shapes of its tensors, their bytes)."""
         shape_of, nbytes_of = self.shape_of, self.nbytes_of
         shapes, nbytes = [], 0
+        if batch.__class__ in (list, tuple) and len(batch) <= MAX_FLAT:
+            for item in batch:  # the usual (inputs, labels): each looked at once
+                shape = shape_of(item)
+                if shape is None:
+                    shapes, nbytes = [], 0
+                    break
+                shapes.append(tuple(shape))
+                nbytes += nbytes_of(item)
+            else:
+                return tuple(shapes), nbytes
         for item in iter_tensors(batch, shape_of):
             shapes.append(tuple(shape_of(item)))  # (the frameworks' dims are ints)
             nbytes += nbytes_of(item)

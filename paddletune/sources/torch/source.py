@@ -37,7 +37,7 @@ class TorchSource(EagerSource):
 
     @staticmethod
     def nbytes_of(item) -> int:
-        return item.element_size() * item.numel() if isinstance(item, torch.Tensor) else 0
+        return item.nbytes if isinstance(item, torch.Tensor) else 0
 
     def info(self) -> SourceInfo:
         return SourceInfo(self.framework, f"PyTorch {torch.__version__}",
