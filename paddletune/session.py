@@ -26,7 +26,7 @@ from typing import List, Optional
 from . import profile as prof
 from .env import collect_env
 from .probes.base import Clock
-from .profile.records import (SCOPE_EVENTS, ErrorEvent, ExitEvent, NanInfEvent,
+from .profile.records import (SCOPE_EVENTS, ErrorEvent, ExitEvent, ModelEvent, NanInfEvent,
                               OverridesEvent, ProbeUnavailableEvent, ProducerSoloEvent,
                               SpeedTestEvent, StepLimitEvent)
 from .profile.paths import output_problem
@@ -272,6 +272,7 @@ class _Session:
                 self.event(ProbeUnavailableEvent, probe=probe.name, message=probe.reason)
         subs.append(self.source.subscribe("nan_inf", self._on_nan_inf))
         subs.append(self.source.subscribe("scope", self._on_scope))
+        subs.append(self.source.subscribe("model", self._on_model))
         if self.speed_test is not None:
             subs.append(self.source.subscribe("step_end", self.speed_test.on_step))
             subs.append(self.source.subscribe("reader_solo", self.speed_test.on_solo))
@@ -304,6 +305,11 @@ class _Session:
         except SchemaError:
             record = NanInfEvent(self.clock.now(), message=message)
         self.writer.submit(record)
+
+    def _on_model(self, record):
+        """What the model is made of (records.ModelEvent), stamped now."""
+        if isinstance(record, ModelEvent):
+            self.writer.submit(replace(record, t_s=self.clock.now()))
 
     def _on_scope(self, record):
         """What limits what the profile covers (a compiled model, one rank of many, a probe

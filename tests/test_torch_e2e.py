@@ -82,6 +82,20 @@ def test_input_heavy_is_input_bound_and_advised_in_torch_code(procs, tmp_path):
     assert workers and max(workers) >= 1, text
 
 
+def test_the_profile_holds_the_models_census_and_the_report_shows_it(procs, tmp_path):
+    out = tmp_path / "p.jsonl"
+    result = cli(procs, "profile", "-q", "--out", out, "--steps", 20,
+                 REPO / "examples" / "torch" / "mlp.py")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    (census,) = [e for e in records(out, "event") if e.get("kind") == "model"]
+    assert census["modules"]["Linear"] >= 2 and census["params"]["float32"] > 0, census
+    assert not census.get("autocast") and "capability" not in census  # (defaults: not written)
+    report = cli(procs, "report", out)
+    assert report.returncode == 0, report.stderr
+    assert "Model (first training step): leaf module calls in the first step: Linear" in \
+        " ".join(report.stdout.split()), report.stdout
+
+
 def test_a_script_that_raises_keeps_its_profile(procs, tmp_path):
     script = tmp_path / "boom.py"
     script.write_text(RAISES_AFTER_5)

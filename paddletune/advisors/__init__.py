@@ -16,6 +16,7 @@ from . import nan  # noqa: F401  (#23)
 from . import scope  # noqa: F401  (#25)
 from . import transfer  # noqa: F401  (#26)
 from . import prefetch  # noqa: F401  (#27)
+from . import gpu_model  # noqa: F401  (#28)
 from .base import Advice, advise, checks, rank, rule, rules
 
 __all__ = ["Advice", "advise", "checks", "rank", "rule", "rules"]

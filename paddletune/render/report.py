@@ -34,7 +34,7 @@ OPTIONAL_PARTS = ("read",)  # rows shown only when non-zero
 QUANTILES = ("mean", "p50", "p90", "p99", "max")  # the step-time table's columns, then CV
 GPU_PEAKS = (("power_w", "W"), ("temperature_c", "°C"))
 SHOWN_ELSEWHERE = ("exit", "probe_unavailable", "speed_test", "producer_solo", "compiled",
-                   "distributed")  # header, rows, sections
+                   "distributed", "model")  # header, rows, sections
 ALARMING = ("nan_inf", "error", "signal")
 KILLED = "the job was killed or the profiler crashed"
 
@@ -47,7 +47,8 @@ def render_report(profile, console: Console, top_ops: int = 10):
                 _breakdown(s, profile.source.terms),
                 *reader_sections(profile, s), memory_section(profile, s),
                 parallel_section(profile, s), *_ops(profile, s, top_ops), _system(profile, s),
-                _scope(profile), _events(profile), _overhead(s), _hint(profile)]
+                _model(profile), _scope(profile), _events(profile), _overhead(s),
+                _hint(profile)]
     for i, section in enumerate(x for x in sections if x is not None):
         if i:
             console.print()
@@ -343,6 +344,14 @@ def _gpu_value(g: GpuFigures) -> str:
             f"{name.replace('_', ' ')} {share:.0%} of samples"
             for name, share in g.throttle.items()))
     return " · ".join(parts)
+
+
+def _model(profile) -> Optional[Text]:
+    """What the model is made of, as the source saw it in the first training step."""
+    census = profile.last_event("model")
+    if census is None or not census.message:
+        return None
+    return Text.assemble(("Model (first training step): ", "bold"), clean(census.message))
 
 
 def _scope(profile) -> Optional[Text]:

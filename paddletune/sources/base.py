@@ -41,6 +41,8 @@ runtime/events.py, are the reference; other sources build objects with the same 
                 is replaced by the session's clock): what limits what the profile covers (a
                 compiled graph, one rank of a distributed job, a probe the source could not
                 serve, e.g. --ops when the script holds paddle's one profiler)
+  model         a records.ModelEvent (its t_s replaced likewise): what the model is made
+                of, seen in its first training step
 """
 
 from contextlib import contextmanager
@@ -50,7 +52,7 @@ from ..profile.records import AppliedOverride, Knob, NoEffect, SourceInfo
 
 EVENTS = ("step_end", "op_end", "compile", "nan_inf", "reader_state", "reader_push",
           "reader_pop", "reader_solo", "memory_step", "memory_trace", "memory_oom", "sched_step",
-          "drop_scope", "scope")
+          "drop_scope", "scope", "model")
 
 
 class Subscription:

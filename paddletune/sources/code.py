@@ -134,6 +134,24 @@ class CodeWriter:
         """The reader's samples whose `field` is at most MAX_LEN long, in one line."""
         raise NotImplementedError
 
+    # --- GPU math settings (None: the framework has no such setting this writer knows) -------
+    def cudnn_autotune(self) -> Optional[str]:
+        """cuDNN's algorithm search per input shape turned on."""
+        return None
+
+    def tf32_matmul(self) -> Optional[str]:
+        """float32 matrix products on Tensor Cores in TF32."""
+        return None
+
+    def mixed_precision(self, bf16: bool) -> Optional[str]:
+        """The training step under automatic mixed precision (bfloat16 when `bf16`, else
+        float16 with loss scaling)."""
+        return None
+
+    def channels_last(self, device: str) -> Optional[str]:
+        """The model and its image batches in the channels_last (NHWC) layout."""
+        return None
+
 
 def code_for(framework: str) -> CodeWriter:
     """The code writer of `framework` (a source's declared name); the Fluid writer for a

@@ -16,7 +16,8 @@ samples, events, reader, memory, sched (and every probe's own record).
 
 from ..schema import Names
 from .events import (AppliedOverride, CompiledEvent, CudaGraphEvent, DistributedEvent,
-                     ErrorEvent, Event, ExitEvent, NanInfEvent, NoEffect, OverridesEvent,
+                     ErrorEvent, Event, ExitEvent, ModelEvent, NanInfEvent, NoEffect,
+                     OverridesEvent,
                      ProbeUnavailableEvent, ProducerSoloEvent, SpeedTestEvent, StepLimitEvent)
 from .header import (Command, CpuInfo, CupyInfo, Env, GpuDevice, GpuInfo, Header, Knob,
                      MemoryInfo, NumpyInfo, Options, SourceInfo, Terms)
@@ -36,10 +37,10 @@ RECORDS = (Header, Step, Program, OpsRecord, StepWindow, SystemSample, GpuSample
            NanInfEvent, ProbeUnavailableEvent, SpeedTestEvent, OverridesEvent, ReaderStart,
            ReaderEnd, ReaderInterval, MemoryStep, MemoryPeak, MemoryTrace, MemoryOom,
            MemoryPool, SchedStep, SchedDrop, ProbeRecord, CompiledEvent, DistributedEvent,
-           CudaGraphEvent, ProducerSoloEvent)
+           CudaGraphEvent, ProducerSoloEvent, ModelEvent)
 EVENTS = (Event, ExitEvent, ErrorEvent, StepLimitEvent, NanInfEvent, ProbeUnavailableEvent,
           SpeedTestEvent, OverridesEvent, CompiledEvent, DistributedEvent, CudaGraphEvent,
-          ProducerSoloEvent)
+          ProducerSoloEvent, ModelEvent)
 SCOPE_EVENTS = (CompiledEvent, DistributedEvent)  # what limits what a profile covers
 SAMPLES = (SystemSample, GpuSample, WorkerSample)
 
@@ -48,7 +49,7 @@ __all__ = ["AppliedOverride", "Command", "CompiledEvent", "CpuInfo", "CudaGraphE
            "Dist", "DistributedEvent", "EVENTS", "Env", "ErrorEvent", "Event", "ExitEvent",
            "GpuDevice", "GpuInfo", "GpuSample", "Header", "Knob", "LoaderConfig", "MemoryInfo",
            "MemoryOom", "MemoryPeak", "MemoryPool", "MemoryStep", "MemoryTrace", "MemoryTraceOp",
-           "MemoryWindow", "Names", "NanInfEvent", "NoEffect", "NumpyInfo", "OpTime", "OpTotal",
+           "MemoryWindow", "ModelEvent", "Names", "NanInfEvent", "NoEffect", "NumpyInfo", "OpTime", "OpTotal",
            "OpsRecord", "Options", "OverridesEvent", "ProbeRecord", "ProbeUnavailableEvent",
            "ProducerSoloEvent", "Program", "ProgramOp", "RECORDS", "ReaderEnd", "ReaderInterval",
            "ReaderStart",

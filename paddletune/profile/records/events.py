@@ -328,3 +328,33 @@ class CudaGraphEvent:
     graph_bytes: Bytes = 0
     feed: str = ""
     message: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class ModelEvent:
+    """What the model is made of, seen once as the job's first training step ran (PyTorch: a
+    forward hook on every module until the first optimizer step ends, then removed): the
+    advice that depends on the model (cuDNN autotuning, TF32, mixed precision, channels_last)
+    reads it.
+
+    Fields:
+      t_s                 when the first training step ended
+      modules             the leaf modules called, by class ("Conv2d": 4 calls)
+      params              the optimizer's parameter elements by dtype ("float32": 669706)
+      autocast            whether a leaf module ran under torch.autocast
+      conv_channels_last  whether every convolution's 4-D input was channels_last (None: no
+                          convolution ran on one)
+      capability          the GPU's compute capability the parameters live on ("8.0"; None:
+                          not a GPU)
+      message             the same in one sentence
+    """
+
+    KIND: ClassVar[str] = "event"
+    WHAT: ClassVar[str] = "model"
+    t_s: TimeS
+    modules: Dict[str, Count] = EMPTY
+    params: Dict[str, Count] = EMPTY
+    autocast: bool = False
+    conv_channels_last: Optional[bool] = None
+    capability: Optional[str] = None
+    message: Optional[str] = None

@@ -134,3 +134,36 @@ class TorchCode(CodeWriter):
 
     def reader_filter(self, field: int) -> str:
         return f"samples = [s for s in dataset if len(s[{field}]) <= MAX_LEN]"
+
+    def cudnn_autotune(self) -> Optional[str]:
+        return ("torch.backends.cudnn.benchmark = True  # before the training loop: cuDNN "
+                "times its algorithms once per input shape and keeps the fastest")
+
+    def tf32_matmul(self) -> Optional[str]:
+        return ("torch.backends.cuda.matmul.allow_tf32 = True  # before the training loop; or "
+                "torch.set_float32_matmul_precision('high')")
+
+    def mixed_precision(self, bf16: bool) -> Optional[str]:
+        if bf16:
+            return "\n".join([
+                "for x, y in loader:",
+                "    with torch.autocast('cuda', dtype=torch.bfloat16):  # no loss scaling",
+                "        loss = loss_fn(model(x), y)",
+                "    optimizer.zero_grad()",
+                "    loss.backward()",
+                "    optimizer.step()"])
+        return "\n".join([
+            "scaler = torch.amp.GradScaler('cuda')",
+            "for x, y in loader:",
+            "    with torch.autocast('cuda', dtype=torch.float16):",
+            "        loss = loss_fn(model(x), y)",
+            "    optimizer.zero_grad()",
+            "    scaler.scale(loss).backward()",
+            "    scaler.step(optimizer)",
+            "    scaler.update()"])
+
+    def channels_last(self, device: str) -> Optional[str]:
+        return "\n".join([
+            "model = model.to(memory_format=torch.channels_last)",
+            "for x, y in loader:",
+            f"    x = x.to('{device}', memory_format=torch.channels_last)  # 4-D image batches"])

@@ -15,6 +15,8 @@
   reduction and a host sync per module call: roughly 10-40% of a CPU step);
 * torch.compile and torch.distributed (scope.py): a compiled model, a distributed job's
   backend, rank and world size, each announced as a `scope` event;
+* the model's census (census.py, while something listens to `model`): a forward hook on every
+  module until the first training step ends, then a `model` event;
 * --ops (while something listens to op_end): global forward pre/post hooks time each leaf
   module's forward pass, one op_end per call with the module's class as the op type (host
   time; the backward pass and the update stay in the step's compute, not split by module).
@@ -71,6 +73,7 @@ class TorchHooks:
         self._threads_override: Optional[int] = None
         self._module_calls = 0
         self._cuda_memory: dict = {}
+        self._census = None  # the model's census until the first training step ends
 
     # --- install / remove -----------------------------------------------------------------
     def install(self):
@@ -91,8 +94,12 @@ class TorchHooks:
             self._undo.append(hook.remove)
         if self.source.bus.listening("op_end"):
             self._time_modules()
+        if self.source.bus.listening("model"):
+            from .census import Census
+            self._census = Census(lambda record: self.source.bus.emit("model", record))
+            self._undo.append(self._unhook_census)
         self._undo.extend(watch_scope(lambda record: self.source.bus.emit("scope", record),
-                                      self._hidden()))
+                                      self._hidden(), self._before_compile))
         if torch.cuda.is_available():
             from . import gpu
             self._undo.extend(gpu.time_copies_and_syncs(self.timer))
@@ -104,6 +111,15 @@ class TorchHooks:
         graph (and split it)."""
         return tuple(name for name, on in (("ops", self.source.bus.listening("op_end")),
                                            ("check_nan", self.check_nan)) if on)
+
+    def _before_compile(self):
+        if self._census is not None:
+            self._census.unhook(compiled=True)
+
+    def _unhook_census(self):
+        if self._census is not None:
+            self._census.unhook()
+            self._census = None
 
     def remove(self):
         while self._undo:
@@ -127,6 +143,9 @@ class TorchHooks:
         if not self.timer.owns(optimizer):
             return
         place = self._place(optimizer)
+        if self._census is not None:
+            census, self._census = self._census, None
+            census.step_done(optimizer, place)
         if place.startswith("CUDA") and self.source.bus.listening("memory_step"):
             self._memory_step(place)
         self.timer.step_done(place)

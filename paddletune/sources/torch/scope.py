@@ -21,11 +21,12 @@ MAX_COMPILED = 8  # compiled targets recorded one by one (a script may compile i
 HIDDEN_WHY = {"ops": "--ops", "check_nan": "--check-nan"}
 
 
-def watch_scope(emit: Callable, hidden: tuple) -> List[Callable[[], None]]:
+def watch_scope(emit: Callable, hidden: tuple,
+                before_compile: Callable[[], None] = lambda: None) -> List[Callable[[], None]]:
     """Patch torch.compile and torch.distributed so each call sends its record to `emit`;
-    `hidden`: the session's options that cannot see inside a compiled graph. Returns the
-    undo functions."""
-    return [*_watch_compile(emit, hidden), *_watch_distributed(emit)]
+    `hidden`: the session's options that cannot see inside a compiled graph;
+    `before_compile` runs before each torch.compile call. Returns the undo functions."""
+    return [*_watch_compile(emit, hidden, before_compile), *_watch_distributed(emit)]
 
 
 def _setattr(owner, name: str, value) -> Callable[[], None]:
@@ -35,7 +36,7 @@ def _setattr(owner, name: str, value) -> Callable[[], None]:
 
 
 # --- torch.compile ---------------------------------------------------------------------------
-def _watch_compile(emit, hidden) -> List[Callable[[], None]]:
+def _watch_compile(emit, hidden, before_compile) -> List[Callable[[], None]]:
     original = getattr(torch, "compile", None)
     if original is None:
         return []
@@ -45,6 +46,7 @@ def _watch_compile(emit, hidden) -> List[Callable[[], None]]:
         # torch.compile(model=None) returns a decorator that calls torch.compile again (this
         # wrapper: it is torch's module global) with the function: recorded then
         if model is not None and not kwargs.get("disable", False):
+            before_compile()
             record = compiled_event(model, kwargs, hidden)
             key = (record.target, record.backend, record.mode)
             if key not in seen and len(seen) < MAX_COMPILED:

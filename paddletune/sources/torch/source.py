@@ -74,6 +74,7 @@ class TorchSource(EagerSource):
             out["torch.backends.cudnn.benchmark"] = bool(torch.backends.cudnn.benchmark)
             out["torch.backends.cuda.matmul.allow_tf32"] = bool(
                 torch.backends.cuda.matmul.allow_tf32)
+            out["torch.backends.cudnn.allow_tf32"] = bool(torch.backends.cudnn.allow_tf32)
         return out
 
     def _install(self, check_nan: bool, nan_continue: bool) -> Callable[[], None]:

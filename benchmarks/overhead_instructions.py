@@ -1,0 +1,138 @@
+"""What profiling costs a PyTorch training step, in CPU instructions: a count that a loaded
+machine does not move (the wall-clock benchmarks, bench_torch_overhead.py, swing by 2x between
+runs on the shared 2-core VM), so two versions of the code can be compared to the percent.
+
+Each count runs the loop of bench_torch_overhead.py's near-empty step, taken to the bone: a
+DataLoader of 1-sample batches (num_workers=0) and an optimizer step, nothing else, in a child
+process under valgrind's callgrind (every thread's instructions: the training thread, the
+probes' samplers, the profile writer). The loop runs bare or under the probes of a `paddletune
+profile` session (session.session_probes, a real profile written), for a short and a long run
+past the profile's first HEAD_STEPS steps (written in full); the difference of the two runs'
+counts over their difference in steps is the steady cost of a step, the start-up (imports,
+the session's threads) cancelled out.
+
+The training thread's count is the figure to compare: the other threads' work (the samplers,
+the writer's flushes) runs on a clock, and a step under valgrind lasts some 50x longer, so
+their count per step is that much too high. Needs valgrind; each child takes 2-3 minutes (two
+run at once). Instructions are not time (in a real loop a step's Python code runs colder than
+the count suggests), but fewer instructions for the same work is what a change to the hot path
+must show. Prints a table and one JSON line.
+
+    python benchmarks/overhead_instructions.py [--steps 2000]
+"""
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager, nullcontext
+from pathlib import Path
+from typing import Tuple
+
+REPO = Path(__file__).resolve().parents[1]
+HEAD = 1100  # steps run before the counted ones: past the writer's HEAD_STEPS in full
+
+
+def child(mode: str, steps: int):
+    """The loop itself (run under callgrind by main)."""
+    sys.path.insert(0, str(REPO))
+    import torch
+    torch.set_num_threads(1)
+    data = torch.utils.data.TensorDataset(torch.randn(steps + HEAD + 1, 1),
+                                          torch.zeros(steps + HEAD + 1))
+    loader = torch.utils.data.DataLoader(data, batch_size=1)
+    weight = torch.nn.Parameter(torch.zeros(1))
+    weight.grad = torch.zeros(1)
+    optimizer = torch.optim.SGD([weight], lr=0.0)
+    with tempfile.TemporaryDirectory() as directory:
+        with (profiled(Path(directory) / "p.jsonl") if mode == "profiled" else nullcontext()):
+            batches = iter(loader)
+            for _ in range(steps + HEAD):
+                next(batches)
+                optimizer.step()
+
+
+@contextmanager
+def profiled(path: Path):
+    from paddletune.probes.base import Clock
+    from paddletune.profile import ProfileWriter, header_record
+    from paddletune.session import session_probes
+    from paddletune.sources.torch.source import TorchSource
+    clock = Clock()
+    writer = ProfileWriter(path, clock=clock.now)
+    source = TorchSource()
+    source.begin()
+    writer.submit(header_record({"argv": ["overhead_instructions"]}, {}, {}, time.time(),
+                                source.info()))
+    probes = session_probes(writer.submit, clock, source, 0.5)
+    for p in probes:
+        p.start()
+    try:
+        with source.running():
+            yield
+    finally:
+        for p in probes:
+            p.stop()
+        writer.finish()
+
+
+def count(mode: str, steps: int) -> Tuple[int, int]:
+    """Instructions of a child process running `steps` counted steps (after HEAD): (the
+    training thread's, every other thread's)."""
+    with tempfile.TemporaryDirectory() as directory:
+        out = subprocess.run(
+            ["valgrind", "--tool=callgrind", "--separate-threads=yes",
+             f"--callgrind-out-file={directory}/cg.out", sys.executable, __file__, "--child",
+             mode, str(steps)],
+            capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"},
+            cwd=str(REPO), timeout=1800)
+        if out.returncode != 0:
+            raise SystemExit(f"the {mode} child of {steps} steps failed:\n{out.stderr[-2000:]}")
+        per_thread = {}
+        for path in Path(directory).glob("cg.out-*"):
+            totals = re.search(r"^(?:totals|summary):\s*(\d+)", path.read_text(), re.M)
+            per_thread[int(path.name.rsplit("-", 1)[1])] = int(totals.group(1)) if totals else 0
+    if 1 not in per_thread:
+        raise SystemExit(f"callgrind wrote no count for the {mode} child's main thread")
+    return per_thread[1], sum(per_thread.values()) - per_thread[1]
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--steps", type=int, default=2000,
+                        help="the long run's extra steps over the short run's")
+    parser.add_argument("--child", nargs=2, metavar=("MODE", "STEPS"), help=argparse.SUPPRESS)
+    args = parser.parse_args(argv)
+    if args.child:
+        return child(args.child[0], int(args.child[1]))
+    if shutil.which("valgrind") is None:
+        raise SystemExit("needs valgrind (apt-get install valgrind)")
+    runs = [(mode, n) for mode in ("bare", "profiled") for n in (100, 100 + args.steps)]
+    started = time.perf_counter()
+    with ThreadPoolExecutor(2) as pool:
+        counts = dict(zip(runs, pool.map(lambda run: count(*run), runs)))
+    per_step = {mode: [(counts[(mode, 100 + args.steps)][i] - counts[(mode, 100)][i])
+                       / args.steps for i in (0, 1)] for mode in ("bare", "profiled")}
+    cost = [p - b for p, b in zip(per_step["profiled"], per_step["bare"])]
+    print(f"instructions per step (callgrind; {args.steps} steps; "
+          f"{time.perf_counter() - started:.0f} s)")
+    print(f"{'':<10}{'training thread':>16}{'other threads':>16}")
+    for mode, (main_n, other_n) in per_step.items():
+        print(f"{mode:<10}{main_n:>16,.0f}{other_n:>16,.0f}")
+    print(f"{'cost':<10}{cost[0]:>16,.0f}{cost[1]:>16,.0f}  (the training thread's: "
+          f"{cost[0] / per_step['bare'][0]:.0%} of the bare step's)")
+    print(json.dumps({"bench": "overhead_instructions", "steps": args.steps,
+                      "bare_main_per_step": round(per_step["bare"][0]),
+                      "profiled_main_per_step": round(per_step["profiled"][0]),
+                      "main_cost_per_step": round(cost[0]),
+                      "other_cost_per_step": round(cost[1])}))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,199 @@
+"""docs/advice.md #28: the GPU's fast paths for the model the job trains, read from the model's
+census (records.ModelEvent: the leaf modules of the first training step, the parameters by
+dtype, autocast, the convolutions' input layout, the GPU's compute capability; the PyTorch
+source records it) and the framework settings the profile recorded:
+
+- cudnn-benchmark: convolutions with cuDNN's algorithm search off;
+- tf32-matmul: float32 matrix products on an Ampere or newer GPU with TF32 off;
+- mixed-precision: float32 convolutions or matrix products on a GPU with Tensor Cores (compute
+  capability 7.0 and newer) without autocast;
+- channels-last: convolutions under autocast on NCHW inputs.
+
+The profile holds no device time per layer, so none of these predicts its gain: each says what
+bounds it and how to measure it. Each is silent where the framework's code writer cannot write
+the change (a framework without the setting).
+"""
+
+from typing import Dict, List, Optional, Tuple
+
+from ..profile.records import ModelEvent
+from .base import Advice, rule
+from .facts import enough_steps, main_loader, script, writer
+from .gpu import gpu_place
+
+CONV_WORD = "Conv"  # Conv1d/2d/3d, ConvTranspose2d, LazyConv2d, ...
+MATMUL_MODULES = ("Linear", "Bilinear", "LazyLinear", "MultiheadAttention", "LSTM", "GRU",
+                  "RNN")
+TENSOR_CORES = (7, 0)  # Volta: float16 Tensor Cores
+TF32_CORES = (8, 0)  # Ampere: TF32 and bfloat16
+FLOAT32_SHARE = 0.5  # of the parameters: a float32 model
+BENCHMARK_FLAG = "torch.backends.cudnn.benchmark"
+TF32_FLAG = "torch.backends.cuda.matmul.allow_tf32"
+
+
+def model_on_gpu(profile) -> Optional[Tuple[ModelEvent, str, Optional[Tuple[int, int]]]]:
+    """(the model's census, its GPU place, the compute capability) of a GPU job with a census
+    and steady steps; None otherwise."""
+    census = profile.last_event("model")
+    place = gpu_place(profile)
+    if census is None or place is None or not enough_steps(profile):
+        return None
+    return census, place, _capability(census.capability)
+
+
+def _capability(text: Optional[str]) -> Optional[Tuple[int, int]]:
+    try:
+        major, minor = (text or "").split(".")
+        return int(major), int(minor)
+    except ValueError:
+        return None
+
+
+def layer_calls(census: ModelEvent) -> Dict[str, int]:
+    """{"convolutions": calls, "matrix products": calls} of the first step."""
+    convs = sum(n for name, n in census.modules.items() if CONV_WORD in name)
+    matmuls = sum(n for name, n in census.modules.items() if name in MATMUL_MODULES)
+    return {"convolutions": convs, "matrix products": matmuls}
+
+
+def float32_share(census: ModelEvent) -> float:
+    total = sum(census.params.values())
+    return census.params.get("float32", 0) / total if total else 0.0
+
+
+def _seen(census: ModelEvent, place: str) -> str:
+    return f"the model's first training step on {place}: {census.message}"
+
+
+def _calls(n: int, what: str) -> str:
+    return f"{n} {what} call{'s' if n != 1 else ''}"
+
+
+INPUT_BOUND = 0.5  # input share of the step above which the model's speed matters less
+
+
+def _severity(profile, severity: str) -> str:
+    """`severity`, lowered to low while the step mostly waits for data (the input advice
+    comes first)."""
+    share = profile.summary.input_share or 0.0
+    return "low" if share >= INPUT_BOUND else severity
+
+
+def _measure(profile, change: str) -> str:
+    return (f"not predicted (the profile has no device time per layer): at most the "
+            f"{change} layers' share of the step is at stake; measure it: profile the job "
+            f"again with the change (paddletune profile {script(profile)}) and compare the "
+            f"two reports' samples/s")
+
+
+@rule
+def gpu_model_math(profile) -> List[Advice]:
+    """the GPU's fast paths for the model (#28)
+
+    cuDNN autotuning, TF32, mixed precision, channels_last, from the model's census.
+    """
+    found = model_on_gpu(profile)
+    if found is None:
+        return []
+    census, place, capability = found
+    calls = layer_calls(census)
+    flags = profile.env.flags or {}
+    out = [_cudnn_benchmark(profile, census, place, calls, flags),
+           _tf32(profile, census, place, capability, calls, flags),
+           _mixed_precision(profile, census, place, capability, calls),
+           _channels_last(profile, census, place, capability, calls)]
+    return [a for a in out if a is not None]
+
+
+def _cudnn_benchmark(profile, census, place, calls, flags) -> Optional[Advice]:
+    change = writer(profile).cudnn_autotune()
+    if change is None or not calls["convolutions"] or flags.get(BENCHMARK_FLAG) is not False:
+        return None
+    varying = _varying_feeds(profile)
+    caveat = (f"; the batches' shapes vary ({', '.join(varying)}): cuDNN times its "
+              f"algorithms again for each new shape, so pad or bucket them to few shapes "
+              f"first" if varying else "")
+    return Advice(
+        id="cudnn-benchmark", source=28, severity="low" if varying else _severity(
+            profile, "medium"),
+        confidence="low",
+        title=f"{_calls(calls['convolutions'], 'convolution')} a step with "
+              f"cudnn.benchmark off",
+        evidence=(f"{_seen(census, place)}; {BENCHMARK_FLAG} is False: cuDNN runs its "
+                  f"default algorithm for each convolution instead of the fastest for its "
+                  f"shape" + caveat + "."),
+        change=change,
+        expected_gain=_measure(profile, "convolution") + "; the first step of each input "
+                      "shape is slower (the search)",
+        figures={"convolutions": calls["convolutions"], "varying_feeds": varying,
+                 "place": place})
+
+
+def _varying_feeds(profile) -> List[str]:
+    """The main DataLoader's fed tensors whose shape varies between batches."""
+    loader = main_loader(profile)
+    shapes = loader.shapes if loader is not None else {}
+    return sorted(name for name, s in shapes.items() if s.varying or s.rank_varies)
+
+
+def _tf32(profile, census, place, capability, calls, flags) -> Optional[Advice]:
+    change = writer(profile).tf32_matmul()
+    if (change is None or capability is None or capability < TF32_CORES or census.autocast
+            or not calls["matrix products"] or float32_share(census) < FLOAT32_SHARE
+            or flags.get(TF32_FLAG) is not False):
+        return None
+    return Advice(
+        id="tf32-matmul", source=28, severity=_severity(profile, "medium"),
+        confidence="low",
+        title=f"float32 matrix products on a compute-capability {census.capability} GPU "
+              f"without TF32",
+        evidence=(f"{_seen(census, place)}; {TF32_FLAG} is False: "
+                  f"{_calls(calls['matrix products'], 'matrix-product')} a step run in full "
+                  f"float32 instead of on the Tensor "
+                  f"Cores (TF32: float32's range, a 10-bit mantissa; convolutions use it "
+                  f"already by default)."),
+        change=change,
+        expected_gain=_measure(profile, "matrix-product") + "; the cost: products rounded to "
+                      "TF32's precision (check the loss curve)",
+        figures={"matrix_products": calls["matrix products"], "capability": census.capability,
+                 "place": place})
+
+
+def _mixed_precision(profile, census, place, capability, calls) -> Optional[Advice]:
+    heavy = calls["convolutions"] + calls["matrix products"]
+    bf16 = capability is not None and capability >= TF32_CORES
+    change = writer(profile).mixed_precision(bf16)
+    if (change is None or capability is None or capability < TENSOR_CORES or census.autocast
+            or not heavy or float32_share(census) < FLOAT32_SHARE):
+        return None
+    dtype = "bfloat16" if bf16 else "float16 (with loss scaling)"
+    return Advice(
+        id="mixed-precision", source=28, severity=_severity(profile, "medium"),
+        confidence="low",
+        title="A float32 model without autocast on a GPU with Tensor Cores",
+        evidence=(f"{_seen(census, place)}: {_calls(heavy, 'convolution and matrix-product')}"
+                  f" a step run in float32, {float32_share(census):.0%} of the parameters are "
+                  f"float32, and no layer ran under autocast."),
+        change=change,
+        expected_gain=_measure(profile, "convolution and matrix-product") + f"; in {dtype} "
+                      f"their activations also take half the memory (a larger batch fits); "
+                      f"the cost: reduced precision (check the loss curve)",
+        figures={"layers": heavy, "float32_share": float32_share(census), "bf16": bf16,
+                 "place": place})
+
+
+def _channels_last(profile, census, place, capability, calls) -> Optional[Advice]:
+    device = "cuda" + place[len("CUDAPlace"):].replace("(", ":").rstrip(")")
+    change = writer(profile).channels_last(device)
+    if (change is None or not calls["convolutions"] or census.conv_channels_last is not False
+            or not census.autocast or capability is None or capability < TENSOR_CORES):
+        return None
+    return Advice(
+        id="channels-last", source=28, severity="low", confidence="low",
+        title="Convolutions under autocast on NCHW inputs",
+        evidence=(f"{_seen(census, place)}: the convolutions ran in reduced precision on "
+                  f"NCHW (channels-first) inputs; cuDNN's Tensor Core kernels work in NHWC "
+                  f"(channels_last) and transpose NCHW tensors around each convolution."),
+        change=change,
+        expected_gain=_measure(profile, "convolution"),
+        figures={"convolutions": calls["convolutions"], "place": place})

@@ -1,0 +1,125 @@
+"""What a PyTorch job's model is made of (records.ModelEvent), for the advice that depends on
+it (cuDNN autotuning, TF32, mixed precision, channels_last): a global forward hook on every
+module counts the leaf modules called, whether they ran under torch.autocast, and whether the
+convolutions' 4-D inputs were channels_last, until the first training step ends. Then the
+hook goes (the steps after the first pay nothing), and the census is sent with the optimizer's
+parameters by dtype and the compute capability of the GPU they live on.
+
+The hook also goes after MAX_CALLS leaf module calls (a job that does not train, or trains
+without a torch.optim optimizer, pays for no more) or if it fails. A model compiled with
+torch.compile before its first step is not hooked (a hook in its graph
+would split it, and taking the hook out later would make Dynamo compile it again): its
+modules are not counted; the parameters are."""
+
+from typing import Callable, Dict, List, Optional
+
+import torch
+from torch.nn.modules.conv import _ConvNd
+
+from ...profile.records import ModelEvent
+
+MAX_CALLS = 10_000  # leaf module calls looked at, at most, if no training step ends first
+
+
+class Census:
+    def __init__(self, emit: Callable[[ModelEvent], None]):
+        self.emit = emit
+        self.modules: Dict[str, int] = {}
+        self.autocast = False
+        self.convs = [0, 0]  # convolutions' 4-D inputs seen, and of them channels_last
+        self.compiled = False
+        self.calls = 0  # leaf module calls seen
+        self._hook = torch.nn.modules.module.register_module_forward_hook(self._called)
+
+    def _called(self, module, inputs, output):
+        try:
+            self._count(module, inputs)
+        except Exception:  # noqa: BLE001  (the census never breaks the job's forward pass)
+            self.unhook()
+
+    def _count(self, module, inputs):
+        if next(module.children(), None) is not None:
+            return  # only leaf modules
+        name = type(module).__name__
+        self.modules[name] = self.modules.get(name, 0) + 1
+        self.calls += 1
+        if self.calls >= MAX_CALLS:  # a job that does not step (inference): stop looking
+            self.unhook()
+        if not self.autocast and autocast_on():
+            self.autocast = True
+        if isinstance(module, _ConvNd) and inputs and isinstance(inputs[0], torch.Tensor):
+            layout = channels_last(inputs[0])
+            if layout is not None:
+                self.convs[0] += 1
+                self.convs[1] += layout
+
+    def unhook(self, compiled: bool = False):
+        """Take the hook out (torch.compile is about to run: `compiled`)."""
+        self.compiled = self.compiled or compiled
+        if self._hook is not None:
+            self._hook.remove()
+            self._hook = None
+
+    def step_done(self, optimizer, place: str):
+        """The first training step ended: unhook and send the census."""
+        self.unhook()
+        params = params_by_dtype(optimizer)
+        capability = device_capability(place)
+        seen, last = self.convs
+        self.emit(ModelEvent(0.0, dict(self.modules), params, self.autocast,
+                             (last == seen) if seen else None, capability,
+                             self._message(params, capability)))
+
+    def _message(self, params: Dict[str, int], capability: Optional[str]) -> str:
+        parts: List[str] = []
+        if self.compiled and not self.modules:
+            parts.append("modules not counted (torch.compile)")
+        elif self.modules:
+            top = sorted(self.modules.items(), key=lambda kv: -kv[1])[:6]
+            parts.append("leaf module calls in the first step: "
+                         + ", ".join(f"{name} x{n}" for name, n in top)
+                         + (", ..." if len(self.modules) > len(top) else ""))
+        parts.append("parameters: " + (", ".join(f"{n:,} {dtype}" for dtype, n in params.items())
+                                       or "none"))
+        parts.append(f"autocast {'on' if self.autocast else 'off'}")
+        seen, last = self.convs
+        if seen:
+            parts.append("convolution inputs " + ("channels_last" if last == seen else
+                                                  f"NCHW ({seen - last} of {seen})"))
+        if capability:
+            parts.append(f"GPU compute capability {capability}")
+        return "; ".join(parts)
+
+
+def autocast_on() -> bool:
+    """Whether torch.autocast is on now, for CUDA or the CPU."""
+    try:
+        return torch.is_autocast_enabled("cuda") or torch.is_autocast_enabled("cpu")
+    except TypeError:  # torch before 2.4: no device argument
+        return torch.is_autocast_enabled() or torch.is_autocast_cpu_enabled()
+
+
+def channels_last(x: torch.Tensor) -> Optional[bool]:
+    """Whether a 4-D tensor lies channels_last (None: not 4-D, or one channel, where both
+    layouts are the same)."""
+    if x.dim() != 4 or x.size(1) <= 1:
+        return None
+    return x.is_contiguous(memory_format=torch.channels_last) and not x.is_contiguous()
+
+
+def params_by_dtype(optimizer) -> Dict[str, int]:
+    out: Dict[str, int] = {}
+    for group in optimizer.param_groups:
+        for p in group.get("params", ()):
+            if isinstance(p, torch.Tensor):
+                dtype = str(p.dtype).replace("torch.", "")
+                out[dtype] = out.get(dtype, 0) + p.numel()
+    return out
+
+
+def device_capability(place: str) -> Optional[str]:
+    """"8.0" for a CUDAPlace's GPU; None elsewhere."""
+    if not place.startswith("CUDAPlace(") or not torch.cuda.is_available():
+        return None
+    major, minor = torch.cuda.get_device_capability(int(place[len("CUDAPlace("):-1]))
+    return f"{major}.{minor}"
