@@ -4,19 +4,23 @@ runs on the shared 2-core VM), so two versions of the code can be compared to th
 
 Each count runs the loop of bench_torch_overhead.py's near-empty step, taken to the bone: a
 DataLoader of 1-sample batches (num_workers=0) and an optimizer step, nothing else, in a child
-process under valgrind's callgrind (every thread's instructions: the training thread, the
-probes' samplers, the profile writer). The loop runs bare or under the probes of a `paddletune
+process under valgrind's callgrind. The loop runs bare or under the probes of a `paddletune
 profile` session (session.session_probes, a real profile written), for a short and a long run
 past the profile's first HEAD_STEPS steps (written in full); the difference of the two runs'
 counts over their difference in steps is the steady cost of a step, the start-up (imports,
 the session's threads) cancelled out.
 
-The training thread's count is the figure to compare: the other threads' work (the samplers,
-the writer's flushes) runs on a clock, and a step under valgrind lasts some 50x longer, so
-their count per step is that much too high. Needs valgrind; each child takes 2-3 minutes (two
-run at once). Instructions are not time (in a real loop a step's Python code runs colder than
-the count suggests), but fewer instructions for the same work is what a change to the hot path
-must show. Prints a table and one JSON line.
+What runs on a clock is left out: a step under valgrind lasts some 50x longer, so the
+samplers' work (per second, not per step) would count 50x too much per step, and how much
+depends on the machine's load. The samplers' interval is set past the run, and so is the
+writer's: the steps' records are folded and written at the end, on the training thread, so
+the count holds every instruction a step costs (the source's hooks, the probes' callbacks,
+the writer's work on its record) and nothing else. The per-thread split is printed as well.
+
+Needs valgrind; each child takes 2-3 minutes (two run at once). Instructions are not time (in
+a real loop a step's Python code runs colder than the count suggests: the wall-clock cost is
+2-3x the count's share), but fewer instructions for the same work is what a change to the hot
+path must show. Prints a table and one JSON line.
 
     python benchmarks/overhead_instructions.py [--steps 2000]
 """
@@ -37,6 +41,7 @@ from typing import Tuple
 
 REPO = Path(__file__).resolve().parents[1]
 HEAD = 1100  # steps run before the counted ones: past the writer's HEAD_STEPS in full
+NEVER = 1e9  # the samplers' and the writer's interval: their work per second is left out
 
 
 def child(mode: str, steps: int):
@@ -65,12 +70,12 @@ def profiled(path: Path):
     from paddletune.session import session_probes
     from paddletune.sources.torch.source import TorchSource
     clock = Clock()
-    writer = ProfileWriter(path, clock=clock.now)
+    writer = ProfileWriter(path, clock=clock.now, flush_interval_s=NEVER)
     source = TorchSource()
     source.begin()
     writer.submit(header_record({"argv": ["overhead_instructions"]}, {}, {}, time.time(),
                                 source.info()))
-    probes = session_probes(writer.submit, clock, source, 0.5)
+    probes = session_probes(writer.submit, clock, source, NEVER)
     for p in probes:
         p.start()
     try:
@@ -122,15 +127,16 @@ def main(argv=None):
     cost = [p - b for p, b in zip(per_step["profiled"], per_step["bare"])]
     print(f"instructions per step (callgrind; {args.steps} steps; "
           f"{time.perf_counter() - started:.0f} s)")
-    print(f"{'':<10}{'training thread':>16}{'other threads':>16}")
+    print(f"{'':<10}{'all threads':>14}{'training thread':>18}{'other threads':>16}")
     for mode, (main_n, other_n) in per_step.items():
-        print(f"{mode:<10}{main_n:>16,.0f}{other_n:>16,.0f}")
-    print(f"{'cost':<10}{cost[0]:>16,.0f}{cost[1]:>16,.0f}  (the training thread's: "
-          f"{cost[0] / per_step['bare'][0]:.0%} of the bare step's)")
+        print(f"{mode:<10}{main_n + other_n:>14,.0f}{main_n:>18,.0f}{other_n:>16,.0f}")
+    bare = sum(per_step["bare"])
+    print(f"{'cost':<10}{sum(cost):>14,.0f}{cost[0]:>18,.0f}{cost[1]:>16,.0f}  "
+          f"({sum(cost) / bare:.0%} of the bare step's)")
     print(json.dumps({"bench": "overhead_instructions", "steps": args.steps,
-                      "bare_main_per_step": round(per_step["bare"][0]),
-                      "profiled_main_per_step": round(per_step["profiled"][0]),
-                      "main_cost_per_step": round(cost[0]),
+                      "bare_per_step": round(bare),
+                      "profiled_per_step": round(sum(per_step["profiled"])),
+                      "cost_per_step": round(sum(cost)), "main_cost_per_step": round(cost[0]),
                       "other_cost_per_step": round(cost[1])}))
 
 

@@ -196,3 +196,10 @@ def test_an_input_bound_step_gets_them_at_low_severity(tmp_path):
     found = _advice(profile)
     assert set(found) == {"cudnn-benchmark", "tf32-matmul", "mixed-precision"}
     assert {a.severity for a in found.values()} == {"low"}
+
+
+def test_a_census_that_cannot_read_the_device_sends_nothing_and_the_step_goes_on(monkeypatch):
+    from paddletune.sources.torch import census as census_module
+    monkeypatch.setattr(census_module, "device_capability", lambda place: 1 / 0)
+    seen, _ = _train(_cnn(), steps=2)
+    assert seen == []

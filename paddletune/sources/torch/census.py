@@ -61,10 +61,14 @@ class Census:
             self._hook = None
 
     def step_done(self, optimizer, place: str):
-        """The first training step ended: unhook and send the census."""
+        """The first training step ended: unhook and send the census (none when reading the
+        parameters or the device fails: the census never breaks the job's step)."""
         self.unhook()
-        params = params_by_dtype(optimizer)
-        capability = device_capability(place)
+        try:
+            params = params_by_dtype(optimizer)
+            capability = device_capability(place)
+        except Exception:  # noqa: BLE001
+            return
         seen, last = self.convs
         self.emit(ModelEvent(0.0, dict(self.modules), params, self.autocast,
                              (last == seen) if seen else None, capability,
