@@ -1,8 +1,9 @@
 """The model's census (paddletune/sources/torch/census.py) against the real torch on the CPU,
 and the advice that reads it (paddletune/advisors/gpu_model.py, docs/advice.md #28) on
-synthetic GPU profiles: cudnn.benchmark, TF32, mixed precision and channels_last, each firing
-on the evidence it quotes and silent on a CPU place, without a census, with the setting on,
-or for a framework whose code writer has no such setting."""
+synthetic profiles: cudnn.benchmark, TF32, mixed precision and channels_last on a GPU, each
+firing on the evidence it quotes and silent on a CPU place, without a census, with the
+setting on, or for a framework whose code writer has no such setting; a float64 model on
+either."""
 
 import pytest
 import torch
@@ -21,7 +22,8 @@ OFF = {"torch.backends.cudnn.benchmark": False, "torch.backends.cuda.matmul.allo
 
 
 # --- the census, on the real torch -----------------------------------------------------------
-def _train(model, steps=3, channels_last=False, autocast=False, compile_first=False):
+def _train(model, steps=3, channels_last=False, autocast=False, compile_first=False,
+           dtype=torch.float32):
     source = TorchSource()
     source.begin()
     seen = []
@@ -31,7 +33,7 @@ def _train(model, steps=3, channels_last=False, autocast=False, compile_first=Fa
         if compile_first:
             model = torch.compile(model, backend="eager")
         for _ in range(steps):
-            x = torch.randn(4, 3, 8, 8)
+            x = torch.randn(4, 3, 8, 8, dtype=dtype)
             if channels_last:
                 x = x.to(memory_format=torch.channels_last)
             with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
@@ -203,3 +205,37 @@ def test_a_census_that_cannot_read_the_device_sends_nothing_and_the_step_goes_on
     monkeypatch.setattr(census_module, "device_capability", lambda place: 1 / 0)
     seen, _ = _train(_cnn(), steps=2)
     assert seen == []
+
+
+
+# --- a float64 model -------------------------------------------------------------------------
+def _f64(profile):
+    return advisors.advise(profile, [gpu_model.model_float64])
+
+
+def test_the_census_of_a_float64_model_counts_its_parameters_as_float64():
+    (census,), _ = _train(_cnn().double(), dtype=torch.float64)
+    assert census.params == {"float64": sum(p.numel() for p in _cnn().parameters())}
+    assert "float64" in census.message
+
+
+def test_a_float64_model_is_advised_float32_on_the_cpu_and_more_strongly_on_a_gpu(tmp_path):
+    half_f64 = _model(MLP, params={"float64": 900_000, "float32": 100_000}, capability=None)
+    (cpu,) = _f64(_profile(tmp_path, half_f64, place="CPUPlace"))
+    assert cpu.id == "float64-model" and cpu.severity == "medium"
+    assert "model = model.float()" in cpu.change and "x = x.float()" in cpu.change
+    assert "90% of the model's parameters are float64" == cpu.title
+    assert "900,000 of the optimizer's 1,000,000" in cpu.evidence and "SIMD" in cpu.evidence
+    assert cpu.figures["float64_share"] == pytest.approx(0.9)
+    # the bound: a 10 ms cycle with 9.3 ms of compute, that compute at half the time
+    assert "up to 1.87x steps/s if the step's 9.30 ms of compute" in cpu.expected_gain
+    (gpu,) = _f64(_profile(tmp_path, _model(MLP, params={"float64": 10})))
+    assert gpu.severity == "high" and "1/64" in gpu.evidence
+
+
+def test_a_float32_model_or_one_without_a_census_gets_no_float64_advice(tmp_path):
+    assert _f64(_profile(tmp_path, place="CPUPlace")) == []
+    assert _f64(_profile(tmp_path, model=False)) == []
+    f64 = _model(MLP, params={"float64": 10})
+    assert _f64(_profile(tmp_path, f64, framework="fluid")) == []
+    assert set(_advice(_profile(tmp_path, f64))) == set()  # (and no GPU float32 advice)

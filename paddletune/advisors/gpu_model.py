@@ -1,5 +1,5 @@
-"""docs/advice.md #28: the GPU's fast paths for the model the job trains, read from the model's
-census (records.ModelEvent: the leaf modules of the first training step, the parameters by
+"""docs/advice.md #28: the model's precision, and the GPU's fast paths for it, read from the
+model's census (records.ModelEvent: the leaf modules of the first training step, the parameters by
 dtype, autocast, the convolutions' input layout, the GPU's compute capability; the PyTorch
 source records it) and the framework settings the profile recorded:
 
@@ -7,7 +7,9 @@ source records it) and the framework settings the profile recorded:
 - tf32-matmul: float32 matrix products on an Ampere or newer GPU with TF32 off;
 - mixed-precision: float32 convolutions or matrix products on a GPU with Tensor Cores (compute
   capability 7.0 and newer) without autocast;
-- channels-last: convolutions under autocast on NCHW inputs.
+- channels-last: convolutions under autocast on NCHW inputs;
+- float64-model (on the CPU too): most parameters float64, often by accident (NumPy's default
+  dtype carried into the model).
 
 The profile holds no device time per layer, so none of these predicts its gain: each says what
 bounds it and how to measure it. Each is silent where the framework's code writer cannot write
@@ -18,7 +20,7 @@ from typing import Dict, List, Optional, Tuple
 
 from ..profile.records import ModelEvent
 from .base import Advice, rule
-from .facts import enough_steps, main_loader, script, writer
+from .facts import enough_steps, main_loader, ms, script, writer
 from .gpu import gpu_place
 
 CONV_WORD = "Conv"  # Conv1d/2d/3d, ConvTranspose2d, LazyConv2d, ...
@@ -197,3 +199,56 @@ def _channels_last(profile, census, place, capability, calls) -> Optional[Advice
         change=change,
         expected_gain=_measure(profile, "convolution"),
         figures={"convolutions": calls["convolutions"], "place": place})
+
+
+@rule
+def model_float64(profile) -> Optional[Advice]:
+    """a float64 model (#28)
+
+    Most of the optimizer's parameters are float64.
+    """
+    census = profile.last_event("model")
+    change = writer(profile).float32_model()
+    if census is None or change is None or not enough_steps(profile):
+        return None
+    total = sum(census.params.values())
+    share = census.params.get("float64", 0) / total if total else 0.0
+    if share < FLOAT32_SHARE:
+        return None
+    place = gpu_place(profile)
+    where = (f"on a GPU ({place}) float64 runs at 1/2 (data-centre GPUs) to 1/64 (most "
+             f"others) of float32's rate" if place else
+             "on the CPU a float32 product does twice the work per instruction (twice the "
+             "numbers in each SIMD register)")
+    return Advice(
+        id="float64-model", source=28, severity="high" if place else "medium",
+        confidence="medium",
+        title=f"{share:.0%} of the model's parameters are float64",
+        evidence=(f"{census.message}. {census.params.get('float64', 0):,} of the optimizer's "
+                  f"{total:,} parameter elements are float64, so the layers compute in float64; "
+                  f"{where}. Training rarely needs it; a NumPy array's default dtype carried "
+                  f"into the model is the usual cause."),
+        change=change,
+        expected_gain=(_float64_bound(profile) + "; and half the memory for the parameters, "
+                       "their gradients, optimizer state and activations; measure it: profile "
+                       f"the job again with the change (paddletune profile {script(profile)}) "
+                       "and compare the two reports' samples/s"),
+        figures={"float64_share": share, "params": dict(census.params), "place": place})
+
+
+FLOAT64_COST = 2.0  # a float64 layer's time over float32's on the CPU: 2.06-2.07x measured
+# on the reference MLP (benchmarks/bench_float64.py, 1 and 2 threads)
+
+
+def _float64_bound(profile) -> str:
+    """The most the step can gain: its compute at float32's rate (none of the rest)."""
+    s = profile.summary
+    compute, cycle = s.breakdown_s.compute_s, s.cycle_s.mean
+    if not compute or not cycle or compute > cycle:
+        return "not predicted (the step's compute time is not measured)"
+    bound = cycle / (cycle - compute * (1 - 1 / FLOAT64_COST))
+    return (f"up to {bound:.2f}x steps/s if the step's {ms(compute)} of compute were all "
+            f"float64 layers, run at float32's rate (on the CPU {FLOAT64_COST:.0f}x faster: an "
+            f"MLP's float64 step took 2.06x its float32 step, benchmarks/bench_float64.py; on "
+            f"a GPU more); "
+            f"not predicted beyond that bound (the profile has no time per layer)")

@@ -152,6 +152,10 @@ class CodeWriter:
         """The model and its image batches in the channels_last (NHWC) layout."""
         return None
 
+    def float32_model(self) -> Optional[str]:
+        """The model's parameters and its batches made float32 (from float64)."""
+        return None
+
 
 def code_for(framework: str) -> CodeWriter:
     """The code writer of `framework` (a source's declared name); the Fluid writer for a

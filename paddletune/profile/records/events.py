@@ -334,8 +334,8 @@ class CudaGraphEvent:
 class ModelEvent:
     """What the model is made of, seen once as the job's first training step ran (PyTorch: a
     forward hook on every module until the first optimizer step ends, then removed): the
-    advice that depends on the model (cuDNN autotuning, TF32, mixed precision, channels_last)
-    reads it.
+    advice that depends on the model (cuDNN autotuning, TF32, mixed precision, channels_last,
+    a float64 model) reads it.
 
     Fields:
       t_s                 when the first training step ended

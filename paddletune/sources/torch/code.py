@@ -167,3 +167,9 @@ class TorchCode(CodeWriter):
             "model = model.to(memory_format=torch.channels_last)",
             "for x, y in loader:",
             f"    x = x.to('{device}', memory_format=torch.channels_last)  # 4-D image batches"])
+
+    def float32_model(self) -> Optional[str]:
+        return "\n".join([
+            "model = model.float()  # float32 parameters (the optimizer built after this)",
+            "for x, y in loader:",
+            "    x = x.float()  # a float64 batch (NumPy's default dtype) made float32"])
