@@ -275,17 +275,22 @@ def test_memory_pool_counter_track(tmp_path):
 
 
 # --- a long job: windows, exemplars, sample windows ----------------------------------------------
-@pytest.fixture
-def long_job(tmp_path):
-    """300 training steps of 10 ms, the first 10 recorded in full; step 150 is slow; 300
-    system samples (the first 240 kept in full)."""
+def long_job_steps() -> list:
+    """300 training steps of 10 ms; step 150 is slow."""
     steps = step_records(n_steps=300)
     slow = steps[151]  # training step 150
     slow["wall_s"], slow["compute_s"] = 0.050, 0.050 - slow["feed_s"] - slow["fetch_s"]
     for later in steps[152:]:
         later["t"] += 0.040
+    return steps
+
+
+@pytest.fixture
+def long_job(tmp_path):
+    """long_job_steps, the first 10 recorded in full; 300 system samples (the first 240 kept
+    in full)."""
     extra = system_samples(n=300, interval_s=0.01)
-    return load(make_profile(tmp_path / "p.jsonl", steps=steps, extra=extra,
+    return load(make_profile(tmp_path / "p.jsonl", steps=long_job_steps(), extra=extra,
                              options={"head_steps": 10}))
 
 
@@ -301,8 +306,9 @@ def test_steps_recorded_in_full_are_slices_and_the_tail_is_windows(long_job):
         assert e["ts"] == pytest.approx(w.t0_s * 1e6)
         assert e["ts"] + e["dur"] == pytest.approx(w.t_s * 1e6)
         assert e["args"]["wall mean ms"] == pytest.approx(w.parts["wall"].sum / w.n * 1e3)
+    last = long_job_steps()[-1]  # the timeline runs to the job's last step's end
     assert windows[-1]["ts"] + windows[-1]["dur"] == pytest.approx(
-        max(s.end_s for s in long_job.exemplars) * 1e6)  # the timeline runs to the end
+        (last["t"] + last["wall_s"]) * 1e6)
     assert partial_overlaps(trace) == []
 
 
