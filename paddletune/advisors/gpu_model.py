@@ -28,7 +28,7 @@ MATMUL_MODULES = ("Linear", "Bilinear", "LazyLinear", "MultiheadAttention", "LST
                   "RNN")
 TENSOR_CORES = (7, 0)  # Volta: float16 Tensor Cores
 TF32_CORES = (8, 0)  # Ampere: TF32 and bfloat16
-FLOAT32_SHARE = 0.5  # of the parameters: a float32 model
+DTYPE_SHARE = 0.5  # of the parameter elements: the model's dtype (float32, float64)
 BENCHMARK_FLAG = "torch.backends.cudnn.benchmark"
 TF32_FLAG = "torch.backends.cuda.matmul.allow_tf32"
 
@@ -141,7 +141,7 @@ def _varying_feeds(profile) -> List[str]:
 def _tf32(profile, census, place, capability, calls, flags) -> Optional[Advice]:
     change = writer(profile).tf32_matmul()
     if (change is None or capability is None or capability < TF32_CORES or census.autocast
-            or not calls["matrix products"] or float32_share(census) < FLOAT32_SHARE
+            or not calls["matrix products"] or float32_share(census) < DTYPE_SHARE
             or flags.get(TF32_FLAG) is not False):
         return None
     return Advice(
@@ -166,7 +166,7 @@ def _mixed_precision(profile, census, place, capability, calls) -> Optional[Advi
     bf16 = capability is not None and capability >= TF32_CORES
     change = writer(profile).mixed_precision(bf16)
     if (change is None or capability is None or capability < TENSOR_CORES or census.autocast
-            or not heavy or float32_share(census) < FLOAT32_SHARE):
+            or not heavy or float32_share(census) < DTYPE_SHARE):
         return None
     dtype = "bfloat16" if bf16 else "float16 (with loss scaling)"
     return Advice(
@@ -213,7 +213,7 @@ def model_float64(profile) -> Optional[Advice]:
         return None
     total = sum(census.params.values())
     share = census.params.get("float64", 0) / total if total else 0.0
-    if share < FLOAT32_SHARE:
+    if share < DTYPE_SHARE:
         return None
     place = gpu_place(profile)
     where = (f"on a GPU ({place}) float64 runs at 1/2 (data-centre GPUs) to 1/64 (most "

@@ -7,9 +7,9 @@ parameters by dtype and the compute capability of the GPU they live on.
 
 The hook also goes after MAX_CALLS leaf module calls (a job that does not train, or trains
 without a torch.optim optimizer, pays for no more) or if it fails. A model compiled with
-torch.compile before its first step is not hooked (a hook in its graph
-would split it, and taking the hook out later would make Dynamo compile it again): its
-modules are not counted; the parameters are."""
+torch.compile before its first step is not hooked (a hook in its graph would split it, and
+taking the hook out later would make Dynamo compile it again): its modules are not counted;
+the parameters are."""
 
 from typing import Callable, Dict, List, Optional
 
