@@ -74,4 +74,14 @@ def test_a_torch_job_on_cuda_gets_the_caching_allocators_figures_and_advice(proc
     assert max(m.step_peak_bytes for m in memory) > 0
     summary = json.loads(cli(procs, "report", "--json", out).stdout)
     assert summary["n_steps"] == 200
-    cli(procs, "advise", out)
+    import torch
+    census = load(out).last_event("model")  # the model's census, with the device's capability
+    major, minor = torch.cuda.get_device_capability(0)
+    assert census.capability == f"{major}.{minor}" and census.modules.get("Linear"), census
+    assert census.params.get("float32") and not census.autocast, census
+    advice = json.loads(cli(procs, "advise", "--json", out).stdout)
+    ids = {a["id"] for a in advice}
+    if (major, minor) >= (7, 0):  # a float32 MLP without autocast on Tensor Cores
+        assert "mixed-precision" in ids, ids
+    if (major, minor) >= (8, 0) and not torch.backends.cuda.matmul.allow_tf32:
+        assert "tf32-matmul" in ids, ids
