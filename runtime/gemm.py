@@ -21,9 +21,12 @@ under capture: that step runs eagerly, with CuPy's message as the reason.
 
 import ctypes
 import ctypes.util
+import math
 import os
 import threading
 from typing import NamedTuple, Optional
+
+import numpy as np
 
 _state = threading.local()  # .capture: the capturing thread's `capturing`
 
@@ -202,7 +205,7 @@ class Cublas:
         read with a batch stride of 0."""
         m, k, n = _dims(a, b)
         batch = _broadcast_shapes(a.shape[:-2], b.shape[:-2])
-        count = _product(batch)
+        count = math.prod(batch)
         if m == 0 or n == 0 or k == 0 or count == 0:
             return self.cupy.zeros(batch + (m, n), a.dtype)
         (a, a_op), a_stride = self._stack(a, batch, count)
@@ -261,23 +264,13 @@ def _dims(a, b) -> tuple:
     return m, k, n
 
 
-def _broadcast_shapes(*shapes) -> tuple:
-    """NumPy's broadcasting of shapes (numpy.broadcast_shapes, without importing NumPy here)."""
-    ndim = max(len(shape) for shape in shapes)
-    out = []
-    for dims in zip(*((1,) * (ndim - len(shape)) + tuple(shape) for shape in shapes)):
-        sizes = {d for d in dims if d != 1}
-        if len(sizes) > 1:
-            raise ValueError(f"matmul: the leading dimensions do not broadcast: {shapes}")
-        out.append(sizes.pop() if sizes else 1)
-    return tuple(out)
-
-
-def _product(dims) -> int:
-    count = 1
-    for d in dims:
-        count *= d
-    return count
+def _broadcast_shapes(a_batch: tuple, b_batch: tuple) -> tuple:
+    """NumPy's broadcasting of the two operands' leading dimensions."""
+    try:
+        return tuple(np.broadcast_shapes(a_batch, b_batch))
+    except ValueError:
+        raise ValueError(f"matmul: the leading dimensions do not broadcast: {a_batch} and "
+                         f"{b_batch}") from None
 
 
 _handles = {}
