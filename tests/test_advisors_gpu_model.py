@@ -87,24 +87,23 @@ def test_no_census_without_a_listener():
 
 # --- the advice, on synthetic profiles -------------------------------------------------------
 def _model(modules=CNN, params=None, autocast=False, channels_last=False,
-           capability="8.0"):
+           capability="8.0", settings=None):
     return {"type": "event", "kind": "model", "t": 0.2, "modules": modules,
             "params": params or {"float32": 1_000_000}, "autocast": autocast,
             "conv_channels_last": channels_last if any("Conv" in m for m in modules)
             else None,
-            "capability": capability,
+            "capability": capability, "settings": OFF if settings is None else settings,
             "message": f"leaf module calls: {modules}" + (
                 f"; GPU compute capability {capability}" if capability else "")}
 
 
-def _profile(tmp_path, model=None, place=GPU, flags=None, framework="torch", **step_kwargs):
+def _profile(tmp_path, model=None, place=GPU, framework="torch", **step_kwargs):
     steps = step_records(**step_kwargs)
     for row in steps:
         row["place"] = place
     extra = [] if model is False else [model or _model()]
     return load(make_profile(tmp_path / "p.jsonl", steps=steps, extra=extra,
-                             env={"flags": OFF if flags is None else flags},
-                             source=source_info(framework)))
+                             env={"flags": OFF}, source=source_info(framework)))
 
 
 def _advice(profile):
@@ -147,7 +146,8 @@ def test_convolutions_under_autocast_on_nchw_inputs_get_channels_last(tmp_path):
 def test_silent_when_the_settings_are_on_or_the_model_is_half(tmp_path):
     on = {**OFF, "torch.backends.cudnn.benchmark": True,
           "torch.backends.cuda.matmul.allow_tf32": True}
-    assert set(_advice(_profile(tmp_path, flags=on))) == {"mixed-precision"}
+    # (the header's settings, read before the script ran, say off: the census's win)
+    assert set(_advice(_profile(tmp_path, _model(settings=on)))) == {"mixed-precision"}
     half = _model(params={"float16": 1_000_000})
     assert set(_advice(_profile(tmp_path, half))) == {"cudnn-benchmark"}
 
@@ -157,7 +157,7 @@ def test_silent_on_the_cpu_without_a_census_or_a_gpu_capability(tmp_path):
     assert _advice(_profile(tmp_path, model=False)) == {}
     unknown = _advice(_profile(tmp_path, _model(capability=None)))
     assert set(unknown) == {"cudnn-benchmark"}  # (the one that needs no capability)
-    assert _advice(_profile(tmp_path, flags={})).keys() <= {"mixed-precision"}  # not recorded
+    assert _advice(_profile(tmp_path, _model(settings={}))).keys() <= {"mixed-precision"}
 
 
 def test_silent_for_a_framework_whose_writer_has_no_such_setting(tmp_path):
@@ -206,6 +206,24 @@ def test_a_census_that_cannot_read_the_device_sends_nothing_and_the_step_goes_on
     seen, _ = _train(_cnn(), steps=2)
     assert seen == []
 
+
+def test_the_census_records_the_settings_the_script_set_before_its_first_step(monkeypatch):
+    from paddletune.sources.torch import census as census_module
+    monkeypatch.setattr(census_module, "device_capability", lambda place: "8.0")
+    monkeypatch.setattr(torch.backends.cudnn, "benchmark", False)
+    source = TorchSource()
+    source.begin()
+    seen = []
+    source.subscribe("model", seen.append)
+    model = _cnn()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    with source.running():
+        torch.backends.cudnn.benchmark = True  # the script's own, after the header was taken
+        model(torch.randn(4, 3, 8, 8)).sum().backward()
+        optimizer.step()
+    (census,) = seen
+    assert census.settings["torch.backends.cudnn.benchmark"] is True
+    assert set(census.settings) == set(OFF)
 
 
 # --- a float64 model -------------------------------------------------------------------------

@@ -53,6 +53,44 @@ def test_input_bound_paddle_job_is_advised_workers_in_paddle_code(procs, tmp_pat
     assert workers and max(workers) >= 1, advice.stdout
 
 
+FLOAT64_MLP = """
+import numpy as np
+import paddle
+
+paddle.set_default_dtype("float64")  # the mistake: every layer built float64
+paddle.seed(0)
+model = paddle.nn.Sequential(paddle.nn.Linear(32, 64), paddle.nn.ReLU(), paddle.nn.Linear(64, 2))
+optimizer = paddle.optimizer.SGD(0.05, parameters=model.parameters())
+rng = np.random.RandomState(0)
+x = paddle.to_tensor(rng.rand(64, 32))
+y = paddle.to_tensor((rng.rand(64, 1) > 0.5).astype("int64"))
+for step in range(60):
+    loss = paddle.nn.functional.cross_entropy(model(x), y)
+    loss.backward()
+    optimizer.step()
+    optimizer.clear_grad()
+"""
+
+
+def test_a_float64_paddle_model_is_seen_by_the_census_and_advised_float32(procs, tmp_path):
+    script, out = tmp_path / "f64.py", tmp_path / "f.jsonl"
+    script.write_text(FLOAT64_MLP)
+    result = cli(procs, "profile", "-q", "--out", out, script)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    (census,) = records(out, "event", "model")
+    assert census["modules"] == {"Linear": 2, "ReLU": 1}, census
+    assert census["params"] == {"float64": 32 * 64 + 64 + 64 * 2 + 2}, census
+    report = cli(procs, "report", out)
+    assert report.returncode == 0, report.stderr
+    assert ("Model (first training step): leaf layer calls in the first step: Linear x2, "
+            "ReLU x1; parameters: 2,242 float64") in " ".join(report.stdout.split())
+    advice = cli(procs, "advise", out)
+    assert advice.returncode == 0, advice.stderr
+    text = " ".join(advice.stdout.split())
+    assert "100% of the model's parameters are float64" in text, text
+    assert "paddle.set_default_dtype('float32')" in text, text
+
+
 def test_static_graph_steps_are_executor_runs(procs, tmp_path):
     out = tmp_path / "s.jsonl"
     result = cli(procs, "profile", "--out", out, EXAMPLES / "static_graph.py", "--steps", 60)

@@ -1,7 +1,7 @@
 """docs/advice.md #28: the model's precision, and the GPU's fast paths for it, read from the
 model's census (records.ModelEvent: the leaf modules of the first training step, the parameters by
-dtype, autocast, the convolutions' input layout, the GPU's compute capability; the PyTorch
-source records it) and the framework settings the profile recorded:
+dtype, autocast, the convolutions' input layout, the GPU's compute capability and the GPU math
+settings then in force; the PyTorch and Paddle 3 sources record it):
 
 - cudnn-benchmark: convolutions with cuDNN's algorithm search off;
 - tf32-matmul: float32 matrix products on an Ampere or newer GPU with TF32 off;
@@ -25,12 +25,10 @@ from .gpu import gpu_place
 
 CONV_WORD = "Conv"  # Conv1d/2d/3d, ConvTranspose2d, LazyConv2d, ...
 MATMUL_MODULES = ("Linear", "Bilinear", "LazyLinear", "MultiheadAttention", "LSTM", "GRU",
-                  "RNN")
+                  "RNN", "MultiHeadAttention", "SimpleRNN")  # (the last two: Paddle's)
 TENSOR_CORES = (7, 0)  # Volta: float16 Tensor Cores
 TF32_CORES = (8, 0)  # Ampere: TF32 and bfloat16
 DTYPE_SHARE = 0.5  # of the parameter elements: the model's dtype (float32, float64)
-BENCHMARK_FLAG = "torch.backends.cudnn.benchmark"
-TF32_FLAG = "torch.backends.cuda.matmul.allow_tf32"
 
 
 def model_on_gpu(profile) -> Optional[Tuple[ModelEvent, str, Optional[Tuple[int, int]]]]:
@@ -99,17 +97,22 @@ def gpu_model_math(profile) -> List[Advice]:
         return []
     census, place, capability = found
     calls = layer_calls(census)
-    flags = profile.env.flags or {}
-    out = [_cudnn_benchmark(profile, census, place, calls, flags),
-           _tf32(profile, census, place, capability, calls, flags),
+    out = [_cudnn_benchmark(profile, census, place, calls),
+           _tf32(profile, census, place, capability, calls),
            _mixed_precision(profile, census, place, capability, calls),
            _channels_last(profile, census, place, capability, calls)]
     return [a for a in out if a is not None]
 
 
-def _cudnn_benchmark(profile, census, place, calls, flags) -> Optional[Advice]:
-    change = writer(profile).cudnn_autotune()
-    if change is None or not calls["convolutions"] or flags.get(BENCHMARK_FLAG) is not False:
+def _setting_off(census: ModelEvent, setting: Optional[str]) -> bool:
+    """Whether the census recorded the setting named `setting`, and as off."""
+    return setting is not None and census.settings.get(setting) is False
+
+
+def _cudnn_benchmark(profile, census, place, calls) -> Optional[Advice]:
+    code = writer(profile)
+    setting, change = code.cudnn_autotune_setting, code.cudnn_autotune()
+    if change is None or not calls["convolutions"] or not _setting_off(census, setting):
         return None
     varying = _varying_feeds(profile)
     caveat = (f"; the batches' shapes vary ({', '.join(varying)}): cuDNN times its "
@@ -119,9 +122,9 @@ def _cudnn_benchmark(profile, census, place, calls, flags) -> Optional[Advice]:
         id="cudnn-benchmark", source=28, severity="low" if varying else _severity(
             profile, "medium"),
         confidence="low",
-        title=f"{_calls(calls['convolutions'], 'convolution')} a step with "
-              f"cudnn.benchmark off",
-        evidence=(f"{_seen(census, place)}; {BENCHMARK_FLAG} is False: cuDNN runs its "
+        title=f"{_calls(calls['convolutions'], 'convolution')} a step with cuDNN's "
+              f"algorithm search off",
+        evidence=(f"{_seen(census, place)}; {setting} is False: cuDNN runs its "
                   f"default algorithm for each convolution instead of the fastest for its "
                   f"shape" + caveat + "."),
         change=change,
@@ -138,18 +141,19 @@ def _varying_feeds(profile) -> List[str]:
     return sorted(name for name, s in shapes.items() if s.varying or s.rank_varies)
 
 
-def _tf32(profile, census, place, capability, calls, flags) -> Optional[Advice]:
-    change = writer(profile).tf32_matmul()
+def _tf32(profile, census, place, capability, calls) -> Optional[Advice]:
+    code = writer(profile)
+    setting, change = code.tf32_setting, code.tf32_matmul()
     if (change is None or capability is None or capability < TF32_CORES or census.autocast
             or not calls["matrix products"] or float32_share(census) < DTYPE_SHARE
-            or flags.get(TF32_FLAG) is not False):
+            or not _setting_off(census, setting)):
         return None
     return Advice(
         id="tf32-matmul", source=28, severity=_severity(profile, "medium"),
         confidence="low",
         title=f"float32 matrix products on a compute-capability {census.capability} GPU "
               f"without TF32",
-        evidence=(f"{_seen(census, place)}; {TF32_FLAG} is False: "
+        evidence=(f"{_seen(census, place)}; {setting} is False: "
                   f"{_calls(calls['matrix products'], 'matrix-product')} a step run in full "
                   f"float32 instead of on the Tensor "
                   f"Cores (TF32: float32's range, a 10-bit mantissa; convolutions use it "

@@ -135,6 +135,10 @@ class CodeWriter:
         raise NotImplementedError
 
     # --- GPU math settings (None: the framework has no such setting this writer knows) -------
+    # the names the model's census records them under (records.ModelEvent.settings)
+    cudnn_autotune_setting: Optional[str] = None
+    tf32_setting: Optional[str] = None
+
     def cudnn_autotune(self) -> Optional[str]:
         """cuDNN's algorithm search per input shape turned on."""
         return None

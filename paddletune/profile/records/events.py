@@ -333,19 +333,24 @@ class CudaGraphEvent:
 @dataclass(frozen=True)
 class ModelEvent:
     """What the model is made of, seen once as the job's first training step ran (PyTorch: a
-    forward hook on every module until the first optimizer step ends, then removed): the
-    advice that depends on the model (cuDNN autotuning, TF32, mixed precision, channels_last,
-    a float64 model) reads it.
+    forward hook on every module, Paddle 3: on every layer's call, until the first optimizer
+    step ends, then removed): the advice that depends on the model (cuDNN autotuning, TF32,
+    mixed precision, channels_last, a float64 model) reads it.
 
     Fields:
       t_s                 when the first training step ended
       modules             the leaf modules called, by class ("Conv2d": 4 calls)
       params              the optimizer's parameter elements by dtype ("float32": 669706)
-      autocast            whether a leaf module ran under torch.autocast
-      conv_channels_last  whether every convolution's 4-D input was channels_last (None: no
+      autocast            whether a leaf module ran under torch.autocast (Paddle:
+                          paddle.amp.auto_cast)
+      conv_channels_last  whether every convolution's 4-D input was channels_last (Paddle:
+                          every 2-D convolution layer's data_format NHWC; None: no
                           convolution ran on one)
       capability          the GPU's compute capability the parameters live on ("8.0"; None:
                           not a GPU)
+      settings            the framework's GPU math settings as the first step ended, the
+                          script's own included ("torch.backends.cudnn.benchmark": false;
+                          empty on the CPU)
       message             the same in one sentence
     """
 
@@ -357,4 +362,5 @@ class ModelEvent:
     autocast: bool = False
     conv_channels_last: Optional[bool] = None
     capability: Optional[str] = None
+    settings: Dict[str, Scalar] = EMPTY
     message: Optional[str] = None

@@ -191,6 +191,55 @@ class PaddleCode(CodeWriter):
     def reader_filter(self, field: int) -> str:
         return f"samples = [s for s in samples if len(s[{field}]) <= MAX_LEN]"
 
+    # --- GPU math settings (the dynamic graph) ----------------------------------------------
+    cudnn_autotune_setting = "FLAGS_cudnn_exhaustive_search"
+    tf32_setting = "paddle.base.core.get_cublas_switch()"
+
+    def cudnn_autotune(self) -> Optional[str]:
+        return (SET_FLAG.format(flag="FLAGS_cudnn_exhaustive_search", value=True)
+                + ": cuDNN times its algorithms once per input shape and keeps the fastest")
+
+    def tf32_matmul(self) -> Optional[str]:
+        return ("paddle.base.core.set_cublas_switch(True)  # before training: float32 matrix "
+                "products in TF32 on the Tensor Cores (Paddle's default)")
+
+    def mixed_precision(self, bf16: bool) -> Optional[str]:
+        if bf16:
+            return "\n".join([
+                "for x, y in loader:",
+                "    with paddle.amp.auto_cast(dtype='bfloat16'):  # no loss scaling",
+                "        loss = loss_fn(model(x), y)",
+                "    loss.backward()",
+                "    optimizer.step()",
+                "    optimizer.clear_grad()"])
+        return "\n".join([
+            "scaler = paddle.amp.GradScaler(init_loss_scaling=1024)",
+            "for x, y in loader:",
+            "    with paddle.amp.auto_cast(dtype='float16'):",
+            "        loss = loss_fn(model(x), y)",
+            "    scaler.scale(loss).backward()",
+            "    scaler.step(optimizer)",
+            "    scaler.update()",
+            "    optimizer.clear_grad()"])
+
+    def channels_last(self, device: str) -> Optional[str]:
+        return "\n".join([
+            "# each Conv2D, BatchNorm2D and pooling layer of the model built NHWC:",
+            "conv = paddle.nn.Conv2D(in_channels, out_channels, 3, data_format='NHWC')",
+            "for x, y in loader:",
+            "    x = paddle.transpose(x, [0, 2, 3, 1])  # NCHW image batches to NHWC (or in "
+            "the Dataset)"])
+
+    def float32_model(self) -> Optional[str]:
+        return "\n".join([
+            "paddle.set_default_dtype('float32')  # before the model is built (Paddle's "
+            "default)",
+            "model = model.float()  # or a model built float64: its parameters made float32, "
+            "before the optimizer",
+            "for x, y in loader:",
+            "    x = x.astype('float32')  # a float64 batch (NumPy's default dtype) made "
+            "float32"])
+
 
 def _place(place: str) -> str:
     place = place or "CPUPlace"

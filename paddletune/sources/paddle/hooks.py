@@ -17,6 +17,8 @@ every patched attribute restored exactly as it was):
                          only while something listens to op_end; in the static graph
                          paddle.profiler around Executor.run, a window of steps at a time
                          (static_ops.py)
+  the model's census     paddle.nn.Layer.__call__ again, until the first training step ends
+                         (census.py), while something listens to `model`
 """
 
 import inspect
@@ -68,6 +70,7 @@ class PaddleHooks:
         self._programs: Dict[int, Tuple[object, int, int, bool]] = {}
         self._static_steps = 0
         self.static_ops = StaticOps(source.bus)
+        self._census = None  # the model's census until the first training step ends
         self._removed = False
 
     # --- patching -----------------------------------------------------------------------
@@ -134,6 +137,11 @@ class PaddleHooks:
         if timing_ops:
             time_leaf_layers(self.source.bus, self.source.timer, self.patch)
             self.static_ops.install(self.patch)
+        if self.source.bus.listening("model"):  # (over --ops's wrapper: it can unhook first)
+            from .census import Census
+            self._census = Census(lambda record: self.source.bus.emit("model", record),
+                                  self.patch)
+            self._undo.append(self._census.unhook)
         if self.check_nan:
             self._set_flags({"FLAGS_check_nan_inf": True,
                              "FLAGS_check_nan_inf_level": 1 if self.nan_continue else 0})
@@ -155,6 +163,9 @@ class PaddleHooks:
                 hooks._depth -= 1
             owner = (args[0] if args else kwargs.get("optimizer", obj)) if owner_arg else obj
             if timer.owns(owner):
+                if hooks._census is not None:
+                    census, hooks._census = hooks._census, None
+                    census.step_done(owner, hooks._place)
                 timer.step_done(hooks._place)
             return out
 

@@ -3,7 +3,9 @@ it (cuDNN autotuning, TF32, mixed precision, channels_last): a global forward ho
 module counts the leaf modules called, whether they ran under torch.autocast, and whether the
 convolutions' 4-D inputs were channels_last, until the first training step ends. Then the
 hook goes (the steps after the first pay nothing), and the census is sent with the optimizer's
-parameters by dtype and the compute capability of the GPU they live on.
+parameters by dtype, the compute capability of the GPU they live on and the GPU math settings
+then in force (cudnn.benchmark and TF32: the script sets them before its loop, after the
+profile's header took the settings it lists).
 
 The hook also goes after MAX_CALLS leaf module calls (a job that does not train, or trains
 without a torch.optim optimizer, pays for no more) or if it fails. A model compiled with
@@ -17,6 +19,7 @@ import torch
 from torch.nn.modules.conv import _ConvNd
 
 from ...profile.records import ModelEvent
+from .source import gpu_math_settings
 
 MAX_CALLS = 10_000  # leaf module calls looked at, at most, if no training step ends first
 
@@ -67,11 +70,12 @@ class Census:
         try:
             params = params_by_dtype(optimizer)
             capability = device_capability(place)
+            settings = gpu_math_settings() if capability else {}
         except Exception:  # noqa: BLE001
             return
         seen, last = self.convs
         self.emit(ModelEvent(0.0, dict(self.modules), params, self.autocast,
-                             (last == seen) if seen else None, capability,
+                             (last == seen) if seen else None, capability, settings,
                              self._message(params, capability)))
 
     def _message(self, params: Dict[str, int], capability: Optional[str]) -> str:

@@ -135,6 +135,9 @@ class TorchCode(CodeWriter):
     def reader_filter(self, field: int) -> str:
         return f"samples = [s for s in dataset if len(s[{field}]) <= MAX_LEN]"
 
+    cudnn_autotune_setting = "torch.backends.cudnn.benchmark"
+    tf32_setting = "torch.backends.cuda.matmul.allow_tf32"
+
     def cudnn_autotune(self) -> Optional[str]:
         return ("torch.backends.cudnn.benchmark = True  # before the training loop: cuDNN "
                 "times its algorithms once per input shape and keeps the fastest")

@@ -71,15 +71,19 @@ class TorchSource(EagerSource):
         out = {"torch.get_num_threads": torch.get_num_threads(),
                "torch.get_num_interop_threads": torch.get_num_interop_threads()}
         if torch.cuda.is_available():
-            out["torch.backends.cudnn.benchmark"] = bool(torch.backends.cudnn.benchmark)
-            out["torch.backends.cuda.matmul.allow_tf32"] = bool(
-                torch.backends.cuda.matmul.allow_tf32)
-            out["torch.backends.cudnn.allow_tf32"] = bool(torch.backends.cudnn.allow_tf32)
+            out.update(gpu_math_settings())
         return out
 
     def _install(self, check_nan: bool, nan_continue: bool) -> Callable[[], None]:
         from .hooks import TorchHooks  # torch.optim's step hooks: PyTorch 2.0 and later
         return TorchHooks(self, check_nan, nan_continue).install()
+
+
+def gpu_math_settings() -> Dict[str, object]:
+    """cuDNN's algorithm search and TF32, as set now."""
+    return {"torch.backends.cudnn.benchmark": bool(torch.backends.cudnn.benchmark),
+            "torch.backends.cuda.matmul.allow_tf32": bool(torch.backends.cuda.matmul.allow_tf32),
+            "torch.backends.cudnn.allow_tf32": bool(torch.backends.cudnn.allow_tf32)}
 
 
 def _version_tuple(text: str):

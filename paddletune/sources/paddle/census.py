@@ -1,0 +1,158 @@
+"""What a Paddle 3 dynamic-graph job's model is made of (records.ModelEvent), for the advice
+that depends on it (cuDNN's algorithm search, TF32, mixed precision, NHWC convolutions, a
+float64 model), as the PyTorch source's census does it.
+
+Paddle has no global forward hook, so the census wraps `paddle.nn.Layer.__call__` (through the
+hooks' `patch`, which restores it) until the first training step ends: each leaf layer's call
+(a layer without sublayers) is counted by class, with whether paddle.amp.auto_cast was on and,
+for 2-D convolutions, their data_format. Then the wrapper goes (or, where another wrapper was
+put over it since, passes calls through untouched), and the census is sent with the
+optimizer's parameters by dtype, the GPU's compute capability and the GPU math settings then in
+force: FLAGS_cudnn_exhaustive_search and the cuBLAS TF32 switch (on by default in Paddle).
+
+The wrapper also goes after MAX_CALLS leaf layer calls (a job that does not train) or if it
+fails: the census never breaks the job's forward pass. A static-graph job builds its layers
+once, before any step: it has no census."""
+
+from math import prod
+from typing import Callable, Dict, List, Optional
+
+import paddle
+
+from ...profile.records import ModelEvent
+
+MAX_CALLS = 10_000  # leaf layer calls looked at, at most, if no training step ends first
+NCHW, NHWC = "NCHW", "NHWC"  # a 2-D convolution's data_format
+CUDNN_SEARCH = "FLAGS_cudnn_exhaustive_search"
+TF32_SWITCH = "paddle.base.core.get_cublas_switch()"
+
+
+class Census:
+    def __init__(self, emit: Callable[[ModelEvent], None], patch: Callable):
+        self.emit = emit
+        self.modules: Dict[str, int] = {}
+        self.autocast = False
+        self.convs = [0, 0]  # 2-D convolution calls seen, and of them NHWC
+        self.calls = 0
+        self.active = True
+        self._original = original = paddle.nn.Layer.__call__
+        census = self
+
+        def __call__(layer, *inputs, **kwargs):
+            if census.active and not layer._sub_layers:
+                census._called(layer)
+            return original(layer, *inputs, **kwargs)
+
+        __call__.__wrapped__ = original
+        __call__.__doc__ = original.__doc__
+        self._wrapper = __call__
+        patch(paddle.nn.Layer, "__call__", __call__)
+
+    def _called(self, layer):
+        try:
+            self._count(layer)
+        except Exception:  # noqa: BLE001  (the census never breaks the job's forward pass)
+            self.unhook()
+
+    def _count(self, layer):
+        name = type(layer).__name__
+        self.modules[name] = self.modules.get(name, 0) + 1
+        self.calls += 1
+        if self.calls >= MAX_CALLS:
+            self.unhook()
+        if not self.autocast and autocast_on():
+            self.autocast = True
+        layout = getattr(layer, "_data_format", None)
+        if layout in (NCHW, NHWC) and isinstance(layer, paddle.nn.layer.conv._ConvNd):
+            self.convs[0] += 1
+            self.convs[1] += layout == NHWC
+
+    def unhook(self):
+        """Stop counting: the original __call__ back where the wrapper is still the outermost
+        (else the wrapper passes calls through, and the hooks' removal restores it)."""
+        if not self.active:
+            return
+        self.active = False
+        if paddle.nn.Layer.__dict__.get("__call__") is self._wrapper:
+            paddle.nn.Layer.__call__ = self._original
+
+    def step_done(self, optimizer, place: str):
+        """The first training step ended: unhook and send the census (none when reading the
+        parameters or the device fails)."""
+        self.unhook()
+        try:
+            params = params_by_dtype(optimizer)
+            capability = device_capability(place)
+            settings = gpu_math_settings() if capability else {}
+        except Exception:  # noqa: BLE001
+            return
+        seen, nhwc = self.convs
+        self.emit(ModelEvent(0.0, dict(self.modules), params, self.autocast,
+                             (nhwc == seen) if seen else None, capability, settings,
+                             self._message(params, capability)))
+
+    def _message(self, params: Dict[str, int], capability: Optional[str]) -> str:
+        parts: List[str] = []
+        if self.modules:
+            top = sorted(self.modules.items(), key=lambda kv: -kv[1])[:6]
+            parts.append("leaf layer calls in the first step: "
+                         + ", ".join(f"{name} x{n}" for name, n in top)
+                         + (", ..." if len(self.modules) > len(top) else ""))
+        parts.append("parameters: " + (", ".join(f"{n:,} {dtype}" for dtype, n in params.items())
+                                       or "none"))
+        parts.append(f"auto_cast {'on' if self.autocast else 'off'}")
+        seen, nhwc = self.convs
+        if seen:
+            parts.append("2-D convolutions " + (NHWC if nhwc == seen else
+                                                f"{NCHW} ({seen - nhwc} of {seen})"))
+        if capability:
+            parts.append(f"GPU compute capability {capability}")
+        return "; ".join(parts)
+
+
+def autocast_on() -> bool:
+    """Whether paddle.amp.auto_cast is on now (its level above O0)."""
+    enabled = getattr(paddle.amp, "is_autocast_enabled", None)  # paddle 3.1 and later
+    if enabled is not None:
+        return bool(enabled())
+    tracer = paddle.base.framework._dygraph_tracer()
+    return tracer is not None and tracer._amp_level != paddle.base.core.AmpLevel.O0
+
+
+def dtype_name(dtype) -> str:
+    """"float32" for paddle.float32 (and for a PIR DataType.FLOAT32)."""
+    return str(dtype).rpartition(".")[2].lower()
+
+
+def params_by_dtype(optimizer) -> Dict[str, int]:
+    """The optimizer's parameter elements by dtype (its parameter list holds tensors, or
+    groups: {"params": [...], ...})."""
+    out: Dict[str, int] = {}
+    for item in getattr(optimizer, "_parameter_list", None) or ():
+        for p in (item.get("params", ()) if isinstance(item, dict) else (item,)):
+            if isinstance(p, paddle.Tensor):
+                dtype = dtype_name(p.dtype)
+                out[dtype] = out.get(dtype, 0) + prod(p.shape)
+    return out
+
+
+def device_capability(place: str) -> Optional[str]:
+    """"8.0" for a CUDAPlace's GPU; None elsewhere."""
+    if not place.startswith("CUDAPlace(") or not paddle.is_compiled_with_cuda():
+        return None
+    major, minor = paddle.device.cuda.get_device_capability(int(place[len("CUDAPlace("):-1]))
+    return f"{major}.{minor}"
+
+
+def gpu_math_settings() -> Dict[str, object]:
+    """cuDNN's algorithm search and cuBLAS's TF32 switch, as set now (what this paddle can
+    read back of them)."""
+    out: Dict[str, object] = {}
+    try:
+        out[CUDNN_SEARCH] = bool(paddle.get_flags([CUDNN_SEARCH])[CUDNN_SEARCH])
+    except Exception:  # noqa: BLE001  (a CPU build has no such flag)
+        pass
+    switch = getattr(paddle.base.core, "get_cublas_switch", None)
+    if switch is not None and paddle.is_compiled_with_cuda():
+        out[TF32_SWITCH] = bool(switch())
+    return out

@@ -1,0 +1,240 @@
+"""The Paddle 3 model census (paddletune/sources/paddle/census.py) against the real paddle on
+the CPU, in-process, and the model advice (docs/advice.md #28) written in Paddle code on
+synthetic profiles."""
+
+import numpy as np
+import pytest
+
+paddle = pytest.importorskip("paddle")
+
+from paddletune import advisors  # noqa: E402
+from paddletune.advisors import gpu_model  # noqa: E402
+from paddletune.profile import load  # noqa: E402
+from paddletune.sources.paddle import census as census_module  # noqa: E402
+from paddletune.sources.paddle.source import PaddleSource  # noqa: E402
+from profiles import make_profile, source_info, step_records  # noqa: E402
+
+ORIGINAL_CALL = paddle.nn.Layer.__dict__["__call__"]
+
+
+@pytest.fixture(autouse=True)
+def dynamic_float32():
+    paddle.disable_static()
+    yield
+    paddle.set_default_dtype("float32")
+    assert paddle.nn.Layer.__dict__["__call__"] is ORIGINAL_CALL
+
+
+class Net(paddle.nn.Layer):
+    def __init__(self, formats=("NCHW", "NCHW")):
+        super().__init__()
+        self.formats = formats
+        self.conv1 = paddle.nn.Conv2D(3, 8, 3, data_format=formats[0])
+        self.relu = paddle.nn.ReLU()
+        self.conv2 = paddle.nn.Conv2D(8, 8, 3, data_format=formats[1])
+        self.fc = paddle.nn.Linear(8 * 4 * 4, 10)
+
+    def forward(self, x):
+        x = self.relu(self.conv1(x))
+        if self.formats[0] != self.formats[1]:  # between the two layouts
+            x = x.transpose([0, 3, 1, 2] if self.formats[0] == "NHWC" else [0, 2, 3, 1])
+        x = self.conv2(x)
+        return self.fc(x.flatten(1))
+
+
+def _train(model, steps=3, ops=False, nhwc=False, on_step=None):
+    """Train `model` under the source with the census listening; (the census records, the
+    op_end events, Layer.__call__ as it was after each step)."""
+    source = PaddleSource()
+    source.begin()
+    seen, ops_seen, calls_after = [], [], []
+    source.subscribe("model", seen.append)
+    if ops:
+        source.subscribe("op_end", ops_seen.append)
+    optimizer = paddle.optimizer.SGD(0.01, parameters=model.parameters())
+    dtype = paddle.get_default_dtype()
+    with source.running():
+        for step in range(steps):
+            x = paddle.to_tensor(np.random.rand(4, 8, 8, 3) if nhwc else
+                                 np.random.rand(4, 3, 8, 8), dtype=dtype)
+            loss = model(x).square().mean()
+            loss.backward()
+            optimizer.step()
+            optimizer.clear_grad()
+            calls_after.append(paddle.nn.Layer.__dict__["__call__"])
+            if on_step is not None:
+                on_step(step)
+    return seen, ops_seen, calls_after
+
+
+def test_the_census_counts_the_first_steps_layers_and_then_unhooks():
+    (census,), _, calls_after = _train(Net())
+    assert census.modules == {"Conv2D": 2, "ReLU": 1, "Linear": 1}
+    assert census.params == {"float32": sum(int(np.prod(p.shape)) for p in Net().parameters())}
+    assert census.autocast is False and census.conv_channels_last is False
+    assert census.capability is None and census.settings == {}  # (the CPU)
+    assert "Conv2D x2" in census.message and "auto_cast off" in census.message
+    assert "2-D convolutions NCHW (2 of 2)" in census.message
+    assert calls_after == [ORIGINAL_CALL] * 3  # the steps after the first run unwrapped
+
+
+def test_the_census_reads_the_convolutions_data_format():
+    (census,), _, _ = _train(Net(("NHWC", "NHWC")), nhwc=True)
+    assert census.conv_channels_last is True and "2-D convolutions NHWC" in census.message
+    (census,), _, _ = _train(Net(("NHWC", "NCHW")), nhwc=True)
+    assert census.conv_channels_last is False and "NCHW (1 of 2)" in census.message
+
+
+def test_with_ops_timed_the_census_goes_and_the_layers_stay_timed():
+    (census,), ops, calls_after = _train(Net(), ops=True)
+    assert census.modules == {"Conv2D": 2, "ReLU": 1, "Linear": 1}
+    assert len(set(calls_after)) == 1 and calls_after[0] is not ORIGINAL_CALL  # --ops's own
+    assert [op.type for op in ops if op.step == 2] == ["Conv2D", "ReLU", "Conv2D", "Linear"]
+
+
+def test_the_census_of_a_float64_model_counts_float64_parameters():
+    paddle.set_default_dtype("float64")
+    (census,), _, _ = _train(Net())
+    assert set(census.params) == {"float64"} and "float64" in census.message
+
+
+def test_the_census_sees_auto_cast(monkeypatch):
+    # (paddle's CPU build turns auto_cast down to O0: the level is what the census reads)
+    monkeypatch.setattr(census_module, "autocast_on", lambda: True)
+    (census,), _, _ = _train(Net())
+    assert census.autocast is True and "auto_cast on" in census.message
+
+
+def test_no_census_without_a_listener():
+    source = PaddleSource()
+    source.begin()
+    with source.running():
+        assert paddle.nn.Layer.__dict__["__call__"] is ORIGINAL_CALL
+
+
+def test_model_fit_sends_the_census():
+    source = PaddleSource()
+    source.begin()
+    seen = []
+    source.subscribe("model", seen.append)
+    with source.running():
+        net = paddle.nn.Sequential(paddle.nn.Linear(4, 2))
+        model = paddle.Model(net)
+        model.prepare(paddle.optimizer.SGD(0.1, parameters=net.parameters()),
+                      paddle.nn.CrossEntropyLoss())
+        data = paddle.io.TensorDataset([paddle.rand([16, 4]), paddle.zeros([16, 1], "int64")])
+        model.fit(data, batch_size=8, epochs=1, verbose=0)
+    (census,) = seen
+    assert census.modules["Linear"] == 1 and census.params == {"float32": 10}
+
+
+def test_parameter_groups_are_counted():
+    net = Net()
+    groups = [{"params": [net.conv1.weight, net.conv1.bias]},
+              {"params": [net.fc.weight], "learning_rate": 0.1}]
+    optimizer = paddle.optimizer.SGD(0.01, parameters=groups)
+    assert census_module.params_by_dtype(optimizer) == {"float32": 8 * 3 * 9 + 8 + 128 * 10}
+
+
+def test_the_census_stops_after_its_call_limit_or_an_error(monkeypatch):
+    monkeypatch.setattr(census_module, "MAX_CALLS", 3)
+    seen, patched = [], []
+    census = census_module.Census(seen.append, lambda owner, name, value: (
+        patched.append(owner.__dict__[name]), setattr(owner, name, value)))
+    try:
+        model = paddle.nn.Sequential(paddle.nn.Linear(2, 2), paddle.nn.ReLU())
+        for _ in range(4):  # inference only: no step ends the census
+            model(paddle.rand([1, 2]))
+        assert census.modules == {"Linear": 2, "ReLU": 1} and not census.active
+        assert paddle.nn.Layer.__dict__["__call__"] is ORIGINAL_CALL
+        broken = census_module.Census(seen.append, lambda owner, name, value: setattr(
+            owner, name, value))
+        monkeypatch.setattr(census_module, "autocast_on", lambda: 1 / 0)
+        model(paddle.rand([1, 2]))  # the forward pass goes on; the census unhooks
+        assert not broken.active and paddle.nn.Layer.__dict__["__call__"] is ORIGINAL_CALL
+    finally:
+        paddle.nn.Layer.__call__ = ORIGINAL_CALL
+    assert seen == []
+
+
+def test_a_census_that_cannot_read_the_device_sends_nothing_and_the_step_goes_on(monkeypatch):
+    monkeypatch.setattr(census_module, "device_capability", lambda place: 1 / 0)
+    seen, _, calls_after = _train(Net(), steps=2)
+    assert seen == [] and calls_after == [ORIGINAL_CALL] * 2
+
+
+def test_the_settings_the_script_sets_before_its_loop_are_the_ones_recorded(monkeypatch):
+    monkeypatch.setattr(census_module, "device_capability", lambda place: "8.0")
+    monkeypatch.setattr(census_module, "gpu_math_settings", lambda: {
+        census_module.CUDNN_SEARCH: flags["search"]})
+    flags = {"search": False}
+    seen, _, _ = _train(Net(), steps=1)
+    assert seen[0].settings == {"FLAGS_cudnn_exhaustive_search": False}
+    assert seen[0].capability == "8.0" and "GPU compute capability 8.0" in seen[0].message
+
+
+# --- the advice, written in Paddle code -------------------------------------------------------
+GPU = "CUDAPlace(0)"
+OFF = {"FLAGS_cudnn_exhaustive_search": False, "paddle.base.core.get_cublas_switch()": False}
+
+
+def _model(modules, capability="8.0", autocast=False, nhwc=False, settings=None,
+           params=None):
+    return {"type": "event", "kind": "model", "t": 0.2, "modules": modules,
+            "params": params or {"float32": 1_000_000}, "autocast": autocast,
+            "conv_channels_last": nhwc if "Conv2D" in modules else None,
+            "capability": capability, "settings": OFF if settings is None else settings,
+            "message": f"leaf layer calls: {modules}"}
+
+
+def _advice(tmp_path, model, place=GPU, rules=(gpu_model.gpu_model_math,)):
+    steps = step_records()
+    for row in steps:
+        row["place"] = place
+    profile = load(make_profile(tmp_path / "p.jsonl", steps=steps, extra=[model],
+                                source=source_info("paddle")))
+    return {a.id: a for a in advisors.advise(profile, list(rules))}
+
+
+def test_a_float32_paddle_cnn_on_an_ampere_gpu_gets_the_changes_in_paddle_code(tmp_path):
+    found = _advice(tmp_path, _model({"Conv2D": 4, "BatchNorm2D": 4, "Linear": 1}))
+    assert set(found) == {"cudnn-benchmark", "tf32-matmul", "mixed-precision"}
+    bench = found["cudnn-benchmark"]
+    assert "paddle.set_flags({'FLAGS_cudnn_exhaustive_search': True})" in bench.change
+    assert "FLAGS_cudnn_exhaustive_search is False" in bench.evidence
+    assert "4 convolution calls a step with cuDNN's algorithm search off" == bench.title
+    assert "set_cublas_switch(True)" in found["tf32-matmul"].change
+    amp = found["mixed-precision"].change
+    assert "paddle.amp.auto_cast(dtype='bfloat16')" in amp and "GradScaler" not in amp
+
+
+def test_paddle_defaults_and_volta_and_nhwc(tmp_path):
+    tf32_on = {**OFF, "paddle.base.core.get_cublas_switch()": True}  # (Paddle's default)
+    found = _advice(tmp_path, _model({"Linear": 3}, capability="7.0", settings=tf32_on))
+    assert set(found) == {"mixed-precision"}
+    assert "paddle.amp.GradScaler" in found["mixed-precision"].change
+    assert "scaler.step(optimizer)" in found["mixed-precision"].change
+    found = _advice(tmp_path, _model({"Conv2D": 2}, autocast=True))
+    assert set(found) == {"cudnn-benchmark", "channels-last"}
+    assert "data_format='NHWC'" in found["channels-last"].change
+    assert "channels-last" not in _advice(tmp_path, _model({"Conv2D": 2}, autocast=True,
+                                                           nhwc=True))
+    searching = {**OFF, "FLAGS_cudnn_exhaustive_search": True}
+    assert "cudnn-benchmark" not in _advice(tmp_path, _model({"Conv2D": 2},
+                                                             settings=searching))
+    # a census without the settings (a CPU build read them): nothing said about them
+    assert set(_advice(tmp_path, _model({"Conv2D": 2}, settings={}))) == {"mixed-precision"}
+
+
+def test_paddle_multi_head_attention_counts_as_matrix_products(tmp_path):
+    found = _advice(tmp_path, _model({"MultiHeadAttention": 2, "LayerNorm": 2}))
+    assert set(found) == {"tf32-matmul", "mixed-precision"}
+
+
+def test_a_float64_paddle_model_is_advised_float32_in_paddle_code(tmp_path):
+    model = _model({"Linear": 3}, capability=None, settings={}, params={"float64": 1_000})
+    (advice,) = _advice(tmp_path, model, place="CPUPlace",
+                        rules=(gpu_model.model_float64,)).values()
+    assert advice.id == "float64-model" and advice.severity == "medium"
+    assert "paddle.set_default_dtype('float32')" in advice.change
+    assert "x.astype('float32')" in advice.change
