@@ -394,9 +394,13 @@ class FakeCublasLibrary:
         scale, add = alpha._obj.value, beta._obj.value
 
         def run(_keep=(keep_a, keep_b, keep_c)):
-            product = (first if transa == 0 else first.T) @ (second if transb == 0
-                                                               else second.T)
-            out[...] = scale * product + (add * out if add else 0)
+            # op(A) op(B) made as its transpose, op(B)^T op(A)^T: the runtime's row-major
+            # operands, in the layouts its CPU path multiplies them in, so that NumPy makes
+            # the CPU path's BLAS call (a call with other transpose flags may round
+            # differently on some CPUs: the comparisons with the CPU test the graph, not that)
+            product_t = (second.T if transb == 0 else second) @ (first.T if transa == 0
+                                                                 else first)
+            out.T[...] = scale * product_t + (add * out.T if add else 0)
         return run
 
     def _run(self, handle, products):
