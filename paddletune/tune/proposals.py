@@ -70,4 +70,8 @@ def _change(advice_id, f) -> dict:
         return {"FLAGS_allocator_strategy": "auto_growth"}
     if advice_id == "batch-size-memory":
         return {"batch_size": f.get("largest_safe_batch")}
+    if advice_id == "cudnn-benchmark":  # (the knob of the job's framework is in the space)
+        return {"cudnn_benchmark": True, "FLAGS_cudnn_exhaustive_search": True}
+    if advice_id == "tf32-matmul":
+        return {"matmul_allow_tf32": True}
     return {}

@@ -13,9 +13,14 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Dict, List, Sequence, Tuple
 
 from runtime.overrides import ENV as OVERRIDES_ENV
+from ..advisors.gpu import gpu_place
+from ..sources.eager.overrides import FRAMEWORK_SECTIONS
+from ..advisors.gpu_model import layer_calls
 from runtime.overrides import SCHEMA
 
-OVERRIDE_SECTIONS = tuple(SCHEMA)  # reader, exec_strategy, build_strategy
+TORCH_SECTIONS = FRAMEWORK_SECTIONS["torch"]  # backends: a PyTorch job's cuDNN search and
+# TF32 (sources/torch/backends.py)
+OVERRIDE_SECTIONS = (*SCHEMA, *TORCH_SECTIONS)  # reader, exec_strategy, build_strategy, backends
 CAPACITIES = (2, 4, 8, 16, 64)
 DEFAULT_MAX_BATCH_FACTOR = 8  # without --max-batch-size, batches up to 8x the job's own
 
@@ -69,6 +74,7 @@ def build_space(profile, keep_batch_size=False, max_batch_size=None, specs=()) -
                            "not tunable without editing the script")
     if framework in ("fluid", "paddle"):
         _add_flags(space, profile.env.flags or {})
+    _add_gpu_math(space, profile, framework)
     blas, env_var, what = _math_threads(profile)
     _put(space, Knob("blas_threads", "env", env_var, _uniq([blas] + list(range(1, cores + 1))),
                      blas, f"{what} ({env_var})"))
@@ -87,6 +93,31 @@ def _add_flags(space, flags):
     strategy = flags.get("FLAGS_allocator_strategy", "auto_growth")
     _put(space, Knob("FLAGS_allocator_strategy", "flag", "FLAGS_allocator_strategy",
                      _uniq([strategy, "auto_growth", "naive_best_fit"]), strategy))
+
+
+# framework -> (census setting, knob name, section, key) of cuDNN's algorithm search
+CUDNN_SEARCH = {"torch": ("torch.backends.cudnn.benchmark", "cudnn_benchmark", "backends",
+                          "cudnn_benchmark"),
+                "paddle": ("FLAGS_cudnn_exhaustive_search", "FLAGS_cudnn_exhaustive_search",
+                           "flag", "FLAGS_cudnn_exhaustive_search")}
+TF32 = {"torch": ("torch.backends.cuda.matmul.allow_tf32", "matmul_allow_tf32", "backends",
+                  "matmul_allow_tf32")}
+
+
+def _add_gpu_math(space, profile, framework):
+    """cuDNN's algorithm search where convolutions ran off it, and TF32 where float32 matrix
+    products did, on a GPU (the model's census: what advice #28 proposes, to be measured)."""
+    census = profile.last_event("model")
+    if census is None or gpu_place(profile) is None:
+        return
+    calls = layer_calls(census)
+    for table, wanted in ((CUDNN_SEARCH, calls["convolutions"]),
+                          (TF32, calls["matrix products"])):
+        setting, name, section, key = table.get(framework, (None,) * 4)
+        current = census.settings.get(setting) if setting else None
+        if wanted and current is False:
+            _put(space, Knob(name, section, key, (False, True), False,
+                             "the model's census: off on the GPU"))
 
 
 def _add_strategies(space, parallel, cores):
@@ -210,17 +241,23 @@ def check_specs(specs) -> None:
             continue
         section, dot, key = name.partition(".")
         fields = ([(section, key)] if dot else
-                  [(sec, name) for sec, keys in SCHEMA.items() if name in keys])
+                  [(sec, name) for sec in OVERRIDE_SECTIONS if _field(sec, name)])
         values = [parse_value(v) for v in text.split(",")]
         for section, key in fields:
-            if section in SCHEMA and key in SCHEMA[section]:
-                _check_values(spec, section, key, values)
+            _check_values(spec, section, key, values)
+
+
+def _field(section: str, key: str):
+    """(check, what it takes) of an override field (the runtime's, or a PyTorch job's
+    `backends`), None for another name."""
+    return {**SCHEMA, **TORCH_SECTIONS}.get(section, {}).get(key)
 
 
 def _check_values(spec, section, key, values):
-    if section not in SCHEMA or key not in SCHEMA[section]:
+    field = _field(section, key)
+    if field is None:
         return
-    check, expected = SCHEMA[section][key]
+    check, expected = field
     bad = [v for v in values if not check(v)]
     if bad:
         raise SpaceError(f"--space {spec}: {section}.{key} takes {expected}, not "
@@ -269,12 +306,12 @@ def _new_knob(name) -> Knob:
     if name.startswith("FLAGS_"):
         return Knob(name, "flag", name, ())
     section, _, key = name.partition(".")
-    if section in SCHEMA and key in SCHEMA[section]:
+    if _field(section, key) is not None:
         return Knob(key, section, key, ())
     if name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         return Knob(name, "env", name, ())
     raise SpaceError(f"--space: unknown knob {name!r}; use a knob of the space, FLAGS_<name>, "
-                     f"or SECTION.KEY with SECTION one of {', '.join(SCHEMA)}")
+                     f"or SECTION.KEY with SECTION one of {', '.join(OVERRIDE_SECTIONS)}")
 
 
 def parse_value(text: str):
@@ -339,6 +376,8 @@ def exports(setting: dict, space: Space) -> List[str]:
     return [f"export {k}={_quote(v)}" for k, v in to_env(setting, space).items()]
 
 
+BACKENDS = {"cudnn_benchmark": "torch.backends.cudnn.benchmark",
+            "matmul_allow_tf32": "torch.backends.cuda.matmul.allow_tf32"}
 EAGER_LOADERS = {"torch": "torch.utils.data.DataLoader", "paddle": "paddle.io.DataLoader"}
 EAGER_THREADS = {"torch": "torch.set_num_threads({value})",
                  "paddle": "paddle.base.core.set_num_threads({value})"}
@@ -383,6 +422,8 @@ def _eager_code_lines(setting: dict, space: Space) -> List[str]:
             reader[knob.key] = value
         elif knob.section == "flag":
             lines.append(f"paddle.set_flags({{{knob.key!r}: {value!r}}})  # before training")
+        elif knob.section == "backends":
+            lines.append(f"{BACKENDS[knob.key]} = {value!r}  # before training")
         elif knob.key == "OMP_NUM_THREADS":
             call = EAGER_THREADS[space.framework].format(value=value)
             lines.append(f"{call}  # before training (or export OMP_NUM_THREADS={value})")

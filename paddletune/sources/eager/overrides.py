@@ -5,6 +5,8 @@ counts a tuner (or a person) imposes without editing the script, e.g.
                                       "prefetch_factor": 4},
                            "threads": {"intra_op": 1}}'
 
+and, for a PyTorch job, cuDNN's algorithm search and TF32 (`backends`, torch/backends.py).
+
 The framework's hooks call `loader_arguments` as each DataLoader is built, with the arguments
 the script gave (bound to their names) and the framework's defaults; what was changed is
 `applied`, what could not be (and why, with a code a program acts on) `skipped`, so a tuner
@@ -34,6 +36,13 @@ SCHEMA: Dict[str, Dict[str, Tuple[Callable, str]]] = {
                "use_shared_memory": _bool(), "use_buffer_reader": _bool()},
     "threads": {"intra_op": _int(1), "inter_op": _int(1)},
 }
+FRAMEWORK_SECTIONS = {  # the sections only one framework's jobs take
+    "torch": {"backends": {"cudnn_benchmark": _bool(), "matmul_allow_tf32": _bool()}},
+}
+
+
+def schema_for(framework: str) -> Dict[str, Dict[str, Tuple[Callable, str]]]:
+    return {**SCHEMA, **FRAMEWORK_SECTIONS.get(framework, {})}
 NEEDS_WORKERS = ("prefetch_factor", "persistent_workers", "use_shared_memory")
 
 
@@ -60,14 +69,15 @@ def parse(text: Optional[str], framework: str) -> Dict[str, Dict[str, object]]:
     except ValueError as err:
         raise OverrideError(f"{ENV} is not valid JSON ({err}); e.g. "
                             f"{ENV}='{{\"reader\": {{\"num_workers\": 2}}}}'") from None
+    schema = schema_for(framework)
     if not isinstance(wanted, dict):
         raise OverrideError(f"{ENV} must be a JSON object of sections "
-                            f"({', '.join(SCHEMA)}), not {type(wanted).__name__}")
+                            f"({', '.join(schema)}), not {type(wanted).__name__}")
     for section, values in wanted.items():
-        keys = SCHEMA.get(section)
+        keys = schema.get(section)
         if keys is None or not isinstance(values, dict):
             raise OverrideError(f"{ENV}: {framework} jobs take the sections "
-                                f"{', '.join(SCHEMA)} (each an object), not {section!r}")
+                                f"{', '.join(schema)} (each an object), not {section!r}")
         for key, value in values.items():
             if key not in keys:
                 raise OverrideError(f"{ENV}: unknown key {section}.{key} for a {framework} "

@@ -10,7 +10,9 @@
   time and CPU time to a shared array the trainer reads as the batch arrives (workers started
   with the spawn or forkserver method do not inherit it: their batches have no producer time);
 * overrides: `DataLoader.__init__` takes PADDLETUNE_OVERRIDES' reader values, and
-  `torch.set_num_threads` keeps the override's thread count;
+  `torch.set_num_threads` keeps the override's thread count; the `backends` section
+  (backends.py) sets cuDNN's algorithm search and TF32, kept against the script's own
+  settings made before its first training step ends;
 * --check-nan: a global forward hook on every leaf module checks its outputs (costs a
   reduction and a host sync per module call: roughly 10-40% of a CPU step);
 * torch.compile and torch.distributed (scope.py): a compiled model, a distributed job's
@@ -37,6 +39,7 @@ from ..eager.bus import OpEnd
 from ..eager.loaders import error_detail
 from ..eager.overrides import batch_size_fixed
 from ..eager.steps import iter_tensors
+from .backends import BackendOverrides
 from .scope import watch_scope
 
 _perf = time.perf_counter
@@ -74,6 +77,7 @@ class TorchHooks:
         self._module_calls = 0
         self._cuda_memory: dict = {}
         self._census = None  # the model's census until the first training step ends
+        self._backends = None  # the `backends` overrides until the first training step ends
 
     # --- install / remove -----------------------------------------------------------------
     def install(self):
@@ -89,6 +93,7 @@ class TorchHooks:
         if self.source.overrides_state.wanted("reader"):
             self._patch(dl.DataLoader, "__init__", self._loader_init)
         self._threads()
+        self._install_backends()
         if self.check_nan:
             hook = torch.nn.modules.module.register_module_forward_hook(self._check_output)
             self._undo.append(hook.remove)
@@ -105,6 +110,12 @@ class TorchHooks:
             self._undo.extend(gpu.time_copies_and_syncs(self.timer))
             self._cuda_memory = {}
         return self.remove
+
+    def _install_backends(self):
+        backends = BackendOverrides(self.source.overrides_state)
+        self._undo.extend(backends.install())
+        if backends.wanted:
+            self._backends = backends
 
     def _hidden(self) -> tuple:
         """The options on in this run whose per-module hooks cannot see inside a compiled
@@ -143,6 +154,9 @@ class TorchHooks:
         if not self.timer.owns(optimizer):
             return
         place = self._place(optimizer)
+        if self._backends is not None:
+            backends, self._backends = self._backends, None
+            backends.first_step_done()
         if self._census is not None:
             census, self._census = self._census, None
             census.step_done(optimizer, place)
