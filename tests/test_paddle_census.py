@@ -238,3 +238,76 @@ def test_a_float64_paddle_model_is_advised_float32_in_paddle_code(tmp_path):
     assert advice.id == "float64-model" and advice.severity == "medium"
     assert "paddle.set_default_dtype('float32')" in advice.change
     assert "x.astype('float32')" in advice.change
+
+
+# --- a static-graph job: the census of its program ------------------------------------------
+def _static_program(dtype="float32", data_format="NCHW"):
+    main, startup = paddle.static.Program(), paddle.static.Program()
+    with paddle.static.program_guard(main, startup):
+        shape = [None, 3, 8, 8] if data_format == "NCHW" else [None, 8, 8, 3]
+        x = paddle.static.data("x", shape, dtype)
+        features = paddle.nn.Conv2D(3, 4, 3, data_format=data_format)(x)
+        loss = paddle.nn.Linear(4 * 6 * 6, 2)(paddle.flatten(features, 1)).mean()
+        paddle.optimizer.SGD(0.1).minimize(loss)
+    return main, startup, loss
+
+
+@pytest.fixture
+def static_mode():
+    paddle.enable_static()
+    yield
+    paddle.disable_static()
+
+
+PARAMS = 4 * 3 * 9 + 4 + 144 * 2 + 2
+
+
+def test_a_static_programs_census_counts_its_forward_ops_and_parameters(static_mode):
+    census = census_module.program_census(_static_program()[0], "CPUPlace")
+    assert census.modules["conv2d"] == 1 and census.modules["matmul"] == 1
+    assert not any(name.endswith(("_grad", "sgd_")) for name in census.modules)
+    assert census.params == {"float32": PARAMS} and census.autocast is False
+    assert census.conv_channels_last is False and census.settings == {}
+    assert census.message.startswith("forward ops of the training program: conv2d x1, "
+                                     "matmul x1; parameters: 402 float32")
+    nhwc = census_module.program_census(_static_program(data_format="NHWC")[0], "CPUPlace")
+    assert nhwc.conv_channels_last is True
+    assert gpu_model.layer_calls(census) == {"convolutions": 1, "matrix products": 1}
+
+
+def test_a_legacy_programs_census_is_the_same(static_mode):
+    with paddle.pir_utils.OldIrGuard():
+        census = census_module.program_census(_static_program()[0], "CPUPlace")
+    assert census.modules["conv2d"] == 1 and census.modules["matmul_v2"] == 1
+    assert census.params == {"float32": PARAMS} and census.conv_channels_last is False
+    assert gpu_model.layer_calls(census) == {"convolutions": 1, "matrix products": 1}
+
+
+def test_bfloat16_and_float64_programs(static_mode):
+    main = paddle.static.Program()
+    with paddle.static.program_guard(main, paddle.static.Program()):
+        x = paddle.static.data("x", [4, 8], "bfloat16")
+        paddle.matmul(x, paddle.static.data("w", [8, 2], "bfloat16"))
+    half = census_module.program_census(main, "CPUPlace")
+    assert half.autocast is True and "float16/bfloat16 compute" in half.message
+    paddle.set_default_dtype("float64")
+    wide = census_module.program_census(_static_program("float64")[0], "CPUPlace")
+    assert wide.params == {"float64": PARAMS}
+
+
+def test_a_static_job_sends_its_first_training_programs_census_once(static_mode):
+    source = PaddleSource()
+    source.begin()
+    seen = []
+    source.subscribe("model", seen.append)
+    with source.running():
+        main, startup, loss = _static_program()  # (its layers are called while it is built)
+        exe = paddle.static.Executor(paddle.CPUPlace())
+        exe.run(startup)
+        assert seen == []  # (a startup program has no census)
+        for _ in range(3):
+            exe.run(main, feed={"x": np.random.rand(2, 3, 8, 8).astype("float32")},
+                    fetch_list=[loss])
+        assert paddle.nn.Layer.__dict__["__call__"] is ORIGINAL_CALL
+    (census,) = seen
+    assert census.modules["conv2d"] == 1 and census.params == {"float32": PARAMS}

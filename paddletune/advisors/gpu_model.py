@@ -26,6 +26,9 @@ from .gpu import gpu_place
 CONV_WORD = "Conv"  # Conv1d/2d/3d, ConvTranspose2d, LazyConv2d, ...
 MATMUL_MODULES = ("Linear", "Bilinear", "LazyLinear", "MultiheadAttention", "LSTM", "GRU",
                   "RNN", "MultiHeadAttention", "SimpleRNN")  # (the last two: Paddle's)
+# a Paddle static-graph program's census counts its ops by type
+CONV_OPS = ("conv1d", "conv2d", "conv3d", "depthwise_conv2d")  # (prefixes: _transpose too)
+MATMUL_OPS = ("matmul", "matmul_v2", "mul", "fc", "bmm")
 TENSOR_CORES = (7, 0)  # Volta: float16 Tensor Cores
 TF32_CORES = (8, 0)  # Ampere: TF32 and bfloat16
 DTYPE_SHARE = 0.5  # of the parameter elements: the model's dtype (float32, float64)
@@ -51,8 +54,10 @@ def _capability(text: Optional[str]) -> Optional[Tuple[int, int]]:
 
 def layer_calls(census: ModelEvent) -> Dict[str, int]:
     """{"convolutions": calls, "matrix products": calls} of the first step."""
-    convs = sum(n for name, n in census.modules.items() if CONV_WORD in name)
-    matmuls = sum(n for name, n in census.modules.items() if name in MATMUL_MODULES)
+    convs = sum(n for name, n in census.modules.items()
+                if CONV_WORD in name or name.startswith(CONV_OPS))
+    matmuls = sum(n for name, n in census.modules.items()
+                  if name in MATMUL_MODULES or name in MATMUL_OPS)
     return {"convolutions": convs, "matrix products": matmuls}
 
 

@@ -339,10 +339,12 @@ class ModelEvent:
 
     Fields:
       t_s                 when the first training step ended
-      modules             the leaf modules called, by class ("Conv2d": 4 calls)
+      modules             the leaf modules called, by class ("Conv2d": 4 calls; a Paddle
+                          static-graph program's forward ops, by type: "conv2d": 4)
       params              the optimizer's parameter elements by dtype ("float32": 669706)
       autocast            whether a leaf module ran under torch.autocast (Paddle:
-                          paddle.amp.auto_cast)
+                          paddle.amp.auto_cast; a static program: a convolution or matrix
+                          product computes in float16 or bfloat16)
       conv_channels_last  whether every convolution's 4-D input was channels_last (Paddle:
                           every 2-D convolution layer's data_format NHWC; None: no
                           convolution ran on one)

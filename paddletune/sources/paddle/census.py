@@ -11,11 +11,15 @@ optimizer's parameters by dtype, the GPU's compute capability and the GPU math s
 force: FLAGS_cudnn_exhaustive_search and the cuBLAS TF32 switch (on by default in Paddle).
 
 The wrapper also goes after MAX_CALLS leaf layer calls (a job that does not train) or if it
-fails: the census never breaks the job's forward pass. A static-graph job builds its layers
-once, before any step: it has no census."""
+fails: the census never breaks the job's forward pass.
+
+A static-graph job builds its layers once, before any step: its census (`program_census`) is
+read from the program of its first training run instead, the forward ops by type
+("conv2d": 2, not the layers: the ops before the first gradient op), the parameters by dtype, the convolutions' data_format, and a
+convolution or matrix product computing in float16 or bfloat16 as auto_cast on."""
 
 from math import prod
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, Iterable, List, Optional, Tuple
 
 import paddle
 
@@ -39,7 +43,7 @@ class Census:
         census = self
 
         def __call__(layer, *inputs, **kwargs):
-            if census.active and not layer._sub_layers:
+            if census.active:
                 census._called(layer)
             return original(layer, *inputs, **kwargs)
 
@@ -55,6 +59,8 @@ class Census:
             self.unhook()
 
     def _count(self, layer):
+        if layer._sub_layers:
+            return  # only leaf layers
         name = type(layer).__name__
         self.modules[name] = self.modules.get(name, 0) + 1
         self.calls += 1
@@ -156,3 +162,89 @@ def gpu_math_settings() -> Dict[str, object]:
     if switch is not None and paddle.is_compiled_with_cuda():
         out[TF32_SWITCH] = bool(switch())
     return out
+
+
+HALF = ("float16", "bfloat16")
+HEAVY_OPS = ("conv", "depthwise_conv", "matmul", "mul", "fc", "bmm")  # (name prefixes)
+
+
+def program_census(program, place: str) -> Optional[ModelEvent]:
+    """The census of a static-graph training program (a PIR program or a legacy one; None if
+    it cannot be read)."""
+    try:
+        ops = [(_op_name(op), op) for op in program.global_block().ops]
+        params = _program_params(program, ops)
+        capability = device_capability(place)
+        settings = gpu_math_settings() if capability else {}
+    except Exception:  # noqa: BLE001  (the census never breaks the job's step)
+        return None
+    counts: Dict[str, int] = {}
+    convs, nhwc, half = 0, 0, False
+    for name, op in ops:
+        if name.endswith("_grad"):
+            break  # the backward pass (and the update after it) begins
+        if name in ("data", "parameter", "feed", "fetch"):
+            continue
+        counts[name] = counts.get(name, 0) + 1
+        if name.startswith(HEAVY_OPS):
+            half = half or _result_dtype(op) in HALF
+        layout = _attr(op, "data_format") if name.startswith(("conv2d", "depthwise_conv2d")) \
+            else None
+        if layout in (NCHW, NHWC):
+            convs += 1
+            nhwc += layout == NHWC
+    return ModelEvent(0.0, counts, params, half, (nhwc == convs) if convs else None,
+                      capability, settings,
+                      _program_message(counts, params, half, (convs, nhwc), capability))
+
+
+def _op_name(op) -> str:
+    """"conv2d" for PIR's pd_op.conv2d (and a legacy op's type)."""
+    name = op.name() if callable(getattr(op, "name", None)) else op.type
+    return str(name).rpartition(".")[2]
+
+
+def _program_params(program, ops: Iterable[Tuple[str, object]]) -> Dict[str, int]:
+    out: Dict[str, int] = {}
+    if hasattr(program, "all_parameters"):  # a legacy Program
+        values = [(p.dtype, p.shape) for p in program.all_parameters()]
+    else:  # PIR: each parameter is a builtin.parameter op's result
+        values = [(op.result(0).dtype, op.result(0).shape) for name, op in ops
+                  if name == "parameter"]
+    for dtype, shape in values:
+        dtype = dtype_name(dtype)
+        out[dtype] = out.get(dtype, 0) + prod(int(n) for n in shape)
+    return out
+
+
+def _result_dtype(op) -> str:
+    try:
+        return dtype_name(op.result(0).dtype)
+    except Exception:  # noqa: BLE001  (a legacy op: its output variable's)
+        block = op.block
+        return dtype_name(block.var(op.output_arg_names[0]).dtype)
+
+
+def _attr(op, name: str):
+    try:
+        return op.attrs().get(name)
+    except Exception:  # noqa: BLE001  (a legacy op)
+        return op.attr(name) if op.has_attr(name) else None
+
+
+def _program_message(counts, params, half, convs, capability) -> str:
+    top = sorted(((n, c) for n, c in counts.items() if n.startswith(HEAVY_OPS)),
+                 key=lambda kv: -kv[1])[:6]
+    parts = ["forward ops of the training program: " + (
+        ", ".join(f"{name} x{n}" for name, n in top) if top else "no convolution or matrix "
+        "product")]
+    parts.append("parameters: " + (", ".join(f"{n:,} {dtype}" for dtype, n in params.items())
+                                   or "none"))
+    parts.append("float16/bfloat16 compute" if half else "auto_cast off")
+    seen, nhwc = convs
+    if seen:
+        parts.append("2-D convolutions " + (NHWC if nhwc == seen else
+                                            f"{NCHW} ({seen - nhwc} of {seen})"))
+    if capability:
+        parts.append(f"GPU compute capability {capability}")
+    return "; ".join(parts)

@@ -18,7 +18,8 @@ every patched attribute restored exactly as it was):
                          paddle.profiler around Executor.run, a window of steps at a time
                          (static_ops.py)
   the model's census     paddle.nn.Layer.__call__ again, until the first training step ends
-                         (census.py), while something listens to `model`
+                         (census.py), while something listens to `model`; in the static
+                         graph, the program of the first training run
 """
 
 import inspect
@@ -71,6 +72,7 @@ class PaddleHooks:
         self._static_steps = 0
         self.static_ops = StaticOps(source.bus)
         self._census = None  # the model's census until the first training step ends
+        self._program_census = False  # a static-graph census is still to be taken
         self._removed = False
 
     # --- patching -----------------------------------------------------------------------
@@ -142,6 +144,7 @@ class PaddleHooks:
             self._census = Census(lambda record: self.source.bus.emit("model", record),
                                   self.patch)
             self._undo.append(self._census.unhook)
+            self._program_census = True
         if self.check_nan:
             self._set_flags({"FLAGS_check_nan_inf": True,
                              "FLAGS_check_nan_inf_level": 1 if self.nan_continue else 0})
@@ -165,6 +168,7 @@ class PaddleHooks:
             if timer.owns(owner):
                 if hooks._census is not None:
                     census, hooks._census = hooks._census, None
+                    hooks._program_census = False
                     census.step_done(owner, hooks._place)
                 timer.step_done(hooks._place)
             return out
@@ -194,6 +198,8 @@ class PaddleHooks:
                                            t_begin, t_end)
             if bus.listening("step_end"):
                 hooks._static_step(exe, program, feed, fetch_list, t_begin, t_end)
+            if hooks._program_census:
+                hooks._take_program_census(exe, program)
             return out
 
         run.__wrapped__ = original
@@ -222,6 +228,22 @@ class PaddleHooks:
         if not startup:
             self._static_steps += 1
         self.source.bus.emit("step_end", record)
+
+    def _take_program_census(self, exe, program):
+        """The census of the first training program run (not a startup program's)."""
+        if self._program(program)[2]:  # a startup program
+            return
+        self._program_census = False
+        if self._census is not None:  # (its layers were called as the program was built)
+            census, self._census = self._census, None
+            census.unhook()
+        if program is None:
+            program = paddle.static.default_main_program()
+        inner = getattr(program, "_program", None)  # a CompiledProgram's
+        from .census import program_census
+        record = program_census(inner if inner is not None else program, self._executor(exe)[1])
+        if record is not None:
+            self.source.bus.emit("model", record)
 
     def _executor(self, exe) -> Tuple[int, str]:
         known = self._executors.get(id(exe))
