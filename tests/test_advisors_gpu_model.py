@@ -173,7 +173,7 @@ def test_varying_batch_shapes_lower_cudnn_benchmark_and_say_why(tmp_path, monkey
 @pytest.mark.parametrize("text, expect", [("8.6", (8, 6)), ("10.0", (10, 0)), (None, None),
                                           ("?", None)])
 def test_capability_parsing(text, expect):
-    assert gpu_model._capability(text) == expect
+    assert gpu_model.capability_of(text) == expect
 
 
 def test_the_census_stops_looking_after_its_call_limit_or_an_error(monkeypatch):

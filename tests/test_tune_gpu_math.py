@@ -112,13 +112,14 @@ OFF = {"torch.backends.cudnn.benchmark": False, "torch.backends.cuda.matmul.allo
        "FLAGS_cudnn_exhaustive_search": False}
 
 
-def _profile(tmp_path, framework, place="CUDAPlace(0)", modules=None, settings=OFF):
+def _profile(tmp_path, framework, place="CUDAPlace(0)", modules=None, settings=OFF,
+             capability="8.0"):
     steps = step_records()
     for row in steps:
         row["place"] = place
     census = {"type": "event", "kind": "model", "t": 0.2,
               "modules": modules or {"Conv2d": 2, "Linear": 1},
-              "params": {"float32": 1000}, "capability": "8.0", "settings": settings,
+              "params": {"float32": 1000}, "capability": capability, "settings": settings,
               "message": "census"}
     return load(make_profile(tmp_path / "p.jsonl", steps=steps, extra=[census],
                              source=source_info(framework)))
@@ -172,3 +173,8 @@ def test_space_specs_take_a_backends_field():
     assert space.knobs["cudnn_benchmark"].section == "backends"
     with pytest.raises(sp.SpaceError, match="takes true or false"):
         sp.check_specs(["backends.cudnn_benchmark=2"])
+
+
+def test_no_tf32_knob_before_ampere(tmp_path):
+    knobs = sp.build_space(_profile(tmp_path, "torch", capability="7.0")).knobs  # a V100
+    assert "matmul_allow_tf32" not in knobs and "cudnn_benchmark" in knobs

@@ -41,10 +41,10 @@ def model_on_gpu(profile) -> Optional[Tuple[ModelEvent, str, Optional[Tuple[int,
     place = gpu_place(profile)
     if census is None or place is None or not enough_steps(profile):
         return None
-    return census, place, _capability(census.capability)
+    return census, place, capability_of(census.capability)
 
 
-def _capability(text: Optional[str]) -> Optional[Tuple[int, int]]:
+def capability_of(text: Optional[str]) -> Optional[Tuple[int, int]]:
     try:
         major, minor = (text or "").split(".")
         return int(major), int(minor)

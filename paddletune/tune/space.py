@@ -15,7 +15,7 @@ from typing import Any, Dict, List, Sequence, Tuple
 from runtime.overrides import ENV as OVERRIDES_ENV
 from ..advisors.gpu import gpu_place
 from ..sources.eager.overrides import FRAMEWORK_SECTIONS
-from ..advisors.gpu_model import layer_calls
+from ..advisors.gpu_model import TF32_CORES, capability_of, layer_calls
 from runtime.overrides import SCHEMA
 
 TORCH_SECTIONS = FRAMEWORK_SECTIONS["torch"]  # backends: a PyTorch job's cuDNN search and
@@ -111,8 +111,9 @@ def _add_gpu_math(space, profile, framework):
     if census is None or gpu_place(profile) is None:
         return
     calls = layer_calls(census)
+    ampere = (capability_of(census.capability) or (0, 0)) >= TF32_CORES  # (TF32's Tensor Cores)
     for table, wanted in ((CUDNN_SEARCH, calls["convolutions"]),
-                          (TF32, calls["matrix products"])):
+                          (TF32, calls["matrix products"] and ampere)):
         setting, name, section, key = table.get(framework, (None,) * 4)
         current = census.settings.get(setting) if setting else None
         if wanted and current is False:
