@@ -323,12 +323,15 @@ class Executor:
     def _run_plain(self, plan, env, mem=None, garbage=None):
         step = None
         try:
-            for tag, ops in plan.segments:
+            for tag, ops in plan.runs(garbage is None):  # (each op's _run_op, compiled)
                 if mem is not None:
                     mem.phase(tag)
-                for step in ops:
-                    _run_op(step, env, False, garbage is None)
-                    if garbage is not None:
+                if garbage is None:
+                    for step, run in ops:
+                        run(env, step)
+                else:
+                    for step, run in ops:
+                        run(env, step)
                         garbage.take(step, env)
                 if mem is not None:
                     mem.phase_done(tag)
@@ -394,7 +397,7 @@ def _step_memory(plan, env, pool, xp):
             or (pool.strategy == "naive_best_fit" and not pool.chunk_bytes)
             or not FLAGS.get("static_memory_plan") or not arena.available()):
         return None
-    shapes = tuple(getattr(env[slot], "shape", None) for slot, _ in plan.feed_slots)
+    shapes = tuple([getattr(env[slot], "shape", None) for slot, _ in plan.feed_slots])
     return arena.step_memory(plan.memory_plans, shapes, pool)
 
 

@@ -28,7 +28,16 @@ from typing import NamedTuple, Optional
 
 import numpy as np
 
-_state = threading.local()  # .capture: the capturing thread's `capturing`
+
+class _State(threading.local):
+    """Per thread: .capture, the capturing thread's `capturing` (None: not capturing; a class
+    default, so reading it on a thread that never captured finds it without an AttributeError
+    being raised and caught at each product)."""
+
+    capture = None
+
+
+_state = _State()
 
 OP_N, OP_T = 0, 1  # cublasOperation_t
 TF32_TENSOR_OP_MATH = 3  # cublasMath_t CUBLAS_TF32_TENSOR_OP_MATH
@@ -38,7 +47,7 @@ WORKSPACE_BYTES = 32 << 20  # cuBLAS's recommended workspace on Hopper
 def matmul(a, b):
     """`a @ b`; while this thread captures a CUDA graph, a product cuBLAS can take directly goes
     there (CuPy would refuse it)."""
-    capture = getattr(_state, "capture", None)
+    capture = _state.capture
     if capture is None or not direct(a, b):
         return a @ b
     workspace = capture.workspace_for(capture.blas.cupy)

@@ -149,6 +149,17 @@ class Plan:
         self.gc, self.inplace_enabled = gc, inplace
         self._plan_memory(block, keep, gc, inplace, gc_fraction)
         self.segments = _segments(self.steps, block, self.is_startup)
+        self._runs = {}  # free (True/False) -> the segments with each op's runner (`runs`)
+
+    def runs(self, free):
+        """plan.segments with each op paired with its runner: [(tag, ((op, run), ...))], where
+        `run(env, op)` does what executor._run_op(op, env, False, free) does (see `runner`).
+        Made at the first step that needs them, once the plan is complete."""
+        found = self._runs.get(free)
+        if found is None:
+            found = self._runs[free] = [(tag, tuple((op, runner(op, free)) for op in ops))
+                                        for tag, ops in self.segments]
+        return found
 
     def _skip_unread_grads(self, block, keep):
         """Gradient ops do not compute gradients that no op reads, nobody fetches and no
@@ -283,6 +294,55 @@ class Plan:
             writes = [(self.slot_of[n], scope.find_var(n) or scope.var(n)) for n in self.writes]
             bound = self._bindings[scope] = (reads, writes)
         return bound
+
+
+# --- op runners ------------------------------------------------------------------------------
+_FACTORIES = {}  # an op's signature (see `runner`) -> the function making its runners
+
+
+def runner(step, free):
+    """A function `run(env, step)` doing exactly what executor._run_op(step, env, False, free)
+    does for this op (grant inplace reuse, gather the inputs into a dict in the same order,
+    call `step.fn` (looked up at each call), store the outputs in order, then the frees and
+    shrinks when `free`), with the slots written into the code: no loops over the op's slot
+    tuples and no comprehension frame per op. The inputs' dict and the kernel's result stay
+    referenced until the runner returns, as they do in _run_op. Ops with duplicable inputs or
+    outputs use _run_op itself. One code object per signature (slot names, numbers of frees
+    and shrinks, inplace or not), shared by every op and plan with that signature."""
+    if step.insN or step.outsN:
+        from .executor import _run_op
+
+        def run(env, op, _free=bool(free)):
+            _run_op(op, env, False, _free)
+        return run
+    frees, shrinks = (step.frees, step.shrinks) if free else ((), ())
+    signature = (tuple(k for k, _ in step.ins1), tuple(k for k, _ in step.outs1), len(frees),
+                 len(shrinks), bool(step.inplace))
+    factory = _FACTORIES.get(signature)
+    if factory is None:
+        factory = _FACTORIES[signature] = _runner_factory(*signature)
+    return factory(*(i for _, i in step.ins1), *(i for _, i in step.outs1), *frees, *shrinks)
+
+
+def _runner_factory(in_keys, out_keys, n_frees, n_shrinks, inplace):
+    ins = [f"i{n}" for n in range(len(in_keys))]
+    outs = [f"o{n}" for n in range(len(out_keys))]
+    frees = [f"f{n}" for n in range(n_frees)]
+    shrinks = [f"s{n}" for n in range(n_shrinks)]
+    body = []
+    if inplace:
+        body.append("op.ctx.inplace = [o for o, i in op.inplace if exclusive(env[i], op.ctx.xp)]")
+    body.append("ins = {" + ", ".join(f"{k!r}: env[{i}]" for k, i in zip(in_keys, ins)) + "}")
+    body.append("res = op.fn(op.ctx, ins, op.attrs)")
+    body += [f"env[{o}] = res[{k!r}]" for k, o in zip(out_keys, outs)]
+    body += [f"env[{f}] = None" for f in frees]
+    body += [f"env[{s}] = shape_only(env[{s}])" for s in shrinks]
+    source = (f"def make({', '.join(ins + outs + frees + shrinks)}):\n"
+              "    def run(env, op):\n" + "".join(f"        {line}\n" for line in body) +
+              "    return run\n")
+    namespace = {"exclusive": exclusive, "shape_only": shape_only}
+    exec(compile(source, f"<op runner {len(in_keys)}-{len(out_keys)}>", "exec"), namespace)
+    return namespace["make"]
 
 
 def creation_order_of(ops):

@@ -204,7 +204,7 @@ def handler_for(pool, tag=None):
     """The NumPy handler capsule serving arrays from `pool` (made once per pool and tag):
     tagged `tag`, or with the pool's current tag (`pool.tag`, set by the executor) when None.
     A fixed tag lets another thread (a DataLoader's reader thread) use the same pool."""
-    cache = pool.__dict__.setdefault("_numpy_ctx", {})
+    cache = pool.__dict__.get("_numpy_ctx") or pool.__dict__.setdefault("_numpy_ctx", {})
     index = cache.get(tag)
     if index is None:
         index = cache[tag] = len(_POOLS)
