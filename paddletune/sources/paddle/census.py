@@ -19,19 +19,22 @@ read from the program of its first training run instead, the forward ops by type
 convolution or matrix product computing in float16 or bfloat16 as auto_cast on."""
 
 from math import prod
-from typing import Callable, Dict, Iterable, List, Optional, Tuple
+from typing import Callable, Dict, Iterable, Optional, Tuple
 
 import paddle
 
 from ...profile.records import ModelEvent
+from ..eager.census import Counted, StepCensus, model_event, top_calls
 
 MAX_CALLS = 10_000  # leaf layer calls looked at, at most, if no training step ends first
 NCHW, NHWC = "NCHW", "NHWC"  # a 2-D convolution's data_format
 CUDNN_SEARCH = "FLAGS_cudnn_exhaustive_search"
 TF32_SWITCH = "paddle.base.core.get_cublas_switch()"
+AUTO_CAST = ("auto_cast off", "auto_cast on")
+CONV_WORDS = ("2-D convolutions", NHWC, NCHW)
 
 
-class Census:
+class Census(StepCensus):
     def __init__(self, emit: Callable[[ModelEvent], None], patch: Callable):
         self.emit = emit
         self.modules: Dict[str, int] = {}
@@ -82,38 +85,16 @@ class Census:
         if paddle.nn.Layer.__dict__.get("__call__") is self._wrapper:
             paddle.nn.Layer.__call__ = self._original
 
-    def step_done(self, optimizer, place: str):
-        """The first training step ended: unhook and send the census (none when reading the
-        parameters or the device fails)."""
-        self.unhook()
-        try:
-            params = params_by_dtype(optimizer)
-            capability = device_capability(place)
-            settings = gpu_math_settings() if capability else {}
-        except Exception:  # noqa: BLE001
-            return
-        seen, nhwc = self.convs
-        self.emit(ModelEvent(0.0, dict(self.modules), params, self.autocast,
-                             (nhwc == seen) if seen else None, capability, settings,
-                             self._message(params, capability)))
+    def _read(self, optimizer, place: str):
+        capability = device_capability(place)
+        return (params_by_dtype(optimizer), capability,
+                gpu_math_settings() if capability else {})
 
-    def _message(self, params: Dict[str, int], capability: Optional[str]) -> str:
-        parts: List[str] = []
-        if self.modules:
-            top = sorted(self.modules.items(), key=lambda kv: -kv[1])[:6]
-            parts.append("leaf layer calls in the first step: "
-                         + ", ".join(f"{name} x{n}" for name, n in top)
-                         + (", ..." if len(self.modules) > len(top) else ""))
-        parts.append("parameters: " + (", ".join(f"{n:,} {dtype}" for dtype, n in params.items())
-                                       or "none"))
-        parts.append(f"auto_cast {'on' if self.autocast else 'off'}")
-        seen, nhwc = self.convs
-        if seen:
-            parts.append("2-D convolutions " + (NHWC if nhwc == seen else
-                                                f"{NCHW} ({seen - nhwc} of {seen})"))
-        if capability:
-            parts.append(f"GPU compute capability {capability}")
-        return "; ".join(parts)
+    def _counted(self) -> Counted:
+        lead = top_calls("leaf layer calls in the first step", self.modules) \
+            if self.modules else None
+        return Counted(lead, self.modules, self.autocast, AUTO_CAST, tuple(self.convs),
+                       CONV_WORDS)
 
 
 def autocast_on() -> bool:
@@ -193,9 +174,11 @@ def program_census(program, place: str) -> Optional[ModelEvent]:
         if layout in (NCHW, NHWC):
             convs += 1
             nhwc += layout == NHWC
-    return ModelEvent(0.0, counts, params, half, (nhwc == convs) if convs else None,
-                      capability, settings,
-                      _program_message(counts, params, half, (convs, nhwc), capability))
+    heavy = {name: n for name, n in counts.items() if name.startswith(HEAVY_OPS)}
+    lead = top_calls("forward ops of the training program", heavy) if heavy else \
+        "forward ops of the training program: no convolution or matrix product"
+    return model_event(Counted(lead, counts, half, ("auto_cast off", "float16/bfloat16 compute"),
+                               (convs, nhwc), CONV_WORDS), params, capability, settings)
 
 
 def _op_name(op) -> str:
@@ -230,21 +213,3 @@ def _attr(op, name: str):
         return op.attrs().get(name)
     except Exception:  # noqa: BLE001  (a legacy op)
         return op.attr(name) if op.has_attr(name) else None
-
-
-def _program_message(counts, params, half, convs, capability) -> str:
-    top = sorted(((n, c) for n, c in counts.items() if n.startswith(HEAVY_OPS)),
-                 key=lambda kv: -kv[1])[:6]
-    parts = ["forward ops of the training program: " + (
-        ", ".join(f"{name} x{n}" for name, n in top) if top else "no convolution or matrix "
-        "product")]
-    parts.append("parameters: " + (", ".join(f"{n:,} {dtype}" for dtype, n in params.items())
-                                   or "none"))
-    parts.append("float16/bfloat16 compute" if half else "auto_cast off")
-    seen, nhwc = convs
-    if seen:
-        parts.append("2-D convolutions " + (NHWC if nhwc == seen else
-                                            f"{NCHW} ({seen - nhwc} of {seen})"))
-    if capability:
-        parts.append(f"GPU compute capability {capability}")
-    return "; ".join(parts)

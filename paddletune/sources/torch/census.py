@@ -13,18 +13,19 @@ torch.compile before its first step is not hooked (a hook in its graph would spl
 taking the hook out later would make Dynamo compile it again): its modules are not counted;
 the parameters are."""
 
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, Optional
 
 import torch
 from torch.nn.modules.conv import _ConvNd
 
 from ...profile.records import ModelEvent
+from ..eager.census import Counted, StepCensus, top_calls
 from .source import gpu_math_settings
 
 MAX_CALLS = 10_000  # leaf module calls looked at, at most, if no training step ends first
 
 
-class Census:
+class Census(StepCensus):
     def __init__(self, emit: Callable[[ModelEvent], None]):
         self.emit = emit
         self.modules: Dict[str, int] = {}
@@ -63,40 +64,19 @@ class Census:
             self._hook.remove()
             self._hook = None
 
-    def step_done(self, optimizer, place: str):
-        """The first training step ended: unhook and send the census (none when reading the
-        parameters or the device fails: the census never breaks the job's step)."""
-        self.unhook()
-        try:
-            params = params_by_dtype(optimizer)
-            capability = device_capability(place)
-            settings = gpu_math_settings() if capability else {}
-        except Exception:  # noqa: BLE001
-            return
-        seen, last = self.convs
-        self.emit(ModelEvent(0.0, dict(self.modules), params, self.autocast,
-                             (last == seen) if seen else None, capability, settings,
-                             self._message(params, capability)))
+    def _read(self, optimizer, place: str):
+        capability = device_capability(place)
+        return (params_by_dtype(optimizer), capability,
+                gpu_math_settings() if capability else {})
 
-    def _message(self, params: Dict[str, int], capability: Optional[str]) -> str:
-        parts: List[str] = []
+    def _counted(self) -> Counted:
         if self.compiled and not self.modules:
-            parts.append("modules not counted (torch.compile)")
-        elif self.modules:
-            top = sorted(self.modules.items(), key=lambda kv: -kv[1])[:6]
-            parts.append("leaf module calls in the first step: "
-                         + ", ".join(f"{name} x{n}" for name, n in top)
-                         + (", ..." if len(self.modules) > len(top) else ""))
-        parts.append("parameters: " + (", ".join(f"{n:,} {dtype}" for dtype, n in params.items())
-                                       or "none"))
-        parts.append(f"autocast {'on' if self.autocast else 'off'}")
-        seen, last = self.convs
-        if seen:
-            parts.append("convolution inputs " + ("channels_last" if last == seen else
-                                                  f"NCHW ({seen - last} of {seen})"))
-        if capability:
-            parts.append(f"GPU compute capability {capability}")
-        return "; ".join(parts)
+            lead = "modules not counted (torch.compile)"
+        else:
+            lead = top_calls("leaf module calls in the first step", self.modules) \
+                if self.modules else None
+        return Counted(lead, self.modules, self.autocast, ("autocast off", "autocast on"),
+                       tuple(self.convs), ("convolution inputs", "channels_last", "NCHW"))
 
 
 def autocast_on() -> bool:

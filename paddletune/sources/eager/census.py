@@ -1,0 +1,79 @@
+"""What every framework's model census (records.ModelEvent; torch/census.py,
+paddle/census.py) makes alike: the record from what was counted, with its one-sentence
+message. Pure Python: imports no framework."""
+
+from dataclasses import dataclass
+from typing import Dict, Mapping, Optional, Tuple
+
+from ...profile.records import ModelEvent
+
+TOP = 6  # the most-called layers the message names
+
+
+@dataclass
+class Counted:
+    """What a census counted, and how its message words it."""
+
+    lead: Optional[str]  # what was counted, in words ("leaf module calls in the first step")
+    modules: Mapping[str, int]  # calls (or ops) by class (or type)
+    autocast: bool
+    autocast_words: Tuple[str, str]  # (off, on): ("autocast off", "autocast on")
+    convs: Tuple[int, int]  # convolutions seen, and of them in the fast layout
+    conv_words: Tuple[str, str, str]  # ("convolution inputs", "channels_last", "NCHW")
+
+
+class StepCensus:
+    """A census sent as the job's first training step ends; a framework's subclass counts
+    (`_counted`), reads the optimizer's parameters and the device (`_read`), and unhooks."""
+
+    emit = None  # (the record's receiver, set by the subclass)
+
+    def unhook(self):
+        raise NotImplementedError
+
+    def _counted(self) -> Counted:
+        raise NotImplementedError
+
+    def _read(self, optimizer, place: str):
+        """(the parameters by dtype, the GPU's compute capability, the GPU math settings)."""
+        raise NotImplementedError
+
+    def step_done(self, optimizer, place: str):
+        """The first training step ended: unhook and send the census (none when reading the
+        parameters or the device fails: the census never breaks the job's step)."""
+        self.unhook()
+        try:
+            params, capability, settings = self._read(optimizer, place)
+        except Exception:  # noqa: BLE001
+            return
+        self.emit(model_event(self._counted(), params, capability, settings))
+
+
+def top_calls(lead: str, calls: Mapping[str, int]) -> str:
+    """"lead: Conv2d x4, ReLU x4, ..." of the TOP most-called."""
+    top = sorted(calls.items(), key=lambda kv: -kv[1])[:TOP]
+    return (f"{lead}: " + ", ".join(f"{name} x{n}" for name, n in top)
+            + (", ..." if len(calls) > len(top) else ""))
+
+
+def model_event(counted: Counted, params: Dict[str, int], capability: Optional[str],
+                settings: Dict[str, object]) -> ModelEvent:
+    seen, fast = counted.convs
+    return ModelEvent(0.0, dict(counted.modules), params, counted.autocast,
+                      (fast == seen) if seen else None, capability, settings,
+                      message(counted, params, capability))
+
+
+def message(counted: Counted, params: Dict[str, int], capability: Optional[str]) -> str:
+    parts = [counted.lead] if counted.lead else []
+    parts.append("parameters: " + (", ".join(f"{n:,} {dtype}" for dtype, n in params.items())
+                                   or "none"))
+    parts.append(counted.autocast_words[counted.autocast])
+    seen, fast = counted.convs
+    if seen:
+        what, fast_layout, other_layout = counted.conv_words
+        parts.append(f"{what} " + (fast_layout if fast == seen else
+                                   f"{other_layout} ({seen - fast} of {seen})"))
+    if capability:
+        parts.append(f"GPU compute capability {capability}")
+    return "; ".join(parts)
