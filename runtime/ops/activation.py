@@ -2,6 +2,8 @@
 square, abs, pow, with second-order rules for the elementwise ones. Gradients that can be written from the output use only Out (as Paddle does), so
 the input can be freed early."""
 
+import numpy as np
+
 from . import cpu_kernels, fused
 from .registry import defop, infer_same_as
 
@@ -48,13 +50,15 @@ def _second_order(opdef, use, d1, d2):
 
 
 def _relu_grad(xp, x, out, dout, attrs, buf):
-    kernels = fused.kernels(xp)
-    if kernels is not None and fused.takes(out, dout):
-        # one launch, no boolean temporary
-        return kernels.relu_grad(out, dout) if buf is None else kernels.relu_grad(out, dout, buf)
-    fused_cpu = cpu_kernels.relu_grad(out, dout, buf)  # one pass, no boolean temporary
-    if fused_cpu is not None:
-        return fused_cpu
+    if xp is not np or out.size >= cpu_kernels.SMALL:  # (smaller: NumPy's two calls are cheaper)
+        kernels = fused.kernels(xp)
+        if kernels is not None and fused.takes(out, dout):
+            # one launch, no boolean temporary
+            return (kernels.relu_grad(out, dout) if buf is None
+                    else kernels.relu_grad(out, dout, buf))
+        fused_cpu = cpu_kernels.relu_grad(out, dout, buf)  # one pass, no boolean temporary
+        if fused_cpu is not None:
+            return fused_cpu
     return xp.multiply(dout, out > 0, out=buf)
 
 

@@ -64,6 +64,8 @@ def _plain_labels(label, n_classes, ignore_index):
         return False
     unsigned = _UNSIGNED.get(label.dtype)
     if unsigned is not None:  # one reduction: a negative label reads as a huge unsigned one
+        if type(label) is np.ndarray:  # (the ufunc's reduce: .max() without its wrapper)
+            return int(np.maximum.reduce(label.view(unsigned), None)) < n_classes
         return int(label.view(unsigned).max()) < n_classes
     return ((label.dtype.kind == "u" or int(label.min()) >= 0)  # (e.g. big-endian ints)
             and int(label.max()) < n_classes)
@@ -74,9 +76,9 @@ _UNSIGNED = {np.dtype(f"int{bits}"): np.dtype(f"uint{bits}") for bits in (8, 16,
 
 def _pick(xp, values, label, axis):
     """values[..., label, ...] along axis (label has size 1 on that axis)."""
-    if values.ndim == 2 and axis in (-1, 1):  # the common [batch, classes] case, 5x faster
-        rows = xp.arange(values.shape[0])
-        return values[rows, label[:, 0]].reshape(-1, 1)
+    if values.ndim == 2 and axis in (-1, 1) and label.ndim == 2:  # [batch, classes]: 5x faster
+        return values[xp.arange(values.shape[0])[:, None], label]  # (the rows as a column: the
+        # picked values come out shaped [batch, 1], as label is)
     return xp.take_along_axis(values, label.astype(np.int64, copy=False), axis=axis)
 
 
@@ -90,7 +92,7 @@ def _put(xp, values, label, new, axis):
 
 def _subtract_one(xp, values, label, axis):
     """values[..., label, ...] -= 1 along axis, in place."""
-    if values.ndim == 2 and axis in (-1, 1):
+    if values.ndim == 2 and axis in (-1, 1) and label.ndim == 2:
         values[xp.arange(values.shape[0]), label[:, 0]] -= 1
     else:
         _put(xp, values, label, _pick(xp, values, label, axis) - 1, axis)
@@ -214,9 +216,14 @@ def _swce(ctx, ins, attrs):
     if _fusable(kernels, logits, label, attrs):
         return _swce_fused(ctx, kernels, logits, label, attrs["ignore_index"])
     axis = attrs["axis"]
-    shifted = logits - logits.max(axis=axis, keepdims=True)
-    exp = xp.exp(shifted)
-    total = exp.sum(axis=axis, keepdims=True)
+    if xp is np:  # the reductions .max() and .sum() make, without their Python wrappers
+        shifted = logits - np.maximum.reduce(logits, axis, None, None, True)
+        exp = np.exp(shifted)
+        total = np.add.reduce(exp, axis, None, None, True)
+    else:
+        shifted = logits - logits.max(axis=axis, keepdims=True)
+        exp = xp.exp(shifted)
+        total = exp.sum(axis=axis, keepdims=True)
     log_total = xp.log(total)
     softmax = exp
     softmax /= total

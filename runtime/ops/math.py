@@ -57,6 +57,12 @@ def _reduced_axes(grad_shape, shape):
 
 
 @functools.lru_cache(maxsize=1024)
+def _broadcast_shape(x_shape, y_shape):
+    """np.broadcast_shapes(x_shape, y_shape), worked out once per pair of shapes."""
+    return np.broadcast_shapes(x_shape, y_shape)
+
+
+@functools.lru_cache(maxsize=1024)
 def _operand_layout(x_shape, y_shape, axis):
     """operand_shapes for array shapes (tuples), worked out once per shapes and axis."""
     return operand_shapes(x_shape, y_shape, axis)
@@ -74,6 +80,25 @@ def reduce_to(grad, shape):
                 and 0 < grad.shape[0] <= fused.COLSUM_MAX_ROWS and grad.shape[1] > 0):
             return reshaped(kernels.colsum(grad), shape)
     return reshaped(grad.sum(axis=axes, keepdims=True), shape) if axes else reshaped(grad, shape)
+
+
+@functools.lru_cache(maxsize=1024)
+def _summing(grad_shape, aligned, own):
+    """(the axes to sum a gradient shaped `grad_shape` over, the shape to give the sums),
+    so that reshaped(reduce_to(grad, aligned), own) is grad summed over the axes (without
+    keepdims: the same sums) and reshaped (None: the sums have that shape already)."""
+    axes = _reduced_axes(grad_shape, aligned) if grad_shape != aligned else ()
+    kept = tuple(d for i, d in enumerate(grad_shape) if i not in axes)
+    return axes, (None if kept == own else own)
+
+
+def _summed_to(grad, aligned, own):
+    """reshaped(reduce_to(grad, aligned), own) for a NumPy gradient, with one reduction
+    call (a sum's values do not depend on keepdims) and at most one reshape."""
+    axes, shape = _summing(grad.shape, aligned, own)
+    if axes:
+        grad = np.add.reduce(grad, axes)
+    return grad if shape is None else grad.reshape(shape)
 
 
 def _infer_elementwise(ic):
@@ -108,7 +133,7 @@ def _elementwise(name, forward, grad_x, grad_y, uses, shape_only=()):
     def kernel(ctx, ins, attrs):
         x0 = ins["X"]
         x, y = broadcast_operands(x0, ins["Y"], attrs["axis"])
-        buf = ctx.reuse("Out", x0, np.broadcast_shapes(x.shape, y.shape), x0.dtype) \
+        buf = ctx.reuse("Out", x0, _broadcast_shape(x.shape, y.shape), x0.dtype) \
             if ctx.inplace else None
         return {"Out": forward(x, y, out=buf)}
 
@@ -119,6 +144,13 @@ def _elementwise(name, forward, grad_x, grad_y, uses, shape_only=()):
         x, y = (x0, y0) if shape_only else broadcast_operands(x0, y0, attrs["axis"])
         out = ins.get("Out")
         result = {}
+        if type(dout) is np.ndarray:  # NumPy: each gradient summed to its shape in one step
+            want = ctx.want
+            if "X@GRAD" in want:
+                result["X@GRAD"] = _summed_to(grad_x(x, y, out, dout), x_shape, x0.shape)
+            if "Y@GRAD" in want:
+                result["Y@GRAD"] = _summed_to(grad_y(x, y, out, dout), y_shape, y0.shape)
+            return result
         if "X@GRAD" in ctx.want:  # reduce to the aligned shape, then back to x's own
             result["X@GRAD"] = reshaped(reduce_to(grad_x(x, y, out, dout), x_shape), x0.shape)
         if "Y@GRAD" in ctx.want:
@@ -246,10 +278,15 @@ def _mul_grad(ctx, ins, attrs):
     x, y, dout = ins["X"], ins["Y"], ins["Out@GRAD"]
     xk, yk = attrs["x_num_col_dims"], attrs["y_num_col_dims"]
     if x.ndim == 2 and y.ndim == 2 and dout.ndim == 2:  # (then xk = yk = 1: the infer checks)
-        x2, y2, d2 = x, y, dout
-    else:
-        x2, y2 = _as_matrix(x, xk), _as_matrix(y, yk)
-        d2 = reshaped(dout, (x2.shape[0], y2.shape[1]))
+        # matrices: the products have the operands' shapes already
+        result = {}
+        if "X@GRAD" in ctx.want:
+            result["X@GRAD"] = matmul(dout, y.T)
+        if "Y@GRAD" in ctx.want:
+            result["Y@GRAD"] = matmul(x.T, dout)
+        return result
+    x2, y2 = _as_matrix(x, xk), _as_matrix(y, yk)
+    d2 = reshaped(dout, (x2.shape[0], y2.shape[1]))
     result = {}
     if "X@GRAD" in ctx.want:
         result["X@GRAD"] = reshaped(matmul(d2, y2.T), x.shape)
@@ -395,7 +432,12 @@ def _mean(ctx, ins, attrs):
     kernels = fused.kernels(ctx.xp)
     if kernels is not None and fused.takes(x) and 1 <= x.size <= fused.MEAN_MAX:
         return {"Out": kernels.mean(ctx.xp.ascontiguousarray(x))}
-    out = x.sum(dtype=x.dtype).reshape(1)  # what x.mean() does, minus its Python-level wrapper
+    if type(x) is np.ndarray and x.flags.c_contiguous:
+        # x.sum(dtype=x.dtype)'s sum (over the elements in memory order, as one run), made
+        # straight into a [1] array: no scalar turned back into an array
+        out = np.add.reduce(x.ravel(), 0, x.dtype, None, True)
+    else:
+        out = x.sum(dtype=x.dtype).reshape(1)  # what x.mean() does, minus its Python wrapper
     out /= x.size
     return {"Out": out}
 
@@ -406,7 +448,7 @@ def _mean_grad(ctx, ins, attrs):
     kernels = fused.kernels(ctx.xp)
     if kernels is not None and fused.takes(x, dout):
         return {"X@GRAD": kernels.fill_scaled(dout, x.size, ctx.xp.empty(x.shape, x.dtype))}
-    value = dout.reshape(-1)[0] / x.size
+    value = dout.ravel()[0] / x.size
     if ctx.xp is not np:
         return {"X@GRAD": ctx.xp.full(x.shape, value, dtype=x.dtype)}
     grad = np.empty(x.shape, x.dtype)  # what np.full does, minus its Python-level wrapper

@@ -4,6 +4,8 @@ clipping/decay ops they work with. Updates happen in place on the persistable st
 (from `embedding(is_sparse=True)`): those update only the rows present, except where the
 algorithm itself touches every row (momentum's velocity decay, non-lazy Adam's moments)."""
 
+import numpy as np
+
 from ..dtypes import VarType
 from ..tensor import SelectedRows
 from . import cpu_kernels, fused
@@ -66,8 +68,20 @@ momentum = _optimizer_op("momentum", ("Velocity",), {"mu": 0.9, "use_nesterov": 
 
 @momentum.kernel
 def _momentum(ctx, ins, attrs):
-    p, g, v, lr = ins["Param"], _merged(ins["Grad"]), ins["Velocity"], ins["LearningRate"]
+    p, g, v, lr = ins["Param"], ins["Grad"], ins["Velocity"], ins["LearningRate"]
     mu = attrs["mu"]
+    if ctx.xp is np and type(g) is np.ndarray:  # a dense NumPy gradient (CPU): the same steps
+        # as below, minus the checks that cannot apply (no CUDA kernels, no SelectedRows)
+        if g.size < cpu_kernels.SMALL or not cpu_kernels.momentum(p, v, g, lr, mu,
+                                                                   attrs["use_nesterov"]):
+            v *= mu
+            v += g
+            if attrs["use_nesterov"]:
+                p -= lr * (g + mu * v)
+            else:
+                p -= lr * v
+        return {"ParamOut": p, "VelocityOut": v}
+    g = _merged(g)
     kernels = _fused_dense(ctx, g, p, v)
     if kernels is not None:
         update = kernels.nesterov if attrs["use_nesterov"] else kernels.momentum

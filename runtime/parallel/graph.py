@@ -20,7 +20,7 @@ class Node:
 
     __slots__ = ("id", "type", "place", "ops", "fn", "index", "role", "reads", "writes",
                  "deps", "dependents", "n_deps", "value_uses", "shape_uses", "uses", "combine",
-                 "name")
+                 "name", "runs")
 
     def __init__(self, type_, place, ops=(), fn=None, index=-1, role=0, combine=False):
         self.id, self.type, self.place, self.ops, self.fn = -1, type_, place, tuple(ops), fn
@@ -30,6 +30,7 @@ class Node:
         self.value_uses, self.shape_uses = (), ()  # flat counter indices (GC)
         self.uses = ()  # (flat index, place, slot) of each of those uses
         self.name = type_
+        self.runs = None  # ((op, its runner: runtime/plan.py `runner`), ...), made at first use
 
     def __repr__(self):
         where = f"place {self.place}" if self.place >= 0 else "all places"
