@@ -14,14 +14,13 @@ from typing import Callable, Dict, List, Tuple
 
 import torch
 
-# override key -> (the setting's name, read it, set it)
-SETTINGS: Dict[str, Tuple[str, Callable[[], bool], Callable[[bool], None]]] = {
+# override key -> (read the setting, set it): torch.backends.cudnn.benchmark and
+# torch.backends.cuda.matmul.allow_tf32
+SETTINGS: Dict[str, Tuple[Callable[[], bool], Callable[[bool], None]]] = {
     "cudnn_benchmark": (
-        "torch.backends.cudnn.benchmark",
         lambda: bool(torch.backends.cudnn.benchmark),
         lambda value: setattr(torch.backends.cudnn, "benchmark", value)),
     "matmul_allow_tf32": (
-        "torch.backends.cuda.matmul.allow_tf32",
         lambda: bool(torch.backends.cuda.matmul.allow_tf32),
         lambda value: setattr(torch.backends.cuda.matmul, "allow_tf32", value)),
 }
@@ -52,7 +51,7 @@ class BackendOverrides:
             return []
         undo = []
         for key, value in self.wanted.items():
-            _, read, write = SETTINGS[key]
+            read, write = SETTINGS[key]
             was = read()
             undo.append(lambda write=write, was=was: write(was))
             if was == value:
@@ -65,7 +64,7 @@ class BackendOverrides:
     def first_step_done(self):
         """Put back what the script changed before its first step ended."""
         for key, value in self.wanted.items():
-            _, read, write = SETTINGS[key]
+            read, write = SETTINGS[key]
             now = read()
             if now != value:
                 write(value)
