@@ -13,10 +13,12 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Dict, List, Sequence, Tuple
 
 from runtime.overrides import ENV as OVERRIDES_ENV
-from ..advisors.gpu import gpu_place
-from ..sources.eager.overrides import FRAMEWORK_SECTIONS
-from ..advisors.gpu_model import TF32_CORES, capability_of, layer_calls
 from runtime.overrides import SCHEMA
+
+from ..advisors.gpu import gpu_place
+from ..advisors.gpu_model import TF32_CORES, capability_of, layer_calls
+from ..sources.code import code_for
+from ..sources.eager.overrides import FRAMEWORK_SECTIONS
 
 TORCH_SECTIONS = FRAMEWORK_SECTIONS["torch"]  # backends: a PyTorch job's cuDNN search and
 # TF32 (sources/torch/backends.py)
@@ -95,30 +97,28 @@ def _add_flags(space, flags):
                      _uniq([strategy, "auto_growth", "naive_best_fit"]), strategy))
 
 
-# framework -> (census setting, knob name, section, key) of cuDNN's algorithm search
-CUDNN_SEARCH = {"torch": ("torch.backends.cudnn.benchmark", "cudnn_benchmark", "backends",
-                          "cudnn_benchmark"),
-                "paddle": ("FLAGS_cudnn_exhaustive_search", "FLAGS_cudnn_exhaustive_search",
-                           "flag", "FLAGS_cudnn_exhaustive_search")}
-TF32 = {"torch": ("torch.backends.cuda.matmul.allow_tf32", "matmul_allow_tf32", "backends",
-                  "matmul_allow_tf32")}
+# framework -> (knob name, section, key) of cuDNN's algorithm search, and of TF32
+CUDNN_SEARCH = {"torch": ("cudnn_benchmark", "backends", "cudnn_benchmark"),
+                "paddle": ("FLAGS_cudnn_exhaustive_search", "flag",
+                           "FLAGS_cudnn_exhaustive_search")}
+TF32 = {"torch": ("matmul_allow_tf32", "backends", "matmul_allow_tf32")}
 
 
 def _add_gpu_math(space, profile, framework):
     """cuDNN's algorithm search where convolutions ran off it, and TF32 where float32 matrix
-    products did, on a GPU (the model's census: what advice #28 proposes, to be measured)."""
+    products did, on a GPU (the model's census, which records the settings under the names
+    the framework's code writer gives: what advice #28 proposes, to be measured)."""
     census = profile.last_event("model")
     if census is None or gpu_place(profile) is None:
         return
-    calls = layer_calls(census)
+    calls, code = layer_calls(census), code_for(framework)
     ampere = (capability_of(census.capability) or (0, 0)) >= TF32_CORES  # (TF32's Tensor Cores)
-    for table, wanted in ((CUDNN_SEARCH, calls["convolutions"]),
-                          (TF32, calls["matrix products"] and ampere)):
-        setting, name, section, key = table.get(framework, (None,) * 4)
-        current = census.settings.get(setting) if setting else None
-        if wanted and current is False:
-            _put(space, Knob(name, section, key, (False, True), False,
-                             "the model's census: off on the GPU"))
+    for table, setting, wanted in (
+            (CUDNN_SEARCH, code.cudnn_autotune_setting, calls["convolutions"]),
+            (TF32, code.tf32_setting, calls["matrix products"] and ampere)):
+        knob = table.get(framework)
+        if knob is not None and wanted and census.settings.get(setting) is False:
+            _put(space, Knob(*knob, (False, True), False, "the model's census: off on the GPU"))
 
 
 def _add_strategies(space, parallel, cores):

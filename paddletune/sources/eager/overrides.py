@@ -43,6 +43,8 @@ FRAMEWORK_SECTIONS = {  # the sections only one framework's jobs take
 
 def schema_for(framework: str) -> Dict[str, Dict[str, Tuple[Callable, str]]]:
     return {**SCHEMA, **FRAMEWORK_SECTIONS.get(framework, {})}
+
+
 NEEDS_WORKERS = ("prefetch_factor", "persistent_workers", "use_shared_memory")
 
 
