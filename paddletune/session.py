@@ -28,7 +28,7 @@ from .env import collect_env
 from .probes.base import Clock
 from .profile.records import (SCOPE_EVENTS, ErrorEvent, ExitEvent, ModelEvent, NanInfEvent,
                               OverridesEvent, ProbeUnavailableEvent, ProducerSoloEvent,
-                              SpeedTestEvent, StepLimitEvent)
+                              SettingsEvent, SpeedTestEvent, StepLimitEvent)
 from .profile.paths import output_problem
 from .profile.schema import SchemaError, decode
 from .probes.memory import MemoryProbe
@@ -215,13 +215,19 @@ def _env(source) -> dict:
     """The machine and interpreter; the settings in force are the source's own where it
     declares them (a Paddle 3 job's FLAGS, a PyTorch job's thread counts)."""
     env = collect_env()
-    flags = getattr(source, "flags", None)
-    if flags is not None:
-        try:
-            env["flags"] = flags()
-        except Exception:  # noqa: BLE001  (a setting's value is never worth a failed job)
-            env["flags"] = None
+    if getattr(source, "flags", None) is not None:
+        env["flags"] = source_flags(source)
     return env
+
+
+def source_flags(source) -> Optional[dict]:
+    """The settings the source declares, as they are now (None: it has none, or reading
+    them failed: a setting's value is never worth a failed job)."""
+    flags = getattr(source, "flags", None)
+    try:
+        return flags() if flags is not None else None
+    except Exception:  # noqa: BLE001
+        return None
 
 
 def die_if_interrupted(outcome: Outcome):
@@ -257,6 +263,7 @@ class _Session:
         self.n_train_steps = 0
         self.nan = _NanCount()
         self.first_step_end = None  # time.monotonic() when the first training step ended
+        self.flags_at_start = source_flags(source)  # (what the header lists)
         self.speed_test = _SpeedTest(self, options) if options.speed_test else None
 
     def event(self, cls, **fields):
@@ -335,6 +342,8 @@ class _Session:
         if record.is_startup:
             return
         self.n_train_steps += 1
+        if self.n_train_steps == 1:
+            self._settings_changed()
         limit = self.options.steps
         if limit is not None and self.n_train_steps >= limit:
             raise StepLimitReached(limit, "--steps")
@@ -345,6 +354,19 @@ class _Session:
                 self.first_step_end = now
             elif now - self.first_step_end >= duration:
                 raise StepLimitReached(self.n_train_steps, f"--duration {duration:g}s")
+
+    def _settings_changed(self):
+        """The settings the script changed before its first training step ended (a
+        SettingsEvent: loading the profile puts them in env.flags)."""
+        before, now = self.flags_at_start, source_flags(self.source)
+        if before is None or now is None:
+            return
+        changed = {k: v for k, v in now.items() if k not in before or before[k] != v}
+        if changed:
+            self.event(SettingsEvent, flags=changed, message=(
+                "the job set " + ", ".join(f"{k}={v!r} (was {before.get(k)!r})"
+                                           for k, v in changed.items())
+                + " before its first training step ended"))
 
     def execute(self):
         """Run the target like Python; returns (status, reason, message). A process the

@@ -91,6 +91,37 @@ def test_a_float64_paddle_model_is_seen_by_the_census_and_advised_float32(procs,
     assert "paddle.set_default_dtype('float32')" in text, text
 
 
+SETS_A_FLAG = """
+import numpy as np
+import paddle
+
+paddle.set_flags({"FLAGS_eager_delete_tensor_gb": 1.0})  # the script's own, before its loop
+model = paddle.nn.Linear(4, 2)
+optimizer = paddle.optimizer.SGD(0.1, parameters=model.parameters())
+x = paddle.to_tensor(np.random.rand(8, 4).astype("float32"))
+for _ in range(20):
+    loss = model(x).square().mean()
+    loss.backward()
+    optimizer.step()
+    optimizer.clear_grad()
+"""
+
+
+def test_a_flag_the_script_sets_is_the_one_the_profile_holds(procs, tmp_path):
+    from paddletune.profile import load
+    script, out = tmp_path / "flag.py", tmp_path / "f.jsonl"
+    script.write_text(SETS_A_FLAG)
+    result = cli(procs, "profile", "-q", "--out", out, script)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert records(out, "header")[0]["env"]["flags"]["FLAGS_eager_delete_tensor_gb"] == 0.0
+    (event,) = records(out, "event", "settings")  # (the header took them before the script)
+    assert event["flags"] == {"FLAGS_eager_delete_tensor_gb": 1.0}, event
+    assert load(out).env.flags["FLAGS_eager_delete_tensor_gb"] == 1.0
+    report = cli(procs, "report", out)
+    assert "the job set FLAGS_eager_delete_tensor_gb=1.0 (was 0.0) before its first training " \
+        "step ended" in " ".join(report.stdout.split()), report.stdout
+
+
 def test_static_graph_steps_are_executor_runs(procs, tmp_path):
     out = tmp_path / "s.jsonl"
     result = cli(procs, "profile", "--out", out, EXAMPLES / "static_graph.py", "--steps", 60)

@@ -263,3 +263,19 @@ def test_schema_errors_name_the_field_path():
         from_json({"type": "step", "t_s": 0, "program": 1, "executor": 1, "step": 0,
                    "wall_s": 1, "feed_s": 0, "compute_s": 1, "fetch_s": 0,
                    "batch_size": -4})
+
+
+def test_the_settings_the_job_changed_are_the_loaded_env_flags(tmp_path):
+    settings = {"type": "event", "kind": "settings", "t": 0.1,
+                "flags": {"FLAGS_eager_delete_tensor_gb": 1.0, "FLAGS_new": True},
+                "message": "the job set them"}
+    env = {"flags": {"FLAGS_eager_delete_tensor_gb": 0.0, "FLAGS_allocator_strategy": "x"}}
+    loaded = prof.load(make_profile(tmp_path / "p.jsonl", env=env, extra=[settings]))
+    assert dict(loaded.env.flags) == {"FLAGS_eager_delete_tensor_gb": 1.0,
+                                      "FLAGS_allocator_strategy": "x", "FLAGS_new": True}
+    assert loaded.last_event("settings").message == "the job set them"
+    unknown = prof.load(make_profile(tmp_path / "q.jsonl", env={"flags": None},
+                                     extra=[settings]))
+    assert unknown.env.flags is None  # (nothing to update: the header's are unknown)
+    plain = prof.load(make_profile(tmp_path / "r.jsonl", env=env))
+    assert dict(plain.env.flags) == env["flags"]

@@ -15,6 +15,7 @@ What a file can hold and what loading does with it:
 """
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Iterable, List, Optional
 
@@ -237,7 +238,9 @@ def assemble(path: str, acc: Accumulator, complete: bool, truncated: bool = Fals
     computed."""
     k = acc.kept
     profile = Profile(
-        path=path, header=k.header or r.Header(schema=r.SCHEMA_VERSION), summary=Summary(),
+        path=path, header=with_settings(k.header or r.Header(schema=r.SCHEMA_VERSION),
+                                        k.events),
+        summary=Summary(),
         steps=tuple(k.steps),
         windows=tuple(k.windows), exemplars=tuple(k.slow) + tuple(k.sampled.values()),
         ops=tuple(k.ops), programs=dict(k.programs), system=tuple(k.system), gpu=tuple(k.gpu),
@@ -248,6 +251,16 @@ def assemble(path: str, acc: Accumulator, complete: bool, truncated: bool = Fals
     summary = k.summary if isinstance(k.summary, Summary) else summarize(profile)
     object.__setattr__(profile, "summary", summary)
     return profile
+
+
+def with_settings(header: r.Header, events) -> r.Header:
+    """The header with its env.flags as the job ran: updated by the last SettingsEvent (the
+    settings the script changed before its first training step ended)."""
+    changed = [e for e in events if isinstance(e, r.SettingsEvent)]
+    flags = header.env.flags
+    if not changed or flags is None:
+        return header
+    return replace(header, env=replace(header.env, flags={**flags, **changed[-1].flags}))
 
 
 __all__ = ["LineDecoder", "ProfileError", "assemble", "from_records", "kind_of", "load"]

@@ -18,7 +18,8 @@ from ..schema import Names
 from .events import (AppliedOverride, CompiledEvent, CudaGraphEvent, DistributedEvent,
                      ErrorEvent, Event, ExitEvent, ModelEvent, NanInfEvent, NoEffect,
                      OverridesEvent,
-                     ProbeUnavailableEvent, ProducerSoloEvent, SpeedTestEvent, StepLimitEvent)
+                     ProbeUnavailableEvent, ProducerSoloEvent, SettingsEvent, SpeedTestEvent,
+                     StepLimitEvent)
 from .header import (Command, CpuInfo, CupyInfo, Env, GpuDevice, GpuInfo, Header, Knob,
                      MemoryInfo, NumpyInfo, Options, SourceInfo, Terms)
 from .memory import MemoryOom, MemoryPeak, MemoryPool, MemoryStep, MemoryTrace, MemoryTraceOp
@@ -37,10 +38,10 @@ RECORDS = (Header, Step, Program, OpsRecord, StepWindow, SystemSample, GpuSample
            NanInfEvent, ProbeUnavailableEvent, SpeedTestEvent, OverridesEvent, ReaderStart,
            ReaderEnd, ReaderInterval, MemoryStep, MemoryPeak, MemoryTrace, MemoryOom,
            MemoryPool, SchedStep, SchedDrop, ProbeRecord, CompiledEvent, DistributedEvent,
-           CudaGraphEvent, ProducerSoloEvent, ModelEvent)
+           CudaGraphEvent, ProducerSoloEvent, ModelEvent, SettingsEvent)
 EVENTS = (Event, ExitEvent, ErrorEvent, StepLimitEvent, NanInfEvent, ProbeUnavailableEvent,
           SpeedTestEvent, OverridesEvent, CompiledEvent, DistributedEvent, CudaGraphEvent,
-          ProducerSoloEvent, ModelEvent)
+          ProducerSoloEvent, ModelEvent, SettingsEvent)
 SCOPE_EVENTS = (CompiledEvent, DistributedEvent)  # what limits what a profile covers
 SAMPLES = (SystemSample, GpuSample, WorkerSample)
 
@@ -55,6 +56,7 @@ __all__ = ["AppliedOverride", "Command", "CompiledEvent", "CpuInfo", "CudaGraphE
            "ProducerSoloEvent", "Program", "ProgramOp", "RECORDS", "ReaderEnd", "ReaderInterval",
            "ReaderStart",
            "SAMPLES", "SCHEMA_VERSION", "SCOPE_EVENTS", "STICKY", "STICKY_START", "SampleWindow",
-           "SchedDrop", "SchedStep", "SchedWindow", "Sketch", "SourceInfo", "SpeedTestEvent",
+           "SchedDrop", "SchedStep", "SchedWindow", "SettingsEvent", "Sketch", "SourceInfo",
+           "SpeedTestEvent",
            "Stats", "Step", "StepCost", "StepLimitEvent", "StepWindow", "SystemSample", "Terms",
            "WorkerCounts", "WorkerSample"]

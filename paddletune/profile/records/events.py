@@ -331,6 +331,26 @@ class CudaGraphEvent:
 
 
 @dataclass(frozen=True)
+class SettingsEvent:
+    """The settings the header lists beside the machine (Env.flags: Paddle's FLAGS, PyTorch's
+    thread counts and GPU math settings) that the job changed before its first training step
+    ended, read again then: the header took them before the script ran, and a script sets
+    them before its loop. A loaded profile's env.flags holds these values (profile/load.py).
+
+    Fields:
+      t_s      when the first training step ended
+      flags    the settings that changed, with their values then
+      message  the same in one sentence
+    """
+
+    KIND: ClassVar[str] = "event"
+    WHAT: ClassVar[str] = "settings"
+    t_s: TimeS
+    flags: Dict[str, Scalar] = EMPTY
+    message: Optional[str] = None
+
+
+@dataclass(frozen=True)
 class ModelEvent:
     """What the model is made of, seen once as the job's first training step ran (PyTorch: a
     forward hook on every module, Paddle 3: on every layer's call, until the first optimizer
