@@ -97,13 +97,14 @@ def _model(modules=CNN, params=None, autocast=False, channels_last=False,
                 f"; GPU compute capability {capability}" if capability else "")}
 
 
-def _profile(tmp_path, model=None, place=GPU, framework="torch", **step_kwargs):
+def _profile(tmp_path, model=None, place=GPU, framework="torch", flags=None, **step_kwargs):
     steps = step_records(**step_kwargs)
     for row in steps:
         row["place"] = place
     extra = [] if model is False else [model or _model()]
     return load(make_profile(tmp_path / "p.jsonl", steps=steps, extra=extra,
-                             env={"flags": OFF}, source=source_info(framework)))
+                             env={"flags": OFF if flags is None else flags},
+                             source=source_info(framework)))
 
 
 def _advice(profile):
@@ -157,7 +158,11 @@ def test_silent_on_the_cpu_without_a_census_or_a_gpu_capability(tmp_path):
     assert _advice(_profile(tmp_path, model=False)) == {}
     unknown = _advice(_profile(tmp_path, _model(capability=None)))
     assert set(unknown) == {"cudnn-benchmark"}  # (the one that needs no capability)
-    assert _advice(_profile(tmp_path, _model(settings={}))).keys() <= {"mixed-precision"}
+    # a census without settings (a profile from before it recorded them): the header's
+    assert set(_advice(_profile(tmp_path, _model(settings={})))) == {
+        "cudnn-benchmark", "tf32-matmul", "mixed-precision"}
+    assert set(_advice(_profile(tmp_path, _model(settings={}), flags={}))) == {
+        "mixed-precision"}  # (neither recorded anywhere: nothing said of them)
 
 
 def test_silent_for_a_framework_whose_writer_has_no_such_setting(tmp_path):

@@ -160,6 +160,19 @@ def test_what_the_kernels_do_not_serve_is_left_to_numpy():
         cpu_kernels.ENABLED[0] = True
 
 
+def test_arrays_that_partly_overlap_are_left_to_numpy_and_adjacent_ones_are_not():
+    n, lr = 2048, np.array([0.1], np.float32)
+    one = np.zeros(3 * n + 8, np.float32)
+    g = np.ones(n, np.float32)
+    for shift in (1, n - 1):  # v starts inside p (one element in, or one from p's end)
+        p, v = one[:n], one[shift:shift + n]
+        assert not cpu_kernels.momentum(p, v, g, lr, 0.9, False)
+        assert not cpu_kernels.momentum(v, p, g, lr, 0.9, False)
+        assert not cpu_kernels.sgd(p, one[shift:shift + n], lr)
+    p, v = one[:n], one[n:2 * n]  # (adjacent: no element shared)
+    assert cpu_kernels.momentum(p, v, g, lr, 0.9, False)
+
+
 def _train(steps=6, nesterov=False, optimizer="momentum"):
     main, startup = fluid.Program(), fluid.Program()
     main.random_seed = startup.random_seed = 9

@@ -311,3 +311,37 @@ def test_a_static_job_sends_its_first_training_programs_census_once(static_mode)
         assert paddle.nn.Layer.__dict__["__call__"] is ORIGINAL_CALL
     (census,) = seen
     assert census.modules["conv2d"] == 1 and census.params == {"float32": PARAMS}
+
+
+def test_an_evaluation_program_run_first_is_not_the_census(static_mode):
+    source = PaddleSource()
+    source.begin()
+    seen = []
+    source.subscribe("model", seen.append)
+    with source.running():
+        main, startup, loss = _static_program()
+        evaluation = paddle.static.Program()
+        with paddle.static.program_guard(evaluation, paddle.static.Program()):
+            x = paddle.static.data("x", [None, 4], "float32")
+            out = paddle.matmul(x, paddle.static.data("w", [4, 2], "float32")).mean()
+        exe = paddle.static.Executor(paddle.CPUPlace())
+        exe.run(startup)
+        feed = {"x": np.ones((2, 4), "float32"), "w": np.ones((4, 2), "float32")}
+        for _ in range(2):
+            exe.run(evaluation, feed=feed, fetch_list=[out])
+        assert seen == []  # (no backward pass: not a training program)
+        exe.run(main, feed={"x": np.random.rand(2, 3, 8, 8).astype("float32")},
+                fetch_list=[loss])
+    (census,) = seen
+    assert census.modules["conv2d"] == 1 and census.params == {"float32": PARAMS}
+
+
+def test_an_elementwise_multiply_is_not_a_matrix_product(static_mode):
+    main = paddle.static.Program()
+    with paddle.static.program_guard(main, paddle.static.Program()):
+        x = paddle.static.data("x", [4, 8], "bfloat16")
+        paddle.multiply(x, x)  # (bfloat16, but not a layer autocast speeds up)
+        paddle.matmul(x.astype("float32"), paddle.static.data("w", [8, 2], "float32"))
+    census = census_module.program_census(main, "CPUPlace")
+    assert "matmul x1" in census.message and "multiply" not in census.message
+    assert census.autocast is False

@@ -113,14 +113,14 @@ OFF = {"torch.backends.cudnn.benchmark": False, "torch.backends.cuda.matmul.allo
 
 
 def _profile(tmp_path, framework, place="CUDAPlace(0)", modules=None, settings=OFF,
-             capability="8.0"):
+             capability="8.0", autocast=False, params=None):
     steps = step_records()
     for row in steps:
         row["place"] = place
     census = {"type": "event", "kind": "model", "t": 0.2,
               "modules": modules or {"Conv2d": 2, "Linear": 1},
-              "params": {"float32": 1000}, "capability": capability, "settings": settings,
-              "message": "census"}
+              "params": params or {"float32": 1000}, "capability": capability,
+              "autocast": autocast, "settings": settings, "message": "census"}
     return load(make_profile(tmp_path / "p.jsonl", steps=steps, extra=[census],
                              source=source_info(framework)))
 
@@ -178,3 +178,16 @@ def test_space_specs_take_a_backends_field():
 def test_no_tf32_knob_before_ampere(tmp_path):
     knobs = sp.build_space(_profile(tmp_path, "torch", capability="7.0")).knobs  # a V100
     assert "matmul_allow_tf32" not in knobs and "cudnn_benchmark" in knobs
+
+
+def test_a_backends_spec_is_refused_for_a_job_that_is_not_pytorch():
+    for framework in ("paddle", "fluid"):
+        with pytest.raises(sp.SpaceError, match=f"unknown knob 'backends.cudnn_benchmark' "
+                                                f"for a {framework} job"):
+            sp.apply_spec(sp.Space(framework=framework), "backends.cudnn_benchmark=true")
+
+
+def test_no_tf32_knob_under_autocast_or_for_a_half_model(tmp_path):
+    for census in ({"autocast": True}, {"params": {"float16": 1000}}):
+        profile = _profile(tmp_path, "torch", modules={"Linear": 2}, **census)
+        assert "matmul_allow_tf32" not in sp.build_space(profile).knobs

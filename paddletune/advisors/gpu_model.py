@@ -109,15 +109,17 @@ def gpu_model_math(profile) -> List[Advice]:
     return [a for a in out if a is not None]
 
 
-def _setting_off(census: ModelEvent, setting: Optional[str]) -> bool:
-    """Whether the census recorded the setting named `setting`, and as off."""
-    return setting is not None and census.settings.get(setting) is False
+def _setting_off(profile, census: ModelEvent, setting: Optional[str]) -> bool:
+    """Whether the setting named `setting` was recorded off: by the census, else (a profile
+    from before the census recorded settings) in the settings the profile lists."""
+    settings = census.settings or profile.env.flags or {}
+    return setting is not None and settings.get(setting) is False
 
 
 def _cudnn_benchmark(profile, census, place, calls) -> Optional[Advice]:
     code = writer(profile)
     setting, change = code.cudnn_autotune_setting, code.cudnn_autotune()
-    if change is None or not calls["convolutions"] or not _setting_off(census, setting):
+    if change is None or not calls["convolutions"] or not _setting_off(profile, census, setting):
         return None
     varying = _varying_feeds(profile)
     caveat = (f"; the batches' shapes vary ({', '.join(varying)}): cuDNN times its "
@@ -151,7 +153,7 @@ def _tf32(profile, census, place, capability, calls) -> Optional[Advice]:
     setting, change = code.tf32_setting, code.tf32_matmul()
     if (change is None or capability is None or capability < TF32_CORES or census.autocast
             or not calls["matrix products"] or float32_share(census) < DTYPE_SHARE
-            or not _setting_off(census, setting)):
+            or not _setting_off(profile, census, setting)):
         return None
     return Advice(
         id="tf32-matmul", source=28, severity=_severity(profile, "medium"),

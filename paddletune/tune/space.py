@@ -16,7 +16,8 @@ from runtime.overrides import ENV as OVERRIDES_ENV
 from runtime.overrides import SCHEMA
 
 from ..advisors.gpu import gpu_place
-from ..advisors.gpu_model import TF32_CORES, capability_of, layer_calls
+from ..advisors.gpu_model import (DTYPE_SHARE, TF32_CORES, capability_of, float32_share,
+                                   layer_calls)
 from ..sources.code import code_for
 from ..sources.eager.overrides import FRAMEWORK_SECTIONS
 
@@ -113,9 +114,10 @@ def _add_gpu_math(space, profile, framework):
         return
     calls, code = layer_calls(census), code_for(framework)
     ampere = (capability_of(census.capability) or (0, 0)) >= TF32_CORES  # (TF32's Tensor Cores)
+    float32 = not census.autocast and float32_share(census) >= DTYPE_SHARE  # (as advice #28)
     for table, setting, wanted in (
             (CUDNN_SEARCH, code.cudnn_autotune_setting, calls["convolutions"]),
-            (TF32, code.tf32_setting, calls["matrix products"] and ampere)):
+            (TF32, code.tf32_setting, calls["matrix products"] and ampere and float32)):
         knob = table.get(framework)
         if knob is not None and wanted and census.settings.get(setting) is False:
             _put(space, Knob(*knob, (False, True), False, "the model's census: off on the GPU"))
@@ -248,10 +250,12 @@ def check_specs(specs) -> None:
             _check_values(spec, section, key, values)
 
 
-def _field(section: str, key: str):
+def _field(section: str, key: str, framework=None):
     """(check, what it takes) of an override field (the runtime's, or a PyTorch job's
-    `backends`), None for another name."""
-    return {**SCHEMA, **TORCH_SECTIONS}.get(section, {}).get(key)
+    `backends`: for `framework` "torch", or None when the job's framework is not known yet),
+    None for another name."""
+    sections = {**SCHEMA, **TORCH_SECTIONS} if framework in (None, "torch") else SCHEMA
+    return sections.get(section, {}).get(key)
 
 
 def _check_values(spec, section, key, values):
@@ -297,22 +301,24 @@ def apply_spec(space: Space, spec: str):
                          f"-NAME to leave a knob out")
     values = tuple(_uniq(parse_value(v) for v in text.split(",")))
     short = name.partition(".")[2] if "." in name and not name.startswith("FLAGS_") else name
-    knob = space.knobs.get(name) or space.knobs.get(short) or _new_knob(name)
+    knob = space.knobs.get(name) or space.knobs.get(short) or _new_knob(name, space.framework)
     _check_values(spec, knob.section, knob.key, values)
     space.knobs[knob.name] = replace(knob, values=_uniq([knob.current, *values]) if
                                 knob.current is not None else values, why=GIVEN)
 
 
-def _new_knob(name) -> Knob:
+def _new_knob(name, framework) -> Knob:
     if name.startswith("FLAGS_"):
         return Knob(name, "flag", name, ())
     section, _, key = name.partition(".")
-    if _field(section, key) is not None:
+    if _field(section, key, framework) is not None:
         return Knob(key, section, key, ())
     if name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
         return Knob(name, "env", name, ())
-    raise SpaceError(f"--space: unknown knob {name!r}; use a knob of the space, FLAGS_<name>, "
-                     f"or SECTION.KEY with SECTION one of {', '.join(OVERRIDE_SECTIONS)}")
+    sections = OVERRIDE_SECTIONS if framework == "torch" else tuple(SCHEMA)
+    raise SpaceError(f"--space: unknown knob {name!r} for a {framework} job; use a knob of the "
+                     f"space, FLAGS_<name>, or SECTION.KEY with SECTION one of "
+                     f"{', '.join(sections)}")
 
 
 def parse_value(text: str):

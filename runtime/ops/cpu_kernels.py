@@ -182,6 +182,8 @@ _OFFSET = _data_offset()
 
 if _OFFSET is not None:
     def _address(array, _at=ctypes.c_void_p.from_address, _offset=_OFFSET):
+        """The data address of `array`, which must be an exact np.ndarray (what _dense
+        accepts): any other object's memory at that offset is not a data pointer."""
         return _at(id(array) + _offset).value
 else:
     _address = _interface_address

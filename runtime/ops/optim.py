@@ -74,12 +74,7 @@ def _momentum(ctx, ins, attrs):
         # as below, minus the checks that cannot apply (no CUDA kernels, no SelectedRows)
         if g.size < cpu_kernels.SMALL or not cpu_kernels.momentum(p, v, g, lr, mu,
                                                                    attrs["use_nesterov"]):
-            v *= mu
-            v += g
-            if attrs["use_nesterov"]:
-                p -= lr * (g + mu * v)
-            else:
-                p -= lr * v
+            _dense_momentum(p, v, g, lr, mu, attrs["use_nesterov"])
         return {"ParamOut": p, "VelocityOut": v}
     g = _merged(g)
     kernels = _fused_dense(ctx, g, p, v)
@@ -90,8 +85,8 @@ def _momentum(ctx, ins, attrs):
     if (not isinstance(g, SelectedRows)
             and cpu_kernels.momentum(p, v, g, lr, mu, attrs["use_nesterov"])):
         return {"ParamOut": p, "VelocityOut": v}
-    v *= mu
     if isinstance(g, SelectedRows):  # every row's velocity decays; only present rows get g
+        v *= mu
         v[g.ids] += g.value
         if attrs["use_nesterov"]:
             p -= lr * mu * v
@@ -99,12 +94,18 @@ def _momentum(ctx, ins, attrs):
         else:
             p -= lr * v
     else:
-        v += g
-        if attrs["use_nesterov"]:
-            p -= lr * (g + mu * v)
-        else:
-            p -= lr * v
+        _dense_momentum(p, v, g, lr, mu, attrs["use_nesterov"])
     return {"ParamOut": p, "VelocityOut": v}
+
+
+def _dense_momentum(p, v, g, lr, mu, nesterov):
+    """The momentum update of a dense gradient, in place, in NumPy's (or CuPy's) calls."""
+    v *= mu
+    v += g
+    if nesterov:
+        p -= lr * (g + mu * v)
+    else:
+        p -= lr * v
 
 
 # --- Adam ----------------------------------------------------------------------------------------

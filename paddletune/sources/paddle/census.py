@@ -146,19 +146,38 @@ def gpu_math_settings() -> Dict[str, object]:
 
 
 HALF = ("float16", "bfloat16")
-HEAVY_OPS = ("conv", "depthwise_conv", "matmul", "mul", "fc", "bmm")  # (name prefixes)
+CONV_PREFIXES = ("conv", "depthwise_conv")
+MATMUL_NAMES = frozenset(("matmul", "matmul_v2", "mul", "fc", "bmm"))
+
+
+def trains(program) -> bool:
+    """Whether the program has a backward pass (a gradient op): a training program, not an
+    evaluation or inference one (False when it cannot be read)."""
+    try:
+        return any(_op_name(op).endswith("_grad") for op in program.global_block().ops)
+    except Exception:  # noqa: BLE001
+        return False
 
 
 def program_census(program, place: str) -> Optional[ModelEvent]:
     """The census of a static-graph training program (a PIR program or a legacy one; None if
-    it cannot be read)."""
+    it cannot be read: the census never breaks the job's run)."""
     try:
-        ops = [(_op_name(op), op) for op in program.global_block().ops]
-        params = _program_params(program, ops)
-        capability = device_capability(place)
-        settings = gpu_math_settings() if capability else {}
-    except Exception:  # noqa: BLE001  (the census never breaks the job's step)
+        return _program_census(program, place)
+    except Exception:  # noqa: BLE001
         return None
+
+
+def _heavy(name: str) -> bool:
+    """A convolution (conv2d, conv2d_transpose, depthwise_conv2d, ...) or a matrix product."""
+    return name.startswith(CONV_PREFIXES) or name in MATMUL_NAMES
+
+
+def _program_census(program, place: str) -> ModelEvent:
+    ops = [(_op_name(op), op) for op in program.global_block().ops]
+    params = _program_params(program, ops)
+    capability = device_capability(place)
+    settings = gpu_math_settings() if capability else {}
     counts: Dict[str, int] = {}
     convs, nhwc, half = 0, 0, False
     for name, op in ops:
@@ -167,14 +186,14 @@ def program_census(program, place: str) -> Optional[ModelEvent]:
         if name in ("data", "parameter", "feed", "fetch"):
             continue
         counts[name] = counts.get(name, 0) + 1
-        if name.startswith(HEAVY_OPS):
+        if _heavy(name):
             half = half or _result_dtype(op) in HALF
         layout = _attr(op, "data_format") if name.startswith(("conv2d", "depthwise_conv2d")) \
             else None
         if layout in (NCHW, NHWC):
             convs += 1
             nhwc += layout == NHWC
-    heavy = {name: n for name, n in counts.items() if name.startswith(HEAVY_OPS)}
+    heavy = {name: n for name, n in counts.items() if _heavy(name)}
     lead = top_calls("forward ops of the training program", heavy) if heavy else \
         "forward ops of the training program: no convolution or matrix product"
     return model_event(Counted(lead, counts, half, ("auto_cast off", "float16/bfloat16 compute"),

@@ -73,6 +73,7 @@ class PaddleHooks:
         self.static_ops = StaticOps(source.bus)
         self._census = None  # the model's census until the first training step ends
         self._program_census = False  # a static-graph census is still to be taken
+        self._not_training = set()  # id() of the programs run without a backward pass
         self._removed = False
 
     # --- patching -----------------------------------------------------------------------
@@ -230,18 +231,23 @@ class PaddleHooks:
         self.source.bus.emit("step_end", record)
 
     def _take_program_census(self, exe, program):
-        """The census of the first training program run (not a startup program's)."""
-        if self._program(program)[2]:  # a startup program
+        """The census of the first training program run (one with a backward pass: not a
+        startup, evaluation or inference program, each looked at once)."""
+        if program is None:
+            program = paddle.static.default_main_program()
+        if id(program) in self._not_training or self._program(program)[2]:
+            return
+        from .census import program_census, trains
+        inner = getattr(program, "_program", None)  # a CompiledProgram's
+        target = inner if inner is not None else program
+        if not trains(target):
+            self._not_training.add(id(program))
             return
         self._program_census = False
         if self._census is not None:  # (its layers were called as the program was built)
             census, self._census = self._census, None
             census.unhook()
-        if program is None:
-            program = paddle.static.default_main_program()
-        inner = getattr(program, "_program", None)  # a CompiledProgram's
-        from .census import program_census
-        record = program_census(inner if inner is not None else program, self._executor(exe)[1])
+        record = program_census(target, self._executor(exe)[1])
         if record is not None:
             self.source.bus.emit("model", record)
 
