@@ -218,12 +218,13 @@ class LoaderTracker:
                     shapes, nbytes = [], 0
                     break
                 shapes.append(tuple(shape))
-                nbytes += nbytes_of(item)
+                nbytes += nbytes_of(item, shape)
             else:
                 return tuple(shapes), nbytes
         for item in iter_tensors(batch, shape_of):
-            shapes.append(tuple(shape_of(item)))  # (the frameworks' dims are ints)
-            nbytes += nbytes_of(item)
+            shape = tuple(shape_of(item))  # (the frameworks' dims are ints)
+            shapes.append(shape)
+            nbytes += nbytes_of(item, shape)
         return tuple(shapes), nbytes
 
 

@@ -31,7 +31,9 @@ class EagerSource(Source):
         return None
 
     @staticmethod
-    def nbytes_of(item) -> int:
+    def nbytes_of(item, shape=None) -> int:
+        """The bytes of a tensor of the framework (0: not one); `shape` its shape when the
+        caller read it already."""
         return 0
 
     # --- Source -------------------------------------------------------------------------

@@ -76,10 +76,11 @@ class PaddleSource(EagerSource):
         return shape if isinstance(shape, tuple) else None
 
     @staticmethod
-    def nbytes_of(item) -> int:
+    def nbytes_of(item, shape=None) -> int:
         if isinstance(item, paddle.Tensor):
-            try:  # (not item.size: paddle 3 builds a paddle.Size for it, 10x the time)
-                return prod(item.shape) * int(item.element_size())
+            try:  # (not item.size: paddle 3 builds a paddle.Size for it, 10x the time; and
+                # item.shape builds a new list: the caller's is taken when it has one)
+                return prod(item.shape if shape is None else shape) * item.element_size()
             except Exception:  # noqa: BLE001
                 return 0
         return int(getattr(item, "nbytes", 0) or 0)

@@ -36,7 +36,7 @@ class TorchSource(EagerSource):
         return item.shape if isinstance(item, torch.Tensor) else None
 
     @staticmethod
-    def nbytes_of(item) -> int:
+    def nbytes_of(item, shape=None) -> int:
         return item.nbytes if isinstance(item, torch.Tensor) else 0
 
     def info(self) -> SourceInfo:
