@@ -197,7 +197,8 @@ def run(options: Options, path: Optional[Path] = None, on_stop=None, on_kill=Non
         raise SessionError(f"cannot write the profile {path}: {err.strerror or err}") from None
     session = _Session(options, writer, clock, source, on_kill)
     writer.submit(prof.header_record(_command(options), _options_record(options),
-                                     _env(source), t0_unix, source.info()))
+                                     _env(source, session.flags_at_start), t0_unix,
+                                     source.info()))
     with session.probes_running():
         status, reason, message = session.execute()
     if on_stop is not None:
@@ -211,12 +212,13 @@ def run(options: Options, path: Optional[Path] = None, on_stop=None, on_kill=Non
     return outcome
 
 
-def _env(source) -> dict:
+def _env(source, flags: Optional[dict]) -> dict:
     """The machine and interpreter; the settings in force are the source's own where it
-    declares them (a Paddle 3 job's FLAGS, a PyTorch job's thread counts)."""
+    declares them (`flags`, source_flags' as the job starts: a Paddle 3 job's FLAGS, a PyTorch
+    job's thread counts)."""
     env = collect_env()
     if getattr(source, "flags", None) is not None:
-        env["flags"] = source_flags(source)
+        env["flags"] = flags
     return env
 
 

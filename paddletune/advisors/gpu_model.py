@@ -19,6 +19,7 @@ the change (a framework without the setting).
 from typing import Dict, List, Optional, Tuple
 
 from ..profile.records import ModelEvent
+from ..sources.eager.census import conv_op, matmul_op
 from .base import Advice, rule
 from .facts import enough_steps, main_loader, ms, script, writer
 from .gpu import gpu_place
@@ -26,9 +27,6 @@ from .gpu import gpu_place
 CONV_WORD = "Conv"  # Conv1d/2d/3d, ConvTranspose2d, LazyConv2d, ...
 MATMUL_MODULES = ("Linear", "Bilinear", "LazyLinear", "MultiheadAttention", "LSTM", "GRU",
                   "RNN", "MultiHeadAttention", "SimpleRNN")  # (the last two: Paddle's)
-# a Paddle static-graph program's census counts its ops by type
-CONV_OPS = ("conv1d", "conv2d", "conv3d", "depthwise_conv2d")  # (prefixes: _transpose too)
-MATMUL_OPS = ("matmul", "matmul_v2", "mul", "fc", "bmm")
 TENSOR_CORES = (7, 0)  # Volta: float16 Tensor Cores
 TF32_CORES = (8, 0)  # Ampere: TF32 and bfloat16
 DTYPE_SHARE = 0.5  # of the parameter elements: the model's dtype (float32, float64)
@@ -54,10 +52,9 @@ def capability_of(text: Optional[str]) -> Optional[Tuple[int, int]]:
 
 def layer_calls(census: ModelEvent) -> Dict[str, int]:
     """{"convolutions": calls, "matrix products": calls} of the first step."""
-    convs = sum(n for name, n in census.modules.items()
-                if CONV_WORD in name or name.startswith(CONV_OPS))
+    convs = sum(n for name, n in census.modules.items() if CONV_WORD in name or conv_op(name))
     matmuls = sum(n for name, n in census.modules.items()
-                  if name in MATMUL_MODULES or name in MATMUL_OPS)
+                  if name in MATMUL_MODULES or matmul_op(name))  # (ops: a static program's)
     return {"convolutions": convs, "matrix products": matmuls}
 
 

@@ -8,6 +8,18 @@ from typing import Dict, Mapping, Optional, Tuple
 from ...profile.records import ModelEvent
 
 TOP = 6  # the most-called layers the message names
+# a static-graph program's census counts ops by type: convolutions by prefix (conv2d,
+# conv2d_transpose, conv3d, depthwise_conv2d, ...), matrix products by name
+CONV_OPS = ("conv", "depthwise_conv")
+MATMUL_OPS = frozenset(("matmul", "matmul_v2", "mul", "fc", "bmm"))
+
+
+def conv_op(name: str) -> bool:
+    return name.startswith(CONV_OPS)
+
+
+def matmul_op(name: str) -> bool:
+    return name in MATMUL_OPS
 
 
 @dataclass

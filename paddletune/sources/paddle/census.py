@@ -14,9 +14,10 @@ The wrapper also goes after MAX_CALLS leaf layer calls (a job that does not trai
 fails: the census never breaks the job's forward pass.
 
 A static-graph job builds its layers once, before any step: its census (`program_census`) is
-read from the program of its first training run instead, the forward ops by type
-("conv2d": 2, not the layers: the ops before the first gradient op), the parameters by dtype, the convolutions' data_format, and a
-convolution or matrix product computing in float16 or bfloat16 as auto_cast on."""
+read from the program of its first training run instead (the first with a backward pass):
+the forward ops by type ("conv2d": 2, not the layers: the ops before the first gradient op),
+the parameters by dtype, the convolutions' data_format, and a convolution or matrix product
+computing in float16 or bfloat16 as auto_cast on."""
 
 from math import prod
 from typing import Callable, Dict, Iterable, Optional, Tuple
@@ -24,12 +25,13 @@ from typing import Callable, Dict, Iterable, Optional, Tuple
 import paddle
 
 from ...profile.records import ModelEvent
-from ..eager.census import Counted, StepCensus, model_event, top_calls
+from ..eager.census import Counted, StepCensus, conv_op, matmul_op, model_event, top_calls
+from .code import PaddleCode
 
 MAX_CALLS = 10_000  # leaf layer calls looked at, at most, if no training step ends first
 NCHW, NHWC = "NCHW", "NHWC"  # a 2-D convolution's data_format
-CUDNN_SEARCH = "FLAGS_cudnn_exhaustive_search"
-TF32_SWITCH = "paddle.base.core.get_cublas_switch()"
+CUDNN_SEARCH = PaddleCode.cudnn_autotune_setting  # FLAGS_cudnn_exhaustive_search
+TF32_SWITCH = PaddleCode.tf32_setting  # paddle.base.core.get_cublas_switch()
 AUTO_CAST = ("auto_cast off", "auto_cast on")
 CONV_WORDS = ("2-D convolutions", NHWC, NCHW)
 
@@ -146,8 +148,6 @@ def gpu_math_settings() -> Dict[str, object]:
 
 
 HALF = ("float16", "bfloat16")
-CONV_PREFIXES = ("conv", "depthwise_conv")
-MATMUL_NAMES = frozenset(("matmul", "matmul_v2", "mul", "fc", "bmm"))
 
 
 def trains(program) -> bool:
@@ -170,7 +170,7 @@ def program_census(program, place: str) -> Optional[ModelEvent]:
 
 def _heavy(name: str) -> bool:
     """A convolution (conv2d, conv2d_transpose, depthwise_conv2d, ...) or a matrix product."""
-    return name.startswith(CONV_PREFIXES) or name in MATMUL_NAMES
+    return conv_op(name) or matmul_op(name)
 
 
 def _program_census(program, place: str) -> ModelEvent:

@@ -8,6 +8,7 @@ import torch
 
 from ...profile.records import Knob, SourceInfo, Terms
 from ..eager.source import EagerSource
+from .code import TorchCode
 
 SUPPORTED = (2, 0)  # torch.optim's global step hooks arrived in 2.0
 LOADER = "torch.utils.data.DataLoader(..., {key}={{value}})"
@@ -80,9 +81,10 @@ class TorchSource(EagerSource):
 
 
 def gpu_math_settings() -> Dict[str, object]:
-    """cuDNN's algorithm search and TF32, as set now."""
-    return {"torch.backends.cudnn.benchmark": bool(torch.backends.cudnn.benchmark),
-            "torch.backends.cuda.matmul.allow_tf32": bool(torch.backends.cuda.matmul.allow_tf32),
+    """cuDNN's algorithm search and TF32, as set now (under the names the code writer's
+    advice reads them by)."""
+    return {TorchCode.cudnn_autotune_setting: bool(torch.backends.cudnn.benchmark),
+            TorchCode.tf32_setting: bool(torch.backends.cuda.matmul.allow_tf32),
             "torch.backends.cudnn.allow_tf32": bool(torch.backends.cudnn.allow_tf32)}
 
 
