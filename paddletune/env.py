@@ -16,7 +16,7 @@ from .probes import nvml
 from .profile import env_record, records
 
 THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "CPU_NUM",
-               "CUDA_VISIBLE_DEVICES")
+               "CUDA_VISIBLE_DEVICES", "PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF")
 GIB = 1024 ** 3
 
 

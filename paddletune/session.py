@@ -26,9 +26,9 @@ from typing import List, Optional
 from . import profile as prof
 from .env import collect_env
 from .probes.base import Clock
-from .profile.records import (SCOPE_EVENTS, ErrorEvent, ExitEvent, ModelEvent, NanInfEvent,
-                              OverridesEvent, ProbeUnavailableEvent, ProducerSoloEvent,
-                              SettingsEvent, SpeedTestEvent, StepLimitEvent)
+from .profile.records import (SCOPE_EVENTS, DeviceTimeEvent, ErrorEvent, ExitEvent,
+                              ModelEvent, NanInfEvent, OverridesEvent, ProbeUnavailableEvent,
+                              ProducerSoloEvent, SettingsEvent, SpeedTestEvent, StepLimitEvent)
 from .profile.paths import output_problem
 from .profile.schema import SchemaError, decode
 from .probes.memory import MemoryProbe
@@ -282,6 +282,7 @@ class _Session:
         subs.append(self.source.subscribe("nan_inf", self._on_nan_inf))
         subs.append(self.source.subscribe("scope", self._on_scope))
         subs.append(self.source.subscribe("model", self._on_model))
+        subs.append(self.source.subscribe("device_time", self._on_device_time))
         if self.speed_test is not None:
             subs.append(self.source.subscribe("step_end", self.speed_test.on_step))
             subs.append(self.source.subscribe("reader_solo", self.speed_test.on_solo))
@@ -319,6 +320,14 @@ class _Session:
         """What the model is made of (records.ModelEvent), stamped now."""
         if isinstance(record, ModelEvent):
             self.writer.submit(replace(record, t_s=self.clock.now()))
+
+    def _on_device_time(self, totals: dict):
+        """The steps as the GPU ran them so far (records.DeviceTimeEvent's fields)."""
+        try:
+            record = decode(DeviceTimeEvent, {"t_s": self.clock.now(), **totals})
+        except SchemaError:
+            return
+        self.writer.submit(record)
 
     def _on_scope(self, record):
         """What limits what the profile covers (a compiled model, one rank of many, a probe
@@ -397,13 +406,24 @@ class _Session:
             except BaseException as exc:  # the script's own error: print it as Python would
                 _print_script_traceback(*sys.exc_info())
                 if os.getpid() == owner:
+                    oom = self.source.is_oom(exc)
+                    if oom:
+                        self._pool_at_oom(exc)
                     self.event(ErrorEvent, exception=type(exc).__name__,
                                message=_first_line(exc), where=_where(exc.__traceback__),
-                               oom=self.source.is_oom(exc))
+                               oom=oom)
                 outcome = 1, "exception", f"{type(exc).__name__}: {_first_line(exc)}"
         if os.getpid() != owner:
             _end_forked_child(outcome[0])
         return outcome
+
+    def _pool_at_oom(self, exc: BaseException):
+        """The framework pool's figures at an out-of-memory error (Source.out_of_memory),
+        never an error of its own: the script's is the one to report."""
+        try:
+            self.source.out_of_memory(exc)
+        except Exception:  # noqa: BLE001  (a device that failed may fail the query too)
+            pass
 
     def seal(self):
         """A second Ctrl-C ends the job at once: the profile gets its exit record first (and

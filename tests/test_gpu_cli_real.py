@@ -74,6 +74,10 @@ def test_a_torch_job_on_cuda_gets_the_caching_allocators_figures_and_advice(proc
     assert max(m.step_peak_bytes for m in memory) > 0
     summary = json.loads(cli(procs, "report", "--json", out).stdout)
     assert summary["n_steps"] == 200
+    device = summary["device"]  # the steady steps timed with CUDA events
+    assert device["place"] == "CUDAPlace(0)" and device["scope"] == "steady", device
+    assert device["steps"] >= 100 and device["copied_steps"] == device["steps"], device
+    assert 0.0 <= device["idle_share"] < 1.0 and device["busy_s"] > 0, device
     import torch
     census = load(out).last_event("model")  # the model's census, with the device's capability
     major, minor = torch.cuda.get_device_capability(0)

@@ -4,6 +4,7 @@ import re
 from dataclasses import dataclass, field, replace
 from typing import Callable, Iterable, List, Optional, Tuple
 
+from .device import bounded_by_device
 from .ranges import with_range
 
 SEVERITIES = ("high", "medium", "low", "info")  # most important first
@@ -106,7 +107,7 @@ def advise(profile, selected: Optional[Iterable[Rule]] = None) -> List[Advice]:
     found: List[Advice] = []
     for fn in _RULES if selected is None else selected:
         found.extend(_run(fn, profile))
-    return rank(found)
+    return rank(bounded_by_device(profile, a) for a in found)
 
 
 def rank(advices: Iterable[Advice]) -> List[Advice]:

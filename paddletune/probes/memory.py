@@ -63,7 +63,8 @@ class MemoryProbe(Probe):
             self.clock.now(), r.place, r.strategy, r.capacity, r.peak_allocated,
             r.peak_reserved, r.allocated, r.reserved, dict(r.by_tag_at_peak), dict(r.by_tag),
             r.cached_free, r.fragmentation, r.gc, r.inplace, self.steps, self.startup_runs,
-            self.requests, self.system_allocs, self.system_alloc_s, len(self.ooms))
+            self.requests, self.system_allocs, self.system_alloc_s, len(self.ooms),
+            getattr(r, "retries", 0))
 
     def snapshot(self) -> dict:
         r = self.last

@@ -65,7 +65,7 @@ def memory_figures(profile, steady, cycle_s: Optional[float]) -> Optional[F.Memo
         cached_free_bytes=pool.cached_free_bytes if pool else None,
         gc=_first(pool and pool.gc, last_oom and last_oom.gc),
         inplace=_first(pool and pool.inplace, last_oom and last_oom.inplace),
-        oom=last_oom, ooms=len(ooms),
+        oom=last_oom, ooms=len(ooms), alloc_retries=pool.retries if pool else 0,
         batch_points=batch_points(steps, windows), feed_points=feed_points(steps, windows),
         at_step_peak=at_step_peak(profile, steady),
         traced_programs=tuple(sorted({t.program for t in profile.records("memory",

@@ -17,6 +17,7 @@ from typing import List, Optional, Sequence, Tuple
 from . import figures as F
 from .figures.steps import input_share, steps_per_s
 from . import records as r
+from .device_figures import device_figures
 from .memory_figures import memory_figures
 from .parallel_figures import parallel_figures
 from .reader_figures import ceiling_span, reader_figures, speed_test_figures
@@ -97,7 +98,9 @@ def summarize(profile) -> F.Summary:
         memory=memory_figures(profile, steady, cycle),
         parallel=parallel_figures(profile, steady, main),
         ops=op_figures(profile, main, steady), system=system_figures(profile),
-        gpus=gpu_figures(profile), overhead=probe_overhead(profile, duration_s),
+        gpus=gpu_figures(profile), device=device_figures(profile, steady,
+                                                         ceiling_span(profile)),
+        overhead=probe_overhead(profile, duration_s),
         exit=exit_figures(profile))
 
 

@@ -38,6 +38,7 @@ def memory_section(profile, s):
         ("phase peaks", _phases(m)), ("step peak", _step_peak(m)),
         ("held at peak", _held(m.at_step_peak)),
         ("system allocs", _allocs(m)), ("fragmentation", _fragmentation(m)),
+        ("alloc retries", _retries(m)),
         ("GC / inplace", _settings(m)), ("host RSS", _rss(s)),
         ("batch sizes", _points(m)), ("batch model", _model(m.batch_model)),
         ("by bytes fed", _feed_model(m.feed_model)), ("out of memory", _oom(m.oom))])
@@ -95,10 +96,18 @@ def _held(p: Optional[StepPeak]) -> str:
             + (f"largest temporaries {live}" if live else "no temporaries"))
 
 
+def _caching(m: MemoryFigures) -> bool:
+    """PyTorch's CUDA caching allocator (its cudaMalloc calls are counted, not timed)."""
+    return (m.strategy or "").startswith("caching")
+
+
 def _allocs(m: MemoryFigures) -> str:
     per = m.system_allocs_per_step
     if not finite(per):
         return ""
+    if _caching(m):
+        return (f"{per:.1f} cudaMalloc calls per step (counted, not timed) for "
+                f"{num(m.requests_per_step)} allocator requests")
     time_s = m.system_alloc_s_per_step or 0.0
     share = m.system_alloc_share
     of = f", {pct(share)} of the step" if finite(share) else ""
@@ -110,8 +119,18 @@ def _allocs(m: MemoryFigures) -> str:
 def _fragmentation(m: MemoryFigures) -> str:
     if not finite(m.fragmentation):
         return ""
+    if _caching(m):
+        return (f"{pct(m.fragmentation, 0)} of the reserved memory in inactive split blocks "
+                f"(cached free {nbytes(m.cached_free_bytes)})")
     return (f"{pct(m.fragmentation, 0)} (cached free {nbytes(m.cached_free_bytes)}; 0% = one "
             f"free block)")
+
+
+def _retries(m: MemoryFigures) -> str:
+    if not m.alloc_retries:
+        return ""
+    return (f"{m.alloc_retries} (a cudaMalloc failed: the allocator freed its cached blocks, "
+            f"synchronising the device, and tried again)")
 
 
 def _settings(m: MemoryFigures) -> str:

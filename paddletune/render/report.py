@@ -34,7 +34,7 @@ OPTIONAL_PARTS = ("read",)  # rows shown only when non-zero
 QUANTILES = ("mean", "p50", "p90", "p99", "max")  # the step-time table's columns, then CV
 GPU_PEAKS = (("power_w", "W"), ("temperature_c", "°C"))
 SHOWN_ELSEWHERE = ("exit", "probe_unavailable", "speed_test", "producer_solo", "compiled",
-                   "distributed", "model")  # header, rows, sections
+                   "distributed", "model", "device_time")  # header, rows, sections
 ALARMING = ("nan_inf", "error", "signal")
 KILLED = "the job was killed or the profiler crashed"
 
@@ -44,7 +44,7 @@ def render_report(profile, console: Console, top_ops: int = 10):
     s = profile.summary
     sections = [_header(profile, s), _verdict(s), _no_steps(profile, s),
                 _steps(s, profile.options.head_steps, profile.source.terms),
-                _breakdown(s, profile.source.terms),
+                _breakdown(s, profile.source.terms), _device(s),
                 *reader_sections(profile, s), memory_section(profile, s),
                 parallel_section(profile, s), *_ops(profile, s, top_ops), _system(profile, s),
                 _model(profile), _scope(profile), _events(profile), _overhead(s),
@@ -228,6 +228,26 @@ def _breakdown(s, terms) -> Optional[Table]:
     table.add_row("loop iteration", _ms(cycle), _pct(1.0 if _finite(cycle) else None), "",
                   style="bold")
     return table
+
+
+def _device(s) -> Optional[Text]:
+    """The steps as the GPU ran them (CUDA events), beside the host's breakdown."""
+    d = s.device
+    if d is None or not d.steps:
+        return None
+    which = "steady steps" if d.scope == "steady" else "steps, warm-up included"
+    text = Text(f"On the GPU (CUDA events, {d.steps} {which}): ", style="bold")
+    if d.idle_share is None:
+        text.append(f"{_ms(d.cycle_s)} ms per step from one step's end to the next's (no "
+                    f"host-to-device copy to split it at)")
+        return text
+    text.append(f"idle {_pct(d.idle_share)} of each {_ms(d.cycle_s)} ms step waiting for the "
+                f"host, busy {_ms(d.busy_s)} ms from the step's first copy to its end")
+    input_share = s.input_share
+    if _finite(input_share) and input_share >= 2 * d.idle_share + 0.05:
+        text.append(f"; the host's {_pct(input_share)} waiting for input overlapped the "
+                    f"device's work on the step before", style="yellow")
+    return text
 
 
 # --- ops -----------------------------------------------------------------------------------------

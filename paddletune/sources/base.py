@@ -43,6 +43,8 @@ runtime/events.py, are the reference; other sources build objects with the same 
                 serve, e.g. --ops when the script holds paddle's one profiler)
   model         a records.ModelEvent (its t_s replaced likewise): what the model is made
                 of, seen in its first training step
+  device_time   a dict of records.DeviceTimeEvent's fields (not t_s): the training steps
+                as the GPU ran them, timed with CUDA events, totals so far
 """
 
 from contextlib import contextmanager
@@ -52,7 +54,7 @@ from ..profile.records import AppliedOverride, Knob, NoEffect, SourceInfo
 
 EVENTS = ("step_end", "op_end", "compile", "nan_inf", "reader_state", "reader_push",
           "reader_pop", "reader_solo", "memory_step", "memory_trace", "memory_oom", "sched_step",
-          "drop_scope", "scope", "model")
+          "drop_scope", "scope", "model", "device_time")
 
 
 class Subscription:
@@ -142,6 +144,11 @@ class Source:
         """Whether an exception the script raised means out of memory."""
         from ..oom import is_oom
         return is_oom(exc)
+
+    def out_of_memory(self, exc: BaseException) -> None:
+        """The script ended with out of memory (`exc`, is_oom): a source whose framework
+        knows its pool's figures sends them as a memory_oom event (the embedded runtime's
+        pool sends its own as the request fails)."""
 
 
 __all__ = ["AppliedOverride", "EVENTS", "Knob", "NoEffect", "Source", "Subscription"]

@@ -15,6 +15,7 @@ from typing import Any, Dict, List, Sequence, Tuple
 from runtime.overrides import ENV as OVERRIDES_ENV
 from runtime.overrides import SCHEMA
 
+from ..advisors.cuda_allocator import CONF_VAR, allocator_strain
 from ..advisors.gpu import gpu_place
 from ..advisors.gpu_model import (DTYPE_SHARE, TF32_CORES, capability_of, float32_share,
                                    layer_calls)
@@ -78,6 +79,8 @@ def build_space(profile, keep_batch_size=False, max_batch_size=None, specs=()) -
     if framework in ("fluid", "paddle"):
         _add_flags(space, profile.env.flags or {})
     _add_gpu_math(space, profile, framework)
+    if framework == "torch":
+        _add_alloc_conf(space, profile)
     blas, env_var, what = _math_threads(profile)
     _put(space, Knob("blas_threads", "env", env_var, _uniq([blas] + list(range(1, cores + 1))),
                      blas, f"{what} ({env_var})"))
@@ -121,6 +124,16 @@ def _add_gpu_math(space, profile, framework):
         knob = table.get(framework)
         if knob is not None and wanted and census.settings.get(setting) is False:
             _put(space, Knob(*knob, (False, True), False, "the model's census: off on the GPU"))
+
+
+def _add_alloc_conf(space, profile):
+    """PYTORCH_CUDA_ALLOC_CONF with expandable segments, where the caching allocator's
+    figures show strain (advisors/cuda_allocator.py: what its advice proposes, measured)."""
+    strain = allocator_strain(profile)
+    if strain is not None:
+        _put(space, Knob(CONF_VAR, "env", CONF_VAR, (strain.conf, strain.suggested_conf),
+                         strain.conf, "the CUDA caching allocator's strain (advice "
+                         "cuda-allocator-config)"))
 
 
 def _add_strategies(space, parallel, cores):
@@ -313,7 +326,8 @@ def _new_knob(name, framework) -> Knob:
     section, _, key = name.partition(".")
     if _field(section, key, framework) is not None:
         return Knob(key, section, key, ())
-    if name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    if name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS") or (
+            name == CONF_VAR and framework == "torch"):
         return Knob(name, "env", name, ())
     sections = OVERRIDE_SECTIONS if framework == "torch" else tuple(SCHEMA)
     raise SpaceError(f"--space: unknown knob {name!r} for a {framework} job; use a knob of the "

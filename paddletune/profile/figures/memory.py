@@ -133,6 +133,7 @@ class MemoryFigures:
       inplace                   inplace reuse on
       oom                       the last out-of-memory error (its record)
       ooms                      out-of-memory errors
+      alloc_retries             allocations retried after freeing the cache (PyTorch CUDA)
       batch_points              [[batch size, highest step peak]]
       feed_points               [[bytes fed, highest step peak]] (at most 64)
       at_step_peak              where the traced step peaked
@@ -164,6 +165,7 @@ class MemoryFigures:
     inplace: Optional[bool] = None
     oom: Optional[MemoryOom] = None
     ooms: Count = 0
+    alloc_retries: Count = 0
     batch_points: Tuple[Tuple[Count, Bytes], ...] = ()
     feed_points: Tuple[Tuple[Bytes, Bytes], ...] = ()
     at_step_peak: Optional[StepPeak] = None

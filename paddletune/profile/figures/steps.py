@@ -150,6 +150,35 @@ class Verdict:
 
 
 @dataclass(frozen=True)
+class DeviceFigures:
+    """The steady steps as the GPU ran them, timed with CUDA events (PyTorch on a GPU;
+    records.DeviceTimeEvent): where the host's clock sees a step wait for its batch, the
+    device may still be busy with the step before.
+
+    Fields:
+      place         the device
+      scope         "steady": the steady steps' (from the first total past the warm-up);
+                    "all": every timed step (no total fell inside the steady steps)
+      steps         steps timed
+      cycle_s       their mean device time, one step's end to the next's
+      copied_steps  of them, those with a host-to-device copy (split into idle and busy)
+      idle_share    of those steps' device time, the GPU idle: from the previous step's end
+                    until the step's first copy was queued (waiting for the host: the
+                    DataLoader, the loop's Python)
+      busy_s        the mean device time from a step's first copy to its end (kernels, and
+                    the gaps between them the host left)
+    """
+
+    place: str
+    scope: Literal["steady", "all"] = "steady"
+    steps: Count = 0
+    cycle_s: Optional[Seconds] = None
+    copied_steps: Count = 0
+    idle_share: Optional[Share] = None
+    busy_s: Optional[Seconds] = None
+
+
+@dataclass(frozen=True)
 class ProgramSteps:
     """How often one program ran.
 

@@ -6,7 +6,8 @@ from typing import ClassVar, Dict, Optional, Tuple
 from ..schema import EMPTY, Count, Id, Seconds, Share
 from .memory import MemoryFigures
 from .reader import LoaderFigures, ReaderFigures, SpeedTestFigures
-from .steps import Breakdown, Distribution, OpFigures, ProgramSteps, Shares, Throughput, Verdict
+from .steps import (Breakdown, DeviceFigures, Distribution, OpFigures, ProgramSteps, Shares,
+                    Throughput, Verdict)
 from .system import ExitFigures, GpuFigures, ParallelFigures, ProbeOverhead, SystemFigures
 
 
@@ -38,6 +39,7 @@ class Summary:
       ops                        per-op timing (--ops)
       system                     the system probe's samples
       gpus                       each GPU's samples
+      device                     the steady steps as the GPU ran them (CUDA events)
       overhead                   {probe: its cost}
       exit                       how the job ended
     """
@@ -65,6 +67,7 @@ class Summary:
     ops: Optional[OpFigures] = None
     system: Optional[SystemFigures] = None
     gpus: Tuple[GpuFigures, ...] = ()
+    device: Optional[DeviceFigures] = None
     overhead: Dict[str, ProbeOverhead] = EMPTY
     exit: ExitFigures = ExitFigures()
 

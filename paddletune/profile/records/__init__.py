@@ -15,8 +15,8 @@ samples, events, reader, memory, sched (and every probe's own record).
 """
 
 from ..schema import Names
-from .events import (AppliedOverride, CompiledEvent, CudaGraphEvent, DistributedEvent,
-                     ErrorEvent, Event, ExitEvent, ModelEvent, NanInfEvent, NoEffect,
+from .events import (AppliedOverride, CompiledEvent, CudaGraphEvent, DeviceTimeEvent,
+                     DistributedEvent, ErrorEvent, Event, ExitEvent, ModelEvent, NanInfEvent, NoEffect,
                      OverridesEvent,
                      ProbeUnavailableEvent, ProducerSoloEvent, SettingsEvent, SpeedTestEvent,
                      StepLimitEvent)
@@ -38,15 +38,15 @@ RECORDS = (Header, Step, Program, OpsRecord, StepWindow, SystemSample, GpuSample
            NanInfEvent, ProbeUnavailableEvent, SpeedTestEvent, OverridesEvent, ReaderStart,
            ReaderEnd, ReaderInterval, MemoryStep, MemoryPeak, MemoryTrace, MemoryOom,
            MemoryPool, SchedStep, SchedDrop, ProbeRecord, CompiledEvent, DistributedEvent,
-           CudaGraphEvent, ProducerSoloEvent, ModelEvent, SettingsEvent)
+           CudaGraphEvent, ProducerSoloEvent, ModelEvent, SettingsEvent, DeviceTimeEvent)
 EVENTS = (Event, ExitEvent, ErrorEvent, StepLimitEvent, NanInfEvent, ProbeUnavailableEvent,
           SpeedTestEvent, OverridesEvent, CompiledEvent, DistributedEvent, CudaGraphEvent,
-          ProducerSoloEvent, ModelEvent, SettingsEvent)
+          ProducerSoloEvent, ModelEvent, SettingsEvent, DeviceTimeEvent)
 SCOPE_EVENTS = (CompiledEvent, DistributedEvent)  # what limits what a profile covers
 SAMPLES = (SystemSample, GpuSample, WorkerSample)
 
 __all__ = ["AppliedOverride", "Command", "CompiledEvent", "CpuInfo", "CudaGraphEvent", "CupyInfo",
-           "DISCRIMINATORS",
+           "DISCRIMINATORS", "DeviceTimeEvent",
            "Dist", "DistributedEvent", "EVENTS", "Env", "ErrorEvent", "Event", "ExitEvent",
            "GpuDevice", "GpuInfo", "GpuSample", "Header", "Knob", "LoaderConfig", "MemoryInfo",
            "MemoryOom", "MemoryPeak", "MemoryPool", "MemoryStep", "MemoryTrace", "MemoryTraceOp",

@@ -183,7 +183,8 @@ class MemoryPool:
       by_tag_at_peak        {category: bytes} at the allocated peak
       by_tag                {category: bytes} now
       cached_free_bytes     freed blocks kept for reuse
-      fragmentation         1 - largest free block / cached free bytes
+      fragmentation         1 - largest free block / cached free bytes (PyTorch's caching
+                            allocator: inactive split-block bytes / reserved bytes)
       gc                    garbage collection on
       inplace               inplace reuse on
       steps                 training steps measured
@@ -192,6 +193,9 @@ class MemoryPool:
       system_allocs         underlying allocations, all steps
       system_alloc_s        time in them
       ooms                  requests refused
+      retries               allocations retried after the device refused a new segment: the
+                            allocator freed its cached blocks (a device sync) and tried
+                            again (PyTorch's num_alloc_retries, the job's whole run)
     """
 
     KIND: ClassVar[str] = "memory"
@@ -216,3 +220,4 @@ class MemoryPool:
     system_allocs: Count = 0
     system_alloc_s: Seconds = 0.0
     ooms: Count = 0
+    retries: Count = 0

@@ -10,7 +10,9 @@ FULL_STATS_EVERY steps, as it costs ~0.1 ms. The peak is the allocator's, never 
 script may read it): step_peak is the peak so far."""
 
 import os
+import re
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional
 
@@ -18,6 +20,7 @@ import torch
 
 _perf = time.perf_counter
 FULL_STATS_EVERY = 50
+WRITE_AT = (1, 2, 5)  # device_time totals written at 1, 2, 5, 10, 20, 50, ... steps
 
 
 @dataclass
@@ -82,9 +85,35 @@ class CudaMemory:
             batch_size, int(self.full.get("num_alloc_retries", 0)))
 
 
-def time_copies_and_syncs(timer) -> List[Callable[[], None]]:
+_REQUEST = re.compile(r"Tried to allocate ([0-9.]+) ?(B|KiB|MiB|GiB|TiB)\b")
+_UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
+
+
+def requested_bytes(message: str) -> Optional[int]:
+    """The request a CUDA out-of-memory message names ("Tried to allocate 2.00 GiB"), in
+    bytes; None when it names none."""
+    found = _REQUEST.search(message)
+    return int(float(found.group(1)) * _UNITS[found.group(2)]) if found else None
+
+
+def oom_details(exc: BaseException, device: int, batch_size: Optional[int]) -> dict:
+    """memory_oom's payload (records.MemoryOom's fields, v1 names) for a CUDA out-of-memory
+    error on `device`: the request, what the caching allocator held, the device's free and
+    total memory, the batch."""
+    free, total = torch.cuda.mem_get_info(device)
+    details = {"place": f"CUDAPlace({device})", "requested": requested_bytes(str(exc)),
+               "allocated": torch.cuda.memory_allocated(device),
+               "reserved": torch.cuda.memory_reserved(device), "capacity": total,
+               "free": free, "peak": torch.cuda.max_memory_allocated(device),
+               "batch_size": batch_size}
+    return {k: v for k, v in details.items() if v is not None}
+
+
+def time_copies_and_syncs(timer, copy_queued: Optional[Callable[[int], None]] = None
+                          ) -> List[Callable[[], None]]:
     """Tensor.to / .cuda from the host count as feed; .item / .tolist / .cpu / .numpy of a
-    device tensor as fetch (each waits for the device). Returns the undo functions."""
+    device tensor as fetch (each waits for the device). `copy_queued(device)` is called just
+    before a copy from the host to a CUDA device is queued. Returns the undo functions."""
     undo = []
     tensor = torch.Tensor
 
@@ -97,6 +126,10 @@ def time_copies_and_syncs(timer) -> List[Callable[[], None]]:
         def wrapper(self, *args, **kwargs):
             if self.is_cuda:
                 return original(self, *args, **kwargs)
+            if copy_queued is not None:
+                device = target_device(original, args, kwargs)
+                if device is not None:
+                    copy_queued(device)
             t0 = _perf()
             out = original(self, *args, **kwargs)
             if out is not self and out.is_cuda:
@@ -119,3 +152,157 @@ def time_copies_and_syncs(timer) -> List[Callable[[], None]]:
     for name in ("item", "tolist", "cpu", "numpy"):
         patch(name, fetch)
     return undo
+
+
+def target_device(method, args, kwargs) -> Optional[int]:
+    """The CUDA device index a host tensor's .cuda(...) / .to(...) call copies to, None when
+    it names none (a dtype conversion on the host)."""
+    if method.__name__ == "cuda":
+        where = args[0] if args else kwargs.get("device")
+        return _index(torch.device("cuda") if where is None else where)
+    where = kwargs.get("device")
+    if where is None and args:
+        where = args[0]
+    if isinstance(where, torch.Tensor):
+        return where.device.index if where.is_cuda else None
+    if isinstance(where, (str, torch.device)) or type(where) is int:
+        return _index(where)
+    return None
+
+
+def _index(where) -> Optional[int]:
+    if isinstance(where, int):
+        return where
+    try:
+        device = torch.device(where)
+    except (RuntimeError, TypeError):
+        return None
+    if device.type != "cuda":
+        return None
+    return device.index if device.index is not None else torch.cuda.current_device()
+
+
+class DeviceClock:
+    """DeviceSteps for each device the training steps run on, made as a step first ends on
+    it (the first step, a warm-up, is not timed); `send` gets their totals."""
+
+    def __init__(self, send: Callable[[dict], None]):
+        self.send = send
+        self.devices: Dict[int, "DeviceSteps"] = {}
+
+    def copy_queued(self, device: int):
+        steps = self.devices.get(device)
+        if steps is not None:
+            steps.copy_queued()
+
+    def step_ended(self, device: int, step: int):
+        steps = self.devices.get(device)
+        if steps is None:
+            steps = self.devices[device] = DeviceSteps(device, self.send)
+        steps.step_ended(step)
+
+    def close(self):
+        for steps in self.devices.values():
+            try:
+                steps.close()
+            except Exception:  # noqa: BLE001  (a failed device fails the wait too)
+                pass
+
+
+# --- the steps as the device ran them (CUDA events) --------------------------------------------
+class DeviceSteps:
+    """CUDA events on one device's current stream: one where each training step ends (after
+    the optimizer step queued its kernels), one before the first host-to-device copy after it
+    (the next step's batch). Read without waiting (Event.query) as later steps end, folded
+    into totals (records.DeviceTimeEvent's fields) sent through `send` at growing step counts
+    and by close(). `new_event` makes an event (a timing CUDA event; tests pass their own)."""
+
+    def __init__(self, device: int, send: Callable[[dict], None], new_event=None,
+                 stream=None):
+        self.device, self.send = device, send
+        self._new_event = new_event or (lambda: torch.cuda.Event(enable_timing=True))
+        self._stream = stream if stream is not None else (
+            lambda: torch.cuda.current_stream(device))
+        self._spare: List = []  # events done with, to record again
+        self._pending = deque()  # (step, copy event or None, end event), oldest first
+        self._copy = None  # this step's first copy's event
+        self._last_end = None  # the newest end event read
+        self.steps = self.copied = self.last_step = 0
+        self.cycle_s = self.idle_s = self.busy_s = 0.0
+        self._next_write = 1
+
+    def copy_queued(self):
+        """A host-to-device copy is about to be queued: the step's first marks its start."""
+        if self._copy is None and self._pending is not None:
+            self._copy = self._record()
+
+    def step_ended(self, step: int):
+        """The training step `step` queued its last kernels."""
+        if self._pending is None:
+            return
+        self._pending.append((step, self._copy, self._record()))
+        self._copy = None
+        self._read(block=False)
+
+    def close(self):
+        """Waits for the last step's end on the device, sends the totals, stops."""
+        if self._pending is None:
+            return
+        try:
+            self._read(block=True)
+        finally:
+            self._pending = None
+        if self.steps:
+            self.send(self._totals())
+
+    def _record(self):
+        event = self._spare.pop() if self._spare else self._new_event()
+        event.record(self._stream())
+        return event
+
+    def _read(self, block: bool):
+        pending = self._pending
+        while pending:
+            step, copy, end = pending[0]
+            if block:
+                end.synchronize()
+            elif not end.query():
+                return
+            pending.popleft()
+            self._fold(step, copy, end)
+
+    def _fold(self, step, copy, end):
+        last = self._last_end
+        if last is not None:
+            cycle = last.elapsed_time(end) / 1e3  # (milliseconds)
+            self.steps += 1
+            self.cycle_s += cycle
+            self.last_step = step
+            if copy is not None:
+                idle = min(max(last.elapsed_time(copy) / 1e3, 0.0), cycle)
+                self.copied += 1
+                self.idle_s += idle
+                self.busy_s += cycle - idle
+            self._spare.append(last)
+        if copy is not None:
+            self._spare.append(copy)
+        self._last_end = end
+        if self.steps >= self._next_write:
+            self.send(self._totals())
+            self._next_write = _next_write(self._next_write)
+
+    def _totals(self) -> dict:
+        return {"place": f"CUDAPlace({self.device})", "steps": self.steps,
+                "last_step": self.last_step, "cycle_s": round(self.cycle_s, 9),
+                "copied": self.copied, "idle_s": round(self.idle_s, 9),
+                "busy_s": round(self.busy_s, 9)}
+
+
+def _next_write(count: int) -> int:
+    """The step count after `count` in 1, 2, 5, 10, 20, 50, ..."""
+    scale = 1
+    while True:
+        for mantissa in WRITE_AT:
+            if mantissa * scale > count:
+                return mantissa * scale
+        scale *= 10

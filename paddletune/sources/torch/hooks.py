@@ -76,6 +76,7 @@ class TorchHooks:
         self._threads_override: Optional[int] = None
         self._module_calls = 0
         self._cuda_memory: dict = {}
+        self._device_clock = None  # gpu.DeviceClock: the steps timed with CUDA events
         self._census = None  # the model's census until the first training step ends
         self._backends = None  # the `backends` overrides until the first training step ends
 
@@ -106,10 +107,20 @@ class TorchHooks:
         self._undo.extend(watch_scope(lambda record: self.source.bus.emit("scope", record),
                                       self._hidden(), self._before_compile))
         if torch.cuda.is_available():
-            from . import gpu
-            self._undo.extend(gpu.time_copies_and_syncs(self.timer))
-            self._cuda_memory = {}
+            self._install_gpu()
         return self.remove
+
+    def _install_gpu(self):
+        """Copies and syncs timed; the steps timed on the device when the profile wants it."""
+        from . import gpu
+        bus = self.source.bus
+        if bus.listening("device_time"):
+            self._device_clock = gpu.DeviceClock(lambda totals: bus.emit("device_time",
+                                                                         totals))
+            self._undo.append(self._device_clock.close)
+        copy_queued = self._device_clock.copy_queued if self._device_clock else None
+        self._undo.extend(gpu.time_copies_and_syncs(self.timer, copy_queued))
+        self._cuda_memory = {}
 
     def _install_backends(self):
         backends = BackendOverrides(self.source.overrides_state)
@@ -160,14 +171,17 @@ class TorchHooks:
         if self._census is not None:
             census, self._census = self._census, None
             census.step_done(optimizer, place)
-        if place.startswith("CUDA") and self.source.bus.listening("memory_step"):
-            self._memory_step(place)
+        if place.startswith("CUDA"):
+            if self._device_clock is not None:
+                self._device_clock.step_ended(_device_index(place), self.timer.steps)
+            if self.source.bus.listening("memory_step"):
+                self._memory_step(place)
         self.timer.step_done(place)
 
     def _memory_step(self, place: str):
         """The caching allocator's figures, sent just before the step's step_end."""
         from . import gpu
-        device = int(place[len("CUDAPlace("):-1])
+        device = _device_index(place)
         memory = self._cuda_memory.get(device)
         if memory is None:
             memory = self._cuda_memory[device] = gpu.CudaMemory(device)
@@ -449,6 +463,11 @@ def _loader_config(loader, loader_id: int) -> dict:
             "iterable": True, "source": "sample" if loader.batch_size else "batch",
             "use_shared_memory": bool(workers) or None,
             "producer": "workers" if workers else "loop"}
+
+
+def _device_index(place: str) -> int:
+    """3 for "CUDAPlace(3)"."""
+    return int(place[len("CUDAPlace("):-1])
 
 
 def _place_of(optimizer) -> str:

@@ -75,6 +75,15 @@ class TorchSource(EagerSource):
             out.update(gpu_math_settings())
         return out
 
+    def out_of_memory(self, exc: BaseException) -> None:
+        """A CUDA out-of-memory error: the caching allocator's figures as a memory_oom event
+        (the batch and the request included), for the OOM advice."""
+        if (isinstance(exc, torch.cuda.OutOfMemoryError) and torch.cuda.is_initialized()
+                and self.bus.listening("memory_oom")):
+            from . import gpu
+            self.bus.emit("memory_oom", gpu.oom_details(exc, torch.cuda.current_device(),
+                                                        self.timer.batch_size))
+
     def _install(self, check_nan: bool, nan_continue: bool) -> Callable[[], None]:
         from .hooks import TorchHooks  # torch.optim's step hooks: PyTorch 2.0 and later
         return TorchHooks(self, check_nan, nan_continue).install()
