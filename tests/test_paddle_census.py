@@ -231,6 +231,29 @@ def test_paddle_multi_head_attention_counts_as_matrix_products(tmp_path):
     assert set(found) == {"tf32-matmul", "mixed-precision"}
 
 
+def test_a_static_programs_changes_are_written_as_static_graph_code(tmp_path):
+    """The census of a static program: mixed precision through the optimizer, the NHWC
+    layout and the float32 dtype where the program is built, not dynamic-graph code."""
+    static = {"graph": "static"}
+    found = _advice(tmp_path, {**_model({"conv2d": 4, "matmul": 1}), **static})
+    amp = found["mixed-precision"].change
+    assert ("optimizer = paddle.static.amp.decorate(optimizer, level='O1', "
+            "dtype='bfloat16')") in amp and "auto_cast" not in amp
+    volta = _advice(tmp_path, {**_model({"matmul": 3}, capability="7.0"), **static})
+    assert "dtype='float16')  # dynamic loss scaling" in volta["mixed-precision"].change
+    nhwc = _advice(tmp_path, {**_model({"conv2d": 2}, autocast=True), **static,
+                              "conv_channels_last": False})
+    change = nhwc["channels-last"].change
+    assert "paddle.static.nn.conv2d(image, num_filters, 3, data_format='NHWC')" in change
+    assert "paddle.nn.Conv2D" not in change
+    wide = {**_model({"matmul": 3}, capability=None, settings={},
+                     params={"float64": 1_000}), **static}
+    (advice,) = _advice(tmp_path, wide, place="CPUPlace",
+                        rules=(gpu_model.model_float64,)).values()
+    assert "paddle.static.data('x', shape=[None, features], dtype='float32')" in advice.change
+    assert "model.float()" not in advice.change
+
+
 def test_a_float64_paddle_model_is_advised_float32_in_paddle_code(tmp_path):
     model = _model({"Linear": 3}, capability=None, settings={}, params={"float64": 1_000})
     (advice,) = _advice(tmp_path, model, place="CPUPlace",
@@ -264,6 +287,7 @@ PARAMS = 4 * 3 * 9 + 4 + 144 * 2 + 2
 
 def test_a_static_programs_census_counts_its_forward_ops_and_parameters(static_mode):
     census = census_module.program_census(_static_program()[0], "CPUPlace")
+    assert census.graph == "static"
     assert census.modules["conv2d"] == 1 and census.modules["matmul"] == 1
     assert not any(name.endswith(("_grad", "sgd_")) for name in census.modules)
     assert census.params == {"float32": PARAMS} and census.autocast is False

@@ -133,6 +133,7 @@ def test_static_graph_steps_are_executor_runs(procs, tmp_path):
     assert summary["steady_steps"] > 0
     (census,) = records(out, "event", "model")  # (the training program's)
     assert census["modules"]["matmul"] == 2 and set(census["params"]) == {"float32"}, census
+    assert census["graph"] == "static", census
 
 
 def test_overrides_change_a_paddle_dataloader(procs, tmp_path):

@@ -21,8 +21,13 @@ OPTIMIZER_NAMES = {"adam": "Adam", "adamax": "Adamax", "adadelta": "Adadelta",
 
 
 def writer(profile) -> CodeWriter:
-    """The code writer of the profile's framework: every change a rule proposes is its."""
-    return code_for(profile.source.framework)
+    """The code writer of the profile's framework: every change a rule proposes is its (a
+    Paddle 3 job whose model census read a static-graph program: its static-graph writer)."""
+    framework = profile.source.framework
+    census = profile.last_event("model") if framework == "paddle" else None
+    if census is not None and census.graph == "static":
+        return code_for("paddle-static")
+    return code_for(framework)
 
 
 def enough_steps(profile) -> bool:

@@ -12,7 +12,8 @@ from typing import Dict, Mapping, Optional, Sequence
 
 WRITERS = {"fluid": "paddletune.sources.fluid.code:FluidCode",
            "torch": "paddletune.sources.torch.code:TorchCode",
-           "paddle": "paddletune.sources.paddle.code:PaddleCode"}
+           "paddle": "paddletune.sources.paddle.code:PaddleCode",
+           "paddle-static": "paddletune.sources.paddle.code:PaddleStaticCode"}
 _CACHE: Dict[str, "CodeWriter"] = {}
 
 

@@ -373,6 +373,8 @@ class ModelEvent:
       settings            the framework's GPU math settings as the first step ended, the
                           script's own included ("torch.backends.cudnn.benchmark": false;
                           empty on the CPU)
+      graph               "static" for a Paddle static-graph program's census (its changes
+                          are written as static-graph code); None otherwise
       message             the same in one sentence
     """
 
@@ -386,6 +388,7 @@ class ModelEvent:
     capability: Optional[str] = None
     settings: Dict[str, Scalar] = EMPTY
     message: Optional[str] = None
+    graph: Optional[Literal["static"]] = None
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ the forward ops by type ("conv2d": 2, not the layers: the ops before the first g
 the parameters by dtype, the convolutions' data_format, and a convolution or matrix product
 computing in float16 or bfloat16 as auto_cast on."""
 
+from dataclasses import replace
 from math import prod
 from typing import Callable, Dict, Iterable, Optional, Tuple
 
@@ -196,8 +197,9 @@ def _program_census(program, place: str) -> ModelEvent:
     heavy = {name: n for name, n in counts.items() if _heavy(name)}
     lead = top_calls("forward ops of the training program", heavy) if heavy else \
         "forward ops of the training program: no convolution or matrix product"
-    return model_event(Counted(lead, counts, half, ("auto_cast off", "float16/bfloat16 compute"),
-                               (convs, nhwc), CONV_WORDS), params, capability, settings)
+    event = model_event(Counted(lead, counts, half, ("auto_cast off", "float16/bfloat16 compute"),
+                                (convs, nhwc), CONV_WORDS), params, capability, settings)
+    return replace(event, graph="static")
 
 
 def _op_name(op) -> str:

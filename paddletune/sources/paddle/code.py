@@ -250,3 +250,37 @@ def _strategy_value(field: str, value) -> str:
     if field == "reduce_strategy" and isinstance(value, str):
         return f"paddle.static.BuildStrategy.ReduceStrategy.{value}"
     return repr(value)
+
+
+class PaddleStaticCode(PaddleCode):
+    """A Paddle 3 static-graph job's writer (advisors.facts.writer picks it when the model's
+    census read a static program): the changes that differ from the dynamic graph's (mixed
+    precision through the optimizer, the layout and dtype where the program is built)."""
+
+    def mixed_precision(self, bf16: bool) -> Optional[str]:
+        dtype, scaling = (("bfloat16", "no loss scaling") if bf16 else
+                          ("float16", "dynamic loss scaling, on by default for float16"))
+        return "\n".join([
+            "# where the program is built, before minimize:",
+            f"optimizer = paddle.static.amp.decorate(optimizer, level='O1', dtype='{dtype}')"
+            f"  # {scaling}",
+            "optimizer.minimize(loss)"])
+
+    def channels_last(self, device: str) -> Optional[str]:
+        return "\n".join([
+            "# where the program is built: the image input and every convolution NHWC",
+            "image = paddle.static.data('image', shape=[None, height, width, channels], "
+            "dtype='float32')",
+            "conv = paddle.static.nn.conv2d(image, num_filters, 3, data_format='NHWC')",
+            "# likewise paddle.static.nn.batch_norm(..., data_layout='NHWC') and "
+            "paddle.nn.functional.max_pool2d(..., data_format='NHWC')",
+            "# feed NHWC batches: image.transpose(0, 2, 3, 1) in the reader"])
+
+    def float32_model(self) -> Optional[str]:
+        return "\n".join([
+            "paddle.set_default_dtype('float32')  # before the program is built (Paddle's "
+            "default): float32 parameters",
+            "x = paddle.static.data('x', shape=[None, features], dtype='float32')  # each "
+            "input declared float32",
+            "# feed float32 batches: x.astype('float32') in the reader (NumPy's default is "
+            "float64)"])
