@@ -142,15 +142,14 @@ def _phases(rows, tail) -> F.PhasePeaks:
 def _allocs(rows, tail, cycle_s) -> dict:
     """Underlying allocations and pool requests per step, and the allocations' time share."""
     n = len(rows) + sum(w.n for w in tail)
-    if not n:
-        return {}
+    requests = sum(m.requests for m in rows) + sum(w.requests for w in tail)
+    allocs = sum(m.system_allocs for m in rows) + sum(w.system_allocs for w in tail)
+    if not n or not (requests or allocs):  # none counted: unknown, not none made (Paddle's
+        return {}  # GPU allocator counts neither; PyTorch's reads them every 50th step)
     per_s = (sum(m.system_alloc_s for m in rows) + sum(w.system_alloc_s for w in tail)) / n
-    return {"system_allocs_per_step": (sum(m.system_allocs for m in rows) +
-                                       sum(w.system_allocs for w in tail)) / n,
-            "system_alloc_s_per_step": per_s,
+    return {"system_allocs_per_step": allocs / n, "system_alloc_s_per_step": per_s,
             "system_alloc_share": per_s / cycle_s if cycle_s else None,
-            "requests_per_step": (sum(m.requests for m in rows) +
-                                  sum(w.requests for w in tail)) / n}
+            "requests_per_step": requests / n}
 
 
 def batch_points(steps, windows=()) -> tuple:

@@ -74,6 +74,7 @@ class PaddleHooks:
         self._census = None  # the model's census until the first training step ends
         self._program_census = False  # a static-graph census is still to be taken
         self._not_training = set()  # id() of the programs run without a backward pass
+        self._cuda_memory: Dict[int, object] = {}  # device -> gpu.PaddleCudaMemory
         self._removed = False
 
     # --- patching -----------------------------------------------------------------------
@@ -171,6 +172,7 @@ class PaddleHooks:
                     census, hooks._census = hooks._census, None
                     hooks._program_census = False
                     census.step_done(owner, hooks._place)
+                hooks._memory_step(hooks._place, timer.steps, timer.batch_size)
                 timer.step_done(hooks._place)
             return out
 
@@ -226,9 +228,23 @@ class PaddleHooks:
         record = StepEnd(self._static_steps, t_begin, t_end, 0.0, 0.0, 0.0, t_end - t_begin,
                          batch_size, place, feed_bytes, 0, executor_id, program_id, n_ops,
                          fetch_names, feed_names, startup)
+        self._memory_step(place, self._static_steps, batch_size, executor_id, program_id)
         if not startup:
             self._static_steps += 1
         self.source.bus.emit("step_end", record)
+
+    def _memory_step(self, place: str, step: int, batch_size, executor_id: int = 0,
+                     program_id: int = 0):
+        """On a CUDA place, the allocator's figures, sent just before the step's step_end."""
+        if not place.startswith("CUDAPlace(") or not self.source.bus.listening("memory_step"):
+            return
+        from .gpu import PaddleCudaMemory
+        device = int(place[len("CUDAPlace("):-1])
+        memory = self._cuda_memory.get(device)
+        if memory is None:
+            memory = self._cuda_memory[device] = PaddleCudaMemory(device)
+        self.source.bus.emit("memory_step", memory.step(step, batch_size, executor_id,
+                                                        program_id))
 
     def _take_program_census(self, exe, program):
         """The census of the first training program run (one with a backward pass: not a

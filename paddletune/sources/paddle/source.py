@@ -21,6 +21,7 @@ from .version import SUPPORTED, UnsupportedPaddle, check_version, version_tuple
 
 check_version(getattr(paddle, "__version__", "0.0.0"))  # before hooks.py imports paddle.base
 from .hooks import PaddleHooks, current_threads  # noqa: E402
+from .loaders import place_name  # noqa: E402
 
 __all__ = ["PaddleSource", "SUPPORTED", "UnsupportedPaddle", "check_version",
            "nan_inf_event", "version_tuple"]
@@ -101,6 +102,15 @@ class PaddleSource(EagerSource):
                         self.blas_threads(),
                         "paddle.base.core.set_num_threads({value})"))
         return out
+
+    def out_of_memory(self, exc: BaseException) -> None:
+        """An out-of-memory error on a CUDA place: the allocator's figures as a memory_oom
+        event (the request read from Paddle's message)."""
+        place = place_name(paddle.get_device())
+        if place.startswith("CUDAPlace(") and self.bus.listening("memory_oom"):
+            from .gpu import oom_details
+            self.bus.emit("memory_oom", oom_details(exc, int(place[len("CUDAPlace("):-1]),
+                                                    self.timer.batch_size))
 
     def flags(self) -> Dict[str, object]:
         """{flag: value} of the flags the playbook turns that this paddle has (a flag paddle

@@ -10,46 +10,17 @@ FULL_STATS_EVERY steps, as it costs ~0.1 ms. The peak is the allocator's, never 
 script may read it): step_peak is the peak so far."""
 
 import os
-import re
 import time
 from collections import deque
-from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional
 
 import torch
 
+from ..device_memory import CudaMemoryStep, requested_bytes
+
 _perf = time.perf_counter
 FULL_STATS_EVERY = 50
 WRITE_AT = (1, 2, 5)  # device_time totals written at 1, 2, 5, 10, 20, 50, ... steps
-
-
-@dataclass
-class CudaMemoryStep:
-    """memory_step's payload (sources/base.py) from the caching allocator."""
-
-    step: int
-    place: str
-    strategy: str
-    capacity: int
-    allocated: int
-    reserved: int
-    step_peak: int
-    peak_allocated: int
-    peak_reserved: int
-    requests: int
-    system_allocs: int
-    cached_free: int
-    fragmentation: float
-    batch_size: Optional[int] = None
-    retries: int = 0
-    executor_id: int = 0
-    program_id: int = 0
-    phase_peaks: Dict[str, int] = field(default_factory=dict)
-    system_alloc_s: float = 0.0
-    by_tag: Dict[str, int] = field(default_factory=dict)
-    by_tag_at_peak: Dict[str, int] = field(default_factory=dict)
-    gc: Optional[bool] = None
-    inplace: Optional[bool] = None
 
 
 class CudaMemory:
@@ -83,17 +54,6 @@ class CudaMemory:
             peak, torch.cuda.max_memory_reserved(d), requests, mallocs,
             max(reserved - allocated, 0), inactive / reserved if reserved else 0.0,
             batch_size, int(self.full.get("num_alloc_retries", 0)))
-
-
-_REQUEST = re.compile(r"Tried to allocate ([0-9.]+) ?(B|KiB|MiB|GiB|TiB)\b")
-_UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40}
-
-
-def requested_bytes(message: str) -> Optional[int]:
-    """The request a CUDA out-of-memory message names ("Tried to allocate 2.00 GiB"), in
-    bytes; None when it names none."""
-    found = _REQUEST.search(message)
-    return int(float(found.group(1)) * _UNITS[found.group(2)]) if found else None
 
 
 def oom_details(exc: BaseException, device: int, batch_size: Optional[int]) -> dict:
