@@ -1,14 +1,38 @@
 """Paddle 3 on a CUDA device: its allocator's figures at each training step's end
 (memory_step events) and at an out-of-memory error (memory_oom), from paddle.device.cuda's
 counters (memory_allocated / memory_reserved / max_memory_allocated / max_memory_reserved: the
-allocator's own, a few µs each). Paddle exposes no count of allocation requests or cudaMalloc
-calls, nor of fragmentation: those stay unknown. Used by hooks.py only on a CUDA place."""
+allocator's own, a few µs each); and the loop's host-to-device copies (Tensor.cuda / .to) and
+host syncs (.numpy / .item / .tolist / .cpu of a GPU tensor) timed. Paddle exposes no count of
+allocation requests or cudaMalloc calls, nor of fragmentation: those stay unknown. Used by
+hooks.py only on a CUDA build with a device."""
 
-from typing import Optional
+from math import prod
+from typing import Callable, List, Optional
 
 import paddle
 
+from .. import device_copies
 from ..device_memory import CudaMemoryStep, requested_bytes
+
+PADDLE_TENSORS = device_copies.TensorKind(
+    paddle.Tensor, lambda t: t.place.is_gpu_place(),
+    lambda t: t.element_size() * prod(t.shape), copies=("cuda", "to"),
+    syncs=("numpy", "item", "tolist", "cpu"))
+
+
+def time_copies_and_syncs(timer, kind: device_copies.TensorKind = PADDLE_TENSORS
+                          ) -> List[Callable[[], None]]:
+    """Copies to the GPU count as the step's feed, syncs on a GPU tensor as its fetch (the
+    source's timer); returns the undo functions."""
+    return device_copies.time_copies_and_syncs(kind, timer)
+
+
+def has_gpu() -> bool:
+    """A CUDA build of paddle that sees a device."""
+    try:
+        return paddle.is_compiled_with_cuda() and paddle.device.cuda.device_count() > 0
+    except Exception:  # noqa: BLE001
+        return False
 
 
 class PaddleCudaMemory:

@@ -147,6 +147,9 @@ class PaddleHooks:
                                   self.patch)
             self._undo.append(self._census.unhook)
             self._program_census = True
+        from . import gpu
+        if gpu.has_gpu():
+            self._undo.extend(gpu.time_copies_and_syncs(self.source.timer))
         if self.check_nan:
             self._set_flags({"FLAGS_check_nan_inf": True,
                              "FLAGS_check_nan_inf_level": 1 if self.nan_continue else 0})

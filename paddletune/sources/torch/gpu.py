@@ -10,15 +10,14 @@ FULL_STATS_EVERY steps, as it costs ~0.1 ms. The peak is the allocator's, never 
 script may read it): step_peak is the peak so far."""
 
 import os
-import time
 from collections import deque
 from typing import Callable, Dict, List, Optional
 
 import torch
 
+from .. import device_copies
 from ..device_memory import CudaMemoryStep, requested_bytes
 
-_perf = time.perf_counter
 FULL_STATS_EVERY = 50
 WRITE_AT = (1, 2, 5)  # device_time totals written at 1, 2, 5, 10, 20, 50, ... steps
 
@@ -74,44 +73,7 @@ def time_copies_and_syncs(timer, copy_queued: Optional[Callable[[int], None]] = 
     """Tensor.to / .cuda from the host count as feed; .item / .tolist / .cpu / .numpy of a
     device tensor as fetch (each waits for the device). `copy_queued(device)` is called just
     before a copy from the host to a CUDA device is queued. Returns the undo functions."""
-    undo = []
-    tensor = torch.Tensor
-
-    def patch(name, make):
-        original = getattr(tensor, name)
-        setattr(tensor, name, make(original))
-        undo.append(lambda: setattr(tensor, name, original))
-
-    def feed(original):
-        def wrapper(self, *args, **kwargs):
-            if self.is_cuda:
-                return original(self, *args, **kwargs)
-            if copy_queued is not None:
-                device = target_device(original, args, kwargs)
-                if device is not None:
-                    copy_queued(device)
-            t0 = _perf()
-            out = original(self, *args, **kwargs)
-            if out is not self and out.is_cuda:
-                timer.feed(_perf() - t0, out.element_size() * out.numel())
-            return out
-        return wrapper
-
-    def fetch(original):
-        def wrapper(self, *args, **kwargs):
-            if not self.is_cuda:
-                return original(self, *args, **kwargs)
-            t0 = _perf()
-            out = original(self, *args, **kwargs)
-            timer.fetch(_perf() - t0, self.element_size() * self.numel())
-            return out
-        return wrapper
-
-    for name in ("to", "cuda"):
-        patch(name, feed)
-    for name in ("item", "tolist", "cpu", "numpy"):
-        patch(name, fetch)
-    return undo
+    return device_copies.time_copies_and_syncs(TORCH_TENSORS, timer, copy_queued)
 
 
 def target_device(method, args, kwargs) -> Optional[int]:
@@ -140,6 +102,11 @@ def _index(where) -> Optional[int]:
     if device.type != "cuda":
         return None
     return device.index if device.index is not None else torch.cuda.current_device()
+
+
+TORCH_TENSORS = device_copies.TensorKind(
+    torch.Tensor, lambda t: t.is_cuda, lambda t: t.element_size() * t.numel(),
+    copies=("to", "cuda"), syncs=("item", "tolist", "cpu", "numpy"), target=target_device)
 
 
 class DeviceClock:
