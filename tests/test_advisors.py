@@ -152,6 +152,7 @@ def test_every_rule_is_registered_in_advice_row_order():
                                  "BuildStrategy fusions (#10)",
                                  "ParallelExecutor threads (#11)", "scope drop cost (#12)",
                                  "underlying allocations (#13)", "cudaMalloc (#13, GPU)",
+                                 "CUDA caching allocator (#13, PyTorch)",
                                  "cuDNN / cuBLAS speed flags (#14)",
                                  "garbage collection off (#15)", "inplace off (#16)",
                                  "batch size vs memory (#17)",

@@ -99,7 +99,7 @@ def _oom_cached(oom) -> Tuple[Optional[int], Optional[int]]:
 
 @rule
 def cuda_allocator_config(profile) -> Optional[Advice]:
-    """PyTorch's CUDA allocator configuration (#13, PyTorch on a GPU)
+    """CUDA caching allocator (#13, PyTorch)
 
     The caching allocator retried after freeing its cache, kept calling cudaMalloc in steady
     steps, ran out with enough memory cached, or strands memory in split blocks near the
