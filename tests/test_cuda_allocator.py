@@ -54,6 +54,22 @@ def test_the_jobs_own_configuration_is_kept_and_expandable_segments_added(tmp_pa
     assert "PYTORCH_CUDA_ALLOC_CONF=max_split_size_mb:128)" in advice.evidence
 
 
+def test_a_job_configured_through_the_other_name_keeps_it(tmp_path):
+    """PyTorch reads PYTORCH_ALLOC_CONF too: a job that set only that one gets it changed."""
+    steps = step_records()
+    for row in steps:
+        row["place"] = "CUDAPlace(0)"
+    memory = memory_records(steps, result={**SETTLED, "retries": 2})
+    profile = load(make_profile(tmp_path / "p.jsonl", steps=steps, extra=memory,
+                                env={"env_vars": {"PYTORCH_ALLOC_CONF": "max_split_size_mb:64"}},
+                                source=source_info("torch")))
+    (advice,) = _advice(profile)
+    assert advice.change.startswith(
+        "export PYTORCH_ALLOC_CONF=max_split_size_mb:64,expandable_segments:True")
+    knob = sp.build_space(profile).knobs["PYTORCH_CUDA_ALLOC_CONF"]
+    assert (knob.key, knob.current) == ("PYTORCH_ALLOC_CONF", "max_split_size_mb:64")
+
+
 def test_steady_cudamalloc_calls_get_a_medium(tmp_path):
     (advice,) = _advice(_profile(tmp_path, system_allocs=2))
     assert advice.severity == "medium" and advice.confidence == "low"

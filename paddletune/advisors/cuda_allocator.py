@@ -27,7 +27,7 @@ from .facts import enough_steps, human_bytes, writer
 from .memory import memory_summary, on_gpu
 
 CONF_VAR = "PYTORCH_CUDA_ALLOC_CONF"
-OLD_CONF_VAR = "PYTORCH_ALLOC_CONF"  # (the name PyTorch 2.9+ also reads)
+OTHER_CONF_VAR = "PYTORCH_ALLOC_CONF"  # (the name PyTorch 2.9+ also reads)
 EXPANDABLE = "expandable_segments:True"
 STEADY_MALLOCS = 0.5  # cudaMalloc calls per steady step: the cache never settles
 FRAGMENTED = 0.30  # inactive split-block bytes / reserved bytes ...
@@ -40,6 +40,7 @@ class AllocatorStrain:
 
     place: str
     conf: str  # the job's PYTORCH_CUDA_ALLOC_CONF ("" when unset)
+    var: str  # the variable it was read from (PyTorch reads both names)
     retries: int  # allocations retried after freeing the cache, the whole run
     mallocs_per_step: Optional[float]  # cudaMalloc calls per steady step, when >= STEADY_MALLOCS
     fragmentation: Optional[float]  # when >= FRAGMENTED near the capacity
@@ -58,10 +59,13 @@ class AllocatorStrain:
         return "high" if self.retries or self.oom_cached_bytes else "medium"
 
 
-def job_conf(profile) -> str:
-    """The PYTORCH_CUDA_ALLOC_CONF the job ran with ("" when unset)."""
+def job_conf(profile) -> Tuple[str, str]:
+    """(the variable, the allocator configuration the job ran with): PYTORCH_CUDA_ALLOC_CONF,
+    or PYTORCH_ALLOC_CONF where only that one was set; "" when neither was."""
     env_vars = profile.env.env_vars or {}
-    return env_vars.get(CONF_VAR) or env_vars.get(OLD_CONF_VAR) or ""
+    if env_vars.get(CONF_VAR) or not env_vars.get(OTHER_CONF_VAR):
+        return CONF_VAR, env_vars.get(CONF_VAR) or ""
+    return OTHER_CONF_VAR, env_vars[OTHER_CONF_VAR]
 
 
 def allocator_strain(profile) -> Optional[AllocatorStrain]:
@@ -70,7 +74,7 @@ def allocator_strain(profile) -> Optional[AllocatorStrain]:
     m = memory_summary(profile)
     if m is None or not on_gpu(m) or not (m.strategy or "").startswith("caching"):
         return None
-    conf = job_conf(profile)
+    var, conf = job_conf(profile)
     if "expandable_segments:true" in conf.replace(" ", "").lower():
         return None
     mallocs = m.system_allocs_per_step if enough_steps(profile) else None
@@ -82,7 +86,7 @@ def allocator_strain(profile) -> Optional[AllocatorStrain]:
     oom_cached, requested = _oom_cached(m.oom)
     if not (m.alloc_retries or mallocs or fragmented or oom_cached):
         return None
-    return AllocatorStrain(m.place, conf, m.alloc_retries, mallocs, fragmented, stranded,
+    return AllocatorStrain(m.place, conf, var, m.alloc_retries, mallocs, fragmented, stranded,
                            oom_cached, requested)
 
 
@@ -110,15 +114,16 @@ def cuda_allocator_config(profile) -> Optional[Advice]:
         return None
     code = writer(profile)
     change = "\n".join([
-        code.env(CONF_VAR, s.suggested_conf, "segments grow in place instead of one "
+        code.env(s.var, s.suggested_conf, "segments grow in place instead of one "
                  "cudaMalloc per new block size"),
         code.comment(f"or first thing in the script, before torch uses the GPU:\n"
-                     f"os.environ[{CONF_VAR!r}] = {s.suggested_conf!r}")])
+                     f"os.environ[{s.var!r}] = {s.suggested_conf!r}")])
     return Advice(
         id="cuda-allocator-config", source=13, severity=s.severity,
         confidence="medium" if s.retries or s.oom_cached_bytes else "low",
         title=_title(s), evidence=_evidence(s), change=change, expected_gain=_gain(s),
-        figures={"place": s.place, "conf": s.conf, "suggested_conf": s.suggested_conf,
+        figures={"place": s.place, "var": s.var, "conf": s.conf,
+                 "suggested_conf": s.suggested_conf,
                  "alloc_retries": s.retries, "mallocs_per_step": s.mallocs_per_step,
                  "fragmentation": s.fragmentation, "stranded_bytes": s.stranded_bytes,
                  "oom_cached_bytes": s.oom_cached_bytes})
@@ -150,7 +155,7 @@ def _evidence(s: AllocatorStrain) -> str:
         seen.append(f"{s.fragmentation:.0%} of the reserved memory sat in inactive split "
                     f"blocks (about {human_bytes(s.stranded_bytes or 0)}) with the reserved "
                     f"peak near the device's capacity")
-    conf = f"PYTORCH_CUDA_ALLOC_CONF={s.conf}" if s.conf else "PYTORCH_CUDA_ALLOC_CONF unset"
+    conf = f"{s.var}={s.conf}" if s.conf else f"{CONF_VAR} unset"
     return f"On {s.place}, {'; '.join(seen)} ({conf})."
 
 

@@ -130,8 +130,8 @@ def _add_alloc_conf(space, profile):
     """PYTORCH_CUDA_ALLOC_CONF with expandable segments, where the caching allocator's
     figures show strain (advisors/cuda_allocator.py: what its advice proposes, measured)."""
     strain = allocator_strain(profile)
-    if strain is not None:
-        _put(space, Knob(CONF_VAR, "env", CONF_VAR, (strain.conf, strain.suggested_conf),
+    if strain is not None:  # (named PYTORCH_CUDA_ALLOC_CONF whichever variable it sets)
+        _put(space, Knob(CONF_VAR, "env", strain.var, (strain.conf, strain.suggested_conf),
                          strain.conf, "the CUDA caching allocator's strain (advice "
                          "cuda-allocator-config)"))
 
