@@ -13,10 +13,11 @@ the session's threads) cancelled out.
 
 What runs on a clock is left out: a step under valgrind lasts some 50x longer, so the
 samplers' work (per second, not per step) would count 50x too much per step, and how much
-depends on the machine's load. The samplers' interval is set past the run, and so is the
-writer's: the steps' records are folded and written at the end, on the training thread, so
-the count holds every instruction a step costs (the source's hooks, the probes' callbacks,
-the writer's work on its record) and nothing else. The per-thread split is printed as well.
+depends on the machine's load. The samplers' interval is set past the run, and so are the
+writer's and the length of its windows of steps: the steps' records are folded and written
+at the end, on the training thread, so the count holds every instruction a step costs (the
+source's hooks, the probes' callbacks, the writer's work on its record) and nothing else.
+The per-thread split is printed as well.
 
 Needs valgrind; each child takes 2-3 minutes (two run at once). Instructions are not time (in
 a real loop a step's Python code runs colder than the count suggests: the wall-clock cost is
@@ -87,7 +88,11 @@ def paddle_child(mode: str, steps: int):
 @contextmanager
 def profiled(path: Path, framework: str = "torch"):
     from paddletune.probes.base import Clock
-    from paddletune.profile import ProfileWriter, header_record
+    from paddletune.profile import ProfileWriter, header_record, windows
+    # a long job's windows of steps close on the clock too (one a second at the start): under
+    # valgrind a window holds some 50x fewer steps, so its closing would count 50x too much
+    # per step; the windows last past the run (the steps are still folded 256 at a time)
+    windows.WINDOW_MIN_S = windows.WINDOW_MAX_S = NEVER
     from paddletune.session import session_probes
     from paddletune.sources import source_for
     clock = Clock()

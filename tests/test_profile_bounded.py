@@ -191,6 +191,12 @@ def test_values_added_at_once_give_the_figures_of_values_added_one_by_one():
     assert (a.n, a.min, a.max, a.sketch) == (b.n, b.min, b.max, b.sketch)
     assert a.sum == pytest.approx(b.sum, rel=1e-12) and a.m2 == pytest.approx(b.m2, rel=1e-9)
     assert b.sketch.zeros == 2
+    wide = [1e-6, 2e-6, 1e40, 1e40]  # a span of buckets too wide to count them in one array
+    one_wide, many_wide = DistBuilder(), DistBuilder()
+    for v in wide:
+        one_wide.add(v)
+    many_wide.add_many(np.array(wide))
+    assert one_wide.frozen().sketch == many_wide.frozen().sketch
 
 
 def test_a_window_folds_its_steps_in_batches_to_the_figures_of_each_step():

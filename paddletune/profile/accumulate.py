@@ -120,9 +120,39 @@ class Accumulator:
         if s.startup or self._full(s.step):
             self.kept.steps.append(s)
             return [s]
-        out = self._roll(s.program, s.t_s)
-        self._windows[s.program].add_step(s)
-        out += self._tail_exemplars(s)
+        return self._tail_step(s)
+
+    def _tail_step(self, s: r.Step) -> list:
+        """A step of the tail (every step of a long job but its first thousand): folded into
+        its program's window and looked at as an exemplar (_TailExemplars' rules, written
+        out: this runs for every step); the records to write."""
+        program = s.program
+        w = self._windows.get(program)
+        if w is None or s.t_s >= w.end_s:
+            out = self._roll(program, s.t_s)
+            w = self._windows[program]
+        else:
+            out = []
+        w.add_step(s)
+        tail = self._tail.get(program)
+        if tail is None:
+            tail = self._tail[program] = _TailExemplars()
+        heap = tail.heap
+        gap = s.gap_s
+        cycle = s.wall_s + gap if gap else s.wall_s  # (s.cycle_s)
+        if len(heap) < SLOWEST:
+            heapq.heappush(heap, cycle)
+            out.append(self._keep_exemplar(s._replace(exemplar="slow"))[0])
+        elif cycle > heap[0]:
+            heapq.heapreplace(heap, cycle)
+            out.append(self._keep_exemplar(s._replace(exemplar="slow"))[0])
+        seen = tail.seen = tail.seen + 1
+        if seen <= RESERVOIR:
+            out.append(self._keep_exemplar(s._replace(exemplar="sample", slot=seen - 1))[0])
+        else:
+            j = int(self._random.random() * seen)  # (Algorithm R)
+            if j < RESERVOIR:
+                out.append(self._keep_exemplar(s._replace(exemplar="sample", slot=j))[0])
         return out
 
     def _roll(self, program: int, t_s: float) -> list:
@@ -139,18 +169,6 @@ class Accumulator:
         window = self._windows.pop(program).frozen()
         self.kept.windows.append(window)
         return window
-
-    def _tail_exemplars(self, s: r.Step) -> list:
-        tail = self._tail.get(s.program)
-        if tail is None:
-            tail = self._tail[s.program] = _TailExemplars()
-        out = []
-        if tail.slow_enough(s):
-            out.append(self._keep_exemplar(s._replace(exemplar="slow"))[0])
-        slot = tail.reservoir_slot(self._random)
-        if slot is not None:
-            out.append(self._keep_exemplar(s._replace(exemplar="sample", slot=slot))[0])
-        return out
 
     def _keep_exemplar(self, s: r.Step) -> list:
         if s.exemplar == "slow":
@@ -257,29 +275,15 @@ class Accumulator:
 
 
 class _TailExemplars:
-    """One program's slowest tail steps (by cycle) and its reservoir's fill."""
+    """One program's slowest tail steps (by cycle) and its reservoir's fill (read and updated
+    by Accumulator._step: a tail step is kept as "slow" when its cycle is among the SLOWEST
+    largest so far, and drawn for the reservoir by Algorithm R: the n-th tail step takes slot
+    n - 1 while n <= RESERVOIR, then slot j = int(random() * n) when j < RESERVOIR, uniform
+    on [0, n) at a third of randrange's cost)."""
 
     def __init__(self):
         self.heap: List[float] = []  # the SLOWEST largest cycles so far (a min-heap)
         self.seen = 0
-
-    def slow_enough(self, s: r.Step) -> bool:
-        cycle = s.cycle_s
-        if len(self.heap) < SLOWEST:
-            heapq.heappush(self.heap, cycle)
-            return True
-        if cycle > self.heap[0]:
-            heapq.heapreplace(self.heap, cycle)
-            return True
-        return False
-
-    def reservoir_slot(self, rng) -> Optional[int]:
-        """The slot this step replaces in the reservoir, or None (Algorithm R)."""
-        self.seen += 1
-        if self.seen <= RESERVOIR:
-            return self.seen - 1
-        j = int(rng.random() * self.seen)  # (uniform on [0, seen), a third of randrange's cost)
-        return j if j < RESERVOIR else None
 
 
 def _interval_end(rows) -> float:

@@ -55,10 +55,17 @@ class SketchBuilder:
         self.zeros += len(values) - len(positive)
         if not len(positive):
             return
-        buckets, seen = np.unique(np.ceil(np.log(positive) / _LOG_GAMMA).astype(np.int64),
-                                  return_counts=True)
+        buckets = np.ceil(np.log(positive) / _LOG_GAMMA).astype(np.int64)
         counts = self.counts
-        for i, count in zip(buckets.tolist(), seen.tolist()):
+        low, high = int(buckets.min()), int(buckets.max())
+        if high - low > 4096:  # (a span no step's times have: np.unique's sort)
+            found, seen = np.unique(buckets, return_counts=True)
+            for i, count in zip(found.tolist(), seen.tolist()):
+                counts[i] = counts.get(i, 0) + count
+            return
+        seen = np.bincount(buckets - low)  # (cheaper than np.unique's sort)
+        found = np.flatnonzero(seen)
+        for i, count in zip((found + low).tolist(), seen[found].tolist()):
             counts[i] = counts.get(i, 0) + count
 
     def merge(self, sketch: Sketch):

@@ -63,22 +63,25 @@ class StepTimer:
         if t_begin is None:
             t_begin = self._t_first if self._t_first is not None else (
                 self._t_start if self._t_start is not None else t_end)
-        record = (self._record(place, t_begin, t_end) if self.bus.listening("step_end")
-                  else None)
+        record = None
+        if self.bus.listening("step_end"):  # (_record, inlined: this runs every step)
+            wall = t_end - t_begin
+            if wall < 0.0:
+                wall = 0.0
+            read_s, feed_s, fetch_s = self._read_s, self._feed_s, self._fetch_s
+            parts = read_s + feed_s + fetch_s
+            if parts > wall > 0:  # (clock jitter: never above wall)
+                scale = wall / parts
+                read_s, feed_s, fetch_s = read_s * scale, feed_s * scale, fetch_s * scale
+            record = StepEnd(self.steps, t_begin, t_end, read_s, feed_s, fetch_s,
+                             wall - parts if wall > parts else 0.0, self._batch_size, place,
+                             self._feed_bytes, self._fetch_bytes)
         self.steps += 1
         self._t_prev_end = t_end
         self._read_s = self._feed_s = self._fetch_s = 0.0
         self._feed_bytes = self._fetch_bytes = 0
         if record is not None:  # last: a subscriber may end the job here (the step limit)
             self.bus.emit("step_end", record)
-
-    def _record(self, place: str, t_begin: float, t_end: float) -> StepEnd:
-        wall = max(t_end - t_begin, 0.0)
-        parts = self._read_s + self._feed_s + self._fetch_s
-        scale = wall / parts if parts > wall > 0 else 1.0  # (clock jitter: never above wall)
-        return StepEnd(self.steps, t_begin, t_end, self._read_s * scale,
-                       self._feed_s * scale, self._fetch_s * scale, max(wall - parts, 0.0),
-                       self._batch_size, place, self._feed_bytes, self._fetch_bytes)
 
 
 def first_dim(batch, shape_of: Callable) -> Optional[int]:
