@@ -1,6 +1,8 @@
-"""PyTorch on a CUDA device: the caching allocator's figures each step (memory_step events),
-host-to-device copies (feed) and host syncs (fetch) timed in the training loop. Installed by
-hooks.py only when torch.cuda.is_available(); every function returns what undoes it.
+"""PyTorch on a CUDA device: the caching allocator's figures each step (memory_step events)
+and at an out-of-memory error (memory_oom), host-to-device copies (feed) and host syncs
+(fetch) timed in the training loop, and the steps timed on the device with CUDA events
+(DeviceSteps: device_time events). Installed by hooks.py only when torch.cuda.is_available();
+every function returns what undoes it.
 
 Per step the cheap counters are read (torch.cuda.memory_allocated / memory_reserved /
 max_memory_allocated / max_memory_reserved: C calls of a few µs); the full
