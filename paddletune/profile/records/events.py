@@ -404,15 +404,15 @@ class DeviceTimeEvent:
     steps between them (the summary takes the steady steps').
 
     Fields:
-      t_s       when written
-      place     the device ("CUDAPlace(0)")
-      steps     steps timed so far (each from the previous step's end to its own)
-      last_step the last of them (the source's step count, from 0)
-      cycle_s   their device time, end to end
-      copied    of them, the steps with a host-to-device copy (those split into idle + busy)
-      idle_s    the GPU idle before those steps' first copies
-      busy_s    the GPU busy with those steps, from the copy to the end
-      message   None (the figures are in the summary's device section)
+      t_s        when written
+      place      the device ("CUDAPlace(0)")
+      steps      steps timed so far (each from the previous step's end to its own)
+      last_step  the last of them (the source's step count, from 0)
+      cycle_s    their device time, end to end
+      copied     of them, the steps with a host-to-device copy (those split into idle + busy)
+      idle_s     the GPU idle before those steps' first copies
+      busy_s     the GPU busy with those steps, from the copy to the end
+      message    None (the figures are in the summary's device section)
     """
 
     KIND: ClassVar[str] = "event"
