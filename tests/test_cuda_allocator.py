@@ -102,6 +102,10 @@ def test_silent_on_a_settled_cache_the_cpu_a_paddle_pool_or_with_expandable_segm
     assert _advice(_profile(tmp_path)) == []
     on = _profile(tmp_path, {"retries": 3}, conf="expandable_segments:True", name="on.jsonl")
     assert _advice(on) == []
+    in_script = _profile(tmp_path, {"retries": 3,  # (set in os.environ by the script itself)
+                                    "strategy": "caching (expandable_segments:True)"},
+                         name="in_script.jsonl")
+    assert _advice(in_script) == []
     cpu = _profile(tmp_path, {"retries": 3, "place": "CPUPlace"}, name="cpu.jsonl")
     assert _advice(cpu) == []
     paddle = _profile(tmp_path, {"retries": 3, "strategy": "auto_growth"}, framework="paddle",
@@ -149,6 +153,8 @@ def test_the_request_is_read_from_pytorchs_message():
     assert torch_gpu.requested_bytes(message) == int(2.5 * GIB)
     assert torch_gpu.requested_bytes("Tried to allocate 20.00 MiB (GPU 0)") == 20 << 20
     assert torch_gpu.requested_bytes("CUDA error: out of memory") is None
+    assert torch_gpu.requested_bytes("Tried to allocate 512 bytes") == 512
+    assert torch_gpu.requested_bytes("Cannot allocate 12.500000kB memory") == 12800
 
 
 def test_a_cuda_oom_sends_the_allocators_figures(monkeypatch):

@@ -62,6 +62,23 @@ def test_paddle_tensors():
            lambda t: t.to("float64"), lambda t: t.numpy(), methods)
 
 
+def test_a_paddle_tolist_is_one_sync():
+    """Paddle's Tensor.tolist calls its numpy: the sync is counted once, in numpy."""
+    paddle = pytest.importorskip("paddle")
+    from paddletune.sources import device_copies
+    from paddletune.sources.paddle import gpu
+    kind = dataclasses.replace(gpu.PADDLE_TENSORS,
+                               on_device=lambda t: t.dtype == paddle.float64)
+    timer = Timer()
+    undo = device_copies.time_copies_and_syncs(kind, timer)
+    try:
+        paddle.to_tensor(np.ones((4, 3), "float64")).tolist()
+    finally:
+        for action in reversed(undo):
+            action()
+    assert [b for _, b in timer.fetches] == [8 * 12]
+
+
 def test_paddle_tensors_are_measured_by_shape_and_element_size():
     paddle = pytest.importorskip("paddle")
     from paddletune.sources.paddle import gpu

@@ -190,3 +190,36 @@ def test_data_side_advice_is_bounded_by_the_devices_idle_time(tmp_path):
     assert host_only.expected_speedup == pytest.approx(
         advice.figures["speedup_before_device_cap"])
     assert "device_cap" not in host_only.figures
+
+
+def test_a_copy_on_another_stream_marks_nothing():
+    device, sent = Device(), []
+    streams = iter(["main", "main", "side", "main", "main", "main", "main"])
+    clock = gpu.DeviceSteps(0, sent.append, new_event=device.event,
+                            stream=lambda: next(streams))
+    device.at = 0.010
+    clock.step_ended(0)  # (on "main")
+    device.at = 0.012
+    clock.copy_queued()  # on "main": marks step 1's start
+    device.at = 0.020
+    clock.step_ended(1)
+    device.at = 0.021
+    clock.copy_queued()  # a prefetcher's copy on "side": not step 2's start
+    device.at = 0.030
+    device.done = 0.030
+    clock.step_ended(2)
+    clock.close()
+    final = sent[-1]
+    assert final["steps"] == 2 and final["copied"] == 1
+    assert final["idle_s"] == pytest.approx(0.002) and final["busy_s"] == pytest.approx(0.008)
+
+
+def test_the_clock_never_raises_into_the_script():
+    """Whatever fails in the timing (here: this CPU build of torch has no CUDA to ask) stops
+    the timing, not the script's optimizer step or copy."""
+    clock = gpu.DeviceClock(lambda totals: None)
+    clock.step_ended(0, 0)
+    clock.copy_queued(0)
+    clock.step_ended(0, 1)
+    assert clock.failed
+    clock.close()

@@ -75,8 +75,9 @@ def allocator_strain(profile) -> Optional[AllocatorStrain]:
     if m is None or not on_gpu(m) or not (m.strategy or "").startswith("caching"):
         return None
     var, conf = job_conf(profile)
-    if "expandable_segments:true" in conf.replace(" ", "").lower():
-        return None
+    if any(EXPANDABLE.lower() in text.replace(" ", "").lower() for text in (conf, m.strategy)):
+        return None  # (the strategy holds the configuration the job's CUDA start read: one
+        # the script set itself in os.environ too)
     mallocs = m.system_allocs_per_step if enough_steps(profile) else None
     mallocs = mallocs if mallocs is not None and mallocs >= STEADY_MALLOCS else None
     near = (m.peak_reserved_share or 0.0) >= NEAR_CAPACITY

@@ -15,8 +15,8 @@ from typing import Optional
 from .ranges import MODEL_ERROR
 
 DATA_SIDE = ("input-bound", "reader-starved", "reader-thread-gil", "reader-data-cost",
-             "reader-speed-test", "double-buffer-off", "prefetch-factor", "pin-memory",
-             "gpu-underused-data")
+             "reader-speed-test", "double-buffer-off", "prefetch-factor", "gpu-underused-data")
+# (not pin-memory: its gain is the copy's own time, which the device counts as busy)
 MIN_STEPS = 5  # device-timed steps (with a copy) that make the bound worth trusting
 
 

@@ -41,9 +41,9 @@ class CudaMemoryStep:
 
 
 _REQUEST = re.compile(r"(?:Tried to allocate|Cannot allocate) ([0-9.]+) ?"
-                      r"(B|KiB|MiB|GiB|TiB|KB|MB|GB|TB)\b")
-_UNITS = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40,
-          "KB": 1 << 10, "MB": 1 << 20, "GB": 1 << 30, "TB": 1 << 40}
+                      r"(bytes|B|KiB|MiB|GiB|TiB|kB|KB|MB|GB|TB)\b")
+_UNITS = {"bytes": 1, "B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40,
+          "kB": 1 << 10, "KB": 1 << 10, "MB": 1 << 20, "GB": 1 << 30, "TB": 1 << 40}
 
 
 def requested_bytes(message: str) -> Optional[int]:

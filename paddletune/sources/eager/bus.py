@@ -50,7 +50,7 @@ class Bus:
                               f"unsubscribed", RuntimeWarning, stacklevel=2)
 
 
-@dataclass(slots=True)  # (built for every step or batch: slots are cheaper)
+@dataclass
 class StepEnd:
     """One training step: from the previous step's end (the first: its first batch's
     request) to the end of the optimizer's step. Times are perf_counter seconds; `read_s` the
@@ -105,7 +105,7 @@ class ReaderState:
     batches: int = 0
 
 
-@dataclass(slots=True)  # (built for every step or batch: slots are cheaper)
+@dataclass
 class ReaderPush:
     loader_id: int
     pass_no: int
@@ -121,7 +121,7 @@ class ReaderPush:
     cpu_s: Optional[float] = None
 
 
-@dataclass(slots=True)  # (built for every step or batch: slots are cheaper)
+@dataclass
 class ReaderPop:
     loader_id: int
     pass_no: int

@@ -2,7 +2,7 @@
 (memory_step events) and at an out-of-memory error (memory_oom), from paddle.device.cuda's
 counters (memory_allocated / memory_reserved / max_memory_allocated / max_memory_reserved: the
 allocator's own, a few µs each); and the loop's host-to-device copies (Tensor.cuda / .to) and
-host syncs (.numpy / .item / .tolist / .cpu of a GPU tensor) timed. Paddle exposes no count of
+host syncs (.numpy / .item / .cpu of a GPU tensor; .tolist goes through .numpy) timed. Paddle exposes no count of
 allocation requests or cudaMalloc calls, nor of fragmentation: those stay unknown. Used by
 hooks.py only on a CUDA build with a device."""
 
@@ -17,7 +17,7 @@ from ..device_memory import CudaMemoryStep, requested_bytes
 PADDLE_TENSORS = device_copies.TensorKind(
     paddle.Tensor, lambda t: t.place.is_gpu_place(),
     lambda t: t.element_size() * prod(t.shape), copies=("cuda", "to"),
-    syncs=("numpy", "item", "tolist", "cpu"))
+    syncs=("numpy", "item", "cpu"))  # (not tolist: Paddle's calls numpy, counted there)
 
 
 def time_copies_and_syncs(timer, kind: device_copies.TensorKind = PADDLE_TENSORS

@@ -113,22 +113,35 @@ TORCH_TENSORS = device_copies.TensorKind(
 
 class DeviceClock:
     """DeviceSteps for each device the training steps run on, made as a step first ends on
-    it (the first step, a warm-up, is not timed); `send` gets their totals."""
+    it (the first step, a warm-up, is not timed); `send` gets their totals. It runs inside
+    the script's own calls (optimizer.step, Tensor.to): nothing it does may raise there, so
+    a failure stops the timing (the totals so far are kept), and nothing is recorded while
+    a CUDA graph is being captured."""
 
     def __init__(self, send: Callable[[dict], None]):
         self.send = send
         self.devices: Dict[int, "DeviceSteps"] = {}
+        self.failed = False
 
     def copy_queued(self, device: int):
         steps = self.devices.get(device)
-        if steps is not None:
-            steps.copy_queued()
+        if steps is not None and not self.failed:
+            self._guarded(steps.copy_queued)
 
     def step_ended(self, device: int, step: int):
+        if self.failed:
+            return
         steps = self.devices.get(device)
         if steps is None:
             steps = self.devices[device] = DeviceSteps(device, self.send)
-        steps.step_ended(step)
+        self._guarded(steps.step_ended, step)
+
+    def _guarded(self, action, *args):
+        try:
+            if not torch.cuda.is_current_stream_capturing():
+                action(*args)
+        except Exception:  # noqa: BLE001  (the script's step goes on untimed)
+            self.failed = True
 
     def close(self):
         for steps in self.devices.values():
@@ -155,21 +168,27 @@ class DeviceSteps:
         self._spare: List = []  # events done with, to record again
         self._pending = deque()  # (step, copy event or None, end event), oldest first
         self._copy = None  # this step's first copy's event
+        self._end_stream = None  # the stream the step's end was recorded on
         self._last_end = None  # the newest end event read
         self.steps = self.copied = self.last_step = 0
         self.cycle_s = self.idle_s = self.busy_s = 0.0
         self._next_write = 1
 
     def copy_queued(self):
-        """A host-to-device copy is about to be queued: the step's first marks its start."""
+        """A host-to-device copy is about to be queued: the step's first marks its start,
+        when it is queued on the stream the steps end on (a prefetcher's copy on a side
+        stream says nothing of when that stream's work can begin)."""
         if self._copy is None and self._pending is not None:
-            self._copy = self._record()
+            stream = self._stream()
+            if self._end_stream is None or stream == self._end_stream:
+                self._copy = self._record(stream)
 
     def step_ended(self, step: int):
         """The training step `step` queued its last kernels."""
         if self._pending is None:
             return
-        self._pending.append((step, self._copy, self._record()))
+        self._end_stream = self._stream()
+        self._pending.append((step, self._copy, self._record(self._end_stream)))
         self._copy = None
         self._read(block=False)
 
@@ -184,9 +203,9 @@ class DeviceSteps:
         if self.steps:
             self.send(self._totals())
 
-    def _record(self):
+    def _record(self, stream):
         event = self._spare.pop() if self._spare else self._new_event()
-        event.record(self._stream())
+        event.record(stream)
         return event
 
     def _read(self, block: bool):
@@ -195,7 +214,9 @@ class DeviceSteps:
             step, copy, end = pending[0]
             if block:
                 end.synchronize()
-            elif not end.query():
+                if copy is not None:
+                    copy.synchronize()
+            elif not (end.query() and (copy is None or copy.query())):
                 return
             pending.popleft()
             self._fold(step, copy, end)
