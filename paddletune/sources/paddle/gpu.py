@@ -2,9 +2,9 @@
 (memory_step events) and at an out-of-memory error (memory_oom), from paddle.device.cuda's
 counters (memory_allocated / memory_reserved / max_memory_allocated / max_memory_reserved: the
 allocator's own, a few µs each); and the loop's host-to-device copies (Tensor.cuda / .to) and
-host syncs (.numpy / .item / .cpu of a GPU tensor; .tolist goes through .numpy) timed. Paddle exposes no count of
-allocation requests or cudaMalloc calls, nor of fragmentation: those stay unknown. Used by
-hooks.py only on a CUDA build with a device."""
+host syncs (.numpy / .item / .cpu of a GPU tensor; .tolist goes through .numpy) timed.
+Paddle exposes no count of allocation requests or cudaMalloc calls, nor of fragmentation:
+those stay unknown. Used by hooks.py only on a CUDA build with a device."""
 
 from math import prod
 from typing import Callable, List, Optional
