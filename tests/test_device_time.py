@@ -219,7 +219,23 @@ def test_the_clock_never_raises_into_the_script():
     the timing, not the script's optimizer step or copy."""
     clock = gpu.DeviceClock(lambda totals: None)
     clock.step_ended(0, 0)
-    clock.copy_queued(0)
+    clock.copy_queued(gpu.torch.Tensor.to, ("cuda:0",), {})
     clock.step_ended(0, 1)
     assert clock.failed
     clock.close()
+
+
+def test_the_clock_reads_a_copys_target_only_while_a_device_waits_for_its_mark(monkeypatch):
+    device, targets = Device(), []
+    clock = gpu.DeviceClock(lambda totals: None)
+    clock.devices[0] = gpu.DeviceSteps(0, lambda totals: None, new_event=device.event,
+                                       stream=lambda: None)
+    monkeypatch.setattr(gpu.torch.cuda, "is_current_stream_capturing", lambda: False)
+    monkeypatch.setattr(gpu, "target_device",
+                        lambda method, args, kwargs: targets.append(args) or 0)
+    clock.step_ended(0, 0)
+    clock.copy_queued(None, ("x",), {})  # the step's first copy: read, marked
+    clock.copy_queued(None, ("y",), {})  # its second: not read
+    assert targets == [("x",)] and not clock.devices[0].waiting and not clock.failed
+    clock.step_ended(0, 1)
+    assert clock.devices[0].waiting

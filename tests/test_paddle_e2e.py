@@ -72,11 +72,17 @@ for step in range(60):
 """
 
 
-def test_a_float64_paddle_model_is_seen_by_the_census_and_advised_float32(procs, tmp_path):
-    script, out = tmp_path / "f64.py", tmp_path / "f.jsonl"
-    script.write_text(FLOAT64_MLP)
+def _profile_script(procs, tmp_path, text: str):
+    """`paddletune profile` of a script made of `text`, which must succeed; its profile."""
+    script, out = tmp_path / "job.py", tmp_path / "f.jsonl"
+    script.write_text(text)
     result = cli(procs, "profile", "-q", "--out", out, script)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    return out
+
+
+def test_a_float64_paddle_model_is_seen_by_the_census_and_advised_float32(procs, tmp_path):
+    out = _profile_script(procs, tmp_path, FLOAT64_MLP)
     (census,) = records(out, "event", "model")
     assert census["modules"] == {"Linear": 2, "ReLU": 1}, census
     assert census["params"] == {"float64": 32 * 64 + 64 + 64 * 2 + 2}, census
@@ -109,10 +115,7 @@ for _ in range(20):
 
 def test_a_flag_the_script_sets_is_the_one_the_profile_holds(procs, tmp_path):
     from paddletune.profile import load
-    script, out = tmp_path / "flag.py", tmp_path / "f.jsonl"
-    script.write_text(SETS_A_FLAG)
-    result = cli(procs, "profile", "-q", "--out", out, script)
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    out = _profile_script(procs, tmp_path, SETS_A_FLAG)
     assert records(out, "header")[0]["env"]["flags"]["FLAGS_eager_delete_tensor_gb"] == 0.0
     (event,) = records(out, "event", "settings")  # (the header took them before the script)
     assert event["flags"] == {"FLAGS_eager_delete_tensor_gb": 1.0}, event

@@ -72,7 +72,7 @@ def allocator_strain(profile) -> Optional[AllocatorStrain]:
     """The strain on a PyTorch job's CUDA caching allocator, None when its figures show none
     or expandable segments are already on."""
     m = memory_summary(profile)
-    if m is None or not on_gpu(m) or not (m.strategy or "").startswith("caching"):
+    if m is None or not on_gpu(m) or not m.caching_allocator:
         return None
     var, conf = job_conf(profile)
     if any(EXPANDABLE.lower() in text.replace(" ", "").lower() for text in (conf, m.strategy)):

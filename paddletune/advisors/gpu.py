@@ -81,7 +81,7 @@ def gpu_underlying_allocations(profile) -> Optional[Advice]:
     The GPU pool goes to cudaMalloc during steady steps, a visible share of the step.
     """
     f = allocation_figures(profile)
-    if f is None or not on_gpu(f.m) or (f.m.strategy or "").startswith("caching"):
+    if f is None or not on_gpu(f.m) or f.m.caching_allocator:
         return None  # (PyTorch's caching allocator: cuda_allocator.py)
     flags = profile.env.flags or {}
     if f.m.strategy == "naive_best_fit":

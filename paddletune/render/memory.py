@@ -96,16 +96,11 @@ def _held(p: Optional[StepPeak]) -> str:
             + (f"largest temporaries {live}" if live else "no temporaries"))
 
 
-def _caching(m: MemoryFigures) -> bool:
-    """PyTorch's CUDA caching allocator (its cudaMalloc calls are counted, not timed)."""
-    return (m.strategy or "").startswith("caching")
-
-
 def _allocs(m: MemoryFigures) -> str:
     per = m.system_allocs_per_step
     if not finite(per):
         return ""
-    if _caching(m):
+    if m.caching_allocator:
         return (f"{per:.1f} cudaMalloc calls per step (counted, not timed) for "
                 f"{num(m.requests_per_step)} allocator requests")
     time_s = m.system_alloc_s_per_step or 0.0
@@ -119,7 +114,7 @@ def _allocs(m: MemoryFigures) -> str:
 def _fragmentation(m: MemoryFigures) -> str:
     if not finite(m.fragmentation):
         return ""
-    if _caching(m):
+    if m.caching_allocator:
         return (f"{pct(m.fragmentation, 0)} of the reserved memory in inactive split blocks "
                 f"(cached free {nbytes(m.cached_free_bytes)})")
     return (f"{pct(m.fragmentation, 0)} (cached free {nbytes(m.cached_free_bytes)}; 0% = one "

@@ -21,16 +21,14 @@ class TensorKind:
     nbytes: Callable[[Any], int]
     copies: Tuple[str, ...]  # methods that copy a host tensor to the device ("to", "cuda")
     syncs: Tuple[str, ...]  # methods that wait for a device tensor ("item", "numpy", ...)
-    # (method, args, kwargs) -> the device index a copy goes to, None for none (a dtype
-    # conversion on the host): only needed with a copy_queued callback
-    target: Optional[Callable[[Callable, tuple, dict], Optional[int]]] = None
 
 
 def time_copies_and_syncs(kind: TensorKind, timer,
-                          copy_queued: Optional[Callable[[int], None]] = None
+                          copy_queued: Optional[Callable[[Callable, tuple, dict], None]] = None
                           ) -> List[Callable[[], None]]:
     """Wrap `kind`'s copy and sync methods to report to `timer` (feed / fetch: seconds,
-    bytes); `copy_queued(device)` is called just before a copy to a device is queued.
+    bytes); `copy_queued(method, args, kwargs)` is called just before a copy method runs on
+    a host tensor (what it copies to is the callback's to read, when it needs to).
     Returns the undo functions."""
     undo = []
     cls, on_device, nbytes = kind.cls, kind.on_device, kind.nbytes
@@ -45,10 +43,8 @@ def time_copies_and_syncs(kind: TensorKind, timer,
         def wrapper(self, *args, **kwargs):
             if on_device(self):
                 return original(self, *args, **kwargs)
-            if copy_queued is not None and kind.target is not None:
-                device = kind.target(original, args, kwargs)
-                if device is not None:
-                    copy_queued(device)
+            if copy_queued is not None:
+                copy_queued(original, args, kwargs)
             t0 = _perf()
             out = original(self, *args, **kwargs)
             if out is not self and on_device(out):

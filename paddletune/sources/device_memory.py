@@ -51,3 +51,8 @@ def requested_bytes(message: str) -> Optional[int]:
     GiB", Paddle's "Cannot allocate 1.500000GB memory"), in bytes; None when it names none."""
     found = _REQUEST.search(message)
     return int(float(found.group(1)) * _UNITS[found.group(2)]) if found else None
+
+
+def device_index(place: str) -> int:
+    """3 for "CUDAPlace(3)"."""
+    return int(place[len("CUDAPlace("):-1])

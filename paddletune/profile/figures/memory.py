@@ -172,3 +172,9 @@ class MemoryFigures:
     batch_model: Optional[ModelFigures] = None
     feed_model: Optional[ModelFigures] = None
     traced_programs: Tuple[Id, ...] = ()
+
+    @property
+    def caching_allocator(self) -> bool:
+        """PyTorch's CUDA caching allocator (its strategy "caching (...)"): its cudaMalloc
+        calls are counted, not timed, and its fragmentation is inactive split blocks."""
+        return (self.strategy or "").startswith("caching")

@@ -26,6 +26,7 @@ from typing import Callable, Dict, Iterable, Optional, Tuple
 import paddle
 
 from ...profile.records import ModelEvent
+from ..device_memory import device_index
 from ..eager.census import Counted, StepCensus, conv_op, matmul_op, model_event, top_calls
 from .code import PaddleCode
 
@@ -130,7 +131,7 @@ def device_capability(place: str) -> Optional[str]:
     """"8.0" for a CUDAPlace's GPU; None elsewhere."""
     if not place.startswith("CUDAPlace(") or not paddle.is_compiled_with_cuda():
         return None
-    major, minor = paddle.device.cuda.get_device_capability(int(place[len("CUDAPlace("):-1]))
+    major, minor = paddle.device.cuda.get_device_capability(device_index(place))
     return f"{major}.{minor}"
 
 

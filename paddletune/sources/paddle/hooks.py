@@ -29,6 +29,7 @@ from typing import Callable, Dict, List, Tuple
 import paddle
 from paddle.base import core
 
+from ..device_memory import device_index
 from ..eager.bus import StepEnd
 from ..eager.overrides import batch_size_fixed
 from .layers import time_leaf_layers
@@ -242,7 +243,7 @@ class PaddleHooks:
         if not place.startswith("CUDAPlace(") or not self.source.bus.listening("memory_step"):
             return
         from .gpu import PaddleCudaMemory
-        device = int(place[len("CUDAPlace("):-1])
+        device = device_index(place)
         memory = self._cuda_memory.get(device)
         if memory is None:
             memory = self._cuda_memory[device] = PaddleCudaMemory(device)

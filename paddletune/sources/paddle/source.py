@@ -108,8 +108,9 @@ class PaddleSource(EagerSource):
         event (the request read from Paddle's message)."""
         place = place_name(paddle.get_device())
         if place.startswith("CUDAPlace(") and self.bus.listening("memory_oom"):
+            from ..device_memory import device_index
             from .gpu import oom_details
-            self.bus.emit("memory_oom", oom_details(exc, int(place[len("CUDAPlace("):-1]),
+            self.bus.emit("memory_oom", oom_details(exc, device_index(place),
                                                     self.timer.batch_size))
 
     def flags(self) -> Dict[str, object]:

@@ -19,6 +19,7 @@ import torch
 from torch.nn.modules.conv import _ConvNd
 
 from ...profile.records import ModelEvent
+from ..device_memory import device_index
 from ..eager.census import Counted, StepCensus, top_calls
 from .source import gpu_math_settings
 
@@ -109,5 +110,5 @@ def device_capability(place: str) -> Optional[str]:
     """"8.0" for a CUDAPlace's GPU; None elsewhere."""
     if not place.startswith("CUDAPlace(") or not torch.cuda.is_available():
         return None
-    major, minor = torch.cuda.get_device_capability(int(place[len("CUDAPlace("):-1]))
+    major, minor = torch.cuda.get_device_capability(device_index(place))
     return f"{major}.{minor}"

@@ -70,11 +70,13 @@ def oom_details(exc: BaseException, device: int, batch_size: Optional[int]) -> d
     return {k: v for k, v in details.items() if v is not None}
 
 
-def time_copies_and_syncs(timer, copy_queued: Optional[Callable[[int], None]] = None
+def time_copies_and_syncs(timer, copy_queued: Optional[Callable[[Callable, tuple, dict],
+                                                                 None]] = None
                           ) -> List[Callable[[], None]]:
     """Tensor.to / .cuda from the host count as feed; .item / .tolist / .cpu / .numpy of a
-    device tensor as fetch (each waits for the device). `copy_queued(device)` is called just
-    before a copy from the host to a CUDA device is queued. Returns the undo functions."""
+    device tensor as fetch (each waits for the device). `copy_queued(method, args, kwargs)`
+    (DeviceClock's) is called just before a host tensor's copy method runs. Returns the undo
+    functions."""
     return device_copies.time_copies_and_syncs(TORCH_TENSORS, timer, copy_queued)
 
 
@@ -108,7 +110,7 @@ def _index(where) -> Optional[int]:
 
 TORCH_TENSORS = device_copies.TensorKind(
     torch.Tensor, lambda t: t.is_cuda, lambda t: t.element_size() * t.numel(),
-    copies=("to", "cuda"), syncs=("item", "tolist", "cpu", "numpy"), target=target_device)
+    copies=("to", "cuda"), syncs=("item", "tolist", "cpu", "numpy"))
 
 
 class DeviceClock:
@@ -123,10 +125,18 @@ class DeviceClock:
         self.devices: Dict[int, "DeviceSteps"] = {}
         self.failed = False
 
-    def copy_queued(self, device: int):
-        steps = self.devices.get(device)
-        if steps is not None and not self.failed:
-            self._guarded(steps.copy_queued)
+    def copy_queued(self, method, args, kwargs):
+        """A host tensor's copy method is about to run (`method(tensor, *args, **kwargs)`):
+        the first copy to a device after its step's end marks the next step's start. Only
+        read while some device waits for that mark (a step's other copies cost one check)."""
+        if self.failed or not any(steps.waiting for steps in self.devices.values()):
+            return
+        self._guarded(self._mark, method, args, kwargs)
+
+    def _mark(self, method, args, kwargs):
+        steps = self.devices.get(target_device(method, args, kwargs))
+        if steps is not None:
+            steps.copy_queued()
 
     def step_ended(self, device: int, step: int):
         if self.failed:
@@ -173,6 +183,11 @@ class DeviceSteps:
         self.steps = self.copied = self.last_step = 0
         self.cycle_s = self.idle_s = self.busy_s = 0.0
         self._next_write = 1
+
+    @property
+    def waiting(self) -> bool:
+        """Whether the next step's first copy is still to be marked."""
+        return self._copy is None and self._pending is not None
 
     def copy_queued(self):
         """A host-to-device copy is about to be queued: the step's first marks its start,

@@ -35,6 +35,7 @@ from torch.optim.optimizer import register_optimizer_step_post_hook
 from torch.utils.data import dataloader as dl
 from torch.utils.data._utils import fetch as fetchers
 
+from ..device_memory import device_index
 from ..eager.bus import OpEnd
 from ..eager.loaders import error_detail
 from ..eager.overrides import batch_size_fixed
@@ -173,7 +174,7 @@ class TorchHooks:
             census.step_done(optimizer, place)
         if place.startswith("CUDA"):
             if self._device_clock is not None:
-                self._device_clock.step_ended(_device_index(place), self.timer.steps)
+                self._device_clock.step_ended(device_index(place), self.timer.steps)
             if self.source.bus.listening("memory_step"):
                 self._memory_step(place)
         self.timer.step_done(place)
@@ -181,7 +182,7 @@ class TorchHooks:
     def _memory_step(self, place: str):
         """The caching allocator's figures, sent just before the step's step_end."""
         from . import gpu
-        device = _device_index(place)
+        device = device_index(place)
         memory = self._cuda_memory.get(device)
         if memory is None:
             memory = self._cuda_memory[device] = gpu.CudaMemory(device)
@@ -463,11 +464,6 @@ def _loader_config(loader, loader_id: int) -> dict:
             "iterable": True, "source": "sample" if loader.batch_size else "batch",
             "use_shared_memory": bool(workers) or None,
             "producer": "workers" if workers else "loop"}
-
-
-def _device_index(place: str) -> int:
-    """3 for "CUDAPlace(3)"."""
-    return int(place[len("CUDAPlace("):-1])
 
 
 def _place_of(optimizer) -> str:
