@@ -29,6 +29,12 @@ than a window's length before now: LiveModel.horizon):
               the machine's memory), RSS and GPU memory from the newest samples
   cpu, GPUs   the newest sample of each sampled entity; once samples come as windows, a
               SampleWindow's `last` values (per-core figures are not aggregated: none then)
+  device      the steps as the GPU ran them (CUDA events, where the source times them): idle
+              share and busy time per step, the report's figures (device_figures.py) of the
+              steps between the latest two device_time totals (written at 1, 2, 5, 10, 20,
+              50, ... timed steps: the latter half or more of them, past the warm-up),
+              every step of the first total alone, and the summary's once it is in; on a
+              machine with a GPU but no totals, N/A and why; none on a machine without
   ops         op time per main step over the window's ops records and windows' op totals
   parallel    the ParallelExecutor's step records and windows' scheduler figures
   status      (state.py, Status) "stalled": no record for STALLED_S seconds (plus a
@@ -45,8 +51,11 @@ from typing import Optional
 
 from ..profile import records as r
 from ..profile.codec import event_kind
-from .state import (WHOLE_RUN, CpuNow, GpuNow, LiveAdvice, LiveState, MemoryNow, OpLine,
-                    OpsNow, ParallelNow, Progress, ReaderNow, Status, StepTime, Throughput)
+from ..profile.device_figures import between, latest_start, main_place
+from ..profile.reader_figures import ceiling_span
+from .state import (WHOLE_RUN, CpuNow, DeviceNow, GpuNow, LiveAdvice, LiveState, MemoryNow,
+                    OpLine, OpsNow, ParallelNow, Progress, ReaderNow, Status, StepTime,
+                    Throughput)
 from .tally import overlap_share
 
 RATE_S = 10.0  # throughput over the last 10 s
@@ -54,6 +63,7 @@ STALLED_S = 10.0  # no record for this long while the job runs: "no new records"
 HISTORY_SHOWN = 120  # seconds of throughput history
 NOTABLE = ("error", "nan_inf", "step_limit", "overrides")
 MEMORY_LIMIT_FLAG = "FLAGS_cpu_memory_limit_mb"
+NOT_TIMED = {"fluid": "embedded runtime: not timed"}  # sources that never write device_time
 
 
 def state(model, now, live=True, **extra) -> LiveState:
@@ -67,6 +77,7 @@ def state(model, now, live=True, **extra) -> LiveState:
         memory=memory(model), cpu=cpu(model), ops=ops(model, main),
         throughput=whole_run_throughput(tp, whole),
         breakdown=_whole_or_window(whole_run_breakdown(model, whole), breakdown(model, main)),
+        device=device(model),
         reader=reader(model), parallel=parallel(model),
         advice=whole_run_verdict(model.advice, whole, now), notes=tuple(notes(model)[-2:]),
         **extra)
@@ -252,6 +263,38 @@ def _reader_wait_per_step(model) -> Optional[float]:
     rows = [iv for iv in model.reader if not iv.speed_test]
     n = sum(iv.steps for iv in rows)
     return sum(iv.step_wait_s for iv in rows) / n if n else None
+
+
+# --- the steps on the device --------------------------------------------------------------------
+def device(model) -> Optional[DeviceNow]:
+    """The summary's device figures once it is in, else those of the latest totals; N/A
+    on a machine with a GPU and no totals; None (no line) on one without."""
+    whole = model.summary.device if model.summary is not None else None
+    if whole is not None:
+        return DeviceNow(whole, scope=WHOLE_RUN)
+    totals = main_place(model.events_of("device_time"))
+    if totals:
+        return _latest_device(totals, ceiling_span(model))
+    return _no_device(model)
+
+
+def _latest_device(totals, ceiling) -> DeviceNow:
+    """The steps between the latest two totals (or all of the latest's), counted from 1."""
+    last = totals[-1]
+    start = latest_start(totals, ceiling)
+    before = start.last_step if start is not None else last.last_step - last.steps
+    return DeviceNow(between(start, last), before + 2, last.last_step + 1,
+                     "latest" if start is not None else "first")
+
+
+def _no_device(model) -> Optional[DeviceNow]:
+    header = model.header
+    if header is None or not (header.env.gpu.available or header.env.cupy.available):
+        return None
+    reason = NOT_TIMED.get(header.source.framework)
+    if reason is None:
+        reason = "no CUDA-event totals" if model.finished else "no CUDA-event total yet"
+    return DeviceNow(reason=reason)
 
 
 # --- the reader ----------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Optional, Tuple
 
 from ..profile import records as r
-from ..profile.figures import Verdict
+from ..profile.figures import DeviceFigures, Verdict
 
 WHOLE_RUN = "steady steps, whole run"  # the summary's figures: the report's, advise's
 
@@ -81,6 +81,27 @@ class StepTime:
     parts: Tuple[Tuple[str, float], ...]
     wait_from: Optional[str]
     scope: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class DeviceNow:
+    """The steps as the GPU ran them (CUDA events: records.DeviceTimeEvent's running totals),
+    with the report's definitions (profile/device_figures.py). `scope` says which steps
+    `figures` covers:
+      "latest"   those between the latest two totals (device_figures.latest_start): steps
+                 `first_step` to `last_step`, counted from 1
+      "first"    every step of the only total so far (warm-up included), or of the latest
+                 when a speed test lies between it and the one before (as the report's "all")
+      WHOLE_RUN  the job's summary, once in: the report's own figures (its steady steps, or
+                 every timed step: `figures.scope`)
+    `figures` None: N/A, `reason` says why (no total, on a machine with a GPU).
+    LiveState.device is None on a machine without a GPU: no device line (a CPU job)."""
+
+    figures: Optional[DeviceFigures] = None
+    first_step: Optional[int] = None
+    last_step: Optional[int] = None
+    scope: Optional[str] = None
+    reason: Optional[str] = None
 
 
 @dataclass(frozen=True)
@@ -221,6 +242,7 @@ class LiveState:
     ops: OpsNow
     throughput: Optional[Throughput] = None
     breakdown: Optional[StepTime] = None
+    device: Optional[DeviceNow] = None
     reader: Optional[ReaderNow] = None
     parallel: Optional[ParallelNow] = None
     advice: Optional[LiveAdvice] = None

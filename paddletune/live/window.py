@@ -24,6 +24,7 @@ from typing import NamedTuple, Optional
 from .. import profile as prof
 from ..profile import records as r
 from ..profile.accumulate import HEAD_STEPS, window_length_s
+from ..profile.codec import event_kind
 from ..profile.figures import Summary
 from . import figures
 from .state import AdviceLine, LiveAdvice, LiveState
@@ -243,6 +244,11 @@ class LiveModel:
     @property
     def main_program(self):
         return self.step_counts.most_common(1)[0][0] if self.step_counts else None
+
+    def events_of(self, kind: str) -> list:
+        """The events of one kind ("device_time", "speed_test", ...), in order (as
+        Profile.events_of)."""
+        return [e for e in self.events if event_kind(e) == kind]
 
     def current(self, probe: str) -> list:
         """A probe's newest sample of each entity still sampled (within a sampling interval,

@@ -7,7 +7,10 @@ the warm-up was over (its last step at least the one before the first steady ste
 warm-up step counts; the steps between the warm-up's end and that first total are left out.
 When no total falls inside the steady steps (a short job), every timed step counts (scope
 "all"). A speed test's replayed batches would hide the waits for data: with one, the first
-total after its window is the starting point, when there is one."""
+total after its window is the starting point, when there is one.
+
+The live dashboard has no steady steps while the job runs: it takes the latest two totals
+(`latest_start`), the same difference (`between`), and the summary's figures once it is in."""
 
 from typing import List, Optional, Tuple
 
@@ -18,12 +21,18 @@ from . import records as r
 def device_figures(profile, steady, ceiling: Optional[Tuple[float, float]]
                    ) -> Optional[F.DeviceFigures]:
     """The main place's device figures (None without CUDA-event totals)."""
-    totals = _main_place(profile.events_of("device_time"))
+    totals = main_place(profile.events_of("device_time"))
     if not totals:
         return None
-    last = totals[-1]
     first_steady = steady.steps[0].step if steady.steps else None
     start = _start(totals, first_steady, ceiling)
+    return between(start, totals[-1])
+
+
+def between(start: Optional[r.DeviceTimeEvent], last: r.DeviceTimeEvent
+            ) -> F.DeviceFigures:
+    """The figures of the steps `last` timed after `start` (None: all of them, scope
+    "all"): the difference of the two totals."""
     scope = "steady" if start is not None else "all"
     if start is None:
         start = r.DeviceTimeEvent(0.0, last.place)
@@ -38,7 +47,26 @@ def device_figures(profile, steady, ceiling: Optional[Tuple[float, float]]
         busy_s=busy_s / copied if copied else None)
 
 
-def _main_place(events) -> List[r.DeviceTimeEvent]:
+def latest_start(totals, ceiling: Optional[Tuple[float, float]]
+                 ) -> Optional[r.DeviceTimeEvent]:
+    """The live view's starting total: the newest before the last with fewer steps (at
+    1, 2, 5, 10, 20, 50, ... steps it lies at 40-50% of the steps timed so far, so only a
+    warm-up longer than that would count; the summary calls at most half the steps
+    warm-up); None when there is none, or when the speed test's replayed batches lie
+    between the two (as `_start` rules)."""
+    last = totals[-1]
+    for e in reversed(totals[:-1]):
+        if e.steps < last.steps:
+            return None if _before_speed_test_end(e, last, ceiling) else e
+    return None
+
+
+def _before_speed_test_end(e, last, ceiling) -> bool:
+    """`e` was written before the speed test's end and `last` after it."""
+    return ceiling is not None and e.t_s < ceiling[1] < last.t_s
+
+
+def main_place(events) -> List[r.DeviceTimeEvent]:
     """The totals of the place that timed the most steps, in the order written."""
     by_place = {}
     for e in events:
@@ -56,7 +84,7 @@ def _start(totals, first_steady: Optional[int], ceiling) -> Optional[r.DeviceTim
     for e in totals[:-1]:
         if first_steady is not None and e.last_step < first_steady - 1:
             continue
-        if ceiling is not None and e.t_s < ceiling[1] < last.t_s:
+        if _before_speed_test_end(e, last, ceiling):
             continue
         if e.steps < last.steps:
             return e

@@ -1,4 +1,4 @@
-"""The live dashboard: panels drawn from a `paddletune.live` state dict, the full-screen
+"""The live dashboard: panels drawn from a `paddletune.live` LiveState, the full-screen
 terminal view, and the plain one-line form for a non-terminal.
 
 Colours (each also has a word or glyph, so a colourless terminal loses nothing):
@@ -23,9 +23,9 @@ from rich.table import Table
 from rich.text import Text
 
 from .dashboard_panels import (SEGMENTS, _line, _num2, _rate, _share, advice_panel,
-                               breakdown_panel, cpu_panel, memory_panel, ops_panel,
-                               parallel_panel, reader_panel, sparkline, stacked_bar,
-                               throughput_panel)
+                               breakdown_panel, cpu_panel, device_plain, memory_panel,
+                               ops_panel, parallel_panel, reader_panel, sparkline,
+                               stacked_bar, throughput_panel)
 from ..live.state import LiveState, Progress, Status
 from .fmt import NA, duration, finite, ms, nbytes
 
@@ -149,6 +149,8 @@ def plain_line(state: LiveState) -> str:
             parts.append(f"step {b.cycle_s * 1e3:.2f} ms ({b.scope})")
     if b is not None and b.cycle_s > 0:
         parts.append(" ".join(f"{k} {v / b.cycle_s:.0%}" for k, v in b.parts))
+    if state.device is not None and state.device.figures is not None:  # (no N/A: no room)
+        parts.append(device_plain(state.device))
     r = state.reader
     if r is not None and r.pops and r.made_in == "loop":  # no queue: each batch made as asked
         parts.append(f"batches made in the loop, {ms(r.wait_per_pop_s)} each")

@@ -7,7 +7,8 @@ from rich.console import Console, Group
 from rich.panel import Panel
 from rich.text import Text
 
-from .fmt import NA, duration, finite, nbytes
+from ..live.state import WHOLE_RUN
+from .fmt import NA, duration, finite, nbytes, pct
 
 SPARK = "▁▂▃▄▅▆▇█"
 SEGMENTS = {"wait": ("▓", "red"), "feed": ("▒", "yellow"), "compute": ("█", "green"),
@@ -62,21 +63,78 @@ def _rate(x):
 
 def breakdown_panel(state, lines, width) -> Panel:
     b = state.breakdown
+    device = device_line(state.device, width)
+    measured = device is not None and state.device.figures is not None
     if b is None:
-        return _panel("Step time", [_na("no training step in the window")], lines)
+        body = [_na("no training step in the window")] + ([device] if measured else [])
+        return _panel("Step time", body, lines)
     cycle = b.cycle_s
     shares = [(k, v, v / cycle if cycle > 0 else 0.0) for k, v in b.parts]
-    body = [stacked_bar(shares, width)]
+    legend = _legend(shares, width, lines - 2 if measured else lines - 1)
+    if measured:  # the device's figures take the legend's last row where it needs all
+        legend = legend[:max(lines - 2, 0)] + [device]
+    elif device is not None and len(legend) < lines - 1:  # its N/A only where there is room
+        legend.append(device)
+    title = (f"Step time {cycle * 1e3:.2f} ms (whole run)" if b.scope  # steady: the report's
+             else f"Step time {cycle * 1e3:.2f} ms (mean of {b.n})")
+    return _panel(title, [stacked_bar(shares, width)] + legend, lines)
+
+
+def _legend(shares, width, room) -> list:
+    """The parts' legend rows: with milliseconds where they fit in `room` rows."""
     long = [f"{SEGMENTS[k][0]} {k} {v * 1e3:.2f} ms {s:.0%}" for k, v, s in shares]
     short = [f"{SEGMENTS[k][0]} {k} {s:.0%}" for k, v, s in shares]
     for items in (long, short):
         packed = _pack(items, width)
-        if len(packed) <= lines - 1 or items is short:
+        if len(packed) <= room or items is short:
             break
-    body += [_styled_legend(row, shares) for row in packed]
-    title = (f"Step time {cycle * 1e3:.2f} ms (whole run)" if b.scope  # steady: the report's
-             else f"Step time {cycle * 1e3:.2f} ms (mean of {b.n})")
-    return _panel(title, body, lines)
+    return [_styled_legend(row, shares) for row in packed]
+
+
+def device_line(d, width):
+    """The steps as the GPU ran them (CUDA events), in the report's words as far as `width`
+    allows; its N/A and why; None without a device line (a machine without a GPU)."""
+    if d is None:
+        return None
+    if d.figures is None:
+        return _line("GPU time ", (f"N/A — {d.reason}", "dim"))
+    forms = _device_forms(d.figures, _device_scope(d))
+    return _line(next((f for f in forms if len(f) <= width), forms[-1]))
+
+
+def device_plain(d) -> str:
+    """The device's figures for the plain line (`d.figures` set)."""
+    f, which = d.figures, _device_scope(d)
+    if f.idle_share is None:
+        return f"GPU {_ms(f.cycle_s)} per step ({which})"
+    return f"GPU idle {pct(f.idle_share)} busy {_ms(f.busy_s)} ({which})"
+
+
+def _device_forms(f, which) -> list:
+    """The device line from the longest form to the shortest."""
+    step = _ms(f.cycle_s)
+    if f.idle_share is None:  # no host-to-device copy: no split between idle and busy
+        return [f"GPU ({which}): {step} per step, no host-to-device copy to split it at",
+                f"GPU {step} per step ({which}), no copy to split",
+                f"GPU {step} per step ({which})", f"GPU {step} per step"]
+    idle, busy = pct(f.idle_share), _ms(f.busy_s)
+    return [f"GPU ({which}): idle {idle} of each {step} step waiting for the host, "
+            f"busy {busy}",
+            f"GPU ({which}): idle {idle} of each {step} step, busy {busy}",
+            f"GPU idle {idle} · busy {busy} ({which})",
+            f"GPU idle {idle} of {step} · busy {busy}",
+            f"GPU idle {idle} · busy {busy}"]
+
+
+def _device_scope(d) -> str:
+    """Which steps: those between the latest two totals, or as the report says it."""
+    f = d.figures
+    if d.scope == "latest":
+        return f"steps {d.first_step:,}–{d.last_step:,}"
+    plural = "s" if f.steps != 1 else ""
+    if d.scope == WHOLE_RUN and f.scope == "steady":
+        return f"{f.steps:,} steady step{plural}"
+    return f"{f.steps:,} step{plural}, warm-up included"
 
 
 def stacked_bar(shares, width) -> Text:
