@@ -1,5 +1,5 @@
 """What a PyTorch profile does not cover, recorded as the script runs: torch.compile (the
-compiled target, its backend, and --ops/--check-nan splitting its graph) and torch.distributed
+compiled target, its backend, and --check-nan splitting its graph) and torch.distributed
 (DistributedDataParallel on the gloo backend, world size 1). In-process against the source,
 and end to end through the CLI in real subprocesses (conftest's `procs` reaps them)."""
 
@@ -106,10 +106,12 @@ def test_each_compiled_target_is_recorded_once_and_the_patch_is_undone():
     assert (got[1].target, got[1].mode) == ("_scope_events.<locals>.step", "reduce-overhead")
 
 
-def test_ops_and_check_nan_are_named_as_splitting_the_graph():
+def test_check_nan_is_named_as_splitting_the_graph_and_ops_is_not():
     got = _scope_events(check_nan=True, ops=True)
-    assert got[0].hidden == ("ops", "check_nan")
-    assert "--ops, --check-nan" in got[0].message
+    assert got[0].hidden == ("check_nan",)  # (--ops reads torch.profiler: no module hooks)
+    assert "--check-nan put a hook on every module" in got[0].message
+    assert "--ops" not in got[0].message
+    assert _scope_events(ops=True)[0].hidden == ()
 
 
 # --- end to end ------------------------------------------------------------------------------------
@@ -126,14 +128,22 @@ def test_compiled_model_is_profiled_and_recorded(procs, tmp_path):
     assert "compiled-graph-split" not in advise_json(procs, out)  # nothing hid the graph
 
 
-def test_compiled_model_with_ops_gets_an_info_card(procs, tmp_path):
-    out = profiled(procs, tmp_path, COMPILED, "--ops")
-    assert [e.hidden for e in prof.load(out).events_of("compiled")] == [("ops",)]
+def test_compiled_model_with_check_nan_gets_an_info_card(procs, tmp_path):
+    out = profiled(procs, tmp_path, COMPILED, "--check-nan")
+    assert [e.hidden for e in prof.load(out).events_of("compiled")] == [("check_nan",)]
     card = advise_json(procs, out)["compiled-graph-split"]
     assert card["severity"] == "info" and card["source"] == 25
-    assert "--ops" in card["evidence"] and "Sequential" in card["title"]
-    assert "paddletune profile" in card["change"] and "--ops" not in card["change"].split(
-        "\n")[-1]
+    assert "--check-nan" in card["evidence"] and "Sequential" in card["title"]
+    assert "paddletune profile" in card["change"] and "--check-nan" not in card[
+        "change"].split("\n")[-1]
+
+
+def test_compiled_model_with_ops_keeps_its_graph_and_its_ops_are_timed(procs, tmp_path):
+    out = profiled(procs, tmp_path, COMPILED, "--ops")
+    assert [e.hidden for e in prof.load(out).events_of("compiled")] == [()]
+    assert "compiled-graph-split" not in advise_json(procs, out)
+    types = {op[1] for rec in records(out, "ops") for op in rec["ops"]}
+    assert "SGD.step" in types, types  # (16 steps: a window over 10-15, closed at the end)
 
 
 def test_ddp_on_gloo_is_profiled_as_rank_0_of_1(procs, tmp_path):

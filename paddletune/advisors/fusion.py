@@ -1,8 +1,10 @@
 """docs/advice.md #9: softmax feeding cross_entropy: use the fused softmax_with_cross_entropy.
 
 Two signals: a program's ops (Fluid: a `softmax` whose output is a `cross_entropy`'s X), and
-an eager job's module timings (--ops in PyTorch: a `Softmax` module that runs right before a
-`CrossEntropyLoss` or `NLLLoss` module)."""
+an eager job's op timings (--ops: in Paddle 3's dynamic graph a `Softmax` layer that runs right
+before a `CrossEntropyLoss` or `NLLLoss` layer; in PyTorch torch.profiler's `aten::softmax`
+right before `aten::cross_entropy_loss` or `aten::nll_loss_nd`, a module's or a functional
+call's alike)."""
 
 import re
 from dataclasses import dataclass
@@ -27,6 +29,11 @@ MODULE_PAIRS = {
                             "on probabilities, not the cross-entropy (and a torch.log between "
                             "them is log(softmax), which underflows to -inf)",
 }
+
+
+# a PyTorch job's op types (torch.profiler's, --ops) -> the module each one is
+OP_AS_MODULE = {"aten::softmax": "Softmax", "aten::cross_entropy_loss": "CrossEntropyLoss",
+                "aten::nll_loss_nd": "NLLLoss", "aten::nll_loss": "NLLLoss"}
 
 
 @dataclass(frozen=True)
@@ -61,11 +68,21 @@ class ModulePair:
       module  the first module's class ("Softmax")
       loss    the loss module's class ("CrossEntropyLoss", "NLLLoss")
       steps   in how many recorded steps the pair ran
+      ops     the two op types as recorded: the classes (Paddle's layers) or torch.profiler's
+              ops ("aten::softmax", "aten::cross_entropy_loss")
     """
 
     module: str
     loss: str
     steps: int
+    ops: Tuple[str, str] = ("", "")
+
+    def ran(self) -> str:
+        """What the op timings saw, in words."""
+        if self.ops == (self.module, self.loss) or not all(self.ops):
+            return f"a {self.module} module ran right before the {self.loss} module"
+        return (f"{self.ops[0]} ran right before {self.ops[1]} (a {self.module} before a "
+                f"{self.loss})")
 
 
 @rule
@@ -272,38 +289,50 @@ def _gain(share) -> str:
             f"pass, and its gradient is simply softmax - label)")
 
 
-# --- eager module timings (PyTorch --ops) -------------------------------------------------
+# --- eager op timings (--ops: Paddle 3's layers, PyTorch's torch.profiler ops) -------------
 def module_pairs(profile) -> List[ModulePair]:
     """The MODULE_PAIRS that ran back to back in the main program's recorded steps (each
-    op record of an eager job is one step's leaf-module forward calls, in the order they
-    ended), most frequent first."""
+    op record of an eager job is one step's ops: Paddle's leaf-layer calls in the order they
+    ended, PyTorch's top-level operators in the order they started), most frequent first."""
     main = profile.summary.main_program
     counts: Dict[Tuple[str, str], int] = {}
+    recorded: Dict[Tuple[str, str], Tuple[str, str]] = {}
     for record in profile.ops:
         if record.program != main:
             continue
-        seen = {(a.type, b.type) for a, b in zip(record.ops, record.ops[1:])}
-        for pair in seen & MODULE_PAIRS.keys():
+        seen = {}
+        for a, b in zip(record.ops, record.ops[1:]):
+            pair = (OP_AS_MODULE.get(a.type, a.type), OP_AS_MODULE.get(b.type, b.type))
+            if pair in MODULE_PAIRS:
+                seen.setdefault(pair, (a.type, b.type))
+        for pair, ops in seen.items():
             counts[pair] = counts.get(pair, 0) + 1
-    return [ModulePair(module, loss, n) for (module, loss), n
+            recorded.setdefault(pair, ops)
+    return [ModulePair(module, loss, n, recorded[(module, loss)]) for (module, loss), n
             in sorted(counts.items(), key=lambda item: -item[1])]
+
+
+def _op_types(module: str) -> List[str]:
+    """The op types a module's calls are recorded under: its class (Paddle's layers), or
+    torch.profiler's op (PyTorch)."""
+    return [module] + [op for op, m in OP_AS_MODULE.items() if m == module]
 
 
 def _module_advice(profile, pairs: Sequence[ModulePair]) -> Advice:
     first = pairs[0]
     recorded = sum(1 for rec in profile.ops if rec.program == profile.summary.main_program)
-    share = op_types_share(profile, [p.module for p in pairs])
-    cost = (f"; the {first.module} modules take {share:.1%} of the measured module forward "
-            f"time" if share is not None else "")
+    share = op_types_share(profile, [t for p in pairs for t in _op_types(p.module)])
+    cost = (f"; the {first.module} calls take {share:.1%} of the measured op time"
+            if share is not None else "")
     code, harm = writer(profile), MODULE_PAIRS[(first.module, first.loss)]
     return Advice(
         id="unfused-softmax-cross-entropy", source=9,
         title=f"{first.module} before {first.loss}: give the loss the raw scores",
         severity="high" if first.loss == "CrossEntropyLoss" else "medium",
-        evidence=(f"a {first.module} module ran right before the {first.loss} module in "
-                  f"{first.steps} of {recorded} recorded steps{cost}. If the loss takes that "
-                  f"{first.module}'s output, {harm}. The module timings name module types, "
-                  f"not what each one reads: check that the loss reads the softmax."),
+        evidence=(f"{first.ran()} in {first.steps} of {recorded} recorded steps{cost}. If "
+                  f"the loss takes that {first.module}'s output, {harm}. The op timings name "
+                  f"what ran, not what each one reads: check that the loss reads the "
+                  f"softmax."),
         change="\n".join(code.loss_on_logits(p.module, p.loss) for p in pairs),
         expected_gain=("the loss the model is meant to minimise, numerically stable (log-sum-"
                        "exp), and one module less in the forward pass"),

@@ -1,7 +1,8 @@
 """docs/advice.md #8, #13 (a GPU pool), #14, #24: advice only a GPU profile can back. Every
 rule needs the main program's steps on a CUDAPlace; those reading op times need them measured
 on the device (CUDA events: the ops probe's `timing` is "cuda_event", see
-runtime/gpu_timing.py), since host clocks around asynchronous launches time the launch, not the
+runtime/gpu_timing.py; or a PyTorch job's kernels through torch.profiler: "cupti"), since
+host clocks around asynchronous launches time the launch, not the
 kernel.
 
 - #13 cudaMalloc a visible share of the step: the same figures as the CPU rule (memory.py's
@@ -58,13 +59,17 @@ def gpu_place(profile) -> Optional[str]:
     return places[-1] if places and places[-1].startswith("CUDAPlace") else None
 
 
+DEVICE_TIMINGS = {"cuda_event", "cupti"}  # op times taken on the device
+
+
 def device_ops(profile) -> Optional[OpFigures]:
-    """The summary's op figures of a GPU profile when they are device times (CUDA events)."""
+    """The summary's op figures of a GPU profile when they are device times (CUDA events,
+    or torch.profiler's kernels)."""
     ops = profile.summary.ops
     if not gpu_place(profile) or ops is None or not ops.by_type:
         return None
-    if "cuda_event" in ops.timing.split("+") or any(
-            r.timing == "cuda_event" for r in profile.ops):
+    if DEVICE_TIMINGS & set(ops.timing.split("+")) or any(
+            r.timing in DEVICE_TIMINGS for r in profile.ops):
         return ops
     return None
 

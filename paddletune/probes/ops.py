@@ -8,6 +8,11 @@ callback time is its measured overhead.
 On a GPU place the runtime times ops with CUDA events (device time, not launch time; see
 runtime/gpu_timing.py): such records carry `timing` "cuda_event", and the probe's details say
 how the op times were taken ("host" or "cuda_event").
+
+A PyTorch job's ops come from torch.profiler windows (sources/torch/profiler_ops.py): reading a
+window happens between two steps, left out of them; the step_end after it carries that time as
+`paused_s`, counted here as this probe's overhead. On a GPU those ops carry `timing` "cupti"
+(their kernels' device time).
 """
 
 import time
@@ -61,7 +66,7 @@ class OpsProbe(Probe):
     def _on_step(self, r):
         t0 = time.perf_counter()
         self._flush()
-        self.overhead_s += time.perf_counter() - t0
+        self.overhead_s += time.perf_counter() - t0 + getattr(r, "paused_s", 0.0)
 
     def _flush(self):
         if self._rows:

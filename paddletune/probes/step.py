@@ -9,6 +9,9 @@ In a job fed by a DataLoader each step record also carries `queue`: the queue's 
 last batch before the step was popped (the reader_pop event's size). Over a window of steps,
 the fill's fall is the batches made before the window began (the queue a short trial starts
 with): `paddletune tune` leaves them out of a trial's throughput (tune/trials.py).
+
+An eager source's step_end may carry `paused_s`: its own work between two steps (an --ops
+window's reading), left out of the gap (the ops probe counts it as its overhead).
 """
 
 import time
@@ -57,7 +60,8 @@ class StepProbe(Probe):
         self.last = step = Step(
             r.t_begin - self.clock.t0, r.program_id, r.executor_id, r.step,
             r.t_end - r.t_begin, r.feed_s, r.compute_s, r.fetch_s,
-            None if prev is None else r.t_begin - prev, r.batch_size, r.feed_bytes,
+            None if prev is None else r.t_begin - prev - getattr(r, "paused_s", 0.0),
+            r.batch_size, r.feed_bytes,
             r.fetch_bytes, r.read_s, queue, r.n_ops, r.fetch_names, r.feed_names, r.is_startup,
             r.place)
         self.sink(step)

@@ -240,7 +240,7 @@ class OpFigures:
     Fields:
       steps    steps with op times
       total_s  all op time
-      timing   "host" or "cuda_event" (device time)
+      timing   "host", "cuda_event" or "cupti" (the last two: device time)
       by_type  op types by time, most first
       top      the 10 single ops that took most time
     """

@@ -140,7 +140,8 @@ class OpsRecord:
     Fields:
       program  the program's id
       step     the step's number
-      timing   "host" (wall clock around each op) or "cuda_event" (device time)
+      timing   "host" (wall clock around each op), "cuda_event" (device time, CUDA events)
+               or "cupti" (device time: the op's kernels, torch.profiler on a GPU)
       ops      the ops' times, in the order they ran
     """
 
@@ -292,7 +293,7 @@ class StepWindow:
       sched        the ParallelExecutor's figures of these steps
       ops          the ops' times of these steps (--ops)
       op_steps     steps whose op times were counted
-      timing       how those op times were taken ("host" or "cuda_event")
+      timing       how those op times were taken ("host", "cuda_event" or "cupti")
     """
 
     KIND: ClassVar[str] = "window"

@@ -55,7 +55,8 @@ class StepEnd:
     """One training step: from the previous step's end (the first: its first batch's
     request) to the end of the optimizer's step. Times are perf_counter seconds; `read_s` the
     DataLoader waits in it, `feed_s` the host-to-device copies, `fetch_s` the host syncs
-    (.item(), .numpy(), ...), `compute_s` the rest."""
+    (.item(), .numpy(), ...), `compute_s` the rest; `paused_s` the source's own work left out
+    before `t_begin` (StepTimer.pause)."""
 
     step: int
     t_begin: float
@@ -74,6 +75,7 @@ class StepEnd:
     fetch_names: Tuple[str, ...] = ()
     feed_names: Tuple[str, ...] = ()
     is_startup: bool = False
+    paused_s: float = 0.0
 
     @property
     def wall_s(self):

@@ -24,6 +24,7 @@ class StepTimer:
         self._t_start = t_start  # the job's start (a first step without any read)
         self._read_s = self._feed_s = self._fetch_s = 0.0
         self._feed_bytes = self._fetch_bytes = 0
+        self._paused_s = 0.0
         self._batch_size = None
         self._owner = None  # the optimizer whose steps are the training steps
 
@@ -43,6 +44,20 @@ class StepTimer:
     def fetch(self, seconds: float, nbytes: int = 0):
         self._fetch_s += seconds
         self._fetch_bytes += nbytes
+
+    def pause(self, seconds: float):
+        """The source's own work between two steps (an --ops window's reading) took `seconds`
+        since the last step ended: left out of the next step, which starts after it
+        (StepEnd.paused_s says by how much)."""
+        if self._t_prev_end is not None:
+            self._t_prev_end += seconds
+            self._paused_s += seconds
+
+    @property
+    def last_end(self) -> Optional[float]:
+        """When the latest step ended, as the next one starts (perf_counter; None: none
+        yet)."""
+        return self._t_prev_end
 
     @property
     def batch_size(self) -> Optional[int]:
@@ -75,11 +90,12 @@ class StepTimer:
                 read_s, feed_s, fetch_s = read_s * scale, feed_s * scale, fetch_s * scale
             record = StepEnd(self.steps, t_begin, t_end, read_s, feed_s, fetch_s,
                              wall - parts if wall > parts else 0.0, self._batch_size, place,
-                             self._feed_bytes, self._fetch_bytes)
+                             self._feed_bytes, self._fetch_bytes, paused_s=self._paused_s)
         self.steps += 1
         self._t_prev_end = t_end
         self._read_s = self._feed_s = self._fetch_s = 0.0
         self._feed_bytes = self._fetch_bytes = 0
+        self._paused_s = 0.0
         if record is not None:  # last: a subscriber may end the job here (the step limit)
             self.bus.emit("step_end", record)
 

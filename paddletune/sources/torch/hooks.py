@@ -19,9 +19,10 @@
   backend, rank and world size, each announced as a `scope` event;
 * the model's census (census.py, while something listens to `model`): a forward hook on every
   module until the first training step ends, then a `model` event;
-* --ops (while something listens to op_end): global forward pre/post hooks time each leaf
-  module's forward pass, one op_end per call with the module's class as the op type (host
-  time; the backward pass and the update stay in the step's compute, not split by module).
+* --ops (while something listens to op_end): torch.profiler windows of training steps
+  (profiler_ops.py): every top-level operator of the forward, the backward and the update,
+  announced as op_end events when a window closes (what starts a profiler patched: a
+  script's own ends ours).
 """
 
 import inspect
@@ -36,11 +37,11 @@ from torch.utils.data import dataloader as dl
 from torch.utils.data._utils import fetch as fetchers
 
 from ..device_memory import device_index
-from ..eager.bus import OpEnd
 from ..eager.loaders import error_detail
 from ..eager.overrides import batch_size_fixed
 from ..eager.steps import iter_tensors
 from .backends import BackendOverrides
+from .profiler_ops import STARTS_A_PROFILER, ProfilerOps
 from .scope import watch_scope
 
 _perf = time.perf_counter
@@ -80,6 +81,7 @@ class TorchHooks:
         self._device_clock = None  # gpu.DeviceClock: the steps timed with CUDA events
         self._census = None  # the model's census until the first training step ends
         self._backends = None  # the `backends` overrides until the first training step ends
+        self._ops: Optional[ProfilerOps] = None  # --ops: torch.profiler's windows
 
     # --- install / remove -----------------------------------------------------------------
     def install(self):
@@ -100,7 +102,11 @@ class TorchHooks:
             hook = torch.nn.modules.module.register_module_forward_hook(self._check_output)
             self._undo.append(hook.remove)
         if self.source.bus.listening("op_end"):
-            self._time_modules()
+            self._ops = ProfilerOps(self.source.bus, self.timer)
+            for name in STARTS_A_PROFILER:
+                if hasattr(torch.autograd.profiler, name):
+                    self._patch_module(torch.autograd.profiler, name, self._ops.guard_start)
+            self._undo.append(self._ops.close)  # (before the patch is undone)
         if self.source.bus.listening("model"):
             from .census import Census
             self._census = Census(lambda record: self.source.bus.emit("model", record))
@@ -131,9 +137,8 @@ class TorchHooks:
 
     def _hidden(self) -> tuple:
         """The options on in this run whose per-module hooks cannot see inside a compiled
-        graph (and split it)."""
-        return tuple(name for name, on in (("ops", self.source.bus.listening("op_end")),
-                                           ("check_nan", self.check_nan)) if on)
+        graph (and split it): --check-nan's (--ops reads torch.profiler, which does not)."""
+        return ("check_nan",) if self.check_nan else ()
 
     def _before_compile(self):
         if self._census is not None:
@@ -178,6 +183,8 @@ class TorchHooks:
             if self.source.bus.listening("memory_step"):
                 self._memory_step(place)
         self.timer.step_done(place)
+        if self._ops is not None:
+            self._ops.step_ended(self.timer.steps - 1, self.timer.last_end, place)
 
     def _memory_step(self, place: str):
         """The caching allocator's figures, sent just before the step's step_end."""
@@ -354,32 +361,6 @@ class TorchHooks:
                                       for a in overrides.applied):
                 overrides.apply("threads", "intra_op", n, count)
         return set_num_threads
-
-    # --- --ops -----------------------------------------------------------------------------
-    def _time_modules(self):
-        modules = torch.nn.modules.module
-        started = {}  # id(module) -> [perf_counter at its forward's start, ...] (recursion)
-        index = [0, -1]  # the next op's index in the step, the step it belongs to
-        bus, timer = self.source.bus, self.timer
-
-        def before(module, inputs):
-            if next(module.children(), None) is None:
-                started.setdefault(id(module), []).append(_perf())
-
-        def after(module, inputs, output):
-            stack = started.get(id(module))
-            if not stack:
-                return
-            t0, t1 = stack.pop(), _perf()
-            if index[1] != timer.steps:
-                index[:] = [0, timer.steps]
-            bus.emit("op_end", OpEnd(0, timer.steps, index[0], type(module).__name__, 0,
-                                     t0, t1))
-            index[0] += 1
-
-        for handle in (modules.register_module_forward_pre_hook(before),
-                       modules.register_module_forward_hook(after)):
-            self._undo.append(handle.remove)
 
     # --- --check-nan ----------------------------------------------------------------------
     def _check_output(self, module, inputs, output):

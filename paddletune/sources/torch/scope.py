@@ -2,10 +2,10 @@
 hooks.py; each function returns what undoes it):
 
 * torch.compile (and Module.compile, which calls it): the steps, the DataLoader and the
-  threads are measured as usual, but --ops' and --check-nan's per-module forward hooks split
-  the compiled graph at every module (Dynamo breaks the graph on their host calls): with
-  them, the job runs a less compiled model than without. One `scope` event per compiled
-  target (records.CompiledEvent).
+  threads are measured as usual, but --check-nan's per-module forward hook splits the
+  compiled graph at every module (Dynamo breaks the graph on its host calls): with it, the
+  job runs a less compiled model than without (--ops reads torch.profiler, which splits
+  nothing). One `scope` event per compiled target (records.CompiledEvent).
 * torch.distributed.init_process_group and DistributedDataParallel: the profile covers this
   process, one rank; the gradient all-reduce runs inside the step's compute. One `scope`
   event each (records.DistributedEvent) with the backend, the rank and the world size.
@@ -18,7 +18,7 @@ import torch
 from ...profile.records import CompiledEvent, DistributedEvent
 
 MAX_COMPILED = 8  # compiled targets recorded one by one (a script may compile in a loop)
-HIDDEN_WHY = {"ops": "--ops", "check_nan": "--check-nan"}
+HIDDEN_WHY = {"check_nan": "--check-nan"}
 
 
 def watch_scope(emit: Callable, hidden: tuple,
