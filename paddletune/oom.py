@@ -3,6 +3,7 @@ session marks such an error in the profile, so the tuner tells a batch that does
 from a crash."""
 
 import re
+from typing import Optional
 
 # Class names that mean "out of memory" wherever they appear in an exception's MRO:
 # torch.cuda.OutOfMemoryError / cupy's OutOfMemoryError, Paddle's and TensorFlow's
@@ -34,13 +35,20 @@ _NEVER_OOM = (ValueError, TypeError, LookupError, AttributeError, NameError,
 
 def is_oom(err: BaseException) -> bool:
     """True when ``err`` (or an exception it was explicitly raised ``from``) is out-of-memory."""
+    return oom_cause(err) is not None
+
+
+def oom_cause(err: BaseException) -> Optional[BaseException]:
+    """The out-of-memory error itself: ``err``, or the first exception along its explicit
+    ``raise ... from`` chain that is out-of-memory (a script's own error wrapping the
+    framework's, whose message and type carry the figures); None when there is none."""
     seen = set()
     while err is not None and id(err) not in seen:
         seen.add(id(err))
         if _is_oom_one(err):
-            return True
+            return err
         err = err.__cause__
-    return False
+    return None
 
 
 def _is_oom_one(err: BaseException) -> bool:

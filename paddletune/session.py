@@ -29,6 +29,7 @@ from .probes.base import Clock
 from .profile.records import (SCOPE_EVENTS, DeviceTimeEvent, ErrorEvent, ExitEvent,
                               ModelEvent, NanInfEvent, OverridesEvent, ProbeUnavailableEvent,
                               ProducerSoloEvent, SettingsEvent, SpeedTestEvent, StepLimitEvent)
+from .oom import oom_cause
 from .profile.paths import output_problem
 from .profile.schema import SchemaError, decode
 from .probes.memory import MemoryProbe
@@ -418,10 +419,11 @@ class _Session:
         return outcome
 
     def _pool_at_oom(self, exc: BaseException):
-        """The framework pool's figures at an out-of-memory error (Source.out_of_memory),
-        never an error of its own: the script's is the one to report."""
+        """The framework pool's figures at an out-of-memory error (Source.out_of_memory, given
+        the framework's own error where the script wrapped it: oom.oom_cause), never an error
+        of its own: the script's is the one to report."""
         try:
-            self.source.out_of_memory(exc)
+            self.source.out_of_memory(oom_cause(exc) or exc)
         except Exception:  # noqa: BLE001  (a device that failed may fail the query too)
             pass
 

@@ -1,8 +1,10 @@
 """paddletune.oom.is_oom: out-of-memory errors of every framework recognised, the rest not."""
 
+from types import SimpleNamespace
+
 import pytest
 
-from paddletune.oom import is_oom
+from paddletune.oom import is_oom, oom_cause
 
 
 # Framework look-alikes: matched by class name, no framework imported.
@@ -66,14 +68,33 @@ def test_is_oom_recognises_numpy_array_memory_error():
     assert is_oom(cls((2**40,), np.dtype("float64")))
 
 
-def test_is_oom_follows_explicit_cause():
+def _wrapped_oom() -> RuntimeError:
     try:
         try:
             raise OutOfMemoryError(TORCH_TEXT)
         except OutOfMemoryError as oom:
             raise RuntimeError("training step 3 failed") from oom
     except RuntimeError as err:
-        assert is_oom(err)
+        return err
+
+
+def test_is_oom_follows_explicit_cause():
+    err = _wrapped_oom()
+    assert is_oom(err)
+    assert oom_cause(err) is err.__cause__  # the framework's own error, with its figures
+    assert oom_cause(ValueError("out of memory")) is None
+
+
+def test_the_framework_gets_its_own_oom_error_where_the_script_wrapped_it():
+    """Source.out_of_memory reads the request from the framework's message and checks its
+    type: the session hands it the wrapped error, not the script's."""
+    from paddletune.session import _Session
+    given = []
+    fake = SimpleNamespace(source=SimpleNamespace(out_of_memory=given.append))
+    err = _wrapped_oom()
+    _Session._pool_at_oom(fake, err)
+    _Session._pool_at_oom(fake, err.__cause__)
+    assert given == [err.__cause__, err.__cause__]
 
 
 @pytest.mark.parametrize("err", [
