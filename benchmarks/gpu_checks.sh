@@ -67,7 +67,8 @@ timeout 45 "$py" benchmarks/gpu_step_profile.py --steps 400 2>&1 | tee "$out/pro
 profile=$?
 timeout 90 "$py" -m pytest -q -p no:cacheprovider -rs \
     tests/test_cuda_graph_real.py tests/test_gpu_real.py tests/test_bench_runtime_gpu.py \
-    tests/test_cuda_graph.py tests/test_torch_gpu_real.py 2>&1 | tee "$out/tests.log"
+    tests/test_cuda_graph.py tests/test_torch_gpu_real.py tests/test_paddle_gpu_real.py 2>&1 \
+    | tee "$out/tests.log"
 tests=$?
 # every kernel against NumPy: many small cases, spread over processes where pytest-xdist is there
 # (the pool grows on demand by default, so processes sharing the GPU do not starve each other)

@@ -1,13 +1,16 @@
-"""The training steps as the GPU ran them (CUDA events; sources/torch/gpu.py DeviceSteps, the
-summary's device figures, the report's line). There is no GPU here: DeviceSteps runs on events
-of a simulated device timeline (tests/test_torch_gpu_real.py runs it on a real one), and the
-summary and report on synthetic profiles."""
+"""The training steps as the GPU ran them (CUDA events; sources/device_clock.py DeviceSteps with
+PyTorch's binding, sources/torch/gpu.py TORCH_CUDA; the summary's device figures, the report's
+line). There is no GPU here: DeviceSteps runs on events of a simulated device timeline
+(tests/test_torch_gpu_real.py runs it on a real one; tests/test_paddle_device_time.py drives it
+through Paddle's hooks), and the summary and report on synthetic profiles."""
 
 import math
 
 import pytest
 
 from paddletune.profile import load
+from paddletune.sources import device_clock
+from paddletune.sources.device_clock import DeviceClock, DeviceSteps
 from paddletune.sources.torch import gpu
 from profiles import make_profile, source_info, step_records
 from test_render_reader import render
@@ -49,14 +52,14 @@ def _run(steps, idle_s, busy_s, lag=1, copy_every=1):
     and is busy `busy_s` after it; the host reads the events `lag` steps behind the device.
     Returns (the totals sent, the device)."""
     device, sent = Device(), []
-    clock = gpu.DeviceSteps(0, sent.append, new_event=device.event, stream=lambda: None)
+    clock = DeviceSteps(0, sent.append, new_event=device.event, stream=lambda: None)
     t = 0.0
     for step in range(steps):
         t += idle_s
         device.at = t
         if step % copy_every == 0:
-            clock.copy_queued()
-            clock.copy_queued()  # (a second copy of the same step marks nothing)
+            clock.mark_start()
+            clock.mark_start()  # (a second copy of the same step marks nothing)
         t += busy_s
         device.at = t
         clock.step_ended(step)
@@ -80,7 +83,8 @@ def test_totals_are_sent_at_growing_step_counts_and_read_without_waiting():
     sent, _ = _run(60, idle_s=0.001, busy_s=0.004, lag=3)
     counts = [t["steps"] for t in sent]
     assert counts[:-1] == [1, 2, 5, 10, 20, 50] and counts[-1] == 59
-    assert [gpu._next_write(n) for n in (0, 1, 4, 5, 99, 100)] == [1, 2, 5, 10, 100, 200]
+    assert [device_clock._next_write(n) for n in (0, 1, 4, 5, 99, 100)] == [
+        1, 2, 5, 10, 100, 200]
 
 
 def test_steps_without_a_copy_count_in_the_cycle_only():
@@ -192,19 +196,58 @@ def test_data_side_advice_is_bounded_by_the_devices_idle_time(tmp_path):
     assert "device_cap" not in host_only.figures
 
 
+def test_no_device_bound_when_each_step_takes_several_batches(tmp_path):
+    """Gradient accumulation: 4 DataLoader batches per training step. The device's idle time
+    is measured only before the step's first batch; the waits for the other three fall in
+    what it counts busy: its idle share bounds nothing."""
+    from paddletune import advisors
+    from paddletune.advisors import device as device_rules
+    from profiles import reader_records
+    # the GPU idled 10% of each step; the loop waited 8 ms for each batch, the queue empty
+    rows = [(0.15, 2, 2, 0.02, 2, 0.002, 0.018), (0.5, 39, 39, 0.39, 39, 0.039, 0.351)]
+    steps = step_records(gap_s=0.010)
+    for row in steps:
+        row["place"] = "CUDAPlace(0)"
+
+    def profile_of(name, batches_per_step):
+        reader = reader_records(steps, wait_s=0.008, empty_ratio=0.9)
+        for row in reader:
+            if row.get("what") == "interval":
+                row["pops"] = row["pushes"] = row["steps"] * batches_per_step
+        return load(make_profile(tmp_path / name, steps=steps, extra=reader + _totals(rows),
+                                 source=source_info("torch")))
+
+    def data_side(profile):
+        return [a for a in advisors.advise(profile) if a.id in device_rules.DATA_SIDE
+                and a.expected_speedup is not None]
+
+    single = profile_of("single.jsonl", 1)
+    assert single.summary.main_loader.consumer.batches_per_step == 1
+    assert device_rules.device_cap(single) == pytest.approx(1 / 0.9)
+    assert data_side(single) and all(a.figures.get("device_cap") == pytest.approx(1 / 0.9)
+                                     for a in data_side(single))
+    accumulating = profile_of("accumulating.jsonl", 4)
+    assert accumulating.summary.main_loader.consumer.batches_per_step == 4
+    assert accumulating.summary.device.idle_share == pytest.approx(0.1)
+    assert device_rules.device_cap(accumulating) is None
+    advice = data_side(accumulating)
+    assert advice and not any("device_cap" in a.figures for a in advice)
+    assert max(a.expected_speedup for a in advice) > 1 / 0.9
+
+
 def test_a_copy_on_another_stream_marks_nothing():
     device, sent = Device(), []
     streams = iter(["main", "main", "side", "main", "main", "main", "main"])
-    clock = gpu.DeviceSteps(0, sent.append, new_event=device.event,
+    clock = DeviceSteps(0, sent.append, new_event=device.event,
                             stream=lambda: next(streams))
     device.at = 0.010
     clock.step_ended(0)  # (on "main")
     device.at = 0.012
-    clock.copy_queued()  # on "main": marks step 1's start
+    clock.mark_start()  # on "main": marks step 1's start
     device.at = 0.020
     clock.step_ended(1)
     device.at = 0.021
-    clock.copy_queued()  # a prefetcher's copy on "side": not step 2's start
+    clock.mark_start()  # a prefetcher's copy on "side": not step 2's start
     device.at = 0.030
     device.done = 0.030
     clock.step_ended(2)
@@ -217,7 +260,7 @@ def test_a_copy_on_another_stream_marks_nothing():
 def test_the_clock_never_raises_into_the_script():
     """Whatever fails in the timing (here: this CPU build of torch has no CUDA to ask) stops
     the timing, not the script's optimizer step or copy."""
-    clock = gpu.DeviceClock(lambda totals: None)
+    clock = DeviceClock(lambda totals: None, gpu.TORCH_CUDA)
     clock.step_ended(0, 0)
     clock.copy_queued(gpu.torch.Tensor.to, ("cuda:0",), {})
     clock.step_ended(0, 1)
@@ -227,8 +270,8 @@ def test_the_clock_never_raises_into_the_script():
 
 def test_the_clock_reads_a_copys_target_only_while_a_device_waits_for_its_mark(monkeypatch):
     device, targets = Device(), []
-    clock = gpu.DeviceClock(lambda totals: None)
-    clock.devices[0] = gpu.DeviceSteps(0, lambda totals: None, new_event=device.event,
+    clock = DeviceClock(lambda totals: None, gpu.TORCH_CUDA)
+    clock.devices[0] = DeviceSteps(0, lambda totals: None, new_event=device.event,
                                        stream=lambda: None)
     monkeypatch.setattr(gpu.torch.cuda, "is_current_stream_capturing", lambda: False)
     monkeypatch.setattr(gpu, "target_device",

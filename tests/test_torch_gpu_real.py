@@ -15,15 +15,16 @@ GIB = 1 << 30
 
 
 def test_cuda_events_split_each_step_into_idle_and_busy():
+    from paddletune.sources.device_clock import steps_on
     from paddletune.sources.torch import gpu
     sent = []
-    clock = gpu.DeviceSteps(0, sent.append)
+    clock = steps_on(gpu.TORCH_CUDA, 0, sent.append)
     weights = torch.randn(2048, 2048, device="cuda")
     batch = torch.randn(512, 2048)
     sleep_s, steps = 0.004, 60
     for step in range(steps):
         time.sleep(sleep_s)  # the host is late with the next batch: the device idles
-        clock.copy_queued()
+        clock.mark_start()
         x = batch.to("cuda", non_blocking=False)
         for _ in range(20):
             x = torch.tanh(x @ weights)

@@ -393,15 +393,17 @@ class ModelEvent:
 
 @dataclass(frozen=True)
 class DeviceTimeEvent:
-    """The training steps as the GPU ran them, timed with CUDA events (PyTorch on a GPU): an
-    event recorded on the device's stream where each step ended (the optimizer step's kernels
-    queued) and where the next one's first host-to-device copy was queued. The device reaches
-    the copy's event when it has nothing left of the step before: what lies between the two is
-    the GPU idle, waiting for the host (its DataLoader, its Python); what lies after it, until
-    the step's end, is the device busy with the step (gaps between kernels the host queued
-    late included). Totals since the first step after the first, written at growing step
-    counts (1, 2, 5, 10, 20, 50, ...) and as the job ends: the difference of two is the
-    steps between them (the summary takes the steady steps').
+    """The training steps as the GPU ran them, timed with CUDA events (PyTorch or Paddle 3 on
+    a GPU): an event recorded on the device's stream where each step ended (the optimizer
+    step's kernels queued) and where the next one's first host-to-device copy was queued
+    (Paddle: or, the first of them, where the DataLoader handed over a batch already on the
+    GPU, or where a static-graph run began). The device reaches the copy's event when it has
+    nothing left of the step before: what lies between the two is the GPU idle, waiting for
+    the host (its DataLoader, its Python); what lies after it, until the step's end, is the
+    device busy with the step (gaps between kernels the host queued late included). Totals
+    since the first step after the first, written at growing step counts (1, 2, 5, 10, 20,
+    50, ...) and as the job ends: the difference of two is the steps between them (the
+    summary takes the steady steps').
 
     Fields:
       t_s        when written
@@ -409,8 +411,9 @@ class DeviceTimeEvent:
       steps      steps timed so far (each from the previous step's end to its own)
       last_step  the last of them (the source's step count, from 0)
       cycle_s    their device time, end to end
-      copied     of them, the steps with a host-to-device copy (those split into idle + busy)
-      idle_s     the GPU idle before those steps' first copies
+      copied     of them, the steps with a host-to-device copy, or Paddle's mark in its place
+                 (those split into idle + busy)
+      idle_s     the GPU idle before those steps' first copies (or marks)
       busy_s     the GPU busy with those steps, from the copy to the end
       message    None (the figures are in the summary's device section)
     """

@@ -20,11 +20,17 @@ every patched attribute restored exactly as it was):
   the model's census     paddle.nn.Layer.__call__ again, until the first training step ends
                          (census.py), while something listens to `model`; in the static
                          graph, the program of the first training run
+  CUDA events            on a GPU, while something listens to device_time
+                         (sources/device_clock.py): where each step ends (beside its
+                         memory_step) and where the next one's input first reaches the
+                         device: a host-to-device copy (Tensor.cuda / .to, gpu.py), the
+                         DataLoader's handover of a batch already on the GPU, a static run's
+                         start (its feed is copied inside the run)
 """
 
 import inspect
 import time
-from typing import Callable, Dict, List, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 import paddle
 from paddle.base import core
@@ -76,6 +82,8 @@ class PaddleHooks:
         self._program_census = False  # a static-graph census is still to be taken
         self._not_training = set()  # id() of the programs run without a backward pass
         self._cuda_memory: Dict[int, object] = {}  # device -> gpu.PaddleCudaMemory
+        self._device_clock = None  # device_clock.DeviceClock: the steps timed with CUDA events
+        self._batch_device = None  # gpu.batch_device, with the clock
         self._removed = False
 
     # --- patching -----------------------------------------------------------------------
@@ -136,7 +144,12 @@ class PaddleHooks:
         self.patch(executor, "run", self._executor_run(executor.run))
         self.patch(paddle.io.DataLoader, "__init__",
                    self._loader_init(paddle.io.DataLoader.__init__))
-        LoaderHooks(self.source.loaders, self.patch).install()
+        from . import gpu
+        on_gpu = gpu.has_gpu()
+        if on_gpu and self.source.bus.listening("device_time"):
+            self._start_device_clock(gpu)
+        LoaderHooks(self.source.loaders, self.patch, self._batch_handed_over
+                    if self._device_clock is not None else None).install()
         self._threads()
         self._track_threads()
         if timing_ops:
@@ -148,9 +161,10 @@ class PaddleHooks:
                                   self.patch)
             self._undo.append(self._census.unhook)
             self._program_census = True
-        from . import gpu
-        if gpu.has_gpu():
-            self._undo.extend(gpu.time_copies_and_syncs(self.source.timer))
+        if on_gpu:
+            clock = self._device_clock
+            self._undo.extend(gpu.time_copies_and_syncs(
+                self.source.timer, copy_queued=clock.copy_queued if clock else None))
         if self.check_nan:
             self._set_flags({"FLAGS_check_nan_inf": True,
                              "FLAGS_check_nan_inf_level": 1 if self.nan_continue else 0})
@@ -176,6 +190,7 @@ class PaddleHooks:
                     census, hooks._census = hooks._census, None
                     hooks._program_census = False
                     census.step_done(owner, hooks._place)
+                hooks._device_step(hooks._place, timer.steps)
                 hooks._memory_step(hooks._place, timer.steps, timer.batch_size)
                 timer.step_done(hooks._place)
             return out
@@ -196,6 +211,8 @@ class PaddleHooks:
             timing_ops = bus.listening("op_end")
             if timing_ops:
                 hooks.static_ops.before_run()
+            if hooks._device_clock is not None:  # (the feed is copied inside the run)
+                hooks._device_clock.mark_start(hooks._executor_device, exe)
             t_begin = _perf()
             out = original(exe, program, feed, fetch_list, *args, **kwargs)
             t_end = _perf()
@@ -232,10 +249,46 @@ class PaddleHooks:
         record = StepEnd(self._static_steps, t_begin, t_end, 0.0, 0.0, 0.0, t_end - t_begin,
                          batch_size, place, feed_bytes, 0, executor_id, program_id, n_ops,
                          fetch_names, feed_names, startup)
+        if not startup:
+            self._device_step(place, self._static_steps)
         self._memory_step(place, self._static_steps, batch_size, executor_id, program_id)
         if not startup:
             self._static_steps += 1
         self.source.bus.emit("step_end", record)
+
+    # --- the steps on the device (CUDA events) ---------------------------------------------
+    def _start_device_clock(self, gpu):
+        from ..device_clock import DeviceClock
+        bus = self.source.bus
+        self._device_clock = DeviceClock(lambda totals: bus.emit("device_time", totals),
+                                         gpu.paddle_cuda())
+        self._batch_device = gpu.batch_device
+        self._undo.append(self._device_clock.close)
+
+    def _device_step(self, place: str, step: int):
+        """On a CUDA place, the step's end marked on the device (device_clock.py)."""
+        if self._device_clock is not None and place.startswith("CUDAPlace("):
+            self._device_clock.step_ended(device_index(place), step)
+
+    def _batch_handed_over(self, batch):
+        """A DataLoader handed the loop its batch (loaders.py). When the batch is already on
+        the GPU (paddle's buffered reader copied it in its reading thread, on its own stream,
+        before the handover: use_buffer_reader, on by default) no copy in the loop marks the
+        step's start, so the handover does: the moment the loop got its batch. The device's
+        idle time then runs from the previous step's end to that moment (the wait for the
+        batch, and the host's work between steps: logging, a loss read back); the host's
+        work from the handover to the step's first kernel counts as busy, and the reader's
+        copy, on its own stream, in neither (only the wait for it, as idle). A batch on the
+        host is left to its copy (Tensor.cuda / .to) to mark; one that reaches the GPU only
+        as an op's input (paddle copies it implicitly) marks nothing: that step counts in
+        the device's step time only."""
+        self._device_clock.mark_start(self._batch_device, batch)
+
+    def _executor_device(self, exe) -> Optional[int]:
+        """The GPU an executor runs on; None on another place. A static-graph run copies
+        its feed inside the run: its start marks the step's start."""
+        place = self._executor(exe)[1]
+        return device_index(place) if place.startswith("CUDAPlace(") else None
 
     def _memory_step(self, place: str, step: int, batch_size, executor_id: int = 0,
                      program_id: int = 0):

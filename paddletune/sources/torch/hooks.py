@@ -78,7 +78,7 @@ class TorchHooks:
         self._threads_override: Optional[int] = None
         self._module_calls = 0
         self._cuda_memory: dict = {}
-        self._device_clock = None  # gpu.DeviceClock: the steps timed with CUDA events
+        self._device_clock = None  # device_clock.DeviceClock: the steps timed with CUDA events
         self._census = None  # the model's census until the first training step ends
         self._backends = None  # the `backends` overrides until the first training step ends
         self._ops: Optional[ProfilerOps] = None  # --ops: torch.profiler's windows
@@ -120,10 +120,11 @@ class TorchHooks:
     def _install_gpu(self):
         """Copies and syncs timed; the steps timed on the device when the profile wants it."""
         from . import gpu
+        from ..device_clock import DeviceClock
         bus = self.source.bus
         if bus.listening("device_time"):
-            self._device_clock = gpu.DeviceClock(lambda totals: bus.emit("device_time",
-                                                                         totals))
+            self._device_clock = DeviceClock(lambda totals: bus.emit("device_time", totals),
+                                             gpu.TORCH_CUDA)
             self._undo.append(self._device_clock.close)
         copy_queued = self._device_clock.copy_queued if self._device_clock else None
         self._undo.extend(gpu.time_copies_and_syncs(self.timer, copy_queued))
