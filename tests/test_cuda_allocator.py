@@ -198,3 +198,69 @@ def test_the_report_says_what_the_caching_allocators_figures_are(tmp_path):
     assert "2.0 cudaMalloc calls per step (counted, not timed) for 80 allocator requests" in lines
     assert "5% of the reserved memory in inactive split blocks (cached free 4.0 GiB)" in lines
     assert "alloc retries   3 (a cudaMalloc failed" in lines
+
+
+def test_the_allocators_statistics_are_read_through_the_warm_up_and_as_the_job_ends(
+        monkeypatch):
+    """torch's CUDA queries faked: each warm-up step gets its own cudaMalloc calls (not the
+    first steady step read after it), and the last read brings the retries of the job's last
+    steps into the pool's figures."""
+    import types
+
+    import torch
+
+    from paddletune.sources.torch import gpu as torch_gpu
+    cuda = torch.cuda
+    mallocs = {"segment.all.allocated": 0, "allocation.all.allocated": 0,
+               "num_alloc_retries": 0}
+    reads = []
+
+    def memory_stats(device):
+        reads.append(device)
+        return dict(mallocs)
+
+    monkeypatch.setattr(cuda, "get_device_properties",
+                        lambda d: types.SimpleNamespace(total_memory=80 * GIB))
+    for name in ("memory_allocated", "memory_reserved", "max_memory_allocated",
+                 "max_memory_reserved"):
+        monkeypatch.setattr(cuda, name, lambda d: GIB)
+    monkeypatch.setattr(cuda, "memory_stats", memory_stats)
+    memory = torch_gpu.CudaMemory(0)
+    got = []
+    for step in range(60):
+        mallocs["segment.all.allocated"] += 5 if step < 3 else 0  # the cache grows, then not
+        mallocs["allocation.all.allocated"] += 10
+        got.append(memory.step(step, 32))
+    assert [g.system_allocs for g in got[:4]] == [5, 5, 5, 0]
+    assert sum(g.system_allocs for g in got[10:]) == 0
+    assert len(reads) == torch_gpu.FULL_STATS_FIRST + 1  # and step 50's
+    assert got[50].requests == 10 * 41 and got[59].requests == 0
+    mallocs["num_alloc_retries"] = 2
+    mallocs["segment.all.allocated"] += 1
+    last = memory.last(59, 32)
+    assert (last.retries, last.system_allocs, last.requests) == (2, 1, 10 * 9)
+
+
+def test_the_last_read_is_sent_as_the_hooks_are_removed():
+    """TorchHooks._last_memory (an undo step of a CUDA job's hooks): one memory_step per
+    device, after the last training step, for the pool's figures at the end."""
+    from paddletune.sources.torch.hooks import TorchHooks
+    from paddletune.sources.torch.source import TorchSource
+
+    class Device:
+        def last(self, step, batch_size):
+            return ("last", step, batch_size)
+
+    source = TorchSource()
+    source.begin()
+    sent = []
+    source.subscribe("memory_step", sent.append)
+    hooks = TorchHooks(source)
+    hooks._cuda_memory = {0: Device()}
+    hooks._last_memory()
+    assert sent == []  # no step yet: nothing to add
+    source.timer.read(0.0, 0.0, 16)
+    source.timer.step_done("CUDAPlace(0)")
+    source.timer.step_done("CUDAPlace(0)")
+    hooks._last_memory()
+    assert sent == [("last", 1, 16)]

@@ -7,9 +7,12 @@ hooks.py only when torch.cuda.is_available(); every function returns what undoes
 Per step the cheap counters are read (torch.cuda.memory_allocated / memory_reserved /
 max_memory_allocated / max_memory_reserved: C calls of a few µs); the full
 torch.cuda.memory_stats() dictionary (allocation requests, cudaMalloc calls, retries after a
-failed cudaMalloc, inactive split blocks: fragmentation) is read on the first step and every
-FULL_STATS_EVERY steps, as it costs ~0.1 ms. The peak is the allocator's, never reset (a
-script may read it): step_peak is the peak so far."""
+failed cudaMalloc, inactive split blocks: fragmentation) is read on each of the first
+FULL_STATS_FIRST steps (the warm-up, where the allocator grows its cache: its cudaMalloc calls
+stay with the warm-up's steps, not a steady one's), then every FULL_STATS_EVERY steps, as it
+costs ~0.1 ms, and once more as the job ends (CudaMemory.last: the retries and fragmentation of
+the job's last steps). The peak is the allocator's, never reset (a script may read it):
+step_peak is the peak so far."""
 
 import os
 from typing import Callable, List, Optional
@@ -19,6 +22,7 @@ import torch
 from .. import device_clock, device_copies
 from ..device_memory import CudaMemoryStep, requested_bytes
 
+FULL_STATS_FIRST = 10
 FULL_STATS_EVERY = 50
 
 
@@ -36,16 +40,26 @@ class CudaMemory:
         self.full: dict = {}
 
     def step(self, step: int, batch_size: Optional[int]) -> CudaMemoryStep:
+        """The figures as training step `step` ends."""
+        full = self.steps < FULL_STATS_FIRST or self.steps % FULL_STATS_EVERY == 0
+        self.steps += 1
+        return self._figures(step, batch_size, full)
+
+    def last(self, step: int, batch_size: Optional[int]) -> CudaMemoryStep:
+        """The figures as the job ends, after step `step`, read in full: the requests and
+        cudaMalloc calls since the last full read are counted to the pool's totals."""
+        return self._figures(step, batch_size, True)
+
+    def _figures(self, step: int, batch_size: Optional[int], full: bool) -> CudaMemoryStep:
         d = self.device
         allocated, reserved = torch.cuda.memory_allocated(d), torch.cuda.memory_reserved(d)
         requests = mallocs = 0
-        if self.steps % FULL_STATS_EVERY == 0:
+        if full:
             self.full = torch.cuda.memory_stats(d)
             total_requests = int(self.full.get("allocation.all.allocated", 0))
             total_mallocs = int(self.full.get("segment.all.allocated", 0))
             requests, mallocs = total_requests - self._requests, total_mallocs - self._mallocs
             self._requests, self._mallocs = total_requests, total_mallocs
-        self.steps += 1
         inactive = int(self.full.get("inactive_split_bytes.all.current", 0))
         peak = torch.cuda.max_memory_allocated(d)
         return CudaMemoryStep(

@@ -129,6 +129,7 @@ class TorchHooks:
         copy_queued = self._device_clock.copy_queued if self._device_clock else None
         self._undo.extend(gpu.time_copies_and_syncs(self.timer, copy_queued))
         self._cuda_memory = {}
+        self._undo.append(self._last_memory)
 
     def _install_backends(self):
         backends = BackendOverrides(self.source.overrides_state)
@@ -196,6 +197,14 @@ class TorchHooks:
             memory = self._cuda_memory[device] = gpu.CudaMemory(device)
         self.source.bus.emit("memory_step", memory.step(self.timer.steps,
                                                         self.timer.batch_size))
+
+    def _last_memory(self):
+        """The caching allocator's figures once more as the job ends (CudaMemory.last), for
+        the pool's figures at the end: a memory_step with no step_end after it."""
+        if self.source.bus.listening("memory_step") and self.timer.steps:
+            for memory in self._cuda_memory.values():
+                self.source.bus.emit("memory_step", memory.last(self.timer.steps - 1,
+                                                                self.timer.batch_size))
 
     def _place(self, optimizer) -> str:
         place = self._places.get(id(optimizer))
