@@ -5,6 +5,7 @@ line). There is no GPU here: DeviceSteps runs on events of a simulated device ti
 through Paddle's hooks), and the summary and report on synthetic profiles."""
 
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -161,7 +162,8 @@ def test_the_report_shows_the_device_beside_the_hosts_wait(tmp_path):
     profile = _profile(tmp_path, rows, feed_s=0.005)
     text = " ".join(" ".join(render(profile.path)).split())
     assert ("On the GPU (CUDA events, 37 steady steps): idle 10.0% of each 10.00 ms step "
-            "waiting for the host, busy 9.00 ms from the step's first copy to its end; the "
+            "waiting for the host, busy 9.00 ms from the step's start (its batch or first "
+            "copy) to its end; the "
             "host's 50.0% waiting for input overlapped the device's work on the step before"
             ) in text, text
     assert "device_time" not in text  # (not listed among the events)
@@ -282,3 +284,33 @@ def test_the_clock_reads_a_copys_target_only_while_a_device_waits_for_its_mark(m
     assert targets == [("x",)] and not clock.devices[0].waiting and not clock.failed
     clock.step_ended(0, 1)
     assert clock.devices[0].waiting
+
+
+def test_a_dataloader_batch_marks_the_start_and_a_later_copy_in_the_step_does_not():
+    """PyTorch marks the step's start as its DataLoader batch is handed over
+    (DeviceClock.mark_waiting): a copy made after the step queued kernels (a mid-step
+    .to('cuda')) must not end the device's idle time there."""
+    device = Device()
+    clock = DeviceClock(lambda totals: None, gpu.TORCH_CUDA)
+    steps = clock.devices[0] = DeviceSteps(0, lambda totals: None, new_event=device.event,
+                                           stream=lambda: None)
+    clock.binding = replace(clock.binding, capturing=lambda: False,
+                            copy_target=lambda method, args, kwargs: 0)
+    steps.step_ended(0)
+    assert steps.waiting
+    clock.mark_waiting()  # the batch: step 1's start
+    marked = steps._start
+    assert marked is not None and not steps.waiting
+    clock.copy_queued(None, ("cuda:0",), {})  # a copy later in the step: no new mark
+    assert steps._start is marked and not clock.failed
+
+
+def test_the_torch_hooks_mark_each_handed_over_batch():
+    from paddletune.sources.torch.hooks import TorchHooks
+    from paddletune.sources.torch.source import TorchSource
+    marks = []
+    hooks = TorchHooks(TorchSource())
+    hooks._handed_over()  # on the CPU: no clock, nothing to mark
+    hooks._device_clock = type("Clock", (), {"mark_waiting": lambda self: marks.append(1)})()
+    hooks._handed_over()
+    assert marks == [1]

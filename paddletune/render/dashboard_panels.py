@@ -114,7 +114,8 @@ def _device_forms(f, which) -> list:
     """The device line from the longest form to the shortest."""
     step = _ms(f.cycle_s)
     if f.idle_share is None:  # no host-to-device copy: no split between idle and busy
-        return [f"GPU ({which}): {step} per step, no host-to-device copy to split it at",
+        return [f"GPU ({which}): {step} per step, no batch or host-to-device copy to split "
+                f"it at",
                 f"GPU {step} per step ({which}), no copy to split",
                 f"GPU {step} per step ({which})", f"GPU {step} per step"]
     idle, busy = pct(f.idle_share), _ms(f.busy_s)

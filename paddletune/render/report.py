@@ -239,10 +239,11 @@ def _device(s) -> Optional[Text]:
     text = Text(f"On the GPU (CUDA events, {d.steps} {which}): ", style="bold")
     if d.idle_share is None:
         text.append(f"{_ms(d.cycle_s)} ms per step from one step's end to the next's (no "
-                    f"host-to-device copy to split it at)")
+                    f"batch handed over or host-to-device copy to split it at)")
         return text
     text.append(f"idle {_pct(d.idle_share)} of each {_ms(d.cycle_s)} ms step waiting for the "
-                f"host, busy {_ms(d.busy_s)} ms from the step's first copy to its end")
+                f"host, busy {_ms(d.busy_s)} ms from the step's start (its batch or first "
+                f"copy) to its end")
     input_share = s.input_share
     if _finite(input_share) and input_share >= 2 * d.idle_share + 0.05:
         text.append(f"; the host's {_pct(input_share)} waiting for input overlapped the "

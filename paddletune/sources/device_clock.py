@@ -1,8 +1,8 @@
 """The training steps as the GPU ran them, timed with the device's own timing events (CUDA
 events), for any framework: an event recorded on the device's current stream where each
 training step ends, and one where the next step's input reaches the device (its first
-host-to-device copy; a framework may mark it elsewhere: Paddle's DataLoader handing over a
-batch already on the GPU, a static-graph run taking its feed). The events are read later
+host-to-device copy, or before it the DataLoader handing the loop its batch: PyTorch marks
+every handover, Paddle a batch already on the GPU; a static-graph run taking its feed). The events are read later
 without waiting (query), folded into totals (idle: the previous step's end to the next
 step's mark, the GPU waiting for the host; busy: the rest) and sent as records.DeviceTimeEvent's
 fields at 1, 2, 5, 10, 20, 50, ... timed steps and at the end.
@@ -71,6 +71,17 @@ class DeviceClock:
         is called only while some device waits (a step's later marks cost one check)."""
         if self.waiting:
             self._guarded(self._mark, device_of, args)
+
+    def mark_waiting(self):
+        """The next step's input was handed to the loop now (a DataLoader's batch): marks
+        the step's start on each device still waiting for its mark."""
+        if self.waiting:
+            self._guarded(self._mark_waiting)
+
+    def _mark_waiting(self):
+        for steps in self.devices.values():
+            if steps.waiting:
+                steps.mark_start()
 
     def _mark(self, device_of, args):
         steps = self.devices.get(device_of(*args))

@@ -161,11 +161,12 @@ class DeviceFigures:
                     "all": every timed step (no total fell inside the steady steps)
       steps         steps timed
       cycle_s       their mean device time, one step's end to the next's
-      copied_steps  of them, those with a host-to-device copy (split into idle and busy)
+      copied_steps  of them, those whose start was marked (the DataLoader's batch handed
+                    over, or the first host-to-device copy): split into idle and busy
       idle_share    of those steps' device time, the GPU idle: from the previous step's end
-                    until the step's first copy was queued (waiting for the host: the
+                    until the step's start was marked (waiting for the host: the
                     DataLoader, the loop's Python)
-      busy_s        the mean device time from a step's first copy to its end (kernels, and
+      busy_s        the mean device time from a step's start mark to its end (kernels, and
                     the gaps between them the host left)
     """
 

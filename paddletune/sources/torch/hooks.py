@@ -286,6 +286,7 @@ class TorchHooks:
             if tracker.speed_test:
                 replayed = tracker.replay(handle)
                 if replayed is not None:
+                    self._handed_over()
                     return replayed
             ready = _ready(it) if it._num_workers else 0
             t0, c0 = _perf(), _cpu()
@@ -304,8 +305,16 @@ class TorchHooks:
             elif state.stats is not None and state.worker is not None:
                 shapes = self._worker_batch(handle, state, batch, ready)
             tracker.got(handle, t0, t1, batch, ready, shapes)
+            self._handed_over()
             return batch
         return __next__
+
+    def _handed_over(self):
+        """A batch goes to the loop now: on a GPU, the next step's start on the device
+        (DeviceClock.mark_waiting), before its copy, or in place of one (a batch already on
+        the device, a later copy in the middle of the step)."""
+        if self._device_clock is not None:
+            self._device_clock.mark_waiting()
 
     def _start_pass(self, it, state):
         if state.handle is not None and not state.handle.ended:
