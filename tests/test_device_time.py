@@ -88,6 +88,17 @@ def test_totals_are_sent_at_growing_step_counts_and_read_without_waiting():
         1, 2, 5, 10, 100, 200]
 
 
+def test_a_long_job_also_gets_a_total_after_every_30_s_of_device_time():
+    sent, _ = _run(400, idle_s=0.05, busy_s=0.2)  # 0.25 s steps: 30 s is 120 steps
+    counts = [t["steps"] for t in sent]
+    assert counts == [1, 2, 5, 10, 20, 50, 100, 200, 320, 399], counts
+    # (up to 200 the step schedule; 320: 120 steps (30 s) after the last; 399: the end)
+    sent, _ = _run(450, idle_s=0.05, busy_s=0.3)  # 30 s: 86 steps
+    counts = [t["steps"] for t in sent]
+    assert counts == [1, 2, 5, 10, 20, 50, 100, 186, 272, 358, 444, 449], counts
+    # (no write at 200 right after 186: the step schedule starts again at twice the count)
+
+
 def test_steps_without_a_copy_count_in_the_cycle_only():
     sent, _ = _run(21, idle_s=0.003, busy_s=0.007, copy_every=2)
     final = sent[-1]

@@ -32,7 +32,8 @@ than a window's length before now: LiveModel.horizon):
   device      the steps as the GPU ran them (CUDA events, where the source times them): idle
               share and busy time per step, the report's figures (device_figures.py) of the
               steps between the latest two device_time totals (written at 1, 2, 5, 10, 20,
-              50, ... timed steps: the latter half or more of them, past the warm-up),
+              50, ... timed steps: the latter half or more of them, past the warm-up; and
+              after every 30 s of device time: a long job's last 30 s or so),
               every step of the first total alone, and the summary's once it is in; on a
               machine with a GPU but no totals, N/A and why; none on a machine without
   ops         op time per main step over the window's ops records and windows' op totals

@@ -52,8 +52,9 @@ def latest_start(totals, ceiling: Optional[Tuple[float, float]]
     """The live view's starting total: the newest before the last with fewer steps (at
     1, 2, 5, 10, 20, 50, ... steps it lies at 40-50% of the steps timed so far, so only a
     warm-up longer than that would count; the summary calls at most half the steps
-    warm-up); None when there is none, or when the speed test's replayed batches lie
-    between the two (as `_start` rules)."""
+    warm-up; on a long job, a total also comes after every 30 s of the device's step time:
+    then the last 30 s or so); None when there is none, or when the speed test's replayed
+    batches lie between the two (as `_start` rules)."""
     last = totals[-1]
     for e in reversed(totals[:-1]):
         if e.steps < last.steps:

@@ -2,10 +2,12 @@
 events), for any framework: an event recorded on the device's current stream where each
 training step ends, and one where the next step's input reaches the device (its first
 host-to-device copy, or before it the DataLoader handing the loop its batch: PyTorch marks
-every handover, Paddle a batch already on the GPU; a static-graph run taking its feed). The events are read later
-without waiting (query), folded into totals (idle: the previous step's end to the next
-step's mark, the GPU waiting for the host; busy: the rest) and sent as records.DeviceTimeEvent's
-fields at 1, 2, 5, 10, 20, 50, ... timed steps and at the end.
+every handover, Paddle a batch already on the GPU; a static-graph run taking its feed). The
+events are read later without waiting (query), folded into totals (idle: the previous step's
+end to the next step's mark, the GPU waiting for the host; busy: the rest) and sent as
+records.DeviceTimeEvent's fields at 1, 2, 5, 10, 20, 50, ... timed steps, after every
+WRITE_EVERY_S of the device's step time (a long job's live view keeps moving: the dashboard
+reads the latest two totals), and at the end.
 
 Imports no framework: a framework binds it (DeviceBinding: how to make a timing event, the
 current stream of device n, whether a graph capture is under way, where a copy goes;
@@ -16,6 +18,7 @@ from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Protocol
 
 WRITE_AT = (1, 2, 5)  # device_time totals written at 1, 2, 5, 10, 20, 50, ... steps
+WRITE_EVERY_S = 30.0  # and whenever the steps since the last write took this much device time
 
 
 class TimingEvent(Protocol):
@@ -140,6 +143,7 @@ class DeviceSteps:
         self.steps = self.copied = self.last_step = 0
         self.cycle_s = self.idle_s = self.busy_s = 0.0
         self._next_write = 1
+        self._cycle_written = 0.0  # cycle_s at the latest write
 
     @property
     def waiting(self) -> bool:
@@ -210,9 +214,12 @@ class DeviceSteps:
         if start is not None:
             self._spare.append(start)
         self._last_end = end
-        if self.steps >= self._next_write:
+        due = self.cycle_s - self._cycle_written >= WRITE_EVERY_S
+        if self.steps >= self._next_write or due:
             self.send(self._totals())
-            self._next_write = _next_write(self._next_write)
+            self._cycle_written = self.cycle_s
+            while self._next_write < 2 * self.steps:  # (after a timed write too: never
+                self._next_write = _next_write(self._next_write)  # two writes close by)
 
     def _totals(self) -> dict:
         return {"place": f"CUDAPlace({self.device})", "steps": self.steps,

@@ -395,15 +395,16 @@ class ModelEvent:
 class DeviceTimeEvent:
     """The training steps as the GPU ran them, timed with CUDA events (PyTorch or Paddle 3 on
     a GPU): an event recorded on the device's stream where each step ended (the optimizer
-    step's kernels queued) and where the next one's first host-to-device copy was queued
-    (Paddle: or, the first of them, where the DataLoader handed over a batch already on the
-    GPU, or where a static-graph run began). The device reaches the copy's event when it has
-    nothing left of the step before: what lies between the two is the GPU idle, waiting for
-    the host (its DataLoader, its Python); what lies after it, until the step's end, is the
-    device busy with the step (gaps between kernels the host queued late included). Totals
-    since the first step after the first, written at growing step counts (1, 2, 5, 10, 20,
-    50, ...) and as the job ends: the difference of two is the steps between them (the
-    summary takes the steady steps').
+    step's kernels queued) and where the next one started: the first of its DataLoader batch
+    handed over (PyTorch; Paddle: a batch already on the GPU) and its first host-to-device
+    copy (Paddle's static graph: the run's start). The device reaches the start's event when
+    it has nothing left of the step before: what lies between the two is the GPU idle,
+    waiting for the host (its DataLoader, its Python); what lies after it, until the step's
+    end, is the device busy with the step (gaps between kernels the host queued late
+    included). Totals since the first step after the first, written at growing step counts
+    (1, 2, 5, 10, 20, 50, ...), after every 30 s of the device's step time, and as the job
+    ends: the difference of two is the steps between them (the summary takes the steady
+    steps').
 
     Fields:
       t_s        when written
