@@ -1,18 +1,21 @@
-"""What `--ops` costs a Paddle 3 dynamic-graph job, the way paddletune does it (each leaf
-paddle.nn.Layer's call timed through a patched Layer.__call__: sources/paddle/layers.py)
-against paddle.profiler (CPU target, host events, one `step()` a training step), which
-records every kernel of the forward and backward passes and the update.
+"""What `--ops` costs a Paddle 3 dynamic-graph job, the way paddletune does it (paddle.profiler
+in windows of training steps: sources/eager/op_windows.py, its reading left out of the steps
+but counted here), against paddle.profiler left on for the whole block (CPU target, host
+events, one `step()` a training step). Both record every kernel of the forward and backward
+passes and the update.
 
 Two measures, both in the process's CPU time (every thread's), which a shared machine's load
 moves less than wall time:
 
 * per call: a ReLU on a 4x4 tensor called 20,000 times bare, under a profiling session with
-  --ops (the OpsProbe listening), and under paddle.profiler: its recording, its `stop()`
-  (which builds the event tree) and reading the tree's nodes in Python (which --ops would
-  need to turn them into op records), per call;
+  --ops (the OpsProbe listening: no step ends in this loop, so no window opens; before the
+  windows, --ops timed each layer call here), and under paddle.profiler: its recording, its
+  `stop()` (which builds the event tree) and reading the tree's nodes in Python, per call:
+  what a window's steps pay per layer call;
 * per step: examples/paddle/cnn.py's model and loop (batch 32, Adam, a DataLoader),
-  interleaved blocks bare, under the default probes, with --ops, and under paddle.profiler
-  (its stop and the tree's reading included).
+  interleaved blocks bare, under the default probes, with --ops (windows over steps 10-20 and
+  42-52 of each block of 100, their reading included), and under paddle.profiler (its stop
+  and the tree's reading included).
 
 Prints a table and, last, one JSON line. Run: python benchmarks/bench_paddle_ops.py
 [--rounds 7 --steps 100]

@@ -62,6 +62,13 @@ def test_the_census_counts_the_first_steps_layers_and_then_unhooks():
     assert hooks_after == {}  # the steps after the first run without the hook
 
 
+def test_the_census_counts_the_leaf_modules_that_ran_back_to_back():
+    """(the fused-loss advice reads them: a Softmax module right before the loss module)"""
+    (census,), _ = _train(_cnn())
+    assert census.pairs == {"Conv2d>ReLU": 1, "ReLU>Conv2d": 1, "Conv2d>Flatten": 1,
+                            "Flatten>Linear": 1}
+
+
 def test_the_census_sees_autocast_and_channels_last_inputs():
     (census,), _ = _train(_cnn(), channels_last=True, autocast=True)
     assert census.autocast is True  # (torch carries the layout on: every conv's input)

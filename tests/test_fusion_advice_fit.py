@@ -162,6 +162,29 @@ def test_torch_without_the_pattern_is_silent(tmp_path, modules):
     assert advise(eager_profile(tmp_path, modules), RULE) == []
 
 
+def census_profile(tmp_path, pairs, framework="paddle"):
+    """A profile without op timings whose model census saw `pairs` back to back."""
+    census = {"type": "event", "kind": "model", "t": 0.2, "modules": {"Linear": 1},
+              "params": {"float32": 100}, "pairs": pairs}
+    path = make_profile(tmp_path / f"{framework}-census.jsonl", extra=[census],
+                        steps=step_records(n_steps=10, program=0),
+                        source=source_info(framework))
+    return load(path)
+
+
+def test_the_census_pairs_find_the_double_softmax_without_op_timings(tmp_path):
+    profile = census_profile(tmp_path, {"Linear>Softmax": 1, "Softmax>CrossEntropyLoss": 1})
+    [a] = advise(profile, RULE)
+    assert (a.severity, a.confidence) == ("high", "medium")
+    assert ("a Softmax module ran right before the CrossEntropyLoss module in the first "
+            "training step") in a.evidence
+    assert "The model's census (its leaf calls in order) name what ran" in a.evidence
+    assert "criterion = paddle.nn.CrossEntropyLoss()" in a.change
+    # paddle's CrossEntropyLoss(use_softmax=False) takes the probabilities: nothing to say
+    quiet = census_profile(tmp_path, {"Softmax>CrossEntropyLoss(use_softmax=False)": 1})
+    assert advise(quiet, RULE) == []
+
+
 def test_paddle_writer_gives_the_loss_the_logits():
     change = PaddleCode().loss_on_logits("Softmax", "NLLLoss")
     compile(change, "change", "exec")

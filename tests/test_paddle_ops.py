@@ -1,6 +1,7 @@
-"""`--ops` for Paddle 3 dynamic-graph jobs against the real paddle (CPU): each leaf
-paddle.nn.Layer's call is one op of its step (sources/paddle/layers.py), in-process through
-the source and end to end through `paddletune profile --ops` and the report."""
+"""`--ops` for Paddle 3 jobs against the real paddle (CPU): paddle.profiler windows over a
+dynamic-graph job's steps (sources/eager/op_windows.py, sources/paddle/profiler_ops.py) and
+over a static-graph job's Executor runs (static_ops.py), in-process through the source and
+end to end through `paddletune profile --ops`, the report and the fused-loss advice."""
 
 import json
 import os
@@ -60,55 +61,87 @@ def train_steps(model, steps):
         optimizer.clear_grad()
 
 
-def test_each_leaf_layer_call_is_an_op_of_its_step():
+def _dynamic_job(steps, script_profiler_at=None):
+    """`steps` training steps of Net under a PaddleSource with --ops' listener: the events
+    by name; with `script_profiler_at`, the script makes and starts its own Profiler before
+    that step."""
+    import paddle.profiler as profiler
     source = PaddleSource()
     source.begin()
-    ops, steps = [], []
-    source.subscribe("op_end", ops.append)
-    source.subscribe("step_end", steps.append)
+    got = {name: [] for name in ("op_end", "step_end", "scope")}
+    for name, sink in got.items():
+        source.subscribe(name, sink.append)
+    model = Net()
+    optimizer = paddle.optimizer.SGD(0.1, parameters=model.parameters())
+    own = None
     with source.running():
-        train_steps(Net(), 3)
-    assert len(steps) == 3
-    for step in range(3):
-        mine = [o for o in ops if o.step == step]
-        # the leaves in call order: Sequential and Net are not leaves; functional.relu is
-        # not a layer
-        assert [(o.index, o.type) for o in mine] == [(0, "Linear"), (1, "ReLU"), (2, "Linear")]
-        end = steps[step]
+        for step in range(steps):
+            if step == script_profiler_at:
+                own = profiler.Profiler(targets=[profiler.ProfilerTarget.CPU],
+                                        on_trace_ready=lambda prof: None)
+                own.start()
+            loss = model(paddle.to_tensor(np.ones((3, 4), "float32"))).sum()
+            loss.backward()
+            optimizer.step()
+            optimizer.clear_grad()
+    if own is not None:
+        own.stop()
+    return got
+
+
+def test_windows_of_steps_announce_the_forward_backward_and_update_ops():
+    got = _dynamic_job(25)
+    assert got["scope"] == []
+    assert sorted({o.step for o in got["op_end"]}) == list(range(10, 20))  # a whole window
+    for step in range(10, 20):
+        mine = [o for o in got["op_end"] if o.step == step]
+        types = [o.type for o in mine]
+        # Net: Linear (matmul, add), ReLU, functional relu, Linear; sum; then the backward
+        # and SGD's update, under paddle's op names
+        assert types[:6] == ["matmul", "add", "relu", "relu", "matmul", "add"], types
+        for kind in ("matmul_grad", "relu_grad", "sgd"):
+            assert kind in types, types
+        end = got["step_end"][step]
         assert all(end.t_begin <= o.t_begin <= o.t_end <= end.t_end for o in mine)
         assert all(o.timing == "host" and o.program_id == 0 for o in mine)
+    roles = {o.type: o.role for o in got["op_end"]}
+    assert (roles["matmul"], roles["matmul_grad"], roles["sgd"]) == (0, 1, 2)
 
 
-def test_layers_are_not_timed_without_a_listener_and_the_hook_is_removed():
-    call = paddle.nn.Layer.__dict__["__call__"]
+def test_no_window_without_a_listener_and_the_profiler_guard_is_removed():
+    import paddle.profiler as profiler
+    init = profiler.Profiler.__dict__["__init__"]
     source = PaddleSource()
     source.begin()
     with source.running():
-        assert paddle.nn.Layer.__dict__["__call__"] is call  # nobody asked for ops
+        assert profiler.Profiler.__dict__["__init__"] is init  # nobody asked for ops
     ops = []
     source.subscribe("op_end", ops.append)
     with source.running():
-        assert paddle.nn.Layer.__dict__["__call__"] is not call
-        train_steps(Net(), 1)
-    assert paddle.nn.Layer.__dict__["__call__"] is call
-    assert ops
+        assert profiler.Profiler.__dict__["__init__"] is not init
+        train_steps(Net(), 12)
+    assert profiler.Profiler.__dict__["__init__"] is init
+    assert {o.step for o in ops} == {10, 11}  # the window open at the job's end, announced
     count = len(ops)
-    train_steps(Net(), 1)  # after the job: nothing more
+    train_steps(Net(), 12)  # after the job: nothing more
     assert len(ops) == count
 
 
-def test_a_layer_that_raises_records_no_op_and_raises_unchanged():
-    class Broken(paddle.nn.Layer):
-        def forward(self, x):
-            raise ValueError("bad input")
+def test_a_scripts_own_profiler_ends_the_windows_and_says_why():
+    got = _dynamic_job(20, script_profiler_at=14)
+    assert {o.step for o in got["op_end"]} == {10, 11, 12, 13}  # the open window's
+    [why] = got["scope"]  # (the dynamic graph's timer says why; the static one is silent)
+    assert why.probe == "ops" and "its own paddle.profiler.Profiler" in why.message
 
-    source = PaddleSource()
-    source.begin()
-    ops = []
-    source.subscribe("op_end", ops.append)
-    with source.running(), pytest.raises(ValueError, match="bad input"):
-        Broken()(paddle.ones([1]))
-    assert ops == []
+
+def test_paddles_op_names_as_the_profile_names_them():
+    from paddletune.sources.paddle.profiler_ops import dygraph_op_type
+    assert [dygraph_op_type(n) for n in (
+        "matmul dygraph", "adam_ dygraph", "Global_MatmulGradNode",
+        "Global_CrossEntropyWithSoftmaxGradNode", "Global_Conv2dGradNodeFinal",
+        "Global_GradNodeAccumulation")] == [
+        "matmul", "adam", "matmul_grad", "cross_entropy_with_softmax_grad", "conv2d_grad",
+        "grad_node_accumulation"]
 
 
 def test_profile_ops_of_a_paddle_cnn_reach_the_report(procs, tmp_path):
@@ -116,14 +149,19 @@ def test_profile_ops_of_a_paddle_cnn_reach_the_report(procs, tmp_path):
     cli(procs, ["profile", "--ops", "--out", str(out),
                 str(REPO / "examples" / "paddle" / "cnn.py"), "--steps", "30"], REPO)
     summary = json.loads(cli(procs, ["report", "--json", str(out)], REPO, 120))
-    ops, steady = summary["ops"], summary["steady_steps"]
+    ops = summary["ops"]
     counts = {row["type"]: row["count"] for row in ops["by_type"]}
-    # examples/paddle/cnn.py's leaves, per step: 2 Conv2D, 2 ReLU, 2 MaxPool2D, 1 Linear
-    assert counts == {"Conv2D": 2 * steady, "ReLU": 2 * steady, "MaxPool2D": 2 * steady,
-                      "Linear": steady}, counts
-    assert ops["timing"] == "host" and ops["steps"] == steady
+    timed = ops["steps"]
+    assert timed >= 10, ops  # (a window: steps 10-19)
+    # examples/paddle/cnn.py per step: 2 Conv2D, 2 ReLU, 2 MaxPool2D, 1 Linear, and their
+    # gradients; Adam updates its 6 parameters
+    for kind, per_step in (("conv2d", 2), ("conv2d_grad", 2), ("relu", 2), ("pool2d", 2),
+                           ("matmul", 1)):
+        assert counts.get(kind) == per_step * timed, (kind, counts)
+    assert counts.get("adam", 0) >= timed, counts
+    assert ops["timing"] == "host"
     text = cli(procs, ["report", str(out)], REPO, 120)
-    assert "Conv2D" in text and "MaxPool2D" in text
+    assert "conv2d_grad" in text
 
 
 SOFTMAX_JOB = '''
@@ -146,11 +184,12 @@ def test_a_softmax_before_paddles_cross_entropy_is_advised_only_if_it_is_doubled
         procs, tmp_path, use_softmax):
     """paddle.nn.CrossEntropyLoss applies its own softmax unless use_softmax=False (then it
     takes probabilities): a Softmax layer before it is a double softmax only in the first
-    case, and the op types say which (the fusion advice, #9, reads them)."""
+    case, and the model's census says which (the fusion advice, #9, reads its pairs): no
+    --ops needed."""
     script = tmp_path / "job.py"
     script.write_text(SOFTMAX_JOB.replace("USE_SOFTMAX", f"use_softmax={use_softmax}"))
     out = tmp_path / "p.jsonl"
-    cli(procs, ["profile", "-q", "--ops", "--out", str(out), str(script)], tmp_path)
+    cli(procs, ["profile", "-q", "--out", str(out), str(script)], tmp_path)
     advice = cli(procs, ["advise", "--json", str(out)], tmp_path, 120)
     found = [a for a in json.loads(advice) if a["id"] == "unfused-softmax-cross-entropy"]
     if use_softmax:

@@ -12,6 +12,7 @@ from torch import nn  # noqa: E402
 
 from paddletune.advisors.fusion import module_pairs  # noqa: E402
 from paddletune import profile as prof  # noqa: E402
+from paddletune.sources.eager import op_windows as ow  # noqa: E402
 from paddletune.sources.torch import profiler_ops as po  # noqa: E402
 from paddletune.sources.torch.source import TorchSource  # noqa: E402
 from test_torch_e2e import cli, records  # noqa: E402
@@ -40,26 +41,26 @@ def test_top_level_ops_look_through_the_scripts_ranges_and_skip_the_loader_and_o
     ]
     tops = po.top_level(events, training_thread=1)
     assert [(op.type, op.role) for op in tops] == [
-        ("aten::linear", po.FORWARD), ("aten::relu", po.FORWARD),
-        ("AddmmBackward0", po.BACKWARD), ("AccumulateGrad", po.BACKWARD),
-        ("Adam.step", po.OPTIMIZE)]
+        ("aten::linear", ow.FORWARD), ("aten::relu", ow.FORWARD),
+        ("AddmmBackward0", ow.BACKWARD), ("AccumulateGrad", ow.BACKWARD),
+        ("Adam.step", ow.OPTIMIZE)]
     assert [op.thread for op in tops] == [1, 1, 9, 1, 1]  # (the engine's thread on a GPU)
 
 
 def _window(ends_ms, open_ms=0.0):
     """A window whose profiler clock reads 0 ns at perf_counter 100 s."""
-    return po.Window(100 + open_ms / 1e3, tuple((s, 100 + t / 1e3) for s, t in ends_ms), 0,
+    return ow.Window(100 + open_ms / 1e3, tuple((s, 100 + t / 1e3) for s, t in ends_ms), 0,
                      100.0)
 
 
 def test_each_op_goes_to_the_step_it_started_in_cut_at_that_steps_end():
-    tops = [po.TopOp("aten::linear", 0, 1, 1 * MS, 2 * MS),
-            po.TopOp("aten::linear", 0, 1, 3 * MS, 4 * MS),
-            po.TopOp("Adam.step", 2, 1, 4 * MS, 9 * MS),  # its range holds the step hooks
-            po.TopOp("aten::linear", 0, 1, 6 * MS, 7 * MS),
-            po.TopOp("aten::linear", 0, 1, 12 * MS, 13 * MS)]  # after the last step: dropped
+    tops = [ow.TopOp("aten::linear", 0, 1, 1 * MS, 2 * MS),
+            ow.TopOp("aten::linear", 0, 1, 3 * MS, 4 * MS),
+            ow.TopOp("Adam.step", 2, 1, 4 * MS, 9 * MS),  # its range holds the step hooks
+            ow.TopOp("aten::linear", 0, 1, 6 * MS, 7 * MS),
+            ow.TopOp("aten::linear", 0, 1, 12 * MS, 13 * MS)]  # after the last step: dropped
     slots = {}
-    ops = po.ops_of_window(tops, _window([(10, 5.0), (11, 10.0)]), slots, device=False)
+    ops = ow.ops_of_window(tops, _window([(10, 5.0), (11, 10.0)]), slots, device=False)
     assert [(o.step, o.index, o.type) for o in ops] == [
         (10, 0, "aten::linear"), (10, 1, "aten::linear"), (10, 2, "Adam.step"),
         (11, 0, "aten::linear")]  # the same op type and rank in a step: the same index
@@ -70,9 +71,9 @@ def test_each_op_goes_to_the_step_it_started_in_cut_at_that_steps_end():
 
 
 def test_ops_before_the_window_opened_are_not_a_steps():
-    tops = [po.TopOp("aten::relu", 0, 1, 1 * MS, 2 * MS),
-            po.TopOp("aten::relu", 0, 1, 3 * MS, 4 * MS)]
-    ops = po.ops_of_window(tops, _window([(4, 5.0)], open_ms=2.5), {}, device=False)
+    tops = [ow.TopOp("aten::relu", 0, 1, 1 * MS, 2 * MS),
+            ow.TopOp("aten::relu", 0, 1, 3 * MS, 4 * MS)]
+    ops = ow.ops_of_window(tops, _window([(4, 5.0)], open_ms=2.5), {}, device=False)
     assert [o.t_begin for o in ops] == [pytest.approx(100.003)]
 
 
@@ -88,7 +89,7 @@ def test_on_a_gpu_an_ops_time_is_its_kernels_and_ops_without_kernels_are_left_ou
               po.DeviceWork(int(7.0 * MS), int(7.5 * MS), 99)]  # launched by nothing seen
     tops = po.top_level(events, training_thread=1)
     po.add_device_time(tops, events, device)
-    ops = po.ops_of_window(tops, _window([(3, 10.0)]), {}, device=True)
+    ops = ow.ops_of_window(tops, _window([(3, 10.0)]), {}, device=True)
     assert [(o.type, o.timing) for o in ops] == [("aten::linear", "cupti"),
                                                  ("AddmmBackward0", "cupti")]
     linear, backward = ops
@@ -98,12 +99,12 @@ def test_on_a_gpu_an_ops_time_is_its_kernels_and_ops_without_kernels_are_left_ou
 
 
 @pytest.mark.parametrize("steps_done, reading_s, expected", [
-    (20, 0.001, po.WINDOW),  # cheap to read: WINDOW steps apart
+    (20, 0.001, ow.WINDOW),  # cheap to read: WINDOW steps apart
     (20, 0.050, 20),  # dear, early in the job: no more than the steps run so far
     (5000, 0.050, 990),  # later: the budget's (50 ms / 5% of 1 ms steps, less the 10 read)
 ])
 def test_the_gap_between_windows(steps_done, reading_s, expected):
-    assert po.ProfilerOps._gap(10, 0.010, reading_s, steps_done) == expected
+    assert ow.gap(10, 0.010, reading_s, steps_done) == expected
 
 
 # --- the source against real torch ------------------------------------------------------------

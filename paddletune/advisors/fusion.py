@@ -1,10 +1,11 @@
 """docs/advice.md #9: softmax feeding cross_entropy: use the fused softmax_with_cross_entropy.
 
 Two signals: a program's ops (Fluid: a `softmax` whose output is a `cross_entropy`'s X), and
-an eager job's op timings (--ops: in Paddle 3's dynamic graph a `Softmax` layer that runs right
-before a `CrossEntropyLoss` or `NLLLoss` layer; in PyTorch torch.profiler's `aten::softmax`
-right before `aten::cross_entropy_loss` or `aten::nll_loss_nd`, a module's or a functional
-call's alike)."""
+an eager job's leaf modules or layers (the model's census of its first training step: a
+`Softmax` that runs right before a `CrossEntropyLoss` or `NLLLoss`; Paddle's
+`CrossEntropyLoss(use_softmax=False)` takes probabilities and is named so) and PyTorch's op
+timings (--ops: torch.profiler's `aten::softmax` right before `aten::cross_entropy_loss` or
+`aten::nll_loss_nd`, a module's or a functional call's alike)."""
 
 import re
 from dataclasses import dataclass
@@ -31,9 +32,10 @@ MODULE_PAIRS = {
 }
 
 
-# a PyTorch job's op types (torch.profiler's, --ops) -> the module each one is
+# an eager job's op types (--ops: torch.profiler's, paddle.profiler's) -> the module each is
 OP_AS_MODULE = {"aten::softmax": "Softmax", "aten::cross_entropy_loss": "CrossEntropyLoss",
-                "aten::nll_loss_nd": "NLLLoss", "aten::nll_loss": "NLLLoss"}
+                "aten::nll_loss_nd": "NLLLoss", "aten::nll_loss": "NLLLoss",
+                "softmax": "Softmax"}
 
 
 @dataclass(frozen=True)
@@ -62,14 +64,15 @@ class SoftmaxHead:
 
 @dataclass(frozen=True)
 class ModulePair:
-    """A module that ran right before a loss module in an eager job's steps (--ops).
+    """A module that ran right before a loss module in an eager job: in its recorded steps
+    (--ops) or in its first training step (the model's census).
 
     Fields:
       module  the first module's class ("Softmax")
       loss    the loss module's class ("CrossEntropyLoss", "NLLLoss")
-      steps   in how many recorded steps the pair ran
-      ops     the two op types as recorded: the classes (Paddle's layers) or torch.profiler's
-              ops ("aten::softmax", "aten::cross_entropy_loss")
+      steps   in how many recorded steps the pair ran (0: seen by the census)
+      ops     the two op types as recorded: the classes or torch.profiler's ops
+              ("aten::softmax", "aten::cross_entropy_loss")
     """
 
     module: str
@@ -78,7 +81,7 @@ class ModulePair:
     ops: Tuple[str, str] = ("", "")
 
     def ran(self) -> str:
-        """What the op timings saw, in words."""
+        """What was seen, in words."""
         if self.ops == (self.module, self.loss) or not all(self.ops):
             return f"a {self.module} module ran right before the {self.loss} module"
         return (f"{self.ops[0]} ran right before {self.ops[1]} (a {self.module} before a "
@@ -89,8 +92,9 @@ class ModulePair:
 def unfused_softmax_cross_entropy(profile) -> Optional[Advice]:
     """softmax + cross_entropy fusion (#9)
 
-    Fires when a softmax op's output is the X input of a cross_entropy op, or (eager jobs
-    with --ops) when a Softmax module runs right before a CrossEntropyLoss/NLLLoss module.
+    Fires when a softmax op's output is the X input of a cross_entropy op, or (eager jobs)
+    when a Softmax module runs right before a CrossEntropyLoss/NLLLoss module: in the steps
+    --ops recorded, or in the first training step (the model's census).
     """
     heads = softmax_heads(profile)
     if heads:
@@ -289,11 +293,28 @@ def _gain(share) -> str:
             f"pass, and its gradient is simply softmax - label)")
 
 
-# --- eager op timings (--ops: Paddle 3's layers, PyTorch's torch.profiler ops) -------------
+# --- eager jobs: op timings (PyTorch's --ops) and the model's census ------------------------
 def module_pairs(profile) -> List[ModulePair]:
-    """The MODULE_PAIRS that ran back to back in the main program's recorded steps (each
-    op record of an eager job is one step's ops: Paddle's leaf-layer calls in the order they
-    ended, PyTorch's top-level operators in the order they started), most frequent first."""
+    """The MODULE_PAIRS that ran back to back: in the main program's recorded steps (each
+    op record of a PyTorch job is one step's top-level operators in the order they started:
+    a functional softmax too), else in the first training step's leaf calls (the model's
+    census, either framework, no --ops needed); most frequent first."""
+    return recorded_pairs(profile) or census_pairs(profile)
+
+
+def census_pairs(profile) -> List[ModulePair]:
+    """The MODULE_PAIRS the model's census saw back to back in the first training step."""
+    census = profile.last_event("model")
+    seen = []
+    for key, count in (census.pairs if census is not None else {}).items():
+        pair = tuple(key.split(">", 1))
+        if pair in MODULE_PAIRS:
+            seen.append((count, ModulePair(pair[0], pair[1], 0, pair)))
+    return [pair for _, pair in sorted(seen, key=lambda item: -item[0])]
+
+
+def recorded_pairs(profile) -> List[ModulePair]:
+    """The MODULE_PAIRS that ran back to back in the main program's steps --ops recorded."""
     main = profile.summary.main_program
     counts: Dict[Tuple[str, str], int] = {}
     recorded: Dict[Tuple[str, str], Tuple[str, str]] = {}
@@ -313,9 +334,19 @@ def module_pairs(profile) -> List[ModulePair]:
 
 
 def _op_types(module: str) -> List[str]:
-    """The op types a module's calls are recorded under: its class (Paddle's layers), or
-    torch.profiler's op (PyTorch)."""
+    """The op types a module's calls are recorded under: its class, or its profiler op
+    (torch.profiler's, paddle.profiler's)."""
     return [module] + [op for op, m in OP_AS_MODULE.items() if m == module]
+
+
+def _where(pair: ModulePair, recorded: int) -> str:
+    if pair.steps:
+        return f"in {pair.steps} of {recorded} recorded steps"
+    return "in the first training step"
+
+
+def _seen_by(pair: ModulePair) -> str:
+    return "The op timings" if pair.steps else "The model's census (its leaf calls in order)"
 
 
 def _module_advice(profile, pairs: Sequence[ModulePair]) -> Advice:
@@ -329,10 +360,9 @@ def _module_advice(profile, pairs: Sequence[ModulePair]) -> Advice:
         id="unfused-softmax-cross-entropy", source=9,
         title=f"{first.module} before {first.loss}: give the loss the raw scores",
         severity="high" if first.loss == "CrossEntropyLoss" else "medium",
-        evidence=(f"{first.ran()} in {first.steps} of {recorded} recorded steps{cost}. If "
-                  f"the loss takes that {first.module}'s output, {harm}. The op timings name "
-                  f"what ran, not what each one reads: check that the loss reads the "
-                  f"softmax."),
+        evidence=(f"{first.ran()} {_where(first, recorded)}{cost}. If the loss takes that "
+                  f"{first.module}'s output, {harm}. {_seen_by(first)} name what ran, not "
+                  f"what each one reads: check that the loss reads the softmax."),
         change="\n".join(code.loss_on_logits(p.module, p.loss) for p in pairs),
         expected_gain=("the loss the model is meant to minimise, numerically stable (log-sum-"
                        "exp), and one module less in the forward pass"),

@@ -376,6 +376,10 @@ class ModelEvent:
       graph               "static" for a Paddle static-graph program's census (its changes
                           are written as static-graph code); None otherwise
       message             the same in one sentence
+      pairs               the leaf calls that ran back to back, by class, counted
+                          ("Softmax>CrossEntropyLoss": 1; at most 64 distinct pairs; Paddle's
+                          CrossEntropyLoss(use_softmax=False) named so): the fused-loss
+                          advice reads them
     """
 
     KIND: ClassVar[str] = "event"
@@ -389,6 +393,7 @@ class ModelEvent:
     settings: Dict[str, Scalar] = EMPTY
     message: Optional[str] = None
     graph: Optional[Literal["static"]] = None
+    pairs: Dict[str, Count] = EMPTY
 
 
 @dataclass(frozen=True)

@@ -2,12 +2,13 @@
 paddle/census.py) makes alike: the record from what was counted, with its one-sentence
 message. Pure Python: imports no framework."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Dict, Mapping, Optional, Tuple
 
 from ...profile.records import ModelEvent
 
 TOP = 6  # the most-called layers the message names
+MAX_PAIRS = 64  # distinct back-to-back leaf pairs counted, at most
 # a static-graph program's census counts ops by type: convolutions by prefix (conv2d,
 # conv2d_transpose, conv3d, depthwise_conv2d, ...), matrix products by name
 CONV_OPS = ("conv", "depthwise_conv")
@@ -32,6 +33,23 @@ class Counted:
     autocast_words: Tuple[str, str]  # (off, on): ("autocast off", "autocast on")
     convs: Tuple[int, int]  # convolutions seen, and of them in the fast layout
     conv_words: Tuple[str, str, str]  # ("convolution inputs", "channels_last", "NCHW")
+    pairs: Mapping[str, int] = field(default_factory=dict)  # LeafPairs.counts
+
+
+class LeafPairs:
+    """The leaf calls that ran back to back, by their names, counted
+    ("Softmax>CrossEntropyLoss": 1; at most MAX_PAIRS distinct pairs)."""
+
+    def __init__(self):
+        self.counts: Dict[str, int] = {}
+        self._last: Optional[str] = None
+
+    def called(self, name: str):
+        if self._last is not None:
+            key = f"{self._last}>{name}"
+            if key in self.counts or len(self.counts) < MAX_PAIRS:
+                self.counts[key] = self.counts.get(key, 0) + 1
+        self._last = name
 
 
 class StepCensus:
@@ -73,7 +91,7 @@ def model_event(counted: Counted, params: Dict[str, int], capability: Optional[s
     seen, fast = counted.convs
     return ModelEvent(0.0, dict(counted.modules), params, counted.autocast,
                       (fast == seen) if seen else None, capability, settings,
-                      message(counted, params, capability))
+                      message(counted, params, capability), pairs=dict(counted.pairs))
 
 
 def message(counted: Counted, params: Dict[str, int], capability: Optional[str]) -> str:

@@ -27,7 +27,8 @@ import paddle
 
 from ...profile.records import ModelEvent
 from ..device_memory import device_index
-from ..eager.census import Counted, StepCensus, conv_op, matmul_op, model_event, top_calls
+from ..eager.census import (Counted, LeafPairs, StepCensus, conv_op, matmul_op, model_event,
+                            top_calls)
 from .code import PaddleCode
 
 MAX_CALLS = 10_000  # leaf layer calls looked at, at most, if no training step ends first
@@ -45,6 +46,7 @@ class Census(StepCensus):
         self.autocast = False
         self.convs = [0, 0]  # 2-D convolution calls seen, and of them NHWC
         self.calls = 0
+        self.pairs = LeafPairs()
         self.active = True
         self._original = original = paddle.nn.Layer.__call__
         census = self
@@ -70,6 +72,7 @@ class Census(StepCensus):
             return  # only leaf layers
         name = type(layer).__name__
         self.modules[name] = self.modules.get(name, 0) + 1
+        self.pairs.called(leaf_name(layer))
         self.calls += 1
         if self.calls >= MAX_CALLS:
             self.unhook()
@@ -98,7 +101,18 @@ class Census(StepCensus):
         lead = top_calls("leaf layer calls in the first step", self.modules) \
             if self.modules else None
         return Counted(lead, self.modules, self.autocast, AUTO_CAST, tuple(self.convs),
-                       CONV_WORDS)
+                       CONV_WORDS, self.pairs.counts)
+
+
+def leaf_name(layer) -> str:
+    """A leaf layer's class name, or for a CrossEntropyLoss that applies no softmax, that it
+    does not: paddle's `CrossEntropyLoss(use_softmax=False)` takes probabilities, unlike
+    PyTorch's CrossEntropyLoss, so after a Softmax it is no double softmax (the fused-loss
+    advice reads the pairs)."""
+    name = type(layer).__name__
+    if name == "CrossEntropyLoss" and getattr(layer, "use_softmax", True) is False:
+        return "CrossEntropyLoss(use_softmax=False)"
+    return name
 
 
 def autocast_on() -> bool:

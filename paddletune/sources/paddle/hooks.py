@@ -13,10 +13,11 @@ every patched attribute restored exactly as it was):
   threads                paddle.base.core.set_num_threads (the overrides' threads.intra_op;
                          the script's own calls tracked, paddle having no getter)
   NaN/Inf                FLAGS_check_nan_inf (and _level) through paddle.set_flags
-  --ops                  paddle.nn.Layer.__call__: each leaf layer's call is an op (layers.py),
-                         only while something listens to op_end; in the static graph
-                         paddle.profiler around Executor.run, a window of steps at a time
-                         (static_ops.py)
+  --ops                  paddle.profiler, only while something listens to op_end: windows of
+                         training steps (eager/op_windows.py, profiler_ops.py) in the dynamic
+                         graph; in the static graph around Executor.run, a window of steps at
+                         a time (static_ops.py); paddle.profiler.Profiler.__init__ guarded (a
+                         script's own profiler ends ours)
   the model's census     paddle.nn.Layer.__call__ again, until the first training step ends
                          (census.py), while something listens to `model`; in the static
                          graph, the program of the first training run
@@ -37,9 +38,10 @@ from paddle.base import core
 
 from ..device_memory import device_index
 from ..eager.bus import StepEnd
+from ..eager.op_windows import OpWindows
 from ..eager.overrides import batch_size_fixed
-from .layers import time_leaf_layers
 from .loaders import LoaderHooks, place_name
+from .profiler_ops import PaddleRecorder
 from .static_ops import StaticOps
 
 _perf = time.perf_counter
@@ -78,6 +80,7 @@ class PaddleHooks:
         self._programs: Dict[int, Tuple[object, int, int, bool]] = {}
         self._static_steps = 0
         self.static_ops = StaticOps(source.bus)
+        self.op_windows = OpWindows(source.bus, source.timer, PaddleRecorder())
         self._census = None  # the model's census until the first training step ends
         self._program_census = False  # a static-graph census is still to be taken
         self._not_training = set()  # id() of the programs run without a backward pass
@@ -106,6 +109,7 @@ class PaddleHooks:
         self._removed = True
         try:
             self.static_ops.close()  # the last window's ops, while the probes still listen
+            self.op_windows.close()
         except Exception:  # noqa: BLE001  (the job's end must not fail on it)
             pass
         while self._patched:
@@ -153,8 +157,7 @@ class PaddleHooks:
         self._threads()
         self._track_threads()
         if timing_ops:
-            time_leaf_layers(self.source.bus, self.source.timer, self.patch)
-            self.static_ops.install(self.patch)
+            self._guard_profiler()
         if self.source.bus.listening("model"):  # (over --ops's wrapper: it can unhook first)
             from .census import Census
             self._census = Census(lambda record: self.source.bus.emit("model", record),
@@ -169,12 +172,37 @@ class PaddleHooks:
             self._set_flags({"FLAGS_check_nan_inf": True,
                              "FLAGS_check_nan_inf_level": 1 if self.nan_continue else 0})
 
+    def _guard_profiler(self):
+        """paddle.profiler.Profiler.__init__ guarded for both op timers (the static graph's
+        windows and the dynamic graph's): a Profiler the script makes ends both, one either
+        of them makes is its own."""
+        import paddle.profiler as profiler
+        original, hooks = profiler.Profiler.__init__, self
+
+        def __init__(prof, *args, **kwargs):
+            if not (hooks.op_windows.starting or hooks.static_ops.making):
+                hooks._script_profiler()
+            return original(prof, *args, **kwargs)
+
+        __init__.__wrapped__ = original
+        self.patch(profiler.Profiler, "__init__", __init__)
+
+    def _script_profiler(self):
+        """The script makes its own Profiler: both op timers stop for good, and the one of
+        the graph running now says why."""
+        reason = ("the script makes its own paddle.profiler.Profiler, and Paddle keeps one "
+                  "profiler at a time")
+        dynamic = paddle.in_dynamic_mode()
+        self.static_ops.stop_for_good(reason, announce=not dynamic)
+        self.op_windows.stop_for_good(reason, announce=dynamic)
+
     # --- steps: dynamic graph -------------------------------------------------------------
     def _stepping(self, original, owner_arg: bool):
         """An optimizer's (or a GradScaler's: `owner_arg`, its first argument is the
         optimizer) step or minimize that ends a training step after it returns."""
         hooks, timer = self, self.source.timer
         dynamic = paddle.in_dynamic_mode
+        timing_ops = lambda: hooks.source.bus.listening("op_end")  # noqa: E731
 
         def stepping(obj, *args, **kwargs):
             if hooks._depth or not dynamic():
@@ -193,6 +221,8 @@ class PaddleHooks:
                 hooks._device_step(hooks._place, timer.steps)
                 hooks._memory_step(hooks._place, timer.steps, timer.batch_size)
                 timer.step_done(hooks._place)
+                if timing_ops():
+                    hooks.op_windows.step_ended(timer.steps - 1, timer.last_end, hooks._place)
             return out
 
         stepping.__wrapped__ = original

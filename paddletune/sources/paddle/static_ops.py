@@ -2,8 +2,9 @@
 paddle.static.Executor runs, WINDOW steps at a time, and each operator it saw is announced as
 one op_end of its step when the window closes.
 
-A static program has no layers to time (the dynamic graph's way, layers.py), and the profiler
-is the only view Paddle gives into its executor: one `Operator` event per kernel run (the
+A static program's steps run inside Executor.run (the dynamic graph's windows follow the
+optimizer's steps: profiler_ops.py), and the profiler is the only view Paddle gives into its
+executor: one `Operator` event per kernel run (the
 forward, backward and update ops alike, e.g. `pd_op.matmul_grad`), on the executor's own
 threads. Its events arrive only when it stops, so a window of steps is recorded, read and
 announced at once (the dashboard's Top ops panel fills a window at a time), and one more at the
@@ -49,7 +50,7 @@ class StaticOps:
     profiler: object = None
     unavailable: Optional[str] = None
     slots: Dict[Tuple[str, int], int] = field(default_factory=dict)  # (type, rank) -> index
-    _making: bool = False  # constructing our own Profiler
+    making: bool = False  # constructing our own Profiler
 
     @staticmethod
     def prepare():
@@ -57,22 +58,12 @@ class StaticOps:
         from paddle.profiler.utils import wrap_optimizers
         wrap_optimizers()
 
-    def install(self, patch):
-        """Patch paddle.profiler.Profiler.__init__ (through `patch`, which restores it): a
-        script's own profiler closes ours for good."""
-        import paddle.profiler as profiler
-        original, static_ops = profiler.Profiler.__init__, self
-
-        def __init__(prof, *args, **kwargs):
-            if not static_ops._making:
-                static_ops.close()
-                if not static_ops.unavailable:
-                    static_ops._give_up("the script makes its own paddle.profiler.Profiler, "
-                                        "and Paddle keeps one profiler at a time")
-            return original(prof, *args, **kwargs)
-
-        __init__.__wrapped__ = original
-        patch(profiler.Profiler, "__init__", __init__)
+    def stop_for_good(self, reason: str, announce: bool = True):
+        """The script makes its own Profiler (`reason`): the open window is closed, and no
+        other opens; with `announce`, the profile says why (a scope event)."""
+        self.close()
+        if not self.unavailable:
+            self._give_up(reason, announce)
 
     def before_run(self):
         """Called before each Executor.run while op_end is listened to: opens a window."""
@@ -80,13 +71,13 @@ class StaticOps:
             return
         try:
             import paddle.profiler as profiler
-            self._making = True
+            self.making = True
             try:  # (paddle's default on_trace_ready writes a trace file per window into the
                 # working directory: the job's folder must stay as the job leaves it)
                 self.profiler = profiler.Profiler(targets=_targets(profiler),
                                                   on_trace_ready=_write_nothing)
             finally:
-                self._making = False
+                self.making = False
             self.profiler.start()
         except Exception as err:  # noqa: BLE001  (a script's own profiler holds paddle's)
             self.profiler = None
@@ -118,10 +109,11 @@ class StaticOps:
         for op in ops_of_runs(nodes, runs, self.slots):
             self.bus.emit("op_end", op)
 
-    def _give_up(self, reason: str):
+    def _give_up(self, reason: str, announce: bool = True):
         """No more op timing in this job; the profile says why (a scope event)."""
         self.unavailable = f"the static graph's op times: {reason}"
-        self.bus.emit("scope", ProbeUnavailableEvent(0.0, "ops", self.unavailable))
+        if announce:
+            self.bus.emit("scope", ProbeUnavailableEvent(0.0, "ops", self.unavailable))
 
 
 def _write_nothing(prof):

@@ -20,7 +20,7 @@ from torch.nn.modules.conv import _ConvNd
 
 from ...profile.records import ModelEvent
 from ..device_memory import device_index
-from ..eager.census import Counted, StepCensus, top_calls
+from ..eager.census import Counted, LeafPairs, StepCensus, top_calls
 from .source import gpu_math_settings
 
 MAX_CALLS = 10_000  # leaf module calls looked at, at most, if no training step ends first
@@ -34,6 +34,7 @@ class Census(StepCensus):
         self.convs = [0, 0]  # convolutions' 4-D inputs seen, and of them channels_last
         self.compiled = False
         self.calls = 0  # leaf module calls seen
+        self.pairs = LeafPairs()
         self._hook = torch.nn.modules.module.register_module_forward_hook(self._called)
 
     def _called(self, module, inputs, output):
@@ -47,6 +48,7 @@ class Census(StepCensus):
             return  # only leaf modules
         name = type(module).__name__
         self.modules[name] = self.modules.get(name, 0) + 1
+        self.pairs.called(name)
         self.calls += 1
         if self.calls >= MAX_CALLS:  # a job that does not step (inference): stop looking
             self.unhook()
@@ -77,7 +79,8 @@ class Census(StepCensus):
             lead = top_calls("leaf module calls in the first step", self.modules) \
                 if self.modules else None
         return Counted(lead, self.modules, self.autocast, ("autocast off", "autocast on"),
-                       tuple(self.convs), ("convolution inputs", "channels_last", "NCHW"))
+                       tuple(self.convs), ("convolution inputs", "channels_last", "NCHW"),
+                       self.pairs.counts)
 
 
 def autocast_on() -> bool:

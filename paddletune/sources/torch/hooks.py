@@ -20,7 +20,7 @@
 * the model's census (census.py, while something listens to `model`): a forward hook on every
   module until the first training step ends, then a `model` event;
 * --ops (while something listens to op_end): torch.profiler windows of training steps
-  (profiler_ops.py): every top-level operator of the forward, the backward and the update,
+  (eager/op_windows.py, profiler_ops.py): every top-level operator of the forward, the backward and the update,
   announced as op_end events when a window closes (what starts a profiler patched: a
   script's own ends ours).
 """
@@ -38,10 +38,11 @@ from torch.utils.data._utils import fetch as fetchers
 
 from ..device_memory import device_index
 from ..eager.loaders import error_detail
+from ..eager.op_windows import OpWindows
 from ..eager.overrides import batch_size_fixed
 from ..eager.steps import iter_tensors
 from .backends import BackendOverrides
-from .profiler_ops import STARTS_A_PROFILER, ProfilerOps
+from .profiler_ops import STARTS_A_PROFILER, TorchRecorder
 from .scope import watch_scope
 
 _perf = time.perf_counter
@@ -81,7 +82,7 @@ class TorchHooks:
         self._device_clock = None  # device_clock.DeviceClock: the steps timed with CUDA events
         self._census = None  # the model's census until the first training step ends
         self._backends = None  # the `backends` overrides until the first training step ends
-        self._ops: Optional[ProfilerOps] = None  # --ops: torch.profiler's windows
+        self._ops: Optional[OpWindows] = None  # --ops: torch.profiler's windows
 
     # --- install / remove -----------------------------------------------------------------
     def install(self):
@@ -102,10 +103,11 @@ class TorchHooks:
             hook = torch.nn.modules.module.register_module_forward_hook(self._check_output)
             self._undo.append(hook.remove)
         if self.source.bus.listening("op_end"):
-            self._ops = ProfilerOps(self.source.bus, self.timer)
+            self._ops = OpWindows(self.source.bus, self.timer, TorchRecorder())
             for name in STARTS_A_PROFILER:
                 if hasattr(torch.autograd.profiler, name):
-                    self._patch_module(torch.autograd.profiler, name, self._ops.guard_start)
+                    self._patch_module(torch.autograd.profiler, name,
+                                       lambda original: self._ops.guard(original, "PyTorch"))
             self._undo.append(self._ops.close)  # (before the patch is undone)
         if self.source.bus.listening("model"):
             from .census import Census

@@ -1,51 +1,31 @@
-"""--ops for a PyTorch job: torch.profiler records WINDOW training steps at a time, and each
-op it saw is announced as one op_end of its step when the window closes.
+"""--ops for a PyTorch job: torch.profiler in windows of training steps (the schedule, the
+costs and the one-profiler rule: sources/eager/op_windows.py), read as torch.profiler's own
+tables list the ops.
 
-What an op is: a top-level operator of the training thread, as torch.profiler's tables list
-them: the forward's `aten::linear`, `aten::relu`, `aten::cross_entropy_loss`; the backward's
-autograd nodes (`AddmmBackward0`, `AccumulateGrad`: the engine's `evaluate_function` events,
-on whichever thread the engine runs them); the optimizer's `Adam.step` and `Adam.zero_grad`
-(torch.optim's own annotations, each one op). The script's own `record_function` ranges are
-looked through (their ops are listed), the DataLoader's `enumerate(DataLoader)` range is left
-out (its time is the step's read time), and so are other threads' ops (a pin-memory thread).
-On a GPU each op's time is its kernels' device time (CUPTI, through torch.profiler: timing
-"cupti"), and an op that launched no kernel is left out; on the CPU it is the op's host time.
+What an op is: a top-level operator of the training thread: the forward's `aten::linear`,
+`aten::relu`, `aten::cross_entropy_loss`; the backward's autograd nodes (`AddmmBackward0`,
+`AccumulateGrad`: the engine's `evaluate_function` events, on whichever thread the engine runs
+them); the optimizer's `Adam.step` and `Adam.zero_grad` (torch.optim's own annotations, each
+one op: the step's range also holds the step hooks, paddletune's included). The script's own
+`record_function` ranges are looked through (their ops are listed), the DataLoader's
+`enumerate(DataLoader)` range is left out (its time is the step's read time), and so are
+other threads' ops (a pin-memory thread). On a GPU each op's time is its kernels' (CUPTI,
+through torch.profiler): the kernels each launched, found by correlation.
 
-A window records WINDOW + 1 steps and announces the first WINDOW: torch.optim's range around
-`Adam.step` also holds the step hooks (paddletune's, which end the step and stop the profiler),
-so the last step's update is cut off; for the same reason an op ends by its step's end.
-
-A window costs the job: the profiler records each operator (about 1 µs per op on the CPU), and
-stopping it and reading its events takes milliseconds. That reading is left out of the step
-times (StepTimer.pause: the next step starts after it, and StepEnd.paused_s carries it to the
-ops probe's overhead). The first window opens after FIRST_STEP steps; the steps between two
-windows are as many as keep the reading under BUDGET of the job's time, but at least WINDOW and
-at most as many as the job has run so far (so a job of fast steps still gets windows late in
-its run, past a long warm-up: 10-19, 42-51, 106-115, 234-243, ...). torch.profiler records no op id, so an op is known by its type and its rank
-among the step's ops of that type (by start), the index that pair got when first seen.
-
-PyTorch runs one profiler at a time: a script that starts its own (torch.profiler.profile,
-torch.autograd.profiler.profile, emit_nvtx, emit_itt) gets it (STARTS_A_PROFILER are
-patched). Our open window is closed first (its ops announced) and op timing stops for the rest of the job, the reason sent as a
-scope event (the report's `Ops: N/A`); so it does when ours cannot start."""
+A script's own profiler (torch.profiler.profile, torch.autograd.profiler.profile, emit_nvtx,
+emit_itt) goes through STARTS_A_PROFILER, which the hooks guard. Kineto, torch.profiler's
+engine, prints two lines to stderr at each start and stop: silenced (`_quiet_kineto`)."""
 
 import bisect
-import gc
-import math
 import os
 import time
-from dataclasses import dataclass, field
-from typing import Dict, Iterable, List, NamedTuple, Optional, Tuple
+from typing import Dict, Iterable, List, NamedTuple, Tuple
 
 import torch
 
-from ...profile.records import ProbeUnavailableEvent
-from ..eager.bus import Bus, OpEnd
-from ..eager.steps import StepTimer
+from ..eager.bus import OpEnd
+from ..eager.op_windows import BACKWARD, FORWARD, OPTIMIZE, TopOp, Window, ops_of_window
 
-WINDOW = 10  # steps per profiler window
-FIRST_STEP = 10  # steps before the first window opens
-BUDGET = 0.05  # the windows' reading: at most this share of the job's time
 ANCHOR = "paddletune::ops_window"  # our range, its start on both clocks
 AUTOGRAD = "autograd::engine::evaluate_function: "
 OPTIMIZER = "Optimizer."  # torch.optim's ranges: "Optimizer.step#Adam.step"
@@ -54,7 +34,6 @@ LOADER = "enumerate(DataLoader)"
 # session (replacing an open one) first; emit_nvtx and emit_itt only call the hook
 STARTS_A_PROFILER = ("_prepare_profiler", "_run_on_profiler_start")
 DEVICE_WORK = ("kernel", "gpu_memcpy", "gpu_memset")
-FORWARD, BACKWARD, OPTIMIZE = 0, 1, 2  # OpEnd.role, as the Fluid op roles number them
 
 _perf = time.perf_counter
 
@@ -95,19 +74,6 @@ def read_events(events: Iterable, device: bool) -> Tuple[List[HostEvent], List[D
 
 
 # --- the ops of a window ----------------------------------------------------------------------
-@dataclass
-class TopOp:
-    """A top-level op: its type, role and host span; its kernels' device time (GPU)."""
-
-    type: str
-    role: int
-    thread: int
-    start_ns: int
-    end_ns: int
-    device_ns: int = 0
-    first_device_ns: Optional[int] = None
-
-
 def op_kind(name: str) -> Tuple[str, int]:
     """The op type a top-level event is listed under, and its role."""
     if name.startswith(AUTOGRAD):
@@ -168,174 +134,43 @@ def add_device_time(tops: List[TopOp], host: List[HostEvent], device: List[Devic
         k = bisect.bisect_right(starts, e.start_ns) - 1
         if k < 0 or e.start_ns > ops[k].end_ns:
             continue
-        op = ops[k]
         for work in works:
-            op.device_ns += max(work.end_ns - work.start_ns, 0)
-            if op.first_device_ns is None or work.start_ns < op.first_device_ns:
-                op.first_device_ns = work.start_ns
+            ops[k].add_kernel(work.start_ns, work.end_ns)
 
 
-@dataclass(frozen=True)
-class Window:
-    """A window's steps on the job's clock: it opened at `t_open` (a step's end, perf_counter
-    seconds); `ends` is each step it recorded, (step, its end), in order. `anchor_ns` and
-    `anchor_t` are one moment on the profiler's clock and on perf_counter's."""
+class TorchRecorder:
+    """torch.profiler, one window at a time (eager/op_windows.py's Recorder)."""
 
-    t_open: float
-    ends: Tuple[Tuple[int, float], ...]
-    anchor_ns: int
-    anchor_t: float
+    name = "torch.profiler"
 
+    def __init__(self):
+        self.profiler = None
+        self.device = False
 
-def ops_of_window(tops: List[TopOp], window: Window, slots: Dict[Tuple[str, int], int],
-                  device: bool) -> List[OpEnd]:
-    """The OpEnd of each top-level op that started inside one of the window's steps, on the
-    step's clock, ending by the step's end; with `device`, its kernels' time (ops without any
-    are left out)."""
-    t_ends = [t for _, t in window.ends]
-    out, ranks, current = [], {}, None
-    for op in tops:
-        t_start = window.anchor_t + (op.start_ns - window.anchor_ns) / 1e9
-        k = bisect.bisect_left(t_ends, t_start)
-        if t_start <= window.t_open or k == len(t_ends):
-            continue
-        step = window.ends[k][0]
-        if step != current:
-            ranks, current = {}, step
-        rank = ranks[op.type] = ranks.get(op.type, -1) + 1
-        index = slots.setdefault((op.type, rank), len(slots))
-        if device:
-            if op.first_device_ns is None:
-                continue
-            t_begin = window.anchor_t + (op.first_device_ns - window.anchor_ns) / 1e9
-            out.append(OpEnd(0, step, index, op.type, op.role, t_begin,
-                             t_begin + op.device_ns / 1e9, "cupti"))
-        else:  # (torch.optim's range holds the step hooks: cut at the step's end)
-            t_end = min(t_start + (op.end_ns - op.start_ns) / 1e9, t_ends[k])
-            out.append(OpEnd(0, step, index, op.type, op.role, t_start, t_end))
-    return out
-
-
-# --- the windows ------------------------------------------------------------------------------
-@dataclass
-class ProfilerOps:
-    """torch.profiler windows over the training steps, their ops announced on `bus`."""
-
-    bus: Bus
-    timer: StepTimer
-    slots: Dict[Tuple[str, int], int] = field(default_factory=dict)
-    unavailable: Optional[str] = None
-    profiler: object = None
-    device: bool = False  # the open window records the GPU's work
-    t_open: float = 0.0
-    t_anchor: float = 0.0  # perf_counter inside our range (ANCHOR)
-    ends: List[Tuple[int, float]] = field(default_factory=list)
-    steps_to_wait: int = FIRST_STEP
-    _starting: bool = False
-
-    def guard_start(self, original):
-        """The replacement of `original`, one of torch.autograd.profiler's STARTS_A_PROFILER:
-        a script's own profiler closes ours for good before it starts."""
-        ops = self
-
-        def _run_on_profiler_start(*args, **kwargs):
-            if not ops._starting:
-                ops.close()
-                if not ops.unavailable:
-                    ops._give_up("the script starts its own torch profiler, and PyTorch "
-                                 "runs one at a time")
-            return original(*args, **kwargs)
-
-        return _run_on_profiler_start
-
-    def step_ended(self, step: int, t_end: float, place: str):
-        """The training step `step` ended at `t_end` (its StepEnd already sent)."""
-        if self.unavailable:
-            return
-        if self.profiler is None:
-            self.steps_to_wait -= 1
-            if self.steps_to_wait <= 0:
-                self._paused(self._open, t_end, place.startswith("CUDA"))
-            return
-        self.ends.append((step, t_end))
-        if len(self.ends) > WINDOW:
-            self._paused(self.close)
-
-    def _paused(self, action, *args):
-        """Run `action` between two steps, its time left out of the next step (and without
-        the garbage collector, which the window's thousands of events would wake)."""
-        t0, collecting = _perf(), gc.isenabled()
-        gc.disable()
-        try:
-            action(*args)
-        finally:
-            if collecting:
-                gc.enable()
-            self.timer.pause(_perf() - t0)
-
-    def _open(self, t_open: float, device: bool):
+    def start(self, device: bool) -> float:
         activities = [torch.profiler.ProfilerActivity.CPU]
         if device:
             activities.append(torch.profiler.ProfilerActivity.CUDA)
-        try:
-            with _quiet_kineto():
-                self._starting = True
-                try:
-                    profiler = torch.profiler.profile(activities=activities)
-                    profiler.start()
-                finally:
-                    self._starting = False
-            with torch.profiler.record_function(ANCHOR):
-                t_anchor = _perf()
-        except Exception as err:  # noqa: BLE001  (a script's profiler already runs)
-            self._give_up(f"torch.profiler could not start ({_first_line(err)}); does the "
-                          f"script run its own? PyTorch runs one profiler at a time")
-            return
-        self.profiler, self.device, self.t_open = profiler, device, t_open
-        self.t_anchor, self.ends = t_anchor, []
+        with _quiet_kineto():
+            profiler = torch.profiler.profile(activities=activities)
+            profiler.start()
+        self.profiler, self.device = profiler, device
+        with torch.profiler.record_function(ANCHOR):
+            return _perf()
 
-    def close(self):
-        """Stop the window's profiler and announce its ops (also at the job's end)."""
-        profiler, ends = self.profiler, self.ends
-        self.profiler, self.ends = None, []
-        if profiler is None:
-            return
-        t_close = _perf()
-        try:
-            profiler.stop()
-            host, device = read_events(profiler.profiler.kineto_results.events(), self.device)
-        except Exception as err:  # noqa: BLE001
-            self._give_up(f"torch.profiler failed: {_first_line(err)}")
-            return
+    def stop(self, t_open: float, ends: Tuple[Tuple[int, float], ...], t_anchor: float,
+             slots: Dict[Tuple[str, int], int]) -> List[OpEnd]:
+        profiler, self.profiler = self.profiler, None
+        profiler.stop()
+        host, device = read_events(profiler.profiler.kineto_results.events(), self.device)
         anchor = next((e for e in host if e.name == ANCHOR), None)
-        if anchor is not None and ends:
-            tops = top_level(host, anchor.thread)
-            if self.device:
-                add_device_time(tops, host, device)
-            window = Window(self.t_open, tuple(ends[:WINDOW]),
-                            (anchor.start_ns + anchor.end_ns) // 2,
-                            self.t_anchor)
-            for op in ops_of_window(tops, window, self.slots, self.device):
-                self.bus.emit("op_end", op)
-        recorded_s = ends[-1][1] - self.t_open if ends else 0.0
-        self.steps_to_wait = self._gap(len(ends), recorded_s, _perf() - t_close,
-                                       self.timer.steps)
-
-    @staticmethod
-    def _gap(steps: int, recorded_s: float, reading_s: float, steps_done: int) -> int:
-        """Steps until the next window: enough that reading a window (`reading_s`, after
-        `steps` steps that took `recorded_s`) stays under BUDGET of the job's time, but no more
-        than the job has run so far (`steps_done`: a job's later steps always get windows,
-        its warm-up may be long), and at least WINDOW."""
-        if steps <= 0 or recorded_s <= 0:
-            return WINDOW
-        within_budget = math.ceil(reading_s / (BUDGET * recorded_s / steps)) - steps
-        return max(WINDOW, min(within_budget, steps_done))
-
-    def _give_up(self, reason: str):
-        """No more op timing in this job; the profile says why (a scope event)."""
-        self.unavailable = f"the op times: {reason}"
-        self.bus.emit("scope", ProbeUnavailableEvent(0.0, "ops", self.unavailable))
+        if anchor is None or not ends:
+            return []
+        tops = top_level(host, anchor.thread)
+        if self.device:
+            add_device_time(tops, host, device)
+        window = Window(t_open, ends, (anchor.start_ns + anchor.end_ns) // 2, t_anchor)
+        return ops_of_window(tops, window, slots, self.device)
 
 
 class _quiet_kineto:
@@ -352,8 +187,3 @@ class _quiet_kineto:
         if self.set:
             os.environ.pop("KINETO_LOG_LEVEL", None)
         return False
-
-
-def _first_line(err) -> str:
-    lines = str(err).strip().splitlines()
-    return f"{type(err).__name__}: {lines[0] if lines else ''}"[:200]
