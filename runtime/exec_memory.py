@@ -37,10 +37,11 @@ class Serving:
     errors)."""
 
     __slots__ = ("pool", "previous", "phase_peaks", "start", "oom_seen", "allocated_at_start",
-                 "planned_requests")
+                 "planned_requests", "serving")
 
     def __init__(self, pool):
         self.pool, self.previous, self.phase_peaks = pool, None, {}
+        self.serving = False
         self.start = (0, 0, 0.0)
         self.allocated_at_start = self.planned_requests = 0
 
@@ -51,6 +52,7 @@ class Serving:
         self.allocated_at_start = pool.allocated
         pool.reset_window()
         self.previous = install(pool)
+        self.serving = True
 
     def phase(self, tag):
         """The next ops allocate for `tag` (their category); a new peak window starts."""
@@ -64,8 +66,11 @@ class Serving:
             self.phase_peaks[tag] = peak
 
     def end(self):
-        restore(self.pool, self.previous)
-        self.pool.tag = "other"
+        """The pool no longer serves this thread's arrays (once: later calls do nothing)."""
+        if self.serving:
+            self.serving = False
+            restore(self.pool, self.previous)
+            self.pool.tag = "other"
 
     def replayed(self, phase_peaks_above_start, planned_requests):
         """The step ran on its memory plan (memory/arena.py): its phases peaked as in the

@@ -138,6 +138,7 @@ class Executor:
             feed_bytes = self._graphs.feed(replay, env, checked)
         else:
             feed_bytes = self._feed(plan, feed, env, checked)
+        results = None
         for slot, var in plan.persistable_feeds:  # a fed persistable stays in the scope
             holder = scope.var(var.name)
             holder.value, holder.lod = env[slot], []
@@ -160,7 +161,8 @@ class Executor:
         elif graph is not None and self._capture(plan, graph, env, reads, writes):
             mem = self._graph_memory(plan)
         else:
-            mem = self._compute(plan, env, step, scope, writes, batch)
+            mem, results, fetch_s = self._compute(plan, env, step, scope, writes, batch,
+                                                  None if gpu else return_numpy)
             if gpu:
                 self._graphs.keep_arrays(writes, env)
         if gpu:  # the step's kernels are queued, not done: wait for them, then read their checks
@@ -173,10 +175,12 @@ class Executor:
             for _, holder in writes:
                 holder.lod = []  # the value written carries its own LoD
         t_compute = _perf()
-        if replay is None:
-            results = [_fetch(env[slot], return_numpy) for slot in plan.fetch_slots]
-        else:  # (from the host copies the graph made)
+        if replay is not None:  # (from the host copies the graph made)
             results = [_fetch(value, return_numpy) for value in replay.fetched_values()]
+        elif results is None:
+            results = [_fetch(env[slot], return_numpy) for slot in plan.fetch_slots]
+        else:  # fetched inside the step (_compute): the time it took counts as fetching
+            t_compute -= fetch_s
         if mem is not None and events.memory_step.subs:
             events.memory_step.emit(mem.record(self._id, plan, step, self.place, batch))
         if events.step_end.subs:
@@ -239,8 +243,10 @@ class Executor:
         self._graphs.launch(captured, env)
         return True
 
-    def _compute(self, plan, env, step_no, scope, writes, batch):
-        """Run the plan's ops with the pool serving their arrays; the Serving (or None)."""
+    def _compute(self, plan, env, step_no, scope, writes, batch, return_numpy=None):
+        """Run the plan's ops with the pool serving their arrays; (the Serving or None, the
+        fetched values or None, the seconds fetching took). The values are fetched here when
+        `return_numpy` is given and the pool serves NumPy arrays (see _fetch_in_step)."""
         pool = memory.pool_for(self.place)
         mem = Serving(pool) if pool is not None else None
         gc_gb = FLAGS.get("eager_delete_tensor_gb")
@@ -258,6 +264,9 @@ class Executor:
                 self._run_traced(plan, env, step_no, mem, batch)
             else:
                 self._run_plain(plan, env, mem, garbage)
+            results, fetch_s = None, 0.0
+            if mem is not None and return_numpy is not None:
+                results, fetch_s = _fetch_in_step(plan, env, mem, return_numpy)
             if planned is not None:
                 planned.end(mem)
             if mem is not None:
@@ -282,7 +291,7 @@ class Executor:
                 planned.settle()
             if garbage is not None:
                 garbage.clear()
-        return mem
+        return mem, results, fetch_s
 
     # --- compile ---------------------------------------------------------------------------
     def _plan(self, program, feed, fetch_names, options=None):
@@ -321,25 +330,21 @@ class Executor:
 
     # --- run -------------------------------------------------------------------------------
     def _run_plain(self, plan, env, mem=None, garbage=None):
+        if garbage is None:
+            plan.straight()(plan, env, mem)  # (the whole plan as straight-line code)
+            return
         step = None
         try:
-            for tag, ops in plan.runs(garbage is None):  # (each op's _run_op, compiled)
+            for tag, ops in plan.runs(False):  # (each op's _run_op, compiled)
                 if mem is not None:
                     mem.phase(tag)
-                if garbage is None:
-                    for step, run in ops:
-                        run(env, step)
-                else:
-                    for step, run in ops:
-                        run(env, step)
-                        garbage.take(step, env)
+                for step, run in ops:
+                    run(env, step)
+                    garbage.take(step, env)
                 if mem is not None:
                     mem.phase_done(tag)
         except Exception as err:
-            failure = _failure(step, env, plan, mem, err)
-            if failure is err:
-                raise
-            raise failure from err
+            raise_failure(step, env, plan, mem, err)
 
     def _run_instrumented(self, plan, env, step_no, mem=None, garbage=None):
         """The same loop, timing each op for op_end subscribers and checking NaN/Inf when
@@ -399,6 +404,20 @@ def _step_memory(plan, env, pool, xp):
         return None
     shapes = tuple([getattr(env[slot], "shape", None) for slot, _ in plan.feed_slots])
     return arena.step_memory(plan.memory_plans, shapes, pool)
+
+
+def _fetch_in_step(plan, env, mem, return_numpy):
+    """(the fetched values, the seconds it took): copied out once the pool no longer serves
+    this thread (the copies are plain NumPy arrays, the caller's), then the fetched
+    temporaries (a loss) are dropped while the step's memory plan still runs, so the plan
+    holds them as it holds the other temporaries: the pool does not serve them through its
+    Python callbacks every step."""
+    t0 = _perf()
+    mem.end()
+    results = [_fetch(env[slot], return_numpy) for slot in plan.fetch_slots]
+    for slot in plan.fetched_temporaries:
+        env[slot] = None
+    return results, _perf() - t0
 
 
 def _declare_persistables(program, scope):
@@ -472,6 +491,14 @@ def _failure(step, env, plan, mem, err):
         err._runtime_op = step
         return err
     return _op_failed(step, env, plan, err)
+
+
+def raise_failure(step, env, plan, mem, err):
+    """Raise what a loop raises when `step` failed with `err` (see _failure)."""
+    failure = _failure(step, env, plan, mem, err)
+    if failure is err:
+        raise err
+    raise failure from err
 
 
 def run_ops(steps, env):

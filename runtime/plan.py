@@ -142,7 +142,11 @@ class Plan:
         self.writes = [n for n in dict.fromkeys(produced)
                        if _lookup(program, n) is not None and _lookup(program, n).persistable]
         self.is_startup = not feed_names and not self.reads
+        kept = set(feed_names) | set(self.reads) | set(self.writes)
+        self.fetched_temporaries = tuple(dict.fromkeys(  # (dropped once fetched: _step)
+            self.slot_of[n] for n in fetch_names if n not in kept))
         self._bindings = weakref.WeakKeyDictionary()
+        self._last_binding = (lambda: None, None)  # (weak reference to a scope, its binding)
         self.memory_plans = {}  # feed shapes -> memory/arena.py's ShapePlans
         keep = set(fetch_names) | set(feed_names)
         self._skip_unread_grads(block, keep)
@@ -150,6 +154,7 @@ class Plan:
         self._plan_memory(block, keep, gc, inplace, gc_fraction)
         self.segments = _segments(self.steps, block, self.is_startup)
         self._runs = {}  # free (True/False) -> the segments with each op's runner (`runs`)
+        self._straight = None  # the function running every op in order (`straight`)
 
     def runs(self, free):
         """plan.segments with each op paired with its runner: [(tag, ((op, run), ...))], where
@@ -160,6 +165,14 @@ class Plan:
             found = self._runs[free] = [(tag, tuple((op, runner(op, free)) for op in ops))
                                         for tag, ops in self.segments]
         return found
+
+    def straight(self):
+        """One function `run(plan, env, mem)` running the whole plan as the executor's plain
+        loop does with the frees applied (see `straight_function`). Made at the first step that
+        needs it, once the plan is complete."""
+        if self._straight is None:
+            self._straight = straight_function(self.segments)
+        return self._straight
 
     def _skip_unread_grads(self, block, keep):
         """Gradient ops do not compute gradients that no op reads, nobody fetches and no
@@ -288,11 +301,15 @@ class Plan:
 
     def bind(self, scope):
         """(slot, scope variable) pairs for reads and writes, cached per scope."""
+        last_scope, bound = self._last_binding
+        if last_scope() is scope:  # (the common case: the scope of the previous step)
+            return bound
         bound = self._bindings.get(scope)
         if bound is None:
             reads = [(self.slot_of[n], scope.find_var(n) or scope.var(n)) for n in self.reads]
             writes = [(self.slot_of[n], scope.find_var(n) or scope.var(n)) for n in self.writes]
             bound = self._bindings[scope] = (reads, writes)
+        self._last_binding = (weakref.ref(scope), bound)
         return bound
 
 
@@ -329,20 +346,64 @@ def _runner_factory(in_keys, out_keys, n_frees, n_shrinks, inplace):
     outs = [f"o{n}" for n in range(len(out_keys))]
     frees = [f"f{n}" for n in range(n_frees)]
     shrinks = [f"s{n}" for n in range(n_shrinks)]
-    body = []
-    if inplace:
-        body.append("op.ctx.inplace = [o for o, i in op.inplace if exclusive(env[i], op.ctx.xp)]")
-    body.append("ins = {" + ", ".join(f"{k!r}: env[{i}]" for k, i in zip(in_keys, ins)) + "}")
-    body.append("res = op.fn(op.ctx, ins, op.attrs)")
-    body += [f"env[{o}] = res[{k!r}]" for k, o in zip(out_keys, outs)]
-    body += [f"env[{f}] = None" for f in frees]
-    body += [f"env[{s}] = shape_only(env[{s}])" for s in shrinks]
+    body = _op_lines(in_keys, ins, out_keys, outs, frees, shrinks, inplace)
     source = (f"def make({', '.join(ins + outs + frees + shrinks)}):\n"
               "    def run(env, op):\n" + "".join(f"        {line}\n" for line in body) +
               "    return run\n")
     namespace = {"exclusive": exclusive, "shape_only": shape_only}
     exec(compile(source, f"<op runner {len(in_keys)}-{len(out_keys)}>", "exec"), namespace)
     return namespace["make"]
+
+
+def _op_lines(in_keys, ins, out_keys, outs, frees, shrinks, inplace):
+    """The statements running the op named `op` in the code, as executor._run_op does (its
+    slots given as code: names or numbers). The inputs' dict and the kernel's result stay
+    referenced until the frees are done."""
+    lines = []
+    if inplace:
+        lines.append("op.ctx.inplace = [o for o, i in op.inplace if exclusive(env[i], op.ctx.xp)]")
+    lines.append("ins = {" + ", ".join(f"{k!r}: env[{i}]" for k, i in zip(in_keys, ins)) + "}")
+    lines.append("res = op.fn(op.ctx, ins, op.attrs)")
+    lines += [f"env[{o}] = res[{k!r}]" for k, o in zip(out_keys, outs)]
+    lines += [f"env[{f}] = None" for f in frees]
+    lines += [f"env[{s}] = shape_only(env[{s}])" for s in shrinks]
+    return lines
+
+
+def straight_function(segments):
+    """A function `run(plan, env, mem)` that runs the ops of `segments` ([(tag, ops)]) in
+    order, each as executor._run_op(op, env, False, True) does, as straight-line code: each
+    op's slots written into the code (no loop over the ops or their slot tuples, no call
+    per op besides its kernel's). `mem` (a Serving, or None) opens and closes each segment's
+    phase; `step.fn` is looked up at each call. A failing op is reported by
+    executor.raise_failure. Ops with duplicable inputs or outputs go through _run_op."""
+    from .executor import _run_op, raise_failure
+    ops, lines = [], []
+    for tag, steps in segments:
+        lines.append(f"if mem is not None: mem.phase({tag!r})")
+        for step in steps:
+            lines.append(f"op = ops[{len(ops)}]  # {step.type}")
+            ops.append(step)
+            if step.insN or step.outsN:
+                lines.append("run_op(op, env, False, True)")
+                continue
+            lines += _op_lines([k for k, _ in step.ins1], [i for _, i in step.ins1],
+                               [k for k, _ in step.outs1], [i for _, i in step.outs1],
+                               step.frees, step.shrinks, bool(step.inplace))
+            lines.append("ins = res = None")
+        lines.append(f"if mem is not None: mem.phase_done({tag!r})")
+    source = ("def make(ops):\n"
+              "    def run(plan, env, mem):\n"
+              "        op = None\n"
+              "        try:\n"
+              "            pass\n" + "".join(f"            {line}\n" for line in lines) +
+              "        except Exception as err:\n"
+              "            raise_failure(op, env, plan, mem, err)\n"
+              "    return run\n")
+    namespace = {"exclusive": exclusive, "shape_only": shape_only, "run_op": _run_op,
+                 "raise_failure": raise_failure}
+    exec(compile(source, f"<plan of {len(ops)} ops>", "exec"), namespace)
+    return namespace["make"](tuple(ops))
 
 
 def creation_order_of(ops):

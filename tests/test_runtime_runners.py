@@ -1,11 +1,14 @@
-"""The plan's compiled op runners (runtime/plan.py `runner`, used by Executor._run_plain) do
-exactly what executor._run_op does: same outputs, frees, ShapeOnly stand-ins and inplace
-grants, with or without the frees, and `step.fn` looked up at each call."""
+"""The plan's compiled op runners (runtime/plan.py `runner`, used by the ParallelExecutor and by
+Executor._run_plain with batched GC) and its straight-line function (`Plan.straight`, the
+Executor's plain loop) do exactly what executor._run_op does: same outputs, frees, ShapeOnly
+stand-ins and inplace grants, with or without the frees, and `step.fn` looked up at each
+call."""
 
 import numpy as np
 import pytest
 
 import runtime as fluid
+from runtime.errors import OpRuntimeError
 from runtime.executor import _run_op
 from runtime.place import CPUPlace
 from runtime.plan import Plan, ShapeOnly
@@ -70,13 +73,44 @@ def test_runners_do_what_run_op_does(free, inplace):
     assert all(_same(a, b) for a, b in zip(by_run_op, by_runner))
 
 
+@pytest.mark.parametrize("inplace", [False, True])
+def test_the_straight_line_plan_does_what_run_op_does(inplace):
+    main, scope, loss = _model()
+    rng = np.random.default_rng(1)
+    feed = {"x": rng.standard_normal((4, 6), dtype=np.float32),
+            "y": rng.integers(0, 3, (4, 1)).astype(np.int64)}
+    plan = Plan(main, sorted(feed), (loss.name,), np, CPUPlace(), gc=True, inplace=inplace)
+    by_run_op, straight = _env(plan, scope, feed), _env(plan, scope, feed)
+    granted_run_op, granted_straight = [], []
+    for step in plan.steps:
+        _run_op(step, by_run_op, False, True)
+        granted_run_op.append(list(step.ctx.inplace))
+    for step in plan.steps:
+        step.ctx.inplace = ()
+    plan.straight()(plan, straight, None)
+    granted_straight = [list(step.ctx.inplace) for step in plan.steps]
+    assert granted_straight == granted_run_op
+    assert not inplace or any(granted_straight)
+    assert all(_same(a, b) for a, b in zip(by_run_op, straight))
+
+
+def test_a_failing_op_in_the_straight_line_plan_is_named():
+    main, scope, loss = _model()
+    feed = {"x": np.ones((2, 6), np.float32), "y": np.zeros((2, 1), np.int64)}
+    plan = Plan(main, sorted(feed), (loss.name,), np, CPUPlace(), gc=True, inplace=True)
+    mean = next(step for step in plan.steps if step.type == "mean")
+    mean.fn = lambda ctx, ins, attrs: 1 / 0
+    with pytest.raises(OpRuntimeError, match=r"op mean \(#\d+ in the program\).*ZeroDivision"):
+        plan.straight()(plan, _env(plan, scope, feed), None)
+
+
 def test_a_kernel_replaced_after_the_runners_were_made_is_the_one_called():
     main, scope, loss = _model()
     exe = fluid.Executor(fluid.CPUPlace())
     feed = {"x": np.ones((2, 6), np.float32), "y": np.zeros((2, 1), np.int64)}
     exe.run(main, feed=feed, fetch_list=[loss], scope=scope)
     plan = [p for p in exe._plans.values() if not p.is_startup][-1]
-    assert plan._runs  # (made by that step)
+    assert plan._straight is not None  # (made by that step)
     mean = next(step for step in plan.steps if step.type == "mean")
     mean.fn = lambda ctx, ins, attrs: {"Out": np.full(1, 7.0, np.float32)}
     value, = exe.run(main, feed=feed, fetch_list=[loss], scope=scope)

@@ -23,33 +23,39 @@ _main_ident = threading.main_thread().ident
 _get_ident, _getsignal, _setsignal = threading.get_ident, _sig.getsignal, _sig.signal
 
 
+_CAUGHT = []  # (signum, frame) of the signals recorded while held back (main thread only)
+
+
+def _record(signum, frame):
+    """The handler while a step runs: the signal is delivered when the step ends."""
+    _CAUGHT.append((signum, frame))
+
+
 class DeferSignals:
-    __slots__ = ("saved", "caught")
+    """`with DeferSignals():` the main thread's SIGINT/SIGTERM/SIGHUP handlers are held back.
+    Nested uses leave the handlers to the outermost (which finds `_record` installed)."""
+
+    __slots__ = ("saved",)
 
     def __enter__(self):
-        self.saved, self.caught = (), []
-        if _get_ident() != _main_ident:
-            return self
-        saved, record = [], None
-        for signum in _SIGNALS:
-            handler = _getsignal(signum)
-            if callable(handler) and not isinstance(getattr(handler, "__self__", None),
-                                                    DeferSignals):
-                if record is None:
-                    record = self._record
-                _setsignal(signum, record)
-                saved.append((signum, handler))
+        saved = []
+        if _get_ident() == _main_ident:
+            for signum in _SIGNALS:
+                handler = _getsignal(signum)
+                if handler is not _record and callable(handler):
+                    _setsignal(signum, _record)
+                    saved.append((signum, handler))
         self.saved = saved
         return self
 
-    def _record(self, signum, frame):
-        self.caught.append((signum, frame))
-
     def __exit__(self, *exc):
-        for signum, handler in self.saved:
+        saved = self.saved
+        for signum, handler in saved:
             _setsignal(signum, handler)
-        if self.caught:
-            handlers = dict(self.saved)
-            for signum, frame in self.caught:
+        if saved and _CAUGHT:
+            handlers = dict(saved)
+            caught = _CAUGHT[:]
+            _CAUGHT.clear()
+            for signum, frame in caught:
                 handlers[signum](signum, frame)  # raises, as it would have during the step
         return False

@@ -1,6 +1,8 @@
 """Loss ops: cross_entropy (on probabilities) and the fused, numerically stable
 softmax_with_cross_entropy (on logits). Hard labels are int64 with a trailing dimension of 1."""
 
+import weakref
+
 import numpy as np
 
 from .. import device_checks
@@ -72,6 +74,21 @@ def _plain_labels(label, n_classes, ignore_index):
 
 
 _UNSIGNED = {np.dtype(f"int{bits}"): np.dtype(f"uint{bits}") for bits in (8, 16, 32, 64)}
+
+# the softmax and the labels (weak references) of the last forward pass that found its labels
+# plain (softmax_with_cross_entropy on NumPy): its gradient, given the same two arrays, reads
+# the same labels (nothing writes a label between the two ops), so it needs no second look
+_PLAIN_SEEN = [lambda: None, lambda: None]
+
+
+def _remember_plain(softmax, label):
+    if type(softmax) is np.ndarray and type(label) is np.ndarray:
+        _PLAIN_SEEN[:] = weakref.ref(softmax), weakref.ref(label)
+
+
+def _seen_plain(softmax, label):
+    """True when the forward pass that made `softmax` found these very `label` plain."""
+    return _PLAIN_SEEN[0]() is softmax and _PLAIN_SEEN[1]() is label
 
 
 def _pick(xp, values, label, axis):
@@ -212,9 +229,10 @@ def _swce_fused(ctx, kernels, logits, label, ignore):
 @swce.kernel
 def _swce(ctx, ins, attrs):
     xp, logits, label = ctx.xp, ins["Logits"], ins["Label"]
-    kernels = fused.kernels(xp)
-    if _fusable(kernels, logits, label, attrs):
-        return _swce_fused(ctx, kernels, logits, label, attrs["ignore_index"])
+    if xp is not np:
+        kernels = fused.kernels(xp)
+        if _fusable(kernels, logits, label, attrs):
+            return _swce_fused(ctx, kernels, logits, label, attrs["ignore_index"])
     axis = attrs["axis"]
     if xp is np:  # the reductions .max() and .sum() make, without their Python wrappers
         shifted = logits - np.maximum.reduce(logits, axis, None, None, True)
@@ -233,6 +251,7 @@ def _swce(ctx, ins, attrs):
     ignore = attrs["ignore_index"]
     n_classes = logits.shape[axis]
     if _plain_labels(label, n_classes, ignore):  # the common case: two reductions, no masks
+        _remember_plain(softmax, label)
         return {"Softmax": softmax, "Loss": log_total - _pick(xp, shifted, label, axis)}
     _check_labels(xp, label, n_classes, ignore, "softmax_with_cross_entropy")
     ignored = label == ignore
@@ -249,7 +268,7 @@ def _swce(ctx, ins, attrs):
 def _swce_grad(ctx, ins, attrs):
     xp, softmax, label, dloss = ctx.xp, ins["Softmax"], ins["Label"], ins["Loss@GRAD"]
     axis = attrs["axis"]
-    kernels = fused.kernels(xp)
+    kernels = fused.kernels(xp) if xp is not np else None
     if _fusable(kernels, softmax, label, attrs) and fused.takes(softmax, dloss):
         grad = ctx.reuse("Logits@GRAD", softmax, softmax.shape, softmax.dtype)
         grad = xp.empty_like(softmax) if grad is None else grad
@@ -259,7 +278,7 @@ def _swce_grad(ctx, ins, attrs):
     if attrs["soft_label"]:
         return {"Logits@GRAD": (softmax - label) * dloss}
     ignore = attrs["ignore_index"]
-    plain = _plain_labels(label, softmax.shape[axis], ignore)
+    plain = _seen_plain(softmax, label) or _plain_labels(label, softmax.shape[axis], ignore)
     ignored = None if plain else label == ignore
     safe = label if plain else xp.where(ignored, 0, label).astype(np.int64, copy=False)
     grad = ctx.reuse("Logits@GRAD", softmax, softmax.shape, softmax.dtype)

@@ -429,14 +429,14 @@ def _mean_shape(ic):
 @mean.kernel
 def _mean(ctx, ins, attrs):
     x = ins["X"]
-    kernels = fused.kernels(ctx.xp)
-    if kernels is not None and fused.takes(x) and 1 <= x.size <= fused.MEAN_MAX:
-        return {"Out": kernels.mean(ctx.xp.ascontiguousarray(x))}
     if type(x) is np.ndarray and x.flags.c_contiguous:
         # x.sum(dtype=x.dtype)'s sum (over the elements in memory order, as one run), made
         # straight into a [1] array: no scalar turned back into an array
         out = np.add.reduce(x.ravel(), 0, x.dtype, None, True)
     else:
+        kernels = fused.kernels(ctx.xp)
+        if kernels is not None and fused.takes(x) and 1 <= x.size <= fused.MEAN_MAX:
+            return {"Out": kernels.mean(ctx.xp.ascontiguousarray(x))}
         out = x.sum(dtype=x.dtype).reshape(1)  # what x.mean() does, minus its Python wrapper
     out /= x.size
     return {"Out": out}
