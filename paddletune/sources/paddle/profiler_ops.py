@@ -119,15 +119,18 @@ class PaddleRecorder:
         targets = [profiler.ProfilerTarget.CPU]
         if device:
             targets.append(profiler.ProfilerTarget.GPU)
-        self.profiler = profiler.Profiler(targets=targets, on_trace_ready=_write_nothing)
-        self.device = device
-        self.profiler.start()
-        anchor = profiler.RecordEvent(ANCHOR)
-        anchor.begin()
+        prof = profiler.Profiler(targets=targets, on_trace_ready=_write_nothing)
+        prof.start()
         try:
-            return _perf()
-        finally:
+            anchor = profiler.RecordEvent(ANCHOR)
+            anchor.begin()
+            t_anchor = _perf()
             anchor.end()
+        except Exception:
+            prof.stop()  # (no window without its anchor; the profiler not left on)
+            raise
+        self.profiler, self.device = prof, device
+        return t_anchor
 
     def stop(self, t_open: float, ends: Tuple[Tuple[int, float], ...], t_anchor: float,
              slots: Dict[Tuple[str, int], int]) -> List[OpEnd]:

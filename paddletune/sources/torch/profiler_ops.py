@@ -154,9 +154,14 @@ class TorchRecorder:
         with _quiet_kineto():
             profiler = torch.profiler.profile(activities=activities)
             profiler.start()
+        try:
+            with torch.profiler.record_function(ANCHOR):
+                t_anchor = _perf()
+        except Exception:
+            profiler.stop()  # (no window without its anchor; the profiler not left on)
+            raise
         self.profiler, self.device = profiler, device
-        with torch.profiler.record_function(ANCHOR):
-            return _perf()
+        return t_anchor
 
     def stop(self, t_open: float, ends: Tuple[Tuple[int, float], ...], t_anchor: float,
              slots: Dict[Tuple[str, int], int]) -> List[OpEnd]:
