@@ -11,6 +11,8 @@ import pytest
 
 paddle = pytest.importorskip("paddle")
 
+from test_paddle_device_time import started  # noqa: E402
+
 pytestmark = pytest.mark.skipif(
     not paddle.device.is_compiled_with_cuda() or paddle.device.cuda.device_count() == 0,
     reason="needs a CUDA build of Paddle with a device")
@@ -62,16 +64,6 @@ def test_paddles_cuda_events_split_each_step_into_idle_and_busy():
         paddle.device.synchronize()  # (as a loss.item() would)
     clock.close()
     assert_idle_time(sent[-1], steps - 1)
-
-
-def started():
-    from paddletune.sources.paddle.source import PaddleSource
-    source = PaddleSource()
-    source.begin()
-    sent = []
-    source.subscribe("device_time", sent.append)
-    source.subscribe("step_end", lambda record: None)
-    return source, sent
 
 
 def test_a_dynamic_graph_loop_through_the_hooks():
