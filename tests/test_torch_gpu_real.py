@@ -61,3 +61,32 @@ def test_a_real_out_of_memory_error_gives_the_allocators_figures():
     assert record.place == "CUDAPlace(0)" and record.capacity_bytes == total
     assert record.requested_bytes == pytest.approx(2 * total, rel=0.01)
     assert record.allocated_bytes >= 64 << 20 and record.reserved_bytes >= record.allocated_bytes
+
+
+def test_ops_on_the_gpu_are_their_kernels_device_time():
+    """--ops on CUDA: torch.profiler's windows read each top-level op's kernels (CUPTI),
+    timing "cupti"; an op that launched none is not listed."""
+    from paddletune.sources.torch.source import TorchSource
+    source = TorchSource()
+    source.begin()
+    ops = []
+    source.subscribe("op_end", ops.append)
+    model = torch.nn.Sequential(torch.nn.Linear(1024, 1024), torch.nn.ReLU(),
+                                torch.nn.Linear(1024, 10)).cuda()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    data = torch.utils.data.TensorDataset(torch.randn(25 * 256, 1024),
+                                          torch.randint(0, 10, (25 * 256,)))
+    with source.running():
+        for x, y in torch.utils.data.DataLoader(data, batch_size=256):
+            x, y = x.cuda(), y.cuda()
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+    by_type = {}
+    for op in ops:
+        by_type.setdefault(op.type, []).append(op.t_end - op.t_begin)
+    print("ops on the GPU", {t: (len(d), sum(d) / len(d)) for t, d in by_type.items()})
+    assert {o.step for o in ops} == set(range(10, 20))
+    assert all(o.timing == "cupti" and o.t_end > o.t_begin for o in ops)
+    assert {"aten::linear", "AddmmBackward0"} <= set(by_type), by_type
