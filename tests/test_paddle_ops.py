@@ -248,6 +248,9 @@ def test_static_graph_ops_come_from_paddles_profiler_window_by_window(tmp_path, 
     # the forward, the backward and the update, under paddle's names without pd_op. and "_"
     for kind in ("matmul", "relu", "mean", "matmul_grad", "relu_grad", "sgd"):
         assert kind in types, types
+    # a window's reading (after step 9) and the next one's opening: left out of step 10
+    # (any other step: only the op timer's bookkeeping of a run, microseconds)
+    assert ends[static_ops.WINDOW].paused_s > 10 * ends[5].paused_s > 0
     for step, end in enumerate(ends):
         mine = [o for o in ops if o.step == step]
         assert sorted(o.index for o in mine) == sorted(o.index for o in first)  # stable

@@ -79,6 +79,7 @@ class PaddleHooks:
         # id(program) -> (the program, its number, its op count, whether a startup program)
         self._programs: Dict[int, Tuple[object, int, int, bool]] = {}
         self._static_steps = 0
+        self._static_paused = 0.0  # --ops's window work before the next run (its StepEnd's)
         self.static_ops = StaticOps(source.bus)
         self.op_windows = OpWindows(source.bus, source.timer, PaddleRecorder())
         self._census = None  # the model's census until the first training step ends
@@ -239,19 +240,24 @@ class PaddleHooks:
 
         def run(exe, program=None, feed=None, fetch_list=None, *args, **kwargs):
             timing_ops = bus.listening("op_end")
-            if timing_ops:
+            if timing_ops:  # (a window's opening and reading: left out of the steps)
+                t_open = _perf()
                 hooks.static_ops.before_run()
+                hooks._static_paused += _perf() - t_open
             if hooks._device_clock is not None:  # (the feed is copied inside the run)
                 hooks._device_clock.mark_start(hooks._executor_device, exe)
             t_begin = _perf()
             out = original(exe, program, feed, fetch_list, *args, **kwargs)
             t_end = _perf()
+            reading_s = 0.0
             if timing_ops:
                 program_id, _, startup = hooks._program(program)
                 hooks.static_ops.after_run(program_id, None if startup else hooks._static_steps,
                                            t_begin, t_end)
+                reading_s = _perf() - t_end
             if bus.listening("step_end"):
                 hooks._static_step(exe, program, feed, fetch_list, t_begin, t_end)
+            hooks._static_paused = reading_s  # (the next run's, as its gap holds it)
             if hooks._program_census:
                 hooks._take_program_census(exe, program)
             return out
@@ -278,7 +284,7 @@ class PaddleHooks:
                                 for item in fetch_list)
         record = StepEnd(self._static_steps, t_begin, t_end, 0.0, 0.0, 0.0, t_end - t_begin,
                          batch_size, place, feed_bytes, 0, executor_id, program_id, n_ops,
-                         fetch_names, feed_names, startup)
+                         fetch_names, feed_names, startup, paused_s=self._static_paused)
         if not startup:
             self._device_step(place, self._static_steps)
         self._memory_step(place, self._static_steps, batch_size, executor_id, program_id)
