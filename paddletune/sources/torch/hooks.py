@@ -42,7 +42,7 @@ from ..eager.op_windows import OpWindows
 from ..eager.overrides import batch_size_fixed
 from ..eager.steps import iter_tensors
 from .backends import BackendOverrides
-from .profiler_ops import STARTS_A_PROFILER, TorchRecorder
+from .profiler_ops import STARTS_A_PROFILER, TorchRecorder, unrecorded
 from .scope import watch_scope
 
 _perf = time.perf_counter
@@ -293,7 +293,11 @@ class TorchHooks:
             ready = _ready(it) if it._num_workers else 0
             t0, c0 = _perf(), _cpu()
             try:
-                batch = original(it)
+                if self._ops is not None and self._ops.recording:  # (read time, not ops)
+                    with unrecorded():
+                        batch = original(it)
+                else:
+                    batch = original(it)
             except StopIteration:
                 tracker.end(handle, "end")
                 raise

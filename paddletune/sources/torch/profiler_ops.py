@@ -7,9 +7,10 @@ What an op is: a top-level operator of the training thread: the forward's `aten:
 `AccumulateGrad`: the engine's `evaluate_function` events, on whichever thread the engine runs
 them); the optimizer's `Adam.step` and `Adam.zero_grad` (torch.optim's own annotations, each
 one op: the step's range also holds the step hooks, paddletune's included). The script's own
-`record_function` ranges are looked through (their ops are listed), the DataLoader's
-`enumerate(DataLoader)` range is left out (its time is the step's read time), and so are
-other threads' ops (a pin-memory thread). On a GPU each op's time is its kernels' (CUPTI,
+`record_function` ranges are looked through (their ops are listed). The DataLoader's work is
+the step's read time: it is not recorded (`unrecorded`), or where this torch cannot switch
+that off, its `enumerate(DataLoader)` range is left out when read. Other threads' ops (a
+pin-memory thread) are left out too. On a GPU each op's time is its kernels' (CUPTI,
 through torch.profiler): the kernels each launched, found by correlation.
 
 A script's own profiler (torch.profiler.profile, torch.autograd.profiler.profile, emit_nvtx,
@@ -176,6 +177,25 @@ class TorchRecorder:
             add_device_time(tops, host, device)
         window = Window(t_open, ends, (anchor.start_ns + anchor.end_ns) // 2, t_anchor)
         return ops_of_window(tops, window, slots, self.device)
+
+
+class unrecorded:
+    """torch.profiler records nothing of what runs inside, on this thread (RecordFunction off):
+    the DataLoader's work while a window records. Its time is the step's read time, and an
+    in-process loader's events are thousands a window (each sample indexed, then stacked):
+    they would double what stopping the profiler and reading its events cost. Where this
+    torch has no switch, the events are recorded and left out when read (LOADER)."""
+
+    _switch = getattr(torch._C._autograd, "_enable_record_function", None)
+
+    def __enter__(self):
+        if self._switch is not None:
+            self._switch(False)
+
+    def __exit__(self, *exc):
+        if self._switch is not None:
+            self._switch(True)
+        return False
 
 
 class _quiet_kineto:
