@@ -67,10 +67,9 @@ def assert_split(final, steps):
     assert final["busy_s"] == pytest.approx(steps * BUSY_S)
 
 
-def test_a_batch_handed_over_on_the_gpu_marks_the_steps_start(device, monkeypatch):
+def test_a_batch_handed_over_marks_the_steps_start(device):
     """paddle's buffered reader copies the batch to the GPU in its thread: the handover is
-    the step's start."""
-    monkeypatch.setattr(gpu, "batch_device", lambda batch: 0)  # (the batch "is on" GPU 0)
+    the step's start (as it is for a host batch, before its copy)."""
     source, sent = started()
     model = paddle.nn.Linear(4, 2)
     optimizer = paddle.optimizer.Adam(0.01, parameters=model.parameters())
@@ -88,16 +87,42 @@ def test_a_batch_handed_over_on_the_gpu_marks_the_steps_start(device, monkeypatc
     assert_split(sent[-1], 15)
 
 
-def test_a_host_batchs_first_copy_marks_the_start_not_a_dtype_conversion(device, monkeypatch):
-    def cuda(tensor, device_id=None, blocking=True):  # (this build has no GPU to copy to)
-        return tensor
+def cuda(tensor, device_id=None, blocking=True):
+    """Tensor.cuda on this build, which has no GPU to copy to (named as paddle's: the clock
+    reads a copy's target by the method's name)."""
+    return tensor
+
+
+def test_a_host_batch_is_marked_at_its_handover_not_at_a_later_copy(device, monkeypatch):
     monkeypatch.setattr(paddle.Tensor, "cuda", cuda)
     source, sent = started()
     model = paddle.nn.Linear(4, 2)
     optimizer = paddle.optimizer.SGD(0.1, parameters=model.parameters())
     loader = paddle.io.DataLoader(Samples(24), batch_size=4, use_buffer_reader=False)
     with source.running():
-        for x, y in loader:  # on the host: the handover marks nothing
+        for x, y in loader:  # the handover marks the start, at device.at
+            out = model(x)  # (x reaches the GPU as the op's input: no copy call)
+            device.at += BUSY_S / 2  # kernels queued before the label's copy...
+            y = y.cuda()  # ...which marks nothing: they are busy, not idle
+            loss = paddle.nn.functional.cross_entropy(out, y)
+            loss.backward()
+            device.at += BUSY_S / 2
+            optimizer.step()
+            optimizer.clear_grad()
+            device.at += IDLE_S
+            device.done = device.at
+    assert_split(sent[-1], 5)
+
+
+def test_without_a_dataloader_the_first_copy_marks_the_start_not_a_dtype_conversion(
+        device, monkeypatch):
+    monkeypatch.setattr(paddle.Tensor, "cuda", cuda)
+    source, sent = started()
+    model = paddle.nn.Linear(4, 2)
+    optimizer = paddle.optimizer.SGD(0.1, parameters=model.parameters())
+    batches = [(paddle.ones([4, 4]), paddle.zeros([4, 1], "int64")) for _ in range(6)]
+    with source.running():
+        for x, y in batches:
             device.at += IDLE_S / 2
             x = x.to("float32")  # a conversion on the host: no mark
             device.at += IDLE_S / 2
@@ -166,17 +191,6 @@ def test_a_copys_target_gpu():
     assert gpu.target_device(to, ("cpu",), {}) is None
     assert gpu.target_device(to, (paddle.CPUPlace(),), {}) is None
     assert gpu.target_device(to, (paddle.zeros([1]),), {}) is None  # (a host tensor's place)
-
-
-def test_a_batchs_device_is_read_from_its_first_tensor():
-    host = paddle.zeros([2])
-    assert gpu.batch_device([host, host]) is None
-    assert gpu.batch_device({"x": host}) is None
-    assert gpu.batch_device([]) is None and gpu.batch_device(None) is None
-    assert gpu.batch_device([np.zeros(2)]) is None
-    on_gpu = SimpleNamespace(_place=lambda: SimpleNamespace(is_gpu_place=lambda: True,
-                                                            gpu_device_id=lambda: 1))
-    assert gpu.batch_device([{"x": on_gpu}]) == 1  # (the static graph's feed dicts)
 
 
 def test_paddles_streams_are_equal_when_they_wrap_the_same_cuda_stream(monkeypatch):

@@ -1,8 +1,8 @@
 """The training steps as the GPU ran them, timed with the device's own timing events (CUDA
 events), for any framework: an event recorded on the device's current stream where each
 training step ends, and one where the next step's input reaches the device (its first
-host-to-device copy, or before it the DataLoader handing the loop its batch: PyTorch marks
-every handover, Paddle a batch already on the GPU; a static-graph run taking its feed). The
+host-to-device copy, or before it the DataLoader handing the loop its batch; a static-graph
+run taking its feed). The
 events are read later without waiting (query), folded into totals (idle: the previous step's
 end to the next step's mark, the GPU waiting for the host; busy: the rest) and sent as
 records.DeviceTimeEvent's fields at 1, 2, 5, 10, 20, 50, ... timed steps, after every

@@ -401,8 +401,8 @@ class DeviceTimeEvent:
     """The training steps as the GPU ran them, timed with CUDA events (PyTorch or Paddle 3 on
     a GPU): an event recorded on the device's stream where each step ended (the optimizer
     step's kernels queued) and where the next one started: the first of its DataLoader batch
-    handed over (PyTorch; Paddle: a batch already on the GPU) and its first host-to-device
-    copy (Paddle's static graph: the run's start). The device reaches the start's event when
+    handed over and its first host-to-device copy (Paddle's static graph: the run's
+    start). The device reaches the start's event when
     it has nothing left of the step before: what lies between the two is the GPU idle,
     waiting for the host (its DataLoader, its Python); what lies after it, until the step's
     end, is the device busy with the step (gaps between kernels the host queued late

@@ -157,22 +157,3 @@ def default_gpu() -> int:
     (as Tensor.cuda() chooses)."""
     kind, _, index = str(paddle.get_device()).partition(":")
     return int(index) if kind == "gpu" and index.isdigit() else 0
-
-
-def batch_device(batch) -> Optional[int]:
-    """The GPU index a DataLoader's batch lies on (its first tensor's place: a tensor, or a
-    list, tuple or dict of them, one level deep as paddle hands them over, or two in the
-    static graph's list of feed dicts); None when it is on the host or holds no tensor.
-    Never raises (a batch of any shape goes on untimed)."""
-    for _ in range(3):
-        if isinstance(batch, dict):
-            batch = next(iter(batch.values()), None)
-        elif isinstance(batch, (list, tuple)):
-            batch = batch[0] if batch else None
-        else:
-            break
-    try:
-        place = batch.place if isinstance(batch, paddle.Tensor) else batch._place()
-        return place.gpu_device_id() if place.is_gpu_place() else None
-    except Exception:  # noqa: BLE001  (not a tensor: numpy, a string, None)
-        return None

@@ -23,10 +23,10 @@ every patched attribute restored exactly as it was):
                          graph, the program of the first training run
   CUDA events            on a GPU, while something listens to device_time
                          (sources/device_clock.py): where each step ends (beside its
-                         memory_step) and where the next one's input first reaches the
-                         device: a host-to-device copy (Tensor.cuda / .to, gpu.py), the
-                         DataLoader's handover of a batch already on the GPU, a static run's
-                         start (its feed is copied inside the run)
+                         memory_step) and where the next one starts: the DataLoader's
+                         handover of its batch, else a host-to-device copy (Tensor.cuda /
+                         .to, gpu.py), or a static run's start (its feed is copied inside
+                         the run)
 """
 
 import inspect
@@ -87,7 +87,6 @@ class PaddleHooks:
         self._not_training = set()  # id() of the programs run without a backward pass
         self._cuda_memory: Dict[int, object] = {}  # device -> gpu.PaddleCudaMemory
         self._device_clock = None  # device_clock.DeviceClock: the steps timed with CUDA events
-        self._batch_device = None  # gpu.batch_device, with the clock
         self._removed = False
 
     # --- patching -----------------------------------------------------------------------
@@ -298,7 +297,6 @@ class PaddleHooks:
         bus = self.source.bus
         self._device_clock = DeviceClock(lambda totals: bus.emit("device_time", totals),
                                          gpu.paddle_cuda())
-        self._batch_device = gpu.batch_device
         self._undo.append(self._device_clock.close)
 
     def _device_step(self, place: str, step: int):
@@ -307,18 +305,18 @@ class PaddleHooks:
             self._device_clock.step_ended(device_index(place), step)
 
     def _batch_handed_over(self, batch):
-        """A DataLoader handed the loop its batch (loaders.py). When the batch is already on
-        the GPU (paddle's buffered reader copied it in its reading thread, on its own stream,
-        before the handover: use_buffer_reader, on by default) no copy in the loop marks the
-        step's start, so the handover does: the moment the loop got its batch. The device's
-        idle time then runs from the previous step's end to that moment (the wait for the
-        batch, and the host's work between steps: logging, a loss read back); the host's
-        work from the handover to the step's first kernel counts as busy, and the reader's
-        copy, on its own stream, in neither (only the wait for it, as idle). A batch on the
-        host is left to its copy (Tensor.cuda / .to) to mark; one that reaches the GPU only
-        as an op's input (paddle copies it implicitly) marks nothing: that step counts in
-        the device's step time only."""
-        self._device_clock.mark_start(self._batch_device, batch)
+        """A DataLoader handed the loop its batch (loaders.py): the step's start on the device
+        (DeviceClock.mark_waiting), as in PyTorch: the moment the loop got its batch. The
+        device's idle time runs from the previous step's end to that moment (the wait for the
+        batch, and the host's work between steps: logging, a loss read back). A batch already
+        on the GPU (paddle's buffered reader copied it in its reading thread, on its own
+        stream: use_buffer_reader, on by default) has no copy in the loop to mark it; a host
+        batch's copy (Tensor.cuda / .to, or paddle's implicit one as an op's input) comes
+        after the handover, and one made in the middle of the step would count the kernels
+        queued before it as idle. The host's work from the handover to the step's first
+        kernel counts as busy; the reader's copy on its own stream, in neither (only the wait
+        for it, as idle)."""
+        self._device_clock.mark_waiting()
 
     def _executor_device(self, exe) -> Optional[int]:
         """The GPU an executor runs on; None on another place. A static-graph run copies
