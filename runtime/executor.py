@@ -398,12 +398,23 @@ def _step_memory(plan, env, pool, xp):
     pool's NumPy arrays, a training or inference program (not a startup program) and
     FLAGS_static_memory_plan on. A pool told to make each request a system allocation of its
     own (naive_best_fit without chunks) is taken at its word: no plan."""
-    if (pool is None or xp is not np or plan.is_startup or pool.poison
-            or (pool.strategy == "naive_best_fit" and not pool.chunk_bytes)
-            or not FLAGS.get("static_memory_plan") or not arena.available()):
+    if not _plannable(plan, pool, xp):
         return None
     shapes = tuple([getattr(env[slot], "shape", None) for slot, _ in plan.feed_slots])
     return arena.step_memory(plan.memory_plans, shapes, pool)
+
+
+def _plannable(plan, pool, xp):
+    """_step_memory's conditions on the plan, the pool and the flags, worked out once per
+    pool and flags version (the pool's settings come from the flags)."""
+    seen = plan.plannable
+    if seen[0] == FLAGS.version and seen[1] is pool:
+        return seen[2]
+    ok = not (pool is None or xp is not np or plan.is_startup or pool.poison
+              or (pool.strategy == "naive_best_fit" and not pool.chunk_bytes)
+              or not FLAGS.get("static_memory_plan") or not arena.available())
+    plan.plannable = (FLAGS.version, pool, ok)
+    return ok
 
 
 def _fetch_in_step(plan, env, mem, return_numpy):

@@ -148,6 +148,7 @@ class Plan:
         self._bindings = weakref.WeakKeyDictionary()
         self._last_binding = (lambda: None, None)  # (weak reference to a scope, its binding)
         self.memory_plans = {}  # feed shapes -> memory/arena.py's ShapePlans
+        self.plannable = (None, None, False)  # (flags version, pool, whether steps are planned)
         keep = set(fetch_names) | set(feed_names)
         self._skip_unread_grads(block, keep)
         self.gc, self.inplace_enabled = gc, inplace
