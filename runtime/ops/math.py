@@ -92,10 +92,20 @@ def _summing(grad_shape, aligned, own):
     return axes, (None if kept == own else own)
 
 
-def _summed_to(grad, aligned, own):
-    """reshaped(reduce_to(grad, aligned), own) for a NumPy gradient, with one reduction
-    call (a sum's values do not depend on keepdims) and at most one reshape."""
-    axes, shape = _summing(grad.shape, aligned, own)
+@functools.lru_cache(maxsize=1024)
+def _gradient_sums(x_shape, y_shape, grad_shape, axis):
+    """(_summing for X's gradient, for Y's) when both are shaped `grad_shape` (an elementwise
+    op's gradients have its output's shape), worked out once per shapes and axis."""
+    x_aligned, y_aligned = operand_shapes(x_shape, y_shape, axis)
+    return (_summing(grad_shape, x_aligned, tuple(x_shape)),
+            _summing(grad_shape, y_aligned, tuple(y_shape)))
+
+
+def _summed(grad, summing):
+    """reshaped(reduce_to(grad, aligned), own) for a NumPy gradient, given _summing's
+    (axes, shape): one reduction call (a sum's values do not depend on keepdims) and at most
+    one reshape."""
+    axes, shape = summing
     if axes:
         grad = np.add.reduce(grad, axes)
     return grad if shape is None else grad.reshape(shape)
@@ -140,17 +150,18 @@ def _elementwise(name, forward, grad_x, grad_y, uses, shape_only=()):
     @opdef.grad(uses=uses, shape_only=shape_only)
     def grad(ctx, ins, attrs):
         x0, y0, dout = ins["X"], ins["Y"], ins["Out@GRAD"]
-        x_shape, y_shape = _operand_layout(x0.shape, y0.shape, attrs["axis"])
         x, y = (x0, y0) if shape_only else broadcast_operands(x0, y0, attrs["axis"])
         out = ins.get("Out")
         result = {}
         if type(dout) is np.ndarray:  # NumPy: each gradient summed to its shape in one step
+            to_x, to_y = _gradient_sums(x0.shape, y0.shape, dout.shape, attrs["axis"])
             want = ctx.want
             if "X@GRAD" in want:
-                result["X@GRAD"] = _summed_to(grad_x(x, y, out, dout), x_shape, x0.shape)
+                result["X@GRAD"] = _summed(grad_x(x, y, out, dout), to_x)
             if "Y@GRAD" in want:
-                result["Y@GRAD"] = _summed_to(grad_y(x, y, out, dout), y_shape, y0.shape)
+                result["Y@GRAD"] = _summed(grad_y(x, y, out, dout), to_y)
             return result
+        x_shape, y_shape = _operand_layout(x0.shape, y0.shape, attrs["axis"])
         if "X@GRAD" in ctx.want:  # reduce to the aligned shape, then back to x's own
             result["X@GRAD"] = reshaped(reduce_to(grad_x(x, y, out, dout), x_shape), x0.shape)
         if "Y@GRAD" in ctx.want:
