@@ -701,3 +701,30 @@ def test_a_worker_beyond_the_cores_is_proposed_only_for_a_gain():
     assert wide.predicted_s == pytest.approx(max(0.030 / 1.4, wide.cpu_bound_s))
     narrow = sizing(1.03)
     assert narrow.workers == 1 and narrow.predicted_s == pytest.approx(0.030)
+
+
+def test_a_torch_loop_making_its_batches_pays_the_workers_transfer(tmp_path):
+    """PyTorch passes each batch between processes through shared memory by file
+    descriptor: moving the loop's own production into workers adds the trainer's taking
+    (to the step without data) and a worker's sending (to its batch), per batch."""
+    from paddletune.advisors.producers import WORKER_TRANSFER_S
+    from profiles import source_info
+    steps = step_records(wall_s=0.012, gap_s=0.030)
+    per_batch = {"wait_s": 0.029, "empty_ratio": 0.9, "produce_s": 0.041, "cpu_s": 0.037,
+                 "fill": 0, "workers": (-1,), "config": {"num_workers": 0}}
+    samples = system_samples(cpu_percent=100.0, cpu_total_percent=25.0)
+    fluid, torch = (load(make_profile(tmp_path / f"{name}.jsonl", steps=steps, env=CORES_4,
+                                      extra=reader_records(steps, **per_batch) + samples,
+                                      source=source_info(name)))
+                    for name in ("fluid", "torch"))
+    plain = only(advise(fluid, READER_RULES), "reader-starved")
+    moved = only(advise(torch, READER_RULES), "reader-starved")
+    taking, sending = WORKER_TRANSFER_S["torch"]
+    assert moved.figures["transfer_s_per_batch"] == (taking, sending)
+    assert plain.figures["transfer_s_per_batch"] == (0.0, 0.0)
+    assert moved.figures["consumer_s_per_step"] == pytest.approx(
+        plain.figures["consumer_s_per_step"] + taking)
+    # the cores bound both: the CPU per step grows by what both sides pay
+    assert moved.figures["predicted_cycle_s"] == pytest.approx(
+        plain.figures["predicted_cycle_s"] + (taking + sending) / (4 * 0.85), rel=1e-6)
+    assert moved.expected_speedup < plain.expected_speedup

@@ -12,7 +12,7 @@ from .facts import (code_name, enough_steps, free_cores, is_forward, loss_name, 
                     main_ops, main_steps, ms, names, script, startup_outputs, system_mean,
                     writer)
 from .producers import (ProducerCost, blas_note, cpu_bound_note, gain_severity, plan_figures,
-                        size_workers, trainer_work_bound)
+                        size_workers, trainer_work_bound, transfer_costs, with_sending)
 
 SUGGESTED_STEPS = 50  # what to ask for when a profile has too few steady steps
 MIN_INPUT_S = 0.0002  # less input than this per step is loop overhead, not data: low severity
@@ -62,11 +62,13 @@ def sync_worker_plan(profile) -> dict:
     s = profile.summary
     f = overlap_figures(s)
     cycle_s, input_s = f["cycle_s"], f["input_s"]
-    free_s = f["rest_s"]  # compute and fetch: the loader's thread converts the feed
-    cost = ProducerCost(wall_s=input_s, cpu_s=_loop_cpu_s(profile, cycle_s, free_s, input_s),
-                        cpu_share=None)
+    taking_s, sending_s = transfer_costs(profile.source.framework)  # (a batch a step)
+    free_s = f["rest_s"] + taking_s  # compute and fetch: the loader's thread converts the feed
+    cost = ProducerCost(wall_s=input_s, cpu_s=_loop_cpu_s(profile, cycle_s, f["rest_s"],
+                                                          input_s), cpu_share=None)
     if cost.cpu_s and input_s > 0:
         cost = replace(cost, cpu_share=cost.cpu_s / input_s)
+    cost = with_sending(cost, sending_s)
     cores = free_cores(profile)
     sizing = size_workers(cores, cost, free_s, cycle_s,
                           trainer_work_bound(profile, s.input_share))

@@ -12,7 +12,7 @@ The predicted step is the slowest of three bounds:
 
 import math
 from dataclasses import dataclass, replace
-from typing import Optional
+from typing import Optional, Tuple
 
 from ..sources.code import CodeWriter
 from .facts import FreeCores, cpu_facts, ms
@@ -26,6 +26,14 @@ SMALL_GAIN, LARGE_GAIN = 1.05, 1.2  # predicted speedups: below SMALL low severi
 CROWD_SLACK = 0.25  # math threads + busy worker cores over the cores by more: crowded
 SHARED_CORE_USE = 0.85  # the share of the cores a trainer and its workers time-sharing them
 # keep busy (bench_advice's sync-input job on 2 cores: 7.1 ms of CPU per 4.2 ms step)
+# what moving a batch through a framework's worker processes costs on top of making it, per
+# batch: (the trainer's side, taking it; the worker's, sending it), CPU seconds. PyTorch
+# passes each tensor's shared memory by file descriptor: a 32-sample, two-tensor batch cost
+# the trainer 0.55-0.76 ms and a worker 0.96-1.32 ms more than making it in the trainer
+# (benchmarks/bench_worker_transfer.py, 2-core VM, 2026-11-29, another job beside it). Other
+# frameworks: not counted here (the runtime's and Paddle's trainer side is about 0.15 ms:
+# reader.WORKER_BATCH_S, counted where a reader thread's work moves to a worker).
+WORKER_TRANSFER_S = {"torch": (0.00075, 0.0010)}
 
 
 @dataclass(frozen=True)
@@ -50,6 +58,23 @@ class ProducerCost:
     def cpu_per_step_s(self) -> float:
         """The CPU the producers spend per step, whoever makes the batches."""
         return self.cpu_s or self.wall_s * self.cores_each
+
+
+def transfer_costs(framework: str) -> Tuple[float, float]:
+    """What moving a batch through `framework`'s worker processes costs on top of making it:
+    (the trainer's side, taking it; the worker's, sending it), CPU seconds (WORKER_TRANSFER_S;
+    (0, 0) where not measured)."""
+    return WORKER_TRANSFER_S.get(framework, (0.0, 0.0))
+
+
+def with_sending(cost: ProducerCost, sending_s: float) -> ProducerCost:
+    """`cost` with a worker's sending of a step's batches added (its CPU, and its time)."""
+    if not sending_s:
+        return cost
+    wall_s = cost.wall_s + sending_s
+    cpu_s = cost.cpu_s + sending_s if cost.cpu_s else 0.0
+    share = cpu_s / wall_s if cpu_s and wall_s else cost.cpu_share
+    return ProducerCost(wall_s=wall_s, cpu_s=cpu_s, cpu_share=share)
 
 
 @dataclass(frozen=True)

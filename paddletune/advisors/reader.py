@@ -2,7 +2,7 @@
 no-data ceiling, and the double buffer."""
 
 from dataclasses import replace
-from typing import Optional
+from typing import Optional, Tuple
 
 from ..profile.figures import LoaderFigures, ProducerAlone, Summary, WindowRate
 from ..profile.summarize import HIGHLY_INPUT_BOUND, MODERATELY_INPUT_BOUND
@@ -13,7 +13,7 @@ from .input import MIN_INPUT_S
 from .prefetch import burst_plan
 from .producers import (ProducerCost, blas_note, cpu_bound_note, fewer_blas_threads,
                         gain_severity, plan_figures, size_workers, trainer_work_bound,
-                        worker_busy_cores)
+                        transfer_costs, with_sending, worker_busy_cores)
 
 STARVED_EMPTY_RATIO = 0.3  # the queue was empty in at least this share of the pops, or ...
 SLOW_PRODUCER = 1.1  # ... the producer this many times slower than the consumer takes batches,
@@ -114,7 +114,10 @@ def worker_plan(profile, f: LoaderFigures) -> dict:
     # in its own process a GIL-bound thread's work no longer waits for the GIL
     cost = ProducerCost(wall_s=(cpu_s or measured_s) if gil else measured_s, cpu_s=cpu_s,
                         cpu_share=cpu_share)
+    taking_s, sending_s = worker_transfer(profile, f)
+    cost = with_sending(cost, sending_s * per_step)
     free_s, source = _consumer_step(s, f, s.cycle_s.mean)
+    free_s += taking_s * per_step
     measured = source == "speed test"
     alone = producer_alone(profile, f) if gil and measured else None
     hand_over_s = WORKER_BATCH_S * per_step if alone is not None else 0.0  # a worker's
@@ -123,12 +126,22 @@ def worker_plan(profile, f: LoaderFigures) -> dict:
     window = s.speed_test.ceiling if measured else None
     plan = _plan(profile, f, cost, free_s + hand_over_s, window, hand_over_s, source) | {
         "gil_bound_thread": gil, "producer_s_per_step": measured_s,
-        "producer_cpu_measured_s": cpu_s} | _alone_figures(alone, per_step)
+        "producer_cpu_measured_s": cpu_s, "transfer_s_per_batch": (taking_s, sending_s)
+        } | _alone_figures(alone, per_step)
     one = s.speed_test.one_thread if measured else None
     if one is not None and fewer_blas_threads(plan) == 1:
         plan |= _plan(profile, f, cost, one.cycle_s + hand_over_s, one, hand_over_s,
                       ONE_THREAD)
     return plan | _gil_bound_from_above(plan, gil and measured)
+
+
+def worker_transfer(profile, f: LoaderFigures) -> Tuple[float, float]:
+    """(the trainer's, a worker's) CPU seconds per batch for moving it between processes,
+    where the plan moves the loop's own production into workers (producers.transfer_costs;
+    0 where the job has workers already: its step and the workers' timing hold it)."""
+    if f.config.num_workers:
+        return 0.0, 0.0
+    return transfer_costs(profile.source.framework)
 
 
 def _plan(profile, f: LoaderFigures, cost: ProducerCost, free_s: float,
