@@ -107,11 +107,11 @@ class PaddleHooks:
         if self._removed:
             return
         self._removed = True
-        try:
-            self.static_ops.close()  # the last window's ops, while the probes still listen
-            self.op_windows.close()
-        except Exception:  # noqa: BLE001  (the job's end must not fail on it)
-            pass
+        for timer in (self.static_ops, self.op_windows):  # the last window's ops, while
+            try:  # the probes still listen
+                timer.close()
+            except Exception:  # noqa: BLE001  (the job's end must not fail on it)
+                pass
         while self._patched:
             owner, name, own = self._patched.pop()
             if own is _MISSING:
