@@ -24,9 +24,9 @@ op id, so an op is known by its type and its rank among the step's ops of that t
 start), the index that pair got when first seen.
 
 Both frameworks run one profiler at a time: a script that starts its own gets it (the
-framework's hooks put `guard` around what starts one, or call `stop_for_good`). Our open window is closed first (its
-ops announced) and op timing stops for the rest of the job, the reason sent as a scope event
-(the report's `Ops: N/A`); so it does when ours cannot start."""
+framework's hooks put `guard` around what starts one, or call `stop_for_good`). Our open
+window is closed first (its ops announced) and op timing stops for the rest of the job, the
+reason sent as a scope event (the report's `Ops: N/A`); so it does when ours cannot start."""
 
 import bisect
 import gc

@@ -20,9 +20,9 @@
 * the model's census (census.py, while something listens to `model`): a forward hook on every
   module until the first training step ends, then a `model` event;
 * --ops (while something listens to op_end): torch.profiler windows of training steps
-  (eager/op_windows.py, profiler_ops.py): every top-level operator of the forward, the backward and the update,
-  announced as op_end events when a window closes (what starts a profiler patched: a
-  script's own ends ours).
+  (eager/op_windows.py, profiler_ops.py): every top-level operator of the forward, the
+  backward and the update, announced as op_end events when a window closes (what starts a
+  profiler patched: a script's own ends ours; the DataLoader's __next__ unrecorded).
 """
 
 import inspect
