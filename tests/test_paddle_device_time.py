@@ -16,6 +16,7 @@ from paddletune.sources.paddle import gpu  # noqa: E402
 from paddletune.sources.paddle import hooks as hooks_module  # noqa: E402
 from paddletune.sources.paddle.source import PaddleSource  # noqa: E402
 from test_device_time import Device  # noqa: E402
+from test_paddle_source import static_regression  # noqa: E402
 
 IDLE_S, BUSY_S = 0.002, 0.008  # the device's idle and busy time per simulated step
 
@@ -147,12 +148,7 @@ def test_a_static_graph_run_marks_the_start_as_it_takes_its_feed(device, monkeyp
     source, sent = started()
     with source.running():
         paddle.enable_static()
-        main, startup = paddle.static.Program(), paddle.static.Program()
-        with paddle.static.program_guard(main, startup):
-            x = paddle.static.data("x", [None, 4], "float32")
-            y = paddle.static.data("y", [None, 1], "float32")
-            loss = paddle.mean((paddle.static.nn.fc(x, 1) - y) ** 2)
-            paddle.optimizer.SGD(0.1).minimize(loss)
+        main, startup, loss = static_regression()
         exe = paddle.static.Executor(paddle.CPUPlace())
         exe.run(startup)  # (not a step: ends none)
         feed = {"x": np.ones((3, 4), "float32"), "y": np.zeros((3, 1), "float32")}

@@ -12,6 +12,7 @@ import pytest
 paddle = pytest.importorskip("paddle")
 
 from test_paddle_device_time import started  # noqa: E402
+from test_paddle_source import static_regression  # noqa: E402
 
 pytestmark = pytest.mark.skipif(
     not paddle.device.is_compiled_with_cuda() or paddle.device.cuda.device_count() == 0,
@@ -92,12 +93,7 @@ def test_a_static_graph_loop_through_the_hooks():
     source, sent = started()
     with source.running():
         paddle.enable_static()
-        main, startup = paddle.static.Program(), paddle.static.Program()
-        with paddle.static.program_guard(main, startup):
-            x = paddle.static.data("x", [None, 1024], "float32")
-            y = paddle.static.data("y", [None, 1], "float32")
-            loss = paddle.mean((paddle.static.nn.fc(paddle.static.nn.fc(x, 2048), 1) - y) ** 2)
-            paddle.optimizer.SGD(0.01).minimize(loss)
+        main, startup, loss = static_regression(features=1024, hidden=2048)
         exe = paddle.static.Executor(paddle.CUDAPlace(0))
         exe.run(startup)
         feed = {"x": np.ones((64, 1024), "float32"), "y": np.zeros((64, 1), "float32")}

@@ -15,6 +15,7 @@ import pytest
 paddle = pytest.importorskip("paddle")
 
 from paddletune.sources.paddle.source import PaddleSource  # noqa: E402
+from test_paddle_source import static_regression  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "COLUMNS": "200", "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1",
@@ -200,17 +201,6 @@ def test_a_softmax_before_paddles_cross_entropy_is_advised_only_if_it_is_doubled
 
 
 # --- the static graph: paddle.profiler windows (sources/paddle/static_ops.py) --------------------
-def _static_program():
-    main, startup = paddle.static.Program(), paddle.static.Program()
-    with paddle.static.program_guard(main, startup):
-        x = paddle.static.data("x", [None, 4], "float32")
-        y = paddle.static.data("y", [None, 1], "float32")
-        hidden = paddle.static.nn.fc(x, 8, activation="relu")
-        loss = paddle.mean((paddle.static.nn.fc(hidden, 1) - y) ** 2)
-        paddle.optimizer.SGD(0.1).minimize(loss)
-    return main, startup, loss
-
-
 def _run_static(steps, before=None):
     from paddletune.sources.paddle import static_ops
     source = PaddleSource()
@@ -221,7 +211,7 @@ def _run_static(steps, before=None):
     source.subscribe("scope", scope.append)
     paddle.enable_static()
     try:
-        main, startup, loss = _static_program()
+        main, startup, loss = static_regression(hidden=8)
         exe = paddle.static.Executor(paddle.CPUPlace())
         feed = {"x": np.ones((3, 4), "float32"), "y": np.zeros((3, 1), "float32")}
         with source.running():

@@ -355,16 +355,25 @@ def test_model_fit(monkeypatch):
     assert [e.what for e in events["reader_state"]].count("start") == 2
 
 
+def static_regression(features=4, hidden=None):
+    """A static-graph regression (built in static mode): x [N, features] through an fc of
+    `hidden` units with relu (none: straight) to one output, the mean squared error to
+    y [N, 1] minimized by SGD; (main, startup, loss)."""
+    main, startup = paddle.static.Program(), paddle.static.Program()
+    with paddle.static.program_guard(main, startup):
+        x = paddle.static.data("x", [None, features], "float32")
+        y = paddle.static.data("y", [None, 1], "float32")
+        h = paddle.static.nn.fc(x, hidden, activation="relu") if hidden else x
+        loss = paddle.mean((paddle.static.nn.fc(h, 1) - y) ** 2)
+        paddle.optimizer.SGD(0.1).minimize(loss)
+    return main, startup, loss
+
+
 def test_static_graph(monkeypatch):
     source, events = started(monkeypatch)
     with source.running():
         paddle.enable_static()
-        main, startup = paddle.static.Program(), paddle.static.Program()
-        with paddle.static.program_guard(main, startup):
-            x = paddle.static.data("x", [None, 4], "float32")
-            y = paddle.static.data("y", [None, 1], "float32")
-            loss = paddle.mean((paddle.static.nn.fc(x, 1) - y) ** 2)
-            paddle.optimizer.SGD(0.1).minimize(loss)
+        main, startup, loss = static_regression()
         exe = paddle.static.Executor(paddle.CPUPlace())
         exe.run(startup)
         feed = {"x": np.ones((3, 4), "float32"), "y": np.zeros((3, 1), "float32")}
