@@ -425,7 +425,10 @@ def _fetch_in_step(plan, env, mem, return_numpy):
     Python callbacks every step."""
     t0 = _perf()
     mem.end()
-    results = [_fetch(env[slot], return_numpy) for slot in plan.fetch_slots]
+    try:
+        results = [_fetch(env[slot], return_numpy) for slot in plan.fetch_slots]
+    except Exception:  # (a LoD with return_numpy: raised by _step, after the scope's writes)
+        return None, 0.0
     for slot in plan.fetched_temporaries:
         env[slot] = None
     return results, _perf() - t0
