@@ -376,10 +376,7 @@ class Executor:
         except Exception as err:
             if timer is not None:  # the ops that ran before the failure keep their times
                 _emit_quietly(emit, timer, uid, step_no)
-            failure = _failure(step, env, plan, mem, err)
-            if failure is err:
-                raise
-            raise failure from err
+            raise_failure(step, env, plan, mem, err)
 
     def _run_traced(self, plan, env, step_no, mem, batch):
         """One step op by op with the pool's figures around each op (memory_trace event; only
@@ -522,10 +519,7 @@ def run_ops(steps, env):
         for step in steps:
             _run_op(step, env, False, False)
     except Exception as err:
-        failure = _failure(step, env, None, None, err)
-        if failure is err:
-            raise
-        raise failure from err
+        raise_failure(step, env, None, None, err)
 
 
 def _run_op(step, env, check_finite=False, free=True):
