@@ -304,7 +304,7 @@ class PaddleHooks:
         if self._device_clock is not None and place.startswith("CUDAPlace("):
             self._device_clock.step_ended(device_index(place), step)
 
-    def _batch_handed_over(self, batch):
+    def _batch_handed_over(self):
         """A DataLoader handed the loop its batch (loaders.py): the step's start on the device
         (DeviceClock.mark_waiting), as in PyTorch: the moment the loop got its batch. The
         device's idle time runs from the previous step's end to that moment (the wait for the

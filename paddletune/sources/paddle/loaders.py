@@ -127,12 +127,12 @@ def capacity_of(it) -> int:
 
 class LoaderHooks:
     """The DataLoader patches of one running job (installed by PaddleHooks). `handed_over`
-    (None: not wanted) is called with each batch as the iterator hands it to the loop,
+    (None: not wanted) is called as the iterator hands each batch to the loop,
     however it came (read, replayed by the speed test, held by the solo timing): the moment
     the loop got its batch (PaddleHooks marks a step's start on the GPU there)."""
 
     def __init__(self, loaders: LoaderTracker, patch,
-                 handed_over: Optional[Callable[[object], None]] = None):
+                 handed_over: Optional[Callable[[], None]] = None):
         self.loaders = loaders
         self.patch = patch  # patch(owner, name, replacement)
         self.handed_over = handed_over
@@ -227,7 +227,7 @@ class LoaderHooks:
 
         def __next__(it):
             batch = serve(it)
-            handed_over(batch)
+            handed_over()
             return batch
 
         __next__.__wrapped__ = original
