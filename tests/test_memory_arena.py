@@ -72,6 +72,28 @@ def _train(planned, batches, build=_mlp):
     return losses, params, [r for r in records if r.program_id == main._uid]
 
 
+def test_a_steady_step_asks_the_pool_for_its_arena_only_and_fetches_its_own_copies():
+    """The fetched loss is copied out inside the step, then held by the plan like the other
+    temporaries (executor._fetch_in_step): from step 2 on the pool serves the arena alone,
+    and the values fetched are the unplanned steps' and plain NumPy arrays."""
+    batches = _batches(6)
+    plain, _, _ = _train(False, batches)
+    fluid.set_flags({"FLAGS_static_memory_plan": True})
+    main, startup, loss = _mlp()
+    exe, scope, pool = fluid.Executor(fluid.CPUPlace()), fluid.Scope(), _pool()
+    exe.run(startup, scope=scope)
+    planned, requests = [], []
+    for x, y in batches:
+        before = pool.n_requests
+        planned.append(exe.run(main, feed={"x": x, "y": y}, fetch_list=[loss],
+                               scope=scope)[0])
+        requests.append(pool.n_requests - before)
+    for a, b in zip(plain, planned):
+        assert np.array_equal(a, b)
+        assert not rmem.numpy_hook.pooled(b)  # the caller's copy, not the pool's
+    assert all(count == 1 for count in requests[2:]), requests
+
+
 def test_planned_steps_train_bitwise_like_the_pool_and_ask_it_once():
     batches = _batches(8)
     pool = _pool()

@@ -1,6 +1,5 @@
-"""What the Executor's leaner step (issue 28, CPU speed) must keep: the fetched values are
-copied out inside the step and the fetched temporaries are then held by the static memory plan
-(a steady step asks the pool for its arena only), a fetch that raises still comes after the
+"""What the Executor's leaner step (issue 28, CPU speed) must keep (the fetched loss held by
+the static memory plan: test_memory_arena.py): a fetch that raises still comes after the
 scope's writes, softmax_with_cross_entropy's gradient reuses its forward's label check only for
 the very arrays it checked, and the signal deferral holds a signal back until the outermost
 deferral ends, with the handlers put back."""
@@ -13,61 +12,8 @@ import numpy as np
 import pytest
 
 import runtime as fluid
-from runtime import memory as rmem
-from runtime.memory import arena
 from runtime.memory.signals import DeferSignals
 from runtime.ops import loss as loss_ops
-
-FLAG_NAMES = ["FLAGS_static_memory_plan"]
-
-
-@pytest.fixture(autouse=True)
-def restore_flags():
-    saved = fluid.get_flags(FLAG_NAMES)
-    try:
-        yield
-    finally:
-        fluid.set_flags(saved)
-
-
-def _mlp():
-    main, startup = fluid.Program(), fluid.Program()
-    main.random_seed = startup.random_seed = 7
-    with fluid.program_guard(main, startup), fluid.unique_name.guard():
-        x = fluid.data("x", [None, 6])
-        y = fluid.data("y", [None, 1], dtype="int64")
-        h = fluid.layers.fc(x, 16, act="relu")
-        logits = fluid.layers.fc(h, 3)
-        loss = fluid.layers.mean(fluid.layers.softmax_with_cross_entropy(logits, y))
-        fluid.optimizer.Momentum(0.05, 0.9).minimize(loss)
-    return main, startup, loss
-
-
-def _train(planned, steps=6):
-    fluid.set_flags({"FLAGS_static_memory_plan": planned})
-    main, startup, loss = _mlp()
-    exe, scope = fluid.Executor(fluid.CPUPlace()), fluid.Scope()
-    exe.run(startup, scope=scope)
-    rng = np.random.default_rng(3)
-    pool = rmem.pool_for(fluid.CPUPlace())
-    losses, requests = [], []
-    for _ in range(steps):
-        feed = {"x": rng.standard_normal((8, 6)).astype(np.float32),
-                "y": rng.integers(0, 3, (8, 1)).astype(np.int64)}
-        before = pool.n_requests
-        losses.append(exe.run(main, feed=feed, fetch_list=[loss], scope=scope)[0])
-        requests.append(pool.n_requests - before)
-    return losses, requests
-
-
-@pytest.mark.skipif(not arena.available(), reason="compiled allocator entry points unavailable")
-def test_a_steady_step_asks_the_pool_for_its_arena_only_and_fetches_the_same_values():
-    plain, _ = _train(False)
-    planned, requests = _train(True)
-    for a, b in zip(plain, planned):
-        assert np.array_equal(a, b)
-        assert not rmem.numpy_hook.pooled(b)  # the caller's copy, not the pool's
-    assert all(count == 1 for count in requests[2:]), requests  # the fetched loss is planned
 
 
 def test_a_fetch_that_raises_comes_after_the_scopes_writes():
