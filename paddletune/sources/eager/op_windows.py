@@ -37,12 +37,14 @@ from typing import Callable, Dict, List, Optional, Protocol, Tuple
 
 from ...profile.records import ProbeUnavailableEvent
 from .bus import Bus, OpEnd
+from .loaders import error_detail
 from .steps import StepTimer
 
 WINDOW = 10  # steps per profiler window
 FIRST_STEP = 10  # steps before the first window opens
 BUDGET = 0.05  # the windows' reading: at most this share of the job's time
 FORWARD, BACKWARD, OPTIMIZE = 0, 1, 2  # OpEnd.role, as the Fluid op roles number them
+MESSAGE_MAX = 200  # characters of a profiler's error kept in the reason
 
 _perf = time.perf_counter
 
@@ -188,7 +190,7 @@ class OpWindows:
         try:
             t_anchor = self.recorder.start(device)
         except Exception as err:  # noqa: BLE001  (a script's profiler already runs)
-            self._give_up(f"{self.recorder.name} could not start ({first_line(err)}); does "
+            self._give_up(f"{self.recorder.name} could not start ({error_detail(err)[:MESSAGE_MAX]}); does "
                           f"the script run its own? One profiler runs at a time")
             return
         finally:
@@ -204,7 +206,7 @@ class OpWindows:
         try:
             ops = self.recorder.stop(self.t_open, ends[:WINDOW], self.t_anchor, self.slots)
         except Exception as err:  # noqa: BLE001
-            self._give_up(f"{self.recorder.name} failed: {first_line(err)}")
+            self._give_up(f"{self.recorder.name} failed: {error_detail(err)[:MESSAGE_MAX]}")
             return
         for op in ops:
             self.bus.emit("op_end", op)
@@ -227,8 +229,3 @@ def gap(steps: int, recorded_s: float, reading_s: float, steps_done: int) -> int
         return WINDOW
     within_budget = math.ceil(reading_s / (BUDGET * recorded_s / steps)) - steps
     return max(WINDOW, min(within_budget, steps_done))
-
-
-def first_line(err) -> str:
-    lines = str(err).strip().splitlines()
-    return f"{type(err).__name__}: {lines[0] if lines else ''}"[:200]

@@ -21,7 +21,7 @@ from typing import Dict, List, Optional, Tuple
 
 from ..eager.bus import OpEnd
 from ..eager.op_windows import BACKWARD, FORWARD, OPTIMIZE, TopOp, Window, ops_of_window
-from .static_ops import op_type as static_op_type
+from .static_ops import op_type as static_op_type, write_nothing
 
 ANCHOR = "paddletune::ops_window"  # our range: its start on both clocks
 LEFT_OUT = ("Dataloader",)  # event types whose time is not an op's
@@ -119,7 +119,7 @@ class PaddleRecorder:
         targets = [profiler.ProfilerTarget.CPU]
         if device:
             targets.append(profiler.ProfilerTarget.GPU)
-        prof = profiler.Profiler(targets=targets, on_trace_ready=_write_nothing)
+        prof = profiler.Profiler(targets=targets, on_trace_ready=write_nothing)
         prof.start()
         try:
             anchor = profiler.RecordEvent(ANCHOR)
@@ -146,8 +146,3 @@ class PaddleRecorder:
         tops = [op for op, _ in pairs]
         window = Window(t_open, ends, (anchor.start_ns + anchor.end_ns) // 2, t_anchor)
         return ops_of_window(tops, window, slots, self.device)
-
-
-def _write_nothing(prof):
-    """The windows' on_trace_ready: the result is read from memory (paddle's default writes
-    a trace file per window into the job's folder)."""

@@ -28,6 +28,8 @@ from typing import Dict, List, Optional, Tuple
 
 from ...profile.records import ProbeUnavailableEvent
 from ..eager.bus import Bus, OpEnd
+from ..eager.loaders import error_detail
+from ..eager.op_windows import MESSAGE_MAX
 
 WINDOW = 10  # steps recorded per profiler window
 RUN_EVENT = "StandaloneExecutor::run"
@@ -75,13 +77,13 @@ class StaticOps:
             try:  # (paddle's default on_trace_ready writes a trace file per window into the
                 # working directory: the job's folder must stay as the job leaves it)
                 self.profiler = profiler.Profiler(targets=_targets(profiler),
-                                                  on_trace_ready=_write_nothing)
+                                                  on_trace_ready=write_nothing)
             finally:
                 self.making = False
             self.profiler.start()
         except Exception as err:  # noqa: BLE001  (a script's own profiler holds paddle's)
             self.profiler = None
-            self._give_up(f"paddle.profiler could not start ({_first_line(err)}); does the "
+            self._give_up(f"paddle.profiler could not start ({error_detail(err)[:MESSAGE_MAX]}); does the "
                           f"script run its own? Paddle keeps one profiler at a time")
 
     def after_run(self, program_id: int, step: Optional[int], t_begin: float, t_end: float):
@@ -104,7 +106,7 @@ class StaticOps:
             result = prof.profiler_result
             nodes = result.get_data() if result is not None else {}
         except Exception as err:  # noqa: BLE001
-            self._give_up(f"paddle.profiler failed: {_first_line(err)}")
+            self._give_up(f"paddle.profiler failed: {error_detail(err)[:MESSAGE_MAX]}")
             return
         for op in ops_of_runs(nodes, runs, self.slots):
             self.bus.emit("op_end", op)
@@ -116,13 +118,9 @@ class StaticOps:
             self.bus.emit("scope", ProbeUnavailableEvent(0.0, "ops", self.unavailable))
 
 
-def _write_nothing(prof):
-    """The windows' on_trace_ready: the result is read from memory (StaticOps.close)."""
-
-
-def _first_line(err) -> str:
-    lines = str(err).strip().splitlines()
-    return f"{type(err).__name__}: {lines[0] if lines else ''}"[:200]
+def write_nothing(prof):
+    """The windows' on_trace_ready (here and profiler_ops.py's): the result is read from
+    memory (paddle's default writes a trace file per window into the job's folder)."""
 
 
 def _targets(profiler):
