@@ -79,6 +79,7 @@ class PaddleHooks:
         # id(program) -> (the program, its number, its op count, whether a startup program)
         self._programs: Dict[int, Tuple[object, int, int, bool]] = {}
         self._static_steps = 0
+        self._timing_ops = False  # --ops: something listened to op_end at install
         self._static_paused = 0.0  # --ops's window work before the next run (its StepEnd's)
         self.static_ops = StaticOps(source.bus)
         self.op_windows = OpWindows(source.bus, source.timer, PaddleRecorder())
@@ -132,7 +133,7 @@ class PaddleHooks:
             self._place = place_name(paddle.get_device())
         except Exception:  # noqa: BLE001
             self._place = "CPUPlace"
-        timing_ops = self.source.bus.listening("op_end")
+        self._timing_ops = timing_ops = self.source.bus.listening("op_end")
         if timing_ops:
             self.static_ops.prepare()
         for cls in optimizer_classes():
@@ -202,7 +203,6 @@ class PaddleHooks:
         optimizer) step or minimize that ends a training step after it returns."""
         hooks, timer = self, self.source.timer
         dynamic = paddle.in_dynamic_mode
-        timing_ops = lambda: hooks.source.bus.listening("op_end")  # noqa: E731
 
         def stepping(obj, *args, **kwargs):
             if hooks._depth or not dynamic():
@@ -221,7 +221,7 @@ class PaddleHooks:
                 hooks._device_step(hooks._place, timer.steps)
                 hooks._memory_step(hooks._place, timer.steps, timer.batch_size)
                 timer.step_done(hooks._place)
-                if timing_ops():
+                if hooks._timing_ops:
                     hooks.op_windows.step_ended(timer.steps - 1, timer.last_end, hooks._place)
             return out
 
