@@ -73,6 +73,22 @@ def test_one_thread_producer_has_no_worker_table(tmp_path):
     assert not any(line.startswith(("worker", "oscillation")) for line in lines)
 
 
+
+def test_batches_made_in_the_loop_are_each_waited_for(tmp_path):
+    """num_workers=0: no queue stands between the producer and the step, so "the producer
+    keeps up" would mislead; the balance line says the loop waits for each batch and what
+    a worker beside the step would do."""
+    steps = step_records()
+    lines = render(make_profile(tmp_path / "p.jsonl", steps=steps,
+                                extra=reader_records(steps, config={"producer": "loop"})))
+    reader = section(lines, "Reader:")
+    assert reader[0].startswith("Reader: DataLoader#0 · made in the training loop")
+    balance = " ".join(line.strip() for line in reader
+                       if line.startswith("balance") or line.startswith("  "))
+    assert "made in the loop, every batch is waited for; one takes 0.20x the step's own " \
+           "time: one worker process beside the step would keep up" in balance
+    assert "keeps up (" not in balance
+
 def speed_test_profile(tmp_path, ceiling_wall_s=0.004, loader=True, done=True,
                        thread_cpu_s=None, speed_test=True, gap_s=0.005, env=None, extra=(),
                        **reader):

@@ -113,10 +113,15 @@ def _balance(f: LoaderFigures) -> str:
     ratio = f.producer_ratio
     if ratio is None:
         return ""
+    if f.config.made_in == "loop":  # (no queue: each batch is made while the step waits)
+        need = "one worker process" if ratio >= 1 else "more than one worker process"
+        return (f"made in the loop, every batch is waited for; one takes {1 / ratio:.2f}x "
+                f"the step's own time: {need} beside the step would keep up")
     if ratio < 1:
         return (f"the producer is {1 / ratio:.2f}x slower than the consumer: the queue "
                 f"cannot stay filled")
     return f"the producer keeps up ({ratio:.2f}x the consumer's rate)"
+
 
 
 def _oscillation(f: LoaderFigures) -> str:
