@@ -47,3 +47,84 @@ def test_threads_beyond_the_cores_others_leave_get_one_thread(tmp_path):
 def test_cpu_contended_stays_silent(tmp_path, why, kw):
     assert "cpu-contended" not in ids(advise(contended(tmp_path, **kw),
                                              [threads.cpu_threads])), why
+
+
+def speed_tested(tmp_path, threads_wall_s, one_wall_s, wall_s=0.040, config=None):
+    """contended()'s job with a DataLoader and a speed test: steps 20-29 without data at the
+    job's 2 threads (`threads_wall_s` + a 1 ms gap), steps 30-39 without data at 1."""
+    from paddletune.profile.records import SpeedTestEvent
+    from profiles import reader_records
+    steps = step_records(n_steps=50, wall_s=wall_s, gap_s=0.010)
+    t = steps[1]["t"]
+    for i, st in enumerate(steps[1:]):
+        if 20 <= i < 30:
+            st["wall_s"], st["gap_s"] = threads_wall_s, 0.001
+        elif 30 <= i < 40:
+            st["wall_s"], st["gap_s"] = one_wall_s, 0.001
+        st["t"] = t
+        t += st["wall_s"] + st["gap_s"]
+    switches = [SpeedTestEvent(steps[k]["t"] - 1e-4, phase, step)
+                for k, phase, step in ((11, "baseline", 10), (21, "ceiling", 20),
+                                       (31, "one_thread", 30), (41, "done", 40))]
+    samples = system_samples(cpu_percent=50.0, cpu_total_percent=100.0, blas_threads=2,
+                             ctx_involuntary_per_s=90.0)
+    records = reader_records(steps, cpu_s=0.004, produce_s=0.005, wait_s=0.008,
+                             empty_ratio=0.9, fill=0, workers=(-1,), config=config)
+    return load(make_profile(tmp_path / "p.jsonl", steps=steps, env=CORES_2,
+                             options={"speed_test": 10}, source=source_info("torch"),
+                             extra=switches + records + samples))
+
+
+def test_the_speed_tests_one_thread_step_predicts_the_gain(tmp_path):
+    """The speed test ran the step without data with the job's 2 threads (29 + 1 ms) and with
+    1 (4 + 1 ms): one thread saves 25 ms of each step; the data side stays."""
+    profile = speed_tested(tmp_path, threads_wall_s=0.029, one_wall_s=0.004)
+    st = profile.summary.speed_test
+    assert st.ceiling.cycle_s == pytest.approx(0.030) and st.one_thread.cycle_s == \
+        pytest.approx(0.005)
+    a = only(advise(profile, [threads.cpu_threads]), "cpu-contended")
+    cycle = profile.summary.cycle_s.mean
+    assert a.severity == "medium"
+    assert a.expected_speedup == pytest.approx(cycle / (cycle - 0.025))
+    assert a.figures["predicted_cycle_s"] == pytest.approx(cycle - 0.025)
+    assert a.figures["measured_by"] == "speed test"
+    assert a.expected_gain.startswith(f"{cycle / (cycle - 0.025):.2f}x (")
+    assert a.expected_gain.endswith("and the data side stays as it is; when the other "
+                                    "processes stop, more threads may pay again")
+    assert "without data in 30.00 ms with 2 math threads and in 5.00 ms with 1" in \
+        a.expected_gain
+    from paddletune.advisors.base import post_pass
+    low, high = post_pass([a], profile)[0].expected_range  # the model's error around it
+    assert low < a.expected_speedup < high
+
+
+def test_one_thread_measured_no_faster_leaves_the_card_low(tmp_path):
+    profile = speed_tested(tmp_path, threads_wall_s=0.029, one_wall_s=0.031)
+    a = only(advise(profile, [threads.cpu_threads]), "cpu-contended")
+    assert a.severity == "low" and a.expected_speedup < 1.0
+    assert a.expected_gain.startswith("none measured: the speed test ran")
+
+
+def test_without_a_speed_test_a_loader_job_is_told_to_run_one(tmp_path):
+    from profiles import reader_records
+    steps = step_records(wall_s=0.040)
+    samples = system_samples(cpu_percent=50.0, cpu_total_percent=100.0, blas_threads=2,
+                             ctx_involuntary_per_s=90.0)
+    profile = load(make_profile(tmp_path / "p.jsonl", steps=steps, env=CORES_2,
+                                source=source_info("torch"),
+                                extra=samples + reader_records(steps)))
+    a = only(advise(profile, [threads.cpu_threads]), "cpu-contended")
+    assert a.expected_speedup is None
+    assert "`paddletune profile --speed-test train.py` measures the step without data with " \
+           "1 math thread as well" in a.expected_gain
+
+
+def test_batches_the_loop_makes_shrink_with_the_step(tmp_path):
+    """num_workers=0: the loop makes its batches with the same math threads, so the whole
+    step shrinks as the no-data step did (30 -> 5 ms: 6x)."""
+    profile = speed_tested(tmp_path, threads_wall_s=0.029, one_wall_s=0.004,
+                           config={"producer": "loop"})
+    a = only(advise(profile, [threads.cpu_threads]), "cpu-contended")
+    assert a.expected_speedup == pytest.approx(6.0)
+    assert "the loop makes its batches with the same threads, so they shrink alike" in \
+        a.expected_gain

@@ -3,10 +3,11 @@ and, for the ParallelExecutor on CPU places, Reduce instead of AllReduce."""
 
 from typing import List, NamedTuple, Optional
 
+from ..profile.figures import WindowRate
 from .base import Advice, rule
 from .facts import (BLAS_FAMILIES, OPTIMIZER_NAMES, CpuFacts, blas_family,  # noqa: F401
                     concurrent_executors, cpu_facts, enough_steps, free_cores, main_loader,
-                    main_ops, op_types_share, script, system_mean, system_stats, writer)
+                    main_ops, ms, op_types_share, script, system_mean, system_stats, writer)
 from .parallel import parallel_summary
 from .reader import starved as reader_is_starved
 
@@ -14,6 +15,7 @@ STEAL_PERCENT = 10.0  # mean steal at or above this: the VM shares its cores (me
 HIGH_STEAL_PERCENT = 25.0  # ... and at or above this: high
 WORKER_SLACK = 0.25  # reader workers busy on this much less than a core do not crowd one
 IDLE_FRACTION = 0.5  # process CPU below this share of the usable cores: cores idle
+NO_GAIN = 1.02  # a measured one-thread speedup below this: none (the card drops to low)
 PREEMPTED_PER_STEP = 2.0  # involuntary switches of the training thread per step from which its
 # math threads are taken off the cores mid-op (measured, examples/torch/mlp.py on 2 cores with
 # another process busy on ~1.4: 4-5 per step at 2 intra-op threads, 0.5-0.7 at 1)
@@ -84,17 +86,22 @@ def _oversubscribed(profile, cpu: CpuFacts) -> Optional[Advice]:
     if workers.busy:
         title = (f"CPU oversubscribed: {total} math threads and {workers.count} reader "
                  f"worker(s) on {cores} cores")
+    measured = one_thread_gain(profile, n, total)
+    if measured is not None and measured.speedup < NO_GAIN:
+        severity = "low"
     return Advice(
         id="cpu-oversubscribed", source=21, severity=severity, confidence="medium",
         title=title, evidence=evidence + ".", change=blas_setting(profile, cpu, n),
-        expected_gain=(f"not predicted from this profile: at {n} BLAS thread(s) per runtime "
-                       f"thread they stop preempting and waiting for one another (and for "
-                       f"the workers); typically 1.1-2x on BLAS-heavy steps. Measure it: "
-                       f"`{cpu.blas_env}={n} paddletune profile {script(profile)}`"),
+        expected_gain=measured.text if measured is not None else (
+            f"not predicted from this profile: at {n} BLAS thread(s) per runtime "
+            f"thread they stop preempting and waiting for one another (and for "
+            f"the workers); typically 1.1-2x on BLAS-heavy steps. "
+            f"{_measure_it(profile, cpu, n)}"),
+        expected_speedup=measured.speedup if measured is not None else None,
         figures={"usable_cores": cores, "blas_threads": blas, "runtime_threads": rt,
                  "threads": total, "blas_op_share": share, "ctx_involuntary_per_s": ctx,
                  "worker_processes": workers.count, "worker_cores": workers.busy,
-                 "suggested_blas_threads": n})
+                 "suggested_blas_threads": n, **_measured_figures(measured)})
 
 
 def _contended(profile, cpu: CpuFacts) -> Optional[Advice]:
@@ -112,8 +119,10 @@ def _contended(profile, cpu: CpuFacts) -> Optional[Advice]:
     per_step = invol * cycle.mean
     if n >= cpu.blas_threads or per_step < PREEMPTED_PER_STEP:
         return None
+    measured = one_thread_gain(profile, n, threads)
     return Advice(
-        id="cpu-contended", source=21, severity="medium", confidence="medium",
+        id="cpu-contended", source=21, confidence="medium",
+        severity="low" if measured is not None and measured.speedup < NO_GAIN else "medium",
         title=f"CPU contended: {threads} math threads on the {left:.1f} core(s) other "
               f"processes leave",
         evidence=(f"{cpu.blas_label} runs {cpu.blas_threads} thread(s) per runtime thread "
@@ -124,15 +133,89 @@ def _contended(profile, cpu: CpuFacts) -> Optional[Advice]:
                   f"math threads spin at each op's barrier, and one taken off its core "
                   f"stalls the op."),
         change=blas_setting(profile, cpu, n),
-        expected_gain=(f"not predicted from this profile (it ran only this thread count). "
+        expected_gain=(measured.text + "; when the other processes stop, more threads may "
+                       "pay again" if measured is not None else
+                       f"not predicted from this profile (it ran only this thread count). "
                        f"Measured on a 2-core VM with another process busy on ~1.4 cores: a "
                        f"PyTorch MLP step took 43-61 ms at 2 intra-op threads, 3.4-4.1 ms at 1. "
-                       f"Measure it: `{cpu.blas_env}={n} paddletune profile {script(profile)}`"
-                       f"; when the other processes stop, more threads may pay again"),
+                       f"{_measure_it(profile, cpu, n)}; when the other processes stop, more "
+                       f"threads may pay again"),
+        expected_speedup=measured.speedup if measured is not None else None,
         figures={"usable_cores": cores, "blas_threads": cpu.blas_threads,
                  "runtime_threads": cpu.runtime_threads, "other_processes_cores": free.others,
                  "cores_left": left, "ctx_involuntary_per_s": invol,
-                 "preempted_per_step": per_step, "suggested_blas_threads": n})
+                 "preempted_per_step": per_step, "suggested_blas_threads": n,
+                 **_measured_figures(measured)})
+
+
+class ThreadGain(NamedTuple):
+    """One math thread's gain, measured by the speed test: its no-data step with the job's
+    math threads (`threads_s`) and with one (`one_s`), the job's step (`cycle_s`), and the
+    step that gives (`predicted_s`: the job's less what one thread saved)."""
+
+    speedup: float
+    cycle_s: float
+    threads_s: float
+    one_s: float
+    predicted_s: float
+    text: str
+
+
+def one_thread_gain(profile, n: int, threads: int) -> Optional[ThreadGain]:
+    """The gain of one math thread where the change gives one (`n` 1) and the speed test
+    measured its no-data step with one (SpeedTestFigures.one_thread) as well as with the
+    job's `threads`; None otherwise.
+
+    Batches the training loop makes itself (num_workers=0) are made by the same thread with
+    the same math threads (the collate's tensor ops join the intra-op pool, and that thread
+    spins at its barriers too), so the whole step shrinks as the no-data step did; measured
+    on examples/torch/input_heavy.py with another process busy on ~1.3 of 2 cores: 9.5
+    steps/s at 2 threads, 65-81 at 1, the no-data step 74.8 -> 10.4 ms (7.2x). Batches made
+    elsewhere (workers, a reader thread) keep their wait: the step saves what the no-data
+    step saved."""
+    st, cycle = profile.summary.speed_test, profile.summary.cycle_s
+    if n != 1 or st is None or not cycle or not _timed(st.ceiling) or \
+            not _timed(st.one_thread):
+        return None
+    threads_s, one_s, cycle_s = st.ceiling.cycle_s, st.one_thread.cycle_s, cycle.mean
+    loader = main_loader(profile)
+    in_loop = loader is not None and loader.config.made_in == "loop"
+    if in_loop:
+        predicted_s = cycle_s * one_s / threads_s
+    else:
+        predicted_s = max(cycle_s - (threads_s - one_s), one_s)
+    speedup = cycle_s / predicted_s
+    basis = (f"the speed test ran the step without data in {ms(threads_s)} with {threads} "
+             f"math threads and in {ms(one_s)} with 1")
+    data = ("the loop makes its batches with the same threads, so they shrink alike"
+            if in_loop else "the data side stays as it is")
+    if speedup < NO_GAIN:
+        text = (f"none measured: {basis}; the {ms(cycle_s)} step would take "
+                f"{ms(predicted_s)}")
+    else:
+        text = (f"{speedup:.2f}x ({ms(cycle_s)} -> {ms(predicted_s)} a step): {basis}, and "
+                f"{data}")
+    return ThreadGain(speedup, cycle_s, threads_s, one_s, predicted_s, text)
+
+
+def _timed(window: Optional[WindowRate]) -> bool:
+    return window is not None and bool(window.steps) and bool(window.cycle_s)
+
+
+def _measured_figures(measured: Optional[ThreadGain]) -> dict:
+    if measured is None:
+        return {}
+    return {"measured_by": "speed test", "one_thread_cycle_s": measured.one_s,
+            "threads_cycle_s": measured.threads_s, "predicted_cycle_s": measured.predicted_s}
+
+
+def _measure_it(profile, cpu: CpuFacts, n: int) -> str:
+    """What to run for a prediction: with a DataLoader, the speed test measures the no-data
+    step with one math thread too (where it has not run); else a run with `n` threads."""
+    if n == 1 and main_loader(profile) is not None and profile.summary.speed_test is None:
+        return (f"`paddletune profile --speed-test {script(profile)}` measures the step "
+                f"without data with 1 math thread as well, and predicts it")
+    return f"Measure it: `{cpu.blas_env}={n} paddletune profile {script(profile)}`"
 
 
 class BusyWorkers(NamedTuple):
