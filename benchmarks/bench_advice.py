@@ -15,9 +15,10 @@ For each job:
      knobs, and that setting runs in the same rounds as the job and the change (step 4): the
      advice's gain as a share of tune's ((advice - 1) / (tune - 1)).
 Targets (issue 26): the right bottleneck on every job; predicted within 15% of measured. A
-card that states a lower bound (">=") names `--speed-test`, so the job is profiled once more
-with it, as a user would, and the card on that profile (a reader thread timed alone, the
-step without it) is the one applied and judged: where it states a point, within 15%; where
+card that states a lower bound (">="), or no prediction, names `--speed-test`, so the job is
+profiled once more with it, as a user would, and the card on that profile (a reader thread
+timed alone, the step without it, the step with one math thread) is the one applied and
+judged: where it states a point, within 15%; where
 a lower bound, not above the measured by more than 15%, nor the measured above its upper
 bound by more ("1.91-4.22");
 at least 80% of tune's gain; no high-severity advice on a well-tuned job. The `range` column
@@ -263,7 +264,7 @@ def _run(job, args, runner, env, workdir) -> Result:
     if top is None:
         result.note = "no advice"
         return result
-    if result.lower_bound:  # the card names --speed-test: follow it, as a user would
+    if result.lower_bound or _asks_for_speed_test(top):  # follow it, as a user would
         measured = _speed_test_card(job, top, runner)
         if measured is not None:
             top, profile = measured  # that card's change, its figures
@@ -311,6 +312,12 @@ def _speed_test_card(job, top, runner):
 
 def _is_lower_bound(card) -> bool:
     return card.expected_gain.startswith("at least")
+
+
+def _asks_for_speed_test(card) -> bool:
+    """A card without a prediction that names the run giving one (`--speed-test`: e.g. the
+    thread cards, from its one-math-thread window)."""
+    return card.expected_speedup is None and "--speed-test" in card.expected_gain
 
 
 def _changed_runner(job, top, profile, runner, env, workdir):

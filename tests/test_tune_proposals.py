@@ -48,3 +48,11 @@ def test_a_gil_bound_thread_moves_to_one_worker():
     found, _ = proposals([advice("reader-thread-gil", **figures)], space())
     assert found == [("reader-thread-gil", {"num_workers": 1, "capacity": 8,
                                             "blas_threads": 1})]
+
+
+def test_the_thread_cards_give_their_thread_count():
+    """cpu-contended (the cores other processes leave) sets the math threads as
+    cpu-oversubscribed does: `tune` tries it first, bench_advice applies it."""
+    for card in ("cpu-oversubscribed", "cpu-contended"):
+        found, _ = proposals([advice(card, suggested_blas_threads=1)], space())
+        assert found == [(card, {"blas_threads": 1})], card

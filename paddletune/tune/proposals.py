@@ -62,7 +62,7 @@ def _change(advice_id, f) -> dict:
         return {"num_iteration_per_drop_scope": f.get("suggested_every")}
     if advice_id == "parallel-fusions":
         return {name: True for name in (f.get("fusions") or {})}
-    if advice_id in ("cpu-oversubscribed", "cpu-underused", "cpu-steal"):
+    if advice_id in ("cpu-oversubscribed", "cpu-contended", "cpu-underused", "cpu-steal"):
         return {"blas_threads": f.get("suggested_blas_threads")}
     if advice_id == "gc-off":
         return {"FLAGS_eager_delete_tensor_gb": 0.0}
