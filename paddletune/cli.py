@@ -15,7 +15,8 @@ from typing import Annotated, List, Optional
 import typer
 
 from . import __version__
-from .cli_help import TUNE_KNOBS, TUNE_SECTIONS, HelpCommand, HelpGroup, reflow, summary
+from .cli_help import (TUNE_KNOBS, TUNE_KNOBS_GPU, TUNE_KNOBS_TORCH, TUNE_SECTIONS, HelpCommand,
+                       HelpGroup, reflow, summary)
 from .cli_run import (after_profile, is_tune_record, print_record, report_tune, run_live,
                       run_tune_search, seconds, tune_options)
 from .cli_support import (EXIT_NOT_FOUND, console, fail, import_runtime, load_or_fail,
@@ -266,6 +267,8 @@ def watch(
 
 
 @command(context_settings=_PASSTHROUGH, fill={"knobs": ", ".join(TUNE_KNOBS),
+                                              "torch_knobs": ", ".join(TUNE_KNOBS_TORCH),
+                                              "gpu_knobs": ", ".join(TUNE_KNOBS_GPU),
                                               "sections": ", ".join(TUNE_SECTIONS)})
 def tune(
     ctx: typer.Context,
@@ -318,6 +321,9 @@ def tune(
 
     Knobs: {knobs}; and, with --space, any FLAGS_<name>, or SECTION.KEY for a field of
     PADDLETUNE_OVERRIDES. Sections: {sections}.
+
+    PyTorch and Paddle 3 jobs: {torch_knobs} (the intra-op threads), with Paddle's memory
+    FLAGS; on a GPU, where the model was found with them off: {gpu_knobs}.
 
     Examples:
       paddletune tune --budget 10m train.py -- --epochs 1

@@ -27,6 +27,12 @@ TUNE_KNOBS = ("num_workers", "capacity", "use_double_buffer", "batch_size",
               "FLAGS_eager_delete_tensor_gb", "FLAGS_allocator_strategy", "blas_threads",
               "num_threads", "num_iteration_per_drop_scope", "fuse_all_optimizer_ops",
               "fuse_elewise_add_act_ops")
+# a PyTorch job's knobs (a Paddle 3 job's add its two memory FLAGS), and the GPU's, which its
+# census adds where it found the setting off (tune/space.py _add_gpu_math, _add_alloc_conf)
+TUNE_KNOBS_TORCH = ("num_workers", "prefetch_factor", "persistent_workers", "batch_size",
+                    "blas_threads")
+TUNE_KNOBS_GPU = ("cudnn_benchmark", "FLAGS_cudnn_exhaustive_search", "matmul_allow_tf32",
+                  "PYTORCH_CUDA_ALLOC_CONF")
 # the sections of PADDLETUNE_OVERRIDES (runtime/overrides.py) and the other knob sections
 TUNE_SECTIONS = ("reader", "exec_strategy", "build_strategy", "flag", "env")
 

@@ -9,7 +9,8 @@ import typer
 from typer.testing import CliRunner
 
 from paddletune.cli import app
-from paddletune.cli_help import TUNE_KNOBS, default_text, reflow, summary
+from paddletune.cli_help import (TUNE_KNOBS, TUNE_KNOBS_GPU, TUNE_KNOBS_TORCH, default_text,
+                                 reflow, summary)
 from paddletune.tune import space as sp
 from test_tune import fake_profile
 
@@ -144,6 +145,24 @@ def test_tune_help_lists_the_knobs_and_the_space_help_whole(width):
 
 def test_the_knobs_in_the_help_are_the_knobs_tune_builds():
     assert tuple(sp.build_space(fake_profile()).knobs) == TUNE_KNOBS
+
+
+def test_the_pytorch_knobs_in_the_help_are_the_knobs_tune_builds_for_it():
+    from dataclasses import replace
+    from paddletune.profile.records import SourceInfo
+    base = fake_profile(workers=2, capacity=4)
+    torch_job = replace(base, header=replace(base.header, source=SourceInfo("torch")))
+    assert tuple(sp.build_space(torch_job).knobs) == TUNE_KNOBS_TORCH
+    gpu_names = {row[0] for table in (sp.CUDNN_SEARCH, sp.TF32) for row in table.values()}
+    assert gpu_names | {sp.CONF_VAR} == set(TUNE_KNOBS_GPU)
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_tune_help_lists_the_frameworks_knobs(width):
+    text = flat(help_text(width, "tune"))
+    assert "PyTorch and Paddle 3 jobs: " + ", ".join(TUNE_KNOBS_TORCH) in text
+    for knob in TUNE_KNOBS_GPU:
+        assert knob in text, knob
 
 
 @pytest.mark.parametrize("command", ["profile", "tune"])
