@@ -319,8 +319,8 @@ def tune(
     `export` lines and as code, and the speedup, and saves a tuning record that `paddletune
     report` prints again. Ctrl-C stops the search and keeps the best so far.
 
-    Knobs: {knobs}; and, with --space, any FLAGS_<name>, or SECTION.KEY for a field of
-    PADDLETUNE_OVERRIDES. Sections: {sections}.
+    Knobs (the embedded runtime): {knobs}; and, with --space, any FLAGS_<name>, or
+    SECTION.KEY for a field of PADDLETUNE_OVERRIDES. Sections: {sections}.
 
     PyTorch and Paddle 3 jobs: {torch_knobs} (the intra-op threads), with Paddle's memory
     FLAGS; on a GPU, where the model was found with them off: {gpu_knobs}.
