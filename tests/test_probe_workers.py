@@ -95,3 +95,38 @@ def test_no_loader_means_no_records_and_a_thread_producer_has_no_workers():
     result = probe.stop()
     assert worker_rows(records) == [] and result.details["workers_seen"] == 0
     assert probe.snapshot() == {"workers": []}
+
+
+def test_a_pass_start_wakes_the_sampler_instead_of_measuring_on_the_training_thread():
+    """Reading a worker's memory costs 7-10 ms: the pass's start (the training loop asking
+    for its first batch) only registers the workers; the sampler takes their baseline at
+    once on its own thread, long before its interval (60 s here) ends."""
+    import threading
+    from types import SimpleNamespace
+    from paddletune.probes import workers as workers_module
+
+    measured_on = []
+    original = WorkerProbe._measure
+
+    def measure(self, pid, t_s):
+        measured_on.append(threading.current_thread())
+        return original(self, pid, t_s)
+
+    records = []
+    probe = WorkerProbe(records.append, Clock(), interval_s=60.0, source=FluidSource())
+    try:
+        workers_module.WorkerProbe._measure = measure
+        probe.start()
+        time.sleep(0.2)  # the sampler's first round (no workers yet) is done
+        start = SimpleNamespace(what="start", loader_id=0, pass_no=1,
+                                config={"worker_pids": [os.getpid()]})
+        probe._on_state(start)
+        assert measured_on == []  # nothing read on the calling (training) thread
+        deadline = time.monotonic() + 5.0
+        while not worker_rows(records) and time.monotonic() < deadline:
+            time.sleep(0.01)
+    finally:
+        probe.stop()
+        workers_module.WorkerProbe._measure = original
+    assert worker_rows(records) and worker_rows(records)[0].pid == os.getpid()
+    assert threading.main_thread() not in measured_on[:1]

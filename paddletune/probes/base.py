@@ -87,6 +87,7 @@ class SamplingProbe(Probe):
         self.n_samples = 0
         self.last: dict = {}
         self._halt = threading.Event()
+        self._wake = threading.Event()  # wake(): sample now
         self._thread = None
 
     def sample(self, t_s: float):
@@ -108,12 +109,19 @@ class SamplingProbe(Probe):
 
     def _start(self):
         self._halt.clear()
+        self._wake.clear()
         self._thread = threading.Thread(target=self._loop, name=f"paddletune-{self.name}",
                                         daemon=True)
         self._thread.start()
 
+    def wake(self):
+        """Take the next sample now rather than at the interval's end (from any thread: the
+        sampler's own thread takes it)."""
+        self._wake.set()
+
     def _stop(self):
         self._halt.set()
+        self._wake.set()
         if self._thread is not None:
             self._thread.join(timeout=max(2.0, 2 * self.interval_s))
         stuck = self._thread is not None and self._thread.is_alive()  # a hung sample()
@@ -131,5 +139,7 @@ class SamplingProbe(Probe):
             except Exception as err:  # a broken sampler stops itself, never the job
                 self.available, self.reason = False, f"sampling failed: {err}"
                 return
-            if self._halt.wait(self.interval_s):
+            self._wake.wait(self.interval_s)
+            self._wake.clear()
+            if self._halt.is_set():
                 return

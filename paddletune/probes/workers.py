@@ -7,8 +7,8 @@ USS, climbs towards the size of the dataset; pytorch#13246) and how busy each wo
 
 Records: one WorkerSample per live worker per interval (loader, pass_no, worker, pid,
 uss_bytes, rss_bytes, cpu_s: cumulative user+system seconds). A worker's first sample is
-taken when its pass starts (the baseline before it touched anything); its last, at the final
-interval before it exits.
+taken as its pass starts (the baseline before it touched much: the sampler is woken for it);
+its last, at the final interval before it exits.
 """
 
 import time
@@ -40,23 +40,26 @@ class WorkerProbe(SamplingProbe):
         return result
 
     def _on_state(self, state):
-        """A pass started: watch its workers, with a baseline sample taken now. It ended:
-        forget them (they are reaped; their pids may be reused)."""
+        """A pass started: watch its workers; the sampler takes their baseline sample at
+        once, on its own thread (reading a worker's memory costs some 7-10 ms, which the
+        training loop, asking for the pass's first batch now, would otherwise wait through).
+        It ended: forget them (they are reaped; their pids may be reused)."""
         if state.what != "start":
             for pid, entry in list(self._procs.items()):
                 if entry[:2] == (state.loader_id, state.pass_no):
                     self._procs.pop(pid, None)
             return
         t0 = time.perf_counter()
+        added = 0
         for index, pid in enumerate((state.config or {}).get("worker_pids") or ()):
             try:
                 self._procs[pid] = (state.loader_id, state.pass_no, index, psutil.Process(pid))
             except psutil.Error:
                 continue
             self.n_workers += 1
-            row = self._measure(pid, self.clock.rel(time.perf_counter()))
-            if row is not None:
-                self.sink(row)
+            added += 1
+        if added:
+            self.wake()
         self.overhead_s += time.perf_counter() - t0
 
     def sample(self, t_s):
