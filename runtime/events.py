@@ -139,6 +139,13 @@ class StepRecord:
     is_startup: bool  # the program only initialises persistables (no feed, no reads)
     feed_names: Tuple[str, ...] = ()  # the variables fed, in the feed dict's order
     read_s: float = 0.0  # waiting for a non-iterable DataLoader's next batch (inside run)
+    compute_wait_s: Optional[float] = None  # of compute_s, the training thread's time off
+    # its CPU (compute_s less its time.thread_time): waiting for the GIL, a core or a lock.
+    # None: not measured (a GPU place, whose compute_s waits for the device; the
+    # ParallelExecutor, whose training thread waits for its scheduler's threads)
+    compute_queued_s: Optional[float] = None  # of compute_wait_s, the time runnable but
+    # waiting for a core (Linux's run_delay: runtime/thread_clock.py); the rest is blocked
+    # (the GIL, a lock). None: not measured, or not readable here
 
     @property
     def wall_s(self):

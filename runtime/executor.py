@@ -34,6 +34,7 @@ from .lod import with_lod
 from .feed_fetch import _check_feed, _fetch, _fetch_names, _normalize_feed, _read_batches
 from .feed_fetch import _as_lodtensor, as_numpy  # noqa: F401  (fluid.executor's own names)
 from .tensor import SelectedRows
+from .thread_clock import cpu_s as _cpu, queued_s as _queued
 
 _executor_ids = itertools.count()
 _PLAIN = (False, 1.0, False)  # a plain Program: no inplace (as in Paddle), GC as FLAGS say
@@ -155,6 +156,9 @@ class Executor:
         if gpu:
             device_checks.clear()  # a failed step's checks are not this one's
         t_feed = _perf()
+        cpu_feed = queued_feed = None  # (the clocks of StepRecord.compute_wait_s)
+        if not gpu and events.step_end.subs:
+            queued_feed, cpu_feed = _queued(), _cpu()
         if replay is not None:
             self._graphs.launch(replay, env)
             mem = self._graph_memory(plan)
@@ -174,7 +178,16 @@ class Executor:
         if plan.lod_mode:
             for _, holder in writes:
                 holder.lod = []  # the value written carries its own LoD
-        t_compute = _perf()
+        compute_wait_s = compute_queued_s = None
+        if cpu_feed is not None:  # the ops' wall time less the training thread's CPU in it
+            cpu_s = _cpu() - cpu_feed
+            queued = _queued()
+            t_compute = _perf()
+            compute_wait_s = max(t_compute - t_feed - cpu_s, 0.0)
+            if queued is not None and queued_feed is not None:  # of it, waiting for a core
+                compute_queued_s = min(max(queued - queued_feed, 0.0), compute_wait_s)
+        else:
+            t_compute = _perf()
         if replay is not None:  # (from the host copies the graph made)
             results = [_fetch(value, return_numpy) for value in replay.fetched_values()]
         elif results is None:
@@ -185,11 +198,15 @@ class Executor:
             events.memory_step.emit(mem.record(self._id, plan, step, self.place, batch))
         if events.step_end.subs:
             t_end = _perf()
+            if compute_wait_s is not None:  # (a fetch inside the ops: at most the ops' time)
+                compute_wait_s = min(compute_wait_s, t_compute - t_feed)
+                if compute_queued_s is not None:
+                    compute_queued_s = min(compute_queued_s, compute_wait_s)
             events.step_end.emit(events.StepRecord(
                 self._id, program._uid, step, t_begin, t_end, t_feed - t_begin - read_s,
                 t_compute - t_feed, t_end - t_compute, batch, len(plan.steps),
                 feed_bytes, sum(_nbytes(r) for r in results), plan.fetch_names, repr(self.place),
-                plan.is_startup, tuple(feed), read_s))
+                plan.is_startup, tuple(feed), read_s, compute_wait_s, compute_queued_s))
         return results
 
     def _graph_for(self, plan, feed, scope):

@@ -3,6 +3,7 @@
 import pytest
 
 from paddletune.advisors import advise, input, reader, sequences
+from paddletune.advisors.base import post_pass
 from paddletune.profile import load
 from profiles import make_profile, reader_records, step_records, system_samples
 from test_advisors import ids, only
@@ -451,14 +452,22 @@ def test_spinning_math_threads_do_not_keep_the_workers_core(tmp_path):
 GIL_RULES = [reader.reader_starved, reader.reader_thread_gil, reader.speed_test_ceiling]
 
 
-def full_queue_thread(tmp_path, cpu_s, **kw):
+def full_queue_thread(tmp_path, cpu_s, waited=None, env=CORES_4, machine_percent=33.0,
+                      **kw):
     """A 20 ms step (19.8 ms in the runtime) whose thread producer keeps the queue full,
-    computing `cpu_s` per batch; 4 cores, the process busy 1.3 of them."""
+    computing `cpu_s` per batch; 4 cores (`env`), the process busy 1.3 of them. `waited`: each
+    step's (compute_wait_s, compute_queued_s), the training thread's time off its CPU while
+    computing and, of it, waiting for a core (None: a profile from before they were
+    measured)."""
     steps = step_records(wall_s=0.0198, gap_s=0.0002)
+    if waited is not None:
+        for row in steps:
+            if not row["startup"]:
+                row["compute_wait_s"], row["compute_queued_s"] = waited
     records = reader_records(steps, wait_s=0.0001, empty_ratio=0.0, produce_s=cpu_s * 1.2,
                              cpu_s=cpu_s, fill=8, **kw)
-    samples = system_samples(cpu_percent=130.0, cpu_total_percent=33.0)
-    return load(make_profile(tmp_path / "p.jsonl", steps=steps, env=CORES_4,
+    samples = system_samples(cpu_percent=130.0, cpu_total_percent=machine_percent)
+    return load(make_profile(tmp_path / "p.jsonl", steps=steps, env=env,
                              extra=records + samples))
 
 
@@ -475,6 +484,68 @@ def test_a_thread_that_keeps_up_but_holds_the_gil_moves_to_a_worker(tmp_path):
     assert a.figures["predicted_cycle_s"] == pytest.approx(0.012 + reader.WORKER_BATCH_S)
     assert a.expected_speedup == pytest.approx(0.020 / (0.012 + reader.WORKER_BATCH_S))
     assert "paddletune profile --speed-test" in a.expected_gain
+
+
+@pytest.mark.parametrize("waited_s", [0.004, 0.008, 0.011])
+def test_the_gil_card_predicts_from_the_time_the_loop_waited_off_its_cpu(tmp_path, waited_s):
+    """Where the runtime measured the training thread off its CPU while its ops ran (blocked
+    for the GIL, or waiting for a core the thread took), a worker process takes that time
+    from the step: the prediction follows it, below and above the thread's own 8 ms of CPU,
+    and is an estimate (the model's range), no longer a lower bound."""
+    queued_s = 0.001
+    p = full_queue_thread(tmp_path, cpu_s=0.008, waited=(waited_s, queued_s))
+    b = p.summary.breakdown_s
+    assert (b.compute_wait_s, b.compute_queued_s) == pytest.approx((waited_s, queued_s))
+    a = only(advise(p, GIL_RULES), "reader-thread-gil")
+    predicted_s = 0.020 - waited_s + reader.WORKER_BATCH_S
+    assert a.figures["compute_wait_s"] == pytest.approx(waited_s)
+    assert a.figures["consumer_source"] == "cycle - off-CPU wait"
+    assert not a.figures["cpu_bound"]
+    assert a.figures["predicted_cycle_s"] == pytest.approx(predicted_s)
+    assert a.expected_speedup == pytest.approx(0.020 / predicted_s)
+    assert not a.expected_gain.startswith("at least")
+    assert (f"off its CPU {waited_s * 1e3:.2f} ms per step while its ops ran, "
+            f"{waited_s / 0.020:.0%} of the step ({(waited_s - queued_s) * 1e3:.2f} ms "
+            f"blocked, for the GIL; 1.00 ms waiting for a core)") in a.evidence
+    assert a.expected_range is None  # a point prediction: `advise` states the model's error
+    stated = only(post_pass(advise(p, GIL_RULES), p), "reader-thread-gil")
+    low, high = stated.expected_range
+    assert stated.figures["range"]["basis"] == "model" and low < a.expected_speedup < high
+    assert "paddletune profile --speed-test" in a.expected_gain
+
+
+def test_the_gil_card_is_bounded_by_the_cores_beside_the_wait(tmp_path):
+    """The step less the wait is the loop's own CPU path; on two cores the worker's CPU and
+    the trainer's share them, and that bounds the step (not the wait alone)."""
+    four = full_queue_thread(tmp_path, cpu_s=0.008, waited=(0.011, 0.006))
+    (tmp_path / "two").mkdir()
+    two = full_queue_thread(tmp_path / "two", cpu_s=0.008, waited=(0.011, 0.006),
+                            env=CORES_2, machine_percent=66.0)
+    a, b = (only(advise(p, GIL_RULES), "reader-thread-gil") for p in (four, two))
+    assert not a.figures["cpu_bound"] and b.figures["cpu_bound"]
+    assert a.figures["predicted_cycle_s"] == pytest.approx(0.009 + reader.WORKER_BATCH_S)
+    assert b.figures["predicted_cycle_s"] == pytest.approx(b.figures["cpu_bound_cycle_s"])
+    assert a.expected_speedup > b.expected_speedup > 1.0
+    assert "the cores bound it" in b.expected_gain
+
+
+def test_the_gil_card_without_the_wait_stays_a_lower_bound(tmp_path):
+    """A profile from before the compute wait was measured advises as before: the thread's
+    CPU time off the step, at least."""
+    old = full_queue_thread(tmp_path, cpu_s=0.008)
+    assert old.summary.breakdown_s.compute_wait_s is None
+    a = only(advise(old, GIL_RULES), "reader-thread-gil")
+    assert a.figures["compute_wait_s"] is None
+    assert a.figures["predicted_cycle_s"] == pytest.approx(0.012 + reader.WORKER_BATCH_S)
+    assert a.expected_gain.startswith("at least")
+    assert a.expected_range[0] == pytest.approx(a.expected_speedup)
+
+
+def test_a_thread_the_loop_hardly_waits_for_is_left_alone(tmp_path):
+    """The thread computes 40% of the step, but the training thread was hardly ever off its
+    CPU while its ops ran (they let the GIL go, and the thread ran meanwhile): no gain."""
+    p = full_queue_thread(tmp_path, cpu_s=0.008, waited=(0.0003, 0.0))
+    assert "reader-thread-gil" not in ids(advise(p, GIL_RULES))
 
 
 def test_a_thread_with_little_python_work_is_left_alone(tmp_path):

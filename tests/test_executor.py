@@ -280,6 +280,47 @@ def test_step_events_report_timings_and_batch_size(net):
     assert r.fetch_names == (loss.name,) and r.fetch_bytes == 4
 
 
+def test_step_events_measure_the_training_thread_off_its_cpu(net):
+    """compute_wait_s: the ops' wall time less the training thread's CPU time in them;
+    compute_queued_s: of it, runnable but waiting for a core (Linux's run_delay). A thread
+    running Python beside the loop blocks it on the GIL: the rest of the wait grows."""
+    import os
+    import threading
+    main, _, exe, scope, feed, loss = net
+    queued_readable = os.path.exists("/proc/thread-self/schedstat")
+
+    def blocked_share(steps):
+        records = []
+        with events.subscribe("step_end", records.append):
+            for _ in range(steps):
+                exe.run(main, feed=feed, fetch_list=[loss], scope=scope)
+        for r in records:
+            assert 0.0 <= r.compute_wait_s <= r.compute_s
+            assert (r.compute_queued_s is not None) == queued_readable
+            assert 0.0 <= (r.compute_queued_s or 0.0) <= r.compute_wait_s
+        blocked = sum(r.compute_wait_s - (r.compute_queued_s or 0.0) for r in records)
+        return blocked / sum(r.compute_s for r in records)
+
+    for _ in range(10):  # (the first runs build the plan)
+        exe.run(main, feed=feed, fetch_list=[loss], scope=scope)
+    alone = blocked_share(100)
+    stop = threading.Event()
+
+    def spin():  # pure Python: it lets the GIL go only when the loop asks for it
+        n = 0
+        while not stop.is_set():
+            n += 1
+
+    spinner = threading.Thread(target=spin, daemon=True)
+    spinner.start()
+    try:
+        beside = blocked_share(100)
+    finally:
+        stop.set()
+        spinner.join()
+    assert beside > alone + 0.2, (alone, beside)
+
+
 def test_op_events_only_while_subscribed(net):
     main, _, exe, scope, feed, loss = net
     ops = []

@@ -85,7 +85,8 @@ def test_real_loader_steps_carry_the_queue_and_plain_feeds_do_not():
 
 def ns(step):
     """A step as written: its times rounded to the nanosecond."""
-    times = ("t_s", "wall_s", "feed_s", "compute_s", "fetch_s", "gap_s", "read_s")
+    times = ("t_s", "wall_s", "feed_s", "compute_s", "fetch_s", "gap_s", "read_s",
+             "compute_wait_s", "compute_queued_s")
     return step._replace(**{k: round(getattr(step, k), 9) for k in times
                             if getattr(step, k) is not None})
 
@@ -119,6 +120,9 @@ def test_real_runs_give_steps_programs_and_ops():
     assert [s.startup for s in steps] == [True, False, False, False]
     assert [s.feed for s in steps] == [(), ("x",), ("x",), ("x",)]
     assert [s.batch_size for s in steps[1:]] == [4, 4, 4]
+    # the training thread's time off its CPU while computing, and of it waiting for a core
+    assert all(0.0 <= (s.compute_queued_s or 0.0) <= s.compute_wait_s <= s.compute_s
+               for s in steps)
     # the writer leaves out a step's rarely changing fields when they did not change; the
     # loader fills them in again
     compressor, filler = StepCompressor(), StepFiller()

@@ -26,9 +26,11 @@ def steps(n=N_STEPS, seed=1, program=1, t0=0.1):
             wall *= 10
         feed, fetch = 0.1 * wall, 0.05 * wall
         gap = None if i == 0 else 0.0004 * rng.lognormvariate(0, 0.5)
+        waited = 0.2 * (wall - feed - fetch) * rng.random()  # (off the CPU while computing)
         out.append(r.Step(t, program, 1, i, wall, feed, wall - feed - fetch, fetch, gap, 64,
                           64 * 3136, 4, queue=rng.randrange(9), n_ops=20, fetch=("loss",),
-                          feed=("x", "y"), startup=False, place="CPUPlace"))
+                          feed=("x", "y"), startup=False, place="CPUPlace",
+                          compute_wait_s=waited, compute_queued_s=waited * rng.random()))
         t += wall + (gap or 0.0)
     return out
 
@@ -91,6 +93,10 @@ def test_breakdown_shares_and_throughput_agree(long_run):
     assert bounded.warmup_steps == exact.warmup_steps
     for part in bounded.breakdown_s.PARTS:
         assert bounded.shares.part(part) == pytest.approx(exact.shares.part(part), rel=0.01)
+    for wait in ("compute_wait_s", "compute_queued_s"):  # (means of every steady step)
+        assert getattr(exact.breakdown_s, wait) > 0
+        assert getattr(bounded.breakdown_s, wait) == pytest.approx(
+            getattr(exact.breakdown_s, wait), rel=1e-9)
     assert bounded.throughput == exact.throughput or (
         bounded.throughput.samples_per_s == pytest.approx(exact.throughput.samples_per_s,
                                                           rel=1e-9))
@@ -204,7 +210,8 @@ def test_a_window_folds_its_steps_in_batches_to_the_figures_of_each_step():
     holds what adding each step's parts one by one gives (gap None: 0, a first step's)."""
     from paddletune.profile.windows import FOLD_STEPS, PARTS, WindowBuilder
     tail = steps(n=3 * FOLD_STEPS + 7)[5:]
-    tail[10] = tail[10]._replace(gap_s=None, queue=None, batch_size=None)
+    tail[10] = tail[10]._replace(gap_s=None, queue=None, batch_size=None,
+                                 compute_wait_s=None, compute_queued_s=None)
     window = WindowBuilder(1, tail[0].t_s)
     for s in tail:
         window.add_step(s)
@@ -214,9 +221,12 @@ def test_a_window_folds_its_steps_in_batches_to_the_figures_of_each_step():
         gap = s.gap_s or 0.0
         for name, value in (("wall", s.wall_s), ("cycle", s.wall_s + gap), ("feed", s.feed_s),
                             ("compute", s.compute_s), ("fetch", s.fetch_s), ("outside", gap),
-                            ("read", s.read_s)):
-            expect[name].add(value)
+                            ("read", s.read_s), ("compute_wait", s.compute_wait_s),
+                            ("compute_queued", s.compute_queued_s)):
+            if value is not None:  # (a step that did not measure its compute wait)
+                expect[name].add(value)
     assert frozen.n == len(tail) and set(frozen.parts) == set(PARTS)
+    assert frozen.parts["compute_wait"].n == frozen.parts["compute_queued"].n == len(tail) - 1
     for name, dist in frozen.parts.items():
         want = expect[name].frozen()
         assert (dist.n, dist.min, dist.max, dist.sketch) == (want.n, want.min, want.max,

@@ -14,7 +14,8 @@ from paddletune.profile.codec import (StepCompressor, StepFiller, from_json, to_
                                      unwritable)
 from paddletune.profile.writer import ProfileWriter
 
-_SECONDS = ("t_s", "wall_s", "feed_s", "compute_s", "fetch_s", "gap_s", "read_s")
+_SECONDS = ("t_s", "wall_s", "feed_s", "compute_s", "fetch_s", "gap_s", "read_s",
+            "compute_wait_s", "compute_queued_s")
 
 
 def generic(step: r.Step) -> dict:
@@ -36,6 +37,8 @@ STEPS = [
     r.Step(1.5, 3, 1, 7, 0.5, 1e-9, 0.25, 0.125, 0.01, None, 0, 0, 0.0, None),
     r.Step(2.0, 0, 0, 1, 0.001, 0.0, 0.0005, 0.0, float("nan"), 64, 0, 0, -0.0, 0,
            startup=True, place="CUDAPlace(0)", exemplar="slow", slot=3),
+    r.Step(2.5, 0, 0, 3, 0.002, 0.0, 0.0015, 0.0, 0.001, 64, 0, 0, 0.0, 0,
+           place="CPUPlace", compute_wait_s=0.000412345678912, compute_queued_s=1.5e-5),
     r.Step(np.float64(3.0000000001234), np.int64(0), 0, 2, np.float32(0.5), 0.0, 0.25, 0.0,
            np.float64(0.001), np.int64(32), np.int64(0), 0, np.float32(0.0), 1,
            fetch=["loss"], startup=np.bool_(False), place="CPUPlace"),
@@ -76,6 +79,18 @@ def test_a_step_with_a_non_finite_time_is_left_out_and_the_next_keeps_its_fields
 def test_an_optional_non_finite_time_is_written_as_null():
     out = StepCompressor().compress(STEPS[2])
     assert out["gap_s"] is None and from_json(out).gap_s is None
+    out = StepCompressor().compress(STEPS[0]._replace(compute_wait_s=float("nan")))
+    assert out["compute_wait_s"] is None and from_json(out).compute_wait_s is None
+
+
+def test_a_step_without_the_compute_wait_loads_without_it():
+    """Profiles written before Step.compute_wait_s: their steps load, the field None."""
+    out = StepCompressor().compress(STEPS[0])
+    assert "compute_wait_s" not in out and from_json(out).compute_wait_s is None
+    assert "compute_queued_s" not in out and from_json(out).compute_queued_s is None
+    out = StepCompressor().compress(STEPS[3])
+    assert out["compute_wait_s"] == 0.000412346
+    assert from_json(out).compute_wait_s == pytest.approx(0.000412346)
 
 
 def test_the_sticky_fields_are_left_out_while_they_repeat_and_filled_back_on_load():
@@ -117,7 +132,9 @@ def test_the_plain_step_path_writes_what_the_generic_path_writes():
             rng.choice([0.0, -0.0, rng.random() / 100]), maybe(rng.randrange(9)),
             maybe(rng.randrange(40)), maybe(("loss",)), maybe(("x", "y")),
             rng.choice([None, True, False]), maybe(rng.choice(["CPUPlace", "CUDAPlace(0)"])),
-            rng.choice([None, "slow", "sample"]), maybe(rng.randrange(32)))
+            rng.choice([None, "slow", "sample"]), maybe(rng.randrange(32)),
+            rng.choice([None, float("nan"), 0.0, rng.random() / 1000]),
+            rng.choice([None, float("inf"), 0.0, rng.random() / 10000]))
         plain, generic_out = StepCompressor._plain(step), StepCompressor()._generic(step)
         assert plain == generic_out and list(plain or ()) == list(generic_out or ()), step
         assert line(StepCompressor().compress(step)) == line(generic(step)), step

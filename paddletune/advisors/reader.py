@@ -370,7 +370,9 @@ def reader_thread_gil(profile) -> Optional[Advice]:
     A worker process makes the batches beside the trainer instead. Without a speed test the
     gain is a lower bound (the figures are inflated by the contention), and the advice says
     how to measure it; a speed test measures the step without the thread (the upper bound)
-    and times the thread alone, which estimate it.
+    and times the thread alone, which estimate it. Where the runtime measured how long the
+    training thread was off its CPU while computing (Breakdown.compute_wait_s), the gain is
+    an estimate from it (_gil_plan).
     """
     f = main_loader(profile)
     s = profile.summary
@@ -386,7 +388,9 @@ def reader_thread_gil(profile) -> Optional[Advice]:
         return None
     plan = worker_plan(profile, f) if measured else _gil_plan(profile, f, cycle_s, cpu_s)
     known = (plan["speedup"] or 1.0) >= NO_GAIN  # else the inflated figures bound nothing
-    if not plan["gil_bound_thread"] or (measured and not known):  # measured: no gain
+    waited = plan.get("compute_wait_s") is not None  # the loop's wait measured
+    if not plan["gil_bound_thread"] or ((measured or waited) and not known and
+                                        not plan.get("cpu_bound")):  # measured: no gain
         return None
     code = writer(profile)
     return Advice(
@@ -398,20 +402,38 @@ def reader_thread_gil(profile) -> Optional[Advice]:
                   f"(empty in {_empty_ratio(f):.0%} of {f.batches:,} pops) but computes "
                   f"{ms(cpu_s)} per step in Python, {share:.0%} of the {ms(cycle_s)} step, "
                   f"in the trainer's process: while it holds the GIL the training loop's "
-                  f"Python waits."),
+                  f"Python waits{_wait_evidence(plan)}."),
         change="\n".join([code.loader(f.config, num_workers=plan["workers"] if measured
                                       else 1), code.shard_note()] + blas_note(code, plan)),
         expected_speedup=plan["speedup"] if known else None,
         expected_range=_bounds(plan) if known else None,
         expected_gain=_thread_gil_gain(plan, cycle_s, script(profile)) if known
+        else f"none on these cores: {cpu_bound_note(plan)}" if waited
         else f"{_gil_unknown()}; `paddletune profile --speed-test {script(profile)}` "
              f"measures the step without the thread")
+
+
+def _wait_evidence(plan) -> str:
+    wait_s = plan.get("compute_wait_s")
+    if wait_s is None:
+        return ""
+    queued_s = plan.get("compute_queued_s")
+    split = "" if queued_s is None else (
+        f" ({ms(max(wait_s - queued_s, 0.0))} blocked, for the GIL; {ms(queued_s)} waiting "
+        f"for a core)")
+    return (f"; the training thread was off its CPU {ms(wait_s)} per step while its ops ran, "
+            f"{wait_s / plan['cycle_s']:.0%} of the step{split}")
 
 
 def _thread_gil_gain(plan, cycle_s: float, script_name: str) -> str:
     change = (f"{ms(cycle_s)} -> {ms(plan['predicted_cycle_s'])} per step) with the loop no "
               f"longer waiting for the GIL")
     cores = f"; {cpu_bound_note(plan)}" if plan["cpu_bound"] else ""
+    if plan.get("compute_wait_s") is not None:
+        return (f"{plan['speedup']:.2f}x steps/s ({change} (the step less the time the "
+                f"training thread was off its CPU while its ops ran, "
+                f"{ms(plan['compute_wait_s'])}){cores}; `paddletune profile --speed-test "
+                f"{script_name}` measures the step without the thread")
     if not plan.get("producer_alone_s_per_step"):
         return (f"at least {plan['speedup']:.2f}x steps/s ({change} ({GIL_INFLATED}){cores}"
                 f"; `paddletune profile --speed-test {script_name}` measures the step "
@@ -429,8 +451,10 @@ def _bounds(plan):
 
 def _gil_lower_bound(plan) -> bool:
     """A GIL-bound thread's gain is only bounded from below: the speed test did not time
-    the thread alone (see GIL_INFLATED)."""
-    return plan["gil_bound_thread"] and not plan.get("producer_alone_s_per_step")
+    the thread alone (see GIL_INFLATED), and the runtime did not measure how long the
+    training loop was off its CPU (_gil_plan)."""
+    return plan["gil_bound_thread"] and not plan.get("producer_alone_s_per_step") and \
+        plan.get("compute_wait_s") is None
 
 
 def _gil_unpredictable(plan) -> bool:
@@ -472,19 +496,32 @@ def _gil_unknown() -> str:
 
 
 def _gil_plan(profile, f: LoaderFigures, cycle_s: float, cpu_s: float) -> dict:
-    """One worker process making what the thread made: the step loses the thread's CPU time
-    (at most), pays the worker's hand-over per batch, and the cores bound it."""
+    """One worker process making what the thread made: the step loses what the loop waited
+    for the thread, pays the worker's hand-over per batch, and the cores bound it. What the
+    loop waited: the time the runtime measured the training thread off its CPU while its ops
+    ran (Breakdown.compute_wait_s: blocked for the GIL the thread held, or waiting for a core
+    it took; an estimate: the GIL's convoy costs the loop more than the thread's own CPU
+    time, as each op that lets the GIL go waits to get it back), else the thread's CPU time
+    (a lower bound of the gain: GIL_INFLATED). The step less that wait is the loop's own CPU
+    path; the cores bound (producers.size_workers) adds back what the worker and the
+    trainer's threads still contend for."""
     per_step = f.consumer.batches_per_step or 1.0
     cost = ProducerCost(wall_s=cpu_s, cpu_s=cpu_s, cpu_share=f.producer.cpu_share)
-    free_s = max(cycle_s - cpu_s, 0.0) + WORKER_BATCH_S * per_step
+    b = profile.summary.breakdown_s
+    wait_s = b.compute_wait_s if b is not None else None  # (Breakdown: what it measures)
+    lost_s = cpu_s if wait_s is None else wait_s
+    free_s = max(cycle_s - lost_s, 0.0) + WORKER_BATCH_S * per_step
     cores = free_cores(profile, f)
     sizing = size_workers(cores, cost, free_s, cycle_s, None)
     sizing = replace(sizing, workers=1, busy_cores=worker_busy_cores(cost, 1, free_s),
                      predicted_s=min(max(sizing.free_s, cost.wall_s, sizing.cpu_bound_s or 0.0),
                                      cycle_s))
-    plan = plan_figures(profile, sizing, cores, cost, cycle_s, free_s, "cycle - thread CPU")
+    plan = plan_figures(profile, sizing, cores, cost, cycle_s, free_s,
+                        "cycle - thread CPU" if wait_s is None else "cycle - off-CPU wait")
     return {**plan, "current_workers": 0, "made_in": "thread", "gil_bound_thread": True,
-            "thread_cpu_share_of_step": cpu_s / cycle_s if cycle_s else None}
+            "thread_cpu_share_of_step": cpu_s / cycle_s if cycle_s else None,
+            "compute_wait_s": wait_s,
+            "compute_queued_s": b.compute_queued_s if b is not None else None}
 
 
 @rule

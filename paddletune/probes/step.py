@@ -63,7 +63,8 @@ class StepProbe(Probe):
             None if prev is None else r.t_begin - prev - getattr(r, "paused_s", 0.0),
             r.batch_size, r.feed_bytes,
             r.fetch_bytes, r.read_s, queue, r.n_ops, r.fetch_names, r.feed_names, r.is_startup,
-            r.place)
+            r.place, compute_wait_s=getattr(r, "compute_wait_s", None),
+            compute_queued_s=getattr(r, "compute_queued_s", None))
         self.sink(step)
         self.overhead_s += time.perf_counter() - t0
 

@@ -68,7 +68,8 @@ def event_kind(event) -> str:
     return getattr(event, "kind", None) or getattr(type(event), "WHAT", "note")
 
 
-_SECONDS = ("t_s", "wall_s", "feed_s", "compute_s", "fetch_s", "gap_s", "read_s")
+_SECONDS = ("t_s", "wall_s", "feed_s", "compute_s", "fetch_s", "gap_s", "read_s",
+            "compute_wait_s", "compute_queued_s")
 
 
 class StepCompressor:
@@ -137,7 +138,7 @@ class StepCompressor:
         writer's usual step), field by field in Step's order without the generic checks."""
         (t_s, program, executor, number, wall_s, feed_s, compute_s, fetch_s, gap_s, batch_size,
          feed_bytes, fetch_bytes, read_s, queue, n_ops, fetch, feed, startup, place, exemplar,
-         slot) = step
+         slot, compute_wait_s, compute_queued_s) = step
         if not isfinite(t_s + wall_s + feed_s + compute_s + fetch_s + read_s):
             return None
         out = {"type": r.Step.KIND, "t_s": round(t_s, 9), "program": program,
@@ -157,6 +158,10 @@ class StepCompressor:
                             ("exemplar", exemplar), ("slot", slot)):
             if value is not None:
                 out[name] = value if value.__class__ is not tuple else encode(value)
+        for name, value in (("compute_wait_s", compute_wait_s),
+                            ("compute_queued_s", compute_queued_s)):
+            if value is not None:
+                out[name] = round(value, 9) if isfinite(value) else None
         return out
 
 
@@ -164,7 +169,9 @@ _PLAIN = (float, int, str, bool)
 _PLAIN_STEP_TYPES = frozenset((float, int, str, bool, tuple, type(None)))
 _FLOATS = frozenset((float,))
 _STICKY_VALUES = attrgetter(*r.STICKY)
-_NOT_NULL_TIMES = attrgetter(*(name for name in _SECONDS if name != "gap_s"))  # (the
+_NULLABLE_TIMES = ("gap_s", "compute_wait_s", "compute_queued_s")
+_NOT_NULL_TIMES = attrgetter(*(name for name in _SECONDS
+                                if name not in _NULLABLE_TIMES))  # (the
 # schema's: a null there does not load)
 
 
@@ -180,7 +187,8 @@ def unwritable(step: r.Step) -> bool:
 if r.Step._fields != (
         "t_s", "program", "executor", "step", "wall_s", "feed_s", "compute_s", "fetch_s",
         "gap_s", "batch_size", "feed_bytes", "fetch_bytes", "read_s", "queue", "n_ops", "fetch",
-        "feed", "startup", "place", "exemplar", "slot"):  # pragma: no cover
+        "feed", "startup", "place", "exemplar", "slot", "compute_wait_s",
+        "compute_queued_s"):  # pragma: no cover
     raise ImportError("records.Step's fields changed: update StepCompressor._plain")
 
 

@@ -184,7 +184,9 @@ def step_figures(steady: Steady) -> dict:
     n = steady.n
     total_cycle = steady.total("cycle", r.Step.cycle_s.fget)
     mean_cycle = total_cycle / n
-    breakdown = F.Breakdown(*(steady.total(part, getter) / n for part, getter in _PARTS))
+    breakdown = F.Breakdown(*(steady.total(part, getter) / n for part, getter in _PARTS),
+                            compute_wait_s=_measured_mean(steady, "compute_wait"),
+                            compute_queued_s=_measured_mean(steady, "compute_queued"))
     shares = F.Shares(*(b / mean_cycle if mean_cycle > 0 else 0.0 for b in (
         breakdown.outside_s, breakdown.read_s, breakdown.feed_s, breakdown.compute_s,
         breakdown.fetch_s)))
@@ -199,6 +201,17 @@ def step_figures(steady: Steady) -> dict:
 _PARTS = (("outside", lambda s: s.gap_s or 0.0), ("read", lambda s: s.read_s),
           ("feed", lambda s: s.feed_s), ("compute", lambda s: s.compute_s),
           ("fetch", lambda s: s.fetch_s))
+
+
+def _measured_mean(steady: Steady, part: str) -> Optional[float]:
+    """The mean of the steady steps' `part` (records.Step.compute_wait_s, compute_queued_s:
+    fields a step may lack); None unless every one measured it (a window's part counts the
+    steps that did)."""
+    field = f"{part}_s"
+    if any(getattr(s, field) is None for s in steady.steps) or any(
+            part not in w.parts or w.parts[part].n != w.n for w in steady.windows):
+        return None
+    return steady.total(part, lambda s: getattr(s, field)) / steady.n
 
 
 def _throughput(steady: Steady, total_cycle: float, mean_cycle: float) -> F.Throughput:

@@ -9,7 +9,8 @@ from .sketch import DistBuilder
 
 MAX_FEED_PEAKS = 64
 FOLD_STEPS = 256  # steps an open window holds before folding them (add_step)
-PARTS = ("wall", "cycle", "feed", "compute", "fetch", "outside", "read")
+PARTS = ("wall", "cycle", "feed", "compute", "fetch", "outside", "read", "compute_wait",
+         "compute_queued")  # (the last two: the steps that measured them, records.Step)
 
 
 def window_length_s(t0_s: float) -> float:
@@ -61,6 +62,10 @@ class WindowBuilder:
             parts[name].add_many(values)
         for name in ("feed", "compute", "fetch", "read"):
             parts[name].add_many(np.array(columns[f"{name}_s"], dtype=np.float64))
+        for name in ("compute_wait", "compute_queued"):
+            measured = [v for v in columns[f"{name}_s"] if v is not None]
+            if measured:
+                parts[name].add_many(np.array(measured, dtype=np.float64))
         sizes = self.batch_sizes
         for size in columns["batch_size"]:
             if size:

@@ -47,6 +47,14 @@ class Breakdown:
       feed_s     feeding (converting and copying the batch to the device)
       compute_s  computing
       fetch_s    fetching results back to the host
+      compute_wait_s  of compute_s, the training thread's time off its CPU: waiting for the
+                 GIL (a producer thread running Python), a core or a lock
+                 (records.Step.compute_wait_s). Not a part of the cycle of its own. None:
+                 not measured on every steady step (profiles before it, a GPU place, the
+                 ParallelExecutor, other frameworks)
+      compute_queued_s  of compute_wait_s, the time runnable but waiting for a core
+                 (records.Step.compute_queued_s); the rest was blocked. None: not measured
+                 on every steady step
     """
 
     outside_s: Seconds = 0.0
@@ -54,6 +62,8 @@ class Breakdown:
     feed_s: Seconds = 0.0
     compute_s: Seconds = 0.0
     fetch_s: Seconds = 0.0
+    compute_wait_s: Optional[Seconds] = None
+    compute_queued_s: Optional[Seconds] = None
 
     PARTS: ClassVar[Tuple[str, ...]] = ("outside", "read", "feed", "compute", "fetch")
 

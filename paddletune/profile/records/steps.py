@@ -37,6 +37,14 @@ class Step(NamedTuple):
       exemplar     "slow" (one of the slowest steps) or "sample" (a reservoir sample),
                    for a step of the aggregated tail written in full; None otherwise
       slot         a reservoir sample's slot: a later sample in the same slot replaces it
+      compute_wait_s  of compute_s, the training thread's time off its CPU (compute_s less
+                   its thread CPU time, time.thread_time): waiting for a core, or blocked
+                   (the GIL while a producer thread runs Python, a lock). None: not
+                   measured (profiles before it, a GPU place, the ParallelExecutor, other
+                   frameworks)
+      compute_queued_s  of compute_wait_s, the time runnable but waiting for a core (Linux's
+                   run_delay, /proc/thread-self/schedstat); the rest was blocked. None: not
+                   measured, or not readable there
     """
 
     KIND = "step"
@@ -61,6 +69,8 @@ class Step(NamedTuple):
     place: Optional[str] = None
     exemplar: Optional[Literal["slow", "sample"]] = None
     slot: Optional[Count] = None
+    compute_wait_s: Optional[Seconds] = None
+    compute_queued_s: Optional[Seconds] = None
 
     @property
     def cycle_s(self) -> float:
@@ -284,7 +294,9 @@ class StepWindow:
       samples      their batch sizes summed
       batch_sizes  {batch size: steps}
       parts        {part: Dist} for wall, cycle (wall + outside), feed, compute, fetch,
-                   outside (the gap before the run) and read
+                   outside (the gap before the run), read, compute_wait and compute_queued
+                   (over the steps that measured them: Step.compute_wait_s and
+                   compute_queued_s; their n says how many)
       feed_bytes   bytes fed, summed
       fetch_bytes  bytes fetched, summed
       queue_first  the DataLoader queue's fill at the window's first step
