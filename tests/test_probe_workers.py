@@ -49,7 +49,10 @@ def test_copy_on_read_growth_of_each_worker_is_measured():
             yield [np.full((1, 1), total, "float32")]
 
     records = []
-    probe = WorkerProbe(records.append, Clock(), interval_s=0.1, source=FluidSource()).start()
+    probe = WorkerProbe(records.append, Clock(), interval_s=0.1, source=FluidSource())
+    probe.budget = None  # every 0.1 s: these workers live 1-2 s (the budget's stretch, which
+    # a loaded machine makes longer, is test_samples_that_cost_more_than_the_budget_...'s)
+    probe.start()
     run_loader(gen, 4, 8)
     result = probe.stop()
     rows = worker_rows(records)
@@ -130,3 +133,15 @@ def test_a_pass_start_wakes_the_sampler_instead_of_measuring_on_the_training_thr
         workers_module.WorkerProbe._measure = original
     assert worker_rows(records) and worker_rows(records)[0].pid == os.getpid()
     assert threading.main_thread() not in measured_on[:1]
+
+
+def test_samples_that_cost_more_than_the_budget_stretch_the_interval():
+    """A round of worker samples taking 40 ms (4 workers at ~10 ms) against a 5% budget of
+    one core: the next comes 0.76 s later, not after the 0.5 s interval; a cheap round keeps
+    the interval."""
+    probe = WorkerProbe(lambda r: None, Clock(), interval_s=0.5, source=FluidSource())
+    assert probe.budget == 0.05
+    assert probe.wait_after(0.040) == pytest.approx(0.040 / 0.05 - 0.040)
+    assert probe.wait_after(0.010) == 0.5
+    probe.budget = None
+    assert probe.wait_after(0.040) == 0.5

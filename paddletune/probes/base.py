@@ -81,6 +81,9 @@ class SamplingProbe(Probe):
     GIL).
     """
 
+    budget = None  # the share of one core its samples may take: its waits stretch past
+    # interval_s to keep within it (None: every interval_s whatever a sample costs)
+
     def __init__(self, sink: Sink, clock: Clock, interval_s: float = 0.5, source=None):
         super().__init__(sink, clock, source)
         self.interval_s = interval_s
@@ -95,14 +98,25 @@ class SamplingProbe(Probe):
         available), or a list of them (one per device), each sent as its own record."""
         raise NotImplementedError
 
-    def take(self):
+    def take(self) -> float:
+        """Take one sample now; the seconds it took."""
         t0 = time.perf_counter()
         rows = self.sample(self.clock.rel(t0))
-        self.overhead_s += time.perf_counter() - t0
+        took = time.perf_counter() - t0
+        self.overhead_s += took
         self.n_samples += 1
         self.last = rows
         for row in (rows if isinstance(rows, list) else [rows]):
             self.sink(row)
+        return took
+
+    def wait_after(self, took: float) -> float:
+        """The wait before the next sample, after one that took `took` seconds: interval_s,
+        or longer where the probe's budget needs it (the sample's cost over the budget, less
+        the sample itself)."""
+        if not self.budget:
+            return self.interval_s
+        return max(self.interval_s, took / self.budget - took)
 
     def snapshot(self):
         return self.last
@@ -135,11 +149,11 @@ class SamplingProbe(Probe):
     def _loop(self):
         while True:
             try:
-                self.take()
+                took = self.take()
             except Exception as err:  # a broken sampler stops itself, never the job
                 self.available, self.reason = False, f"sampling failed: {err}"
                 return
-            self._wake.wait(self.interval_s)
+            self._wake.wait(self.wait_after(took))
             self._wake.clear()
             if self._halt.is_set():
                 return

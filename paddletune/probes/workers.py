@@ -8,7 +8,8 @@ USS, climbs towards the size of the dataset; pytorch#13246) and how busy each wo
 Records: one WorkerSample per live worker per interval (loader, pass_no, worker, pid,
 uss_bytes, rss_bytes, cpu_s: cumulative user+system seconds). A worker's first sample is
 taken as its pass starts (the baseline before it touched much: the sampler is woken for it);
-its last, at the final interval before it exits.
+its last, at the final interval before it exits. The interval stretches past interval_s where
+the workers' samples would take more than BUDGET of a core.
 """
 
 import time
@@ -18,9 +19,15 @@ import psutil
 from ..profile.records import WorkerSample
 from .base import SamplingProbe
 
+# the share of one core the samples may take: a worker's memory (its USS, from the kernel's
+# smaps) costs some 7-10 ms to read once the trainer has torch or paddle loaded, so 2 workers
+# keep the 0.5 s interval, 8 sample about every 1.1-1.6 s, 32 every 4.5-6.4 s
+BUDGET = 0.05
+
 
 class WorkerProbe(SamplingProbe):
     name = "workers"
+    budget = BUDGET
 
     def __init__(self, sink, clock, interval_s: float = 0.5, source=None):
         super().__init__(sink, clock, interval_s, source)
