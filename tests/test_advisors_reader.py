@@ -799,3 +799,17 @@ def test_a_torch_loop_making_its_batches_pays_the_workers_transfer(tmp_path):
     assert moved.figures["predicted_cycle_s"] == pytest.approx(
         plain.figures["predicted_cycle_s"] + (taking + sending) / (4 * 0.85), rel=1e-6)
     assert moved.expected_speedup < plain.expected_speedup
+
+
+def test_a_loop_making_its_batches_is_told_to_move_them_even_when_one_worker_keeps_up(tmp_path):
+    """num_workers=0 with a producer faster than the step: one worker beside the step keeps
+    up, so the change is that worker; the loop itself is not a producer that 'keeps up on
+    average' (a change that would leave the loader as it is)."""
+    steps = step_records(wall_s=0.012, gap_s=0.008)
+    p = profile_with(tmp_path, steps, wait_s=0.008, empty_ratio=1.0, produce_s=0.008,
+                     cpu_s=0.007, fill=0, workers=(-1,),
+                     config={"producer": "loop", "capacity": 0})
+    a = only(advise(p, READER_RULES), "reader-starved")
+    assert a.figures["made_in"] == "loop" and a.figures["workers_needed"] == 1
+    assert "num_workers=1" in a.change
+    assert "keeps up on average" not in a.change

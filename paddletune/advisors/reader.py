@@ -281,8 +281,17 @@ def _producers(n, made_in="thread") -> str:
     return "made by the training loop itself" if made_in == "loop" else "a thread producer"
 
 
+def _producers_now(plan) -> int:
+    """The producers that make batches beside the step now: the workers, or a reader thread
+    as one; none where the loop makes its own (num_workers=0: each batch is waited for, so
+    one worker already overlaps it)."""
+    if plan.get("made_in") == "loop":
+        return plan["current_workers"]
+    return max(plan["current_workers"], 1)
+
+
 def _worker_change(code: CodeWriter, f: LoaderFigures, plan: dict) -> str:
-    n, now = plan["workers"], max(plan["current_workers"], 1)
+    n, now = plan["workers"], _producers_now(plan)
     capacity = plan["suggested_capacity"]
     if plan["gil_bound_thread"]:
         return "\n".join([code.loader(f.config, capacity=capacity, num_workers=n),
@@ -330,7 +339,7 @@ def _worker_gain(plan, script_name: str) -> str:
     n, needed = plan["workers"], plan["workers_needed"]
     ceiling = (f"the no-data ceiling is {plan['ceiling_steps_per_s']:,.0f} steps/s"
                if plan["ceiling_steps_per_s"] else "the no-data ceiling is unknown")
-    if n <= max(plan["current_workers"], 1) < needed and not plan["gil_bound_thread"]:
+    if n <= _producers_now(plan) < needed and not plan["gil_bound_thread"]:
         return (f"none from more workers on these cores; {ceiling}, which {needed} workers "
                 f"would reach")
     how = f"{n} worker(s)"
