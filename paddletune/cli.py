@@ -93,8 +93,9 @@ def profile(
         "[default: detected]")] = None,
     ops: Annotated[bool, typer.Option("--ops", help="Time every op (costs a few %).")] = False,
     interval: Annotated[float, typer.Option(
-        "--interval", min=0.01, metavar="SECONDS", help="Time between system and GPU "
-        "samples.")] = 0.5,
+        "--interval", min=0.01, metavar="SECONDS", help="Time between system, GPU and "
+        "DataLoader worker samples (at the default, the workers' stretch to keep within 5% "
+        "of a core).")] = 0.5,
     fluid_compat: Annotated[bool, typer.Option(
         "--fluid-compat", help="Make `import paddle.fluid` load paddletune's "
         "runtime.")] = False,

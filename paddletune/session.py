@@ -39,7 +39,7 @@ from .probes.ops import OpsProbe
 from .probes.reader import ReaderProbe
 from .probes.step import StepProbe
 from .probes.system import SystemProbe
-from .probes.workers import WorkerProbe
+from .probes.workers import BUDGET as WORKER_BUDGET, WorkerProbe
 
 
 class SessionError(Exception):
@@ -62,6 +62,8 @@ STOP_SIGNALS = tuple(s for s in (getattr(signal, "SIGTERM", None), getattr(signa
                      if s is not None)
 
 
+INTERVAL_S = 0.5  # --interval's default: the samplers' time between samples
+
 @dataclass
 class Options:
     target: str  # script path, or module name with module=True
@@ -72,7 +74,7 @@ class Options:
     warmup: Optional[int] = None
     duration_s: Optional[float] = None  # --duration: training time after the first step
     ops: bool = False
-    interval_s: float = 0.5
+    interval_s: float = INTERVAL_S
     fluid_compat: bool = False
     check_nan: bool = False
     speed_test: Optional[int] = None  # steps per speed-test window (None: no speed test)
@@ -244,15 +246,18 @@ def die_if_interrupted(outcome: Outcome):
     os.kill(os.getpid(), signal.SIGINT)
 
 
-def session_probes(sink, clock, source, interval_s=0.5, ops=False) -> list:
+def session_probes(sink, clock, source, interval_s=INTERVAL_S, ops=False) -> list:
     """The probes a profiling session runs (not started), in the order their step callbacks
-    run: the step probe first, the per-op timer only with --ops."""
+    run: the step probe first, the per-op timer only with --ops. At the default interval the
+    workers' samples keep within their budget (workers.BUDGET); an interval asked for is
+    kept."""
     probes = [StepProbe(sink, clock, source)]
     if ops:
         probes.append(OpsProbe(sink, clock, source))
     return probes + [ReaderProbe(sink, clock, interval_s, source=source),
                      MemoryProbe(sink, clock, source), SchedulerProbe(sink, clock, source),
-                     WorkerProbe(sink, clock, interval_s, source),
+                     WorkerProbe(sink, clock, interval_s, source,
+                                 WORKER_BUDGET if interval_s == INTERVAL_S else None),
                      SystemProbe(sink, clock, interval_s, source),
                      NvmlProbe(sink, clock, interval_s, source)]
 

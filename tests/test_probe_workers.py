@@ -49,10 +49,11 @@ def test_copy_on_read_growth_of_each_worker_is_measured():
             yield [np.full((1, 1), total, "float32")]
 
     records = []
-    probe = WorkerProbe(records.append, Clock(), interval_s=0.1, source=FluidSource())
-    probe.budget = None  # every 0.1 s: these workers live 1-2 s (the budget's stretch, which
-    # a loaded machine makes longer, is test_samples_that_cost_more_than_the_budget_...'s)
-    probe.start()
+    # every 0.1 s, as a session asked for it (--interval 0.1): these workers live 1-2 s (the
+    # budget's stretch, which a loaded machine makes longer, is
+    # test_samples_that_cost_more_than_the_budget_stretch_the_interval's)
+    probe = WorkerProbe(records.append, Clock(), interval_s=0.1, source=FluidSource(),
+                        budget=None).start()
     run_loader(gen, 4, 8)
     result = probe.stop()
     rows = worker_rows(records)
@@ -140,8 +141,18 @@ def test_samples_that_cost_more_than_the_budget_stretch_the_interval():
     one core: the next comes 0.76 s later, not after the 0.5 s interval; a cheap round keeps
     the interval."""
     probe = WorkerProbe(lambda r: None, Clock(), interval_s=0.5, source=FluidSource())
-    assert probe.budget == 0.05
+    assert probe.budget == 0.05  # (workers.BUDGET, the default)
     assert probe.wait_after(0.040) == pytest.approx(0.040 / 0.05 - 0.040)
     assert probe.wait_after(0.010) == 0.5
     probe.budget = None
     assert probe.wait_after(0.040) == 0.5
+
+
+def test_a_session_keeps_an_interval_asked_for_and_budgets_the_default():
+    from paddletune.session import INTERVAL_S, session_probes
+
+    def workers(interval_s):
+        probes = session_probes(lambda r: None, Clock(), FluidSource(), interval_s)
+        return next(p for p in probes if isinstance(p, WorkerProbe))
+    assert workers(INTERVAL_S).budget == 0.05
+    assert workers(0.1).budget is None

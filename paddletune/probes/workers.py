@@ -9,10 +9,12 @@ Records: one WorkerSample per live worker per interval (loader, pass_no, worker,
 uss_bytes, rss_bytes, cpu_s: cumulative user+system seconds). A worker's first sample is
 taken as its pass starts (the baseline before it touched much: the sampler is woken for it);
 its last, at the final interval before it exits. The interval stretches past interval_s where
-the workers' samples would take more than BUDGET of a core.
+the workers' samples would take more than the budget's share of a core (BUDGET by default; a
+session gives none where --interval was asked for).
 """
 
 import time
+from typing import Optional
 
 import psutil
 
@@ -27,10 +29,11 @@ BUDGET = 0.05
 
 class WorkerProbe(SamplingProbe):
     name = "workers"
-    budget = BUDGET
 
-    def __init__(self, sink, clock, interval_s: float = 0.5, source=None):
+    def __init__(self, sink, clock, interval_s: float = 0.5, source=None,
+                 budget: Optional[float] = BUDGET):
         super().__init__(sink, clock, interval_s, source)
+        self.budget = budget  # (None: every interval_s, as a session asked for it)
         self._procs = {}  # pid -> (loader id, pass, worker index, psutil.Process)
         self._sub = None
         self.n_workers = 0
