@@ -142,3 +142,44 @@ def test_minimize_errors_are_clear():
         # raise ValueError: now it warns and returns what Paddle does
         with pytest.warns(RuntimeWarning, match="no trainable parameter"):
             assert fluid.optimizer.SGD(0.1).minimize(fluid.layers.mean(h)) == ([], [])
+
+
+# --- the small NumPy momentum path: NumPy scalars of the operands' types -----------------------
+def _momentum_kernel(p, v, g, lr, mu, nesterov):
+    from runtime.ops.registry import get_op_def
+    from runtime.plan import KernelCtx
+    ctx = KernelCtx(np, None, frozenset({"ParamOut", "VelocityOut"}), None, None)
+    get_op_def("momentum").fn(ctx, {"Param": p, "Grad": g, "Velocity": v, "LearningRate": lr},
+                              {"mu": mu, "use_nesterov": nesterov})
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("lr_dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("mu", [0.9, -0.0, 0.0, float("nan"), np.float64(0.9), 1])
+@pytest.mark.parametrize("nesterov", [False, True])
+def test_small_momentum_is_numpys_python_scalar_update_bit_for_bit(dtype, lr_dtype, mu,
+                                                                   nesterov):
+    rng = np.random.default_rng(3)
+    p, v, g = (rng.standard_normal((3, 5)).astype(dtype) for _ in range(3))
+    lr = np.array([0.037], lr_dtype)
+    p_ref, v_ref = p.copy(), v.copy()
+    with np.errstate(all="ignore"):
+        v_ref *= mu
+        v_ref += g
+        p_ref -= lr * (g + mu * v_ref) if nesterov else lr * v_ref
+        for _ in range(2):  # the second time from the cache of typed scalars
+            p_run, v_run = p.copy(), v.copy()
+            _momentum_kernel(p_run, v_run, g, lr, mu, nesterov)
+            assert p_run.dtype == p.dtype and v_run.dtype == v.dtype
+            assert p_run.tobytes() == p_ref.tobytes() and v_run.tobytes() == v_ref.tobytes()
+
+
+def test_typed_scalars_keep_what_numpy_would_not_round_alike():
+    from runtime.ops.cpu_kernels import typed
+    f32 = np.dtype("float32")
+    assert type(typed(0.9, f32)) is np.float32 and typed(0.9, f32) == np.float32(0.9)
+    assert typed(1, f32) == 1 and type(typed(1, f32)) is np.float32
+    for kept in (-0.0, 0.0, 0, 2 ** 40, 1e300, np.float64(0.9), True):
+        assert typed(kept, f32) is kept
+    assert np.signbit(typed(-0.0, f32))
+    assert typed(0.9, np.dtype("float16")) == 0.9 and typed(0.5, np.dtype("int64")) == 0.5

@@ -313,3 +313,33 @@ def relu_grad_bias(out, dout, bias_shape, buf):
     _loaded[0].relu_grad_bias[dout.dtype](_address(out), _address(dout), _address(dx),
                                           _address(db), *shape)
     return dx, db
+
+
+# --- Python scalars as NumPy scalars of an array's type ----------------------------------------
+TYPED = {}  # (value, dtype) -> the value as a scalar of that dtype (`typed`)
+
+
+def typed(value, dtype):
+    """`value` (a Python float or int) as a NumPy scalar of `dtype` when that is float32 or
+    float64: the operand NumPy makes of a Python scalar beside an array of that dtype (NEP 50:
+    the scalar takes the array's type), so a ufunc gives the same results with either; with
+    the NumPy scalar it skips working that out at each call (1-3k instructions on a tiny
+    array). Made once per value and dtype (`TYPED`: a caller may look a Python float or int
+    up there itself); zeros, NaN, other values (a NumPy scalar keeps its own type) and other
+    dtypes are given back as they are."""
+    kind = type(value)
+    if kind is not float and kind is not int:
+        return value
+    found = TYPED.get((value, dtype))
+    if found is not None:
+        return found
+    if (dtype not in _FLOATS or len(TYPED) >= 256 or value != value or value == 0
+            or kind is int and not -2 ** 24 < value < 2 ** 24):
+        return value  # (zeros and NaN are not cached: -0.0 == 0.0 as keys, so a cached 0.0
+        # would answer for -0.0; NaN != NaN. Ints only where float32 holds them exactly)
+    with np.errstate(all="ignore"):
+        found = dtype.type(value)
+    if not math.isfinite(found):  # (out of the dtype's range: NumPy's own casting decides)
+        return value
+    TYPED[(value, dtype)] = found
+    return found

@@ -72,8 +72,16 @@ def _momentum(ctx, ins, attrs):
     mu = attrs["mu"]
     if ctx.xp is np and type(g) is np.ndarray:  # a dense NumPy gradient (CPU): the same steps
         # as below, minus the checks that cannot apply (no CUDA kernels, no SelectedRows)
-        if g.size < cpu_kernels.SMALL or not cpu_kernels.momentum(p, v, g, lr, mu,
-                                                                   attrs["use_nesterov"]):
+        if g.size < cpu_kernels.SMALL:  # NumPy's calls, given NumPy scalars of the types
+            # NumPy makes of the operands (the same results, less work per call): mu as a
+            # scalar of the velocity's type (cpu_kernels.typed), a one-element learning rate
+            # as its element (a scalar of its dtype promotes as the [1] array does)
+            typed_mu = cpu_kernels.TYPED.get((mu, v.dtype)) if type(mu) is float else None
+            if type(lr) is np.ndarray and lr.shape == (1,):
+                lr = lr[0]
+            _dense_momentum(p, v, g, lr, cpu_kernels.typed(mu, v.dtype) if typed_mu is None
+                            else typed_mu, attrs["use_nesterov"])
+        elif not cpu_kernels.momentum(p, v, g, lr, mu, attrs["use_nesterov"]):
             _dense_momentum(p, v, g, lr, mu, attrs["use_nesterov"])
         return {"ParamOut": p, "VelocityOut": v}
     g = _merged(g)
