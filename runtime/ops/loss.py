@@ -6,7 +6,7 @@ import weakref
 import numpy as np
 
 from .. import device_checks
-from . import fused
+from . import cpu_kernels, fused
 from .registry import defop, dims_match
 
 _TINY = 1e-20  # Paddle clips log(0) to a large finite value instead of inf
@@ -110,7 +110,11 @@ def _put(xp, values, label, new, axis):
 def _subtract_one(xp, values, label, axis):
     """values[..., label, ...] -= 1 along axis, in place."""
     if values.ndim == 2 and axis in (-1, 1) and label.ndim == 2:
-        values[xp.arange(values.shape[0]), label[:, 0]] -= 1
+        if xp is np:  # one unbuffered pass (each row's index once), not a pick and a put
+            np.subtract.at(values, (np.arange(values.shape[0]), label[:, 0]),
+                           cpu_kernels.typed(1, values.dtype))
+        else:
+            values[xp.arange(values.shape[0]), label[:, 0]] -= 1
     else:
         _put(xp, values, label, _pick(xp, values, label, axis) - 1, axis)
 
