@@ -219,3 +219,16 @@ def test_profile_ops_reports_the_ops_and_advises_the_double_softmax(procs, tmp_p
     assert "aten::softmax ran right before aten::cross_entropy_loss" in advice.stdout
     report = cli(procs, "report", out)
     assert "Probe overhead:" in report.stdout and "ops " in report.stdout
+
+
+def test_the_clocks_are_matched_on_the_anchors_tighter_end():
+    """The profiler's clock runs 100 s ahead of perf_counter. The anchor was entered 0.1 ms
+    after t_before; its exit came 30 ms late (the thread taken off its core): the start's
+    bounds decide, where the range's middle would be 15 ms off and put the window's ops
+    two of its steps late."""
+    offset = ow.clock_offset(int(101.0001e9), int(101.030e9), 1.0, 1.0002, 1.0301)
+    assert offset == pytest.approx(100.0, abs=1e-4)
+    entered_late = ow.clock_offset(int(101.030e9), int(101.0302e9), 1.0, 1.0301, 1.0303)
+    assert entered_late == pytest.approx(100.0, abs=1e-4)  # (the exit's bounds decide)
+    prompt = ow.clock_offset(int(101.0001e9), int(101.0003e9), 1.0, 1.0002, 1.0004)
+    assert prompt == pytest.approx(100.0, abs=1e-4)

@@ -80,6 +80,21 @@ class Window:
     anchor_t: float
 
 
+def clock_offset(start_ns: int, end_ns: int, t_before: float, t_inside: float,
+                 t_after: float) -> float:
+    """The profiler's clock less perf_counter's, in seconds, from an anchor range it recorded
+    over [start_ns, end_ns]: entered between `t_before` and `t_inside` and left between
+    `t_inside` and `t_after` (perf_counter), each end bounds the offset; the middle of what
+    both allow (a thread taken off its core at one end widens that end's bounds, and the
+    other's decide: the range's middle would move by half the delay, and a window's ops by
+    whole steps)."""
+    start_s, end_s = start_ns / 1e9, end_ns / 1e9
+    low = max(start_s - t_inside, end_s - t_after)
+    high = min(start_s - t_before, end_s - t_inside)
+    if low > high:  # (the clocks' resolutions disagree by a little: the range's middle)
+        return (start_s + end_s) / 2 - t_inside
+    return (low + high) / 2
+
 def ops_of_window(tops: List[TopOp], window: Window, slots: Dict[Tuple[str, int], int],
                   device: bool) -> List[OpEnd]:
     """The OpEnd of each top-level op (by start) that started inside one of the window's

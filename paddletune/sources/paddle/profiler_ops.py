@@ -20,7 +20,8 @@ import time
 from typing import Dict, List, Optional, Tuple
 
 from ..eager.bus import OpEnd
-from ..eager.op_windows import BACKWARD, FORWARD, OPTIMIZE, TopOp, Window, ops_of_window
+from ..eager.op_windows import (BACKWARD, FORWARD, OPTIMIZE, TopOp, Window, clock_offset,
+                                ops_of_window)
 from .static_ops import op_type as static_op_type, write_nothing
 
 ANCHOR = "paddletune::ops_window"  # our range: its start on both clocks
@@ -113,6 +114,7 @@ class PaddleRecorder:
     def __init__(self):
         self.profiler = None
         self.device = False
+        self._around = (0.0, 0.0, 0.0)  # perf_counter before, inside and after the anchor
 
     def start(self, device: bool) -> float:
         import paddle.profiler as profiler
@@ -123,13 +125,16 @@ class PaddleRecorder:
         prof.start()
         try:
             anchor = profiler.RecordEvent(ANCHOR)
+            t_before = _perf()
             anchor.begin()
             t_anchor = _perf()
             anchor.end()
+            t_after = _perf()
         except Exception:
             prof.stop()  # (no window without its anchor; the profiler not left on)
             raise
         self.profiler, self.device = prof, device
+        self._around = (t_before, t_anchor, t_after)
         return t_anchor
 
     def stop(self, t_open: float, ends: Tuple[Tuple[int, float], ...], t_anchor: float,
@@ -144,5 +149,6 @@ class PaddleRecorder:
             for op, node in pairs:
                 add_device_time(op, node)
         tops = [op for op, _ in pairs]
-        window = Window(t_open, ends, (anchor.start_ns + anchor.end_ns) // 2, t_anchor)
+        window = Window(t_open, ends, anchor.start_ns, anchor.start_ns / 1e9 - clock_offset(
+            anchor.start_ns, anchor.end_ns, *self._around))
         return ops_of_window(tops, window, slots, self.device)

@@ -25,7 +25,8 @@ from typing import Dict, Iterable, List, NamedTuple, Tuple
 import torch
 
 from ..eager.bus import OpEnd
-from ..eager.op_windows import BACKWARD, FORWARD, OPTIMIZE, TopOp, Window, ops_of_window
+from ..eager.op_windows import (BACKWARD, FORWARD, OPTIMIZE, TopOp, Window, clock_offset,
+                                ops_of_window)
 
 ANCHOR = "paddletune::ops_window"  # our range, its start on both clocks
 AUTOGRAD = "autograd::engine::evaluate_function: "
@@ -147,6 +148,7 @@ class TorchRecorder:
     def __init__(self):
         self.profiler = None
         self.device = False
+        self._around = (0.0, 0.0, 0.0)  # perf_counter before, inside and after the anchor
 
     def start(self, device: bool) -> float:
         activities = [torch.profiler.ProfilerActivity.CPU]
@@ -156,12 +158,15 @@ class TorchRecorder:
             profiler = torch.profiler.profile(activities=activities)
             profiler.start()
         try:
+            t_before = _perf()
             with torch.profiler.record_function(ANCHOR):
                 t_anchor = _perf()
+            t_after = _perf()
         except Exception:
             profiler.stop()  # (no window without its anchor; the profiler not left on)
             raise
         self.profiler, self.device = profiler, device
+        self._around = (t_before, t_anchor, t_after)
         return t_anchor
 
     def stop(self, t_open: float, ends: Tuple[Tuple[int, float], ...], t_anchor: float,
@@ -175,7 +180,8 @@ class TorchRecorder:
         tops = top_level(host, anchor.thread)
         if self.device:
             add_device_time(tops, host, device)
-        window = Window(t_open, ends, (anchor.start_ns + anchor.end_ns) // 2, t_anchor)
+        window = Window(t_open, ends, anchor.start_ns, anchor.start_ns / 1e9 - clock_offset(
+            anchor.start_ns, anchor.end_ns, *self._around))
         return ops_of_window(tops, window, slots, self.device)
 
 
