@@ -86,7 +86,9 @@ def _oversubscribed(profile, cpu: CpuFacts) -> Optional[Advice]:
     if workers.busy:
         title = (f"CPU oversubscribed: {total} math threads and {workers.count} reader "
                  f"worker(s) on {cores} cores")
-    measured = one_thread_gain(profile, n, total)
+    # the speed test's no-data windows leave busy workers idle (the queue is only peeked
+    # at, so they stop once it is full): they do not measure the threads against them
+    measured = one_thread_gain(profile, n, total) if not workers.busy else None
     if measured is not None and measured.speedup < NO_GAIN:
         severity = "low"
     return Advice(
@@ -96,7 +98,7 @@ def _oversubscribed(profile, cpu: CpuFacts) -> Optional[Advice]:
             f"not predicted from this profile: at {n} BLAS thread(s) per runtime "
             f"thread they stop preempting and waiting for one another (and for "
             f"the workers); typically 1.1-2x on BLAS-heavy steps. "
-            f"{_measure_it(profile, cpu, n)}"),
+            f"{_measure_it(profile, cpu, n, speed_test_measures=not workers.busy)}"),
         expected_speedup=measured.speedup if measured is not None else None,
         figures={"usable_cores": cores, "blas_threads": blas, "runtime_threads": rt,
                  "threads": total, "blas_op_share": share, "ctx_involuntary_per_s": ctx,
@@ -209,10 +211,12 @@ def _measured_figures(measured: Optional[ThreadGain]) -> dict:
             "threads_cycle_s": measured.threads_s, "predicted_cycle_s": measured.predicted_s}
 
 
-def _measure_it(profile, cpu: CpuFacts, n: int) -> str:
+def _measure_it(profile, cpu: CpuFacts, n: int, speed_test_measures: bool = True) -> str:
     """What to run for a prediction: with a DataLoader, the speed test measures the no-data
-    step with one math thread too (where it has not run); else a run with `n` threads."""
-    if n == 1 and main_loader(profile) is not None and profile.summary.speed_test is None:
+    step with one math thread too (where it has not run, and measures what the card is
+    about: `speed_test_measures`); else a run with `n` threads."""
+    if n == 1 and speed_test_measures and main_loader(profile) is not None and \
+            profile.summary.speed_test is None:
         return (f"`paddletune profile --speed-test {script(profile)}` measures the step "
                 f"without data with 1 math thread as well, and predicts it")
     return f"Measure it: `{cpu.blas_env}={n} paddletune profile {script(profile)}`"
