@@ -153,7 +153,7 @@ def _contended(profile, cpu: CpuFacts) -> Optional[Advice]:
 class ThreadGain(NamedTuple):
     """One math thread's gain, measured by the speed test: its no-data step with the job's
     math threads (`threads_s`) and with one (`one_s`), the job's step (`cycle_s`), and the
-    step that gives (`predicted_s`: the job's less what one thread saved)."""
+    step that gives (`predicted_s`, one_thread_gain's model)."""
 
     speedup: float
     cycle_s: float
