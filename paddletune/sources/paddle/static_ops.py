@@ -5,12 +5,13 @@ one op_end of its step when the window closes.
 A static program's steps run inside Executor.run (the dynamic graph's windows follow the
 optimizer's steps: profiler_ops.py), and the profiler is the only view Paddle gives into its
 executor: one `Operator` event per kernel run (the
-forward, backward and update ops alike, e.g. `pd_op.matmul_grad`), on the executor's own
-threads. Its events arrive only when it stops, so a window of steps is recorded, read and
-announced at once (the dashboard's Top ops panel fills a window at a time), and one more at the
-job's end. Op types are Paddle's op names without the `pd_op.` prefix and the in-place `_`
-(`add_` is `add`). The executor runs independent ops on several threads in an order that
-changes from step to step, and the profiler gives no op id, so a single op is known by its type
+forward, backward and update ops alike, e.g. `pd_op.matmul_grad`). While a window is open the
+executor runs its ops on the calling thread, not on its worker threads (one_thread.py: Paddle's
+profiler is not safe beside them). Its events arrive only when it stops, so a window of steps
+is recorded, read and announced at once (the dashboard's Top ops panel fills a window at a
+time), and one more at the job's end. Op types are Paddle's op names without the `pd_op.`
+prefix and the in-place `_` (`add_` is `add`). Independent ops need not keep their order from
+step to step, and the profiler gives no op id, so a single op is known by its type
 and its rank among the ops of that type in the step (by start): the first time that pair is
 seen it gets the next index, kept for the job. The profiler's clock is mapped onto the step's
 by each executor run's own event (`StandaloneExecutor::run`), which spans exactly one
@@ -30,6 +31,7 @@ from ...profile.records import ProbeUnavailableEvent
 from ..eager.bus import Bus, OpEnd
 from ..eager.loaders import error_detail
 from ..eager.op_windows import MESSAGE_MAX
+from .one_thread import OneThreadRuns
 
 WINDOW = 10  # steps recorded per profiler window
 RUN_EVENT = "StandaloneExecutor::run"
@@ -53,6 +55,7 @@ class StaticOps:
     unavailable: Optional[str] = None
     slots: Dict[Tuple[str, int], int] = field(default_factory=dict)  # (type, rank) -> index
     making: bool = False  # constructing our own Profiler
+    one_thread: OneThreadRuns = field(default_factory=OneThreadRuns)  # while a window is open
 
     @staticmethod
     def prepare():
@@ -80,9 +83,11 @@ class StaticOps:
                                                   on_trace_ready=write_nothing)
             finally:
                 self.making = False
+            self.one_thread.begin()
             self.profiler.start()
         except Exception as err:  # noqa: BLE001  (a script's own profiler holds paddle's)
             self.profiler = None
+            self.one_thread.end()
             self._give_up(f"paddle.profiler could not start ({error_detail(err)[:MESSAGE_MAX]}); does the "
                           f"script run its own? Paddle keeps one profiler at a time")
 
@@ -108,6 +113,8 @@ class StaticOps:
         except Exception as err:  # noqa: BLE001
             self._give_up(f"paddle.profiler failed: {error_detail(err)[:MESSAGE_MAX]}")
             return
+        finally:
+            self.one_thread.end()
         for op in ops_of_runs(nodes, runs, self.slots):
             self.bus.emit("op_end", op)
 
