@@ -29,6 +29,7 @@ from .memory import arena
 from .memory.signals import DeferSignals
 from .place import CPUPlace, is_gpu
 from .plan import KernelCtx, Plan, exclusive, shape_only  # noqa: F401  (KernelCtx re-exported)
+from .plan import MAX_TRACES
 from .scope import global_scope
 from .lod import with_lod
 from .feed_fetch import _check_feed, _fetch, _fetch_names, _normalize_feed, _read_batches
@@ -348,6 +349,14 @@ class Executor:
     # --- run -------------------------------------------------------------------------------
     def _run_plain(self, plan, env, mem=None, garbage=None):
         if garbage is None:
+            if plan.specializable:  # (the kernels specialised for these inputs: Plan.special)
+                special = plan.special(env)
+                if special is not None:
+                    special(plan, env, mem)
+                    return
+                if plan.traces < MAX_TRACES:
+                    plan.trace(env, mem)
+                    return
             plan.straight()(plan, env, mem)  # (the whole plan as straight-line code)
             return
         step = None

@@ -83,7 +83,16 @@ class PlanOp:
     """One compiled op: kernel, context, attrs, input/output slots and memory actions."""
 
     __slots__ = ("fn", "ctx", "attrs", "ins1", "insN", "outs1", "outsN", "op", "index", "type",
-                 "role", "frees", "shrinks", "inplace", "tag")
+                 "role", "frees", "shrinks", "inplace", "tag", "kernel_sets")
+
+    def __setattr__(self, name, value):
+        # a kernel replaced after the plan was specialised (a test's or a benchmark's
+        # wrapper): the plan's specialised step no longer stands for it (Plan.special)
+        if name == "fn":
+            sets = getattr(self, "kernel_sets", None)
+            if sets is not None:
+                sets[0] += 1
+        object.__setattr__(self, name, value)
 
     def __init__(self, op, index, slot_of, xp, rng, place):
         opdef = get_op_def(op.type)
@@ -108,6 +117,7 @@ class PlanOp:
         self.shrinks = ()  # slots replaced by a ShapeOnly after this op
         self.inplace = ()  # (output slot name, input slot number) candidates
         self.tag = "activations"  # memory category of what this op allocates
+        self.kernel_sets = None  # the plan's count of kernels replaced (Plan.special)
 
 
 class Plan:
@@ -156,6 +166,14 @@ class Plan:
         self.segments = _segments(self.steps, block, self.is_startup)
         self._runs = {}  # free (True/False) -> the segments with each op's runner (`runs`)
         self._straight = None  # the function running every op in order (`straight`)
+        self.kernel_sets = [0]  # kernels replaced since compiling (PlanOp.__setattr__)
+        for step in self.steps:
+            step.kernel_sets = self.kernel_sets
+        self._specials = {}  # the inputs' signature -> its Specialized step (`special`)
+        self._special = None  # the Specialized step last used
+        self.traces = 0  # steps traced to specialise the plan (at most MAX_TRACES)
+        self.specializable = (xp is np and not self.lod_mode and not self.is_startup
+                              and any(get_op_def(s.type).special for s in self.steps))
 
     def runs(self, free):
         """plan.segments with each op paired with its runner: [(tag, ((op, run), ...))], where
@@ -174,6 +192,76 @@ class Plan:
         if self._straight is None:
             self._straight = straight_function(self.segments)
         return self._straight
+
+    # --- specialised steps ----------------------------------------------------------------
+    def special(self, env):
+        """The specialised straight-line step (see `trace`) for this step's inputs (the fed
+        and read values in `env`), or None: none made yet for them, or the plan cannot be
+        specialised. The last one used is checked first: the fed arrays' types, shapes and
+        dtypes, and the read values by identity (a persistable replaced by another array is
+        looked up by its type, shape and dtype)."""
+        found = self._special
+        if found is not None and found.kernel_sets == self.kernel_sets[0]:
+            if found.same(env):
+                return found.run
+            if found.like(env):
+                found.remember(env)
+                return found.run
+        if not self._specials:
+            return None
+        sig = self._signature(env)
+        found = self._specials.get(sig)
+        if found is None or found.kernel_sets != self.kernel_sets[0]:
+            return None
+        found.remember(env)
+        self._special = found
+        return found.run
+
+    def _signature(self, env):
+        return tuple([_value_sig(env[slot]) for slot in self._sig_slots()])
+
+    def _sig_slots(self):
+        return [slot for slot, _ in self.feed_slots] + [self.slot_of[n] for n in self.reads]
+
+    def trace(self, env, mem):
+        """Run one step as the straight-line step does (each op's runner), asking each op's
+        specialiser (OpDef.special) for its kernel's work on the inputs it gets, and make the
+        plan's specialised step for these inputs: the specialised ops' lines and the others'
+        kernel calls as straight-line code (`Specialized`). Only ops whose inputs are all fed or
+        read arrays, or outputs of specialised ops, are specialised: those inputs' types,
+        shapes and dtypes follow from the step's inputs, which the specialised step checks."""
+        from .executor import raise_failure
+        sig = self._signature(env)
+        self.traces += 1
+        known = {slot for slot in self._sig_slots() if type(env[slot]) is np.ndarray}
+        specials, shrunk = [], {}
+        step = None
+        try:
+            for tag, ops in self.runs(True):
+                if mem is not None:
+                    mem.phase(tag)
+                for step, run in ops:
+                    special = _special_for(step, env, known)
+                    run(env, step)
+                    specials.append(special)
+                    outs = [i for _, i in step.outs1] + [i for _, idx in step.outsN
+                                                         for i in idx if i >= 0]
+                    if special is not None:
+                        known.update(outs)
+                    else:
+                        known.difference_update(outs)
+                    known.difference_update(step.frees)
+                    for slot in step.shrinks:
+                        if slot in known:
+                            shrunk[(step.index, slot)] = env[slot]
+                if mem is not None:
+                    mem.phase_done(tag)
+        except Exception as err:
+            raise_failure(step, env, self, mem, err)
+        if len(self._specials) >= MAX_SPECIALS:
+            self._specials.pop(next(iter(self._specials)))
+        made = Specialized(self, specials, shrunk, sig, env)
+        self._specials[sig] = self._special = made
 
     def _skip_unread_grads(self, block, keep):
         """Gradient ops do not compute gradients that no op reads, nobody fetches and no
@@ -405,6 +493,155 @@ def straight_function(segments):
                  "raise_failure": raise_failure}
     exec(compile(source, f"<plan of {len(ops)} ops>", "exec"), namespace)
     return namespace["make"](tuple(ops))
+
+
+MAX_SPECIALS = 8  # input signatures whose specialised steps a plan keeps
+MAX_TRACES = 32  # steps a plan traces; then it keeps the specialised steps it has
+
+
+def _value_sig(value):
+    if type(value) is np.ndarray:
+        return (np.ndarray, value.shape, value.dtype)
+    return (type(value),)
+
+
+def _special_for(step, env, known):
+    """The op's Special for the inputs it is about to get, or None (see Plan.trace)."""
+    opdef = get_op_def(step.type)
+    if (opdef.special is None or step.fn is not opdef.special_for or step.insN or step.outsN
+            or step.inplace or opdef.control or any(i not in known for _, i in step.ins1)):
+        return None
+    try:
+        special = opdef.special(step, {k: env[i] for k, i in step.ins1})
+    except Exception:  # (a specialiser that cannot read these inputs: the kernel runs)
+        return None
+    if special is None:
+        return None
+    text = "".join(special.lines)
+    ins = {i for _, i in step.ins1}
+    if not special.aliasing and any(i in ins for _, i in step.outs1):
+        return None
+    if all("{" + k + "}" in text or i in ins for k, i in step.outs1):
+        return special
+    return None
+
+
+class Specialized:
+    """A plan's step specialised for one signature of its inputs (Plan.trace): `run(plan,
+    env, mem)` runs it as the straight-line step does (`straight_function`), with each
+    specialised op's lines in place of its kernel call; `same(env)` checks the inputs as
+    Plan.special does."""
+
+    def __init__(self, plan, specials, shrunk, sig, env):
+        self.kernel_sets = plan.kernel_sets[0]
+        self.sig = sig
+        self.feeds = [(slot, value.shape, value.dtype) for (slot, _), value in
+                      zip(plan.feed_slots, [env[s] for s, _ in plan.feed_slots])
+                      if type(value) is np.ndarray]
+        self.plain_feeds = len(self.feeds) == len(plan.feed_slots)
+        self.read_slots = [plan.slot_of[n] for n in plan.reads]
+        self.slots = plan._sig_slots()
+        self.remember(env)
+        self.run = _specialized_function(plan.segments, specials, shrunk)
+        self.same = _same_function(self.feeds if self.plain_feeds else None, self.read_slots,
+                                   self)
+
+    def remember(self, env):
+        """Keep the read values of `env` (weak references) for `same`."""
+        self.reads = tuple(_weak(env[slot]) for slot in self.read_slots)
+
+    def like(self, env):
+        return tuple([_value_sig(env[slot]) for slot in self.slots]) == self.sig
+
+
+def _weak(value):
+    try:
+        return weakref.ref(value)
+    except TypeError:  # (a value without weak references: compared by its signature)
+        return lambda: _NEVER
+
+
+_NEVER = object()
+
+
+def _same_function(feeds, read_slots, owner):
+    """`same(env)`: the fed arrays have the recorded types, shapes and dtypes, and the read
+    values are the recorded ones (weak references in `owner.reads`)."""
+    if feeds is None:
+        return lambda env: False
+    lines = []
+    consts = {"ndarray": np.ndarray, "owner": owner}
+    for k, (slot, shape, dtype) in enumerate(feeds):
+        consts[f"s{k}"], consts[f"d{k}"] = shape, dtype
+        lines += [f"v = env[{slot}]",
+                  f"if type(v) is not ndarray or v.shape != s{k} or v.dtype != d{k}:",
+                  "    return False"]
+    lines.append("r = owner.reads")
+    checks = [f"env[{slot}] is r[{k}]()" for k, slot in enumerate(read_slots)]
+    lines.append("return " + (" and ".join(checks) if checks else "True"))
+    source = "def same(env):\n" + "".join(f"    {line}\n" for line in lines)
+    exec(compile(source, "<specialised step's check>", "exec"), consts)
+    return consts["same"]
+
+
+def _specialized_function(segments, specials, shrunk):
+    """straight_function's code with each specialised op's lines (its Special) in place of
+    the kernel call; a shrunk value that the trace saw as a known array's is replaced by the
+    ShapeOnly made there (its shape and dtype are the signature's)."""
+    from .executor import _run_op, raise_failure
+    ops, lines = [], []
+    namespace = {"exclusive": exclusive, "shape_only": shape_only, "run_op": _run_op,
+                 "raise_failure": raise_failure}
+    k = 0
+    for tag, steps in segments:
+        lines.append(f"if mem is not None: mem.phase({tag!r})")
+        for step in steps:
+            n = len(ops)
+            lines.append(f"op = ops[{n}]  # {step.type}")
+            ops.append(step)
+            special = specials[k]
+            k += 1
+            if special is None:
+                if step.insN or step.outsN:
+                    lines.append("run_op(op, env, False, True)")
+                    continue
+                lines += _op_lines([k_ for k_, _ in step.ins1], [i for _, i in step.ins1],
+                                   [k_ for k_, _ in step.outs1], [i for _, i in step.outs1],
+                                   step.frees, (), bool(step.inplace))
+                lines.append("ins = res = None")
+            else:
+                names = {key: f"env[{i}]" for key, i in step.ins1}
+                names.update({key: f"env[{i}]" for key, i in step.outs1})
+                for name, value in special.consts.items():
+                    names[f"k_{name}"] = f"k{n}_{name}"
+                    namespace[f"k{n}_{name}"] = value
+                temps = {f"t{j}": f"t{j}" for j in range(4)}
+                body = [line.format_map({**names, **temps}) for line in special.lines]
+                lines += body
+                used = [t for t in temps if any(t in line for line in body)]
+                lines += [f"env[{f}] = None" for f in step.frees]
+                if used:
+                    lines.append(" = ".join(used) + " = None")
+            for s in step.shrinks:
+                found = shrunk.get((step.index, s))
+                if found is not None:
+                    namespace[f"so{n}_{s}"] = found
+                    lines.append(f"env[{s}] = so{n}_{s}")
+                else:
+                    lines.append(f"env[{s}] = shape_only(env[{s}])")
+        lines.append(f"if mem is not None: mem.phase_done({tag!r})")
+    source = ("def make(ops):\n"
+              "    def run(plan, env, mem):\n"
+              "        op = None\n"
+              "        try:\n"
+              "            pass\n" + "".join(f"            {line}\n" for line in lines) +
+              "        except Exception as err:\n"
+              "            raise_failure(op, env, plan, mem, err)\n"
+              "    return run\n")
+    exec(compile(source, f"<specialised plan of {len(ops)} ops>", "exec"), namespace)
+    run = namespace["make"](tuple(ops))
+    run.source = source
+    return run
 
 
 def creation_order_of(ops):

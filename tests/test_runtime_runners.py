@@ -1,8 +1,8 @@
 """The plan's compiled op runners (runtime/plan.py `runner`, used by the ParallelExecutor and by
-Executor._run_plain with batched GC) and its straight-line function (`Plan.straight`, the
-Executor's plain loop) do exactly what executor._run_op does: same outputs, frees, ShapeOnly
-stand-ins and inplace grants, with or without the frees, and `step.fn` looked up at each
-call."""
+Executor._run_plain with batched GC), its straight-line function (`Plan.straight`) and its
+specialised steps (`Plan.trace`/`Plan.special`, the Executor's plain loop) do exactly what
+executor._run_op does: same outputs, frees, ShapeOnly stand-ins and inplace grants, with or
+without the frees, and a replaced `step.fn` is the one called."""
 
 import numpy as np
 import pytest
@@ -110,8 +110,130 @@ def test_a_kernel_replaced_after_the_runners_were_made_is_the_one_called():
     feed = {"x": np.ones((2, 6), np.float32), "y": np.zeros((2, 1), np.int64)}
     exe.run(main, feed=feed, fetch_list=[loss], scope=scope)
     plan = [p for p in exe._plans.values() if not p.is_startup][-1]
-    assert plan._straight is not None  # (made by that step)
+    assert plan._straight is not None or plan._special is not None  # (made by that step)
     mean = next(step for step in plan.steps if step.type == "mean")
     mean.fn = lambda ctx, ins, attrs: {"Out": np.full(1, 7.0, np.float32)}
     value, = exe.run(main, feed=feed, fetch_list=[loss], scope=scope)
     assert value.tolist() == [7.0]
+
+
+def _mlp(sizes, nesterov=False):
+    main, startup = fluid.Program(), fluid.Program()
+    main.random_seed = startup.random_seed = 5
+    with fluid.program_guard(main, startup), fluid.unique_name.guard():
+        x = fluid.data("x", [None, sizes[0]])
+        y = fluid.data("y", [None, 1], dtype="int64")
+        h = x
+        for width in sizes[1:-1]:
+            h = fluid.layers.fc(h, width, act="relu")
+        logits = fluid.layers.fc(h, sizes[-1])
+        loss = fluid.layers.mean(fluid.layers.softmax_with_cross_entropy(logits, y))
+        fluid.optimizer.Momentum(0.05, 0.9, use_nesterov=nesterov).minimize(loss)
+    scope = fluid.Scope()
+    exe = fluid.Executor(fluid.CPUPlace())
+    exe.run(startup, scope=scope)
+    return main, scope, loss, exe
+
+
+def _train(sizes, specialise, batches, nesterov=False, between=None):
+    """Losses and final persistables of steps over `batches` ((x, y) pairs), the plan's
+    specialised steps on or off (from the first step: it is the one traced)."""
+    main, scope, loss, exe = _mlp(sizes, nesterov)
+    losses = []
+    for k, (x, y) in enumerate(batches):
+        if between is not None:
+            between(k, scope)
+        losses.append(exe.run(main, feed={"x": x, "y": y}, fetch_list=[loss], scope=scope)[0])
+        if k == 0 and not specialise:
+            for plan in exe._plans.values():
+                plan.specializable = False
+    plan = [p for p in exe._plans.values() if not p.is_startup][-1]
+    state = {n: scope.find_var(n).value.copy() for n in plan.reads}
+    return losses, state, plan
+
+
+def _batches(sizes, rows, seed=0):
+    rng = np.random.default_rng(seed)
+    return [(rng.standard_normal((n, sizes[0]), dtype=np.float32),
+             rng.integers(0, sizes[-1], (n, 1)).astype(np.int64)) for n in rows]
+
+
+def _bitwise(a, b):
+    return a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes()
+
+
+@pytest.mark.parametrize("nesterov", [False, True])
+@pytest.mark.parametrize("sizes", [(6, 5, 3), (40, 30, 4)])  # (40 x 30: momentum's C loop)
+def test_the_specialised_step_gives_the_kernels_results_bit_for_bit(sizes, nesterov):
+    batches = _batches(sizes, [4] * 6)
+    special_losses, special_state, plan = _train(sizes, True, batches, nesterov)
+    losses, state, generic = _train(sizes, False, batches, nesterov)
+    assert plan._special is not None and plan.traces == 1 and generic.traces == 1
+    assert "{k_run}" not in plan._special.run.source  # (the lines were put in)
+    assert all(f"# {step.type}\n" in plan._special.run.source for step in plan.steps)
+    assert all(_bitwise(a, b) for a, b in zip(special_losses, losses))
+    assert special_state.keys() == state.keys()
+    assert all(_bitwise(special_state[n], state[n]) for n in state)
+
+
+def test_every_op_of_an_mlp_is_specialised():
+    main, scope, loss, exe = _mlp((6, 5, 3))
+    x, y = _batches((6, 5, 3), [4])[0]
+    exe.run(main, feed={"x": x, "y": y}, fetch_list=[loss], scope=scope)
+    plan = [p for p in exe._plans.values() if not p.is_startup][-1]
+    source = plan._special.run.source
+    assert "op.fn(" not in source and "run_op(" not in source
+
+
+def test_a_new_feed_shape_is_specialised_and_the_old_one_kept():
+    sizes = (6, 5, 3)
+    batches = _batches(sizes, [4, 4, 3, 3, 4, 3, 4])
+    special_losses, special_state, plan = _train(sizes, True, batches)
+    losses, state, _ = _train(sizes, False, batches)
+    assert plan.traces == 2 and len(plan._specials) == 2
+    assert all(_bitwise(a, b) for a, b in zip(special_losses, losses))
+    assert all(_bitwise(special_state[n], state[n]) for n in state)
+
+
+def test_a_persistable_replaced_in_the_scope_is_read_by_the_specialised_step():
+    sizes = (6, 5, 3)
+    batches = _batches(sizes, [4] * 5)
+
+    def replace(k, scope):  # a new array of the same shape and dtype, another of another dtype
+        if k in (2, 3):
+            holder = scope.find_var("fc_0.w_0")
+            holder.value = (holder.value * 0.5).astype(np.float32 if k == 2 else np.float64)
+
+    special_losses, special_state, plan = _train(sizes, True, batches, between=replace)
+    losses, state, _ = _train(sizes, False, batches, between=replace)
+    assert plan.traces == 2  # (the float64 weight's step made another)
+    assert all(_bitwise(a, b) for a, b in zip(special_losses, losses))
+    assert all(_bitwise(special_state[n], state[n]) for n in state)
+
+
+def test_the_specialised_step_names_a_failing_op():
+    main, scope, loss, exe = _mlp((6, 5, 3))
+    feed = {"x": np.ones((2, 6), np.float32), "y": np.zeros((2, 1), np.int64)}
+    exe.run(main, feed=feed, fetch_list=[loss], scope=scope)
+    feed["y"] = np.full((2, 1), 7, np.int64)  # (a label out of range: the kernel's check)
+    with pytest.raises(OpRuntimeError, match=r"op softmax_with_cross_entropy \(#\d+"):
+        exe.run(main, feed=feed, fetch_list=[loss], scope=scope)
+
+
+def test_steps_run_op_by_op_between_specialised_ones_keep_the_memory_plan():
+    """The specialised step makes the kernels' allocations in their order: steps timed op by
+    op (an op_end subscriber: the kernels themselves run) between specialised ones replay the
+    same memory plan, which never fails."""
+    from runtime import events
+    main, scope, loss, exe = _mlp((6, 5, 3))
+    batches = _batches((6, 5, 3), [4] * 12)
+    for k, (x, y) in enumerate(batches):
+        if k % 2:
+            with events.subscribe("op_end", lambda record: None):
+                exe.run(main, feed={"x": x, "y": y}, fetch_list=[loss], scope=scope)
+        else:
+            exe.run(main, feed={"x": x, "y": y}, fetch_list=[loss], scope=scope)
+    plan = [p for p in exe._plans.values() if not p.is_startup][-1]
+    shapes = list(plan.memory_plans.values())
+    assert plan._special is not None and len(shapes) == 1
+    assert shapes[0].plan is not None and shapes[0].failures == 0

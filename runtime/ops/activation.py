@@ -5,10 +5,10 @@ the input can be freed early."""
 import numpy as np
 
 from . import cpu_kernels, fused
-from .registry import defop, infer_same_as
+from .registry import Special, defop, infer_same_as
 
 
-def _unary(name, forward, backward, uses, attrs=None, inplace=True, second=None):
+def _unary(name, forward, backward, uses, attrs=None, inplace=True, second=None, line=None):
     """Register `name` with forward(xp, x, attrs, out) and backward(xp, x, out_value, dout,
     attrs, out). `out` is a buffer the result may be written into (or None): the executor
     grants the input's buffer when nothing else needs it. second=(d1, d2): the gradient is
@@ -28,6 +28,28 @@ def _unary(name, forward, backward, uses, attrs=None, inplace=True, second=None)
         dout = ins["Out@GRAD"]
         buf = ctx.reuse("X@GRAD", dout, dout.shape, dout.dtype)
         return {"X@GRAD": backward(ctx.xp, ins.get("X"), ins.get("Out"), dout, attrs, buf)}
+
+    @opdef.specialize
+    def special(step, ins):  # (no buffer granted: the specialised ops have no inplace)
+        x = ins["X"]
+        if type(x) is not np.ndarray:
+            return None
+        if line is not None:
+            return Special([line], {"maximum": np.maximum})
+        return Special(["{Out} = {k_f}({k_xp}, {X}, {k_attrs}, None)"],
+                       {"f": forward, "xp": np, "attrs": step.attrs})
+
+    @opdef.grad_def.specialize
+    def grad_special(step, ins):
+        dout, x, out = ins["Out@GRAD"], ins.get("X"), ins.get("Out")
+        if any(v is not None and type(v) is not np.ndarray for v in (dout, x, out)):
+            return None
+        if backward is _relu_grad and out.size < cpu_kernels.SMALL:  # (its NumPy calls)
+            return Special(["{X@GRAD} = {k_multiply}({Out@GRAD}, {Out} > 0)"],
+                           {"multiply": np.multiply})
+        xe, oe = ("{X}" if x is not None else "None"), ("{Out}" if out is not None else "None")
+        return Special([f"{{X@GRAD}} = {{k_b}}({{k_xp}}, {xe}, {oe}, {{Out@GRAD}}, {{k_attrs}}, "
+                        f"None)"], {"b": backward, "xp": np, "attrs": step.attrs})
 
     if second is not None:
         _second_order(opdef, uses[0], *second)
@@ -94,7 +116,8 @@ def _elu_d2(xp, x, a):
 
 
 _unary("relu", lambda xp, x, a, buf: xp.maximum(x, 0, out=buf), _relu_grad, uses=("Out",),
-       second=(lambda xp, o, a: (o > 0).astype(o.dtype), _zero))
+       second=(lambda xp, o, a: (o > 0).astype(o.dtype), _zero),
+       line="{Out} = {k_maximum}({X}, 0)")
 _unary("sigmoid", _sigmoid, lambda xp, x, o, d, a, buf: xp.multiply(d, o * (1 - o), out=buf),
        uses=("Out",), second=(lambda xp, o, a: o * (1 - o), lambda xp, o, a: 1 - 2 * o))
 _unary("tanh", lambda xp, x, a, buf: xp.tanh(x, out=buf),

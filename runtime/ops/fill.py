@@ -7,7 +7,7 @@ import threading
 import numpy as np
 
 from ..dtypes import convert_dtype
-from .registry import defop, infer_same_as
+from .registry import Special, defop, infer_same_as
 
 fill_constant = defop("fill_constant", outputs=("Out",),
                       attrs={"shape": [1], "dtype": "float32", "value": 0.0, "force_cpu": False})
@@ -26,6 +26,17 @@ def _fill_constant(ctx, ins, attrs):
     out = ctx.xp.empty(shape, dtype=_dtype(attrs["dtype"]))  # empty + fill: a third of full's
     out.fill(attrs["value"])  # time for the [1] loss seed every training step makes
     return {"Out": out}
+
+
+@fill_constant.specialize
+def _fill_constant_special(step, ins):
+    shape = step.attrs["shape"]
+    if shape and min(shape) < 0:  # (the kernel raises)
+        return None
+    return Special(["{t0} = {k_empty}({k_shape}, dtype={k_dtype})", "{t0}.fill({k_value})",
+                    "{Out} = {t0}"], {"empty": np.empty, "shape": shape,
+                                      "dtype": _dtype(step.attrs["dtype"]),
+                                      "value": step.attrs["value"]})
 
 
 @functools.lru_cache(maxsize=64)

@@ -7,7 +7,7 @@ import numpy as np
 
 from .. import device_checks
 from . import cpu_kernels, fused
-from .registry import defop, dims_match
+from .registry import Special, defop, dims_match
 
 _TINY = 1e-20  # Paddle clips log(0) to a large finite value instead of inf
 
@@ -257,6 +257,12 @@ def _swce(ctx, ins, attrs):
     if _plain_labels(label, n_classes, ignore):  # the common case: two reductions, no masks
         _remember_plain(softmax, label)
         return {"Softmax": softmax, "Loss": log_total - _pick(xp, shifted, label, axis)}
+    return _swce_labelled(xp, label, n_classes, ignore, softmax, log_total, shifted, axis)
+
+
+def _swce_labelled(xp, label, n_classes, ignore, softmax, log_total, shifted, axis):
+    """softmax_with_cross_entropy's outputs where some hard label is not a plain class index
+    (checked: ignored rows lose nothing, others raise)."""
     _check_labels(xp, label, n_classes, ignore, "softmax_with_cross_entropy")
     ignored = label == ignore
     has_ignored = bool(ignored.any())
@@ -283,6 +289,12 @@ def _swce_grad(ctx, ins, attrs):
         return {"Logits@GRAD": (softmax - label) * dloss}
     ignore = attrs["ignore_index"]
     plain = _seen_plain(softmax, label) or _plain_labels(label, softmax.shape[axis], ignore)
+    return {"Logits@GRAD": _swce_grad_hard(ctx, xp, softmax, label, dloss, axis, ignore, plain)}
+
+
+def _swce_grad_hard(ctx, xp, softmax, label, dloss, axis, ignore, plain):
+    """softmax_with_cross_entropy's gradient for hard labels (`plain`: every label a class
+    index)."""
     ignored = None if plain else label == ignore
     safe = label if plain else xp.where(ignored, 0, label).astype(np.int64, copy=False)
     grad = ctx.reuse("Logits@GRAD", softmax, softmax.shape, softmax.dtype)
@@ -291,4 +303,77 @@ def _swce_grad(ctx, ins, attrs):
     grad *= dloss
     if not plain and ignored.any():
         grad *= ~ignored
-    return {"Logits@GRAD": grad}
+    return grad
+
+
+@swce.specialize
+def _swce_special(step, ins):
+    """The NumPy path for hard labels, the reductions' axis and the labels' checks decided
+    (the pick of a [batch, classes] with its row numbers' size known)."""
+    logits, label = ins["Logits"], ins["Label"]
+    attrs = step.attrs
+    if (type(logits) is not np.ndarray or type(label) is not np.ndarray or attrs["soft_label"]
+            or not {"Softmax", "Loss"} <= {k for k, _ in step.outs1}):
+        return None
+    axis, ignore = attrs["axis"], attrs["ignore_index"]
+    n_classes = logits.shape[axis]
+    plain = _plain_check(label, n_classes, ignore)
+    if plain is None:
+        return None
+    two = logits.ndim == 2 and axis in (-1, 1) and label.ndim == 2
+    rows = logits.shape[0]
+    maximum, add, exp, log = np.maximum.reduce, np.add.reduce, np.exp, np.log
+
+    def run(logits, label):
+        shifted = logits - maximum(logits, axis, None, None, True)
+        softmax = exp(shifted)
+        total = add(softmax, axis, None, None, True)
+        log_total = log(total)
+        softmax /= total
+        if plain(label):
+            _remember_plain(softmax, label)
+            if two:
+                return softmax, log_total - shifted[np.arange(rows)[:, None], label]
+            return softmax, log_total - _pick(np, shifted, label, axis)
+        out = _swce_labelled(np, label, n_classes, ignore, softmax, log_total, shifted, axis)
+        return out["Softmax"], out["Loss"]
+    return Special(["{Softmax}, {Loss} = {k_run}({Logits}, {Label})"], {"run": run})
+
+
+def _plain_check(label, n_classes, ignore):
+    """A function telling whether labels like `label` are plain (_plain_labels), with what
+    their dtype and the attrs decide worked out; None where they never are."""
+    if label.size == 0 or label.dtype.kind not in "iu":
+        return None
+    if ignore is not None and 0 <= ignore < n_classes:
+        return None
+    unsigned = _UNSIGNED.get(label.dtype)
+    if unsigned is None:
+        return lambda label: _plain_labels(label, n_classes, ignore)
+    maximum = np.maximum.reduce
+    return lambda label: int(maximum(label.view(unsigned), None)) < n_classes
+
+
+@swce.grad_def.specialize
+def _swce_grad_special(step, ins):
+    softmax, label, dloss = ins["Softmax"], ins["Label"], ins["Loss@GRAD"]
+    attrs = step.attrs
+    if (type(softmax) is not np.ndarray or type(label) is not np.ndarray
+            or type(dloss) is not np.ndarray or attrs["soft_label"]):
+        return None
+    axis, ignore = attrs["axis"], attrs["ignore_index"]
+    plain = _plain_check(label, softmax.shape[axis], ignore)
+    if plain is None or not (softmax.ndim == 2 and axis in (-1, 1) and label.ndim == 2):
+        return None
+    rows, one = softmax.shape[0], cpu_kernels.typed(1, softmax.dtype)
+    subtract_at = np.subtract.at
+    ctx = step.ctx
+
+    def run(softmax, label, dloss):
+        if _seen_plain(softmax, label) or plain(label):
+            grad = softmax.copy()
+            subtract_at(grad, (np.arange(rows), label[:, 0]), one)
+            grad *= dloss
+            return grad
+        return _swce_grad_hard(ctx, np, softmax, label, dloss, axis, ignore, False)
+    return Special(["{Logits@GRAD} = {k_run}({Softmax}, {Label}, {Loss@GRAD})"], {"run": run})

@@ -9,7 +9,8 @@ from ..dtypes import VarType
 from ..gemm import matmul
 from ..tensor import SelectedRows
 from . import fused
-from .registry import defop, dims_match, infer_same_as, linear_grad_grad, shape_product
+from .registry import (Special, defop, dims_match, infer_same_as, linear_grad_grad,
+                       shape_product)
 
 
 # --- broadcasting helpers (Fluid's `axis` rule) ------------------------------------------------
@@ -168,13 +169,65 @@ def _elementwise(name, forward, grad_x, grad_y, uses, shape_only=()):
             result["Y@GRAD"] = reshaped(reduce_to(grad_y(x, y, out, dout), y_shape), y0.shape)
         return result
 
+    @opdef.specialize
+    def special(step, ins):
+        x0, y0 = ins["X"], ins["Y"]
+        if type(x0) is not np.ndarray or type(y0) is not np.ndarray:
+            return None
+        x, y = broadcast_operands(x0, y0, step.attrs["axis"])
+        return Special([f"{{Out}} = {{k_f}}({_operand('X', x, x0)}, {_operand('Y', y, y0)})"],
+                       {"f": forward, "X": x.shape, "Y": y.shape})
+
+    @opdef.grad_def.specialize
+    def grad_special(step, ins):
+        x0, y0, dout = ins["X"], ins["Y"], ins["Out@GRAD"]
+        out = ins.get("Out")
+        if type(dout) is not np.ndarray or (out is not None and type(out) is not np.ndarray):
+            return None
+        consts = {"reduce": np.add.reduce, "gx": grad_x, "gy": grad_y}
+        if shape_only:
+            xe, ye = "{X}", "{Y}"
+        elif type(x0) is not np.ndarray or type(y0) is not np.ndarray:
+            return None
+        else:
+            x, y = broadcast_operands(x0, y0, step.attrs["axis"])
+            xe, ye = _operand("X", x, x0), _operand("Y", y, y0)
+            consts["X"], consts["Y"] = x.shape, y.shape
+        sums = _gradient_sums(x0.shape, y0.shape, dout.shape, step.attrs["axis"])
+        lines = []
+        for slot, fn, summing in (("X", grad_x, sums[0]), ("Y", grad_y, sums[1])):
+            if slot + "@GRAD" not in step.ctx.want:
+                continue
+            if fn is _dout:
+                value = "{Out@GRAD}"
+            else:
+                value = (f"{{k_g{slot.lower()}}}({xe}, {ye}, {'{Out}' if out is not None else None}"
+                         f", {{Out@GRAD}})")
+            axes, shape = summing
+            if axes:
+                consts[f"axes{slot}"] = axes
+                value = f"{{k_reduce}}({value}, {{k_axes{slot}}})"
+            if shape is not None:
+                consts[f"shape{slot}"] = shape
+                value = f"{value}.reshape({{k_shape{slot}}})"
+            lines.append(f"{{{slot}@GRAD}} = {value}")
+        return Special(lines, consts)
+
     return opdef
 
 
+def _operand(slot, operand, given):
+    """The code giving `operand`, which broadcast_operands made of the input `given`."""
+    return f"{{{slot}}}" if operand is given else f"{{{slot}}}.reshape({{k_{slot}}})"
+
+
+def _dout(x, y, o, d):
+    return d
+
+
 _SHAPES = ("X", "Y")
-linear_grad_grad(_elementwise("add", np.add, lambda x, y, o, d: d, lambda x, y, o, d: d,
-                              uses=_SHAPES, shape_only=_SHAPES))
-linear_grad_grad(_elementwise("sub", np.subtract, lambda x, y, o, d: d, lambda x, y, o, d: -d,
+linear_grad_grad(_elementwise("add", np.add, _dout, _dout, uses=_SHAPES, shape_only=_SHAPES))
+linear_grad_grad(_elementwise("sub", np.subtract, _dout, lambda x, y, o, d: -d,
                               uses=_SHAPES, shape_only=_SHAPES))
 _elementwise_mul = _elementwise("mul", np.multiply,
                                 lambda x, y, o, d: d * y, lambda x, y, o, d: d * x, uses=_SHAPES)
@@ -284,6 +337,14 @@ def _mul(ctx, ins, attrs):
     return {"Out": out.reshape(x.shape[:xk] + y.shape[yk:])}
 
 
+@mul.specialize
+def _mul_special(step, ins):
+    x, y = ins["X"], ins["Y"]
+    if type(x) is np.ndarray and type(y) is np.ndarray and x.ndim == 2 and y.ndim == 2:
+        return Special(["{Out} = {X} @ {Y}"])  # (matmul's product off a CUDA graph capture)
+    return None
+
+
 @mul.grad(uses=("X", "Y"))
 def _mul_grad(ctx, ins, attrs):
     x, y, dout = ins["X"], ins["Y"], ins["Out@GRAD"]
@@ -304,6 +365,20 @@ def _mul_grad(ctx, ins, attrs):
     if "Y@GRAD" in ctx.want:
         result["Y@GRAD"] = reshaped(matmul(x2.T, d2), y.shape)
     return result
+
+
+@mul.grad_def.specialize
+def _mul_grad_special(step, ins):
+    x, y, dout = ins["X"], ins["Y"], ins["Out@GRAD"]
+    if not (type(x) is np.ndarray and type(y) is np.ndarray and type(dout) is np.ndarray
+            and x.ndim == 2 and y.ndim == 2 and dout.ndim == 2):
+        return None
+    lines = []
+    if "X@GRAD" in step.ctx.want:
+        lines.append("{X@GRAD} = {Out@GRAD} @ {Y}.T")
+    if "Y@GRAD" in step.ctx.want:
+        lines.append("{Y@GRAD} = {X}.T @ {Out@GRAD}")
+    return Special(lines)
 
 
 @mul.grad_def.grad(uses=("X", "Y", "Out@GRAD"), inputs=("X", "Y", "Out@GRAD"))
@@ -453,6 +528,16 @@ def _mean(ctx, ins, attrs):
     return {"Out": out}
 
 
+@mean.specialize
+def _mean_special(step, ins):
+    x = ins["X"]
+    if type(x) is not np.ndarray or not x.flags.c_contiguous:
+        return None
+    return Special(["{t0} = {k_reduce}({X}.ravel(), 0, {k_dtype}, None, True)",
+                    "{t0} /= {k_size}", "{Out} = {t0}"],
+                   {"reduce": np.add.reduce, "dtype": x.dtype, "size": x.size})
+
+
 @mean.grad(uses=("X",), shape_only=("X",))
 def _mean_grad(ctx, ins, attrs):
     x, dout = ins["X"], ins["Out@GRAD"]
@@ -465,6 +550,17 @@ def _mean_grad(ctx, ins, attrs):
     grad = np.empty(x.shape, x.dtype)  # what np.full does, minus its Python-level wrapper
     grad.fill(value)
     return {"X@GRAD": grad}
+
+
+@mean.grad_def.specialize
+def _mean_grad_special(step, ins):
+    x, dout = ins["X"], ins["Out@GRAD"]
+    if type(dout) is not np.ndarray:
+        return None
+    return Special(["{t0} = {Out@GRAD}.ravel()[0] / {k_size}",
+                    "{t1} = {k_empty}({k_shape}, {k_dtype})", "{t1}.fill({t0})",
+                    "{X@GRAD} = {t1}"],
+                   {"size": x.size, "empty": np.empty, "shape": x.shape, "dtype": x.dtype})
 
 
 linear_grad_grad(mean)

@@ -9,7 +9,7 @@ import numpy as np
 from ..dtypes import VarType
 from ..tensor import SelectedRows
 from . import cpu_kernels, fused
-from .registry import defop, infer_same_as
+from .registry import Special, defop, infer_same_as
 
 
 def _check_inplace(pairs):
@@ -104,6 +104,31 @@ def _momentum(ctx, ins, attrs):
     else:
         _dense_momentum(p, v, g, lr, mu, attrs["use_nesterov"])
     return {"ParamOut": p, "VelocityOut": v}
+
+
+@momentum.specialize
+def _momentum_special(step, ins):
+    p, g, v, lr = ins["Param"], ins["Grad"], ins["Velocity"], ins["LearningRate"]
+    if not (type(p) is np.ndarray and type(g) is np.ndarray and type(v) is np.ndarray
+            and type(lr) is np.ndarray):
+        return None
+    mu, nesterov = step.attrs["mu"], step.attrs["use_nesterov"]
+    outs = [f"{{{out}}} = {{{slot}}}" for out, slot in (("ParamOut", "Param"),
+                                                        ("VelocityOut", "Velocity"))
+            if step.op.outputs[out] != step.op.inputs[slot]]
+    if g.size >= cpu_kernels.SMALL:  # (the compiled loop, or NumPy's calls)
+        call = "({Param}, {Velocity}, {Grad}, {LearningRate}, {k_mu}, {k_nesterov})"
+        return Special([f"if not {{k_fused}}{call}:", f"    {{k_numpy}}{call}"] + outs,
+                       {"fused": cpu_kernels.momentum, "numpy": _dense_momentum, "mu": mu,
+                        "nesterov": nesterov}, aliasing=True)
+    # the small path's NumPy calls (see _momentum): mu as a scalar of the velocity's type, a
+    # one-element learning rate as its element
+    lr_code = "{LearningRate}[0]" if lr.shape == (1,) else "{LearningRate}"
+    typed_mu = cpu_kernels.typed(mu, v.dtype)
+    update = (f"{{Param}} -= {lr_code} * ({{Grad}} + {{k_mu}} * {{Velocity}})" if nesterov
+              else f"{{Param}} -= {lr_code} * {{Velocity}}")
+    return Special(["{Velocity} *= {k_mu}", "{Velocity} += {Grad}", update] + outs,
+                   {"mu": typed_mu}, aliasing=True)
 
 
 def _dense_momentum(p, v, g, lr, mu, nesterov):

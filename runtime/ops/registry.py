@@ -68,6 +68,8 @@ class OpDef:
     grad_maker: Optional[Callable] = None  # control flow: (builder, op) -> [(name, grad name)]
     control: bool = False  # runs a sub-block: its kernel gets ctx.sub (compiled ops), ctx.env
     no_grad_reason: str = ""
+    special: Optional[Callable] = None  # (step, ins) -> Special or None (`specialize`)
+    special_for: Optional[Callable] = None  # the kernel `special` stands for
 
     # --- declaration decorators ----------------------------------------------------------
     def kernel(self, fn):
@@ -76,6 +78,13 @@ class OpDef:
 
     def infer(self, fn):
         self.infer_fn = fn
+        return fn
+
+    def specialize(self, fn):
+        """Declare the op's specialiser (after its kernel): `fn(step, ins)` gives a Special,
+        the kernel's work for inputs like `ins` (the values it is about to get, by slot) as
+        straight-line code, or None where the kernel must run as it is. See Special."""
+        self.special, self.special_for = fn, self.fn
         return fn
 
     def grad(self, uses=(), inputs=None, outputs=None, var_type=None, shape_only=(),
@@ -149,6 +158,25 @@ def _infer_grad(ic):
                 src = sources[i] if len(sources) > 1 else sources[0]
                 var.shape = tuple(x_shape.shape[1:]) if x_shape is not None else src.shape
                 var.dtype = src.dtype
+
+
+class Special:
+    """An op's kernel specialised, when a plan is compiled for its inputs' types, shapes and
+    dtypes, into lines of code that the plan's straight-line step runs in place of the kernel
+    call (runtime/plan.py, `Plan.special`): `{Slot}` names an input or output slot's variable
+    (`{X}`, `{Out}`, `{X@GRAD}`), `{k_name}` the constant `consts[name]`, `{t0}`.. `{t3}`
+    locals (set to None after the op). The lines must make the NumPy calls the kernel makes
+    for such inputs, in its order (the same results bit for bit, and the same allocations for
+    the step's memory plan), assign every output the op has, and keep nothing alive longer
+    than the kernel would (temporaries in `{tN}` locals are dropped with the op). Only what
+    the inputs' types, shapes and dtypes decide can be decided here: anything that depends on
+    their values stays in the lines."""
+
+    __slots__ = ("lines", "consts", "aliasing")
+
+    def __init__(self, lines, consts=None, aliasing=False):
+        self.lines, self.consts = tuple(lines), dict(consts or {})
+        self.aliasing = aliasing  # the lines are right where an output is an input's variable
 
 
 def defop(type, inputs=(), outputs=(), attrs=None, inplace=None, random=False):
