@@ -49,13 +49,14 @@ class Serving:
         pool = self.pool
         self.start = (pool.n_requests, pool.n_system_allocs, pool.system_alloc_s)
         self.oom_seen = pool.n_oom
-        self.allocated_at_start = pool.allocated
-        pool.reset_window()
+        self.allocated_at_start = pool.window_peak = pool.allocated  # (pool.reset_window())
         self.previous = install(pool)
         self.serving = True
 
     def phase(self, tag):
-        """The next ops allocate for `tag` (their category); a new peak window starts."""
+        """The next ops allocate for `tag` (their category); a new peak window starts. (The
+        plan's specialised steps have this and phase_done written in: plan.py,
+        _specialized_function.)"""
         pool = self.pool
         pool.tag = tag
         pool.reset_window()
@@ -77,7 +78,9 @@ class Serving:
         recorded step, above what the pool held when this one began, and the plan served
         `planned_requests` of its requests."""
         start = self.allocated_at_start
-        self.phase_peaks = {tag: start + above for tag, above in phase_peaks_above_start.items()}
+        peaks = self.phase_peaks = {}
+        for tag, above in phase_peaks_above_start.items():  # (a loop: no comprehension frame)
+            peaks[tag] = start + above
         self.planned_requests = planned_requests
 
     def step_peak(self):
@@ -175,11 +178,10 @@ def _nbytes(value):
 def retag_writes(pool, plan, writes, env):
     """Tag persistable buffers that a step replaced (rather than updated in place) as
     parameters or optimizer state, whatever op allocated them."""
-    block = plan.program.global_block()
     for slot, holder in writes:
         value = env[slot]
         if value is not holder.value and _is_array(value) and value.base is None:
-            var = block.vars.get(holder.name)
+            var = plan.program.global_block().vars.get(holder.name)
             tag = "parameters" if hasattr(var, "trainable") else "optimizer_state"
             pool.retag(_address(value), tag)
 

@@ -40,6 +40,7 @@ from .thread_clock import cpu_s as _cpu, queued_s as _queued
 _executor_ids = itertools.count()
 _PLAIN = (False, 1.0, False)  # a plain Program: no inplace (as in Paddle), GC as FLAGS say
 _perf = time.perf_counter
+_FLAG_VALUES = FLAGS._values  # (FLAGS.get's own dict: read by name in a step, no call)
 
 
 class Executor:
@@ -56,6 +57,7 @@ class Executor:
         self._events = []  # CUDA events reused by the per-op timing of GPU steps
         self._graphs = cuda_graph.Graphs(self.xp, self.place) if self.xp is not np else None
         self._pruned = {}  # use_prune: cache key -> pruned program
+        self._pool = (None, None)  # (FLAGS.version, memory.pool_for(place) at that version)
         self._id = next(_executor_ids)
         self._closed = False
 
@@ -134,12 +136,16 @@ class Executor:
         env = [None] * plan.n_slots
         if plan.control_steps:
             plan.bind_env(env)
-        graph, checked = self._graph_for(plan, feed, scope)
-        replay = graph.captured if isinstance(graph, cuda_graph.Replay) else None
-        if replay is not None:
-            feed_bytes = self._graphs.feed(replay, env, checked)
+        if self._graphs is None:  # (a CPU place: no CUDA graphs, the feed taken as it is)
+            graph = replay = None
+            feed_bytes = _feed_values(plan, feed, env, None)
         else:
-            feed_bytes = self._feed(plan, feed, env, checked)
+            graph, checked = self._graph_for(plan, feed, scope)
+            replay = graph.captured if isinstance(graph, cuda_graph.Replay) else None
+            if replay is not None:
+                feed_bytes = self._graphs.feed(replay, env, checked)
+            else:
+                feed_bytes = self._feed(plan, feed, env, checked)
         results = None
         for slot, var in plan.persistable_feeds:  # a fed persistable stays in the scope
             holder = scope.var(var.name)
@@ -265,9 +271,14 @@ class Executor:
         """Run the plan's ops with the pool serving their arrays; (the Serving or None, the
         fetched values or None, the seconds fetching took). The values are fetched here when
         `return_numpy` is given and the pool serves NumPy arrays (see _fetch_in_step)."""
-        pool = memory.pool_for(self.place)
+        found = self._pool  # (memory.pool_for's answer for this flags version)
+        if found[0] == FLAGS.version:
+            pool = found[1]
+        else:
+            pool = memory.pool_for(self.place)
+            self._pool = (FLAGS.version, pool)
         mem = Serving(pool) if pool is not None else None
-        gc_gb = FLAGS.get("eager_delete_tensor_gb")
+        gc_gb = _FLAG_VALUES["eager_delete_tensor_gb"]
         garbage = Garbage(gc_gb) if plan.gc and gc_gb > 0 else None
         planned = _step_memory(plan, env, pool, self.xp)
         try:
@@ -275,13 +286,18 @@ class Executor:
                 mem.begin()
             if planned is not None:
                 planned.begin()
-            if events.op_end.subs or FLAGS.get("check_nan_inf"):
+            if events.op_end.subs or _FLAG_VALUES["check_nan_inf"]:
                 self._run_instrumented(plan, env, step_no, mem, garbage)
             elif (mem is not None and events.memory_trace.subs and step_no == 1
                   and not plan.is_startup and garbage is None):
                 self._run_traced(plan, env, step_no, mem, batch)
             else:
-                self._run_plain(plan, env, mem, garbage)
+                special = plan._special  # (Plan.special's first look, written in)
+                if (garbage is None and special is not None
+                        and special.kernel_sets == plan.kernel_sets[0] and special.same(env)):
+                    special.run(plan, env, mem)
+                else:
+                    self._run_plain(plan, env, mem, garbage)
             results, fetch_s = None, 0.0
             if mem is not None and return_numpy is not None:
                 results, fetch_s = _fetch_in_step(plan, env, mem, return_numpy)
@@ -300,12 +316,12 @@ class Executor:
             env[:] = [None] * len(env)  # the step's temporaries go back to the pool now
             err.__traceback__ = None
             raise oom from None
-        finally:
-            if planned is not None:
+        finally:  # (each only where it has something left to do: no call otherwise)
+            if planned is not None and not planned.ended:
                 planned.end(None)
-            if mem is not None:
+            if mem is not None and mem.serving:
                 mem.end()
-            if planned is not None:
+            if planned is not None and planned.learned is not None:
                 planned.settle()
             if garbage is not None:
                 garbage.clear()
@@ -314,7 +330,7 @@ class Executor:
     # --- compile ---------------------------------------------------------------------------
     def _plan(self, program, feed, fetch_names, options=None):
         inplace, gc_fraction, memory_optimize = options or _PLAIN
-        gc = FLAGS.get("eager_delete_tensor_gb") >= 0 or memory_optimize
+        gc = _FLAG_VALUES["eager_delete_tensor_gb"] >= 0 or memory_optimize
         key = (program._uid, program._version, tuple(sorted(feed)), fetch_names, gc, inplace,
                gc_fraction)
         plan = self._plans.get(key)
@@ -421,10 +437,14 @@ def _step_memory(plan, env, pool, xp):
     pool's NumPy arrays, a training or inference program (not a startup program) and
     FLAGS_static_memory_plan on. A pool told to make each request a system allocation of its
     own (naive_best_fit without chunks) is taken at its word: no plan."""
-    if not _plannable(plan, pool, xp):
+    seen = plan.plannable  # (_plannable's answer for this flags version and pool, inline)
+    if not (seen[2] if seen[0] == FLAGS.version and seen[1] is pool
+            else _plannable(plan, pool, xp)):
         return None
-    shapes = tuple([getattr(env[slot], "shape", None) for slot, _ in plan.feed_slots])
-    return arena.step_memory(plan.memory_plans, shapes, pool)
+    shapes = []
+    for slot, _ in plan.feed_slots:  # (a loop: no comprehension frame each step)
+        shapes.append(getattr(env[slot], "shape", None))
+    return arena.step_memory(plan.memory_plans, tuple(shapes), pool)
 
 
 def _plannable(plan, pool, xp):
@@ -448,8 +468,10 @@ def _fetch_in_step(plan, env, mem, return_numpy):
     Python callbacks every step."""
     t0 = _perf()
     mem.end()
+    results = []
     try:
-        results = [_fetch(env[slot], return_numpy) for slot in plan.fetch_slots]
+        for slot in plan.fetch_slots:
+            results.append(_fetch(env[slot], return_numpy))
     except Exception:  # (a LoD with return_numpy: raised by _step, after the scope's writes)
         return None, 0.0
     for slot in plan.fetched_temporaries:

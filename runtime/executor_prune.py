@@ -15,7 +15,10 @@ from .framework import OpRole, Operator, Variable
 
 def split_fetch_list(fetch_list):
     """(variables and names to fetch, optimizer ops named in fetch_list)."""
-    if all(type(item) is str or type(item) is Variable for item in fetch_list or ()):
+    for item in fetch_list or ():  # (a loop, not all() over a generator: once a step)
+        if type(item) is not str and type(item) is not Variable:
+            break
+    else:
         return list(fetch_list or ()), []  # the common case: nothing to unpack
     fetches, ops = [], []
 

@@ -593,8 +593,10 @@ def _specialized_function(segments, specials, shrunk):
     namespace = {"exclusive": exclusive, "shape_only": shape_only, "run_op": _run_op,
                  "raise_failure": raise_failure}
     k = 0
+    # the Serving's phases (exec_memory.Serving.phase, phase_done) written in
+    lines.append("if mem is not None: pool, peaks = mem.pool, mem.phase_peaks")
     for tag, steps in segments:
-        lines.append(f"if mem is not None: mem.phase({tag!r})")
+        lines.append(f"if mem is not None: pool.tag = {tag!r}; pool.window_peak = pool.allocated")
         for step in steps:
             n = len(ops)
             lines.append(f"op = ops[{n}]  # {step.type}")
@@ -629,7 +631,8 @@ def _specialized_function(segments, specials, shrunk):
                     lines.append(f"env[{s}] = so{n}_{s}")
                 else:
                     lines.append(f"env[{s}] = shape_only(env[{s}])")
-        lines.append(f"if mem is not None: mem.phase_done({tag!r})")
+        lines += ["if mem is not None:", "    peak = pool.window_peak",
+                  f"    if peak > peaks.get({tag!r}, 0): peaks[{tag!r}] = peak"]
     source = ("def make(ops):\n"
               "    def run(plan, env, mem):\n"
               "        op = None\n"

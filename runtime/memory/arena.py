@@ -174,9 +174,10 @@ class StepMemory:
         self.learned = None  # (recording, phase peaks above the start) to make the plan from
 
     def begin(self):
-        if not _claim(self):  # another thread's step is recording or replaying
-            self.ended = True
+        if not _CLAIM.acquire(blocking=False):  # another thread's step is recording or
+            self.ended = True  # replaying (_claim, written in: once a step)
             return
+        _IN_USE[0] = self
         if self.recording is not None:
             numpy_hook.RECORDING[0] = self.recording
             return
@@ -221,7 +222,8 @@ class StepMemory:
             self.pool.free(self.base)
         elif state == 0:  # (listed before the claim goes: the next begin gives drained ones back)
             _RETIRED[self.base] = self.pool
-        _release()
+        _IN_USE[0] = None  # (_release, written in)
+        _CLAIM.release()
         if diverged or live or requests != self.plan.n_requests:
             _failed(self.shape)
         elif serving is not None:
@@ -253,7 +255,8 @@ def _arena_block(pool, span, unplanned_bytes=0):
     """A block of `span` bytes from `pool` for the arena, or 0 when the pool would have to
     refuse, or could not serve the step's other requests too (then the step runs without its
     plan; the refusal is not counted as the job's)."""
-    _give_back_drained()
+    if _RETIRED:
+        _give_back_drained()
     if pool.allocated + span + unplanned_bytes > pool.capacity:
         return 0
     n_oom, last_oom = pool.n_oom, pool.last_oom

@@ -1,6 +1,7 @@
 """Loss ops: cross_entropy (on probabilities) and the fused, numerically stable
 softmax_with_cross_entropy (on logits). Hard labels are int64 with a trailing dimension of 1."""
 
+import array
 import weakref
 
 import numpy as np
@@ -91,11 +92,29 @@ def _seen_plain(softmax, label):
     return _PLAIN_SEEN[0]() is softmax and _PLAIN_SEEN[1]() is label
 
 
+_ROWS = {}  # n -> (0 .. n-1 as a read-only int64 array, the same as a column): `_rows`
+
+
+def _rows(n):
+    """The row numbers of a [n, classes] array for the label picks on NumPy, made once per n
+    and outside any memory pool (their memory is an array.array's): a step's pool does not
+    serve them, and a step does not make them again."""
+    found = _ROWS.get(n)
+    if found is None:
+        rows = np.frombuffer(array.array("q", range(n)), np.int64)
+        rows.flags.writeable = False
+        found = (rows, rows[:, None])
+        if len(_ROWS) < 256:
+            _ROWS[n] = found
+    return found
+
+
 def _pick(xp, values, label, axis):
     """values[..., label, ...] along axis (label has size 1 on that axis)."""
     if values.ndim == 2 and axis in (-1, 1) and label.ndim == 2:  # [batch, classes]: 5x faster
-        return values[xp.arange(values.shape[0])[:, None], label]  # (the rows as a column: the
-        # picked values come out shaped [batch, 1], as label is)
+        rows = _rows(values.shape[0])[1] if xp is np else xp.arange(values.shape[0])[:, None]
+        return values[rows, label]  # (the rows as a column: the picked values come out shaped
+        # [batch, 1], as label is)
     return xp.take_along_axis(values, label.astype(np.int64, copy=False), axis=axis)
 
 
@@ -111,7 +130,7 @@ def _subtract_one(xp, values, label, axis):
     """values[..., label, ...] -= 1 along axis, in place."""
     if values.ndim == 2 and axis in (-1, 1) and label.ndim == 2:
         if xp is np:  # one unbuffered pass (each row's index once), not a pick and a put
-            np.subtract.at(values, (np.arange(values.shape[0]), label[:, 0]),
+            np.subtract.at(values, (_rows(values.shape[0])[0], label[:, 0]),
                            cpu_kernels.typed(1, values.dtype))
         else:
             values[xp.arange(values.shape[0]), label[:, 0]] -= 1
@@ -321,7 +340,7 @@ def _swce_special(step, ins):
     if plain is None:
         return None
     two = logits.ndim == 2 and axis in (-1, 1) and label.ndim == 2
-    rows = logits.shape[0]
+    rows = _rows(logits.shape[0])[1]
     maximum, add, exp, log = np.maximum.reduce, np.add.reduce, np.exp, np.log
 
     def run(logits, label):
@@ -333,7 +352,7 @@ def _swce_special(step, ins):
         if plain(label):
             _remember_plain(softmax, label)
             if two:
-                return softmax, log_total - shifted[np.arange(rows)[:, None], label]
+                return softmax, log_total - shifted[rows, label]
             return softmax, log_total - _pick(np, shifted, label, axis)
         out = _swce_labelled(np, label, n_classes, ignore, softmax, log_total, shifted, axis)
         return out["Softmax"], out["Loss"]
@@ -365,14 +384,14 @@ def _swce_grad_special(step, ins):
     plain = _plain_check(label, softmax.shape[axis], ignore)
     if plain is None or not (softmax.ndim == 2 and axis in (-1, 1) and label.ndim == 2):
         return None
-    rows, one = softmax.shape[0], cpu_kernels.typed(1, softmax.dtype)
+    rows, one = _rows(softmax.shape[0])[0], cpu_kernels.typed(1, softmax.dtype)
     subtract_at = np.subtract.at
     ctx = step.ctx
 
     def run(softmax, label, dloss):
         if _seen_plain(softmax, label) or plain(label):
             grad = softmax.copy()
-            subtract_at(grad, (np.arange(rows), label[:, 0]), one)
+            subtract_at(grad, (rows, label[:, 0]), one)
             grad *= dloss
             return grad
         return _swce_grad_hard(ctx, np, softmax, label, dloss, axis, ignore, False)

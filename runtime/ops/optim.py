@@ -123,12 +123,13 @@ def _momentum_special(step, ins):
                         "nesterov": nesterov}, aliasing=True)
     # the small path's NumPy calls (see _momentum): mu as a scalar of the velocity's type, a
     # one-element learning rate as its element
+    # (lr * v as the ufunc's call: a NumPy scalar's own multiply only hands it over)
     lr_code = "{LearningRate}[0]" if lr.shape == (1,) else "{LearningRate}"
     typed_mu = cpu_kernels.typed(mu, v.dtype)
-    update = (f"{{Param}} -= {lr_code} * ({{Grad}} + {{k_mu}} * {{Velocity}})" if nesterov
-              else f"{{Param}} -= {lr_code} * {{Velocity}}")
+    update = (f"{{Param}} -= {{k_multiply}}({lr_code}, {{Grad}} + {{k_mu}} * {{Velocity}})"
+              if nesterov else f"{{Param}} -= {{k_multiply}}({lr_code}, {{Velocity}})")
     return Special(["{Velocity} *= {k_mu}", "{Velocity} += {Grad}", update] + outs,
-                   {"mu": typed_mu}, aliasing=True)
+                   {"mu": typed_mu, "multiply": np.multiply}, aliasing=True)
 
 
 def _dense_momentum(p, v, g, lr, mu, nesterov):
