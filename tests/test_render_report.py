@@ -52,6 +52,21 @@ def test_compute_bound_report(tmp_path):
     assert "No training steps observed" not in "\n".join(lines)
 
 
+def test_the_breakdown_shows_the_training_threads_time_off_its_cpu(tmp_path):
+    """Under compute, where the runtime measured them: the thread's time off its CPU while
+    its ops ran and, of it, waiting for a core; a profile without them shows no such row."""
+    steps = step_records(feed_s=0.0001)
+    for row in steps:
+        row["compute_wait_s"], row["compute_queued_s"] = 0.004, 0.001
+    lines = render(make_profile(tmp_path / "p.jsonl", steps=steps))
+    i = lines.index("compute                   9.70    97.0%   " + "█" * 23 + "▎")
+    assert lines[i + 1:i + 4] == ["  of it off the CPU       4.00    40.0%",
+                                  "    waiting for a core    1.00    10.0%",
+                                  "fetch                     0.20     2.0%   ▌"]
+    plain = render(make_profile(tmp_path / "q.jsonl", steps=step_records(feed_s=0.0001)))
+    assert not [line for line in plain if "off the CPU" in line or "for a core" in line]
+
+
 def test_input_bound_report_shows_the_time_outside_the_runtime(tmp_path):
     path = make_profile(tmp_path / "p.jsonl", steps=step_records(gap_s=0.010))
     text = "\n".join(render(path, width=200))

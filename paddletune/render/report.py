@@ -224,10 +224,24 @@ def _breakdown(s, terms) -> Optional[Table]:
             continue
         share = s.shares.part(key) if s.shares is not None else None
         table.add_row(label, _ms(b.part(key)), _pct(share), bar(share))
+        if key == "compute":
+            _off_cpu_rows(table, b, s.cycle_s.mean if s.cycle_s is not None else None)
     cycle = s.cycle_s.mean if s.cycle_s is not None else None
     table.add_row("loop iteration", _ms(cycle), _pct(1.0 if _finite(cycle) else None), "",
                   style="bold")
     return table
+
+
+def _off_cpu_rows(table: Table, b: Breakdown, cycle: Optional[float]):
+    """Under compute, where the runtime measured it: the training thread's time off its CPU
+    while its ops ran (the GIL another thread held, a lock, a core), and of that the time
+    it was runnable but waited for a core (dimmed: parts of compute, not of the step)."""
+    for label, seconds in (("  of it off the CPU", b.compute_wait_s),
+                           ("    waiting for a core", b.compute_queued_s)):
+        if seconds is None:
+            return
+        share = seconds / cycle if _finite(cycle) and cycle > 0 else None
+        table.add_row(label, _ms(seconds), _pct(share), "", style="dim")
 
 
 def _device(s) -> Optional[Text]:
