@@ -58,6 +58,7 @@ class Executor:
         self._graphs = cuda_graph.Graphs(self.xp, self.place) if self.xp is not np else None
         self._pruned = {}  # use_prune: cache key -> pruned program
         self._pool = (None, None)  # (FLAGS.version, memory.pool_for(place) at that version)
+        self._last_plan = (None,) * 6  # (program, its version, fetches, options, feed, plan)
         self._id = next(_executor_ids)
         self._closed = False
 
@@ -66,6 +67,7 @@ class Executor:
         if self._graphs is not None:
             self._graphs.forget()
         self._plans.clear()
+        self._last_plan = (None,) * 6
         self._closed = True
 
     def run(self, program=None, feed=None, fetch_list=None, feed_var_name="feed",
@@ -292,11 +294,10 @@ class Executor:
                   and not plan.is_startup and garbage is None):
                 self._run_traced(plan, env, step_no, mem, batch)
             else:
-                special = plan._special  # (Plan.special's first look, written in)
-                if (garbage is None and special is not None
-                        and special.kernel_sets == plan.kernel_sets[0] and special.same(env)):
-                    special.run(plan, env, mem)
-                else:
+                special = plan._special  # (Plan.special's first look: the step checks it)
+                if (garbage is not None or special is None
+                        or special.kernel_sets != plan.kernel_sets[0]
+                        or not special.run(plan, env, mem)):
                     self._run_plain(plan, env, mem, garbage)
             results, fetch_s = None, 0.0
             if mem is not None and return_numpy is not None:
@@ -331,6 +332,16 @@ class Executor:
     def _plan(self, program, feed, fetch_names, options=None):
         inplace, gc_fraction, memory_optimize = options or _PLAIN
         gc = _FLAG_VALUES["eager_delete_tensor_gb"] >= 0 or memory_optimize
+        last = self._last_plan  # (the last step's plan, when this step's key is the same)
+        if (last[0] is program and last[1] == program._version and last[2] == fetch_names
+                and last[3] == (gc, inplace, gc_fraction) and feed.keys() == last[4]):
+            return last[5]
+        plan = self._plan_for(program, feed, fetch_names, gc, inplace, gc_fraction)
+        self._last_plan = (program, program._version, fetch_names, (gc, inplace, gc_fraction),
+                           set(feed), plan)
+        return plan
+
+    def _plan_for(self, program, feed, fetch_names, gc, inplace, gc_fraction):
         key = (program._uid, program._version, tuple(sorted(feed)), fetch_names, gc, inplace,
                gc_fraction)
         plan = self._plans.get(key)
@@ -349,6 +360,8 @@ class Executor:
 
     def _drop_stale_plans(self, program):
         stale = [k for k in self._plans if k[0] == program._uid and k[1] != program._version]
+        if stale:
+            self._last_plan = (None,) * 6
         for k in stale:
             plan = self._plans.pop(k)
             self._steps.pop(plan, None)

@@ -199,7 +199,8 @@ class Plan:
         and read values in `env`), or None: none made yet for them, or the plan cannot be
         specialised. The last one used is checked first: the fed arrays' types, shapes and
         dtypes, and the read values by identity (a persistable replaced by another array is
-        looked up by its type, shape and dtype)."""
+        looked up by its type, shape and dtype). The step (`run(plan, env, mem)`) checks that
+        first look itself, and returns False, having run nothing, where it fails."""
         found = self._special
         if found is not None and found.kernel_sets == self.kernel_sets[0]:
             if found.same(env):
@@ -542,9 +543,9 @@ class Specialized:
         self.read_slots = [plan.slot_of[n] for n in plan.reads]
         self.slots = plan._sig_slots()
         self.remember(env)
-        self.run = _specialized_function(plan.segments, specials, shrunk)
-        self.same = _same_function(self.feeds if self.plain_feeds else None, self.read_slots,
-                                   self)
+        check = _check_lines(self.feeds if self.plain_feeds else None, self.read_slots)
+        self.run = _specialized_function(plan.segments, specials, shrunk, check, self)
+        self.same = _same_function(check, self)
 
     def remember(self, env):
         """Keep the read values of `env` (weak references) for `same`."""
@@ -564,34 +565,45 @@ def _weak(value):
 _NEVER = object()
 
 
-def _same_function(feeds, read_slots, owner):
-    """`same(env)`: the fed arrays have the recorded types, shapes and dtypes, and the read
-    values are the recorded ones (weak references in `owner.reads`)."""
+def _check_lines(feeds, read_slots):
+    """(lines returning False unless the fed arrays have the recorded types, shapes and
+    dtypes, and the read values are the recorded ones (weak references in `owner.reads`),
+    the constants they use)."""
     if feeds is None:
-        return lambda env: False
+        return ["return False"], {}
     lines = []
-    consts = {"ndarray": np.ndarray, "owner": owner}
+    consts = {"ndarray": np.ndarray}
     for k, (slot, shape, dtype) in enumerate(feeds):
         consts[f"s{k}"], consts[f"d{k}"] = shape, dtype
         lines += [f"v = env[{slot}]",
                   f"if type(v) is not ndarray or v.shape != s{k} or v.dtype != d{k}:",
                   "    return False"]
     lines.append("r = owner.reads")
-    checks = [f"env[{slot}] is r[{k}]()" for k, slot in enumerate(read_slots)]
-    lines.append("return " + (" and ".join(checks) if checks else "True"))
-    source = "def same(env):\n" + "".join(f"    {line}\n" for line in lines)
-    exec(compile(source, "<specialised step's check>", "exec"), consts)
-    return consts["same"]
+    checks = [f"env[{slot}] is not r[{k}]()" for k, slot in enumerate(read_slots)]
+    if checks:
+        lines += ["if " + " or ".join(checks) + ":", "    return False"]
+    return lines, consts
 
 
-def _specialized_function(segments, specials, shrunk):
+def _same_function(check, owner):
+    """`same(env)`: True when `check` (_check_lines) passes."""
+    lines, consts = check
+    namespace = dict(consts, owner=owner)
+    source = ("def same(env):\n" + "".join(f"    {line}\n" for line in lines) +
+              "    return True\n")
+    exec(compile(source, "<specialised step's check>", "exec"), namespace)
+    return namespace["same"]
+
+
+def _specialized_function(segments, specials, shrunk, check, owner):
     """straight_function's code with each specialised op's lines (its Special) in place of
     the kernel call; a shrunk value that the trace saw as a known array's is replaced by the
-    ShapeOnly made there (its shape and dtype are the signature's)."""
+    ShapeOnly made there (its shape and dtype are the signature's). The function returns
+    False, having run nothing, where `check` (_check_lines) finds other inputs; else True."""
     from .executor import _run_op, raise_failure
     ops, lines = [], []
     namespace = {"exclusive": exclusive, "shape_only": shape_only, "run_op": _run_op,
-                 "raise_failure": raise_failure}
+                 "raise_failure": raise_failure, "owner": owner, **check[1]}
     k = 0
     # the Serving's phases (exec_memory.Serving.phase, phase_done) written in
     lines.append("if mem is not None: pool, peaks = mem.pool, mem.phase_peaks")
@@ -634,12 +646,13 @@ def _specialized_function(segments, specials, shrunk):
         lines += ["if mem is not None:", "    peak = pool.window_peak",
                   f"    if peak > peaks.get({tag!r}, 0): peaks[{tag!r}] = peak"]
     source = ("def make(ops):\n"
-              "    def run(plan, env, mem):\n"
+              "    def run(plan, env, mem):\n" + "".join(f"        {line}\n" for line in check[0]) +
               "        op = None\n"
               "        try:\n"
               "            pass\n" + "".join(f"            {line}\n" for line in lines) +
               "        except Exception as err:\n"
               "            raise_failure(op, env, plan, mem, err)\n"
+              "        return True\n"
               "    return run\n")
     exec(compile(source, f"<specialised plan of {len(ops)} ops>", "exec"), namespace)
     run = namespace["make"](tuple(ops))
