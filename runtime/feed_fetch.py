@@ -10,7 +10,7 @@ from .dtypes import convert_dtype
 from .errors import FeedError, FetchError, where
 from .framework import Variable
 from .lod import lod_of, with_lod
-from .tensor import LoDTensor, SelectedRows, fetched
+from .tensor import NUMPY1_FETCHES, LoDTensor, SelectedRows, fetched
 
 
 def _normalize_feed(feed):
@@ -160,7 +160,9 @@ def _fetch(value, return_numpy):
         return fetched(value) if return_numpy else _as_tensor(value)
     if type(value) is np.ndarray:  # the common case: no LoD to look for
         value = value.copy()  # never hand out a buffer the runtime may reuse or update
-        return fetched(value) if return_numpy else _as_tensor(value)
+        if not return_numpy:
+            return _as_tensor(value)
+        return fetched(value) if NUMPY1_FETCHES[0] else value  # (no call for the common case)
     lod = lod_of(value)
     value = np.array(value)
     if lod:

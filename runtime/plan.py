@@ -172,7 +172,10 @@ class Plan:
         self._specials = {}  # the inputs' signature -> its Specialized step (`special`)
         self._special = None  # the Specialized step last used
         self.traces = 0  # steps traced to specialise the plan (at most MAX_TRACES)
+        # (not with control flow: a sub-block's ops write variables by name, which the
+        # trace's account of what each slot holds does not follow)
         self.specializable = (xp is np and not self.lod_mode and not self.is_startup
+                              and not self.control_steps
                               and any(get_op_def(s.type).special for s in self.steps))
 
     def runs(self, free):
@@ -605,19 +608,25 @@ def _specialized_function(segments, specials, shrunk, check, owner):
     namespace = {"exclusive": exclusive, "shape_only": shape_only, "run_op": _run_op,
                  "raise_failure": raise_failure, "owner": owner, **check[1]}
     k = 0
+    line_ops = []  # the op (its number in ops) of each line of `lines`, or None
     # the Serving's phases (exec_memory.Serving.phase, phase_done) written in
     lines.append("if mem is not None: pool, peaks = mem.pool, mem.phase_peaks")
+    line_ops.append(None)
     for tag, steps in segments:
         lines.append(f"if mem is not None: pool.tag = {tag!r}; pool.window_peak = pool.allocated")
+        line_ops.append(None)
         for step in steps:
             n = len(ops)
-            lines.append(f"op = ops[{n}]  # {step.type}")
+            start = len(lines)
+            lines.append(f"# {step.type}")  # (the op failing is found from its lines)
             ops.append(step)
             special = specials[k]
             k += 1
             if special is None:
+                lines.append(f"op = ops[{n}]")
                 if step.insN or step.outsN:
                     lines.append("run_op(op, env, False, True)")
+                    line_ops += [n] * (len(lines) - start)
                     continue
                 lines += _op_lines([k_ for k_, _ in step.ins1], [i for _, i in step.ins1],
                                    [k_ for k_, _ in step.outs1], [i for _, i in step.outs1],
@@ -643,19 +652,23 @@ def _specialized_function(segments, specials, shrunk, check, owner):
                     lines.append(f"env[{s}] = so{n}_{s}")
                 else:
                     lines.append(f"env[{s}] = shape_only(env[{s}])")
+            line_ops += [n] * (len(lines) - start)
         lines += ["if mem is not None:", "    peak = pool.window_peak",
                   f"    if peak > peaks.get({tag!r}, 0): peaks[{tag!r}] = peak"]
-    source = ("def make(ops):\n"
-              "    def run(plan, env, mem):\n" + "".join(f"        {line}\n" for line in check[0]) +
-              "        op = None\n"
-              "        try:\n"
-              "            pass\n" + "".join(f"            {line}\n" for line in lines) +
+        line_ops += [None] * 3
+    head = ["def make(ops, failing):", "    def run(plan, env, mem):"]
+    head += [f"        {line}" for line in check[0]]
+    head += ["        op = None", "        try:", "            pass"]
+    first = len(head) + 1  # (the line number of lines[0])
+    namespace["failing"] = {first + i: n for i, n in enumerate(line_ops) if n is not None}
+    source = ("\n".join(head) + "\n" + "".join(f"            {line}\n" for line in lines) +
               "        except Exception as err:\n"
-              "            raise_failure(op, env, plan, mem, err)\n"
+              "            n = failing.get(err.__traceback__.tb_lineno)\n"
+              "            raise_failure(ops[n] if n is not None else op, env, plan, mem, err)\n"
               "        return True\n"
               "    return run\n")
     exec(compile(source, f"<specialised plan of {len(ops)} ops>", "exec"), namespace)
-    run = namespace["make"](tuple(ops))
+    run = namespace["make"](tuple(ops), namespace["failing"])
     run.source = source
     return run
 

@@ -237,3 +237,39 @@ def test_steps_run_op_by_op_between_specialised_ones_keep_the_memory_plan():
     shapes = list(plan.memory_plans.values())
     assert plan._special is not None and len(shapes) == 1
     assert shapes[0].plan is not None and shapes[0].failures == 0
+
+
+def test_the_executor_takes_the_last_steps_plan_only_for_the_same_step():
+    """Executor._plan's shortcut (the last step's plan): another fetch list, feed, GC setting
+    or a changed program each get their own plan."""
+    main, scope, loss, exe = _mlp((6, 5, 3))
+    x, y = _batches((6, 5, 3), [4])[0]
+    feed = {"x": x, "y": y}
+    plans = []
+
+    def step(fetch, **kw):
+        counts = dict(exe._steps)
+        exe.run(main, feed=dict(feed, **kw), fetch_list=fetch, scope=scope)
+        ran = [p for p, n in exe._steps.items() if counts.get(p, 0) != n]  # (the one counted)
+        assert len(ran) == 1
+        plans.append(ran[0])
+
+    step([loss])
+    step([loss])
+    assert plans[1] is plans[0]
+    step([loss, "fc_0.w_0"])
+    assert plans[2] is not plans[0] and plans[2].fetch_names == (loss.name, "fc_0.w_0")
+    step([loss], **{"fc_0.b_0": np.zeros(5, np.float32)})  # (a fed persistable)
+    assert plans[3] is not plans[0] and len(plans[3].feed_slots) == 3
+    fluid.set_flags({"FLAGS_eager_delete_tensor_gb": -1.0})
+    try:
+        step([loss])
+        assert plans[4] is not plans[0] and not plans[4].gc
+    finally:
+        fluid.set_flags({"FLAGS_eager_delete_tensor_gb": 0.0})
+    step([loss])
+    assert plans[5] is plans[0]
+    with fluid.program_guard(main):
+        fluid.layers.scale(loss, 2.0)  # (the program changes: its version)
+    step([loss])
+    assert plans[6] is not plans[0] and plans[6].program is main
