@@ -85,6 +85,65 @@ def test_fake_events_give_compact_interval_records():
         (4, 3, 2, 1)
 
 
+def test_the_loop_only_queues_its_events_and_the_sampler_counts_them():
+    """A batch's push and pop and a step reach the probe as queued events (one append on the
+    emitting thread); the sampler thread counts them at its next wake, in order."""
+    sink = []
+    probe = ReaderProbe(sink.append, Clock(t0=100.0), interval_s=100, sample_s=0.01,
+                        source=SOURCE).start()
+    state("start", 100.0, config=CONFIG)
+    with probe._fold_lock:  # (the sampler waits here if it wakes meanwhile)
+        push(0, 100.001, 1)
+        pop(0, 100.002, 0.001, 1)
+        step()
+        st = probe._passes[7]
+        assert st.produced.pushes == 0 and st.consumed.pops == 0  # queued, not counted yet
+        assert len(probe._events) == 3
+    deadline = time.monotonic() + 5.0
+    while probe._events and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert (st.produced.pushes, st.consumed.pops, st.consumed.steps) == (1, 1, 1)
+    assert probe.cost_s["sampler"] > 0.0
+    probe.stop()
+
+
+def test_an_event_it_cannot_count_is_left_out_and_said_so():
+    sink = []
+    probe = ReaderProbe(sink.append, Clock(t0=100.0), interval_s=100, sample_s=100,
+                        source=SOURCE).start()
+    state("start", 100.0, config=CONFIG)
+    events.reader_push.emit(events.ReaderPush(7, 1, 0, -1, 100.001, 0.001, 0.0, 1, 2, 64,
+                                              None, None))  # (no shapes: not countable)
+    push(1, 100.002, 1)
+    pop(1, 100.003, 0.0, 1)
+    state("end", 100.01, batches=1)
+    record = probe.stop()
+    interval, = intervals(sink)
+    assert (interval.pushes, interval.pops) == (1, 1)
+    assert record.available and "ReaderPush was not counted: TypeError" in record.reason
+
+
+def test_a_broken_queue_sampler_still_counts_the_queued_events():
+    class Broken(FluidSource):
+        def queue_sizes(self):
+            raise RuntimeError("the queue is gone")
+
+    sink = []
+    probe = ReaderProbe(sink.append, Clock(t0=100.0), interval_s=100, sample_s=0.005,
+                        source=Broken()).start()
+    state("start", 100.0, config=CONFIG)
+    deadline = time.monotonic() + 5.0
+    while probe.reason is None and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert probe.reason == "queue sampling failed: the queue is gone"
+    push(0, 100.001, 1)
+    pop(0, 100.002, 0.0, 1)
+    while probe._events and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert not probe._events and probe._passes[7].consumed.pops == 1
+    probe.stop()
+
+
 def test_no_dataloader_costs_nothing():
     before = events.subscribers("step_end")
     probe = ReaderProbe([].append, Clock(), source=SOURCE).start()

@@ -236,7 +236,12 @@ class ReaderProbe(Probe):
         with self._fold_lock:
             for _ in range(len(events)):  # (appends go on meanwhile: those wait for the next)
                 count, record = events.popleft()
-                count(record)
+                try:
+                    count(record)
+                except Exception as err:  # noqa: BLE001  (an event it cannot count is
+                    # left out, and said so: never the job, never the other events)
+                    self.reason = self.reason or (f"a {type(record).__name__} was not "
+                                                  f"counted: {type(err).__name__}: {err}")
         if who is not None:
             self.cost_s[who] += _perf() - t0
 
@@ -334,13 +339,17 @@ class ReaderProbe(Probe):
             self._sampler.start()
 
     def _sample_loop(self):
+        broken = False
         while not self._pause(self._sample_wait()):
             t0 = _perf()
             try:
-                self._emit(self.sample(t0))
-            except Exception as err:  # a broken sampler stops itself, never the job
+                if broken:  # (still counting: the queued events would pile up)
+                    self._fold()
+                else:
+                    self._emit(self.sample(t0))
+            except Exception as err:  # a broken sampler stops sampling, never the job
                 self.reason = f"queue sampling failed: {err}"
-                return
+                broken = True
             finally:
                 self.cost_s["sampler"] += _perf() - t0
 
