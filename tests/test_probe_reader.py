@@ -107,6 +107,18 @@ def test_the_loop_only_queues_its_events_and_the_sampler_counts_them():
     probe.stop()
 
 
+def test_a_loop_made_loader_is_counted_at_least_every_half_second():
+    """Nothing is queued for a loader the loop reads itself, so its queue is not sampled,
+    but its events are counted at least every FOLD_MAX_S however long the interval."""
+    from paddletune.probes.reader import FOLD_MAX_S
+    probe = ReaderProbe([].append, Clock(t0=100.0), interval_s=60, sample_s=0.01,
+                        source=SOURCE).start()
+    state("start", 100.0, config={**CONFIG, "capacity": None})
+    assert probe._sample_wait() == FOLD_MAX_S == 0.5
+    state("end", 100.01, batches=0)
+    probe.stop()
+
+
 def test_an_event_it_cannot_count_is_left_out_and_said_so():
     sink = []
     probe = ReaderProbe(sink.append, Clock(t0=100.0), interval_s=100, sample_s=100,

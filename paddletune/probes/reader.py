@@ -55,6 +55,7 @@ MAX_SHAPES = 256  # distinct batch shapes whose element count a pass keeps
 _FLOOR_S = loghist.FLOOR_S
 SAMPLE_S = 0.01  # how often the running queues' sizes are sampled
 SLEEP_MAX_S = 0.05  # the sampler's longest wait that is a plain sleep (see _pause)
+FOLD_MAX_S = 0.5  # the sampler's longest wait while events may queue (see _sample_wait)
 _perf = time.perf_counter
 
 
@@ -365,9 +366,12 @@ class ReaderProbe(Probe):
 
     def _sample_wait(self) -> float:
         """sample_s while a running pass has a queue; else (a loader the training loop reads
-        itself, PyTorch's num_workers=0: nothing is ever queued) only the records' interval."""
+        itself, PyTorch's num_workers=0: nothing is ever queued) only the records' interval,
+        but at most FOLD_MAX_S, so that the events queued for counting stay few (a fast loop
+        queues thousands a second)."""
         queued = any(st.capacity for st in list(self._passes.values()))
-        return self.sample_s if queued else max(self.sample_s, self.interval_s)
+        return self.sample_s if queued else min(max(self.sample_s, self.interval_s),
+                                                max(self.sample_s, FOLD_MAX_S))
 
     def sample(self, now) -> list:
         """Count the queued events and each running queue's size; every interval_s, the
