@@ -291,6 +291,7 @@ class Executor:
         gc_gb = _FLAG_VALUES["eager_delete_tensor_gb"]
         garbage = Garbage(gc_gb) if plan.gc and gc_gb > 0 else None
         planned = _step_memory(plan, env, pool, self.xp)
+        special = None  # (the specialised step, when it ran)
         try:
             if mem is not None:
                 mem.begin()
@@ -306,14 +307,16 @@ class Executor:
                 if (garbage is not None or special is None
                         or special.kernel_sets != plan.kernel_sets[0]
                         or not special.run(plan, env, mem)):
+                    special = None
                     self._run_plain(plan, env, mem, garbage)
             results, fetch_s = None, 0.0
             if mem is not None and return_numpy is not None:
                 results, fetch_s = _fetch_in_step(plan, env, mem, return_numpy)
             if planned is not None:
                 planned.end(mem)
-            if mem is not None:
-                retag_writes(pool, plan, writes, env)
+            if mem is not None and (special is None or not special.writes_in_place):
+                retag_writes(pool, plan, writes, env)  # (a specialised step ran: see
+                # Plan._writes_in_place)
                 plan.memory_seen = (batch, mem)  # (read on an out-of-memory error only)
         except (MemoryError, SystemError) as err:
             # NumPy 2.x returns NULL without setting MemoryError from some ufunc paths (an

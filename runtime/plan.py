@@ -265,7 +265,21 @@ class Plan:
         if len(self._specials) >= MAX_SPECIALS:
             self._specials.pop(next(iter(self._specials)))
         made = Specialized(self, specials, shrunk, sig, env)
+        made.writes_in_place = self._writes_in_place(specials)
         self._specials[sig] = self._special = made
+
+    def _writes_in_place(self, specials):
+        """True when every persistable the plan writes is written only by specialised ops
+        updating their input's array in place (Special.in_place): the step then leaves each
+        scope variable its array, and has none to retag (exec_memory.retag_writes)."""
+        writes = {self.slot_of[n] for n in self.writes}
+        for step, special in zip(self.steps, specials):
+            outs = {i for _, i in step.outs1} | {i for _, idx in step.outsN for i in idx}
+            for slot in outs & writes:
+                if (special is None or not special.in_place
+                        or slot not in {i for _, i in step.ins1}):
+                    return False
+        return True
 
     def _skip_unread_grads(self, block, keep):
         """Gradient ops do not compute gradients that no op reads, nobody fetches and no

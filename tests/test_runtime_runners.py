@@ -273,3 +273,29 @@ def test_the_executor_takes_the_last_steps_plan_only_for_the_same_step():
         fluid.layers.scale(loss, 2.0)  # (the program changes: its version)
     step([loss])
     assert plans[6] is not plans[0] and plans[6].program is main
+
+
+def test_a_specialised_step_retags_nothing_only_where_its_ops_update_the_state_in_place():
+    """Plan._writes_in_place: Momentum's specialised lines update the parameters and velocities
+    in place (the pool's tags stay right without retag_writes); an op left to its kernel that
+    writes a persistable (Adam's) keeps the retagging."""
+    from runtime import memory
+    main, scope, loss, exe = _mlp((6, 5, 3))
+    for x, y in _batches((6, 5, 3), [4] * 3):
+        exe.run(main, feed={"x": x, "y": y}, fetch_list=[loss], scope=scope)
+    plan = [p for p in exe._plans.values() if not p.is_startup][-1]
+    assert plan._special.writes_in_place
+    pool = memory.pool_for(fluid.CPUPlace())
+    for name in plan.writes:
+        value = scope.find_var(name).value
+        assert pool.owns(value.__array_interface__["data"][0])
+    main2, startup2 = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main2, startup2), fluid.unique_name.guard():
+        x = fluid.data("x", [None, 6])
+        loss2 = fluid.layers.mean(fluid.layers.fc(x, 2))
+        fluid.optimizer.Adam(0.01).minimize(loss2)
+    scope2 = fluid.Scope()
+    exe.run(startup2, scope=scope2)
+    exe.run(main2, feed={"x": np.ones((2, 6), np.float32)}, fetch_list=[loss2], scope=scope2)
+    plan2 = [p for p in exe._plans.values() if p.program is main2][-1]
+    assert plan2._special is not None and not plan2._special.writes_in_place

@@ -120,7 +120,7 @@ def _momentum_special(step, ins):
         call = "({Param}, {Velocity}, {Grad}, {LearningRate}, {k_mu}, {k_nesterov})"
         return Special([f"if not {{k_fused}}{call}:", f"    {{k_numpy}}{call}"] + outs,
                        {"fused": cpu_kernels.momentum, "numpy": _dense_momentum, "mu": mu,
-                        "nesterov": nesterov}, aliasing=True)
+                        "nesterov": nesterov}, aliasing=True, in_place=True)
     # the small path's NumPy calls (see _momentum): mu as a scalar of the velocity's type, a
     # one-element learning rate as its element
     # (lr * v as the ufunc's call: a NumPy scalar's own multiply only hands it over)
@@ -129,7 +129,7 @@ def _momentum_special(step, ins):
     update = (f"{{Param}} -= {{k_multiply}}({lr_code}, {{Grad}} + {{k_mu}} * {{Velocity}})"
               if nesterov else f"{{Param}} -= {{k_multiply}}({lr_code}, {{Velocity}})")
     return Special(["{Velocity} *= {k_mu}", "{Velocity} += {Grad}", update] + outs,
-                   {"mu": typed_mu, "multiply": np.multiply}, aliasing=True)
+                   {"mu": typed_mu, "multiply": np.multiply}, aliasing=True, in_place=True)
 
 
 def _dense_momentum(p, v, g, lr, mu, nesterov):

@@ -172,11 +172,12 @@ class Special:
     the inputs' types, shapes and dtypes decide can be decided here: anything that depends on
     their values stays in the lines."""
 
-    __slots__ = ("lines", "consts", "aliasing")
+    __slots__ = ("lines", "consts", "aliasing", "in_place")
 
-    def __init__(self, lines, consts=None, aliasing=False):
+    def __init__(self, lines, consts=None, aliasing=False, in_place=False):
         self.lines, self.consts = tuple(lines), dict(consts or {})
         self.aliasing = aliasing  # the lines are right where an output is an input's variable
+        self.in_place = in_place  # such an output keeps the input's array (updated in place)
 
 
 def defop(type, inputs=(), outputs=(), attrs=None, inplace=None, random=False):
