@@ -8,7 +8,7 @@ from . import events
 from .backend import array_module
 from .errors import PoolOutOfMemory
 from .flags import FLAGS
-from .memory import device, install, restore
+from .memory import device, install, numpy_hook, restore
 from .memory.pool import fmt_bytes as _fmt
 from .place import is_gpu
 from .plan import shape_only
@@ -50,7 +50,10 @@ class Serving:
         self.start = (pool.n_requests, pool.n_system_allocs, pool.system_alloc_s)
         self.oom_seen = pool.n_oom
         self.allocated_at_start = pool.window_peak = pool.allocated  # (pool.reset_window())
-        self.previous = install(pool)
+        if getattr(pool, "device_id", None) is None:  # (memory.install's CPU case)
+            self.previous = numpy_hook.set_handler(numpy_hook.handler_for(pool))
+        else:
+            self.previous = install(pool)
         self.serving = True
 
     def phase(self, tag):
@@ -70,7 +73,10 @@ class Serving:
         """The pool no longer serves this thread's arrays (once: later calls do nothing)."""
         if self.serving:
             self.serving = False
-            restore(self.pool, self.previous)
+            if getattr(self.pool, "device_id", None) is None:  # (memory.restore's CPU case)
+                numpy_hook.set_handler(self.previous)
+            else:
+                restore(self.pool, self.previous)
             self.pool.tag = "other"
 
     def replayed(self, phase_peaks_above_start, planned_requests):
