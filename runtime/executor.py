@@ -391,8 +391,7 @@ class Executor:
         if garbage is None:
             if plan.specializable:  # (the kernels specialised for these inputs: Plan.special)
                 special = plan.special(env)
-                if special is not None:
-                    special(plan, env, mem)
+                if special is not None and special(plan, env, mem):
                     return
                 if plan.traces < MAX_TRACES:
                     plan.trace(env, mem)

@@ -553,14 +553,12 @@ class Specialized:
     def __init__(self, plan, specials, shrunk, sig, env):
         self.kernel_sets = plan.kernel_sets[0]
         self.sig = sig
-        self.feeds = [(slot, value.shape, value.dtype) for (slot, _), value in
-                      zip(plan.feed_slots, [env[s] for s, _ in plan.feed_slots])
-                      if type(value) is np.ndarray]
-        self.plain_feeds = len(self.feeds) == len(plan.feed_slots)
+        self.feeds = [(slot, type(env[slot]), getattr(env[slot], "shape", None),
+                       getattr(env[slot], "dtype", None)) for slot, _ in plan.feed_slots]
         self.read_slots = [plan.slot_of[n] for n in plan.reads]
         self.slots = plan._sig_slots()
         self.remember(env)
-        check = _check_lines(self.feeds if self.plain_feeds else None, self.read_slots)
+        check = _check_lines(self.feeds, self.read_slots)
         self.run = _specialized_function(plan.segments, specials, shrunk, check, self)
         self.same = _same_function(check, self)
 
@@ -583,15 +581,17 @@ _NEVER = object()
 
 
 def _check_lines(feeds, read_slots):
-    """(lines returning False unless the fed arrays have the recorded types, shapes and
-    dtypes, and the read values are the recorded ones (weak references in `owner.reads`),
-    the constants they use)."""
-    if feeds is None:
-        return ["return False"], {}
+    """(lines returning False unless the fed values have the recorded types (and the arrays
+    the recorded shapes and dtypes: a fed value of another type is not one that a specialised
+    op reads, see Plan.trace), and the read values are the recorded ones (weak references in
+    `owner.reads`), the constants they use)."""
     lines = []
     consts = {"ndarray": np.ndarray}
-    for k, (slot, shape, dtype) in enumerate(feeds):
-        consts[f"s{k}"], consts[f"d{k}"] = shape, dtype
+    for k, (slot, kind, shape, dtype) in enumerate(feeds):
+        consts[f"ft{k}"], consts[f"s{k}"], consts[f"d{k}"] = kind, shape, dtype
+        if kind is not np.ndarray:
+            lines += [f"if type(env[{slot}]) is not ft{k}:", "    return False"]
+            continue
         lines += [f"v = env[{slot}]",
                   f"if type(v) is not ndarray or v.shape != s{k} or v.dtype != d{k}:",
                   "    return False"]

@@ -299,3 +299,24 @@ def test_a_specialised_step_retags_nothing_only_where_its_ops_update_the_state_i
     exe.run(main2, feed={"x": np.ones((2, 6), np.float32)}, fetch_list=[loss2], scope=scope2)
     plan2 = [p for p in exe._plans.values() if p.program is main2][-1]
     assert plan2._special is not None and not plan2._special.writes_in_place
+
+
+def test_a_fed_value_that_is_not_a_plain_array_still_runs_every_op():
+    """A LoDTensor with a LoD fed to a program without LoD variables reaches the step as an
+    array of another type: the specialised step checks that type (the ops reading the value
+    keep their kernels) and runs, step after step, as the op-by-op step does."""
+    sizes = (6, 5, 3)
+
+    def lod_batches():
+        for x, y in _batches(sizes, [4] * 4):
+            t = fluid.LoDTensor()
+            t.set(x, fluid.CPUPlace())
+            t.set_recursive_sequence_lengths([[2, 2]])
+            yield t, y
+
+    special_losses, special_state, plan = _train(sizes, True, list(lod_batches()))
+    losses, state, _ = _train(sizes, False, list(lod_batches()))
+    assert plan._special is not None and plan.traces == 1
+    assert len({float(np.asarray(v).ravel()[0]) for v in special_losses}) > 1
+    assert all(_bitwise(np.asarray(a), np.asarray(b)) for a, b in zip(special_losses, losses))
+    assert all(_bitwise(special_state[n], state[n]) for n in state)
