@@ -314,9 +314,9 @@ class Executor:
                 results, fetch_s = _fetch_in_step(plan, env, mem, return_numpy)
             if planned is not None:
                 planned.end(mem)
-            if mem is not None and (special is None or not special.writes_in_place):
-                retag_writes(pool, plan, writes, env)  # (a specialised step ran: see
-                # Plan._writes_in_place)
+            if mem is not None:
+                if special is None or not special.writes_in_place:  # (else none to retag:
+                    retag_writes(pool, plan, writes, env)  # Plan._writes_in_place)
                 plan.memory_seen = (batch, mem)  # (read on an out-of-memory error only)
         except (MemoryError, SystemError) as err:
             # NumPy 2.x returns NULL without setting MemoryError from some ufunc paths (an

@@ -285,6 +285,9 @@ def test_a_specialised_step_retags_nothing_only_where_its_ops_update_the_state_i
         exe.run(main, feed={"x": x, "y": y}, fetch_list=[loss], scope=scope)
     plan = [p for p in exe._plans.values() if not p.is_startup][-1]
     assert plan._special.writes_in_place
+    seen = plan.memory_seen  # (the out-of-memory estimate's last step: kept up all the same)
+    exe.run(main, feed={"x": x, "y": y}, fetch_list=[loss], scope=scope)
+    assert plan.memory_seen is not seen and plan.memory_seen[0] == 4
     pool = memory.pool_for(fluid.CPUPlace())
     for name in plan.writes:
         value = scope.find_var(name).value
