@@ -6,8 +6,8 @@ samples the running queues' sizes (`source.queue_sizes()`) every `sample_s` on a
 thread started by the first pass. A job without a DataLoader costs nothing.
 
 The training loop and the producers only queue their batch and step events (one deque
-append each: a profiled PyTorch loop spends a third fewer bytecodes a step than when they were
-counted on the spot); the sampler thread counts them, in the order they came, each time it
+append each: profiling costs a PyTorch loop's thread a third fewer bytecodes a step than
+when they were counted on the spot); the sampler thread counts them, in the order they came, each time it
 wakes (`_fold`), and so does the thread that starts or ends a pass, before it does, and
 `stop`. While a compute step has let go of the GIL, that counting costs the loop nothing.
 

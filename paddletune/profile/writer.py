@@ -199,8 +199,8 @@ class ProfileWriter:
 
 def _compact_encoder() -> Callable[[object], str]:
     """json.dumps(obj, separators=(",", ":")) for the writer's lines, its C encoder made once:
-    JSONEncoder.encode makes a new one per call, a quarter of a step line's cost (4.8
-    against 6.5 us a step). Lines hold no cycles, so none is looked for."""
+    JSONEncoder.encode makes a new one per call, a quarter of the cost of a step's JSON (4.8
+    against 6.5 us a line). Lines hold no cycles, so none is looked for."""
     encoder = json.JSONEncoder(separators=(",", ":"))
     make = getattr(json.encoder, "c_make_encoder", None)
     if make is None:  # (a Python without the C accelerator)
