@@ -7,9 +7,10 @@ thread started by the first pass. A job without a DataLoader costs nothing.
 
 The training loop and the producers only queue their batch and step events (one deque
 append each: profiling costs a PyTorch loop's thread a third fewer bytecodes a step than
-when they were counted on the spot); the sampler thread counts them, in the order they came, each time it
-wakes (`_fold`), and so does the thread that starts or ends a pass, before it does, and
-`stop`. While a compute step has let go of the GIL, that counting costs the loop nothing.
+when they were counted on the spot); the sampler thread counts them, in the order they
+came, each time it wakes (`_fold`), and so does the thread that starts or ends a pass,
+before it does, and `stop`. While a compute step has let go of the GIL, that counting costs
+the loop nothing.
 
 Records (paddletune/profile/records.py; `loader` the loader's id, `pass_no` its pass from 1):
 ReaderStart when a pass begins (with its config), ReaderEnd when it ends, is reset or fails,
