@@ -88,9 +88,6 @@ class Executor:
                           return_numpy=return_numpy, return_merged=return_merged)
         if not isinstance(program, Program):
             raise TypeError(f"Executor.run expects a fluid.Program, got {type(program).__name__}")
-        if self.xp is np and memory.numpy_hook.AVAILABLE:  # (_run_program's CPU case)
-            with DeferSignals():
-                return self._step(program, feed, fetch_list, scope, return_numpy, _PLAIN)
         return self._run_program(program, feed, fetch_list, scope, return_numpy, _PLAIN)
 
     def _use_pruned(self, program, feed, fetch_list, fetches, optimize_ops):
@@ -163,12 +160,7 @@ class Executor:
             env[slot] = value
         if plan.lod_mode:
             _scope_lods(reads, env)
-        batch = None  # (_batch_size, written in)
-        for slot, _ in plan.feed_slots:
-            value = env[slot]
-            if value is not None and getattr(value, "ndim", 0) > 0:
-                batch = int(value.shape[0])
-                break
+        batch = _batch_size(plan, env)
         gpu = self.xp is not np
         if gpu:
             device_checks.clear()  # a failed step's checks are not this one's
