@@ -184,6 +184,40 @@ def test_the_cores_bound_the_predicted_step(tmp_path):
         "per step share the 2.0 core(s) other processes leave" in a.expected_gain
 
 
+def test_the_trainers_wait_for_a_core_is_not_its_cpu(tmp_path):
+    """The same job on 2 math threads, whose training thread was runnable but waiting for a
+    core for 6 ms of each step's ops (its worker and its math threads had the cores): the
+    trainer's CPU per step without data is 13 - 6 = 7 ms, and the cores' bound (7 + 37) / 1.7
+    = 25.9 ms, not (13 + 37) / 1.7. The cores it keeps busy beside the workers are at most
+    its 7 ms over that fastest step: 0.27 of one, leaving 1.73 cores, 1.92 workers' worth
+    of batches from 2 workers."""
+    from profiles import worker_samples
+    steps = step_records(wall_s=0.012, gap_s=0.030)
+    for row in steps:
+        if not row["startup"]:
+            row["compute_wait_s"], row["compute_queued_s"] = 0.007, 0.006
+    records = reader_records(steps, wait_s=0.029, empty_ratio=0.9, produce_s=0.041,
+                             cpu_s=0.037, fill=0, **ONE_WORKER) + \
+        worker_samples(workers=1, cores=0.9) + \
+        system_samples(cpu_percent=105.0, cpu_total_percent=97.5, blas_threads=2)
+    p = load(make_profile(tmp_path / "p.jsonl", steps=steps, env=CORES_2, extra=records))
+    a = only(advise(p, READER_RULES), "reader-starved")
+    f = a.figures
+    assert f["trainer_cpu_s_per_step"] == pytest.approx(0.007)
+    assert f["producing_workers"] == pytest.approx((2 - 0.007 / (0.044 / 1.7)) / 0.9,
+                                                   abs=0.02)
+    assert (f["workers"], f["cpu_bound"]) == (2, True)
+    assert f["predicted_cycle_s"] == pytest.approx(0.044 / 1.7, rel=0.02)
+    assert "the cores bound it: the trainer's 7.00 ms and the producers' 37.00 ms of CPU " \
+        "per step share the 2.0 core(s) other processes leave" in a.expected_gain
+    # a profile from before the wait was measured: the step without data stands for it
+    unmeasured = load(make_profile(tmp_path / "q.jsonl", steps=step_records(
+        wall_s=0.012, gap_s=0.030), env=CORES_2, extra=records))
+    b = only(advise(unmeasured, READER_RULES), "reader-starved")
+    assert b.figures["trainer_cpu_s_per_step"] is None
+    assert b.figures["predicted_cycle_s"] == pytest.approx(0.050 / 1.7, rel=0.02)
+
+
 def test_a_trainer_busy_with_blas_threads_is_told_so_when_workers_lack_cores(tmp_path):
     steps = step_records(wall_s=0.012, gap_s=0.030)
     samples = system_samples(cpu_percent=180.0, cpu_total_percent=95.0, blas_threads=2)

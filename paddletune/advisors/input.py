@@ -12,7 +12,8 @@ from .facts import (code_name, enough_steps, free_cores, is_forward, loss_name, 
                     main_ops, main_steps, ms, names, script, startup_outputs, system_mean,
                     writer)
 from .producers import (ProducerCost, blas_note, cpu_bound_note, gain_severity, plan_figures,
-                        size_workers, trainer_work_bound, transfer_costs, with_sending)
+                        size_workers, trainer_cpu_from_steps, trainer_work_bound,
+                        transfer_costs, with_sending)
 
 SUGGESTED_STEPS = 50  # what to ask for when a profile has too few steady steps
 MIN_INPUT_S = 0.0002  # less input than this per step is loop overhead, not data: low severity
@@ -70,10 +71,12 @@ def sync_worker_plan(profile) -> dict:
         cost = replace(cost, cpu_share=cost.cpu_s / input_s)
     cost = with_sending(cost, sending_s)
     cores = free_cores(profile)
+    trainer_cpu_s = trainer_cpu_from_steps(profile, free_s)
     sizing = size_workers(cores, cost, free_s, cycle_s,
-                          trainer_work_bound(profile, s.input_share))
+                          trainer_work_bound(profile, s.input_share), trainer_cpu_s)
     plan = plan_figures(profile, sizing, cores, cost, cycle_s, free_s, "cycle - input")
-    return {**f, **plan, "current_workers": 0, "made_in": "loop", "gil_bound_thread": False}
+    return {**f, **plan, "current_workers": 0, "made_in": "loop", "gil_bound_thread": False,
+            "trainer_cpu_s_per_step": trainer_cpu_s}
 
 
 def _loop_cpu_s(profile, cycle_s: float, free_s: float, input_s: float) -> float:

@@ -118,22 +118,32 @@ def size_workers(cores: Optional[FreeCores], cost: ProducerCost, free_s: float,
     """Size the producers for a step of `free_s` without data (now `cycle_s`): `cores` the
     job's cores (free_cores), `trainer_bound` the most cores the trainer's own work keeps
     busy (trainer_work_bound; None: unknown), `trainer_cpu_s` the CPU its step without data
-    takes (measured by the speed test's ceiling window; None: `free_s` stands for it, one
-    core's worth). The step without data is taken as measured
+    takes (measured by the speed test's ceiling window, else trainer_cpu_from_steps; None:
+    `free_s` stands for it, one core's worth); it also bounds the cores the trainer keeps
+    busy beside the workers: that CPU over the fastest step they can give (the step
+    without data, or the cores' bound where slower), as math threads spinning while they
+    wait for data leave their cores to the workers (bench_advice's starved-thread job: 1.9
+    ms of CPU in a 1.9 ms step without data, which counted as a whole core left the workers
+    one core and proposed 1 worker, 1.34x; over the cores' 6.5 ms bound, 0.3 of a core, and
+    2 workers: `tune` found 1.67x). The step without data is taken as measured
     even where blas_note advises fewer math threads: beside busy workers the threads it
     takes away had no free core to run on (bench_advice's sync-input and starved-workers
     jobs: predicted within 10% of the measured change this way, 20-25% short when the step
     was slowed by the thread ratio's square root)."""
     needed = max(1, math.ceil(cost.wall_s / free_s)) if free_s > 0 else 1
+    cpu_bound_s = _cpu_bound(cores, cost, free_s if trainer_cpu_s is None else trainer_cpu_s)
+    fastest_s = max(free_s, cpu_bound_s or 0.0)
+    if trainer_cpu_s is not None and fastest_s > 0:  # its own work, at most, beside workers
+        own = trainer_cpu_s / fastest_s
+        trainer_bound = own if trainer_bound is None else min(own, trainer_bound)
     working = cores
     if cores is not None and cores.trainer is not None and trainer_bound is not None:
         working = replace(cores, trainer=min(cores.trainer, trainer_bound))
     room = room_cores(working) if working is not None else None
-    cpu_bound_s = _cpu_bound(cores, cost, free_s if trainer_cpu_s is None else trainer_cpu_s)
     cap = needed
     if room is not None:
         cap = _part_core_workers(worker_cap(room, cost.cores_each, cores.cores), needed, room,
-                                 cost, max(free_s, cpu_bound_s or 0.0), cores.cores)
+                                 cost, fastest_s, cores.cores)
     widened = room is not None and \
         cap > max(math.floor(cores.free / cost.cores_each + 1e-9), 1)
     workers = min(needed, cap)
@@ -222,6 +232,21 @@ def trainer_work_bound(profile, waiting_share: Optional[float]) -> Optional[floa
         return None
     threads = max(cpu_facts(profile).blas_threads or 1, 1)
     return max(1.0 - waiting_share, 0.0) * threads
+
+
+def trainer_cpu_from_steps(profile, free_s: float) -> Optional[float]:
+    """The CPU the trainer's step without data takes, from the steps' own timing where no
+    speed test measured it: `free_s` less the time the training thread was runnable but
+    waiting for a core during its ops (records.Step.compute_queued_s: the cores time-shared
+    with the producers and its own math threads, which the cores' bound, _cpu_bound, counts
+    on its own; bench_advice's starved-workers job: 2.1 ms of a 4.8 ms step without data,
+    which taken as the trainer's CPU had predicted 1.40x where 1.74x was measured). None:
+    not measured (the runtime measures it; `free_s` then stands for it)."""
+    b = profile.summary.breakdown_s
+    queued = b.compute_queued_s if b is not None else None
+    if not queued or free_s <= 0:
+        return None
+    return max(free_s - queued, 0.0)
 
 
 NO_CORES = FreeCores(cores=None, free=None, others=0.0, trainer=None, producers=0.0,

@@ -12,8 +12,8 @@ from .facts import cpu_facts, enough_steps, free_cores, main_loader, ms, script,
 from .input import MIN_INPUT_S
 from .prefetch import burst_plan
 from .producers import (ProducerCost, blas_note, cpu_bound_note, fewer_blas_threads,
-                        gain_severity, plan_figures, size_workers, trainer_work_bound,
-                        transfer_costs, with_sending, worker_busy_cores)
+                        gain_severity, plan_figures, size_workers, trainer_cpu_from_steps,
+                        trainer_work_bound, transfer_costs, with_sending, worker_busy_cores)
 
 STARVED_EMPTY_RATIO = 0.3  # the queue was empty in at least this share of the pops, or ...
 SLOW_PRODUCER = 1.1  # ... the producer this many times slower than the consumer takes batches,
@@ -152,7 +152,7 @@ def _plan(profile, f: LoaderFigures, cost: ProducerCost, free_s: float,
     cycle_s = s.cycle_s.mean
     one_thread = source == ONE_THREAD or cpu_facts(profile).blas_threads == 1
     trainer_cpu_s = (_trainer_cpu(window, free_s, hand_over_s, one_thread)
-                     if window is not None else None)
+                     if window is not None else trainer_cpu_from_steps(profile, free_s))
     cores = free_cores(profile, f)
     shares = s.shares
     sizing = size_workers(cores, cost, free_s, cycle_s,
