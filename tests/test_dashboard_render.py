@@ -4,6 +4,8 @@ plain line, and the `watch` command through the CLI runner."""
 
 import io
 
+import pytest
+
 from rich.console import Console
 from typer.testing import CliRunner
 
@@ -314,3 +316,43 @@ def test_reader_workers_copying_the_dataset_show_in_the_advice_panel(tmp_path):
     model.refresh_advice(now)
     panel = " ".join(box(frame(model.state(now), 120, 30), "Verdict"))
     assert "● medium Reader workers copy the dataset: +300.0 MiB each" in panel
+
+
+def test_the_computes_time_off_the_cpu_shows_where_there_is_room(tmp_path):
+    """Steps that measured their training thread's time off its CPU (records.Step
+    compute_wait_s, compute_queued_s): under the legend, as the report's rows under compute
+    (shares of the step); not at 80 x 24, where the legend takes every row."""
+    steps = step_records(n_steps=400, wall_s=0.020, gap_s=0.005)
+    for row in steps:
+        if not row["startup"]:
+            row["compute_wait_s"], row["compute_queued_s"] = 0.006, 0.005
+    path = make_profile(tmp_path / "p.jsonl", steps=steps, exit_reason=None, summary=False)
+    state = model_of(path).state(10.2, live=True)
+    assert (state.breakdown.off_cpu_s, state.breakdown.queued_s) == pytest.approx(
+        (0.006, 0.005))
+    assert box(frame(state, 100, 30), "Step time")[-1] == (
+        "  off CPU 6.00 ms (5.00 ms waiting for a core)")
+    assert "  of compute: 6.00 ms 24% off the CPU, 5.00 ms 20% waiting for a core" in box(
+        frame(state, 160, 30), "Step time")
+    assert box(frame(state, 90, 30), "Step time")[-1] == "  of compute: 6.00 ms 24% off the CPU"
+    assert "  off the CPU 6.00 ms 24%" in box(frame(state, 80, 34), "Step time")
+    assert "off" not in "\n".join(box(frame(state), "Step time"))
+
+
+def test_the_time_off_the_cpu_follows_the_window():
+    """StepSums: the off-CPU sums count only the steps (and windows) that measured them, and
+    leave with them."""
+    from paddletune.live.tally import StepSums
+    from paddletune.profile.records import Step
+    sums = StepSums()
+    base = dict(t_s=0.0, program=0, executor=0, step=0, wall_s=0.01, feed_s=0.0,
+                compute_s=0.008, fetch_s=0.0, n_ops=1)
+    measured = Step(**base, compute_wait_s=0.004, compute_queued_s=0.001)
+    unmeasured = Step(**base)
+    sums.add_step(measured, 1)
+    sums.add_step(unmeasured, 1)
+    assert (sums.off_cpu.mean(), sums.queued.mean()) == (0.004, 0.001)
+    sums.add_step(measured, -1)
+    assert (sums.off_cpu.mean(), sums.queued.mean()) == (None, None)
+    sums.add_step(unmeasured, -1)
+    assert sums.n == 0 and sums.off_cpu.mean() is None

@@ -114,7 +114,8 @@ def whole_run_breakdown(model, whole) -> Optional[StepTime]:
     parts = (("wait", b.read_s + from_loader), ("feed", b.feed_s), ("compute", b.compute_s),
              ("fetch", b.fetch_s), ("other", b.outside_s - from_loader))
     source = "reader" if loader_wait is not None else ("run" if b.read_s else None)
-    return StepTime(whole.steady_steps, run.step_time_s, parts, source, WHOLE_RUN)
+    return StepTime(whole.steady_steps, run.step_time_s, parts, source, WHOLE_RUN,
+                    b.compute_wait_s, b.compute_queued_s)
 
 
 def whole_run_verdict(advice: Optional[LiveAdvice], whole, now) -> Optional[LiveAdvice]:
@@ -257,7 +258,8 @@ def breakdown(model, main) -> Optional[StepTime]:
              ("compute", sums.mean("compute_s")), ("fetch", sums.mean("fetch_s")),
              ("other", gap - from_loader))
     source = "reader" if loader_wait is not None else ("run" if read else None)
-    return StepTime(sums.n, sum(v for _, v in parts), parts, source)
+    return StepTime(sums.n, sum(v for _, v in parts), parts, source,
+                    off_cpu_s=sums.off_cpu.mean(), queued_s=sums.queued.mean())
 
 
 def _reader_wait_per_step(model) -> Optional[float]:

@@ -74,13 +74,18 @@ class StepTime:
     compute, fetch, other), their sum `cycle_s`, `n` steps; `wait_from`: "reader" (an
     iterable DataLoader's waits), "run" (a non-iterable one's, inside exe.run) or None;
     `scope`: None for the window's steps, WHOLE_RUN for the summary's steady steps (then
-    `cycle_s` is the report's step time, 1 / its steps/s)."""
+    `cycle_s` is the report's step time, 1 / its steps/s). Of the compute, as the report's
+    "of it off the CPU" and "waiting for a core" (figures.steps.Breakdown): `off_cpu_s`, the
+    training thread's time off its CPU, and `queued_s`, of it runnable but waiting for a
+    core (None: not measured)."""
 
     n: int
     cycle_s: float
     parts: Tuple[Tuple[str, float], ...]
     wait_from: Optional[str]
     scope: Optional[str] = None
+    off_cpu_s: Optional[float] = None
+    queued_s: Optional[float] = None
 
 
 @dataclass(frozen=True)

@@ -15,9 +15,11 @@ HISTORY_POINTS = 240  # throughput history kept: one point per second
 
 class StepSums:
     """A program's steps in the window: how many, and their read, feed, compute, fetch and
-    outside (gap) seconds summed."""
+    outside (gap) seconds summed; of the compute, the training thread's time off its CPU
+    and waiting for a core (`off_cpu`, `queued`: over the steps that measured them)."""
 
-    __slots__ = ("n", "read_s", "feed_s", "compute_s", "fetch_s", "gap_s")
+    __slots__ = ("n", "read_s", "feed_s", "compute_s", "fetch_s", "gap_s", "off_cpu",
+                 "queued")
 
     def __init__(self):
         self.clear()
@@ -25,13 +27,22 @@ class StepSums:
     def clear(self):
         self.n = 0
         self.read_s = self.feed_s = self.compute_s = self.fetch_s = self.gap_s = 0.0
+        self.off_cpu, self.queued = MeasuredSum(), MeasuredSum()
 
     def add_step(self, s: r.Step, sign: int):
         self._add(sign, 1, s.read_s, s.feed_s, s.compute_s, s.fetch_s, s.gap_s or 0.0)
+        if self.n:
+            self.off_cpu.add(sign, 1, s.compute_wait_s)
+            self.queued.add(sign, 1, s.compute_queued_s)
 
     def add_window(self, w: r.StepWindow, sign: int):
         self._add(sign, w.n, *(part_sum(w, name)
                                for name in ("read", "feed", "compute", "fetch", "outside")))
+        if self.n:
+            for sums, name in ((self.off_cpu, "compute_wait"), (self.queued, "compute_queued")):
+                part = w.parts.get(name)
+                if part is not None:
+                    sums.add(sign, part.n, part.sum)
 
     def _add(self, sign, n, read, feed, compute, fetch, gap):
         self.n += sign * n
@@ -47,6 +58,26 @@ class StepSums:
     def mean(self, name: str) -> float:
         """Mean seconds per step of one part ("read_s", "gap_s", ...), never negative."""
         return max(getattr(self, name) / self.n, 0.0) if self.n else 0.0
+
+
+class MeasuredSum:
+    """A part only some steps measured (records.Step.compute_wait_s): their count and sum."""
+
+    __slots__ = ("n", "sum_s")
+
+    def __init__(self):
+        self.n, self.sum_s = 0, 0.0
+
+    def add(self, sign: int, n: int, seconds: Optional[float]):
+        if seconds is None or not n:
+            return
+        self.n += sign * n
+        self.sum_s = self.sum_s + sign * seconds if self.n > 0 else 0.0
+        self.n = max(self.n, 0)
+
+    def mean(self) -> Optional[float]:
+        """Mean seconds per measuring step, never negative; None: none measured it."""
+        return max(self.sum_s / self.n, 0.0) if self.n else None
 
 
 def part_sum(w: r.StepWindow, name: str) -> float:

@@ -2,6 +2,8 @@
 text height (lines) and width and returns a fixed-height rich Panel; a panel without data
 says why (N/A) instead of going. Colours are documented in dashboard.py."""
 
+from typing import Optional
+
 from rich import box
 from rich.console import Console, Group
 from rich.panel import Panel
@@ -75,6 +77,9 @@ def breakdown_panel(state, lines, width) -> Panel:
         legend = legend[:max(lines - 2, 0)] + [device]
     elif device is not None and len(legend) < lines - 1:  # its N/A only where there is room
         legend.append(device)
+    off_cpu = off_cpu_line(b, cycle, width)
+    if off_cpu is not None and len(legend) < lines - 1:  # where there is room
+        legend.append(off_cpu)
     title = (f"Step time {cycle * 1e3:.2f} ms (whole run)" if b.scope  # steady: the report's
              else f"Step time {cycle * 1e3:.2f} ms (mean of {b.n})")
     return _panel(title, [stacked_bar(shares, width)] + legend, lines)
@@ -89,6 +94,24 @@ def _legend(shares, width, room) -> list:
         if len(packed) <= room or items is short:
             break
     return [_styled_legend(row, shares) for row in packed]
+
+
+def off_cpu_line(b, cycle, width) -> Optional[Text]:
+    """Of the compute, the training thread's time off its CPU and waiting for a core, as the
+    report's rows under compute (shares of the step), dimmed; None where not measured."""
+    if b.off_cpu_s is None:
+        return None
+    off = f"{_ms(b.off_cpu_s)} {_share_of(b.off_cpu_s, cycle)}"
+    forms = [f"  of compute: {off} off the CPU", f"  off the CPU {off}"]
+    if b.queued_s is not None:
+        queued = f"{_ms(b.queued_s)} {_share_of(b.queued_s, cycle)}"
+        forms[:0] = [f"  of compute: {off} off the CPU, {queued} waiting for a core",
+                     f"  off CPU {_ms(b.off_cpu_s)} ({_ms(b.queued_s)} waiting for a core)"]
+    return _line((next((f for f in forms if len(f) <= width), forms[-1]), "dim"))
+
+
+def _share_of(seconds, cycle) -> str:
+    return f"{seconds / cycle:.0%}" if finite(seconds) and cycle > 0 else ""
 
 
 def device_line(d, width):
