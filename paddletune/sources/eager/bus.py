@@ -8,7 +8,7 @@ through to the script, as it does from the runtime's own channels."""
 import threading
 import warnings
 from dataclasses import dataclass, field
-from typing import Callable, Dict, Optional, Tuple
+from typing import Callable, Dict, NamedTuple, Optional, Tuple
 
 from ..base import Subscription
 
@@ -50,13 +50,14 @@ class Bus:
                               f"unsubscribed", RuntimeWarning, stacklevel=2)
 
 
-@dataclass
-class StepEnd:
+class StepEnd(NamedTuple):
     """One training step: from the previous step's end (the first: its first batch's
     request) to the end of the optimizer's step. Times are perf_counter seconds; `read_s` the
     DataLoader waits in it, `feed_s` the host-to-device copies, `fetch_s` the host syncs
     (.item(), .numpy(), ...), `compute_s` the rest; `paused_s` the source's own work left out
-    before `t_begin` (StepTimer.pause)."""
+    before `t_begin` (StepTimer.pause). A tuple, as are ReaderPush and ReaderPop: one is
+    made per step or batch, and a tuple's constructor takes a third of a dataclass's
+    bytecodes."""
 
     step: int
     t_begin: float
@@ -76,6 +77,8 @@ class StepEnd:
     feed_names: Tuple[str, ...] = ()
     is_startup: bool = False
     paused_s: float = 0.0
+    compute_wait_s: Optional[float] = None  # (the runtime's; not measured here)
+    compute_queued_s: Optional[float] = None
 
     @property
     def wall_s(self):
@@ -107,8 +110,7 @@ class ReaderState:
     batches: int = 0
 
 
-@dataclass
-class ReaderPush:
+class ReaderPush(NamedTuple):
     loader_id: int
     pass_no: int
     index: int
@@ -123,8 +125,7 @@ class ReaderPush:
     cpu_s: Optional[float] = None
 
 
-@dataclass
-class ReaderPop:
+class ReaderPop(NamedTuple):
     loader_id: int
     pass_no: int
     index: int
