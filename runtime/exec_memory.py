@@ -36,22 +36,44 @@ class Serving:
     run and keeps the step's counters: `begin()` before the ops, `end()` after (always, also on
     errors)."""
 
-    __slots__ = ("pool", "previous", "phase_peaks", "start", "oom_seen", "allocated_at_start",
-                 "planned_requests", "serving")
+    __slots__ = ("pool", "previous", "peaks", "replay", "start", "oom_seen",
+                 "allocated_at_start", "planned_requests", "serving", "handler")
 
-    def __init__(self, pool):
-        self.pool, self.previous, self.phase_peaks = pool, None, {}
+    def __init__(self, pool, handler=None):
+        self.pool, self.previous, self.peaks, self.replay = pool, None, {}, None
         self.serving = False
         self.start = (0, 0, 0.0)
         self.allocated_at_start = self.planned_requests = 0
+        # the CPU pool's NumPy handler (numpy_hook.handler_for(pool)) when the caller has it
+        self.handler = handler
+
+    @property
+    def phase_peaks(self):
+        """{memory category: the highest the pool's allocation reached while its ops ran}
+        (for a replayed step worked out here, when asked: see `replayed`)."""
+        above = self.replay
+        if above is not None:  # (a loop: no comprehension frame)
+            self.replay = None
+            start = self.allocated_at_start
+            peaks = self.peaks = {}
+            for tag, bytes_above in above.items():
+                peaks[tag] = start + bytes_above
+        return self.peaks
+
+    @phase_peaks.setter
+    def phase_peaks(self, peaks):
+        self.peaks, self.replay = peaks, None
 
     def begin(self):
         pool = self.pool
         self.start = (pool.n_requests, pool.n_system_allocs, pool.system_alloc_s)
         self.oom_seen = pool.n_oom
         self.allocated_at_start = pool.window_peak = pool.allocated  # (pool.reset_window())
-        if getattr(pool, "device_id", None) is None:  # (memory.install's CPU case)
-            self.previous = numpy_hook.set_handler(numpy_hook.handler_for(pool))
+        if self.handler is not None:
+            self.previous = numpy_hook.set_handler(self.handler)
+        elif getattr(pool, "device_id", None) is None:  # (memory.install's CPU case)
+            self.handler = numpy_hook.handler_for(pool)
+            self.previous = numpy_hook.set_handler(self.handler)
         else:
             self.previous = install(pool)
         self.serving = True
@@ -66,14 +88,15 @@ class Serving:
 
     def phase_done(self, tag):
         peak = self.pool.window_peak
-        if peak > self.phase_peaks.get(tag, 0):
-            self.phase_peaks[tag] = peak
+        peaks = self.phase_peaks
+        if peak > peaks.get(tag, 0):
+            peaks[tag] = peak
 
     def end(self):
         """The pool no longer serves this thread's arrays (once: later calls do nothing)."""
         if self.serving:
             self.serving = False
-            if getattr(self.pool, "device_id", None) is None:  # (memory.restore's CPU case)
+            if self.handler is not None:  # (memory.restore's CPU case)
                 numpy_hook.set_handler(self.previous)
             else:
                 restore(self.pool, self.previous)
@@ -82,11 +105,9 @@ class Serving:
     def replayed(self, phase_peaks_above_start, planned_requests):
         """The step ran on its memory plan (memory/arena.py): its phases peaked as in the
         recorded step, above what the pool held when this one began, and the plan served
-        `planned_requests` of its requests."""
-        start = self.allocated_at_start
-        peaks = self.phase_peaks = {}
-        for tag, above in phase_peaks_above_start.items():  # (a loop: no comprehension frame)
-            peaks[tag] = start + above
+        `planned_requests` of its requests. (The peaks are worked out when asked for:
+        phase_peaks.)"""
+        self.replay = phase_peaks_above_start
         self.planned_requests = planned_requests
 
     def step_peak(self):

@@ -57,7 +57,8 @@ class Executor:
         self._events = []  # CUDA events reused by the per-op timing of GPU steps
         self._graphs = cuda_graph.Graphs(self.xp, self.place) if self.xp is not np else None
         self._pruned = {}  # use_prune: cache key -> pruned program
-        self._pool = (None, None)  # (FLAGS.version, memory.pool_for(place) at that version)
+        self._pool = (None, None, None)  # (FLAGS.version, memory.pool_for(place) then, and
+        # that CPU pool's NumPy handler: _pool_found)
         self._last_plan = (None,) * 6  # (program, its version, fetches, options, feed, plan)
         self._id = next(_executor_ids)
         self._closed = False
@@ -152,12 +153,11 @@ class Executor:
         for slot, var in plan.persistable_feeds:  # a fed persistable stays in the scope
             holder = scope.var(var.name)
             holder.value, holder.lod = env[slot], []
-        reads, writes = plan.bind(scope)
-        for slot, holder in reads:
-            value = holder.value
-            if value is None:
-                raise _uninitialized(program, holder.name)
-            env[slot] = value
+        io = plan.scope_io(scope)
+        reads, writes = io.reads, io.writes
+        missing = io.load(env)
+        if missing is not None:
+            raise _uninitialized(program, missing.name)
         if plan.lod_mode:
             _scope_lods(reads, env)
         batch = _batch_size(plan, env)
@@ -181,9 +181,7 @@ class Executor:
         if gpu:  # the step's kernels are queued, not done: wait for them, then read their checks
             sync_stream(self.xp)
             device_checks.raise_pending()
-        for slot, holder in writes:
-            holder.value = env[slot]
-            holder.writes += 1
+        io.store(env)
         if plan.lod_mode:
             for _, holder in writes:
                 holder.lod = []  # the value written carries its own LoD
@@ -274,12 +272,10 @@ class Executor:
         fetched values or None, the seconds fetching took). The values are fetched here when
         `return_numpy` is given and the pool serves NumPy arrays (see _fetch_in_step)."""
         found = self._pool  # (memory.pool_for's answer for this flags version)
-        if found[0] == FLAGS.version:
-            pool = found[1]
-        else:
-            pool = memory.pool_for(self.place)
-            self._pool = (FLAGS.version, pool)
-        mem = Serving(pool) if pool is not None else None
+        if found[0] != FLAGS.version:
+            found = self._pool = _pool_found(self.place, self.xp)
+        pool = found[1]
+        mem = Serving(pool, found[2]) if pool is not None else None
         gc_gb = _FLAG_VALUES["eager_delete_tensor_gb"]
         garbage = Garbage(gc_gb) if plan.gc and gc_gb > 0 else None
         planned = _step_memory(plan, env, pool, self.xp)
@@ -445,6 +441,17 @@ class Executor:
         for op in ops:
             mem.phase_peaks[op["tag"]] = max(mem.phase_peaks.get(op["tag"], 0), op["peak"])
         events.memory_trace.emit(trace_record(plan, step_no, batch, persistable, ops))
+
+
+def _pool_found(place, xp):
+    """(FLAGS.version, memory.pool_for(place), the pool's NumPy handler capsule when it is a
+    CPU pool serving NumPy's arrays, else None): what a step's Serving needs, worked out once
+    per flags version."""
+    pool = memory.pool_for(place)
+    handler = None
+    if pool is not None and xp is np and getattr(pool, "device_id", None) is None:
+        handler = memory.numpy_hook.handler_for(pool)
+    return (FLAGS.version, pool, handler)
 
 
 def _step_memory(plan, env, pool, xp):

@@ -145,6 +145,11 @@ def _shape_ok(expected, actual):
 
 
 def _fetch(value, return_numpy):
+    if type(value) is np.ndarray:  # the common case: no LoD to look for
+        value = value.copy()  # never hand out a buffer the runtime may reuse or update
+        if not return_numpy:
+            return _as_tensor(value)
+        return fetched(value) if NUMPY1_FETCHES[0] else value  # (no call for the common case)
     if value is None:
         return None
     if isinstance(value, list):  # a LoDTensorArray: its tensors, in order
@@ -158,11 +163,6 @@ def _fetch(value, return_numpy):
     if not isinstance(value, np.ndarray):
         value = value.get() if hasattr(value, "get") else np.asarray(value)
         return fetched(value) if return_numpy else _as_tensor(value)
-    if type(value) is np.ndarray:  # the common case: no LoD to look for
-        value = value.copy()  # never hand out a buffer the runtime may reuse or update
-        if not return_numpy:
-            return _as_tensor(value)
-        return fetched(value) if NUMPY1_FETCHES[0] else value  # (no call for the common case)
     lod = lod_of(value)
     value = np.array(value)
     if lod:

@@ -408,6 +408,11 @@ class Plan:
 
     def bind(self, scope):
         """(slot, scope variable) pairs for reads and writes, cached per scope."""
+        return self.scope_io(scope).pairs
+
+    def scope_io(self, scope):
+        """The plan's reads and writes bound to `scope`'s variables (a ScopeIO, with the
+        functions a step loads and stores them with), cached per scope."""
         last_scope, bound = self._last_binding
         if last_scope() is scope:  # (the common case: the scope of the previous step)
             return bound
@@ -415,9 +420,43 @@ class Plan:
         if bound is None:
             reads = [(self.slot_of[n], scope.find_var(n) or scope.var(n)) for n in self.reads]
             writes = [(self.slot_of[n], scope.find_var(n) or scope.var(n)) for n in self.writes]
-            bound = self._bindings[scope] = (reads, writes)
+            bound = self._bindings[scope] = ScopeIO(reads, writes)
         self._last_binding = (weakref.ref(scope), bound)
         return bound
+
+
+class ScopeIO:
+    """A plan's persistables bound to one scope: `reads` and `writes`, [(slot, scope
+    variable)], and as straight-line code (each variable and slot written in, no loop):
+    `load(env)` puts each read variable's value in its slot, in order, and returns the first
+    variable found without a value (None when all have one; the slots after it are not
+    loaded); `store(env)` gives each written variable its slot's value and counts the write
+    (ScopeVar.writes), in order."""
+
+    __slots__ = ("reads", "writes", "pairs", "load", "store")
+
+    def __init__(self, reads, writes):
+        self.reads, self.writes = reads, writes
+        self.pairs = (reads, writes)
+        load, store = [], []
+        for k, (slot, _) in enumerate(reads):
+            load += [f"env[{slot}] = v = r{k}.value", "if v is None:", f"    return r{k}"]
+        for k, (slot, _) in enumerate(writes):
+            store += [f"w{k}.value = env[{slot}]", f"w{k}.writes += 1"]
+        # (the variables are the maker's arguments, closed over: no reference cycle keeps
+        # them, and their values, alive once the scope or the plan is gone)
+        args = [f"r{k}" for k in range(len(reads))] + [f"w{k}" for k in range(len(writes))]
+        source = (f"def make({', '.join(args)}):\n"
+                  "    def load(env):\n" + "".join(f"        {line}\n" for line in load) +
+                  "        return None\n"
+                  "    def store(env):\n" + "".join(f"        {line}\n" for line in store) +
+                  "        return None\n"
+                  "    return load, store\n")
+        namespace = {}
+        exec(compile(source, f"<scope io of {len(reads)} reads, {len(writes)} writes>", "exec"),
+             namespace)
+        self.load, self.store = namespace["make"](*[holder for _, holder in reads],
+                                                  *[holder for _, holder in writes])
 
 
 # --- op runners ------------------------------------------------------------------------------
@@ -624,7 +663,7 @@ def _specialized_function(segments, specials, shrunk, check, owner):
     k = 0
     line_ops = []  # the op (its number in ops) of each line of `lines`, or None
     # the Serving's phases (exec_memory.Serving.phase, phase_done) written in
-    lines.append("if mem is not None: pool, peaks = mem.pool, mem.phase_peaks")
+    lines.append("if mem is not None: pool, peaks = mem.pool, mem.peaks")
     line_ops.append(None)
     for tag, steps in segments:
         lines.append(f"if mem is not None: pool.tag = {tag!r}; pool.window_peak = pool.allocated")

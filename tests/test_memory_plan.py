@@ -120,3 +120,54 @@ def test_exclusive_refuses_aliases_and_views():
     base_of_view, view = exclusive(env[0]), exclusive(env[1])
     stand_in = exclusive(ShapeOnly((4,), np.float32))
     assert alone and not aliased and not base_of_view and not view and not stand_in
+
+
+def test_a_replayed_steps_phase_peaks_are_worked_out_when_asked_for():
+    """A step on its memory plan keeps the recorded phase peaks (above what the pool held at
+    its start) and works its own out only when asked (the out-of-memory estimate, the memory
+    record): they are the recorded step's, as the memory_step record of every step says."""
+    from runtime import events
+    from runtime.memory import arena
+    if not arena.available():
+        pytest.skip("compiled allocator entry points unavailable")
+    main, startup, loss = _mlp()
+    exe, scope = fluid.Executor(), fluid.Scope()
+    exe.run(startup, scope=scope)
+    rng = np.random.default_rng(1)
+    feed = {"x": rng.normal(size=(32, 6)).astype(np.float32), "y": rng.integers(0, 3, (32, 1))}
+    for _ in range(4):
+        exe.run(main, feed=feed, fetch_list=[loss], scope=scope)
+    plan = next(p for p in exe._plans.values() if p.program is main)
+    (shape,) = plan.memory_plans.values()
+    mem = plan.memory_seen[1]
+    above = shape.plan.phase_peaks_above_start
+    assert mem.replay is above  # (nothing worked out yet)
+    assert mem.phase_peaks == {tag: mem.allocated_at_start + bytes_above
+                               for tag, bytes_above in above.items()}
+    assert mem.replay is None
+    records = []
+    with events.subscribe("memory_step", records.append):
+        exe.run(main, feed=feed, fetch_list=[loss], scope=scope)
+    (record,) = records
+    assert record.phase_peaks == plan.memory_seen[1].phase_peaks == mem.phase_peaks
+
+
+def test_a_steps_serving_uses_the_handler_it_is_given():
+    """Serving(pool, handler): the NumPy handler the executor found for the pool once per
+    flags version is the one serving the step's arrays (no look-up each step), and the one
+    before it serves again after."""
+    from runtime import memory
+    from runtime.exec_memory import Serving
+    if not memory.numpy_hook.AVAILABLE:
+        pytest.skip("no NumPy allocator hook")
+    pool = memory.pool_for(fluid.CPUPlace())
+    handler = memory.numpy_hook.handler_for(pool, "optimizer_state")  # (a fixed tag: its own)
+    mem = Serving(pool, handler)
+    mem.begin()
+    try:
+        array = np.ones(1024)
+    finally:
+        mem.end()
+    assert memory.numpy_hook.pooled(array)
+    assert pool._live[array.__array_interface__["data"][0]].tag == "optimizer_state"
+    assert not memory.numpy_hook.pooled(np.ones(1024))

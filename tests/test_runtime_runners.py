@@ -323,3 +323,52 @@ def test_a_fed_value_that_is_not_a_plain_array_still_runs_every_op():
     assert len({float(np.asarray(v).ravel()[0]) for v in special_losses}) > 1
     assert all(_bitwise(np.asarray(a), np.asarray(b)) for a, b in zip(special_losses, losses))
     assert all(_bitwise(special_state[n], state[n]) for n in state)
+
+
+def test_the_scope_io_loads_and_stores_the_plans_persistables_in_order():
+    """Plan.scope_io: `load` puts each read variable's value in its slot and names the first
+    variable without one (the executor's uninitialised-variable error); `store` writes each
+    written slot back and counts the write; both as plan.bind lists them."""
+    main, scope, loss = _model()
+    plan = Plan(main, ["x", "y"], (loss.name,), np, CPUPlace())
+    io = plan.scope_io(scope)
+    assert plan.bind(scope) == (io.reads, io.writes) and plan.scope_io(scope) is io
+    env = [None] * plan.n_slots
+    assert io.load(env) is None
+    for slot, holder in io.reads:
+        assert env[slot] is holder.value
+    writes = {holder.name: holder.writes for _, holder in io.writes}
+    for slot, holder in io.writes:
+        env[slot] = np.full(2, slot)
+    assert io.store(env) is None
+    for slot, holder in io.writes:
+        assert np.array_equal(holder.value, np.full(2, slot))
+        assert holder.writes == writes[holder.name] + 1
+    missing = io.reads[1][1]
+    missing.value = None
+    env = [None] * plan.n_slots
+    assert io.load(env) is missing
+    assert env[io.reads[0][0]] is io.reads[0][1].value and env[io.reads[1][0]] is None
+
+
+def test_a_scopes_values_die_with_it_once_its_steps_are_done():
+    """A plan's loading and storing code holds the scope's variables without a reference
+    cycle: once the scope and the executor are gone, the parameters' arrays are freed at
+    once, not at the cyclic collector's next pass (they are the memory pool's blocks)."""
+    import gc
+    import weakref
+    main, scope, loss = _model()
+    exe = fluid.Executor(fluid.CPUPlace())
+    rng = np.random.default_rng(0)
+    feed = {"x": rng.standard_normal((4, 6), dtype=np.float32),
+            "y": rng.integers(0, 3, (4, 1)).astype(np.int64)}
+    for _ in range(3):
+        exe.run(main, feed=feed, fetch_list=[loss], scope=scope)
+    name = main.global_block().all_parameters()[0].name
+    value = weakref.ref(scope.find_var(name).value)
+    gc.disable()
+    try:
+        del exe, scope
+        assert value() is None
+    finally:
+        gc.enable()
