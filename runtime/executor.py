@@ -26,7 +26,7 @@ from .flags import FLAGS
 from .framework import EMPTY_VAR_NAME, Program, _suggest, default_main_program
 from .gpu_timing import OpEvents, sync_stream
 from .memory import arena
-from .memory.signals import DeferSignals
+from .memory.signals import DeferSignals, deliver as deliver_signals, hold as hold_signals
 from .place import CPUPlace, is_gpu
 from .plan import KernelCtx, Plan, exclusive, shape_only  # noqa: F401  (KernelCtx re-exported)
 from .plan import MAX_TRACES
@@ -112,8 +112,11 @@ class Executor:
         if self.xp is np:
             if not memory.numpy_hook.AVAILABLE:
                 return self._step(program, feed, fetch_list, scope, return_numpy, options)
-            with DeferSignals():
+            held = hold_signals()  # (DeferSignals' work, without its object and calls)
+            try:
                 return self._step(program, feed, fetch_list, scope, return_numpy, options)
+            finally:
+                deliver_signals(held)
         with self.xp.cuda.Device(self.place.get_device_id()), DeferSignals(), \
                 self._graphs.lock:  # (a graph's feed, launch and fetch share its buffers)
             return self._step(program, feed, fetch_list, scope, return_numpy, options)

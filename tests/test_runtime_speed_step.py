@@ -61,3 +61,40 @@ def test_nested_deferral_delivers_a_signal_once_the_outermost_ends():
         assert signal.getsignal(signal.SIGHUP) is handler
     finally:
         signal.signal(signal.SIGHUP, previous)
+
+
+@pytest.mark.skipif(threading.current_thread() is not threading.main_thread()
+                    or not hasattr(signal, "SIGHUP"), reason="main-thread POSIX signals")
+def test_a_signal_during_an_executor_step_is_handled_once_the_step_ends():
+    """The executor holds the handlers back for its step (signals.hold and deliver): a signal
+    arriving while the ops run is handled after the step, by the handler installed before
+    it, which is installed again."""
+    from runtime.memory import signals
+    got, during = [], []
+
+    def handler(signum, frame):
+        got.append(signum)
+
+    main, startup = fluid.Program(), fluid.Program()
+    with fluid.program_guard(main, startup), fluid.unique_name.guard():
+        x = fluid.data("x", [None, 4])
+
+        def send(value):
+            during.append(signal.getsignal(signal.SIGHUP) is signals._record)
+            os.kill(os.getpid(), signal.SIGHUP)
+            for _ in range(1000):  # (Python runs handlers between bytecodes)
+                pass
+            during.append(list(got))
+            return np.asarray(value) * 2.0
+
+        out = main.global_block().create_var(name="sent", dtype="float32", shape=[-1, 4])
+        fluid.layers.py_func(send, x, out)
+    exe = fluid.Executor(fluid.CPUPlace())
+    previous = signal.signal(signal.SIGHUP, handler)
+    try:
+        result = exe.run(main, feed={"x": np.ones((2, 4), np.float32)}, fetch_list=[out])[0]
+        assert during == [True, []]  # held back while the ops ran
+        assert got == [signal.SIGHUP] and np.array_equal(result, np.full((2, 4), 2.0))
+        assert signal.getsignal(signal.SIGHUP) is handler
+    finally:
+        signal.signal(signal.SIGHUP, previous)

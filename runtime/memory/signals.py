@@ -31,31 +31,49 @@ def _record(signum, frame):
     _CAUGHT.append((signum, frame))
 
 
+def hold():
+    """Hold back the main thread's SIGINT/SIGTERM/SIGHUP handlers (on other threads, and for
+    handlers already held by an outer use, nothing): the [(signum, handler)] held, to give to
+    `deliver` when the work ends. What `with DeferSignals():` does, without the object and
+    the with-statement's calls (the executor holds them every step)."""
+    if _get_ident() != _main_ident:
+        return ()
+    saved = ()
+    for signum in _SIGNALS:
+        handler = _getsignal(signum)  # (an int: SIG_DFL or SIG_IGN, nothing to hold back)
+        if type(handler) is not int and handler is not _record and callable(handler):
+            _setsignal(signum, _record)
+            saved += ((signum, handler),)
+    return saved
+
+
+def deliver(saved):
+    """Put back the handlers `hold` held back, then run them, in order, for the signals
+    recorded meanwhile (a handler's exception propagates from here, as it would have during
+    the work)."""
+    if not saved:
+        return
+    for signum, handler in saved:
+        _setsignal(signum, handler)
+    if _CAUGHT:
+        handlers = dict(saved)
+        caught = _CAUGHT[:]
+        _CAUGHT.clear()
+        for signum, frame in caught:
+            handlers[signum](signum, frame)  # raises, as it would have during the step
+
+
 class DeferSignals:
-    """`with DeferSignals():` the main thread's SIGINT/SIGTERM/SIGHUP handlers are held back.
-    Nested uses leave the handlers to the outermost (which finds `_record` installed)."""
+    """`with DeferSignals():` the main thread's SIGINT/SIGTERM/SIGHUP handlers are held back
+    (`hold`, `deliver`). Nested uses leave the handlers to the outermost (which finds
+    `_record` installed)."""
 
     __slots__ = ("saved",)
 
     def __enter__(self):
-        saved = []
-        if _get_ident() == _main_ident:
-            for signum in _SIGNALS:
-                handler = _getsignal(signum)
-                if handler is not _record and callable(handler):
-                    _setsignal(signum, _record)
-                    saved.append((signum, handler))
-        self.saved = saved
+        self.saved = hold()
         return self
 
     def __exit__(self, *exc):
-        saved = self.saved
-        for signum, handler in saved:
-            _setsignal(signum, handler)
-        if saved and _CAUGHT:
-            handlers = dict(saved)
-            caught = _CAUGHT[:]
-            _CAUGHT.clear()
-            for signum, frame in caught:
-                handlers[signum](signum, frame)  # raises, as it would have during the step
+        deliver(self.saved)
         return False
