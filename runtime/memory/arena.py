@@ -130,7 +130,8 @@ class StepPlan:
         self.owner = (ctypes.c_long * len(distinct))(*([-1] * len(distinct)))
         self.live = (ctypes.c_ubyte * max(n, 1))()
         self.c_plan = _CPlan(n, len(distinct), self.sizes, self.offsets, self.conflict_start,
-                             self.conflicts, self.slot, self.distinct, self.owner, self.live)
+                             self.conflicts, self.slot, self.distinct, self.owner, self.live,
+                             self.span)
         self.c_plan_address = ctypes.addressof(self.c_plan)
 
 
@@ -145,7 +146,8 @@ class _CPlan(ctypes.Structure):
                 ("sizes", _pointer(ctypes.c_size_t)), ("offsets", _pointer(ctypes.c_long)),
                 ("cstart", _pointer(ctypes.c_long)), ("conf", _pointer(ctypes.c_long)),
                 ("slot", _pointer(ctypes.c_long)), ("soff", _pointer(ctypes.c_long)),
-                ("owner", _pointer(ctypes.c_long)), ("isl", _pointer(ctypes.c_ubyte))]
+                ("owner", _pointer(ctypes.c_long)), ("isl", _pointer(ctypes.c_ubyte)),
+                ("span", ctypes.c_long), ("ctx", ctypes.c_void_p), ("base", ctypes.c_void_p)]
 
 
 class ShapePlans:
@@ -197,7 +199,9 @@ class StepMemory:
             _release()
             self.ended = True
             return
-        functions.pt_arena_begin(self.ctx, self.base, plan.span, plan.c_plan_address)
+        c_plan = plan.c_plan  # (this step's fields set here: one argument to convert)
+        c_plan.ctx, c_plan.base = self.ctx, self.base
+        functions.pt_arena_begin(plan.c_plan_address)
 
     def settle(self):
         """After the step, once the pool no longer serves its arrays (packing allocates): make
@@ -224,7 +228,7 @@ class StepMemory:
                 self.learned = (self.recording, serving.pool, {
                     tag: max(peak - start, 0) for tag, peak in serving.phase_peaks.items()})
             return
-        state = native.arena_functions().pt_arena_end(_COUNTS)
+        state = native.arena_functions().pt_arena_end(_COUNTS_ADDRESS)
         requests, self.served, diverged, live = _COUNTS[:]  # (one copy, not 4 item reads)
         if state == 1:
             self.pool.free(self.base)
@@ -240,6 +244,7 @@ class StepMemory:
 
 _RETIRED = {}  # arena base -> pool: arenas kept by blocks that outlived their step
 _COUNTS = (ctypes.c_long * 4)()  # what pt_arena_end reports (one step's plan at a time)
+_COUNTS_ADDRESS = ctypes.addressof(_COUNTS)
 # the StepMemory recording or replaying now: the recording slot and the C side's arena are
 # one per process, so a step of another thread runs on the pool meanwhile
 _IN_USE = [None]

@@ -71,10 +71,14 @@ typedef struct {  /* arena.py's StepPlan.c_plan, field for field */
     const long *offsets, *cstart, *conf, *slot, *soff;
     long *owner;
     unsigned char *isl;
+    long span;  /* the arena's bytes */
+    void *ctx;  /* this step's: the handler's context, the arena's first byte */
+    char *base;
 } plan_t;
 
-void pt_arena_begin(void *ctx, char *base, long span, const plan_t *plan) {
-    ar_ctx = ctx; ar_thread = pthread_self(); ar_base = base; ar_span = span; ar_n = plan->n;
+void pt_arena_begin(const plan_t *plan) {
+    ar_ctx = plan->ctx; ar_thread = pthread_self(); ar_base = plan->base; ar_span = plan->span;
+    ar_n = plan->n;
     ar_sizes = plan->sizes; ar_offsets = plan->offsets; ar_cstart = plan->cstart;
     ar_conf = plan->conf; ar_slot = plan->slot; ar_soff = plan->soff;
     ar_nslots = plan->nslots; ar_owner = plan->owner; ar_isl = plan->isl;
@@ -266,11 +270,10 @@ def _arena_functions(path):
     """The arena functions of the library at `path`, called with the GIL held (PyDLL): the
     state they change is also read by the allocator entry points, under the GIL."""
     lib = ctypes.PyDLL(path)
-    long_p = ctypes.POINTER(ctypes.c_long)
-    lib.pt_arena_begin.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_long,
-                                   ctypes.c_void_p]
+    # (addresses passed as integers: a call converting a ctypes object costs about twice)
+    lib.pt_arena_begin.argtypes = [ctypes.c_void_p]  # a StepPlan's c_plan_address
     lib.pt_arena_begin.restype = None
-    lib.pt_arena_end.argtypes = [long_p]
+    lib.pt_arena_end.argtypes = [ctypes.c_void_p]  # the address of a c_long[4]
     lib.pt_arena_end.restype = ctypes.c_int
     lib.pt_arena_drained.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_int]
     lib.pt_arena_drained.restype = ctypes.c_int
