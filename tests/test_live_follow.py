@@ -372,3 +372,27 @@ def test_a_writer_gone_without_an_exit_record_died():
     status = model.state(now, writer="gone").status
     assert status.state == "died" and status.pid == model.header.pid
     assert model.state(now, writer="alive").status.state == "running"
+
+
+def test_a_verdict_too_few_steps_to_tell_is_tried_again_within_a_second(tmp_path):
+    """The first frames of a job see a handful of steps: "too few steps to tell". The
+    verdict is tried again after PENDING_EVERY_S, not the usual 5 s, so a job of a few
+    seconds shows one while it runs; once there is a verdict, the usual pace."""
+    from paddletune.live.loop import PENDING_EVERY_S
+    path = tmp_path / "p.jsonl"
+    records = [r for r in job_records(200) if not isinstance(r, rec.ExitEvent)]
+    steps = [r for r in records if isinstance(r, rec.Step)]
+    path.write_text(lines_of([r for r in records if not isinstance(r, rec.Step)] + steps[:3]))
+    loop = LiveLoop(path, lambda state: None, advice_every_s=5.0)
+    loop.frame()
+    assert loop.advice_runs == 1 and loop.model.advice.verdict.kind == "too-few-steps"
+    with open(path, "a") as f:
+        f.write(lines_of(steps[3:]))
+    loop.frame()
+    assert loop.advice_runs == 1  # (not at every frame)
+    time.sleep(PENDING_EVERY_S + 0.05)
+    loop.frame()
+    assert loop.advice_runs == 2 and loop.model.advice.verdict.kind != "too-few-steps"
+    time.sleep(PENDING_EVERY_S + 0.05)
+    loop.frame()
+    assert loop.advice_runs == 2  # a verdict: again after advice_every_s

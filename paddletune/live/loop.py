@@ -19,8 +19,19 @@ from .state import LiveState
 from .window import WINDOW_S, LiveModel
 
 ADVICE_EVERY_S = 5.0  # the rolling verdict and advice are recomputed this often (wall clock)
+PENDING_EVERY_S = 0.5  # ... and this often while the window has too few steps to tell: a
+# job's first seconds, or a whole short job, would otherwise show no verdict at all
 STALLED_EXIT_S = 10.0  # `watch` gives up this long after a writer that died without an exit
 SUMMARY_WAIT_S = 2.0  # after the exit record, `watch` waits this long for the summary
+
+
+def _pending(advice) -> bool:
+    """No verdict yet, or too few steps for one (LiveModel.refresh_advice's; not one that
+    failed: that is tried again at the usual pace)."""
+    if advice is None:
+        return True
+    return advice.error is None and (advice.verdict is None
+                                     or advice.verdict.kind == "too-few-steps")
 
 
 class LiveLoop:
@@ -85,7 +96,10 @@ class LiveLoop:
             self._advice_final = True
             return due
         wall = time.monotonic()
-        if self._advice_at is None or wall - self._advice_at >= self.advice_every_s:
+        every = self.advice_every_s
+        if _pending(model.advice):
+            every = min(every, PENDING_EVERY_S)
+        if self._advice_at is None or wall - self._advice_at >= every:
             self._advice_at = wall
             return True
         return False
