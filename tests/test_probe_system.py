@@ -6,6 +6,7 @@ import time
 from collections import namedtuple
 
 import psutil
+import pytest
 
 from paddletune.probes import system
 from paddletune.probes.base import Clock, SamplingProbe
@@ -173,3 +174,25 @@ def test_stop_right_after_start_still_has_a_sample():
     probe.start()
     probe.stop()
     assert sum(isinstance(r, SystemSample) for r in records) >= 1
+
+
+class Waiting(SamplingProbe):
+    """A sampler that waits 30 ms (for the GIL, a core, a slow file) and computes 10 ms of
+    CPU per sample."""
+    name = "waiting"
+
+    def sample(self, t_s):
+        time.sleep(0.030)
+        end = time.thread_time() + 0.010
+        while time.thread_time() < end:
+            pass
+        return SystemSample(t_s)
+
+
+def test_a_samplers_cost_is_the_cpu_it_takes_not_its_waits():
+    """The overhead a sampling probe reports is its thread's CPU: a sampler waiting for the
+    GIL the training loop holds costs the job nothing meanwhile."""
+    probe = Waiting(lambda r: None, Clock(), interval_s=10.0)
+    took = [probe.take() for _ in range(3)]
+    assert all(0.010 <= t < 0.025 for t in took), took
+    assert probe.overhead_s == pytest.approx(sum(took)) and probe.overhead_s < 0.075

@@ -343,7 +343,8 @@ class ReaderProbe(Probe):
     def _sample_loop(self):
         broken = False
         while not self._pause(self._sample_wait()):
-            t0 = _perf()
+            t0, c0 = _perf(), time.thread_time()  # (its cost: the CPU it takes, not its
+            # waits for the GIL or a core: SamplingProbe's)
             try:
                 if broken:  # (still counting: the queued events would pile up)
                     self._fold()
@@ -353,7 +354,7 @@ class ReaderProbe(Probe):
                 self.reason = f"queue sampling failed: {err}"
                 broken = True
             finally:
-                self.cost_s["sampler"] += _perf() - t0
+                self.cost_s["sampler"] += time.thread_time() - c0
 
     def _pause(self, seconds: float) -> bool:
         """Wait `seconds`; whether the probe is halting. A short wait sleeps (a timed
