@@ -596,17 +596,30 @@ class Specialized:
                        getattr(env[slot], "dtype", None)) for slot, _ in plan.feed_slots]
         self.read_slots = [plan.slot_of[n] for n in plan.reads]
         self.slots = plan._sig_slots()
+        self.known = KnownReads()  # (the generated code's globals hold this, not the
+        # Specialized: its functions in its attributes would make a reference cycle, which
+        # kept it and its constants alive until Python's cycle collector ran)
         self.remember(env)
         check = _check_lines(self.feeds, self.read_slots)
-        self.run = _specialized_function(plan.segments, specials, shrunk, check, self)
-        self.same = _same_function(check, self)
+        self.run = _specialized_function(plan.segments, specials, shrunk, check, self.known)
+        self.same = _same_function(check, self.known)
 
     def remember(self, env):
         """Keep the read values of `env` (weak references) for `same`."""
-        self.reads = tuple(_weak(env[slot]) for slot in self.read_slots)
+        self.known.reads = tuple(_weak(env[slot]) for slot in self.read_slots)
 
     def like(self, env):
         return tuple([_value_sig(env[slot]) for slot in self.slots]) == self.sig
+
+
+class KnownReads:
+    """The read values a Specialized step was made for (`reads`: weak references), as its
+    generated check reads them (`known.reads`)."""
+
+    __slots__ = ("reads",)
+
+    def __init__(self):
+        self.reads = ()
 
 
 def _weak(value):
@@ -623,7 +636,7 @@ def _check_lines(feeds, read_slots):
     """(lines returning False unless the fed values have the recorded types (and the arrays
     the recorded shapes and dtypes: a fed value of another type is not one that a specialised
     op reads, see Plan.trace), and the read values are the recorded ones (weak references in
-    `owner.reads`), the constants they use)."""
+    `known.reads`), the constants they use)."""
     lines = []
     consts = {"ndarray": np.ndarray}
     for k, (slot, kind, shape, dtype) in enumerate(feeds):
@@ -634,24 +647,24 @@ def _check_lines(feeds, read_slots):
         lines += [f"v = env[{slot}]",
                   f"if type(v) is not ndarray or v.shape != s{k} or v.dtype != d{k}:",
                   "    return False"]
-    lines.append("r = owner.reads")
+    lines.append("r = known.reads")
     checks = [f"env[{slot}] is not r[{k}]()" for k, slot in enumerate(read_slots)]
     if checks:
         lines += ["if " + " or ".join(checks) + ":", "    return False"]
     return lines, consts
 
 
-def _same_function(check, owner):
-    """`same(env)`: True when `check` (_check_lines) passes."""
+def _same_function(check, known):
+    """`same(env)`: True when `check` (_check_lines) passes (`known`: the KnownReads)."""
     lines, consts = check
-    namespace = dict(consts, owner=owner)
+    namespace = dict(consts, known=known)
     source = ("def same(env):\n" + "".join(f"    {line}\n" for line in lines) +
               "    return True\n")
     exec(compile(source, "<specialised step's check>", "exec"), namespace)
     return namespace["same"]
 
 
-def _specialized_function(segments, specials, shrunk, check, owner):
+def _specialized_function(segments, specials, shrunk, check, known):
     """straight_function's code with each specialised op's lines (its Special) in place of
     the kernel call; a shrunk value that the trace saw as a known array's is replaced by the
     ShapeOnly made there (its shape and dtype are the signature's). The function returns
@@ -659,7 +672,7 @@ def _specialized_function(segments, specials, shrunk, check, owner):
     from .executor import _run_op, raise_failure
     ops, lines = [], []
     namespace = {"exclusive": exclusive, "shape_only": shape_only, "run_op": _run_op,
-                 "raise_failure": raise_failure, "owner": owner, **check[1]}
+                 "raise_failure": raise_failure, "known": known, **check[1]}
     k = 0
     line_ops = []  # the op (its number in ops) of each line of `lines`, or None
     # the Serving's phases (exec_memory.Serving.phase, phase_done) written in

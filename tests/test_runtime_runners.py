@@ -372,3 +372,34 @@ def test_a_scopes_values_die_with_it_once_its_steps_are_done():
         assert value() is None
     finally:
         gc.enable()
+
+
+def test_a_specialised_step_a_plan_lets_go_is_freed_at_once():
+    """A plan keeps the specialised steps of MAX_SPECIALS input signatures; the oldest one it
+    lets go is freed at once, with its constants, not at the cyclic collector's next pass:
+    its generated functions' globals hold its KnownReads, not the Specialized itself."""
+    import gc
+    import weakref
+    from runtime.plan import MAX_SPECIALS, Specialized
+    main, scope, loss = _model()
+    exe = fluid.Executor(fluid.CPUPlace())
+    rng = np.random.default_rng(0)
+
+    def steps(batch):
+        feed = {"x": rng.standard_normal((batch, 6), dtype=np.float32),
+                "y": rng.integers(0, 3, (batch, 1)).astype(np.int64)}
+        for _ in range(3):  # traced, then specialised
+            exe.run(main, feed=feed, fetch_list=[loss], scope=scope)
+
+    steps(2)
+    made = [obj for obj in gc.get_objects() if isinstance(obj, Specialized)]
+    assert len(made) == 1
+    first = weakref.ref(made[0])
+    del made
+    gc.disable()
+    try:
+        for batch in range(3, 3 + MAX_SPECIALS):  # the first signature is let go
+            steps(batch)
+        assert first() is None
+    finally:
+        gc.enable()
