@@ -8,7 +8,7 @@ from . import events
 from .backend import array_module
 from .errors import PoolOutOfMemory
 from .flags import FLAGS
-from .memory import device, install, numpy_hook, restore
+from .memory import cpu_handler, device, install, numpy_hook, restore
 from .memory.pool import fmt_bytes as _fmt
 from .place import is_gpu
 from .plan import shape_only
@@ -44,7 +44,7 @@ class Serving:
         self.serving = False
         self.start = (0, 0, 0.0)
         self.allocated_at_start = self.planned_requests = 0
-        # the CPU pool's NumPy handler (numpy_hook.handler_for(pool)) when the caller has it
+        # the CPU pool's NumPy handler (memory.cpu_handler), when the caller has it
         self.handler = handler
 
     @property
@@ -69,13 +69,11 @@ class Serving:
         self.start = (pool.n_requests, pool.n_system_allocs, pool.system_alloc_s)
         self.oom_seen = pool.n_oom
         self.allocated_at_start = pool.window_peak = pool.allocated  # (pool.reset_window())
-        if self.handler is not None:
-            self.previous = numpy_hook.set_handler(self.handler)
-        elif getattr(pool, "device_id", None) is None:  # (memory.install's CPU case)
-            self.handler = numpy_hook.handler_for(pool)
-            self.previous = numpy_hook.set_handler(self.handler)
-        else:
-            self.previous = install(pool)
+        handler = self.handler
+        if handler is None:
+            handler = self.handler = cpu_handler(pool)  # (None: a GPU pool)
+        self.previous = (numpy_hook.set_handler(handler) if handler is not None
+                         else install(pool))
         self.serving = True
 
     def phase(self, tag):

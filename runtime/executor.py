@@ -451,9 +451,7 @@ def _pool_found(place, xp):
     CPU pool serving NumPy's arrays, else None): what a step's Serving needs, worked out once
     per flags version."""
     pool = memory.pool_for(place)
-    handler = None
-    if pool is not None and xp is np and getattr(pool, "device_id", None) is None:
-        handler = memory.numpy_hook.handler_for(pool)
+    handler = memory.cpu_handler(pool) if pool is not None and xp is np else None
     return (FLAGS.version, pool, handler)
 
 

@@ -121,9 +121,18 @@ def pools():
 def install(pool, tag=None):
     """Make `pool` serve this thread's arrays (NumPy's on the CPU, CuPy's on a GPU), tagged `tag`
     (None: the pool's current tag); returns the token for `restore`."""
-    if getattr(pool, "device_id", None) is not None:
+    handler = cpu_handler(pool, tag)
+    if handler is None:
         return device.install(pool, tag)
-    return numpy_hook.set_handler(numpy_hook.handler_for(pool, tag))
+    return numpy_hook.set_handler(handler)
+
+
+def cpu_handler(pool, tag=None):
+    """The NumPy handler that makes a CPU pool serve a thread's arrays (numpy_hook.handler_for:
+    what `install` sets; a step keeps it to set it itself), or None for a GPU pool."""
+    if getattr(pool, "device_id", None) is not None:
+        return None
+    return numpy_hook.handler_for(pool, tag)
 
 
 def restore(pool, token):

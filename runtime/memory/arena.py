@@ -185,16 +185,8 @@ class StepMemory:
             return
         plan, functions = self.plan, native.arena_functions()
         # (claimed first: taking the block can let another thread run)
-        pool = self.pool
         if functions.pt_arena_room() > 0:  # what outlives the step can always be recorded
-            # (_arena_block, its common case written in)
-            if _RETIRED or pool.allocated + plan.span + plan.unplanned_bytes > pool.capacity:
-                self.base = _arena_block(pool, plan.span, plan.unplanned_bytes)
-            else:
-                n_oom, last_oom = pool.n_oom, pool.last_oom
-                self.base = pool.alloc(plan.span, "activations")
-                if not self.base:
-                    pool.n_oom, pool.last_oom = n_oom, last_oom
+            self.base = _arena_block(self.pool, plan.span, plan.unplanned_bytes)
         if not self.base:
             _release()
             self.ended = True
