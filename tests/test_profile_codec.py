@@ -1,9 +1,12 @@
 """The writer's step encoder (codec.StepCompressor) against the generic one (codec.to_json):
-the same line for every kind of value a step holds, its times rounded to the nanosecond and
-its sticky fields left out while they repeat; a step that no line can hold (a non-finite
+the same line for every kind of value a step holds (the usual step's text: the same keys,
+order, types and numbers), its times rounded to the nanosecond and its sticky fields left out
+while they repeat; a step that no line can hold (a non-finite
 time the schema takes no null for) is left out, and the steps after it load right."""
 
 import json
+import random
+import re
 
 import numpy as np
 import pytest
@@ -117,26 +120,65 @@ def test_numpy_scalars_become_json_numbers(value):
     assert line(StepCompressor().compress(step)) == line(generic(step))
 
 
+def random_step(rng: random.Random, i: int) -> r.Step:
+    """A step of plain Python values, each field set or not at random (times non-finite,
+    negative zero or zero among them)."""
+    maybe = lambda value: value if rng.random() < 0.5 else None  # noqa: E731
+    return r.Step(
+        rng.random() * 100, rng.randrange(3), rng.randrange(2), i, rng.random() / 10,
+        rng.choice([0.0, rng.random() / 100]), rng.random() / 10, rng.choice([0.0, 1e-5]),
+        rng.choice([None, float("nan"), float("inf"), rng.random() / 1000, 0.0]),
+        maybe(rng.randrange(1, 512)), rng.choice([0, 4096]), rng.choice([0, 4]),
+        rng.choice([0.0, -0.0, rng.random() / 100]), maybe(rng.randrange(9)),
+        maybe(rng.randrange(40)), maybe(("loss",)), maybe(("x", "y")),
+        rng.choice([None, True, False]), maybe(rng.choice(["CPUPlace", "CUDAPlace(0)"])),
+        rng.choice([None, "slow", "sample"]), maybe(rng.randrange(32)),
+        rng.choice([None, float("nan"), 0.0, rng.random() / 1000]),
+        rng.choice([None, float("inf"), 0.0, rng.random() / 10000]))
+
+
 def test_the_plain_step_path_writes_what_the_generic_path_writes():
     """StepCompressor takes a shorter path for a step of plain Python values (the writer's
     usual step): the same object as the generic path for every mix of set and unset fields."""
-    import random
     rng = random.Random(5)
-    maybe = lambda value: value if rng.random() < 0.5 else None  # noqa: E731
     for i in range(500):
-        step = r.Step(
-            rng.random() * 100, rng.randrange(3), rng.randrange(2), i, rng.random() / 10,
-            rng.choice([0.0, rng.random() / 100]), rng.random() / 10, rng.choice([0.0, 1e-5]),
-            rng.choice([None, float("nan"), float("inf"), rng.random() / 1000, 0.0]),
-            maybe(rng.randrange(1, 512)), rng.choice([0, 4096]), rng.choice([0, 4]),
-            rng.choice([0.0, -0.0, rng.random() / 100]), maybe(rng.randrange(9)),
-            maybe(rng.randrange(40)), maybe(("loss",)), maybe(("x", "y")),
-            rng.choice([None, True, False]), maybe(rng.choice(["CPUPlace", "CUDAPlace(0)"])),
-            rng.choice([None, "slow", "sample"]), maybe(rng.randrange(32)),
-            rng.choice([None, float("nan"), 0.0, rng.random() / 1000]),
-            rng.choice([None, float("inf"), 0.0, rng.random() / 10000]))
+        step = random_step(rng, i)
         plain, generic_out = StepCompressor._plain(step), StepCompressor()._generic(step)
         assert plain == generic_out and list(plain or ()) == list(generic_out or ()), step
         assert line(StepCompressor().compress(step)) == line(generic(step)), step
     bad = STEPS[0]._replace(read_s=float("nan"))
     assert StepCompressor._plain(bad) is None and StepCompressor()._generic(bad) is None
+
+
+def parsed(text: str) -> list:
+    """A line's keys, in order, with each value's type and value."""
+    return [(key, type(value), value) for key, value in json.loads(text).items()]
+
+
+def test_the_usual_steps_text_holds_what_the_generic_path_writes():
+    """A step whose sticky fields repeat the previous step's is written as formatted text
+    (times with nine decimals): the same keys, order, types and numbers as the generic
+    path's line; any other step (the program's first, a changed sticky field, a value of
+    another type) as the generic path's line itself."""
+    rng = random.Random(7)
+    formatted = 0
+    for i in range(500):
+        first = random_step(rng, i)
+        step = random_step(rng, i + 1)._replace(
+            program=first.program, executor=first.executor, n_ops=first.n_ops,
+            fetch=first.fetch, feed=first.feed, startup=first.startup, place=first.place)
+        compressor, reference = StepCompressor(), StepCompressor()
+        assert compressor.text(first) == (None if unwritable(first) else line(generic(first)))
+        reference.compress(first)
+        expected = reference.compress(step)
+        text = compressor.text(step)
+        if expected is None:
+            assert text is None, step
+            continue
+        assert parsed(text) == parsed(line(expected)), step
+        formatted += bool(re.search(r'"t_s":[0-9]+\.[0-9]{9},', text))
+    assert formatted > 300  # (most took the formatted path: the test cannot pass without it)
+    numpy_step = STEPS[4]  # (NumPy values: the generic path's line, even when repeated)
+    compressor, reference = StepCompressor(), StepCompressor()
+    for _ in range(2):
+        assert compressor.text(numpy_step) == line(reference.compress(numpy_step))

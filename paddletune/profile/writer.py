@@ -15,7 +15,7 @@ from typing import Callable, List, Optional
 
 from . import records as r
 from .accumulate import Accumulator
-from .codec import StepCompressor, to_json, unwritable
+from .codec import StepCompressor, dumps as _dumps, to_json, unwritable
 from .schema import encode
 from .figures import Summary
 from .load import assemble
@@ -186,31 +186,15 @@ class ProfileWriter:
     def _line(self, record) -> str:
         if not isinstance(record, r.Step):
             return _dumps(to_json(record)) + "\n"
-        obj = self._steps.compress(record)
-        if obj is None:  # (unwritable: kept out before the accumulator)
+        text = self._steps.text(record)
+        if text is None:  # (unwritable: kept out before the accumulator)
             self._left_out(record)
             return ""
-        return _dumps(obj) + "\n"
+        return text + "\n"
 
     def _loop(self):
         while not self._stop.wait(self._interval):
             self.flush()
-
-
-def _compact_encoder() -> Callable[[object], str]:
-    """json.dumps(obj, separators=(",", ":")) for the writer's lines, its C encoder made once:
-    JSONEncoder.encode makes a new one per call, a quarter of the cost of a step's JSON (4.8
-    against 6.5 us a line). Lines hold no cycles, so none is looked for."""
-    encoder = json.JSONEncoder(separators=(",", ":"))
-    make = getattr(json.encoder, "c_make_encoder", None)
-    if make is None:  # (a Python without the C accelerator)
-        return encoder.encode
-    chunks = make(None, encoder.default, json.encoder.encode_basestring_ascii, None, ":", ",",
-                  False, False, True)
-    return lambda obj: "".join(chunks(obj, 0))
-
-
-_dumps = _compact_encoder()
 
 
 def write_records(path, records) -> Path:
