@@ -382,6 +382,9 @@ def test_hooks_are_removed_after_the_block(monkeypatch):
             originals[(dl._BaseDataLoaderIter, "__next__")]
         assert dl.DataLoader.__dict__["__init__"] is not originals[(dl.DataLoader, "__init__")]
         _train(torch.utils.data.DataLoader(Sleepy(8), batch_size=4), model, optimizer)
+        for cls in (fetchers._MapDatasetFetcher, fetchers._IterableDatasetFetcher):
+            # (timed only in the workers a multi-process iterator forks: not the loop's own)
+            assert cls.__dict__["fetch"] is originals[(cls, "fetch")]
     for (cls, name), original in originals.items():
         assert cls.__dict__[name] is original, f"{cls.__name__}.{name} still patched"
     assert torch.set_num_threads is set_threads

@@ -57,14 +57,13 @@ class StepProbe(Probe):
         if not r.is_startup:
             self.n_steps += 1
             queue, self._queue = self._queue, None
-        self.last = step = Step(
+        self.last = step = Step(  # (positional: this runs every step)
             r.t_begin - self.clock.t0, r.program_id, r.executor_id, r.step,
             r.t_end - r.t_begin, r.feed_s, r.compute_s, r.fetch_s,
             None if prev is None else r.t_begin - prev - getattr(r, "paused_s", 0.0),
-            r.batch_size, r.feed_bytes,
-            r.fetch_bytes, r.read_s, queue, r.n_ops, r.fetch_names, r.feed_names, r.is_startup,
-            r.place, compute_wait_s=getattr(r, "compute_wait_s", None),
-            compute_queued_s=getattr(r, "compute_queued_s", None))
+            r.batch_size, r.feed_bytes, r.fetch_bytes, r.read_s, queue, r.n_ops, r.fetch_names,
+            r.feed_names, r.is_startup, r.place, None, None, getattr(r, "compute_wait_s", None),
+            getattr(r, "compute_queued_s", None))
         self.sink(step)
         self.overhead_s += time.perf_counter() - t0
 

@@ -50,9 +50,11 @@ class Pass:
 
 class LoaderTracker:
     def __init__(self, bus: Bus, timer: StepTimer, shape_of: Callable,
-                 nbytes_of: Callable):
+                 nbytes_of: Callable, describe_flat: Optional[Callable] = None):
         self.bus, self.timer = bus, timer
         self.shape_of, self.nbytes_of = shape_of, nbytes_of
+        self.describe_flat = describe_flat  # (shapes, bytes) of a flat batch, read at once
+        # (None: not all its items are the framework's plain tensors)
         self._ids = itertools.count()
         self._passes_of: Dict[int, int] = {}  # loader id -> passes so far
         self._live: Dict[int, Pass] = {}  # loader id -> its running pass
@@ -212,6 +214,10 @@ class LoaderTracker:
         shape_of, nbytes_of = self.shape_of, self.nbytes_of
         shapes, nbytes = [], 0
         if batch.__class__ in (list, tuple) and len(batch) <= MAX_FLAT:
+            if self.describe_flat is not None:
+                described = self.describe_flat(batch)
+                if described is not None:
+                    return described
             for item in batch:  # the usual (inputs, labels): each looked at once
                 shape = shape_of(item)
                 if shape is None:

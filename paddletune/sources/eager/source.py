@@ -21,7 +21,8 @@ class EagerSource(Source):
     def __init__(self):
         self.bus = Bus()
         self.timer = StepTimer(self.bus)
-        self.loaders = LoaderTracker(self.bus, self.timer, self.shape_of, self.nbytes_of)
+        self.loaders = LoaderTracker(self.bus, self.timer, self.shape_of, self.nbytes_of,
+                                     self.describe_flat)
         self.overrides_state: Optional[Overrides] = None
 
     # --- what the framework's tensors look like (overridden) -------------------------------
@@ -35,6 +36,10 @@ class EagerSource(Source):
         """The bytes of a tensor of the framework (0: not one); `shape` its shape when the
         caller read it already."""
         return 0
+
+    describe_flat: Optional[Callable] = None  # a framework's (shapes, bytes) of a flat batch
+    # (a list or tuple) at once, None when an item is not a plain tensor (then each item is
+    # read through shape_of and nbytes_of): every batch is described, on the training thread
 
     # --- Source -------------------------------------------------------------------------
     def begin(self):

@@ -9,6 +9,8 @@
 * worker timing: the dataset fetchers' `fetch`, which the forked workers run, adds each batch's
   time and CPU time to a shared array the trainer reads as the batch arrives (workers started
   with the spawn or forkserver method do not inherit it: their batches have no producer time);
+  it is patched only while a multi-process iterator forks its workers, so the training loop's
+  own fetches (num_workers=0) run unwrapped;
 * overrides: `DataLoader.__init__` takes PADDLETUNE_OVERRIDES' reader values, and
   `torch.set_num_threads` keeps the override's thread count; the `backends` section
   (backends.py) sets cuDNN's algorithm search and TF32, kept against the script's own
@@ -48,6 +50,7 @@ from .scope import watch_scope
 _perf = time.perf_counter
 _cpu = time.thread_time
 _WORKER_STATS = None  # the shared array the workers forked next inherit (None: not now)
+FETCHERS = (fetchers._MapDatasetFetcher, fetchers._IterableDatasetFetcher)
 # per worker in the shared array: how many batches it made, then for each of the last RING
 # batches (slot = batch number % RING) its seconds and CPU seconds. A worker runs at most
 # prefetch_factor batches ahead of the loop, so the loop finds each batch's own figures.
@@ -93,8 +96,6 @@ class TorchHooks:
         self._patch(dl._BaseDataLoaderIter, "__next__", self._iter_next)
         self._patch(dl._MultiProcessingDataLoaderIter, "__init__", self._multi_init)
         self._patch(dl._MultiProcessingDataLoaderIter, "_process_data", self._process_data)
-        for cls in (fetchers._MapDatasetFetcher, fetchers._IterableDatasetFetcher):
-            self._patch(cls, "fetch", _timed_fetch)
         if self.source.overrides_state.wanted("reader"):
             self._patch(dl.DataLoader, "__init__", self._loader_init)
         self._threads()
@@ -246,11 +247,20 @@ class TorchHooks:
         def __init__(it, loader, *args, **kwargs):
             global _WORKER_STATS
             stats = _new_stats(loader)
-            _WORKER_STATS = stats
-            try:
+            if stats is None:
                 original(it, loader, *args, **kwargs)
-            finally:
-                _WORKER_STATS = None
+            else:  # (the timed fetch only for the workers forked now: the training loop's
+                # own fetches, num_workers=0's, are not wrapped)
+                _WORKER_STATS = stats
+                untimed = [(cls, cls.__dict__["fetch"]) for cls in FETCHERS]
+                for cls, fetch in untimed:
+                    cls.fetch = _timed_fetch(fetch)
+                try:
+                    original(it, loader, *args, **kwargs)
+                finally:
+                    _WORKER_STATS = None
+                    for cls, fetch in untimed:
+                        cls.fetch = fetch
             state = it.__dict__.get("_paddletune")
             if state is not None and stats is not None:
                 state.stats = stats

@@ -10,6 +10,7 @@ from ...profile.records import Knob, SourceInfo, Terms
 from ..eager.source import EagerSource
 from .code import TorchCode
 
+_TENSOR = getattr(torch, "Tensor", None)  # (a torch without one is refused: TorchSource)
 SUPPORTED = (2, 0)  # torch.optim's global step hooks arrived in 2.0
 LOADER = "torch.utils.data.DataLoader(..., {key}={{value}})"
 TERMS = Terms(step="a training step (optimizer.step to optimizer.step)",
@@ -39,6 +40,17 @@ class TorchSource(EagerSource):
     @staticmethod
     def nbytes_of(item, shape=None) -> int:
         return item.nbytes if isinstance(item, torch.Tensor) else 0
+
+    @staticmethod
+    def describe_flat(batch):
+        """(shapes, bytes) of a batch of plain tensors, None otherwise (EagerSource's)."""
+        shapes, nbytes = [], 0
+        for item in batch:
+            if item.__class__ is not _TENSOR:
+                return None
+            shapes.append(tuple(item.shape))
+            nbytes += item.nbytes
+        return tuple(shapes), nbytes
 
     def info(self) -> SourceInfo:
         return SourceInfo(self.framework, f"PyTorch {torch.__version__}",
