@@ -2,6 +2,8 @@
 collection (FLAGS_eager_delete_tensor_gb > 0), the per-step memory record, the per-op memory
 trace, and the out-of-memory error that says what to change."""
 
+from contextvars import Token
+
 import numpy as np
 
 from . import events
@@ -16,6 +18,7 @@ from .tensor import SelectedRows
 
 GB = 1 << 30
 MB = 1 << 20
+_HANDLER_VARIABLE = numpy_hook._HANDLER_VARIABLE  # ([NumPy's handler variable, ...])
 # the out-of-memory estimate's formula is paddletune/profile/memory_model.py's
 # one_step_per_sample (the runtime cannot import paddletune): keep the two in step
 BACKWARD_FACTOR = 1.5
@@ -72,8 +75,12 @@ class Serving:
         handler = self.handler
         if handler is None:
             handler = self.handler = cpu_handler(pool)  # (None: a GPU pool)
-        self.previous = (numpy_hook.set_handler(handler) if handler is not None
-                         else install(pool))
+        if handler is None:
+            self.previous = install(pool)
+        else:  # (numpy_hook.set_handler's work, with a Token that `end` resets: cheaper)
+            variable = _HANDLER_VARIABLE[0]
+            self.previous = (variable.set(handler) if variable is not None
+                             else numpy_hook.set_handler(handler))
         self.serving = True
 
     def phase(self, tag):
@@ -95,7 +102,11 @@ class Serving:
         if self.serving:
             self.serving = False
             if self.handler is not None:  # (memory.restore's CPU case)
-                numpy_hook.set_handler(self.previous)
+                previous = self.previous
+                if type(previous) is Token:
+                    previous.var.reset(previous)
+                else:
+                    numpy_hook.set_handler(previous)
             else:
                 restore(self.pool, self.previous)
             self.pool.tag = "other"

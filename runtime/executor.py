@@ -23,7 +23,7 @@ from .errors import (EnforceNotMet, FeedError, FetchError, NanInfError, OpRuntim
 from .exec_memory import Garbage, Serving, oom_error, retag_writes, trace_record, traced_loop
 from .executor_prune import cache_key, prune_program, split_fetch_list, update_feed
 from .flags import FLAGS
-from .framework import EMPTY_VAR_NAME, Program, _suggest, default_main_program
+from .framework import EMPTY_VAR_NAME, Program, Variable, _suggest, default_main_program
 from .gpu_timing import OpEvents, sync_stream
 from .memory import arena
 from .memory.signals import DeferSignals, deliver as deliver_signals, hold as hold_signals
@@ -59,7 +59,7 @@ class Executor:
         self._pruned = {}  # use_prune: cache key -> pruned program
         self._pool = (None, None, None)  # (FLAGS.version, memory.pool_for(place) then, and
         # that CPU pool's NumPy handler: _pool_found)
-        self._last_plan = (None,) * 6  # (program, its version, fetches, options, feed, plan)
+        self._last_plan = (None,) * 7  # (program, its version, fetches, options, GC, feed, plan)
         self._id = next(_executor_ids)
         self._closed = False
 
@@ -68,7 +68,7 @@ class Executor:
         if self._graphs is not None:
             self._graphs.forget()
         self._plans.clear()
-        self._last_plan = (None,) * 6
+        self._last_plan = (None,) * 7
         self._closed = True
 
     def run(self, program=None, feed=None, fetch_list=None, feed_var_name="feed",
@@ -77,6 +77,19 @@ class Executor:
         if self._closed:
             raise RuntimeError("this Executor was closed; create a new one")
         program = default_main_program() if program is None else program
+        if type(fetch_list) is list and type(program) is Program and not use_prune:
+            names = []  # (the common case: a Program and a list of variables and names)
+            for item in fetch_list:
+                kind = type(item)
+                if kind is Variable:
+                    names.append(item.name)
+                elif kind is str:
+                    names.append(item)
+                else:
+                    break
+            else:
+                return self._run_program(program, feed, fetch_list, scope, return_numpy,
+                                         _PLAIN, tuple(names))
         if isinstance(fetch_list, (list, tuple)) and not isinstance(fetch_list, str):
             fetches, optimize_ops = split_fetch_list(fetch_list)
             if optimize_ops or use_prune:
@@ -104,47 +117,74 @@ class Executor:
         """Fluid's hook: the program pruned for these feed and fetches (see executor_prune)."""
         return prune_program(program, feed, fetch_list or [], optimize_ops or [])
 
-    def _run_program(self, program, feed, fetch_list, scope, return_numpy, options):
-        """One step of `program`; options: (enable_inplace, GC fraction, memory_optimize).
+    def _run_program(self, program, feed, fetch_list, scope, return_numpy, options,
+                     fetch_names=None):
+        """One step of `program`; options: (enable_inplace, GC fraction, memory_optimize);
+        `fetch_names`, when given, are fetch_list's names (_fetch_names).
         Signal handlers wait for the step's end while its arrays come from a pool (on a GPU the
         pool's blocks go back from CuPy's finalisers, Python code too); on a GPU the step runs
         with the place's device current, where its pool's memory is."""
         if self.xp is np:
             if not memory.numpy_hook.AVAILABLE:
-                return self._step(program, feed, fetch_list, scope, return_numpy, options)
+                return self._step(program, feed, fetch_list, scope, return_numpy, options,
+                                  fetch_names)
             held = hold_signals()  # (DeferSignals' work, without its object and calls)
             try:
-                return self._step(program, feed, fetch_list, scope, return_numpy, options)
+                return self._step(program, feed, fetch_list, scope, return_numpy, options,
+                                  fetch_names)
             finally:
                 deliver_signals(held)
         with self.xp.cuda.Device(self.place.get_device_id()), DeferSignals(), \
                 self._graphs.lock:  # (a graph's feed, launch and fetch share its buffers)
-            return self._step(program, feed, fetch_list, scope, return_numpy, options)
+            return self._step(program, feed, fetch_list, scope, return_numpy, options,
+                              fetch_names)
 
-    def _step(self, program, feed, fetch_list, scope, return_numpy, options):
+    def _step(self, program, feed, fetch_list, scope, return_numpy, options, fetch_names=None):
         scope = global_scope() if scope is None else scope
-        feed = _normalize_feed(feed)
-        fetch_names = _fetch_names(fetch_list)
-        t_begin = _perf()
+        if type(feed) is dict:  # (_normalize_feed's common case, written in)
+            for key in feed:
+                if type(key) is not str:
+                    feed = _normalize_feed(feed)
+                    break
+        else:
+            feed = _normalize_feed(feed)
+        if fetch_names is None:
+            fetch_names = _fetch_names(fetch_list)
+        # the clocks are read for a step_begin or step_end listener only (one that subscribes
+        # during a step gets the records of the steps after it)
+        t_begin = _perf() if events.step_end.subs or events.step_begin.subs else None
         read_s = 0.0
         if program._py_readers:
             feed = _read_batches(program._py_readers, feed)
-            read_s = _perf() - t_begin
-        try:
-            plan = self._plan(program, feed, fetch_names, options)
-        except FeedError:  # as in Paddle, the program's persistables exist in the scope anyway
-            _declare_persistables(program, scope)
-            raise
+            if t_begin is not None:
+                read_s = _perf() - t_begin
+        last = self._last_plan  # (_plan's first look, written in)
+        if (last[0] is program and last[1] == program._version and last[2] == fetch_names
+                and last[3] == options and last[4] == (_FLAG_VALUES["eager_delete_tensor_gb"] >= 0)
+                and feed.keys() == last[5]):
+            plan = last[6]
+        else:
+            try:
+                plan = self._plan(program, feed, fetch_names, options)
+            except FeedError:  # as in Paddle, the program's persistables exist in the scope anyway
+                _declare_persistables(program, scope)
+                raise
         step = self._steps.get(plan, 0)
         self._steps[plan] = step + 1
-        if events.step_begin.subs:
+        if events.step_begin.subs and t_begin is not None:
             events.step_begin.emit(events.StepBegin(self._id, program._uid, step, t_begin))
         env = [None] * plan.n_slots
         if plan.control_steps:
             plan.bind_env(env)
+        shapes = batch = None  # (the fed arrays' shapes and the batch size, when known here)
         if self._graphs is None:  # (a CPU place: no CUDA graphs, the feed taken as it is)
             graph = replay = None
-            feed_bytes = _feed_values(plan, feed, env, None)
+            fed = plan.feed_in(feed, env)  # (arrays taken as they are before: no checks)
+            if fed is None:
+                feed_bytes = _feed_values(plan, feed, env, None)
+            else:
+                shapes, batch = fed
+                feed_bytes = _fed_bytes(plan, env) if t_begin is not None else 0
         else:
             graph, checked = self._graph_for(plan, feed, scope)
             replay = graph.captured if isinstance(graph, cuda_graph.Replay) else None
@@ -163,13 +203,14 @@ class Executor:
             raise _uninitialized(program, missing.name)
         if plan.lod_mode:
             _scope_lods(reads, env)
-        batch = _batch_size(plan, env)
+        if shapes is None:
+            batch = _batch_size(plan, env)
         gpu = self.xp is not np
         if gpu:
             device_checks.clear()  # a failed step's checks are not this one's
-        t_feed = _perf()
+        t_feed = _perf() if t_begin is not None else None
         cpu_feed = queued_feed = None  # (the clocks of StepRecord.compute_wait_s)
-        if not gpu and events.step_end.subs:
+        if not gpu and t_begin is not None and events.step_end.subs:
             queued_feed, cpu_feed = _queued(), _cpu()
         if replay is not None:
             self._graphs.launch(replay, env)
@@ -178,7 +219,7 @@ class Executor:
             mem = self._graph_memory(plan)
         else:
             mem, results, fetch_s = self._compute(plan, env, step, scope, writes, batch,
-                                                  None if gpu else return_numpy)
+                                                  None if gpu else return_numpy, shapes)
             if gpu:
                 self._graphs.keep_arrays(writes, env)
         if gpu:  # the step's kernels are queued, not done: wait for them, then read their checks
@@ -188,6 +229,14 @@ class Executor:
         if plan.lod_mode:
             for _, holder in writes:
                 holder.lod = []  # the value written carries its own LoD
+        if t_begin is None:  # (nobody listens for the step's times)
+            if replay is not None:
+                results = [_fetch(value, return_numpy) for value in replay.fetched_values()]
+            elif results is None:
+                results = [_fetch(env[slot], return_numpy) for slot in plan.fetch_slots]
+            if mem is not None and events.memory_step.subs:
+                events.memory_step.emit(mem.record(self._id, plan, step, self.place, batch))
+            return results
         compute_wait_s = compute_queued_s = None
         if cpu_feed is not None:  # the ops' wall time less the training thread's CPU in it
             cpu_s = _cpu() - cpu_feed
@@ -270,10 +319,12 @@ class Executor:
         self._graphs.launch(captured, env)
         return True
 
-    def _compute(self, plan, env, step_no, scope, writes, batch, return_numpy=None):
+    def _compute(self, plan, env, step_no, scope, writes, batch, return_numpy=None,
+                 shapes=None):
         """Run the plan's ops with the pool serving their arrays; (the Serving or None, the
         fetched values or None, the seconds fetching took). The values are fetched here when
-        `return_numpy` is given and the pool serves NumPy arrays (see _fetch_in_step)."""
+        `return_numpy` is given and the pool serves NumPy arrays (see _fetch_in_step).
+        `shapes`: the fed arrays' shapes when the feed found them (plan.feed_in)."""
         found = self._pool  # (memory.pool_for's answer for this flags version)
         if found[0] != FLAGS.version:
             found = self._pool = _pool_found(self.place, self.xp)
@@ -281,7 +332,7 @@ class Executor:
         mem = Serving(pool, found[2]) if pool is not None else None
         gc_gb = _FLAG_VALUES["eager_delete_tensor_gb"]
         garbage = Garbage(gc_gb) if plan.gc and gc_gb > 0 else None
-        planned = _step_memory(plan, env, pool, self.xp)
+        planned = _step_memory(plan, env, pool, self.xp, shapes)
         special = None  # (the specialised step, when it ran)
         try:
             if mem is not None:
@@ -336,10 +387,11 @@ class Executor:
         gc = _FLAG_VALUES["eager_delete_tensor_gb"] >= 0 or memory_optimize
         last = self._last_plan  # (the last step's plan, when this step's key is the same)
         if (last[0] is program and last[1] == program._version and last[2] == fetch_names
-                and last[3] == (gc, inplace, gc_fraction) and feed.keys() == last[4]):
-            return last[5]
+                and last[3] == (options or _PLAIN) and last[4] == gc
+                and feed.keys() == last[5]):
+            return last[6]
         plan = self._plan_for(program, feed, fetch_names, gc, inplace, gc_fraction)
-        self._last_plan = (program, program._version, fetch_names, (gc, inplace, gc_fraction),
+        self._last_plan = (program, program._version, fetch_names, options or _PLAIN, gc,
                            set(feed), plan)
         return plan
 
@@ -363,7 +415,7 @@ class Executor:
     def _drop_stale_plans(self, program):
         stale = [k for k in self._plans if k[0] == program._uid and k[1] != program._version]
         if stale:
-            self._last_plan = (None,) * 6
+            self._last_plan = (None,) * 7
         for k in stale:
             plan = self._plans.pop(k)
             self._steps.pop(plan, None)
@@ -455,19 +507,22 @@ def _pool_found(place, xp):
     return (FLAGS.version, pool, handler)
 
 
-def _step_memory(plan, env, pool, xp):
+def _step_memory(plan, env, pool, xp, shapes=None):
     """The step's memory plan (record or replay; memory/arena.py), or None: only for the CPU
     pool's NumPy arrays, a training or inference program (not a startup program) and
     FLAGS_static_memory_plan on. A pool told to make each request a system allocation of its
-    own (naive_best_fit without chunks) is taken at its word: no plan."""
+    own (naive_best_fit without chunks) is taken at its word: no plan. `shapes`: the fed
+    arrays' shapes, when the caller has them."""
     seen = plan.plannable  # (_plannable's answer for this flags version and pool, inline)
     if not (seen[2] if seen[0] == FLAGS.version and seen[1] is pool
             else _plannable(plan, pool, xp)):
         return None
-    shapes = []
-    for slot, _ in plan.feed_slots:  # (a loop: no comprehension frame each step)
-        shapes.append(getattr(env[slot], "shape", None))
-    return arena.step_memory(plan.memory_plans, tuple(shapes), pool)
+    if shapes is None:
+        found = []
+        for slot, _ in plan.feed_slots:  # (a loop: no comprehension frame each step)
+            found.append(getattr(env[slot], "shape", None))
+        shapes = tuple(found)
+    return arena.step_memory(plan.memory_plans, shapes, pool)
 
 
 def _plannable(plan, pool, xp):
@@ -489,7 +544,7 @@ def _fetch_in_step(plan, env, mem, return_numpy):
     temporaries (a loss) are dropped while the step's memory plan still runs, so the plan
     holds them as it holds the other temporaries: the pool does not serve them through its
     Python callbacks every step."""
-    t0 = _perf()
+    t0 = _perf() if events.step_end.subs else None
     mem.end()
     results = []
     try:
@@ -499,7 +554,7 @@ def _fetch_in_step(plan, env, mem, return_numpy):
         return None, 0.0
     for slot in plan.fetched_temporaries:
         env[slot] = None
-    return results, _perf() - t0
+    return results, (_perf() - t0 if t0 is not None else 0.0)
 
 
 def _declare_persistables(program, scope):
@@ -548,6 +603,11 @@ def _feed_values(plan, feed, env, to_device, checked=None):
         env[slot] = value
         total += value.nbytes
     return total
+
+
+def _fed_bytes(plan, env):
+    """The bytes of the fed values in `env` (for the step record)."""
+    return sum(env[slot].nbytes for slot, _ in plan.feed_slots)
 
 
 def _accepted_feed(var, raw, accepted, k):

@@ -146,6 +146,7 @@ class Plan:
         self.feed_slots = [(self.slot_of[n], block.var(n)) for n in feed_names]
         self.persistable_feeds = [(i, v) for i, v in self.feed_slots if v.persistable]
         self.feed_accepted = [None] * len(self.feed_slots)  # (shape, dtype) taken as it is
+        self.feed_in = feed_function(self.feed_slots, self.feed_accepted)
         self.fetch_slots = [self.slot_of[n] for n in fetch_names]
         self.fetch_names = tuple(fetch_names)
         self.reads = self._check_reads(block, reads)
@@ -457,6 +458,31 @@ class ScopeIO:
              namespace)
         self.load, self.store = namespace["make"](*[holder for _, holder in reads],
                                                   *[holder for _, holder in writes])
+
+
+def feed_function(feed_slots, accepted):
+    """`feed_in(feed, env)` for a plan's `feed_slots` [(slot, variable)] as straight-line code:
+    when every fed value is a NumPy array of the shape and dtype the plan took one as it is
+    before (`accepted`, filled by executor._accepted_feed), puts each in its slot and returns
+    (their shapes, in order; the batch size: the first dimension of the first of them that
+    has one, else None); else returns None, having put nothing in `env` (the executor then
+    checks each value: executor._feed_values)."""
+    lines = ["def feed_in(feed, env):"]
+    for k, (_, var) in enumerate(feed_slots):
+        lines += [f"    v{k} = feed[{var.name!r}]",
+                  f"    if type(v{k}) is not ndarray:", "        return None",
+                  f"    s{k} = v{k}.shape",
+                  f"    if accepted[{k}] != (s{k}, v{k}.dtype):", "        return None"]
+    lines += [f"    env[{slot}] = v{k}" for k, (slot, _) in enumerate(feed_slots)]
+    batch = "None"
+    for k in reversed(range(len(feed_slots))):
+        batch = f"s{k}[0] if s{k} else {batch}"
+    shapes = "(" + "".join(f"s{k}, " for k in range(len(feed_slots))) + ")"
+    lines.append(f"    return {shapes}, {batch}")
+    namespace = {"ndarray": np.ndarray, "accepted": accepted}
+    exec(compile("\n".join(lines) + "\n", f"<feed of {len(feed_slots)} variables>", "exec"),
+         namespace)
+    return namespace["feed_in"]
 
 
 # --- op runners ------------------------------------------------------------------------------

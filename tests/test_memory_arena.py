@@ -350,9 +350,9 @@ def test_a_replayed_step_ends_its_arena_before_another_step_may_claim_the_plan(m
         def __getattr__(self, name):
             return getattr(functions, name)
 
-        def pt_arena_end(self, out):
+        def pt_arena_finish(self, expected):
             claimed_at_end.append(arena._IN_USE[0] is not None)
-            return functions.pt_arena_end(out)
+            return functions.pt_arena_finish(expected)
 
     monkeypatch.setattr(native, "arena_functions", lambda: Watched())
     _train(True, _batches(5))

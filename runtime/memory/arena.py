@@ -133,6 +133,7 @@ class StepPlan:
                              self.conflicts, self.slot, self.distinct, self.owner, self.live,
                              self.span)
         self.c_plan_address = ctypes.addressof(self.c_plan)
+        self.base = 0  # the arena's address in the pool at the last step that replayed
 
 
 def _pointer(kind):
@@ -167,6 +168,9 @@ class StepMemory:
     (the Executor's, or the one-thread ParallelExecutor's caller), `end(serving)` after its ops
     (also on errors: then with None)."""
 
+    __slots__ = ("shape", "pool", "ctx", "plan", "recording", "base", "ended", "served",
+                 "learned", "functions")
+
     def __init__(self, shape, pool, ctx, plan=None):
         self.shape, self.pool, self.ctx, self.plan = shape, pool, ctx, plan
         self.recording = None if plan is not None else Recording(ctx)
@@ -174,10 +178,13 @@ class StepMemory:
         self.ended = False
         self.served = 0
         self.learned = None  # (recording, phase peaks above the start) to make the plan from
+        self.functions = None  # (native.arena_functions() while replaying)
 
     def begin(self):
-        if not _CLAIM.acquire(blocking=False):  # another thread's step is recording or
-            self.ended = True  # replaying (_claim, written in: once a step)
+        try:  # (_claim, written in: once a step)
+            _FREE.pop()
+        except IndexError:  # another thread's step is recording or replaying
+            self.ended = True
             return
         _IN_USE[0] = self
         if self.recording is not None:
@@ -186,14 +193,14 @@ class StepMemory:
         plan, functions = self.plan, native.arena_functions()
         # (claimed first: taking the block can let another thread run)
         if functions.pt_arena_room() > 0:  # what outlives the step can always be recorded
-            self.base = _arena_block(self.pool, plan.span, plan.unplanned_bytes)
+            self.base = _arena_block(self.pool, plan.span, plan.unplanned_bytes, plan.base)
         if not self.base:
             _release()
             self.ended = True
             return
-        c_plan = plan.c_plan  # (this step's fields set here: one argument to convert)
-        c_plan.ctx, c_plan.base = self.ctx, self.base
-        functions.pt_arena_begin(plan.c_plan_address)
+        plan.base = self.base  # (the pool's block to ask for again next step)
+        self.functions = functions
+        functions.pt_arena_start(plan.c_plan_address, self.ctx, self.base)
 
     def settle(self):
         """After the step, once the pool no longer serves its arrays (packing allocates): make
@@ -220,32 +227,35 @@ class StepMemory:
                 self.learned = (self.recording, serving.pool, {
                     tag: max(peak - start, 0) for tag, peak in serving.phase_peaks.items()})
             return
-        state = native.arena_functions().pt_arena_end(_COUNTS_ADDRESS)
-        requests, self.served, diverged, live = _COUNTS[:]  # (one copy, not 4 item reads)
-        if state == 1:
-            self.pool.free(self.base)
-        elif state == 0:  # (listed before the claim goes: the next begin gives drained ones back)
-            _RETIRED[self.base] = self.pool
+        plan = self.plan
+        served = self.functions.pt_arena_finish(plan.n_requests)
+        if served >= -1:  # (the arena is free again)
+            self.pool.give(self.base)
+        elif served == -2:  # (listed before the claim goes: the next begin gives drained
+            _RETIRED[self.base] = self.pool  # ones back)
         _IN_USE[0] = None  # (_release, written in)
-        _CLAIM.release()
-        if diverged or live or requests != self.plan.n_requests:
+        _FREE.append(True)
+        if served < 0:
             _failed(self.shape)
-        elif serving is not None:
-            serving.replayed(self.plan.phase_peaks_above_start, self.served)
+        else:
+            self.served = served
+            if serving is not None:
+                serving.replayed(plan.phase_peaks_above_start, served)
 
 
 _RETIRED = {}  # arena base -> pool: arenas kept by blocks that outlived their step
-_COUNTS = (ctypes.c_long * 4)()  # what pt_arena_end reports (one step's plan at a time)
-_COUNTS_ADDRESS = ctypes.addressof(_COUNTS)
 # the StepMemory recording or replaying now: the recording slot and the C side's arena are
 # one per process, so a step of another thread runs on the pool meanwhile
 _IN_USE = [None]
-_CLAIM = threading.Lock()  # held while _IN_USE names a step: taken atomically
+_FREE = [True]  # the claim while no step holds it, taken by list.pop: atomic under the GIL
+# (a lock's acquire(blocking=False) and release cost some ten times as much)
 
 
 def _claim(step):
     """Make `step` the one recording or replaying; False when another step is."""
-    if not _CLAIM.acquire(blocking=False):
+    try:
+        _FREE.pop()
+    except IndexError:
         return False
     _IN_USE[0] = step
     return True
@@ -253,19 +263,20 @@ def _claim(step):
 
 def _release():
     _IN_USE[0] = None
-    _CLAIM.release()
+    _FREE.append(True)
 
 
-def _arena_block(pool, span, unplanned_bytes=0):
-    """A block of `span` bytes from `pool` for the arena, or 0 when the pool would have to
-    refuse, or could not serve the step's other requests too (then the step runs without its
-    plan; the refusal is not counted as the job's)."""
+def _arena_block(pool, span, unplanned_bytes=0, last=0):
+    """A block of `span` bytes from `pool` for the arena (the block at `last` again where the
+    pool can: Pool.take), or 0 when the pool would have to refuse, or could not serve the
+    step's other requests too (then the step runs without its plan; the refusal is not
+    counted as the job's)."""
     if _RETIRED:
         _give_back_drained()
     if pool.allocated + span + unplanned_bytes > pool.capacity:
         return 0
     n_oom, last_oom = pool.n_oom, pool.last_oom
-    base = pool.alloc(span, "activations")
+    base = pool.take(span, "activations", last)
     if not base:
         pool.n_oom, pool.last_oom = n_oom, last_oom
         return 0
@@ -294,6 +305,7 @@ def _learn(shape, recording, pool, phase_peaks_above_start):
         base = _arena_block(pool, shape.plan.span)
         if base:
             pool.free(base)
+            shape.plan.base = base
 
 
 def _failed(shape):

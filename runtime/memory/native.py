@@ -46,6 +46,13 @@ void pt_set(void *m, void *c, void *r, void *f) {
     py_malloc = m; py_calloc = c; py_realloc = r; py_free = f;
 }
 
+/* The interpreter's thread state holding the GIL (3.11: _PyThreadState_UncheckedGet; later
+   ones: the calling thread's attached state), or none: then every call takes the GIL. */
+static PyObject *(*current_tstate)(void);
+static PyObject *ar_tstate;  /* the step's thread's state while a plan is active, else NULL */
+
+void pt_set_tstate_getter(void *f) { current_tstate = f; }
+
 /* --- the step's memory plan (arena.py): the i-th request of a planned step, made by the
    executor's thread through the executor's handler, gets base + offsets[i] when its size is
    sizes[i] and every planned block sharing those bytes is already dead; otherwise the plan is
@@ -78,6 +85,7 @@ typedef struct {  /* arena.py's StepPlan.c_plan, field for field */
 
 void pt_arena_begin(const plan_t *plan) {
     ar_ctx = plan->ctx; ar_thread = pthread_self(); ar_base = plan->base; ar_span = plan->span;
+    ar_tstate = current_tstate != NULL ? current_tstate() : NULL;
     ar_n = plan->n;
     ar_sizes = plan->sizes; ar_offsets = plan->offsets; ar_cstart = plan->cstart;
     ar_conf = plan->conf; ar_slot = plan->slot; ar_soff = plan->soff;
@@ -93,6 +101,7 @@ void pt_arena_begin(const plan_t *plan) {
 int pt_arena_end(long *out) {
     out[0] = ar_next; out[1] = ar_served; out[2] = ar_diverged; out[3] = ar_live;
     ar_active = 0;
+    ar_tstate = NULL;
     int result = 1;
     if (ar_live > 0) {
         result = -1;
@@ -106,6 +115,25 @@ int pt_arena_end(long *out) {
     }
     ar_base = NULL; ar_span = 0;
     return result;
+}
+
+/* pt_arena_begin with this step's fields (the handler's context, the arena's first byte). */
+void pt_arena_start(plan_t *plan, void *ctx, char *base) {
+    plan->ctx = ctx; plan->base = base;
+    pt_arena_begin(plan);
+}
+
+/* Ends the step, as pt_arena_end, checking the plan held (no request departed from it, no
+   planned block outlives the step, `expected` requests were made): the requests the plan
+   served when it held (the arena is free again), -1 when it did not and the arena is free,
+   -2 when it did not and live blocks keep the arena (retired), -3 when no retired slot was
+   left for it. */
+long pt_arena_finish(long expected) {
+    long counts[4];
+    int state = pt_arena_end(counts);
+    if (state == 1)
+        return (counts[2] || counts[0] != expected) ? -1 : counts[1];
+    return state == 0 ? -2 : -3;
 }
 
 /* Retired arenas whose blocks have all died: their bases go to `bases` (at most `room`) and
@@ -186,14 +214,72 @@ int pt_arena_room(void) {
     return free_slots;
 }
 
+/* The three functions a step calls as Python builtins (METH_O, METH_FASTCALL), not through
+   ctypes: a ctypes call converts its arguments and result through libffi, some 1,600
+   instructions; a builtin's call about a tenth of that. They run with the GIL held. */
+extern PyObject *PyLong_FromLong(long);
+extern long PyLong_AsLong(PyObject *);
+extern void *PyLong_AsVoidPtr(PyObject *);
+extern PyObject *PyErr_Occurred(void);
+extern void PyErr_SetString(PyObject *, const char *);
+extern PyObject *PyExc_TypeError;
+
+static PyObject *py_room(PyObject *self, PyObject *unused) {
+    return PyLong_FromLong(pt_arena_room());
+}
+
+static PyObject *py_start(PyObject *self, PyObject *const *args, intptr_t nargs) {
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "pt_arena_start(plan address, ctx, base)");
+        return NULL;
+    }
+    plan_t *plan = PyLong_AsVoidPtr(args[0]);
+    void *ctx = PyLong_AsVoidPtr(args[1]);
+    char *base = PyLong_AsVoidPtr(args[2]);
+    if (PyErr_Occurred()) return NULL;
+    if (plan == NULL || base == NULL) {
+        PyErr_SetString(PyExc_TypeError, "pt_arena_start: a null plan or arena");
+        return NULL;
+    }
+    pt_arena_start(plan, ctx, base);
+    return PyLong_FromLong(0);
+}
+
+static PyObject *py_finish(PyObject *self, PyObject *arg) {
+    long expected = PyLong_AsLong(arg);
+    if (expected == -1 && PyErr_Occurred()) return NULL;
+    return PyLong_FromLong(pt_arena_finish(expected));
+}
+
+typedef struct { const char *name; void *meth; int flags; const char *doc; } method_t;
+static method_t pt_methods[] = {  /* METH_NOARGS 0x4, METH_O 0x8, METH_FASTCALL 0x80 */
+    {"pt_arena_room", (void *)py_room, 0x4, NULL},
+    {"pt_arena_start", (void *)py_start, 0x80, NULL},
+    {"pt_arena_finish", (void *)py_finish, 0x8, NULL},
+};
+
+void *pt_method(int k) { return k >= 0 && k < 3 ? &pt_methods[k] : NULL; }
+
 #define AROUND(call) \
     PyObject *type, *value, *tb; \
     PyErr_Fetch(&type, &value, &tb); \
     call; \
     PyErr_Restore(type, value, tb);
 
+/* True on the thread running an active plan's step while it holds the GIL (its thread state
+   is the one holding it): the GIL need not be taken (PyGILState_Ensure and Release cost some
+   90 instructions a call, the planned request itself about 40). */
+static int step_thread_holds_gil(void) {
+    return ar_tstate != NULL && current_tstate() == ar_tstate
+        && pthread_equal(pthread_self(), ar_thread);
+}
+
 void *pt_malloc(void *ctx, size_t n) {
     void *r;
+    if (step_thread_holds_gil()) {
+        if (!arena_take(ctx, n, &r)) { AROUND(r = py_malloc(ctx, n)) }
+        return r;
+    }
     int state = PyGILState_Ensure();
     if (!arena_take(ctx, n, &r)) { AROUND(r = py_malloc(ctx, n)) }
     PyGILState_Release(state);
@@ -229,6 +315,10 @@ void *pt_realloc(void *ctx, void *p, size_t n) {
 }
 
 void pt_free(void *ctx, void *p, size_t n) {
+    if (step_thread_holds_gil()) {
+        if (p == NULL || !arena_give(p)) { AROUND(py_free(ctx, p, n)) }
+        return;
+    }
     int state = PyGILState_Ensure();
     if (p == NULL || !arena_give(p)) { AROUND(py_free(ctx, p, n)) }
     PyGILState_Release(state);
@@ -250,10 +340,25 @@ def load(callbacks):
     lib.pt_set.argtypes = [ctypes.c_void_p] * 4
     lib.pt_set.restype = None
     lib.pt_set(*(ctypes.cast(cb, ctypes.c_void_p) for cb in callbacks))
+    lib.pt_set_tstate_getter.argtypes = [ctypes.c_void_p]
+    lib.pt_set_tstate_getter.restype = None
+    lib.pt_set_tstate_getter(_tstate_getter())
     _KEEP.append(lib)
     _ARENA.append(_arena_functions(lib._name))
     return tuple(ctypes.cast(getattr(lib, name), ctypes.c_void_p).value
                  for name in ("pt_malloc", "pt_calloc", "pt_realloc", "pt_free"))
+
+
+def _tstate_getter():
+    """The address of the interpreter's function naming the thread state that holds the GIL
+    (CPython 3.11's _PyThreadState_UncheckedGet, PyThreadState_GetUnchecked since 3.13), or
+    None."""
+    for name in ("PyThreadState_GetUnchecked", "_PyThreadState_UncheckedGet"):
+        try:
+            return ctypes.cast(getattr(ctypes.pythonapi, name), ctypes.c_void_p).value
+        except AttributeError:
+            continue
+    return None
 
 
 _KEEP = []
@@ -266,9 +371,38 @@ def arena_functions():
     return _ARENA[0] if _ARENA else None
 
 
+class ArenaFunctions:
+    """The step-plan functions a step calls (arena.py), with the GIL held: the state they
+    change is also read by the allocator entry points, under the GIL. `pt_arena_room()`,
+    `pt_arena_start(plan address, ctx, base)` and `pt_arena_finish(expected requests)` are
+    Python builtins made from the library's method table (a call costs about a tenth of a
+    ctypes call), or the ctypes functions where the interpreter's API for that is missing;
+    `pt_arena_drained(bases, room)` (rare) and the others are ctypes functions."""
+
+    def __init__(self, lib):
+        self.lib = lib
+        for name in ("pt_arena_begin", "pt_arena_end", "pt_arena_drained"):
+            setattr(self, name, getattr(lib, name))
+        made = _builtins(lib)
+        for k, name in enumerate(("pt_arena_room", "pt_arena_start", "pt_arena_finish")):
+            setattr(self, name, made[k] if made is not None else getattr(lib, name))
+
+
+def _builtins(lib):
+    """The library's three step functions as Python builtins, or None."""
+    try:
+        new = ctypes.pythonapi.PyCFunction_NewEx
+    except AttributeError:  # (not CPython)
+        return None
+    new.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+    new.restype = ctypes.py_object
+    lib.pt_method.argtypes = [ctypes.c_int]
+    lib.pt_method.restype = ctypes.c_void_p
+    return tuple(new(lib.pt_method(k), None, None) for k in range(3))
+
+
 def _arena_functions(path):
-    """The arena functions of the library at `path`, called with the GIL held (PyDLL): the
-    state they change is also read by the allocator entry points, under the GIL."""
+    """The arena functions of the library at `path` (an ArenaFunctions)."""
     lib = ctypes.PyDLL(path)
     # (addresses passed as integers: a call converting a ctypes object costs about twice)
     lib.pt_arena_begin.argtypes = [ctypes.c_void_p]  # a StepPlan's c_plan_address
@@ -279,7 +413,11 @@ def _arena_functions(path):
     lib.pt_arena_drained.restype = ctypes.c_int
     lib.pt_arena_room.argtypes = []
     lib.pt_arena_room.restype = ctypes.c_int
-    return lib
+    lib.pt_arena_start.argtypes = [ctypes.c_void_p] * 3
+    lib.pt_arena_start.restype = None
+    lib.pt_arena_finish.argtypes = [ctypes.c_long]
+    lib.pt_arena_finish.restype = ctypes.c_long
+    return ArenaFunctions(lib)
 
 
 def _library():

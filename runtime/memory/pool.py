@@ -181,6 +181,57 @@ class Pool:
                     self._drain()
                 self._busy = False
 
+    def take(self, nbytes, tag, addr):
+        """`alloc(nbytes, tag)`, in fewer steps where it hands out the block at `addr` again:
+        the last block of its size freed, not merged since (a step's memory plan takes its
+        arena so every step: memory/arena.py). The same block, counters and peaks."""
+        size = (nbytes + ALIGN - 1) // ALIGN * ALIGN or ALIGN
+        lock = self._lock
+        lock.acquire()
+        try:
+            stack = self._cached.get(size)
+            if not stack or stack[-1].addr != addr or self._busy:
+                return self.alloc(nbytes, tag)
+            block = stack.pop()
+            self.cached -= size
+            tag = block.tag = tag or self.tag
+            block.free = False
+            self._live[addr] = block
+            self.n_requests += 1
+            allocated = self.allocated = self.allocated + size
+            by_tag = self.by_tag
+            by_tag[tag] = by_tag.get(tag, 0) + size
+            if allocated > self.window_peak:  # (all else done: a finalizer run by a
+                self._new_window_peak()  # collection in here finds the pool consistent)
+            return addr
+        finally:
+            lock.release()
+
+    def give(self, addr):
+        """`free(addr)`, in fewer steps where the block merges with no neighbour and blocks
+        of its size were cached before (a step's memory plan gives its arena back so every
+        step: memory/arena.py). The same counters and cached blocks."""
+        lock = self._lock
+        lock.acquire()
+        try:
+            block = self._live.get(addr)
+            if block is None or self._busy:
+                return self.free(addr)
+            prev, nxt, size = block.prev, block.next, block.size
+            stack = self._cached.get(size)
+            if (stack is None or (prev is not None and prev.free)
+                    or (nxt is not None and nxt.free) or block.chunk in self._direct):
+                return self.free(addr)
+            del self._live[addr]
+            self.n_frees += 1
+            self.allocated -= size
+            self.by_tag[block.tag] -= size
+            block.free, block.tag = True, None
+            stack.append(block)
+            self.cached += size
+        finally:
+            lock.release()
+
     def owns(self, addr):
         return addr in self._live
 

@@ -33,9 +33,9 @@ def _record(signum, frame):
 
 def hold():
     """Hold back the main thread's SIGINT/SIGTERM/SIGHUP handlers (on other threads, and for
-    handlers already held by an outer use, nothing): the [(signum, handler)] held, to give to
-    `deliver` when the work ends. What `with DeferSignals():` does, without the object and
-    the with-statement's calls (the executor holds them every step)."""
+    handlers already held by an outer use, nothing): the ((signum, handler), ...) held, to
+    give to `deliver` when the work ends. What `with DeferSignals():` does, without the object
+    and the with-statement's calls (the executor holds them every step)."""
     if _get_ident() != _main_ident:
         return ()
     saved = ()
@@ -45,6 +45,25 @@ def hold():
             _setsignal(signum, _record)
             saved += ((signum, handler),)
     return saved
+
+
+def _unrolled_hold():
+    """`hold` with its loop over _SIGNALS written out (the same steps in the same order):
+    about a third fewer bytecodes, once a step."""
+    lines = ["def hold():", "    if _get_ident() != _main_ident:", "        return ()"]
+    lines += [f"    h{k} = _getsignal({signum})" for k, signum in enumerate(_SIGNALS)]
+    lines.append("    saved = ()")
+    for k, signum in enumerate(_SIGNALS):
+        lines += [f"    if type(h{k}) is not int and h{k} is not _record and callable(h{k}):",
+                  f"        _setsignal({signum}, _record)",
+                  f"        saved += (({signum}, h{k}),)"]
+    lines.append("    return saved")
+    namespace = {"_get_ident": _get_ident, "_main_ident": _main_ident,
+                 "_getsignal": _getsignal, "_setsignal": _setsignal, "_record": _record}
+    exec(compile("\n".join(lines) + "\n", "<signals.hold, unrolled>", "exec"), namespace)
+    made = namespace["hold"]
+    made.__doc__ = hold.__doc__
+    return made
 
 
 def deliver(saved):
@@ -61,6 +80,9 @@ def deliver(saved):
         _CAUGHT.clear()
         for signum, frame in caught:
             handlers[signum](signum, frame)  # raises, as it would have during the step
+
+
+hold = _unrolled_hold()
 
 
 class DeferSignals:
