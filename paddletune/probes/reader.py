@@ -5,12 +5,24 @@ loader has started, step_end, to pair each step with the size of the batch it co
 samples the running queues' sizes (`source.queue_sizes()`) every `sample_s` on a daemon
 thread started by the first pass. A job without a DataLoader costs nothing.
 
-The training loop and the producers only queue their batch and step events (one deque
-append each: profiling costs a PyTorch loop's thread a third fewer bytecodes a step than
-when they were counted on the spot); the sampler thread counts them, in the order they
-came, each time it wakes (`_fold`), and so does the thread that starts or ends a pass,
-before it does, and `stop`. While a compute step has let go of the GIL, that counting costs
-the loop nothing.
+The training loop and the producers only queue their batch and step events: the subscriber
+is the queue's own `deque.append`, so no Python code of the probe runs on their threads
+(profiling costs a PyTorch loop's thread a third fewer bytecodes a step than when they were
+counted on the spot). The sampler thread counts them, in the order they came, each time it
+wakes (`_fold`), and so does the thread that starts or ends a pass, before it does, and
+`stop`. One loop counts them all (`_count_queued`), telling a batch's push, its pop and a
+step apart by the payload's class (`_kind`); it does at once only what depends on the
+events before (which batch a pop took, a drain, the pops a step pairs with) and keeps the
+payload, and a tally adds the kept payloads to the counters in C (map, reduce), in order,
+before each record and every TALLY_AT events (see _PassState): a near-empty PyTorch
+training step costs the probe about 240 bytecodes, on all its threads, instead of 570 when
+each event was counted on its own. While a compute step has let go of the GIL, that counting
+costs the loop nothing.
+
+One lock, the fold lock, orders the probe's bookkeeping: counting the queued events, a
+tally, a queue sample's counts, a record's cut of a pass's counters and a pass's start or
+end each hold it, so a pass's counters take no lock of their own (the emitting threads take
+none). Records go to the sink after it is let go.
 
 Records (paddletune/profile/records.py; `loader` the loader's id, `pass_no` its pass from 1):
 ReaderStart when a pass begins (with its config), ReaderEnd when it ends, is reset or fails,
@@ -43,7 +55,10 @@ ends, and what it counted then), the producer thread (its starts and ends) and t
 import math
 import threading
 import time
-from collections import deque
+from collections import _count_elements, deque  # (a C function: Counter.update's)
+from functools import partial, reduce
+from itertools import compress, islice, repeat
+from operator import add, attrgetter, eq, is_not, itemgetter, mul
 from typing import Optional
 
 from ..profile import loghist
@@ -53,24 +68,109 @@ from ..profile.schema import SchemaError, decode
 from .base import Probe
 
 MAX_SHAPES = 256  # distinct batch shapes whose element count a pass keeps
-_FLOOR_S = loghist.FLOOR_S
+TALLY_AT = 4096  # queued events counted since the last tally that make the fold tally them
+_FLOOR, _FLOOR_S = loghist.FLOOR, loghist.FLOOR_S
 SAMPLE_S = 0.01  # how often the running queues' sizes are sampled
 SLEEP_MAX_S = 0.05  # the sampler's longest wait that is a plain sleep (see _pause)
 FOLD_MAX_S = 0.5  # the sampler's longest wait while events may queue (see _sample_wait)
 _perf = time.perf_counter
 
+# The tallies read the payloads' fields with these (C: no bytecode per payload)
+_PRODUCE_S, _PUT_WAIT_S, _NBYTES = (attrgetter("produce_s"), attrgetter("put_wait_s"),
+                                    attrgetter("nbytes"))
+_CPU_S, _WORKER, _SHAPES = attrgetter("cpu_s"), attrgetter("worker"), attrgetter("shapes")
+_WAIT_S, _SIZE, _COPY_S = attrgetter("wait_s"), attrgetter("size"), attrgetter("copy_s")
+_PROGRAM_ID, _COMPUTE_S = attrgetter("program_id"), attrgetter("compute_s")
+_FIRST, _SECOND, _THIRD = itemgetter(0), itemgetter(1), itemgetter(2)
+_reported = partial(is_not, None)  # (a cpu_s of None: not measured)
+
+
+def _sum(values, start):
+    """start + each of `values` in turn: the additions `start += value` makes one value at a
+    time, bit for bit (sum() compensates its float additions' rounding from Python 3.12 on)."""
+    return reduce(add, values, start)
+
+
+def _buckets(waits) -> map:
+    """loghist.bucket of each wait, without a Python call per wait: a wait at or under
+    FLOOR_S is taken as FLOOR_S, whose bucket the max() makes FLOOR however log10 rounds."""
+    logs = map(math.log10, map(max, waits, repeat(_FLOOR_S)))
+    return map(max, repeat(_FLOOR), map(math.floor, map(mul, repeat(loghist.PER_DECADE), logs)))
+
+
+def _counts(keys) -> dict:
+    """{key: how many times}, in the order the keys first came."""
+    counts = {}
+    _count_elements(counts, keys)
+    return counts
+
+
+def _add_counts(counter: dict, counts: dict):
+    for key, n in counts.items():
+        counter[key] = counter.get(key, 0) + n
+
+
+def _by_key(keys: list, *columns) -> list:
+    """[(key, [its rows' values of each column, in order])] per distinct key, in the order
+    the keys first came (most tallies have one key: one producer, one batch size)."""
+    distinct = dict.fromkeys(keys)
+    if len(distinct) == 1:
+        return [(keys[0], columns)]
+    groups = []
+    for key in distinct:
+        rows = list(map(eq, keys, repeat(key)))
+        groups.append((key, [list(compress(column, rows)) for column in columns]))
+    return groups
+
 
 class _Produced:
-    """The producer side's counters since the last record (the producer thread writes them)."""
+    """The producer side's counters since the last record. Counting a push only keeps its
+    payload in `batches`; tally() adds those to the counters, in order (see _PassState)."""
 
     def __init__(self):
-        self.pushes = self.cpu_n = self.nbytes = 0
+        self.batches = []  # the payloads of the pushes not tallied yet
+        self.tallied = self.cpu_n = self.nbytes = 0
         self.produce_s = self.cpu_s = self.put_wait_s = 0.0
-        self.workers, self.shapes = {}, {}
+        self.workers = {}  # worker -> [batches, produce_s, cpu_s]
+        self.shapes = {}  # the batch's shapes -> batches
+
+    @property
+    def pushes(self) -> int:
+        return self.tallied + len(self.batches)
+
+    def tally(self) -> list:
+        """Add the pushes kept in `batches` to the counters; the (payload, error) of those it
+        could not count (left out: see add)."""
+        batches, self.batches = self.batches, []
+        if not batches:
+            return []
+        try:  # (the new values first: a payload that fails leaves the counters as they were)
+            produce, cpus = list(map(_PRODUCE_S, batches)), list(map(_CPU_S, batches))
+            produce_s = _sum(produce, self.produce_s)
+            put_wait_s = _sum(map(_PUT_WAIT_S, batches), self.put_wait_s)
+            nbytes = _sum(map(_NBYTES, batches), self.nbytes)
+            reported = list(filter(_reported, cpus))
+            cpu_s = _sum(reported, self.cpu_s)
+            rows = []
+            for worker, (mine, their_cpus) in _by_key(list(map(_WORKER, batches)), produce,
+                                                      cpus):
+                row = self.workers.get(worker) or (0, 0.0, 0.0)
+                rows.append((worker, [row[0] + len(mine), _sum(mine, row[1]),
+                                      _sum(filter(_reported, their_cpus), row[2])]))
+            shapes = _counts(map(_SHAPES, batches))
+        except Exception:  # noqa: BLE001  (one at a time: the others are counted)
+            return _each(self.add, batches)
+        self.tallied += len(batches)
+        self.produce_s, self.put_wait_s, self.nbytes = produce_s, put_wait_s, nbytes
+        self.cpu_s, self.cpu_n = cpu_s, self.cpu_n + len(reported)
+        self.workers.update(rows)
+        _add_counts(self.shapes, shapes)
+        return []
 
     def add(self, r):
+        """Count one push (what tally does for all of them, one payload at a time)."""
         produce_s, cpu_s = r.produce_s, r.cpu_s
-        self.pushes += 1
+        self.tallied += 1
         self.produce_s += produce_s
         self.put_wait_s += r.put_wait_s
         self.nbytes += r.nbytes
@@ -83,8 +183,7 @@ class _Produced:
             self.cpu_s += cpu_s
             self.cpu_n += 1
             row[2] += cpu_s
-        shapes = self.shapes
-        shapes[r.shapes] = shapes.get(r.shapes, 0) + 1  # (_count, inlined)
+        _count(self.shapes, r.shapes)
 
     def fields(self, feeds) -> dict:
         return {"pushes": self.pushes, "produce_s": self.produce_s, "cpu_s": self.cpu_s,
@@ -94,32 +193,91 @@ class _Produced:
 
 
 class _Consumed:
-    """The consumer side's counters since the last record (the training thread writes them)."""
+    """The consumer side's counters since the last record. Counting a pop only keeps its
+    payload in `taken`, and a step's its payload and what it popped in `stepped`; tally()
+    adds those to the counters, in order (see _PassState)."""
 
     def __init__(self, speed_test=False):
         self.speed_test = speed_test
-        self.pops = self.peeks = self.empty_pops = self.swings = self.steps = 0
+        self.taken = []  # the payloads of the pops not tallied yet (not the peeks)
+        self.stepped = []  # (step payload, elements, wait_s) of the steps not tallied yet
+        self.tallied_pops = self.tallied_steps = 0
+        self.peeks = self.empty_pops = self.swings = 0
         self.wait_s = self.wait_max_s = self.copy_s = self.step_wait_s = 0.0
-        self.wait_hist, self.pop_sizes, self.cost, self.programs = {}, {}, {}, {}
+        self.wait_hist, self.pop_sizes, self.programs = {}, {}, {}
+        self.cost = {}  # elements -> [steps, compute_s]
 
-    def add_pop(self, r, empty):
-        wait = r.wait_s
-        self.pops += 1
+    @property
+    def pops(self) -> int:
+        return self.tallied_pops + len(self.taken)
+
+    @property
+    def steps(self) -> int:
+        return self.tallied_steps + len(self.stepped)
+
+    def tally(self) -> list:
+        """Add the pops kept in `taken` and the steps in `stepped` to the counters; the
+        (payload, error) of those it could not count (left out: see add_pop, add_step)."""
+        return self._tally_pops() + self._tally_steps()
+
+    def _tally_pops(self) -> list:
+        taken, self.taken = self.taken, []
+        if not taken:
+            return []
+        try:  # (the new values first: a payload that fails leaves the counters as they were)
+            waits, sizes = list(map(_WAIT_S, taken)), list(map(_SIZE, taken))
+            wait_s = _sum(waits, self.wait_s)
+            wait_max_s = reduce(max, waits, self.wait_max_s)  # (max(a, b): b only if b > a)
+            copy_s = _sum(map(_COPY_S, taken), self.copy_s)
+            hist, pop_sizes = _counts(_buckets(waits)), _counts(sizes)
+            empty = sizes.count(0)  # (the queue was empty when the consumer asked)
+        except Exception:  # noqa: BLE001  (one at a time: the others are counted)
+            return _each(self.add_pop, taken)
+        self.tallied_pops += len(taken)
         self.empty_pops += empty
+        self.wait_s, self.wait_max_s, self.copy_s = wait_s, wait_max_s, copy_s
+        _add_counts(self.wait_hist, hist)
+        _add_counts(self.pop_sizes, pop_sizes)
+        return []
+
+    def _tally_steps(self) -> list:
+        stepped, self.stepped = self.stepped, []
+        if not stepped:
+            return []
+        try:
+            steps = list(map(_FIRST, stepped))
+            programs = _counts(map(_PROGRAM_ID, steps))
+            step_wait_s = _sum(map(_THIRD, stepped), self.step_wait_s)
+            rows = []
+            for elements, (compute,) in _by_key(list(map(_SECOND, stepped)),
+                                                list(map(_COMPUTE_S, steps))):
+                row = self.cost.get(elements) or (0, 0.0)
+                rows.append((elements, [row[0] + len(compute), _sum(compute, row[1])]))
+        except Exception:  # noqa: BLE001  (one at a time: the others are counted)
+            return _each(lambda step: self.add_step(*step), stepped, _FIRST)
+        self.tallied_steps += len(stepped)
+        _add_counts(self.programs, programs)
+        self.step_wait_s = step_wait_s
+        self.cost.update(rows)
+        return []
+
+    def add_pop(self, r):
+        """Count one pop (what tally does for all of them, one payload at a time)."""
+        wait = r.wait_s
+        self.tallied_pops += 1
+        self.empty_pops += r.size == 0
         self.wait_s += wait
         if wait > self.wait_max_s:
             self.wait_max_s = wait
         self.copy_s += r.copy_s
-        # (loghist.bucket and _count, inlined: this runs for every batch)
-        k = loghist.FLOOR if wait <= _FLOOR_S else loghist.bucket(wait)
-        hist, sizes, size = self.wait_hist, self.pop_sizes, r.size
-        hist[k] = hist.get(k, 0) + 1
-        sizes[size] = sizes.get(size, 0) + 1
+        _count(self.wait_hist, loghist.bucket(wait))
+        _count(self.pop_sizes, r.size)
 
-    def add_step(self, program, elements, wait_s, compute_s):
-        self.steps += 1
-        programs = self.programs
-        programs[program] = programs.get(program, 0) + 1  # (_count, inlined)
+    def add_step(self, r, elements, wait_s):
+        """Count one step (what tally does for all of them, one at a time)."""
+        program, compute_s = r.program_id, r.compute_s
+        self.tallied_steps += 1
+        _count(self.programs, program)
         self.step_wait_s += wait_s
         row = self.cost.get(elements)
         if row is None:
@@ -138,18 +296,34 @@ class _Consumed:
                 "programs": self.programs}
 
 
+def _each(count, items, payload=lambda item: item) -> list:
+    """count(item) for each item; the (payload, error) of those that raised."""
+    failed = []
+    for item in items:
+        try:
+            count(item)
+        except Exception as err:  # noqa: BLE001
+            failed.append((payload(item), err))
+    return failed
+
+
 class _PassState:
-    """A running pass: its config, the batches queued now, and the open interval's counters,
-    one set (and one lock) per writing thread, so the producer and the training loop never
-    wait for each other; only a record's cut takes all three locks."""
+    """A running pass: its config, the batches queued now, and the open interval's counters.
+    Only a thread holding the probe's fold lock writes them (counting the queued events, a
+    tally, a queue sample, a record's cut), so they need no lock of their own (snapshot()
+    only reads them).
+
+    Counting an event does at once only what depends on the events before it (a pop's batch
+    elements, from its push; the drains; a step's pops) and keeps the payload; a tally adds
+    the kept ones to the counters in a few passes over them in C (map, reduce: no bytecode
+    per payload), in the order they came, so every sum is the one `+=` per event would make.
+    The probe tallies a pass before each record's cut, and all passes every TALLY_AT events."""
 
     def __init__(self, loader, number, config, t0):
         self.loader, self.number, self.config = loader, number, config or {}
         self.capacity = self.config.get("capacity")
         self.t0 = t0
         self.produced, self.consumed, self.occupancy = _Produced(), _Consumed(), {}
-        self.push_lock, self.pop_lock = threading.Lock(), threading.Lock()
-        self.sample_lock = threading.Lock()
         self.queued = {}  # batch index -> its elements: read by its pop
         self.elements = {}  # the batches' shapes -> their elements (a few distinct ones)
         self.full = False  # seen full since the last empty pop
@@ -158,18 +332,53 @@ class _PassState:
         self.popped = False
         self.size = 0  # the last sampled queue size
 
+    def tally(self) -> list:
+        """Add the kept payloads to the counters; the (payload, error) of those it could not
+        count."""
+        return self.produced.tally() + self.consumed.tally()
+
     def cut(self, t, speed_test=None):
         """The open interval's (produced, consumed, occupancy, t0), fresh counters from `t`
-        (marked `speed_test` when given)."""
-        with self.push_lock:
-            produced, self.produced = self.produced, _Produced()
-        with self.pop_lock:
-            consumed = self.consumed
-            self.consumed = _Consumed(consumed.speed_test if speed_test is None else speed_test)
-        with self.sample_lock:
-            occupancy, self.occupancy = self.occupancy, {}
+        (marked `speed_test` when given). The caller holds the probe's fold lock and has
+        tallied the pass."""
+        produced, self.produced = self.produced, _Produced()
+        consumed = self.consumed
+        self.consumed = _Consumed(consumed.speed_test if speed_test is None else speed_test)
+        occupancy, self.occupancy = self.occupancy, {}
         t0, self.t0 = self.t0, t
         return produced, consumed, occupancy, t0
+
+    def elements_of(self, shapes) -> int:
+        """The elements of a batch of `shapes` (kept for the first MAX_SHAPES shapes)."""
+        elements = 0
+        for shape in shapes:
+            elements += math.prod(shape)
+        if len(self.elements) < MAX_SHAPES:
+            self.elements[shapes] = elements
+        return elements
+
+
+# What a queued event is: its payload's class says (see _kind)
+_PUSH, _POP, _STEP = "reader_push", "reader_pop", "step_end"
+_KIND_BY_ATTRIBUTE = (("is_startup", _STEP), ("speed_test", _POP), ("produce_s", _PUSH))
+_NO_PASS = object()  # (_count_queued's last pass before its first event)
+
+
+def _kind(record, kinds: dict) -> str:
+    """The event a payload reports, from the attributes sources/base.py lists for it: only a
+    step_end's has is_startup, only a reader_pop's speed_test, only a reader_push's produce_s.
+    A class that declares its fields (a NamedTuple, a dataclass: the sources' own payloads)
+    is learnt in `kinds` once; another (a SimpleNamespace) is looked at each time."""
+    cls = type(record)
+    declared = getattr(cls, "__dataclass_fields__", None) or getattr(cls, "_fields", None)
+    for attribute, kind in _KIND_BY_ATTRIBUTE:
+        if declared is None:
+            if hasattr(record, attribute):
+                return kind
+        elif attribute in declared:
+            kinds[cls] = kind
+            return kind
+    raise TypeError("not a reader_push, reader_pop or step_end payload")
 
 
 class ReaderProbe(Probe):
@@ -180,9 +389,10 @@ class ReaderProbe(Probe):
                  source=None):
         super().__init__(sink, clock, source)
         self.interval_s, self.sample_s = interval_s, sample_s
-        self._lock = threading.Lock()  # pass starts and ends, totals
-        self._events = deque()  # (count, record): what the loop and the producers queued
-        self._fold_lock = threading.Lock()  # one thread counts them at a time, in order
+        self._events = deque()  # the payloads the loop and the producers queued
+        self._fold_lock = threading.Lock()  # the counting, tallies, cuts, passes' changes
+        self._kinds = {}  # payload class -> _PUSH, _POP or _STEP (see _kind)
+        self._untallied = 0  # events counted since all passes were last tallied
         self._passes = {}  # loader id -> _PassState of its running pass
         self._subs, self._step_sub = [], None
         self._halt, self._sampler = threading.Event(), None
@@ -193,9 +403,10 @@ class ReaderProbe(Probe):
 
     # --- life cycle ------------------------------------------------------------------------------
     def _start(self):
+        queue = self._events.append  # (a C method: nothing of the probe runs in the emitter)
         self._subs = [self.subscribe("reader_state", self._on_state),
-                      self.subscribe("reader_push", self._later(self._count_push)),
-                      self.subscribe("reader_pop", self._later(self._count_pop))]
+                      self.subscribe("reader_push", queue),
+                      self.subscribe("reader_pop", queue)]
 
     def _stop(self):
         for sub in self._subs + ([self._step_sub] if self._step_sub else []):
@@ -204,8 +415,16 @@ class ReaderProbe(Probe):
         self._halt.set()
         if self._sampler is not None:
             self._sampler.join(timeout=2.0)
-        self._fold("consumer")
-        self._emit(self._flush_all(_perf()))
+        t0 = _perf()
+        with self._fold_lock:
+            records = self._count_queued()
+            for st in self._passes.values():  # (counting, timed as such: the cut is not)
+                self._tally(st)
+        self.cost_s["consumer"] += _perf() - t0
+        now = _perf()
+        with self._fold_lock:
+            records += self._flush_all(now)
+        self._emit(records)
         self.overhead_s = sum(self.cost_s.values())
         return {"loaders": {str(k): v for k, v in self.totals.items()},
                 "records": self.n_records, "interval_s": self.interval_s,
@@ -220,117 +439,137 @@ class ReaderProbe(Probe):
                             for st in list(self._passes.values())]}
 
     # --- event callbacks -------------------------------------------------------------------------
-    def _later(self, count):
-        """The subscriber that queues an event for `count` (called by _fold)."""
-        append = self._events.append
-
-        def queue(record):
-            append((count, record))
-        return queue
-
     def _fold(self, who: Optional[str] = None):
         """Count the queued events, oldest first; their time is `who`'s overhead (None: the
         caller times itself)."""
-        events = self._events
-        if not events:
+        if not self._events:
             return
         t0 = _perf()
         with self._fold_lock:
-            for _ in range(len(events)):  # (appends go on meanwhile: those wait for the next)
-                count, record = events.popleft()
-                try:
-                    count(record)
-                except Exception as err:  # noqa: BLE001  (an event it cannot count is
-                    # left out, and said so: never the job, never the other events)
-                    self.reason = self.reason or (f"a {type(record).__name__} was not "
-                                                  f"counted: {type(err).__name__}: {err}")
+            records = self._count_queued()
+        self._emit(records)
         if who is not None:
             self.cost_s[who] += _perf() - t0
 
+    def _count_queued(self) -> list:
+        """Count the queued events, oldest first (the caller holds the fold lock); the records
+        of the intervals that a switch of the speed-test mode cut.
+
+        This runs for every batch and step, so what would be a function per event and kind
+        is written out in this one loop, consecutive events of one pass look it up once, and
+        it does only what depends on the events before (see _PassState)."""
+        records = []
+        events, passes, kinds = self._events, self._passes, self._kinds
+        n = len(events)  # (appends go on meanwhile: those wait for the next)
+        loader = number = _NO_PASS  # the last push's or pop's pass: `st` (None: not running)
+        st = None
+        for r in islice(iter(events.popleft, _NO_PASS), n):
+            try:
+                try:
+                    kind = kinds[r.__class__]
+                except KeyError:
+                    kind = _kind(r, kinds)
+                if kind is _STEP:  # pair each pass's pops since the last step with this one
+                    if not r.is_startup:
+                        for ps in passes.values():
+                            if ps.popped:
+                                ps.consumed.stepped.append((r, ps.pending, ps.pending_wait_s))
+                                ps.pending, ps.pending_wait_s, ps.popped = 0, 0.0, False
+                    continue
+                if r.loader_id != loader or r.pass_no != number:
+                    st = passes.get(r.loader_id)
+                    loader, number = r.loader_id, r.pass_no
+                    if st is not None and st.number != number:
+                        st = None
+                if st is None:  # (not a running pass's)
+                    continue
+                if kind is _PUSH:  # the batch's elements, for its pop; a full queue
+                    shapes = r.shapes
+                    elements = st.elements.get(shapes)
+                    if elements is None:
+                        elements = st.elements_of(shapes)
+                    st.queued[r.index] = elements
+                    capacity = st.capacity
+                    if capacity and r.size >= capacity:
+                        st.full = True
+                    st.produced.batches.append(r)
+                    continue
+                # a pop: the mode it peeks in, its batch's elements for the step, a drain
+                speed_test, c = r.speed_test, st.consumed
+                if speed_test != c.speed_test:  # the flag switched: a new interval
+                    records.append(self._flush(st, self.clock.rel(r.t - r.wait_s),
+                                               speed_test))
+                    c = st.consumed
+                if speed_test:
+                    c.peeks += 1
+                    continue
+                elements = st.queued.pop(r.index, 0)
+                if r.size == 0:  # the queue was empty when the consumer asked
+                    if st.full:
+                        c.swings += 1
+                    st.full = False
+                st.pending += elements
+                st.pending_wait_s += r.wait_s
+                st.popped = True
+                c.taken.append(r)
+            except Exception as err:  # noqa: BLE001  (an event it cannot count is
+                # left out, and said so: never the job, never the other events)
+                self._not_counted(r, err)
+                loader = number = _NO_PASS  # (the next event looks its pass up again)
+        self._untallied += n
+        if self._untallied >= TALLY_AT:  # (the kept payloads stay few)
+            self._untallied = 0
+            for ps in passes.values():
+                self._tally(ps)
+        return records
+
+    def _tally(self, st):
+        for payload, err in st.tally():
+            self._not_counted(payload, err)
+
+    def _not_counted(self, payload, err):
+        self.reason = self.reason or (f"a {type(payload).__name__} was not counted: "
+                                      f"{type(err).__name__}: {err}")
+
     def _on_state(self, r):
         t0 = _perf()
-        self._fold()  # (the batches and steps before it)
-        if r.what == "start":
-            self._begin(r)
-        else:
-            self._end(r)
+        start, records = r.what == "start", []
+        try:
+            with self._fold_lock:
+                records = self._count_queued()  # (the batches and steps before it)
+                records += self._begin(r) if start else self._end(r)
+        finally:
+            self._emit(records)
+        if start:
+            self._run_sampler()
+            if self._step_sub is None:
+                self._step_sub = self.subscribe("step_end", self._events.append)
         self.cost_s["consumer"] += _perf() - t0
 
-    def _begin(self, r):
+    def _begin(self, r) -> list:
+        """A pass starts (under the fold lock): its records, and the last interval of the
+        loader's pass it replaces."""
         st = _PassState(r.loader_id, r.pass_no, r.config, self.clock.rel(r.t))
-        with self._lock:
-            old = self._passes.pop(r.loader_id, None)
-            self._passes[r.loader_id] = st
+        old = self._passes.pop(r.loader_id, None)
+        self._passes[r.loader_id] = st
         records = [self._flush(old, self.clock.rel(r.t))] if old is not None else []
         records.append(ReaderStart(self.clock.rel(r.t), r.loader_id, r.pass_no,
                                    loader_config(r.config)))
         totals = self.totals.setdefault(r.loader_id, _new_totals())
         totals["name"], totals["passes"] = (r.config or {}).get("name"), r.pass_no
-        self._emit(records)
-        self._run_sampler()
-        if self._step_sub is None:
-            self._step_sub = self.subscribe("step_end", self._later(self._count_step))
+        return records
 
-    def _end(self, r):
+    def _end(self, r) -> list:
+        """A pass ends, is reset or fails (under the fold lock): its records."""
         t = self.clock.rel(r.t)
-        with self._lock:
-            st = self._passes.get(r.loader_id)
-            if st is None or st.number != r.pass_no:
-                return
-            del self._passes[r.loader_id]
+        st = self._passes.get(r.loader_id)
+        if st is None or st.number != r.pass_no:
+            return []
+        del self._passes[r.loader_id]
         records = [self._flush(st, t)]
         records.append(ReaderEnd(t, r.loader_id, r.pass_no, r.what, r.batches,
                                  str(r.detail or "")))
-        self._emit(records)
-
-    def _count_push(self, r):
-        st = self._passes.get(r.loader_id)
-        if st is not None and st.number == r.pass_no:
-            shapes = r.shapes
-            elements = st.elements.get(shapes)
-            if elements is None:
-                elements = 0
-                for shape in shapes:
-                    elements += math.prod(shape)
-                if len(st.elements) < MAX_SHAPES:
-                    st.elements[shapes] = elements
-            st.queued[r.index] = elements
-            if st.capacity and r.size >= st.capacity:
-                st.full = True
-            with st.push_lock:
-                st.produced.add(r)
-
-    def _count_pop(self, r):
-        st = self._passes.get(r.loader_id)
-        if st is not None and st.number == r.pass_no:
-            if r.speed_test != st.consumed.speed_test:  # the flag switched: a new interval
-                self._emit([self._flush(st, self.clock.rel(r.t - r.wait_s), r.speed_test)])
-            with st.pop_lock:
-                self._pop(st, r)
-
-    def _pop(self, st, r):
-        if r.speed_test:
-            st.consumed.peeks += 1
-            return
-        elements = st.queued.pop(r.index, 0)
-        empty = r.size == 0  # the queue was empty when the consumer asked
-        st.consumed.add_pop(r, empty)
-        if empty:
-            if st.full:
-                st.consumed.swings += 1
-            st.full = False
-        st.pending += elements
-        st.pending_wait_s += r.wait_s
-        st.popped = True
-
-    def _count_step(self, r):
-        if not r.is_startup:
-            for st in list(self._passes.values()):
-                if st.popped:
-                    with st.pop_lock:
-                        st.consumed.add_step(r.program_id, st.pending, st.pending_wait_s,
-                                             r.compute_s)
-                    st.pending, st.pending_wait_s, st.popped = 0, 0.0, False
+        return records
 
     # --- the sampler -----------------------------------------------------------------------------
     def _run_sampler(self):
@@ -381,30 +620,30 @@ class ReaderProbe(Probe):
         self._fold()
         sizes = {k: v for k, v in self.source.queue_sizes().items() if k in self._passes}
         speed_test = self.source.speed_test_mode()
-        for loader, size in sizes.items():
-            st = self._passes.get(loader)
-            if st is not None and not speed_test:
-                st.size = size
-                st.full = st.full or bool(st.capacity and size >= st.capacity)
-                with st.sample_lock:
+        with self._fold_lock:  # (the source is asked before: it may hold its own locks)
+            for loader, size in sizes.items():
+                st = self._passes.get(loader)
+                if st is not None and not speed_test:
+                    st.size = size
+                    st.full = st.full or bool(st.capacity and size >= st.capacity)
                     _count(st.occupancy, size)
-        if now - self._last_flush < self.interval_s:
-            return []
-        self._last_flush = now
-        return self._flush_all(now)
+            if now - self._last_flush < self.interval_s:
+                return []
+            self._last_flush = now
+            return self._flush_all(now)
 
-    # --- records ---------------------------------------------------------------------------------
+    # --- records (under the fold lock) -----------------------------------------------------------
     def _flush_all(self, now) -> list:
         return [self._flush(st, self.clock.rel(now)) for st in list(self._passes.values())]
 
     def _flush(self, st, t, speed_test=None):
         """The open interval's record (None when nothing happened); counting goes on in
         fresh counters from `t`."""
+        self._tally(st)
         produced, consumed, occupancy, t0 = st.cut(t, speed_test)
         if not (produced.pushes or consumed.pops or consumed.peeks or occupancy):
             return None
-        with self._lock:
-            _add_totals(self.totals.setdefault(st.loader, _new_totals()), produced, consumed)
+        _add_totals(self.totals.setdefault(st.loader, _new_totals()), produced, consumed)
         return ReaderInterval(t0_s=t0, t_s=t, loader=st.loader, pass_no=st.number,
                               **consumed.fields(), **produced.fields(st.config.get("feed")),
                               occupancy=occupancy)
