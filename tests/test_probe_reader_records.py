@@ -390,13 +390,13 @@ def test_an_event_a_tally_cannot_add_is_named_and_the_others_are_counted(bad):
                                   1.0000001e-6, 1.0001e-6, 2e-6, 1e-5, 0.000123, 0.001,
                                   0.0012589254117941673, 0.25, 1, 3.7, 1e3, 1e12])
 def test_the_tallys_wait_buckets_are_loghist_buckets(wait):
-    assert list(reader._buckets([wait])) == [reader.loghist.bucket(wait)]
-    assert type(list(reader._buckets([wait]))[0]) is type(reader.loghist.bucket(wait))
+    assert list(reader.loghist.buckets([wait])) == [reader.loghist.bucket(wait)]
+    assert type(list(reader.loghist.buckets([wait]))[0]) is type(reader.loghist.bucket(wait))
 
 
 def test_the_tallys_wait_buckets_are_loghist_buckets_over_many_waits():
     waits = [10.0 ** (k / 1000) for k in range(-9000, 3000)] + [k * 1e-7 for k in range(100)]
-    assert list(reader._buckets(waits)) == [reader.loghist.bucket(w) for w in waits]
+    assert list(reader.loghist.buckets(waits)) == [reader.loghist.bucket(w) for w in waits]
 
 
 def random_pushes(rng, n):

@@ -58,7 +58,7 @@ import time
 from collections import _count_elements, deque  # (a C function: Counter.update's)
 from functools import partial, reduce
 from itertools import compress, islice, repeat
-from operator import add, attrgetter, eq, is_not, itemgetter, mul
+from operator import add, attrgetter, eq, is_not, itemgetter
 from typing import Optional
 
 from ..profile import loghist
@@ -89,13 +89,6 @@ def _sum(values, start):
     """start + each of `values` in turn: the additions `start += value` makes one value at a
     time, bit for bit (sum() compensates its float additions' rounding from Python 3.12 on)."""
     return reduce(add, values, start)
-
-
-def _buckets(waits) -> map:
-    """loghist.bucket of each wait, without a Python call per wait: a wait at or under
-    FLOOR_S is taken as FLOOR_S, whose bucket the max() makes FLOOR however log10 rounds."""
-    logs = map(math.log10, map(max, waits, repeat(_FLOOR_S)))
-    return map(max, repeat(_FLOOR), map(math.floor, map(mul, repeat(loghist.PER_DECADE), logs)))
 
 
 def _counts(keys) -> dict:
@@ -229,7 +222,7 @@ class _Consumed:
             wait_s = _sum(waits, self.wait_s)
             wait_max_s = reduce(max, waits, self.wait_max_s)  # (max(a, b): b only if b > a)
             copy_s = _sum(map(_COPY_S, taken), self.copy_s)
-            hist, pop_sizes = _counts(_buckets(waits)), _counts(sizes)
+            hist, pop_sizes = _counts(loghist.buckets(waits)), _counts(sizes)
             empty = sizes.count(0)  # (the queue was empty when the consumer asked)
         except Exception:  # noqa: BLE001  (one at a time: the others are counted)
             return _each(self.add_pop, taken)
