@@ -84,6 +84,38 @@ def test_unknown_cores_do_not_cap_the_workers(tmp_path):
     assert a.evidence.endswith("(cycle - wait).")
 
 
+def test_a_sleeping_producer_is_not_held_back_by_other_processes(tmp_path):
+    """A thread producer that sleeps 20 ms a batch for 0.3 ms of CPU, feeding a 0.4 ms step,
+    on 2 cores other processes keep 1.9 busy: the cores they leave (0.1) would run one
+    worker (the sizing before 2026-11-29 said so, and "low": 1.0x), but a worker wanting
+    0.1 of a core is under its fair part of the cores (CFS: the job's 9 threads beside
+    the others' 2 get 1.6 cores), so the scheduler serves each, and 8 workers (4 per core,
+    the most) make a step's batch every 2.5 ms. A producer that keeps a core busy is not
+    given a busy process's core (the test below)."""
+    steps = step_records(wall_s=0.0004, gap_s=0.0200)
+    records = reader_records(steps, wait_s=0.0199, empty_ratio=1.0, produce_s=0.020,
+                             cpu_s=0.0003, fill=0)
+    samples = system_samples(cpu_percent=8.0, cpu_total_percent=99.0)
+    p = load(make_profile(tmp_path / "p.jsonl", steps=steps, env=CORES_2,
+                          extra=records + samples))
+    a = only(advise(p, READER_RULES), "reader-starved")
+    f = a.figures
+    assert f["other_processes_cores"] == pytest.approx(1.9, abs=0.06)
+    assert f["room_shared"] and f["usable_cores"] == pytest.approx(2 * 9 / 11, rel=0.02)
+    assert f["workers"] == 8 and a.severity == "high"
+    assert a.expected_speedup == pytest.approx(0.0204 / (0.020 / 8), rel=0.05)
+    assert "the scheduler gives the job's threads beside other processes run 8" in \
+        a.expected_gain
+
+
+def test_fair_share_of_the_cores_beside_other_processes():
+    from paddletune.advisors.producers import fair_share_cores
+    assert fair_share_cores(2, 1.9, 9) == pytest.approx(2 * 9 / 11)  # 2 busy others
+    assert fair_share_cores(2, 0.3, 3) == pytest.approx(1.7)  # no busy other: what is left
+    assert fair_share_cores(4, 1.0, 1) == pytest.approx(3.0)  # what is left is more
+    assert fair_share_cores(2, 3.0, 2) == pytest.approx(2 * 2 / 5)  # (others over the cores)
+
+
 def test_no_free_core_says_what_is_achievable(tmp_path):
     steps = step_records(wall_s=0.012, gap_s=0.030)
     p = profile_with(tmp_path, steps, env=CORES_2, machine_percent=100.0, wait_s=0.029,

@@ -93,6 +93,11 @@ class WorkerSizing:
     busy_cores    the cores the workers keep busy (worker_busy_cores)
     producing     the producers' worth of batches the workers make (_producing: fewer than
                   `workers` where they time-share the room)
+    shared        room_cores is the job's fair share of the cores other processes keep
+                  busy (fair_share_cores), more than they leave: each producer wants less
+                  than its part, so their load does not hold it back
+    usable_cores  the cores the trainer and its producers get beside other processes: those
+                  left, or the fair share where `shared` (None: the cores unknown)
     """
 
     needed: int
@@ -105,6 +110,8 @@ class WorkerSizing:
     free_s: float
     busy_cores: float
     producing: float
+    shared: bool = False
+    usable_cores: Optional[float] = None
 
     @property
     def cpu_bound(self) -> bool:
@@ -131,7 +138,16 @@ def size_workers(cores: Optional[FreeCores], cost: ProducerCost, free_s: float,
     jobs: predicted within 10% of the measured change this way, 20-25% short when the step
     was slowed by the thread ratio's square root)."""
     needed = max(1, math.ceil(cost.wall_s / free_s)) if free_s > 0 else 1
-    cpu_bound_s = _cpu_bound(cores, cost, free_s if trainer_cpu_s is None else trainer_cpu_s)
+    threads = 1 + (min(needed, MAX_WORKERS_PER_CORE * cores.cores)
+                   if cores is not None and cores.cores else needed)  # (the trainer's too)
+    usable, light = None, False
+    if cores is not None and cores.cores:
+        usable = max(cores.cores - cores.others, 0.0)
+        fair = fair_share_cores(cores.cores, cores.others, threads)
+        light = cost.cores_each <= fair / threads  # (a producer wants less than its part)
+        if light:
+            usable = fair
+    cpu_bound_s = _cpu_bound(usable, cost, free_s if trainer_cpu_s is None else trainer_cpu_s)
     fastest_s = max(free_s, cpu_bound_s or 0.0)
     if trainer_cpu_s is not None and fastest_s > 0:  # its own work, at most, beside workers
         own = trainer_cpu_s / fastest_s
@@ -140,18 +156,23 @@ def size_workers(cores: Optional[FreeCores], cost: ProducerCost, free_s: float,
     if cores is not None and cores.trainer is not None and trainer_bound is not None:
         working = replace(cores, trainer=min(cores.trainer, trainer_bound))
     room = room_cores(working) if working is not None else None
+    shared = room is not None and light
+    if shared:  # (light producers beside other processes: the scheduler serves them)
+        trainer = working.trainer if working.trainer is not None else 1.0
+        shared = usable - trainer > room + 1e-9
+        room = max(room, usable - trainer)
     cap = needed
     if room is not None:
         cap = _part_core_workers(worker_cap(room, cost.cores_each, cores.cores), needed, room,
                                  cost, fastest_s, cores.cores)
-    widened = room is not None and \
+    widened = room is not None and not shared and \
         cap > max(math.floor(cores.free / cost.cores_each + 1e-9), 1)
     workers = min(needed, cap)
     busy = worker_busy_cores(cost, workers, free_s)
     producing = _producing(workers, room, cost)
     new_s = max(free_s, cost.wall_s / producing, cpu_bound_s or 0.0)
     return WorkerSizing(needed, cap, workers, room, widened, cpu_bound_s,
-                        min(new_s, cycle_s), free_s, busy, producing)
+                        min(new_s, cycle_s), free_s, busy, producing, shared, usable)
 
 
 def _producing(workers: int, room: Optional[float], cost: ProducerCost) -> float:
@@ -188,18 +209,31 @@ def worker_busy_cores(cost: ProducerCost, workers: int, free_s: float) -> float:
     return busy
 
 
-def _cpu_bound(cores: Optional[FreeCores], cost: ProducerCost, trainer_cpu_s: float
+def _cpu_bound(usable: Optional[float], cost: ProducerCost, trainer_cpu_s: float
                ) -> Optional[float]:
     """The step the cores allow: the trainer's CPU per step without data (measured, else
     its step without data: one core's worth of work, as a trainer of several math threads
     crowded by workers gets no more) plus the producers' CPU for a step's batches, over the
-    cores other processes leave."""
-    if cores is None or not cores.cores:
+    `usable` cores the job gets beside other processes (fair_share_cores), time-shared."""
+    if not usable or usable <= 0:
         return None
-    usable = (cores.cores - cores.others) * SHARED_CORE_USE
-    if usable <= 0:
-        return None
-    return (trainer_cpu_s + cost.cpu_per_step_s) / usable
+    return (trainer_cpu_s + cost.cpu_per_step_s) / (usable * SHARED_CORE_USE)
+
+
+def fair_share_cores(cores: int, others: float, threads: int) -> float:
+    """The cores `threads` busy threads of the job get beside other processes that kept
+    `others` cores busy while it ran: what those leave, or, where that is less, the
+    scheduler's fair share (Linux's CFS gives runnable threads alike an equal part of the
+    cores; the others' busy cores are counted as one thread each). The others' cores were
+    measured while the job used what they left, so a producer that wants less than its part
+    of the cores (a worker that mostly sleeps or waits for I/O) is not held back by them:
+    size_workers counts on the fair share for such producers only, and never on taking a
+    busy process's core for a producer that would keep one busy."""
+    left = max(cores - others, 0.0)
+    busy_others = round(others)
+    if busy_others <= 0 or threads <= 0:
+        return left
+    return max(left, cores * threads / (threads + busy_others))
 
 
 def worker_cap(room: Optional[float], per_worker: float, cores: Optional[int]) -> int:
@@ -267,7 +301,8 @@ def plan_figures(profile, sizing: WorkerSizing, cores: Optional[FreeCores],
             "speedup": cycle_s / new_s if new_s > 0 else None,
             "ceiling_steps_per_s": 1 / free_s if free_s > 0 else None,
             "cores": cores.cores, "free_cores": cores.free, "idle_cores": cores.idle,
-            "room_cores": sizing.room_cores if sizing.widened else None,
+            "room_cores": sizing.room_cores if sizing.widened or sizing.shared else None,
+            "room_shared": sizing.shared, "usable_cores": sizing.usable_cores,
             "other_processes_cores": cores.others, "producer_cpu_share": cost.cpu_share,
             "worker_busy_cores": sizing.busy_cores, "producing_workers": sizing.producing}
 
@@ -342,8 +377,13 @@ def advised_threads(blas: Optional[int], cores: Optional[int], worker_cores: flo
 
 def cpu_bound_note(plan) -> str:
     """Why the cores, not the workers' count, set the predicted step."""
-    usable = (plan["cores"] or 0) - (plan["other_processes_cores"] or 0.0)
+    left = (plan["cores"] or 0) - (plan["other_processes_cores"] or 0.0)
+    usable = plan.get("usable_cores")
     cpu = plan["producer_cpu_s_per_step"] or plan["worker_s_per_step"]
     trainer = plan.get("trainer_cpu_s_per_step") or plan["consumer_s_per_step"]
-    return (f"the cores bound it: the trainer's {ms(trainer)} and the producers' {ms(cpu)} "
-            f"of CPU per step share the {usable:.1f} core(s) other processes leave")
+    text = (f"the cores bound it: the trainer's {ms(trainer)} and the producers' {ms(cpu)} "
+            f"of CPU per step share ")
+    if usable is not None and usable > left + 0.05:
+        return text + (f"the {usable:.1f} core(s) the scheduler gives the job beside other "
+                       f"processes ({plan['other_processes_cores']:.1f} busy)")
+    return text + f"the {left:.1f} core(s) other processes leave"

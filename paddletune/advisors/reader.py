@@ -361,9 +361,13 @@ def _worker_gain(plan, script_name: str) -> str:
         text += "; " + cpu_bound_note(plan)
     if needed > n:
         room = plan.get("room_cores")
-        where = (f"the {plan['free_cores']:.1f} free core(s)"
-                 if room is None or room <= plan["free_cores"] + 1e-9 else
-                 f"the {room:.1f} core(s) the trainer leaves (it waits most of its step)")
+        if room is None or room <= plan["free_cores"] + 1e-9:
+            where = f"the {plan['free_cores']:.1f} free core(s)"
+        elif plan.get("room_shared"):
+            where = (f"the {room:.1f} core(s) the scheduler gives the job's threads beside "
+                     f"other processes")
+        else:
+            where = f"the {room:.1f} core(s) the trainer leaves (it waits most of its step)"
         text += (f"; reaching it takes {needed} workers, but {where} run "
                  f"{plan['worker_cap']}: make each batch cheaper too")
     return text
