@@ -114,7 +114,11 @@ class LoaderTracker:
         if not self.bus.listening("reader_push"):
             handle.produced += 1
             return None
-        shapes, nbytes = self.describe(batch)
+        described = None
+        if (self.describe_flat is not None and batch.__class__ in (list, tuple)
+                and len(batch) <= MAX_FLAT):
+            described = self.describe_flat(batch)  # (the usual batch: no generic walk)
+        shapes, nbytes = described or self.describe(batch)
         self.bus.emit("reader_push", ReaderPush(
             handle.loader_id, handle.number, handle.produced, worker, _perf(), produce_s, 0.0,
             size, handle.capacity, nbytes, shapes, cpu_s))
@@ -189,8 +193,12 @@ class LoaderTracker:
         index = handle.batches
         handle.batches += 1
         handle.last = batch
-        self.timer.read(t_request, wait, first_dim(batch, self.shape_of) if shapes is None
-                        else _first_of(shapes))
+        if shapes and shapes[0]:  # (the usual batch: its first tensor's first dimension)
+            batch_size = int(shapes[0][0])
+        else:
+            batch_size = (first_dim(batch, self.shape_of) if shapes is None
+                          else _first_of(shapes))
+        self.timer.read(t_request, wait, batch_size)
         if self.bus.listening("reader_pop"):
             self.bus.emit("reader_pop", ReaderPop(handle.loader_id, handle.number, index,
                                                   t_got, wait, size, handle.capacity,
@@ -214,10 +222,6 @@ class LoaderTracker:
         shape_of, nbytes_of = self.shape_of, self.nbytes_of
         shapes, nbytes = [], 0
         if batch.__class__ in (list, tuple) and len(batch) <= MAX_FLAT:
-            if self.describe_flat is not None:
-                described = self.describe_flat(batch)
-                if described is not None:
-                    return described
             for item in batch:  # the usual (inputs, labels): each looked at once
                 shape = shape_of(item)
                 if shape is None:

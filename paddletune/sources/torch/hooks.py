@@ -175,7 +175,7 @@ class TorchHooks:
     def _after_step(self, optimizer, args, kwargs):
         if not self.timer.owns(optimizer):
             return
-        place = self._place(optimizer)
+        place = self._places.get(id(optimizer)) or self._place(optimizer)
         if self._backends is not None:
             backends, self._backends = self._backends, None
             backends.first_step_done()
@@ -210,9 +210,8 @@ class TorchHooks:
                                                                 self.timer.batch_size))
 
     def _place(self, optimizer) -> str:
-        place = self._places.get(id(optimizer))
-        if place is None:
-            place = self._places[id(optimizer)] = _place_of(optimizer)
+        """The optimizer's place, found once (_after_step looks it up itself first)."""
+        place = self._places[id(optimizer)] = _place_of(optimizer)
         return place
 
     # --- DataLoader -----------------------------------------------------------------------
@@ -321,7 +320,8 @@ class TorchHooks:
             elif state.stats is not None and state.worker is not None:
                 shapes = self._worker_batch(handle, state, batch, ready)
             tracker.got(handle, t0, t1, batch, ready, shapes)
-            self._handed_over()
+            if self._device_clock is not None:  # (_handed_over, inlined: every batch)
+                self._device_clock.mark_waiting()
             return batch
         return __next__
 
