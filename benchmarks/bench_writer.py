@@ -1,6 +1,6 @@
 """What the profile writer spends on one training step's record, off the training thread but in
 the same process (it takes the GIL): a step of the first HEAD_STEPS, written in full
-(codec.StepCompressor and the JSON line), and a step of a long job's tail, folded into its
+(codec.StepCompressor.text: the JSON line), and a step of a long job's tail, folded into its
 window (accumulate.Accumulator.add: the window's batched fold, the slowest-step heap, the
 reservoir). Steps like a fast loop's (about 0.1 ms each, plain Python values), timed in
 blocks; prints the best block's microseconds per step of each and one JSON line.
@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from paddletune.profile import records as r  # noqa: E402
 from paddletune.profile.accumulate import Accumulator  # noqa: E402
 from paddletune.profile.codec import StepCompressor  # noqa: E402
-from paddletune.profile.writer import _dumps  # noqa: E402
+from paddletune.profile.writer import _dumps  # noqa: E402  (the writer's JSON encoder)
 
 
 def fast_loop_steps(n: int, seed: int = 0) -> list:
@@ -46,9 +46,12 @@ def per_step(fn, steps: list, rounds: int) -> float:
 
 
 def head(steps):
+    """The writer's line for each step (StepCompressor.text; a tree from before it, the
+    compressed object's JSON)."""
     compressor = StepCompressor()
+    line = getattr(compressor, "text", None) or (lambda s: _dumps(compressor.compress(s)))
     for s in steps:
-        _dumps(compressor.compress(s))
+        line(s)
 
 
 def tail(steps):
