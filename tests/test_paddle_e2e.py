@@ -120,6 +120,7 @@ def test_a_flag_the_script_sets_is_the_one_the_profile_holds(procs, tmp_path):
     (event,) = records(out, "event", "settings")  # (the header took them before the script)
     assert event["flags"] == {"FLAGS_eager_delete_tensor_gb": 1.0}, event
     assert load(out).env.flags["FLAGS_eager_delete_tensor_gb"] == 1.0
+    assert load(out).source.terms.step == "a training step (optimizer.step)"  # (dynamic)
     report = cli(procs, "report", out)
     assert "the job set FLAGS_eager_delete_tensor_gb=1.0 (was 0.0) before its first training " \
         "step ended" in " ".join(report.stdout.split()), report.stdout
@@ -137,6 +138,8 @@ def test_static_graph_steps_are_executor_runs(procs, tmp_path):
     (census,) = records(out, "event", "model")  # (the training program's)
     assert census["modules"]["matmul"] == 2 and set(census["params"]) == {"float32"}, census
     assert census["graph"] == "static", census
+    from paddletune.profile import load  # the report names its steps by the static graph's
+    assert load(out).source.terms.step == "a training step (Executor.run of the static graph)"
 
 
 def test_overrides_change_a_paddle_dataloader(procs, tmp_path):

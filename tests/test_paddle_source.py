@@ -78,8 +78,8 @@ def test_registry_and_info(monkeypatch):
     assert isinstance(source, PaddleSource)
     info = source.info()
     assert info.framework == "paddle" and info.version == f"PaddlePaddle {paddle.__version__}"
-    assert info.terms.step.startswith("a training step (optimizer.step")
-    assert "Executor.run" in info.terms.step and info.terms.loader == "paddle.io.DataLoader"
+    assert info.terms.step == "a training step (optimizer.step)"
+    assert "Executor.run" in info.terms.graph_step and info.terms.loader == "paddle.io.DataLoader"
     ids = {k.id for k in info.knobs}
     assert {"reader.num_workers", "reader.batch_size", "reader.prefetch_factor",
             "reader.use_shared_memory", "threads.intra_op", "flag.FLAGS_allocator_strategy",

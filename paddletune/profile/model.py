@@ -1,7 +1,7 @@
 """A loaded profile: its header, summary and kept records, frozen (paddletune.profile.load
 builds it; the report, the advisors, the dashboard, the tuner and the exporters read it)."""
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Mapping, Optional, Tuple
 
 from . import records as r
@@ -55,7 +55,16 @@ class Profile:
 
     @property
     def source(self) -> r.SourceInfo:
-        return self.header.source
+        """The header's source; its step named by Terms.graph_step where the framework names
+        a static graph's steps apart (Paddle 3's Executor.run against a dynamic graph's
+        optimizer.step) and the job's first training step ran a program (its ops counted)."""
+        source = self.header.source
+        terms = source.terms
+        if terms.graph_step is not None:
+            first = next((s for s in self.steps if not s.startup), None)
+            if first is not None and first.n_ops is not None:
+                return replace(source, terms=replace(terms, step=terms.graph_step))
+        return source
 
     def events_of(self, kind: str) -> list:
         """The events of one kind ("exit", "error", "speed_test", ...), in order."""

@@ -226,16 +226,21 @@ class Terms:
     """How the report and advice name the parts of a step in the source's framework.
 
     Fields:
-      step     the call one step is timed around, by its name ("Executor.run")
-      call     that call as a script writes it ("exe.run")
-      between  the loop's time outside that call ("outside the runtime")
-      loader   the framework's async data loader ("DataLoader")
+      step        the call one step is timed around, by its name ("Executor.run")
+      call        that call as a script writes it ("exe.run")
+      between     the loop's time outside that call ("outside the runtime")
+      loader      the framework's async data loader ("DataLoader")
+      graph_step  where the framework also runs static-graph programs (Paddle): the call
+                  such a step is timed around; a loaded profile whose training steps ran a
+                  program (their ops counted) names its steps by it (Profile.source), else
+                  by `step`
     """
 
     step: str = "Executor.run"
     call: str = "exe.run"
     between: str = "outside the runtime"
     loader: str = "DataLoader"
+    graph_step: Optional[str] = None
 
 
 @dataclass(frozen=True)

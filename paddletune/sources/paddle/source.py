@@ -32,9 +32,9 @@ FLAG_KNOBS = ("FLAGS_allocator_strategy", "FLAGS_fraction_of_gpu_memory_to_use",
               "FLAGS_conv_workspace_size_limit", "FLAGS_enable_cublas_tensor_op_math",
               "FLAGS_check_nan_inf", "FLAGS_check_nan_inf_level", "FLAGS_use_pinned_memory",
               "FLAGS_paddle_num_threads")
-TERMS = Terms(step="a training step (optimizer.step; Executor.run in the static graph)",
-              call="the training loop's iteration",
-              between="between steps", loader="paddle.io.DataLoader")
+TERMS = Terms(step="a training step (optimizer.step)", call="the training loop's iteration",
+              between="between steps", loader="paddle.io.DataLoader",
+              graph_step="a training step (Executor.run of the static graph)")
 STEPS_FROM = ("optimizer.step (dynamic graph): each step or minimize of the first optimizer "
               "to step (directly, through paddle.amp.GradScaler or paddle.Model.fit) ends a "
               "training step; Executor.run (static graph): each run of a program that is not "
