@@ -299,8 +299,10 @@ class TorchHooks:
                 if replayed is not None:
                     self._handed_over()
                     return replayed
-            ready = _ready(it) if it._num_workers else 0
-            t0, c0 = _perf(), _cpu()
+            workers = it._num_workers
+            ready = _ready(it) if workers else 0
+            c0 = 0.0 if workers else _cpu()  # (the loop's CPU making a batch: no workers)
+            t0 = _perf()
             try:
                 if self._ops is not None and self._ops.recording:  # (read time, not ops)
                     with unrecorded():
@@ -315,7 +317,7 @@ class TorchHooks:
                 raise
             t1 = _perf()
             shapes = None
-            if not it._num_workers:
+            if not workers:
                 shapes = tracker.produced(handle, -1, t1 - t0, _cpu() - c0, batch, 0)
             elif state.stats is not None and state.worker is not None:
                 shapes = self._worker_batch(handle, state, batch, ready)
