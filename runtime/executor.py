@@ -158,14 +158,14 @@ class Executor:
             feed = _read_batches(program._py_readers, feed)
             if t_begin is not None:
                 read_s = _perf() - t_begin
-        last = self._last_plan  # (_plan's first look, written in)
+        gc = _FLAG_VALUES["eager_delete_tensor_gb"] >= 0 or options[2]  # (or memory_optimize)
+        last = self._last_plan  # (the last step's plan, when this step's key is the same)
         if (last[0] is program and last[1] == program._version and last[2] == fetch_names
-                and last[3] == options and last[4] == (_FLAG_VALUES["eager_delete_tensor_gb"] >= 0)
-                and feed.keys() == last[5]):
+                and last[3] == options and last[4] == gc and feed.keys() == last[5]):
             plan = last[6]
         else:
             try:
-                plan = self._plan(program, feed, fetch_names, options)
+                plan = self._plan(program, feed, fetch_names, options, gc)
             except FeedError:  # as in Paddle, the program's persistables exist in the scope anyway
                 _declare_persistables(program, scope)
                 raise
@@ -382,17 +382,14 @@ class Executor:
         return mem, results, fetch_s
 
     # --- compile ---------------------------------------------------------------------------
-    def _plan(self, program, feed, fetch_names, options=None):
-        inplace, gc_fraction, memory_optimize = options or _PLAIN
-        gc = _FLAG_VALUES["eager_delete_tensor_gb"] >= 0 or memory_optimize
-        last = self._last_plan  # (the last step's plan, when this step's key is the same)
-        if (last[0] is program and last[1] == program._version and last[2] == fetch_names
-                and last[3] == (options or _PLAIN) and last[4] == gc
-                and feed.keys() == last[5]):
-            return last[6]
+    def _plan(self, program, feed, fetch_names, options, gc):
+        """The plan for a step whose key is not the last step's (_step looks at that first),
+        remembered as the last one; options: (enable_inplace, GC fraction, memory_optimize),
+        `gc` whether garbage collection is on for it."""
+        inplace, gc_fraction, _ = options
         plan = self._plan_for(program, feed, fetch_names, gc, inplace, gc_fraction)
-        self._last_plan = (program, program._version, fetch_names, options or _PLAIN, gc,
-                           set(feed), plan)
+        self._last_plan = (program, program._version, fetch_names, options, gc, set(feed),
+                           plan)
         return plan
 
     def _plan_for(self, program, feed, fetch_names, gc, inplace, gc_fraction):
