@@ -55,7 +55,7 @@ ends, and what it counted then), the producer thread (its starts and ends) and t
 import math
 import threading
 import time
-from collections import _count_elements, deque  # (a C function: Counter.update's)
+from collections import Counter, deque
 from functools import partial, reduce
 from itertools import compress, islice, repeat
 from operator import add, attrgetter, eq, is_not, itemgetter
@@ -91,16 +91,10 @@ def _sum(values, start):
     return reduce(add, values, start)
 
 
-def _counts(keys) -> dict:
-    """{key: how many times}, in the order the keys first came."""
-    counts = {}
-    _count_elements(counts, keys)
-    return counts
-
-
-def _add_counts(counter: dict, counts: dict):
+def _add_counts(counter: dict, counts: Counter):
+    """Add `counts` (a Counter: counted in C, keys in the order they first came)."""
     for key, n in counts.items():
-        counter[key] = counter.get(key, 0) + n
+        _count(counter, key, n)
 
 
 def _by_key(keys: list, *columns) -> list:
@@ -150,7 +144,7 @@ class _Produced:
                 row = self.workers.get(worker) or (0, 0.0, 0.0)
                 rows.append((worker, [row[0] + len(mine), _sum(mine, row[1]),
                                       _sum(filter(_reported, their_cpus), row[2])]))
-            shapes = _counts(map(_SHAPES, batches))
+            shapes = Counter(map(_SHAPES, batches))
         except Exception:  # noqa: BLE001  (one at a time: the others are counted)
             return _each(self.add, batches)
         self.tallied += len(batches)
@@ -222,7 +216,7 @@ class _Consumed:
             wait_s = _sum(waits, self.wait_s)
             wait_max_s = reduce(max, waits, self.wait_max_s)  # (max(a, b): b only if b > a)
             copy_s = _sum(map(_COPY_S, taken), self.copy_s)
-            hist, pop_sizes = _counts(loghist.buckets(waits)), _counts(sizes)
+            hist, pop_sizes = Counter(loghist.buckets(waits)), Counter(sizes)
             empty = sizes.count(0)  # (the queue was empty when the consumer asked)
         except Exception:  # noqa: BLE001  (one at a time: the others are counted)
             return _each(self.add_pop, taken)
@@ -239,7 +233,7 @@ class _Consumed:
             return []
         try:
             steps = list(map(_FIRST, stepped))
-            programs = _counts(map(_PROGRAM_ID, steps))
+            programs = Counter(map(_PROGRAM_ID, steps))
             step_wait_s = _sum(map(_THIRD, stepped), self.step_wait_s)
             rows = []
             for elements, (compute,) in _by_key(list(map(_SECOND, stepped)),
