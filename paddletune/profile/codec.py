@@ -79,11 +79,12 @@ class StepCompressor:
     the same executor and program's previous step.
 
     The writer calls it for every step it writes in full (the first thousand of a program,
-    on the writer's thread, which takes the GIL from the training loop), so it walks the
-    step's values against a plan made once instead of through the generic `to_json`; the
-    line is the same (tests/test_profile_codec.py holds them together). A step with a
-    non-finite time where the schema takes no null (a required time, read_s) cannot be
-    written: None, and the sticky fields' memory is left as it was."""
+    on the writer's thread, which takes the GIL from the training loop): `text` formats the
+    usual step's line at once; any other step is walked against a plan made once instead of
+    through the generic `to_json` (`compress`); the lines hold the same values
+    (tests/test_profile_codec.py holds them together). A step with a non-finite time where
+    the schema takes no null (a required time, read_s) cannot be written: None, and the
+    sticky fields' memory is left as it was."""
 
     _plan = None  # per field of Step: (name, required, default, a time in seconds, nullable)
 
@@ -151,12 +152,7 @@ class StepCompressor:
         key = (step.executor, step.program)
         values = _STICKY_VALUES(step)
         previous = self._last.get(key)
-        if _PLAIN_STEP_TYPES.issuperset(map(type, step)) and _FLOATS.issuperset(
-                map(type, _NOT_NULL_TIMES(step))):
-            out = self._plain(step, values == previous)  # (the usual step: none changed,
-            # none of them made into JSON only to be dropped)
-        else:
-            out = self._generic(step)
+        out = self._generic(step)
         if out is None:
             return None
         self._last[key] = values
@@ -183,44 +179,6 @@ class StepCompressor:
             out[name] = value
         return out
 
-    @staticmethod
-    def _plain(step: r.Step, sticky_unchanged: bool = False) -> Optional[dict]:
-        """What _generic makes of a step of plain Python values, its times floats (the
-        writer's usual step), field by field in Step's order without the generic checks;
-        without the sticky fields when `sticky_unchanged` (compress would drop them)."""
-        (t_s, program, executor, number, wall_s, feed_s, compute_s, fetch_s, gap_s, batch_size,
-         feed_bytes, fetch_bytes, read_s, queue, n_ops, fetch, feed, startup, place, exemplar,
-         slot, compute_wait_s, compute_queued_s) = step
-        if not isfinite(t_s + wall_s + feed_s + compute_s + fetch_s + read_s):
-            return None
-        out = {"type": r.Step.KIND, "t_s": round(t_s, 9), "program": program,
-               "executor": executor, "step": number, "wall_s": round(wall_s, 9),
-               "feed_s": round(feed_s, 9), "compute_s": round(compute_s, 9),
-               "fetch_s": round(fetch_s, 9)}
-        if gap_s is not None:
-            out["gap_s"] = round(gap_s, 9) if isfinite(gap_s) else None
-        for name, value in (("batch_size", batch_size), ("feed_bytes", feed_bytes or None),
-                            ("fetch_bytes", fetch_bytes or None)):
-            if value is not None:
-                out[name] = value
-        if read_s:
-            out["read_s"] = round(read_s, 9)
-        if queue is not None:
-            out["queue"] = queue
-        if not sticky_unchanged:  # (records.STICKY, in Step's order)
-            for name, value in (("n_ops", n_ops), ("fetch", fetch), ("feed", feed),
-                                ("startup", startup), ("place", place)):
-                if value is not None:
-                    out[name] = value if value.__class__ is not tuple else encode(value)
-        for name, value in (("exemplar", exemplar), ("slot", slot)):
-            if value is not None:
-                out[name] = value
-        for name, value in (("compute_wait_s", compute_wait_s),
-                            ("compute_queued_s", compute_queued_s)):
-            if value is not None:
-                out[name] = round(value, 9) if isfinite(value) else None
-        return out
-
 
 _HEAD = ('{"type":"step","t_s":%.9f,"program":%d,"executor":%d,"step":%d,"wall_s":%.9f,'
          '"feed_s":%.9f,"compute_s":%.9f,"fetch_s":%.9f')
@@ -228,7 +186,6 @@ _EXEMPLARS = {"slow": ',"exemplar":"slow"', "sample": ',"exemplar":"sample"'}
 _TEXT_TYPES = frozenset((float, int, type(None)))  # (not bool: "%d" would write it as a
 # number)
 _PLAIN = (float, int, str, bool)
-_PLAIN_STEP_TYPES = frozenset((float, int, str, bool, tuple, type(None)))
 _FLOATS = frozenset((float,))
 _STICKY_VALUES = attrgetter(*r.STICKY)
 _NULLABLE_TIMES = ("gap_s", "compute_wait_s", "compute_queued_s")
@@ -251,7 +208,7 @@ if r.Step._fields != (
         "gap_s", "batch_size", "feed_bytes", "fetch_bytes", "read_s", "queue", "n_ops", "fetch",
         "feed", "startup", "place", "exemplar", "slot", "compute_wait_s",
         "compute_queued_s"):  # pragma: no cover
-    raise ImportError("records.Step's fields changed: update StepCompressor._plain")
+    raise ImportError("records.Step's fields changed: update StepCompressor.text")
 
 
 class StepFiller:
