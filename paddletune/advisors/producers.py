@@ -138,10 +138,9 @@ def size_workers(cores: Optional[FreeCores], cost: ProducerCost, free_s: float,
     jobs: predicted within 10% of the measured change this way, 20-25% short when the step
     was slowed by the thread ratio's square root)."""
     needed = max(1, math.ceil(cost.wall_s / free_s)) if free_s > 0 else 1
-    threads = 1 + (min(needed, MAX_WORKERS_PER_CORE * cores.cores)
-                   if cores is not None and cores.cores else needed)  # (the trainer's too)
     usable, light = None, False
     if cores is not None and cores.cores:
+        threads = 1 + min(needed, MAX_WORKERS_PER_CORE * cores.cores)  # (the trainer's too)
         usable = max(cores.cores - cores.others, 0.0)
         fair = fair_share_cores(cores.cores, cores.others, threads)
         light = cost.cores_each <= fair / threads  # (a producer wants less than its part)
