@@ -445,3 +445,118 @@ def test_a_tally_counts_exactly_what_counting_each_payload_in_turn_does(seed):
         for step in steps:
             each.add_step(*step)
         assert repr(tallied.fields()) == repr(each.fields())
+
+
+def play_loop_batches(source, probe, combined):
+    """Batches the training loop makes itself (worker -1; LoaderTracker.made), each sent as a
+    reader_push and at once its reader_pop, or (`combined`) as one reader_batch: two shapes,
+    waits under 1 us and none, a cpu_s not measured, steps and a startup step, a queue
+    sample, a speed-test peek (the next batch's push lands before the interval's cut, its pop
+    after it), a batch of no running pass, and a pass restarted. The snapshots on the way."""
+    snaps = []
+
+    def batch(index, t, wait_s, size, shapes=XY, produce_s=0.001, cpu_s=0.0005, pass_no=1):
+        if combined:
+            source.bus.emit("reader_batch", eager.ReaderBatch(
+                7, pass_no, index, t, produce_s, cpu_s, wait_s, size, 2, 64, shapes))
+        else:
+            source.push(7, pass_no, index, -1, t, produce_s, 0.0, 0, 2, 64, shapes, cpu_s)
+            source.pop(7, pass_no, index, t, wait_s, size, 2, False, 0.0)
+
+    source.state(7, 1, 100.0, "start", config=A)
+    batch(0, 100.01, 0.001, 0)
+    batch(1, 100.02, 0.0, 1, XY_SMALL, produce_s=0.002, cpu_s=None)
+    source.step(3, 0.002)
+    source.step(3, 0.5, startup=True)
+    batch(2, 100.03, 5e-7, 0)
+    source.sizes = {7: 2}
+    probe.sample(time.perf_counter())
+    snaps.append(probe.snapshot())
+    source.step(4, 0.003)
+    source.pop(7, 1, 3, 100.04, 0.0, 0, 2, True, 0.0)  # a peek (the replay): a new interval
+    batch(3, 100.05, 0.002, 0)  # its push in the peek's interval, its pop in a new one
+    source.step(3, 0.001)
+    batch(9, 100.06, 0.0, 0, pass_no=5)  # no such pass
+    snaps.append(probe.snapshot())
+    source.state(7, 2, 100.1, "start", config=A)
+    batch(0, 100.11, 0.0, 0, pass_no=2)
+    source.step(6, 0.002)
+    return snaps
+
+
+@pytest.mark.parametrize("tally_at", [1, 3, reader.TALLY_AT])
+@pytest.mark.parametrize("between", [None, ReaderProbe._fold], ids=["at-once", "each-event"])
+def test_a_loop_batch_as_one_reader_batch_gives_the_records_of_its_push_and_pop(
+        between, tally_at, monkeypatch):
+    monkeypatch.setattr(reader, "TALLY_AT", tally_at)
+    runs = []
+    for combined in (False, True):
+        source, sink = BusSource(), []
+        probe = ReaderProbe(sink.append, Clock(t0=100.0), interval_s=100, sample_s=100,
+                            source=source).start()
+        if between is not None:  # (each event counted as it comes)
+            source.bus.subscribe("reader_batch", lambda r, probe=probe: between(probe))
+            source.bus.subscribe("reader_pop", lambda r, probe=probe: between(probe))
+        snaps = play_loop_batches(source, probe, combined)
+        record = probe.stop()
+        *records, at_stop, _ = sink
+        runs.append((exact(records), exact([replace(at_stop, t_s=None)]), repr(snaps),
+                     repr(record.details["loaders"]), record.reason))
+    assert runs[0] == runs[1]
+    records = runs[1][0]
+    assert len(records) == 5 and "speed_test=True, pushes=1" in records[2]
+    assert "pushes=3" in records[1] and "pops=3" in records[1] and "peeks=1" in records[2]
+    assert "pushes=0" in records[3] and "pops=1" in records[3] and "pushes=1" in runs[1][1][0]
+
+
+class Recorded:
+    def __init__(self, bus, event):
+        self.payloads = []
+        bus.subscribe(event, self.payloads.append)
+
+
+def test_the_tracker_sends_a_loop_batch_as_one_event_only_while_every_subscriber_takes_it():
+    """LoaderTracker.made: one reader_batch while the reader and step probes are the
+    subscribers (they take it); the push and the pop while a subscriber of either does not
+    (then to every subscriber, the probes too); the same records and timer figures."""
+    from paddletune.probes.step import StepProbe
+    from paddletune.sources.eager.loaders import LoaderTracker
+    from paddletune.sources.eager.steps import StepTimer
+
+    def run(extra):
+        source, sink = BusSource(), []
+        timer = StepTimer(source.bus)
+        tracker = LoaderTracker(source.bus, timer, lambda item: getattr(item, "shape", None),
+                                lambda item, shape=None: 8 * len(item.shape))
+        probes = [ReaderProbe(sink.append, Clock(t0=100.0), interval_s=100, sample_s=100,
+                              source=source).start(),
+                  StepProbe(sink.append, Clock(t0=100.0), source).start()]
+        batches = Recorded(source.bus, "reader_batch")
+        pops = Recorded(source.bus, extra) if extra else None
+        handle = tracker.start(7, {"capacity": 0, "feed": ["x", "y"]}, 0, lambda: 0)
+        for index, t in enumerate((100.01, 100.02, 100.03)):
+            batch = (SimpleNamespace(shape=(4, 3)), SimpleNamespace(shape=(4,)))
+            t_request = t - 0.001 * index
+            tracker.made(handle, t_request, t, 0.0005, None, batch, index % 2)
+            assert (timer.batch_size, timer._read_s) == (4, t - t_request)
+            source.bus.emit("step_end", eager.StepEnd(index, t, t + 0.001, 0.0, 0.0, 0.0,
+                                                      0.001, 4, "cpu", program_id=3))
+            timer._read_s = 0.0
+        tracker.end(handle)
+        for probe in probes:
+            probe.stop()
+        readers = [replace(r, t0_s=None, t_s=None) for r in sink  # (the pass's start and
+                   if isinstance(r, ReaderInterval)]  # end: the tracker's clock)
+        steps = [repr(r) for r in sink if type(r).__name__ == "Step"]
+        assert (handle.batches, handle.produced) == (3, 3)
+        return exact(readers), steps, batches.payloads, pops.payloads if pops else None
+
+    readers, steps, batches, _ = run(None)
+    assert [b.index for b in batches] == [0, 1, 2]
+    assert [b.size for b in batches] == [0, 1, 0] and batches[0].shapes == ((4, 3), (4,))
+    for extra in ("reader_pop", "reader_push"):
+        pair_readers, pair_steps, pair_batches, parts = run(extra)
+        assert pair_batches == [] and [p.index for p in parts] == [0, 1, 2]
+        assert (pair_readers, pair_steps) == (readers, steps)
+    assert "pushes=3" in readers[0] and "pops=3" in readers[0] and "steps=3" in readers[0]
+    assert [s.split("queue=")[1].split(",")[0] for s in steps] == ["0", "1", "0"]

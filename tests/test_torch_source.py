@@ -138,6 +138,29 @@ def test_reader_state_pops_and_pushes_per_epoch(src):
     assert not any(p.speed_test for p in pops)
 
 
+def test_a_batch_the_loop_makes_is_one_reader_batch_while_every_subscriber_takes_it(
+        monkeypatch):
+    """(The reader probe's subscription: one callable on the push, the pop and the batch;
+    the other tests' subscribers take the push and the pop alone, and get them.)"""
+    monkeypatch.delenv("PADDLETUNE_OVERRIDES", raising=False)
+    source = TorchSource()
+    source.begin()
+    got = []
+    for name in ("reader_push", "reader_pop", "reader_batch"):
+        source.subscribe(name, got.append)
+    model, optimizer = _model()
+    loader = torch.utils.data.DataLoader(Sleepy(16, sleep=0.001), batch_size=4)
+    with source.running():
+        _train(loader, model, optimizer)
+    assert [type(p).__name__ for p in got] == ["ReaderBatch"] * 4
+    assert [(p.loader_id, p.pass_no, p.index, p.size, p.capacity) for p in got] == [
+        (0, 1, i, 0, 0) for i in range(4)]
+    for p in got:
+        assert p.shapes == ((4, 3), (4,)) and p.nbytes == 4 * 3 * 4 + 4 * 8
+        assert (p.worker, p.put_wait_s, p.speed_test, p.copy_s) == (-1, 0.0, False, 0.0)
+        assert p.wait_s >= p.produce_s >= 0.004 and p.cpu_s >= 0.0
+
+
 def test_worker_processes_report_their_batches(src):
     model, optimizer = _model()
     loader = torch.utils.data.DataLoader(Sleepy(16, sleep=0.002), batch_size=4, num_workers=2)

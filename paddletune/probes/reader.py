@@ -1,7 +1,9 @@
 """The reader probe: each DataLoader/PyReader queue's fill, waits, producer and consumer.
 
-It listens to the source's reader_state / reader_push / reader_pop events (and, once a
-loader has started, step_end, to pair each step with the size of the batch it consumed) and
+It listens to the source's reader_state / reader_push / reader_pop / reader_batch events (a
+reader_batch: a batch the training loop made itself, counted as its push and then its pop;
+and, once a loader has started, step_end, to pair each step with the size of the batch it
+consumed) and
 samples the running queues' sizes (`source.queue_sizes()`) every `sample_s` on a daemon
 thread started by the first pass. A job without a DataLoader costs nothing.
 
@@ -10,8 +12,8 @@ is the queue's own `deque.append`, so no Python code of the probe runs on their 
 (profiling costs a PyTorch loop's thread a third fewer bytecodes a step than when they were
 counted on the spot). The sampler thread counts them, in the order they came, each time it
 wakes (`_fold`), and so does the thread that starts or ends a pass, before it does, and
-`stop`. One loop counts them all (`_count_queued`), telling a batch's push, its pop and a
-step apart by the payload's class (`_kind`); it does at once only what depends on the
+`stop`. One loop counts them all (`_count_queued`), telling a batch's push, its pop, both at
+once and a step apart by the payload's class (`_kind`); it does at once only what depends on the
 events before (which batch a pop took, a drain, the pops a step pairs with) and keeps the
 payload, and a tally adds the kept payloads to the counters in C (map, reduce), in order,
 before each record and every TALLY_AT events (see _PassState): a near-empty PyTorch
@@ -346,26 +348,28 @@ class _PassState:
 
 
 # What a queued event is: its payload's class says (see _kind)
-_PUSH, _POP, _STEP = "reader_push", "reader_pop", "step_end"
-_KIND_BY_ATTRIBUTE = (("is_startup", _STEP), ("speed_test", _POP), ("produce_s", _PUSH))
+_PUSH, _POP, _BATCH, _STEP = "reader_push", "reader_pop", "reader_batch", "step_end"
+_KIND_BY_ATTRIBUTES = ((("is_startup",), _STEP), (("produce_s", "speed_test"), _BATCH),
+                       (("speed_test",), _POP), (("produce_s",), _PUSH))
 _NO_PASS = object()  # (_count_queued's last pass before its first event)
 
 
 def _kind(record, kinds: dict) -> str:
     """The event a payload reports, from the attributes sources/base.py lists for it: only a
-    step_end's has is_startup, only a reader_pop's speed_test, only a reader_push's produce_s.
-    A class that declares its fields (a NamedTuple, a dataclass: the sources' own payloads)
-    is learnt in `kinds` once; another (a SimpleNamespace) is looked at each time."""
+    step_end's has is_startup, only a reader_pop's speed_test, only a reader_push's produce_s,
+    a reader_batch's both. A class that declares its fields (a NamedTuple, a dataclass: the
+    sources' own payloads) is learnt in `kinds` once; another (a SimpleNamespace) is looked at
+    each time."""
     cls = type(record)
     declared = getattr(cls, "__dataclass_fields__", None) or getattr(cls, "_fields", None)
-    for attribute, kind in _KIND_BY_ATTRIBUTE:
+    for attributes, kind in _KIND_BY_ATTRIBUTES:
         if declared is None:
-            if hasattr(record, attribute):
+            if all(hasattr(record, attribute) for attribute in attributes):
                 return kind
-        elif attribute in declared:
+        elif all(attribute in declared for attribute in attributes):
             kinds[cls] = kind
             return kind
-    raise TypeError("not a reader_push, reader_pop or step_end payload")
+    raise TypeError("not a reader_push, reader_pop, reader_batch or step_end payload")
 
 
 class ReaderProbe(Probe):
@@ -393,7 +397,8 @@ class ReaderProbe(Probe):
         queue = self._events.append  # (a C method: nothing of the probe runs in the emitter)
         self._subs = [self.subscribe("reader_state", self._on_state),
                       self.subscribe("reader_push", queue),
-                      self.subscribe("reader_pop", queue)]
+                      self.subscribe("reader_pop", queue),
+                      self.subscribe("reader_batch", queue)]
 
     def _stop(self):
         for sub in self._subs + ([self._step_sub] if self._step_sub else []):
@@ -470,18 +475,22 @@ class ReaderProbe(Probe):
                         st = None
                 if st is None:  # (not a running pass's)
                     continue
-                if kind is _PUSH:  # the batch's elements, for its pop; a full queue
+                if kind is not _POP:  # a push: the batch's elements, for its pop; a full queue
                     shapes = r.shapes
                     elements = st.elements.get(shapes)
                     if elements is None:
                         elements = st.elements_of(shapes)
-                    st.queued[r.index] = elements
-                    capacity = st.capacity
-                    if capacity and r.size >= capacity:
-                        st.full = True
-                    st.produced.batches.append(r)
-                    continue
-                # a pop: the mode it peeks in, its batch's elements for the step, a drain
+                    if kind is _PUSH:
+                        st.queued[r.index] = elements
+                        capacity = st.capacity
+                        if capacity and r.size >= capacity:
+                            st.full = True
+                        st.produced.batches.append(r)
+                        continue
+                    st.produced.batches.append(r)  # (a batch's: the loop made it, nothing
+                    # was queued, and its pop follows here)
+                # a pop (a batch's: never a peek, its elements those of its push): the mode
+                # it peeks in, its batch's elements for the step, a drain
                 speed_test, c = r.speed_test, st.consumed
                 if speed_test != c.speed_test:  # the flag switched: a new interval
                     records.append(self._flush(st, self.clock.rel(r.t - r.wait_s),
@@ -490,7 +499,8 @@ class ReaderProbe(Probe):
                 if speed_test:
                     c.peeks += 1
                     continue
-                elements = st.queued.pop(r.index, 0)
+                if kind is _POP:
+                    elements = st.queued.pop(r.index, 0)
                 if r.size == 0:  # the queue was empty when the consumer asked
                     if st.full:
                         c.swings += 1

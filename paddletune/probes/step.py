@@ -6,9 +6,10 @@ the next batch. Its callbacks run on the training thread, so their cost is this 
 overhead (timed around each callback).
 
 In a job fed by a DataLoader each step record also carries `queue`: the queue's fill as the
-last batch before the step was popped (the reader_pop event's size). Over a window of steps,
-the fill's fall is the batches made before the window began (the queue a short trial starts
-with): `paddletune tune` leaves them out of a trial's throughput (tune/trials.py).
+last batch before the step was popped (the reader_pop or reader_batch event's size). Over a
+window of steps, the fill's fall is the batches made before the window began (the queue a
+short trial starts with): `paddletune tune` leaves them out of a trial's throughput
+(tune/trials.py).
 
 An eager source's step_end may carry `paused_s`: its own work between two steps (an --ops
 window's reading), left out of the gap (the ops probe counts it as its overhead).
@@ -37,7 +38,8 @@ class StepProbe(Probe):
         self._subs = [self.subscribe("step_end", self._on_step),
                       self.subscribe("compile", self._on_compile),
                       self.subscribe("cuda_graph", self._on_graph),
-                      self.subscribe("reader_pop", self._on_pop)]
+                      self.subscribe("reader_pop", self._on_pop),
+                      self.subscribe("reader_batch", self._on_pop)]  # (a pop too)
 
     def _on_pop(self, r):
         if not r.speed_test:  # (a peek in speed-test mode takes nothing from the queue)

@@ -23,6 +23,11 @@ runtime/events.py, are the reference; other sources build objects with the same 
   reader_push   loader_id, pass_no, index, worker, t, produce_s, put_wait_s, size, capacity,
                 nbytes, shapes, cpu_s
   reader_pop    loader_id, pass_no, index, t, wait_s, size, capacity, speed_test, copy_s
+  reader_batch  a batch the training loop made itself and took at once (PyTorch's
+                num_workers=0): its reader_push and then its reader_pop in one payload, with
+                the attributes of both (t and size the pop's; worker -1, put_wait_s 0.0,
+                speed_test False, copy_s 0.0). Sent instead of the two only while every
+                subscriber of reader_push and reader_pop subscribes to it too (COMBINED)
   reader_solo   loader_id, pass_no, t, batches, produce_s, cpu_s (None: unknown): a producer
                 thread's batches made while the training loop only waited for them
                 (measure_producers_alone; batches 0: none was)
@@ -53,8 +58,12 @@ from typing import Callable, Dict, List, Optional
 from ..profile.records import AppliedOverride, Knob, NoEffect, SourceInfo
 
 EVENTS = ("step_end", "op_end", "compile", "nan_inf", "reader_state", "reader_push",
-          "reader_pop", "reader_solo", "memory_step", "memory_trace", "memory_oom", "sched_step",
-          "drop_scope", "scope", "model", "device_time")
+          "reader_pop", "reader_batch", "reader_solo", "memory_step", "memory_trace",
+          "memory_oom", "sched_step", "drop_scope", "scope", "model", "device_time")
+# A combined event -> the events it stands for, in order: a source may send it instead of
+# them only while every subscriber of theirs takes it too (a subscriber of the parts alone
+# gets the parts)
+COMBINED = {"reader_batch": ("reader_push", "reader_pop")}
 
 
 class Subscription:
@@ -151,4 +160,4 @@ class Source:
         pool sends its own as the request fails)."""
 
 
-__all__ = ["AppliedOverride", "EVENTS", "Knob", "NoEffect", "Source", "Subscription"]
+__all__ = ["AppliedOverride", "COMBINED", "EVENTS", "Knob", "NoEffect", "Source", "Subscription"]

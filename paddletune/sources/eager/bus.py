@@ -10,20 +10,26 @@ import warnings
 from dataclasses import dataclass, field
 from typing import Callable, Dict, NamedTuple, Optional, Tuple
 
-from ..base import Subscription
+from ..base import COMBINED, Subscription
 
 
 class Bus:
     """Subscribers per event, held as tuples (replaced, never changed in place), so an emit
-    on the training thread iterates them as they are while another thread subscribes."""
+    on the training thread iterates them as they are while another thread subscribes.
+
+    A combined event (sources/base.py's COMBINED: reader_batch) is sent instead of its parts
+    only while every subscriber of a part takes the combined one too (`sends_combined`), so a
+    subscriber of the parts alone still gets each of them."""
 
     def __init__(self):
         self._subs: Dict[str, Tuple[Callable, ...]] = {}
+        self._combined: Dict[str, bool] = {}  # combined event -> sent instead of its parts
         self._lock = threading.Lock()  # (subscribers change from the probes' threads)
 
     def subscribe(self, event: str, fn: Callable) -> Subscription:
         with self._lock:
             self._subs[event] = self._subs.get(event, ()) + (fn,)
+            self._plan_combined()
         return Subscription(lambda: self._unsubscribe(event, fn))
 
     def _unsubscribe(self, event: str, fn: Callable):
@@ -32,6 +38,19 @@ class Bus:
             if fn in subs:
                 subs.remove(fn)
                 self._subs[event] = tuple(subs)
+                self._plan_combined()
+
+    def _plan_combined(self):
+        """(under the lock, as the subscribers change: not worked out for each batch)"""
+        for combined, parts in COMBINED.items():
+            takers = self._subs.get(combined, ())
+            self._combined[combined] = bool(takers) and all(
+                fn in takers for part in parts for fn in self._subs.get(part, ()))
+
+    def sends_combined(self, event: str) -> bool:
+        """Whether to send the combined `event` instead of its parts: something takes it, and
+        every subscriber of its parts does too."""
+        return self._combined.get(event, False)
 
     def subscribers(self, event: str) -> int:
         return len(self._subs.get(event, ()))
@@ -133,6 +152,29 @@ class ReaderPop(NamedTuple):
     wait_s: float
     size: int
     capacity: int
+    speed_test: bool = False
+    copy_s: float = 0.0
+
+
+class ReaderBatch(NamedTuple):
+    """A batch the training loop made itself and took at once (PyTorch's num_workers=0):
+    its reader_push and its reader_pop in one payload (half the events a batch costs). It has
+    the attributes of both: `size` and `t` are the pop's (the push's size is 0: nothing was
+    queued), and as a push its worker is -1, as a pop it is never a peek."""
+
+    loader_id: int
+    pass_no: int
+    index: int
+    t: float
+    produce_s: float
+    cpu_s: Optional[float]
+    wait_s: float
+    size: int
+    capacity: int
+    nbytes: int
+    shapes: tuple
+    worker: int = -1
+    put_wait_s: float = 0.0
     speed_test: bool = False
     copy_s: float = 0.0
 

@@ -2,7 +2,9 @@
 hooks call `start` when an iterator yields its first batch of a pass (its workers are running
 then, so their pids are known), `got` for each batch the training loop received (with how long
 it waited and how many batches were ready as it asked), `produced` for each batch a worker
-made (when the worker's own timing is known), and `end` when the pass stops.
+made (when the worker's own timing is known), `made` instead of both for a batch the training
+loop made itself (one reader_batch event where the subscribers take it), and `end` when the
+pass stops.
 
 With the speed-test mode on, `replay` hands the training loop the pass's last batch again
 instead of a new one: the no-data ceiling (what the step costs when reading costs nothing).
@@ -21,7 +23,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable, Dict, Optional
 
-from .bus import Bus, ReaderPop, ReaderPush, ReaderSolo, ReaderState
+from .bus import Bus, ReaderBatch, ReaderPop, ReaderPush, ReaderSolo, ReaderState
 from .steps import StepTimer, first_dim, iter_tensors
 
 _perf = time.perf_counter
@@ -114,16 +116,44 @@ class LoaderTracker:
         if not self.bus.listening("reader_push"):
             handle.produced += 1
             return None
-        described = None
-        if (self.describe_flat is not None and batch.__class__ in (list, tuple)
-                and len(batch) <= MAX_FLAT):
-            described = self.describe_flat(batch)  # (the usual batch: no generic walk)
-        shapes, nbytes = described or self.describe(batch)
+        shapes, nbytes = self._shapes_and_bytes(batch)
         self.bus.emit("reader_push", ReaderPush(
             handle.loader_id, handle.number, handle.produced, worker, _perf(), produce_s, 0.0,
             size, handle.capacity, nbytes, shapes, cpu_s))
         handle.produced += 1
         return shapes
+
+    def made(self, handle: Pass, t_request: float, t_got: float, produce_s: float,
+             cpu_s: Optional[float], batch, size: int):
+        """The training loop made a batch itself (worker -1) from `t_request` to `t_got`,
+        taking `produce_s` seconds and `cpu_s` CPU seconds, `size` batches ready as it asked:
+        `produced` and then `got`, sent as one reader_batch event (half the training loop's
+        work a batch) while the subscribers take it (Bus.sends_combined) and the pass's
+        batches all came this way (a push and its pop have one index)."""
+        index = handle.batches
+        if index != handle.produced or not self.bus.sends_combined("reader_batch"):
+            self.got(handle, t_request, t_got, batch, size,
+                     self.produced(handle, -1, produce_s, cpu_s, batch, 0))
+            return
+        shapes, nbytes = self._shapes_and_bytes(batch)
+        handle.batches = handle.produced = index + 1
+        handle.last = batch
+        wait = t_got - t_request
+        self.timer.read(t_request, wait, int(shapes[0][0]) if shapes and shapes[0]
+                        else _first_of(shapes))
+        self.bus.emit("reader_batch", ReaderBatch(handle.loader_id, handle.number, index,
+                                                  t_got, produce_s, cpu_s, wait, size,
+                                                  handle.capacity, nbytes, shapes))
+
+    def _shapes_and_bytes(self, batch) -> tuple:
+        """(the shapes of its tensors, their bytes): the usual batch, a flat one, described
+        at once by the framework's describe_flat where it can."""
+        if (self.describe_flat is not None and batch.__class__ in (list, tuple)
+                and len(batch) <= MAX_FLAT):
+            described = self.describe_flat(batch)
+            if described is not None:
+                return described
+        return self.describe(batch)
 
     # --- a producer thread timed alone ---------------------------------------------------------
     def measure_alone(self, batches: int) -> int:

@@ -316,12 +316,13 @@ class TorchHooks:
                 tracker.end(handle, "error", error_detail(exc))
                 raise
             t1 = _perf()
-            shapes = None
-            if not workers:
-                shapes = tracker.produced(handle, -1, t1 - t0, _cpu() - c0, batch, 0)
-            elif state.stats is not None and state.worker is not None:
-                shapes = self._worker_batch(handle, state, batch, ready)
-            tracker.got(handle, t0, t1, batch, ready, shapes)
+            if not workers:  # the loop made it: its push and pop at once
+                tracker.made(handle, t0, t1, t1 - t0, _cpu() - c0, batch, ready)
+            else:
+                shapes = None
+                if state.stats is not None and state.worker is not None:
+                    shapes = self._worker_batch(handle, state, batch, ready)
+                tracker.got(handle, t0, t1, batch, ready, shapes)
             if self._device_clock is not None:  # (_handed_over, inlined: every batch)
                 self._device_clock.mark_waiting()
             return batch
