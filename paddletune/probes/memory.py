@@ -5,6 +5,9 @@ state when the job ended.
 It listens to the source's memory_step / memory_trace / memory_oom events and to step_end
 (emitted right after memory_step by the same step: it says whether the run was a startup
 program and when it began). Host RSS is not sampled here: the system probe's samples carry it.
+With a profile writer's sink the per-step MemoryStep is built by the writer as it flushes, in
+its place among the records (profile/deferred.py, as the step probe's Step): off the
+training thread, and out of this probe's overhead.
 
 Records (paddletune/profile/records.py): MemoryStep per training step, MemoryPeak whenever the
 pool's all-time peak rose (the last one holds the breakdown at the peak), MemoryTrace (the
@@ -13,6 +16,7 @@ first per program), MemoryOom (a refused request), MemoryPool (at the end).
 
 import time
 
+from ..profile.deferred import Deferred, takes_deferred
 from ..profile.records import MemoryOom, MemoryPeak, MemoryPool, MemoryStep, MemoryTrace
 from ..profile.schema import SchemaError, decode
 from .base import Probe
@@ -37,6 +41,7 @@ class MemoryProbe(Probe):
         self.steps = self.startup_runs = self.requests = self.system_allocs = 0
         self.system_alloc_s = 0.0
         self.ooms = []
+        self._defer = takes_deferred(sink)  # the sink builds the MemoryStep (_step) later
 
     def _start(self):
         self._subs = [self.subscribe("memory_step", self._on_memory),
@@ -97,11 +102,17 @@ class MemoryProbe(Probe):
                 self.startup_runs += 1
             else:
                 self.steps += 1
-                self.sink(MemoryStep(round(s.t_begin - self.clock.t0, 9), r.program_id, r.step,
-                                     r.allocated, r.reserved, r.step_peak, r.phase_peaks,
-                                     r.requests, r.system_allocs, round(r.system_alloc_s, 9),
-                                     r.batch_size, s.feed_bytes))
+                if self._defer:
+                    self.sink(Deferred(self._step, (r, s)))
+                else:
+                    self.sink(self._step(r, s))
         self.overhead_s += _perf() - t0
+
+    def _step(self, r, s) -> MemoryStep:
+        """The MemoryStep of the memory_step payload `r` and its step_end `s`."""
+        return MemoryStep(round(s.t_begin - self.clock.t0, 9), r.program_id, r.step, r.allocated,
+                          r.reserved, r.step_peak, r.phase_peaks, r.requests, r.system_allocs,
+                          round(r.system_alloc_s, 9), r.batch_size, s.feed_bytes)
 
     def _on_trace(self, tr):
         t0 = _perf()

@@ -5,6 +5,12 @@ The gap is the training loop's time outside the framework: in a synchronous loop
 the next batch. Its callbacks run on the training thread, so their cost is this probe's
 overhead (timed around each callback).
 
+When the sink is a profile writer's (it takes deferred records: profile/deferred.py), a step's
+callback only counts it, takes the queue's fill and queues the step's event with it; the
+writer builds the Step record when it flushes, in the records' order, off the training thread
+(where Python runs warm, in a batch: the same bytecodes cost several times less). Building it
+there is the writer's cost, not this probe's. Any other sink gets the Step at once.
+
 In a job fed by a DataLoader each step record also carries `queue`: the queue's fill as the
 last batch before the step was popped (the reader_pop or reader_batch event's size). Over a
 window of steps, the fill's fall is the batches made before the window began (the queue a
@@ -17,6 +23,7 @@ window's reading), left out of the gap (the ops probe counts it as its overhead)
 
 import time
 
+from ..profile.deferred import Deferred, takes_deferred
 from ..profile.records import CudaGraphEvent, Program, ProgramOp, Step
 from .base import Probe
 
@@ -27,12 +34,14 @@ class StepProbe(Probe):
 
     def __init__(self, sink, clock, source=None):
         super().__init__(sink, clock, source)
-        self._last_end = {}  # executor id -> perf time its last run ended
+        self._last_end = {}  # executor id -> perf time its last run ended (_record's)
         self._seen_programs = set()
         self._subs = []
         self.n_steps = 0  # training (non-startup) steps
-        self.last = None
+        self.last = None  # the latest Step built: with a writer's sink, built at its flush,
+        # so up to a flush interval (0.5 s; 0.2 s under --live) behind the training loop
         self._queue = None  # the queue's fill at the latest pop, until a step takes it
+        self._defer = takes_deferred(sink)  # the sink builds the Step (_record) later
 
     def _start(self):
         self._subs = [self.subscribe("step_end", self._on_step),
@@ -52,13 +61,25 @@ class StepProbe(Probe):
         return {"steps": self.n_steps}
 
     def _on_step(self, r):
+        """On the training thread, in the step's order: what cannot wait (the count, and the
+        queue's fill, which the next pop replaces); the record, built now or by the sink."""
         t0 = time.perf_counter()
-        prev = self._last_end.get(r.executor_id)
-        self._last_end[r.executor_id] = r.t_end
         queue = None
         if not r.is_startup:
             self.n_steps += 1
             queue, self._queue = self._queue, None
+        if self._defer:
+            self.sink(Deferred(self._record, (r, queue)))
+        else:
+            self.sink(self._record(r, queue))
+        self.overhead_s += time.perf_counter() - t0
+
+    def _record(self, r, queue) -> Step:
+        """The Step record of the step_end event `r` (`queue`: the fill its pop saw). Called
+        once per step in the steps' order (at once, or as the writer flushes: one flush at a
+        time), so the executor's previous end is its previous step's."""
+        prev = self._last_end.get(r.executor_id)
+        self._last_end[r.executor_id] = r.t_end
         self.last = step = Step(  # (positional: this runs every step)
             r.t_begin - self.clock.t0, r.program_id, r.executor_id, r.step,
             r.t_end - r.t_begin, r.feed_s, r.compute_s, r.fetch_s,
@@ -66,8 +87,7 @@ class StepProbe(Probe):
             r.batch_size, r.feed_bytes, r.fetch_bytes, r.read_s, queue, r.n_ops, r.fetch_names,
             r.feed_names, r.is_startup, r.place, None, None, getattr(r, "compute_wait_s", None),
             getattr(r, "compute_queued_s", None))
-        self.sink(step)
-        self.overhead_s += time.perf_counter() - t0
+        return step
 
     def _on_compile(self, r):
         t0 = time.perf_counter()

@@ -1,9 +1,12 @@
 """Writing a profile while the job runs: records are queued by the measuring threads and a
 background flusher passes them through the accumulator (which folds a long job's steps into
 windows) and appends what it keeps to the file, so the file and the memory stay bounded and
-a kill loses at most the last flush interval (and the open windows). `finish()` closes the
-windows and writes the summary, computed from what was kept (the file is never read back),
-then renames a profile written beside an earlier one (paths.writing_path) over it."""
+a kill loses at most the last flush interval (and the open windows). A record may be queued
+as a `Deferred` (profile/deferred.py: the step and memory probes' per-step records): the
+flusher builds it in its place, so the training thread only queues its parts. `finish()`
+closes the windows and writes the summary, computed from what was kept (the file is never
+read back), then renames a profile written beside an earlier one (paths.writing_path) over
+it."""
 
 import json
 import os
@@ -16,6 +19,7 @@ from typing import Callable, List, Optional
 from . import records as r
 from .accumulate import Accumulator
 from .codec import StepCompressor, dumps as _dumps, to_json, unwritable
+from .deferred import Deferred
 from .schema import encode
 from .figures import Summary
 from .load import assemble
@@ -29,6 +33,8 @@ class ProfileWriter:
     A write that fails (disk full, file gone) warns once on stderr and turns the writer off:
     the job itself goes on untouched. `clock()`, when given, is the session clock (seconds):
     windows whose time is up are closed at each flush, so a follower sees them."""
+
+    takes_deferred = True  # submit() takes a Deferred record (built at the flush, in order)
 
     def __init__(self, path, flush_interval_s=0.5, warn=None,
                  clock: Optional[Callable[[], float]] = None, head_steps: Optional[int] = None,
@@ -48,16 +54,18 @@ class ProfileWriter:
         self.failed: Optional[str] = None
         self.n_written = 0
         self.unwritable_steps = 0  # steps with a non-finite time, left out (_accumulate)
+        self.unbuilt_records = 0  # Deferred records whose make() raised, left out (_build)
         self._owner = os.getpid()  # a process the job forks never writes the profile
         self._thread = threading.Thread(target=self._loop, name="paddletune-writer", daemon=True)
         self._thread.start()
 
     def submit(self, record):
-        """Queue one typed record (cheap: a list append).
+        """Queue one typed record, or a Deferred one (cheap: a list append).
 
         Every 64 records it checks that the flusher thread kept up: a training loop that
         drops and retakes the GIL very often (NumPy's random generators do) can starve
-        other threads for seconds, so then the records are written from here.
+        other threads for seconds, so then the records are written (and the deferred ones
+        built) from here.
         """
         pending = self._pending
         pending.append(record)
@@ -167,15 +175,33 @@ class ProfileWriter:
                        f"stops here (the job goes on)")
 
     def _accumulate(self, batch) -> list:
-        """The records to write for `batch`, through the accumulator; a step no line can hold
-        (a non-finite time: codec.unwritable) is left out, of the summary too."""
+        """The records to write for `batch`, through the accumulator, the deferred ones built
+        in their place; a step no line can hold (a non-finite time: codec.unwritable) is left
+        out, of the summary too, and so is a deferred record whose building failed."""
         out = []
         for record in batch:
+            if type(record) is Deferred:
+                record = self._build(record)
+                if record is None:
+                    continue
             if isinstance(record, r.Step) and unwritable(record):
                 self._left_out(record)
                 continue
             out += self.accumulator.add(record)
         return out
+
+    def _build(self, deferred: Deferred):
+        """The record `deferred` stands for; None when building it raised (a probe's bug:
+        that record is left out, with a warning the first time, and the batch goes on)."""
+        try:
+            return deferred.make(*deferred.args)
+        except Exception as err:  # noqa: BLE001  (one record lost, never the batch)
+            if not self.unbuilt_records:
+                self._warn(f"could not build a record for {self.path} "
+                           f"({getattr(deferred.make, '__qualname__', deferred.make)}): "
+                           f"{type(err).__name__}: {err}; such records are left out")
+            self.unbuilt_records += 1
+            return None
 
     def _left_out(self, step: r.Step):
         if not self.unwritable_steps:

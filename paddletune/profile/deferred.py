@@ -1,0 +1,24 @@
+"""A record built later: `Deferred(make, args)` stands in a profile writer's queue for the
+record `make(*args)`, which the writer builds when it flushes, in the queue's order, on
+whichever thread flushes (its own, every 0.5 s, in a warm batch).
+
+Why: the step probe's callback runs on the training thread, between the framework's ops,
+where Python runs cold; a 23-field Step built there costs several times what the same
+bytecodes cost in the writer's batch (benchmarks/torch_step_opcodes.py counts them, and
+docs/benchmarks.md's bench_torch_overhead section has the timings). The record keeps its
+place among the others, so the accumulator (the speed test's phases, the head/tail split,
+tune's windows) sees the same stream. `make` must need nothing but `args` and state that
+only the conversions themselves change (they run in order, one at a time)."""
+
+from typing import Callable, NamedTuple
+
+
+class Deferred(NamedTuple):
+    make: Callable[..., object]  # returns the record (a profile record, typed)
+    args: tuple
+
+
+def takes_deferred(sink) -> bool:
+    """Whether `sink` takes Deferred records: a ProfileWriter's `submit` (its writer says so).
+    Any other sink (a list's append in tests) is given finished records."""
+    return bool(getattr(getattr(sink, "__self__", None), "takes_deferred", False))
