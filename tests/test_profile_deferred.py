@@ -4,6 +4,7 @@ place. The profile is record for record the one the probes' immediate records ma
 whose building raises is the only one lost; a sealed (killed) job's queue is built too."""
 
 import json
+import time
 from types import SimpleNamespace
 
 from paddletune import profile as prof
@@ -136,7 +137,7 @@ def test_a_record_whose_building_raises_is_the_only_one_lost(tmp_path):
     messages = [e.message for e in prof.load(tmp_path / "p.jsonl").events
                 if isinstance(e, r.StepLimitEvent)]
     assert messages == ["first", "built", "last"]
-    assert w.unbuilt_records == 2 and len(warnings) == 1  # (warned once)
+    assert w.lost_records == 2 and len(warnings) == 1  # (warned once)
     assert "ValueError: bad 1" in warnings[0] and "broken" in warnings[0]
 
 
@@ -158,3 +159,33 @@ def test_only_a_writer_s_submit_takes_deferred_records(tmp_path):
     assert takes_deferred(w.submit)
     assert not takes_deferred([].append) and not takes_deferred(lambda x: None)
     w.finish()
+
+
+def test_a_record_the_accumulator_cannot_keep_is_the_only_one_lost_and_flushing_goes_on(
+        tmp_path):
+    warnings = []
+    w = prof.ProfileWriter(tmp_path / "p.jsonl", flush_interval_s=0.02, warn=warnings.append)
+    w.submit(prof.header_record({"argv": ["train.py"]}, {}, {}, t0_unix=1.7e9))
+    keep = w.accumulator.add
+
+    def add(record):  # (a probe's bug: a record the accumulator chokes on)
+        if getattr(record, "message", None) == "poison":
+            raise TypeError("cannot keep it")
+        return keep(record)
+    w.accumulator.add = add
+    w.submit(r.StepLimitEvent(0.1, 1, "before"))
+    w.submit(r.StepLimitEvent(0.2, 2, "poison"))
+    deadline = time.monotonic() + 10
+    while w._pending and time.monotonic() < deadline:  # the writer's own thread flushes
+        time.sleep(0.01)
+    w.submit(r.StepLimitEvent(0.3, 3, "after"))
+    while w._pending and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert w._thread.is_alive()  # (the failed record did not stop the flusher)
+    assert not w._pending, "the writer's thread stopped flushing"
+    w.finish()
+    messages = [e.message for e in prof.load(tmp_path / "p.jsonl").events
+                if isinstance(e, r.StepLimitEvent)]
+    assert messages == ["before", "after"]
+    assert w.lost_records == 1 and len(warnings) == 1
+    assert "StepLimitEvent" in warnings[0] and "TypeError: cannot keep it" in warnings[0]

@@ -54,7 +54,7 @@ class ProfileWriter:
         self.failed: Optional[str] = None
         self.n_written = 0
         self.unwritable_steps = 0  # steps with a non-finite time, left out (_accumulate)
-        self.unbuilt_records = 0  # Deferred records whose make() raised, left out (_build)
+        self.lost_records = 0  # records that raised as they were built or kept (_lost)
         self._owner = os.getpid()  # a process the job forks never writes the profile
         self._thread = threading.Thread(target=self._loop, name="paddletune-writer", daemon=True)
         self._thread.start()
@@ -177,31 +177,30 @@ class ProfileWriter:
     def _accumulate(self, batch) -> list:
         """The records to write for `batch`, through the accumulator, the deferred ones built
         in their place; a step no line can hold (a non-finite time: codec.unwritable) is left
-        out, of the summary too, and so is a deferred record whose building failed."""
+        out, of the summary too, and so is a record that could not be built or kept (_lost)."""
         out = []
         for record in batch:
-            if type(record) is Deferred:
-                record = self._build(record)
-                if record is None:
+            try:
+                if type(record) is Deferred:
+                    record = record.make(*record.args)
+                if isinstance(record, r.Step) and unwritable(record):
+                    self._left_out(record)
                     continue
-            if isinstance(record, r.Step) and unwritable(record):
-                self._left_out(record)
-                continue
-            out += self.accumulator.add(record)
+                out += self.accumulator.add(record)
+            except Exception as err:  # noqa: BLE001  (one record lost, never the batch)
+                self._lost(record, err)
         return out
 
-    def _build(self, deferred: Deferred):
-        """The record `deferred` stands for; None when building it raised (a probe's bug:
-        that record is left out, with a warning the first time, and the batch goes on)."""
-        try:
-            return deferred.make(*deferred.args)
-        except Exception as err:  # noqa: BLE001  (one record lost, never the batch)
-            if not self.unbuilt_records:
-                self._warn(f"could not build a record for {self.path} "
-                           f"({getattr(deferred.make, '__qualname__', deferred.make)}): "
-                           f"{type(err).__name__}: {err}; such records are left out")
-            self.unbuilt_records += 1
-            return None
+    def _lost(self, record, err: Exception):
+        """`record` raised as it was built (a Deferred's make) or kept (the accumulator): a
+        probe's bug. It is left out, with a warning the first time; the batch goes on, and so
+        does the writer's thread (an exception there would stop every later flush)."""
+        if not self.lost_records:
+            what = (getattr(record.make, "__qualname__", record.make)
+                    if type(record) is Deferred else type(record).__name__)
+            self._warn(f"could not write a record to {self.path} ({what}): "
+                       f"{type(err).__name__}: {err}; such records are left out")
+        self.lost_records += 1
 
     def _left_out(self, step: r.Step):
         if not self.unwritable_steps:
