@@ -160,16 +160,17 @@ def test_losses_keep_the_values_a_race_did_not_run():
     assert losses.prune(tuner, "num_workers", 1, [0, 2]) == [0]
 
 
-def eager_tuner(incumbent, input_share, producer_ratio=None):
+def eager_tuner(incumbent, input_share, producer_ratio=None, passes=None):
     """A tuner's state as prune reads it: a DataLoader's knobs (num_workers 0 to 2,
     prefetch_factor, persistent_workers), the incumbent, and its latest trial's share of the
-    step spent waiting for data (and its producers' rate over the loop's)."""
+    step spent waiting for data (and its producers' rate over the loop's, and the passes its
+    DataLoader began)."""
     knobs = {k.name: k for k in (
         sp.Knob("num_workers", "reader", "num_workers", (0, 1, 2), 0),
         sp.Knob("prefetch_factor", "reader", "prefetch_factor", (2, 4, 8), 2),
         sp.Knob("persistent_workers", "reader", "persistent_workers", (False, True), False))}
     latest = SimpleNamespace(input_share=input_share, put_wait_share=None,
-                             producer_ratio=producer_ratio)
+                             producer_ratio=producer_ratio, passes=passes)
     return SimpleNamespace(space=sp.Space(knobs, framework="torch"), incumbent=incumbent,
                            notes=[], options=TuneOptions(), latest=lambda setting: latest)
 
@@ -191,6 +192,27 @@ def test_dataloader_arguments_that_need_workers_wait_for_a_setting_with_workers(
     assert idle_knob(fed, "prefetch_factor") and not idle_knob(fed, "persistent_workers")
     assert fed.notes[0].startswith("prefetch_factor not tried: the step waits for data 0.5% "
                                    "of the time")
+
+
+def test_workers_kept_between_passes_wait_for_trials_that_begin_a_second_pass():
+    """persistent_workers acts only as a DataLoader pass starts again: while the incumbent's
+    trials never began a second pass (bench_tune's PyTorch job: 512 batches a pass, trials
+    of a few hundred steps) its race could only measure noise, so it is not run (a note
+    says why); with a second pass in the trial, or the passes unknown, it is raced."""
+    from paddletune.tune.prune import idle_knob
+    one = eager_tuner({"num_workers": 2}, input_share=0.3, passes=1)
+    assert idle_knob(one, "persistent_workers") and not idle_knob(one, "prefetch_factor")
+    assert one.notes == ["persistent_workers not tried: the trials never began a second pass "
+                         "of the DataLoader, so workers kept between passes would change "
+                         "nothing they measure (in the whole job they save the workers' start "
+                         "at each epoch: the advice's code sets persistent_workers=True)"]
+    for passes in (2, None):
+        assert not idle_knob(eager_tuner({"num_workers": 2}, 0.3, passes=passes),
+                             "persistent_workers")
+    given = eager_tuner({"num_workers": 2}, input_share=0.3, passes=1)
+    given.space.knobs["persistent_workers"] = sp.Knob(
+        "persistent_workers", "reader", "persistent_workers", (False, True), False, why=sp.GIVEN)
+    assert not idle_knob(given, "persistent_workers")  # (--space asked for it: raced)
 
 
 def test_buffering_waits_for_producers_that_keep_up():

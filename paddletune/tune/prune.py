@@ -14,6 +14,10 @@ them all).
 - A DataLoader argument that needs worker processes (prefetch_factor, persistent_workers,
   use_shared_memory), while the incumbent has none: the framework's hooks would skip it
   ("no effect"), so a trial would only learn that.
+- A DataLoader argument that acts only as a new pass starts (persistent_workers: the workers
+  kept, not started again), while the incumbent's latest trial never began a second pass:
+  nothing it changes happens inside a trial, so its race would only measure noise (a long
+  job's epochs do start again: the advice's code sets it, for the start it saves).
 - In a later round (a knob is raced again because other knobs changed since, to catch their
   interactions), a value that its knob's last race found slower than the value kept, by
   more than every change accepted since gained: the search assumes those changes do not
@@ -32,11 +36,13 @@ from .compare import mean
 BUFFERING = ("capacity", "use_double_buffer", "prefetch_factor")  # reader knobs that only
 # hide waiting for data
 SHORTER_QUEUE = ("capacity", "prefetch_factor")  # knobs whose smaller values only save memory
+AT_PASS_START = ("persistent_workers",)  # reader knobs that act only as a new pass starts
 
 
 def idle_knob(tuner, name) -> bool:
     """Knob `name` cannot win for now (see above): not raced; a note says why."""
-    return _without_workers(tuner, name) or _buffering_idle(tuner, name)
+    return (_without_workers(tuner, name) or _buffering_idle(tuner, name)
+            or _one_pass(tuner, name))
 
 
 def _without_workers(tuner, name) -> bool:
@@ -48,6 +54,18 @@ def _without_workers(tuner, name) -> bool:
     _note(tuner, f"{name} not tried while the best setting had no worker processes "
                  f"(num_workers=0): it needs them")
     return True
+
+
+def _one_pass(tuner, name) -> bool:
+    if name not in AT_PASS_START or not _prunes(tuner, tuner.space.knobs[name]):
+        return False
+    latest = tuner.latest(tuner.incumbent)
+    if latest is None or latest.passes is None or latest.passes > 1:
+        return False
+    return _skip(tuner, name, "the trials never began a second pass of the DataLoader, so "
+                              "workers kept between passes would change nothing they measure "
+                              "(in the whole job they save the workers' start at each epoch: "
+                              "the advice's code sets persistent_workers=True)")
 
 
 def _buffering_idle(tuner, name) -> bool:

@@ -89,6 +89,7 @@ class Trial:
     # feeding thread blocked on a full queue
     producer_ratio: Optional[float] = None  # the main loader's producers' batches/s over the
     # batches/s the loop takes when not waiting (below 1: they cannot keep the queue filled)
+    passes: Optional[int] = None  # the main loader's passes in the trial (from 1)
     wall_s: Optional[float] = None  # the whole subprocess, start-up included
     run_s: Optional[float] = None  # the job's own duration (profile)
     no_effect: List[IdleOverride] = field(default_factory=list)  # requested, changed nothing
@@ -299,6 +300,7 @@ def _throughput(trial, profile):
     if loader is not None:
         trial.put_wait_share = loader.producer.put_wait_share
         trial.producer_ratio = loader.producer_ratio
+        trial.passes = loader.passes
     trial.se = throughput_se(steady)
 
 
