@@ -189,3 +189,27 @@ def test_a_record_the_accumulator_cannot_keep_is_the_only_one_lost_and_flushing_
     assert messages == ["before", "after"]
     assert w.lost_records == 1 and len(warnings) == 1
     assert "StepLimitEvent" in warnings[0] and "TypeError: cannot keep it" in warnings[0]
+
+
+def test_a_record_no_line_can_hold_is_the_only_one_lost_and_the_file_goes_on(tmp_path):
+    warnings = []
+    w = writer(tmp_path / "p.jsonl", warn=warnings.append)
+    line = w._line
+
+    def encode(record):  # (a probe's bug: a record its line cannot be made of)
+        if getattr(record, "message", None) == "poison":
+            raise TypeError("cannot encode it")
+        return line(record)
+    w._line = encode
+    w.submit(r.StepLimitEvent(0.1, 1, "before"))
+    w.submit(r.StepLimitEvent(0.2, 2, "poison"))
+    w.submit(r.StepLimitEvent(0.3, 3, "after"))
+    w.flush()
+    w.submit(r.StepLimitEvent(0.4, 4, "later"))
+    w.finish()
+    assert not w.failed  # (the file was not given up)
+    messages = [e.message for e in prof.load(tmp_path / "p.jsonl").events
+                if isinstance(e, r.StepLimitEvent)]
+    assert messages == ["before", "after", "later"]
+    assert w.lost_records == 1 and len(warnings) == 1
+    assert "StepLimitEvent" in warnings[0] and "TypeError: cannot encode it" in warnings[0]

@@ -54,7 +54,7 @@ class ProfileWriter:
         self.failed: Optional[str] = None
         self.n_written = 0
         self.unwritable_steps = 0  # steps with a non-finite time, left out (_accumulate)
-        self.lost_records = 0  # records that raised as they were built or kept (_lost)
+        self.lost_records = 0  # records that raised as they were built, kept or encoded
         self._owner = os.getpid()  # a process the job forks never writes the profile
         self._thread = threading.Thread(target=self._loop, name="paddletune-writer", daemon=True)
         self._thread.start()
@@ -164,8 +164,8 @@ class ProfileWriter:
     def _write(self, records):
         if not records or self.failed or self._file is None or os.getpid() != self._owner:
             return
+        lines = self._lines(records)
         try:
-            lines = [line for line in map(self._line, records) if line]
             self._file.write("".join(lines))
             self._file.flush()
             self.n_written += len(lines)
@@ -173,6 +173,21 @@ class ProfileWriter:
             self.failed = str(err)
             self._warn(f"could not write the profile {self.path}: {err}; profiling output "
                        f"stops here (the job goes on)")
+
+    def _lines(self, records) -> list:
+        """Each record's line, in order; a record no line can hold (its encoding raised: a
+        probe's bug) is the only one lost (_lost), never the batch or the file. One pass:
+        a step's line depends on the steps encoded before it (its sticky fields)."""
+        lines = []
+        for record in records:
+            try:
+                line = self._line(record)
+            except Exception as err:  # noqa: BLE001  (one record lost, never the batch)
+                self._lost(record, err)
+                continue
+            if line:
+                lines.append(line)
+        return lines
 
     def _accumulate(self, batch) -> list:
         """The records to write for `batch`, through the accumulator, the deferred ones built
@@ -192,8 +207,8 @@ class ProfileWriter:
         return out
 
     def _lost(self, record, err: Exception):
-        """`record` raised as it was built (a Deferred's make) or kept (the accumulator): a
-        probe's bug. It is left out, with a warning the first time; the batch goes on, and so
+        """`record` raised as it was built (a Deferred's make), kept (the accumulator) or
+        encoded (_lines): a probe's bug. It is left out, with a warning the first time; the batch goes on, and so
         does the writer's thread (an exception there would stop every later flush)."""
         if not self.lost_records:
             what = (getattr(record.make, "__qualname__", record.make)
