@@ -208,8 +208,9 @@ class ProfileWriter:
 
     def _lost(self, record, err: Exception):
         """`record` raised as it was built (a Deferred's make), kept (the accumulator) or
-        encoded (_lines): a probe's bug. It is left out, with a warning the first time; the batch goes on, and so
-        does the writer's thread (an exception there would stop every later flush)."""
+        encoded (_lines): a probe's bug. It is left out, with a warning the first time; the
+        batch goes on, and so does the writer's thread (an exception there would stop every
+        later flush)."""
         if not self.lost_records:
             what = (getattr(record.make, "__qualname__", record.make)
                     if type(record) is Deferred else type(record).__name__)
