@@ -208,8 +208,8 @@ EXPECTED = [
     ReaderInterval(  # cut where loader 7's first peek began
         0.0, T_CUT, 7, 1, pushes=4, produce_s=0.0055000000000000005,
         cpu_s=0.0012000000000000001, cpu_n=2, put_wait_s=0.0001, nbytes=256,
-        workers={-1: WorkerCounts(2, 0.002, 0.0005), 0: WorkerCounts(1, 0.002, 0.0),
-                 1: WorkerCounts(1, 0.0015, 0.0007)},
+        workers={-1: WorkerCounts(2, 0.002, 0.0005, 1), 0: WorkerCounts(1, 0.002, 0.0, 0),
+                 1: WorkerCounts(1, 0.0015, 0.0007, 1)},
         shapes={"x": {"4x3": 3, "2x3": 1}, "y": {"4x1": 3, "2x1": 1}},
         pops=4, empty_pops=2, wait_s=0.0050005, wait_max_s=0.004, copy_s=0.0002,
         wait_hist={-30: 1, -60: 2, -24: 1}, pop_sizes={2: 1, 1: 1, 0: 2},
@@ -219,7 +219,7 @@ EXPECTED = [
     ReaderInterval(T_CUT, T_CUT2, 7, 1, speed_test=True, peeks=2),
     ReaderInterval(
         T_B, T_END_B, 8, 1, pushes=1, produce_s=0.003, cpu_s=0.001, cpu_n=1, nbytes=100,
-        workers={1: WorkerCounts(1, 0.003, 0.001)}, shapes={"img": {"5x5x1": 1}}, pops=1,
+        workers={1: WorkerCounts(1, 0.003, 0.001, 1)}, shapes={"img": {"5x5x1": 1}}, pops=1,
         wait_hist={-60: 1}, pop_sizes={1: 1}, occupancy={1: 1}, cost={25: StepCost(1, 0.002)},
         steps=1, programs={3: 1}),
     ReaderEnd(T_END_B, 8, 1, "end", 1, ""),
@@ -231,7 +231,7 @@ EXPECTED = [
 ]
 EXPECTED_AT_STOP = ReaderInterval(  # (t_s: when it stopped)
     T_PASS_2, None, 7, 2, pushes=1, produce_s=0.001, cpu_s=0.0005, cpu_n=1, nbytes=64,
-    workers={-1: WorkerCounts(1, 0.001, 0.0005)}, shapes={"x": {"4x3": 1}, "y": {"4x1": 1}},
+    workers={-1: WorkerCounts(1, 0.001, 0.0005, 1)}, shapes={"x": {"4x3": 1}, "y": {"4x1": 1}},
     pops=1, wait_hist={-60: 1}, pop_sizes={1: 1}, cost={16: StepCost(1, 0.002)}, steps=1,
     programs={6: 1})
 
@@ -345,7 +345,7 @@ def test_a_payload_a_tally_cannot_add_is_counted_as_it_was_before_it_and_named()
     interval = [r for r in sink if isinstance(r, ReaderInterval)]
     assert exact(interval) == exact([ReaderInterval(
         0.0, 0.09999999999999432, 7, 1, pushes=3, produce_s=0.004, cpu_s=0.001, cpu_n=2,
-        nbytes=128, workers={-1: WorkerCounts(2, 0.004, 0.001)},
+        nbytes=128, workers={-1: WorkerCounts(2, 0.004, 0.001, 2)},
         shapes={"x": {"4x3": 2}, "y": {"4x1": 2}}, pops=3, wait_s=0.003, wait_max_s=0.001,
         wait_hist={-30: 3}, pop_sizes={1: 3}, cost={16: StepCost(3, 0.006)}, steps=3,
         step_wait_s=0.003, programs={3: 3})])

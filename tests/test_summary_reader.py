@@ -81,6 +81,26 @@ def test_workers_and_shapes(tmp_path):
                                              varying=())
 
 
+def test_a_producers_cpu_per_batch_is_over_the_batches_it_was_measured_on():
+    """WorkerCounts.cpu_n: the batches cpu_s covers (a PyTorch loop's own batches are
+    measured one in eight); a row without it (a profile from before) covers every batch."""
+    from paddletune.profile.records import LoaderConfig, ReaderInterval, WorkerCounts
+    rows = [ReaderInterval(0.0, 1.0, 0, 1, pushes=16, pops=16, produce_s=0.16,
+                           workers={-1: WorkerCounts(16, 0.16, 0.02, 2),
+                                    0: WorkerCounts(4, 0.08, 0.04)}),
+            ReaderInterval(1.0, 2.0, 0, 1, pushes=8, pops=8, produce_s=0.08,
+                           workers={-1: WorkerCounts(8, 0.08, 0.01, 1)})]
+    f = R.loader_figures(0, LoaderConfig(name="L"), 1, None, None, rows)
+    loop, worker = f.workers
+    assert (loop.worker, loop.batches) == (-1, 24)
+    assert loop.s_per_batch == pytest.approx(0.01)
+    assert loop.cpu_s_per_batch == pytest.approx(0.03 / 3)  # (not 0.03 / 24)
+    assert worker.cpu_s_per_batch == pytest.approx(0.01)  # (all 4 batches)
+    assert R.loader_figures(0, LoaderConfig(name="L"), 1, None, None, [
+        ReaderInterval(0.0, 1.0, 0, 1, workers={-1: WorkerCounts(3, 0.03, 0.0, 0)})
+    ]).workers[0].cpu_s_per_batch is None  # (none measured: unknown, not 0)
+
+
 def test_long_batches_against_the_others():
     cost = {6400: StepCost(95, 95 * 0.010), 320000: StepCost(5, 5 * 0.200)}
     f = R.long_batches(cost)

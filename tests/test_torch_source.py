@@ -158,7 +158,56 @@ def test_a_batch_the_loop_makes_is_one_reader_batch_while_every_subscriber_takes
     for p in got:
         assert p.shapes == ((4, 3), (4,)) and p.nbytes == 4 * 3 * 4 + 4 * 8
         assert (p.worker, p.put_wait_s, p.speed_test, p.copy_s) == (-1, 0.0, False, 0.0)
-        assert p.wait_s >= p.produce_s >= 0.004 and p.cpu_s >= 0.0
+        assert p.wait_s >= p.produce_s >= 0.004
+    # (the loop's CPU time making a batch: the first of the pass, then one in CPU_EVERY)
+    assert [p.cpu_s is not None for p in got] == [True, False, False, False]
+    assert got[0].cpu_s >= 0.0
+
+
+class Busy(torch.utils.data.Dataset):
+    """Samples that each cost `cpu_s` of the loading thread's CPU time (a spin)."""
+
+    def __init__(self, n, cpu_s):
+        self.n, self.cpu_s = n, cpu_s
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        end = time.thread_time() + self.cpu_s
+        while time.thread_time() < end:
+            pass
+        return torch.zeros(3), i
+
+
+def test_the_loops_cpu_per_batch_is_the_mean_over_the_batches_it_was_measured_on(
+        monkeypatch):
+    """num_workers=0: one batch in CPU_EVERY has its CPU time measured (a thread CPU clock is
+    a system call); the reader records count those (cpu_n, per producer too), so the CPU
+    per batch is theirs, not spread over every batch."""
+    from paddletune.probes.base import Clock
+    from paddletune.probes.reader import ReaderProbe
+    from paddletune.profile.records import ReaderInterval
+    monkeypatch.delenv("PADDLETUNE_OVERRIDES", raising=False)
+    source = TorchSource()
+    source.begin()
+    sink = []
+    probe = ReaderProbe(sink.append, Clock(), source=source)
+    probe.start()
+    model, optimizer = _model()
+    loader = torch.utils.data.DataLoader(Busy(80, 0.0005), batch_size=4)  # 2 ms a batch
+    with source.running():
+        steps = _train(loader, model, optimizer)
+    probe.stop()
+    assert steps == 20
+    rows = [iv.workers[-1] for iv in sink if isinstance(iv, ReaderInterval) and iv.workers]
+    batches, cpu_n = sum(w.batches for w in rows), sum(w.cpu_n for w in rows)
+    cpu_s = sum(w.cpu_s for w in rows)
+    assert (batches, cpu_n) == (20, len(range(0, 20, hooks.CPU_EVERY)))
+    assert 0.002 <= cpu_s / cpu_n < 0.02  # (each measured batch spun 2 ms of CPU)
+    intervals = [iv for iv in sink if isinstance(iv, ReaderInterval)]
+    assert sum(iv.cpu_n for iv in intervals) == cpu_n
+    assert sum(iv.cpu_s for iv in intervals) == pytest.approx(cpu_s)
 
 
 def test_worker_processes_report_their_batches(src):

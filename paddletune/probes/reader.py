@@ -33,7 +33,8 @@ end and wherever the speed-test mode switches, so `speed_test` marks intervals w
 were peeks). Counters:
   pushes, produce_s, cpu_s (sums over the batches that reported it), cpu_n, put_wait_s,
   nbytes                          the producer side
-  workers {worker: [batches, produce_s, cpu_s]}   per producer (-1: the loader's thread)
+  workers {worker: [batches, produce_s, cpu_s, cpu_n]}   per producer (-1: the loader's
+                                  thread)
   pops, peeks, empty_pops, wait_s, wait_max_s, copy_s     the consumer side
   wait_hist {bucket: pops}        bucket k holds waits in [10^(k/10), 10^((k+1)/10)) s;
                                   bucket -60 also holds every wait under 1 µs (loghist.py)
@@ -120,7 +121,7 @@ class _Produced:
         self.batches = []  # the payloads of the pushes not tallied yet
         self.tallied = self.cpu_n = self.nbytes = 0
         self.produce_s = self.cpu_s = self.put_wait_s = 0.0
-        self.workers = {}  # worker -> [batches, produce_s, cpu_s]
+        self.workers = {}  # worker -> [batches, produce_s, cpu_s, cpu_n]
         self.shapes = {}  # the batch's shapes -> batches
 
     @property
@@ -143,9 +144,10 @@ class _Produced:
             rows = []
             for worker, (mine, their_cpus) in _by_key(list(map(_WORKER, batches)), produce,
                                                       cpus):
-                row = self.workers.get(worker) or (0, 0.0, 0.0)
+                row = self.workers.get(worker) or (0, 0.0, 0.0, 0)
+                theirs = list(filter(_reported, their_cpus))
                 rows.append((worker, [row[0] + len(mine), _sum(mine, row[1]),
-                                      _sum(filter(_reported, their_cpus), row[2])]))
+                                      _sum(theirs, row[2]), row[3] + len(theirs)]))
             shapes = Counter(map(_SHAPES, batches))
         except Exception:  # noqa: BLE001  (one at a time: the others are counted)
             return _each(self.add, batches)
@@ -165,13 +167,14 @@ class _Produced:
         self.nbytes += r.nbytes
         row = self.workers.get(r.worker)
         if row is None:
-            row = self.workers[r.worker] = [0, 0.0, 0.0]
+            row = self.workers[r.worker] = [0, 0.0, 0.0, 0]
         row[0] += 1
         row[1] += produce_s
         if cpu_s is not None:
             self.cpu_s += cpu_s
             self.cpu_n += 1
             row[2] += cpu_s
+            row[3] += 1
         _count(self.shapes, r.shapes)
 
     def fields(self, feeds) -> dict:

@@ -205,7 +205,8 @@ def _producer(c: r.ReaderInterval, producers, span_s) -> F.ProducerFigures:
 
 def _workers(c: r.ReaderInterval) -> Tuple[F.WorkerFigures, ...]:
     return tuple(F.WorkerFigures(w, row.batches, row.produce_s / row.batches if row.batches
-                                 else None, row.cpu_s / row.batches if row.batches else None)
+                                 else None,
+                                 row.cpu_s / row.cpu_batches if row.cpu_batches else None)
                  for w, row in sorted(c.workers.items()))
 
 

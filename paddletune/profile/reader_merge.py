@@ -23,7 +23,8 @@ def merge_intervals(rows: Sequence[r.ReaderInterval]) -> r.ReaderInterval:
         t0_s=min(iv.t0_s for iv in rows), t_s=max(iv.t_s for iv in rows), loader=first.loader,
         pass_no=first.pass_no, speed_test=first.speed_test, **sums, **counters,
         wait_max_s=max(iv.wait_max_s for iv in rows),
-        workers=add_rows((iv.workers for iv in rows), r.WorkerCounts),
+        workers=add_rows(({w: c._replace(cpu_n=c.cpu_batches) for w, c in iv.workers.items()}
+                          for iv in rows), r.WorkerCounts),
         cost=_coarse(add_rows((iv.cost for iv in rows), r.StepCost)),
         shapes=add_shapes(iv.shapes for iv in rows))
 

@@ -102,18 +102,26 @@ class ReaderEnd:
 
 
 class WorkerCounts(NamedTuple):
-    """One producer's batches in an interval (written as a 3-item array).
+    """One producer's batches in an interval (written as a 4-item array).
 
     Fields:
       batches    batches it made
       produce_s  time making them
-      cpu_s      CPU time making them
+      cpu_s      CPU time making the batches whose CPU time was measured
+      cpu_n      those batches (a PyTorch loop's own batches are measured one in
+                 eight; absent in a profile from before 2026-11-29: all of them)
     """
 
     JSON_ARRAY = True
     batches: Count
     produce_s: Seconds
     cpu_s: Seconds
+    cpu_n: Optional[Count] = None
+
+    @property
+    def cpu_batches(self) -> int:
+        """The batches `cpu_s` covers."""
+        return self.batches if self.cpu_n is None else self.cpu_n
 
 
 class StepCost(NamedTuple):

@@ -4,7 +4,8 @@
   included); the first optimizer to step owns the training steps;
 * DataLoader passes: `_BaseDataLoaderIter.__init__` (the loader's id and settings), `_reset`
   (a persistent-workers iterator starts a new pass), `__next__` (each batch: how long the loop
-  waited, how many batches were ready, the speed test's replay), and
+  waited, how many batches were ready, the speed test's replay; with no workers, the loop's
+  CPU time making one batch in CPU_EVERY), and
   `_MultiProcessingDataLoaderIter.__init__` / `_process_data` (the worker each batch came from);
 * worker timing: the dataset fetchers' `fetch`, which the forked workers run, adds each batch's
   time and CPU time to a shared array the trainer reads as the batch arrives (workers started
@@ -50,6 +51,12 @@ from .scope import watch_scope
 _perf = time.perf_counter
 _cpu = time.thread_time
 _WORKER_STATS = None  # the shared array the workers forked next inherit (None: not now)
+# A batch the training loop makes itself (num_workers=0) has its CPU time measured one batch
+# in CPU_EVERY (the first of a pass, then every eighth): a thread's CPU clock is a system
+# call, about 6 us each in the training loop of bench_torch_overhead's MLP against 0.7 us
+# warm, and two a batch were an eighth of what profiling cost its step. The CPU per batch
+# is the mean over the measured ones (the reader records' cpu_n).
+CPU_EVERY = 8
 FETCHERS = (fetchers._MapDatasetFetcher, fetchers._IterableDatasetFetcher)
 # per worker in the shared array: how many batches it made, then for each of the last RING
 # batches (slot = batch number % RING) its seconds and CPU seconds. A worker runs at most
@@ -301,7 +308,9 @@ class TorchHooks:
                     return replayed
             workers = it._num_workers
             ready = _ready(it) if workers else 0
-            c0 = 0.0 if workers else _cpu()  # (the loop's CPU making a batch: no workers)
+            # (the loop's CPU making a batch, no workers: one batch in CPU_EVERY)
+            cpu_timed = not workers and not handle.batches % CPU_EVERY
+            c0 = _cpu() if cpu_timed else 0.0
             t0 = _perf()
             try:
                 if self._ops is not None and self._ops.recording:  # (read time, not ops)
@@ -317,7 +326,8 @@ class TorchHooks:
                 raise
             t1 = _perf()
             if not workers:  # the loop made it: its push and pop at once
-                tracker.made(handle, t0, t1, t1 - t0, _cpu() - c0, batch, ready)
+                tracker.made(handle, t0, t1, t1 - t0, _cpu() - c0 if cpu_timed else None,
+                             batch, ready)
             else:
                 shapes = None
                 if state.stats is not None and state.worker is not None:
