@@ -582,3 +582,19 @@ def test_detect_refuses_two_frameworks(tmp_path):
     script.write_text("import torch\nimport paddle\n")
     with pytest.raises(DetectError, match="--framework"):
         detect(str(script))
+
+
+def test_the_memory_probe_listens_to_step_ends_only_where_cuda_figures_can_come(monkeypatch):
+    """Source.may_send: without a CUDA device no memory_step comes, so the memory probe puts
+    no callback on every step's end (the training thread's cost)."""
+    from paddletune.probes.base import Clock
+    from paddletune.probes.memory import MemoryProbe
+    for cuda, listeners in ((False, 0), (True, 1)):
+        monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
+        source = TorchSource()
+        assert source.may_send("memory_step") is cuda and source.may_send("step_end")
+        probe = MemoryProbe([].append, Clock(), source).start()
+        assert (source.subscribers("step_end"), source.subscribers("memory_step")) == (
+            listeners, 1)
+        probe.stop()
+        assert source.subscribers("step_end") == 0

@@ -63,6 +63,12 @@ class Probe:
         """Listen to one of the source's events (sources/base.py names them)."""
         return self.source.subscribe(event, fn)
 
+    def may_come(self, event: str) -> bool:
+        """Whether the source can send `event` in this process (Source.may_send; a source
+        that does not say: it can)."""
+        may_send = getattr(self.source, "may_send", None)
+        return may_send is None or bool(may_send(event))
+
     def snapshot(self) -> dict:
         return {}
 

@@ -16,7 +16,7 @@ first per program), MemoryOom (a refused request), MemoryPool (at the end).
 
 import time
 
-from ..profile.deferred import Deferred, takes_deferred
+from ..profile.deferred import deferred, takes_deferred
 from ..profile.records import MemoryOom, MemoryPeak, MemoryPool, MemoryStep, MemoryTrace
 from ..profile.schema import SchemaError, decode
 from .base import Probe
@@ -45,9 +45,11 @@ class MemoryProbe(Probe):
 
     def _start(self):
         self._subs = [self.subscribe("memory_step", self._on_memory),
-                      self.subscribe("step_end", self._on_step),
                       self.subscribe("memory_trace", self._on_trace),
                       self.subscribe("memory_oom", self._on_oom)]
+        if self.may_come("memory_step"):  # (a step's end pairs with its figures: none on
+            # a machine without them, and no callback each step)
+            self._subs.append(self.subscribe("step_end", self._on_step))
 
     def _stop(self):
         for sub in self._subs:
@@ -103,7 +105,7 @@ class MemoryProbe(Probe):
             else:
                 self.steps += 1
                 if self._defer:
-                    self.sink(Deferred(self._step, (r, s)))
+                    self.sink(deferred((self._step, (r, s))))
                 else:
                     self.sink(self._step(r, s))
         self.overhead_s += _perf() - t0

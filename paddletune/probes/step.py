@@ -23,7 +23,7 @@ window's reading), left out of the gap (the ops probe counts it as its overhead)
 
 import time
 
-from ..profile.deferred import Deferred, takes_deferred
+from ..profile.deferred import deferred, takes_deferred
 from ..profile.records import CudaGraphEvent, Program, ProgramOp, Step
 from .base import Probe
 
@@ -69,7 +69,7 @@ class StepProbe(Probe):
             self.n_steps += 1
             queue, self._queue = self._queue, None
         if self._defer:
-            self.sink(Deferred(self._record, (r, queue)))
+            self.sink(deferred((self._record, (r, queue))))
         else:
             self.sink(self._record(r, queue))
         self.overhead_s += time.perf_counter() - t0

@@ -102,6 +102,11 @@ class Source:
         event may leave it unsubscribed when it has nothing to do)."""
         return 0
 
+    def may_send(self, event: str) -> bool:
+        """Whether `event` can come at all in this process (False: a probe needs no
+        callback on the training thread for it, nor for what it only pairs with it)."""
+        return True
+
     def blas_threads(self) -> Optional[int]:
         """The thread count of the BLAS library the host math runs on (None: unknown)."""
         return None

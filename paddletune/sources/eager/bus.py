@@ -8,6 +8,7 @@ through to the script, as it does from the runtime's own channels."""
 import threading
 import warnings
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Callable, Dict, NamedTuple, Optional, Tuple
 
 from ..base import COMBINED, Subscription
@@ -18,48 +19,49 @@ class Bus:
     on the training thread iterates them as they are while another thread subscribes.
 
     A combined event (sources/base.py's COMBINED: reader_batch) is sent instead of its parts
-    only while every subscriber of a part takes the combined one too (`sends_combined`), so a
-    subscriber of the parts alone still gets each of them."""
+    only while every subscriber of a part takes the combined one too (`combined[event]`), so
+    a subscriber of the parts alone still gets each of them.
+
+    `subs` and `combined` are read, never changed, outside the bus: the per-step and
+    per-batch paths look them up (in place of a call to `listening`: a frame less, on the
+    training thread)."""
 
     def __init__(self):
-        self._subs: Dict[str, Tuple[Callable, ...]] = {}
-        self._combined: Dict[str, bool] = {}  # combined event -> sent instead of its parts
+        self.subs: Dict[str, Tuple[Callable, ...]] = {}  # event -> its subscribers
+        # combined event -> sent instead of its parts now: something takes it, and every
+        # subscriber of its parts does too (worked out as the subscribers change)
+        self.combined: Dict[str, bool] = {}
         self._lock = threading.Lock()  # (subscribers change from the probes' threads)
 
     def subscribe(self, event: str, fn: Callable) -> Subscription:
         with self._lock:
-            self._subs[event] = self._subs.get(event, ()) + (fn,)
+            self.subs[event] = self.subs.get(event, ()) + (fn,)
             self._plan_combined()
         return Subscription(lambda: self._unsubscribe(event, fn))
 
     def _unsubscribe(self, event: str, fn: Callable):
         with self._lock:
-            subs = list(self._subs.get(event, ()))
+            subs = list(self.subs.get(event, ()))
             if fn in subs:
                 subs.remove(fn)
-                self._subs[event] = tuple(subs)
+                self.subs[event] = tuple(subs)
                 self._plan_combined()
 
     def _plan_combined(self):
         """(under the lock, as the subscribers change: not worked out for each batch)"""
         for combined, parts in COMBINED.items():
-            takers = self._subs.get(combined, ())
-            self._combined[combined] = bool(takers) and all(
-                fn in takers for part in parts for fn in self._subs.get(part, ()))
-
-    def sends_combined(self, event: str) -> bool:
-        """Whether to send the combined `event` instead of its parts: something takes it, and
-        every subscriber of its parts does too."""
-        return self._combined.get(event, False)
+            takers = self.subs.get(combined, ())
+            self.combined[combined] = bool(takers) and all(
+                fn in takers for part in parts for fn in self.subs.get(part, ()))
 
     def subscribers(self, event: str) -> int:
-        return len(self._subs.get(event, ()))
+        return len(self.subs.get(event, ()))
 
     def listening(self, event: str) -> bool:
-        return bool(self._subs.get(event))
+        return bool(self.subs.get(event))
 
     def emit(self, event: str, payload):
-        for fn in self._subs.get(event, ()):
+        for fn in self.subs.get(event, ()):
             try:
                 fn(payload)
             except Exception as err:  # noqa: BLE001  (a probe bug must not stop the job)
@@ -67,6 +69,13 @@ class Bus:
                 warnings.warn(f"event subscriber {getattr(fn, '__qualname__', fn)!r} on "
                               f"{event!r} raised {type(err).__name__}: {err}; it was "
                               f"unsubscribed", RuntimeWarning, stacklevel=2)
+
+
+def made_in_c(cls) -> Callable[[tuple], tuple]:
+    """A NamedTuple class's instances made from one tuple of every field's value, in order,
+    by tuple.__new__ (C): the class's own constructor is a Python function, a frame (and cold
+    bytecode) on the training thread at each step or batch."""
+    return partial(tuple.__new__, cls)
 
 
 class StepEnd(NamedTuple):
@@ -189,3 +198,12 @@ class ReaderSolo:
     batches: int  # 0: none was made alone
     produce_s: float
     cpu_s: Optional[float] = None
+
+
+# (the fields the per-step and per-batch paths fill in order, made_in_c)
+if StepEnd._fields[9:] != ("feed_bytes", "fetch_bytes", "executor_id", "program_id", "n_ops",
+                           "fetch_names", "feed_names", "is_startup", "paused_s",
+                           "compute_wait_s", "compute_queued_s") or ReaderBatch._fields[11:] != (
+        "worker", "put_wait_s", "speed_test", "copy_s"):  # pragma: no cover
+    raise ImportError("StepEnd's or ReaderBatch's fields changed: update StepTimer.step_done "
+                      "and LoaderTracker.made")

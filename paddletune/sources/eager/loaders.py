@@ -23,11 +23,12 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable, Dict, Optional
 
-from .bus import Bus, ReaderBatch, ReaderPop, ReaderPush, ReaderSolo, ReaderState
+from .bus import Bus, ReaderBatch, ReaderPop, ReaderPush, ReaderSolo, ReaderState, made_in_c
 from .steps import StepTimer, first_dim, iter_tensors
 
 _perf = time.perf_counter
 MAX_FLAT = 64  # (iter_tensors' limit: a longer flat batch is walked)
+_reader_batch = made_in_c(ReaderBatch)
 
 
 @dataclass
@@ -128,10 +129,10 @@ class LoaderTracker:
         """The training loop made a batch itself (worker -1) from `t_request` to `t_got`,
         taking `produce_s` seconds and `cpu_s` CPU seconds, `size` batches ready as it asked:
         `produced` and then `got`, sent as one reader_batch event (half the training loop's
-        work a batch) while the subscribers take it (Bus.sends_combined) and the pass's
+        work a batch) while the subscribers take it (Bus.combined) and the pass's
         batches all came this way (a push and its pop have one index)."""
         index = handle.batches
-        if index != handle.produced or not self.bus.sends_combined("reader_batch"):
+        if index != handle.produced or not self.bus.combined.get("reader_batch"):
             self.got(handle, t_request, t_got, batch, size,
                      self.produced(handle, -1, produce_s, cpu_s, batch, 0))
             return
@@ -141,9 +142,9 @@ class LoaderTracker:
         wait = t_got - t_request
         self.timer.read(t_request, wait, int(shapes[0][0]) if shapes and shapes[0]
                         else _first_of(shapes))
-        self.bus.emit("reader_batch", ReaderBatch(handle.loader_id, handle.number, index,
-                                                  t_got, produce_s, cpu_s, wait, size,
-                                                  handle.capacity, nbytes, shapes))
+        self.bus.emit("reader_batch", _reader_batch((
+            handle.loader_id, handle.number, index, t_got, produce_s, cpu_s, wait, size,
+            handle.capacity, nbytes, shapes, -1, 0.0, False, 0.0)))
 
     def _shapes_and_bytes(self, batch) -> tuple:
         """(the shapes of its tensors, their bytes): the usual batch, a flat one, described

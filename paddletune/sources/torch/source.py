@@ -14,6 +14,7 @@ from .code import TorchCode
 _TENSOR = getattr(torch, "Tensor", None)  # (a torch without one is refused: TorchSource)
 _PLAIN_TENSOR = frozenset((_TENSOR,))  # (a subclass, a Parameter, is described item by item)
 _CLASS, _SHAPE, _NBYTES = attrgetter("__class__"), attrgetter("shape"), attrgetter("nbytes")
+CUDA_EVENTS = frozenset(("memory_step", "memory_oom", "device_time"))
 SUPPORTED = (2, 0)  # torch.optim's global step hooks arrived in 2.0
 LOADER = "torch.utils.data.DataLoader(..., {key}={{value}})"
 TERMS = Terms(step="a training step (optimizer.step to optimizer.step)",
@@ -68,6 +69,12 @@ class TorchSource(EagerSource):
                         torch.get_num_interop_threads(),
                         "torch.set_num_interop_threads({value})"))
         return out
+
+    def may_send(self, event: str) -> bool:
+        """The CUDA allocator's events only where a CUDA device is (hooks.py sends them)."""
+        if event in CUDA_EVENTS:
+            return torch.cuda.is_available()
+        return True
 
     def blas_threads(self) -> Optional[int]:
         return torch.get_num_threads()
