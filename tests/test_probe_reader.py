@@ -86,12 +86,18 @@ def test_fake_events_give_compact_interval_records():
 
 
 def test_the_loop_only_queues_its_events_and_the_sampler_counts_them():
-    """A batch's push and pop and a step reach the probe as queued events (one append on the
-    emitting thread); the sampler thread counts them at its next wake, in order."""
+    """A pass's start, a batch's push and pop and a step reach the probe as queued events
+    (one append on the emitting thread); the sampler thread counts them at its next wake, in
+    order."""
     sink = []
     probe = ReaderProbe(sink.append, Clock(t0=100.0), interval_s=100, sample_s=0.01,
                         source=SOURCE).start()
-    state("start", 100.0, config=CONFIG)
+    with probe._fold_lock:
+        state("start", 100.0, config=CONFIG)
+        assert not probe._passes and len(probe._events) == 1  # queued, not begun yet
+    deadline = time.monotonic() + 5.0
+    while 7 not in probe._passes and time.monotonic() < deadline:
+        time.sleep(0.005)
     with probe._fold_lock:  # (the sampler waits here if it wakes meanwhile)
         push(0, 100.001, 1)
         pop(0, 100.002, 0.001, 1)
@@ -99,7 +105,6 @@ def test_the_loop_only_queues_its_events_and_the_sampler_counts_them():
         st = probe._passes[7]
         assert st.produced.pushes == 0 and st.consumed.pops == 0  # queued, not counted yet
         assert len(probe._events) == 3
-    deadline = time.monotonic() + 5.0
     while probe._events and time.monotonic() < deadline:
         time.sleep(0.005)
     assert (st.produced.pushes, st.consumed.pops, st.consumed.steps) == (1, 1, 1)

@@ -51,8 +51,9 @@ A pop "found the queue empty" when the queue was empty as the consumer asked (th
 size is 0: it had to wait for the producer).
 
 overhead_s counts the counting and the queue samples (not the appends); the result's
-overhead_by_thread_s splits it between the training loop ("consumer": the passes' starts and
-ends, and what it counted then), the producer thread (its starts and ends) and the sampler.
+overhead_by_thread_s splits it between the training loop ("consumer": queueing the passes'
+starts and ends), the producer thread (its starts and ends), the sampler (the counting, the
+passes' records included) and `snapshot`'s callers (what they counted).
 """
 
 import math
@@ -352,15 +353,17 @@ class _PassState:
 
 # What a queued event is: its payload's class says (see _kind)
 _PUSH, _POP, _BATCH, _STEP = "reader_push", "reader_pop", "reader_batch", "step_end"
-_KIND_BY_ATTRIBUTES = ((("is_startup",), _STEP), (("produce_s", "speed_test"), _BATCH),
-                       (("speed_test",), _POP), (("produce_s",), _PUSH))
+_STATE = "reader_state"
+_KIND_BY_ATTRIBUTES = ((("what",), _STATE), (("is_startup",), _STEP),
+                       (("produce_s", "speed_test"), _BATCH), (("speed_test",), _POP),
+                       (("produce_s",), _PUSH))
 _NO_PASS = object()  # (_count_queued's last pass before its first event)
 
 
 def _kind(record, kinds: dict) -> str:
     """The event a payload reports, from the attributes sources/base.py lists for it: only a
-    step_end's has is_startup, only a reader_pop's speed_test, only a reader_push's produce_s,
-    a reader_batch's both. A class that declares its fields (a NamedTuple, a dataclass: the
+    reader_state's has what, only a step_end's is_startup, only a reader_pop's speed_test,
+    only a reader_push's produce_s, a reader_batch's both. A class that declares its fields (a NamedTuple, a dataclass: the
     sources' own payloads) is learnt in `kinds` once; another (a SimpleNamespace) is looked at
     each time."""
     cls = type(record)
@@ -372,7 +375,8 @@ def _kind(record, kinds: dict) -> str:
         elif all(attribute in declared for attribute in attributes):
             kinds[cls] = kind
             return kind
-    raise TypeError("not a reader_push, reader_pop, reader_batch or step_end payload")
+    raise TypeError("not a reader_state, reader_push, reader_pop, reader_batch or step_end "
+                    "payload")
 
 
 class ReaderProbe(Probe):
@@ -391,8 +395,10 @@ class ReaderProbe(Probe):
         self._subs, self._step_sub = [], None
         self._halt, self._sampler = threading.Event(), None
         self._last_flush = 0.0
+        self._queue_started = False  # a pass with a queue started, not counted yet
         self.totals = {}  # loader id -> cumulative counters (snapshot, result)
-        self.cost_s = {"consumer": 0.0, "producer": 0.0, "sampler": 0.0}  # one writer each
+        self.cost_s = {"consumer": 0.0, "producer": 0.0, "sampler": 0.0,  # one writer each
+                       "snapshot": 0.0}
         self.n_records = 0
 
     # --- life cycle ------------------------------------------------------------------------------
@@ -428,7 +434,8 @@ class ReaderProbe(Probe):
 
     def snapshot(self) -> dict:
         """Live figures: per running loader its last sampled queue size and the counters up to
-        its last record."""
+        its last record (the queued events counted first, on the caller's thread)."""
+        self._fold("snapshot")
         return {"loaders": [{"loader": st.loader, "pass": st.number, "size": st.size,
                              "capacity": st.capacity, **self.totals.get(st.loader, {})}
                             for st in list(self._passes.values())]}
@@ -464,6 +471,10 @@ class ReaderProbe(Probe):
                     kind = kinds[r.__class__]
                 except KeyError:
                     kind = _kind(r, kinds)
+                if kind is _STATE:  # a pass starts or ends: its records
+                    records += self._begin(r) if r.what == "start" else self._end(r)
+                    loader = number = _NO_PASS  # (the passes changed: look them up again)
+                    continue
                 if kind is _STEP:  # pair each pass's pops since the last step with this one
                     if not r.is_startup:
                         for ps in passes.values():
@@ -532,15 +543,16 @@ class ReaderProbe(Probe):
                                       f"{type(err).__name__}: {err}")
 
     def _on_state(self, r):
+        """A pass starts or ends: queued with its batches and counted in their order by
+        whichever thread counts next (the sampler, a speed-test cut, stop), so the training
+        loop does not make the pass's records (the interval's tally and cut, the config's
+        record: 100-350 us a pass in bench_torch_overhead's MLP). The sampler starts with the
+        first pass, sampling often at once when the pass has a queue."""
         t0 = _perf()
-        start, records = r.what == "start", []
-        try:
-            with self._fold_lock:
-                records = self._count_queued()  # (the batches and steps before it)
-                records += self._begin(r) if start else self._end(r)
-        finally:
-            self._emit(records)
-        if start:
+        self._events.append(r)
+        if r.what == "start":
+            if (r.config or {}).get("capacity"):
+                self._queue_started = True
             self._run_sampler()
             if self._step_sub is None:
                 self._step_sub = self.subscribe("step_end", self._events.append)
@@ -606,11 +618,13 @@ class ReaderProbe(Probe):
         return self._halt.wait(seconds)
 
     def _sample_wait(self) -> float:
-        """sample_s while a running pass has a queue; else (a loader the training loop reads
-        itself, PyTorch's num_workers=0: nothing is ever queued) only the records' interval,
-        but at most FOLD_MAX_S, so that the events queued for counting stay few (a fast loop
-        queues thousands a second)."""
-        queued = any(st.capacity for st in list(self._passes.values()))
+        """sample_s while a running pass has a queue (or one was just queued to start; a
+        pass started during a long wait is sampled from its end); else (a loader the
+        training loop reads itself, PyTorch's num_workers=0: nothing is ever queued) only the
+        records' interval, but at most FOLD_MAX_S, so that the events queued for counting
+        stay few (a fast loop queues thousands a second)."""
+        queued = self._queue_started or any(st.capacity for st in list(self._passes.values()))
+        self._queue_started = False
         return self.sample_s if queued else min(max(self.sample_s, self.interval_s),
                                                 max(self.sample_s, FOLD_MAX_S))
 

@@ -208,7 +208,8 @@ if r.Step._fields != (
         "gap_s", "batch_size", "feed_bytes", "fetch_bytes", "read_s", "queue", "n_ops", "fetch",
         "feed", "startup", "place", "exemplar", "slot", "compute_wait_s",
         "compute_queued_s"):  # pragma: no cover
-    raise ImportError("records.Step's fields changed: update StepCompressor.text")
+    raise ImportError("records.Step's fields changed: update StepCompressor.text and "
+                      "StepProbe._record (probes/step.py), which fill them in order")
 
 
 class StepFiller:
