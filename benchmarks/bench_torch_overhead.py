@@ -76,6 +76,9 @@ def main(argv=None):
     parser.add_argument("--warmup", type=int, default=30)
     parser.add_argument("--tiny-steps", type=int, default=2000,
                         help="steps per block of the near-empty step")
+    parser.add_argument("--tiny-rounds", type=int, default=None,
+                        help="rounds of the near-empty step (default: 3 x --rounds; its "
+                             "blocks take about a second, and its medians give the cost)")
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -89,14 +92,15 @@ def main(argv=None):
             return profiled(TorchSource, Path(directory) / f"profiled-{r}.jsonl",
                             "bench_torch_overhead")
         mlp = interleave(job, args.rounds, args.steps, under_probes)
-        tiny_run = interleave(tiny, args.rounds, args.tiny_steps, under_probes)
+        tiny_rounds = args.tiny_rounds or 3 * args.rounds
+        tiny_run = interleave(tiny, tiny_rounds, args.tiny_steps, under_probes)
     wall = time.perf_counter() - started
     print_table(f"PyTorch {torch.__version__} MLP 784-512-512-10, batch {args.batch_size}, "
                 f"{args.threads} thread(s): {args.rounds} rounds x {args.steps} steps per "
                 f"block ({wall:.1f} s)", mlp, tiny_run, args.tiny_steps)
     print(json.dumps({"bench": "torch_overhead", "torch": torch.__version__,
                       "batch_size": args.batch_size, "threads": args.threads,
-                      "rounds": args.rounds, "steps": args.steps,
+                      "rounds": args.rounds, "steps": args.steps, "tiny_rounds": tiny_rounds,
                       **json_figures(mlp, tiny_run)}))
 
 

@@ -188,8 +188,8 @@ def print_table(title: str, mlp: Interleaved, tiny: Interleaved, tiny_steps: int
           f"(median of the rounds' paired ratios, which range {min(spread):+.2%} to "
           f"{max(spread):+.2%}); target < {target:.0%}")
     per_step = tiny.cost_per_step_s
-    print(f"near-empty step, {tiny_steps} steps per block: bare median "
-          f"{tiny.median_bare * 1e6:.0f} us (min {min(tiny.bare) * 1e6:.0f}, max "
+    print(f"near-empty step, {len(tiny.bare)} rounds x {tiny_steps} steps per block: bare "
+          f"median {tiny.median_bare * 1e6:.0f} us (min {min(tiny.bare) * 1e6:.0f}, max "
           f"{max(tiny.bare) * 1e6:.0f}), profiled {tiny.median_profiled * 1e6:.0f} us (min "
           f"{min(tiny.profiled) * 1e6:.0f}, max {max(tiny.profiled) * 1e6:.0f})")
     print(f"absolute cost per step: {per_step * 1e6:.1f} us = "

@@ -159,9 +159,8 @@ def test_a_batch_the_loop_makes_is_one_reader_batch_while_every_subscriber_takes
         assert p.shapes == ((4, 3), (4,)) and p.nbytes == 4 * 3 * 4 + 4 * 8
         assert (p.worker, p.put_wait_s, p.speed_test, p.copy_s) == (-1, 0.0, False, 0.0)
         assert p.wait_s >= p.produce_s >= 0.004
-    # (the loop's CPU time making a batch: the first of the pass, then one in CPU_EVERY)
-    assert [p.cpu_s is not None for p in got] == [True, False, False, False]
-    assert got[0].cpu_s >= 0.0
+    # (the loop's CPU time making a batch: measured for a random CPU_SHARE of them)
+    assert all(p.cpu_s is None or p.cpu_s >= 0.0 for p in got)
 
 
 class Busy(torch.utils.data.Dataset):
@@ -182,9 +181,9 @@ class Busy(torch.utils.data.Dataset):
 
 def test_the_loops_cpu_per_batch_is_the_mean_over_the_batches_it_was_measured_on(
         monkeypatch):
-    """num_workers=0: one batch in CPU_EVERY has its CPU time measured (a thread CPU clock is
-    a system call); the reader records count those (cpu_n, per producer too), so the CPU
-    per batch is theirs, not spread over every batch."""
+    """num_workers=0: a random CPU_SHARE of the batches have their CPU time measured (a
+    thread CPU clock is a system call); the reader records count those (cpu_n, per producer
+    too), so the CPU per batch is theirs, not spread over every batch."""
     from paddletune.probes.base import Clock
     from paddletune.probes.reader import ReaderProbe
     from paddletune.profile.records import ReaderInterval
@@ -195,15 +194,15 @@ def test_the_loops_cpu_per_batch_is_the_mean_over_the_batches_it_was_measured_on
     probe = ReaderProbe(sink.append, Clock(), source=source)
     probe.start()
     model, optimizer = _model()
-    loader = torch.utils.data.DataLoader(Busy(80, 0.0005), batch_size=4)  # 2 ms a batch
+    loader = torch.utils.data.DataLoader(Busy(80, 0.001), batch_size=2)  # 2 ms a batch
     with source.running():
         steps = _train(loader, model, optimizer)
     probe.stop()
-    assert steps == 20
+    assert steps == 40
     rows = [iv.workers[-1] for iv in sink if isinstance(iv, ReaderInterval) and iv.workers]
     batches, cpu_n = sum(w.batches for w in rows), sum(w.cpu_n for w in rows)
     cpu_s = sum(w.cpu_s for w in rows)
-    assert (batches, cpu_n) == (20, len(range(0, 20, hooks.CPU_EVERY)))
+    assert batches == 40 and 1 <= cpu_n < 40  # (5 expected: the draws are seeded)
     assert 0.002 <= cpu_s / cpu_n < 0.02  # (each measured batch spun 2 ms of CPU)
     intervals = [iv for iv in sink if isinstance(iv, ReaderInterval)]
     assert sum(iv.cpu_n for iv in intervals) == cpu_n

@@ -10,10 +10,12 @@ thread started by the first pass. A job without a DataLoader costs nothing.
 The training loop and the producers only queue their batch and step events: the subscriber
 is the queue's own `deque.append`, so no Python code of the probe runs on their threads
 (profiling costs a PyTorch loop's thread a third fewer bytecodes a step than when they were
-counted on the spot). The sampler thread counts them, in the order they came, each time it
-wakes (`_fold`), and so does the thread that starts or ends a pass, before it does, and
-`stop`. One loop counts them all (`_count_queued`), telling a batch's push, its pop, both at
-once and a step apart by the payload's class (`_kind`); it does at once only what depends on the
+counted on the spot). A pass's start and end are queued too, with a few lines of the probe
+(`_on_state`): the pass's records are made where it is counted. The sampler thread counts
+them, in the order they came, each time it wakes (`_fold`), and so do `snapshot` and
+`stop`. One loop counts them all (`_count_queued`), telling a pass's start or end, a batch's
+push, its pop, both at once and a step apart by the payload's class (`_kind`); it does at
+once only what depends on the
 events before (which batch a pop took, a drain, the pops a step pairs with) and keeps the
 payload, and a tally adds the kept payloads to the counters in C (map, reduce), in order,
 before each record and every TALLY_AT events (see _PassState): a near-empty PyTorch
@@ -363,9 +365,9 @@ _NO_PASS = object()  # (_count_queued's last pass before its first event)
 def _kind(record, kinds: dict) -> str:
     """The event a payload reports, from the attributes sources/base.py lists for it: only a
     reader_state's has what, only a step_end's is_startup, only a reader_pop's speed_test,
-    only a reader_push's produce_s, a reader_batch's both. A class that declares its fields (a NamedTuple, a dataclass: the
-    sources' own payloads) is learnt in `kinds` once; another (a SimpleNamespace) is looked at
-    each time."""
+    only a reader_push's produce_s, a reader_batch's both. A class that declares its fields
+    (a NamedTuple, a dataclass: the sources' own payloads) is learnt in `kinds` once; another
+    (a SimpleNamespace) is looked at each time."""
     cls = type(record)
     declared = getattr(cls, "__dataclass_fields__", None) or getattr(cls, "_fields", None)
     for attributes, kind in _KIND_BY_ATTRIBUTES:
@@ -389,7 +391,7 @@ class ReaderProbe(Probe):
         self.interval_s, self.sample_s = interval_s, sample_s
         self._events = deque()  # the payloads the loop and the producers queued
         self._fold_lock = threading.Lock()  # the counting, tallies, cuts, passes' changes
-        self._kinds = {}  # payload class -> _PUSH, _POP or _STEP (see _kind)
+        self._kinds = {}  # payload class -> _STATE, _PUSH, _POP, _BATCH or _STEP (_kind)
         self._untallied = 0  # events counted since all passes were last tallied
         self._passes = {}  # loader id -> _PassState of its running pass
         self._subs, self._step_sub = [], None
@@ -398,7 +400,7 @@ class ReaderProbe(Probe):
         self._queue_started = False  # a pass with a queue started, not counted yet
         self.totals = {}  # loader id -> cumulative counters (snapshot, result)
         self.cost_s = {"consumer": 0.0, "producer": 0.0, "sampler": 0.0,  # one writer each
-                       "snapshot": 0.0}
+                       "snapshot": 0.0}  # (snapshot's: its callers, one thread in practice)
         self.n_records = 0
 
     # --- life cycle ------------------------------------------------------------------------------
@@ -472,7 +474,11 @@ class ReaderProbe(Probe):
                 except KeyError:
                     kind = _kind(r, kinds)
                 if kind is _STATE:  # a pass starts or ends: its records
-                    records += self._begin(r) if r.what == "start" else self._end(r)
+                    if r.what == "start":
+                        records += self._begin(r)
+                        self._queue_started = False  # (its capacity is in _passes now)
+                    else:
+                        records += self._end(r)
                     loader = number = _NO_PASS  # (the passes changed: look them up again)
                     continue
                 if kind is _STEP:  # pair each pass's pops since the last step with this one
@@ -544,7 +550,7 @@ class ReaderProbe(Probe):
 
     def _on_state(self, r):
         """A pass starts or ends: queued with its batches and counted in their order by
-        whichever thread counts next (the sampler, a speed-test cut, stop), so the training
+        whichever thread counts next (the sampler, a snapshot, stop), so the training
         loop does not make the pass's records (the interval's tally and cut, the config's
         record: 100-350 us a pass in bench_torch_overhead's MLP). The sampler starts with the
         first pass, sampling often at once when the pass has a queue."""
@@ -624,7 +630,6 @@ class ReaderProbe(Probe):
         records' interval, but at most FOLD_MAX_S, so that the events queued for counting
         stay few (a fast loop queues thousands a second)."""
         queued = self._queue_started or any(st.capacity for st in list(self._passes.values()))
-        self._queue_started = False
         return self.sample_s if queued else min(max(self.sample_s, self.interval_s),
                                                 max(self.sample_s, FOLD_MAX_S))
 
@@ -635,6 +640,8 @@ class ReaderProbe(Probe):
         sizes = {k: v for k, v in self.source.queue_sizes().items() if k in self._passes}
         speed_test = self.source.speed_test_mode()
         with self._fold_lock:  # (the source is asked before: it may hold its own locks)
+            records = self._count_queued()  # (a pass begun or ended since: the sizes are
+            # the passes' running now)
             for loader, size in sizes.items():
                 st = self._passes.get(loader)
                 if st is not None and not speed_test:
@@ -642,9 +649,9 @@ class ReaderProbe(Probe):
                     st.full = st.full or bool(st.capacity and size >= st.capacity)
                     _count(st.occupancy, size)
             if now - self._last_flush < self.interval_s:
-                return []
+                return records
             self._last_flush = now
-            return self._flush_all(now)
+            return records + self._flush_all(now)
 
     # --- records (under the fold lock) -----------------------------------------------------------
     def _flush_all(self, now) -> list:

@@ -198,7 +198,9 @@ def _producer(c: r.ReaderInterval, producers, span_s) -> F.ProducerFigures:
     per = c.produce_s / c.pushes if c.pushes else None
     cpu = c.cpu_s / c.cpu_n if c.cpu_n else None
     return F.ProducerFigures(producers, per, cpu,
-                             cpu / per if cpu is not None and per else None,
+                             # (at most 1: a batch's CPU time never exceeds its time; the CPU
+                             # may be a sample's mean, the time is every batch's)
+                             min(cpu / per, 1.0) if cpu is not None and per else None,
                              producers / per if per else None,
                              c.put_wait_s / span_s if span_s > 0 else None)
 

@@ -108,8 +108,8 @@ class WorkerCounts(NamedTuple):
       batches    batches it made
       produce_s  time making them
       cpu_s      CPU time making the batches whose CPU time was measured
-      cpu_n      those batches (a PyTorch loop's own batches are measured one in
-                 eight; absent in a profile from before 2026-11-29: all of them)
+      cpu_n      those batches (a PyTorch loop's own batches: a random eighth of
+                 them; absent in a profile from before 2026-11-29: all of them)
     """
 
     JSON_ARRAY = True

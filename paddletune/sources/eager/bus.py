@@ -201,9 +201,13 @@ class ReaderSolo:
 
 
 # (the fields the per-step and per-batch paths fill in order, made_in_c)
-if StepEnd._fields[9:] != ("feed_bytes", "fetch_bytes", "executor_id", "program_id", "n_ops",
-                           "fetch_names", "feed_names", "is_startup", "paused_s",
-                           "compute_wait_s", "compute_queued_s") or ReaderBatch._fields[11:] != (
-        "worker", "put_wait_s", "speed_test", "copy_s"):  # pragma: no cover
+if StepEnd._fields != (
+        "step", "t_begin", "t_end", "read_s", "feed_s", "fetch_s", "compute_s", "batch_size",
+        "place", "feed_bytes", "fetch_bytes", "executor_id", "program_id", "n_ops",
+        "fetch_names", "feed_names", "is_startup", "paused_s", "compute_wait_s",
+        "compute_queued_s") or ReaderBatch._fields != (
+        "loader_id", "pass_no", "index", "t", "produce_s", "cpu_s", "wait_s", "size",
+        "capacity", "nbytes", "shapes", "worker", "put_wait_s", "speed_test",
+        "copy_s"):  # pragma: no cover
     raise ImportError("StepEnd's or ReaderBatch's fields changed: update StepTimer.step_done "
                       "and LoaderTracker.made")

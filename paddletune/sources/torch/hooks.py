@@ -5,7 +5,7 @@
 * DataLoader passes: `_BaseDataLoaderIter.__init__` (the loader's id and settings), `_reset`
   (a persistent-workers iterator starts a new pass), `__next__` (each batch: how long the loop
   waited, how many batches were ready, the speed test's replay; with no workers, the loop's
-  CPU time making one batch in CPU_EVERY), and
+  CPU time making a random eighth of the batches: CPU_SHARE), and
   `_MultiProcessingDataLoaderIter.__init__` / `_process_data` (the worker each batch came from);
 * worker timing: the dataset fetchers' `fetch`, which the forked workers run, adds each batch's
   time and CPU time to a shared array the trainer reads as the batch arrives (workers started
@@ -30,6 +30,7 @@
 
 import inspect
 import multiprocessing
+import random
 import time
 import weakref
 from typing import Callable, List, Optional, Tuple
@@ -51,12 +52,15 @@ from .scope import watch_scope
 _perf = time.perf_counter
 _cpu = time.thread_time
 _WORKER_STATS = None  # the shared array the workers forked next inherit (None: not now)
-# A batch the training loop makes itself (num_workers=0) has its CPU time measured one batch
-# in CPU_EVERY (the first of a pass, then every eighth): a thread's CPU clock is a system
-# call, about 6 us each in the training loop of bench_torch_overhead's MLP against 0.7 us
-# warm, and two a batch were an eighth of what profiling cost its step. The CPU per batch
-# is the mean over the measured ones (the reader records' cpu_n).
-CPU_EVERY = 8
+# A batch the training loop makes itself (num_workers=0) has its CPU time measured with
+# probability CPU_SHARE: a thread's CPU clock is a system call, about 6 us each in the
+# training loop of bench_torch_overhead's MLP against 0.7 us warm, and two a batch were an
+# eighth of what profiling cost its step. The CPU per batch is the mean over the measured
+# ones (the reader records' cpu_n): drawn at random (from the hooks' own generator, not the
+# script's), they are a fair sample, where every eighth batch of a pass would always take
+# its first, which carries the pass's setup (a sampler's permutation, the iterator's start).
+CPU_SHARE = 1 / 8
+CPU_SEED = 20261129
 FETCHERS = (fetchers._MapDatasetFetcher, fetchers._IterableDatasetFetcher)
 # per worker in the shared array: how many batches it made, then for each of the last RING
 # batches (slot = batch number % RING) its seconds and CPU seconds. A worker runs at most
@@ -292,7 +296,7 @@ class TorchHooks:
         return _process_data
 
     def _iter_next(self, original):
-        tracker = self.tracker
+        tracker, draw = self.tracker, random.Random(CPU_SEED).random
 
         def __next__(it):
             state = it.__dict__.get("_paddletune")
@@ -308,8 +312,8 @@ class TorchHooks:
                     return replayed
             workers = it._num_workers
             ready = _ready(it) if workers else 0
-            # (the loop's CPU making a batch, no workers: one batch in CPU_EVERY)
-            cpu_timed = not workers and not handle.batches % CPU_EVERY
+            # (the loop's CPU making a batch, no workers: a random CPU_SHARE of them)
+            cpu_timed = not workers and draw() < CPU_SHARE
             c0 = _cpu() if cpu_timed else 0.0
             t0 = _perf()
             try:
