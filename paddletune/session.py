@@ -433,13 +433,20 @@ class _Session:
             pass
 
     def seal(self):
-        """A second Ctrl-C ends the job at once: the profile gets its exit record first (and
-        --live its terminal back: on_kill)."""
+        """A second Ctrl-C ends the job at once: the profile gets what the probes hold back
+        (Probe.sealed_records) and its exit record first (and --live its terminal back:
+        on_kill)."""
         if os.getpid() != self.owner:  # a process the script forked: the profile is not its
             return
         if self.on_kill is not None:
             self.on_kill()
-        self.writer.seal([ExitEvent(
+        held = []  # (what the probes hold back: the reader's queued passes and intervals)
+        for probe in self.probes:
+            try:
+                held += probe.sealed_records()
+            except Exception:  # noqa: BLE001  (a probe's bug never keeps the job alive)
+                continue
+        self.writer.seal(held + [ExitEvent(
             t_s=self.clock.now(), status=130, reason="interrupted",
             message="interrupted twice (Ctrl-C): ended at once, the script's cleanup cut short",
             train_steps=self.n_train_steps)])

@@ -112,6 +112,27 @@ def test_the_loop_only_queues_its_events_and_the_sampler_counts_them():
     probe.stop()
 
 
+def test_sealing_takes_what_is_held_back_at_once():
+    """A second Ctrl-C seals the profile at once: the passes' starts, ends and open
+    intervals still queued for the sampler go to the seal (never through the sink), unless
+    the probe's lock stays busy."""
+    sink = []
+    probe = ReaderProbe(sink.append, Clock(t0=100.0), interval_s=100, sample_s=100,
+                        source=SOURCE).start()
+    with probe._fold_lock:  # (the sampler cannot count meanwhile)
+        state("start", 100.0, config=CONFIG)
+        push(0, 100.001, 1)
+        pop(0, 100.002, 0.001, 1)
+        t0 = time.monotonic()
+        assert probe.sealed_records(timeout_s=0.01) == []  # busy: nothing, at once
+        assert time.monotonic() - t0 < 1.0
+    records = probe.sealed_records()
+    assert [type(r).__name__ for r in records] == ["ReaderStart", "ReaderInterval"]
+    assert (records[0].loader, records[1].pushes, records[1].pops) == (7, 1, 1)
+    assert sink == []
+    probe.stop()
+
+
 def test_a_loop_made_loader_is_counted_at_least_every_half_second():
     """Nothing is queued for a loader the loop reads itself, so its queue is not sampled,
     but its events are counted at least every FOLD_MAX_S however long the interval."""

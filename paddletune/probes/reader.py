@@ -441,6 +441,19 @@ class ReaderProbe(Probe):
                              "capacity": st.capacity, **self.totals.get(st.loader, {})}
                             for st in list(self._passes.values())]}
 
+    def sealed_records(self, timeout_s: float = 0.2) -> list:
+        """The queued events counted (the passes' starts and ends among them) and every
+        running pass's open interval cut now, for the profile's seal; [] when the fold lock
+        stays busy for `timeout_s` (this very thread may hold it)."""
+        if not self._fold_lock.acquire(timeout=timeout_s):
+            return []
+        try:
+            records = self._count_queued()
+            records += self._flush_all(_perf())
+        finally:
+            self._fold_lock.release()
+        return [record for record in records if record is not None]
+
     # --- event callbacks -------------------------------------------------------------------------
     def _fold(self, who: Optional[str] = None):
         """Count the queued events, oldest first; their time is `who`'s overhead (None: the
