@@ -133,6 +133,22 @@ def test_sealing_takes_what_is_held_back_at_once():
     probe.stop()
 
 
+def test_in_a_forked_process_the_queued_events_are_dropped_at_each_pass(monkeypatch):
+    """A process the job forks inherits the subscriptions but no sampler thread, and writes
+    no profile: what it queues is dropped at its passes' starts and ends, not kept."""
+    probe = ReaderProbe([].append, Clock(t0=100.0), interval_s=100, sample_s=100,
+                        source=SOURCE).start()
+    monkeypatch.setattr(probe, "_owner", -1)  # (as if this were the forked child)
+    state("start", 100.0, config=CONFIG)
+    push(0, 100.001, 1)
+    pop(0, 100.002, 0.001, 1)
+    assert len(probe._events) == 2
+    state("end", 100.01, batches=1)
+    assert not probe._events and probe._sampler is None
+    monkeypatch.undo()
+    probe.stop()
+
+
 def test_a_loop_made_loader_is_counted_at_least_every_half_second():
     """Nothing is queued for a loader the loop reads itself, so its queue is not sampled,
     but its events are counted at least every FOLD_MAX_S however long the interval."""

@@ -58,6 +58,7 @@ passes' records included) and `snapshot`'s callers (what they counted).
 """
 
 import math
+import os
 import threading
 import time
 from collections import Counter, deque
@@ -397,6 +398,7 @@ class ReaderProbe(Probe):
         self._halt, self._sampler = threading.Event(), None
         self._last_flush = 0.0
         self._queue_started = False  # a pass with a queue started, not counted yet
+        self._owner = os.getpid()  # (a process the job forks has no sampler: see _on_state)
         self.totals = {}  # loader id -> cumulative counters (snapshot, result)
         self.cost_s = {"consumer": 0.0, "producer": 0.0, "sampler": 0.0,  # one writer each
                        "snapshot": 0.0}  # (snapshot's: its callers, one thread in practice)
@@ -565,8 +567,13 @@ class ReaderProbe(Probe):
         whichever thread counts next (the sampler, a snapshot, stop), so the training
         loop does not make the pass's records (the interval's tally and cut, the config's
         record: 100-350 us a pass in bench_torch_overhead's MLP). The sampler starts with the
-        first pass, sampling often at once when the pass has a queue."""
+        first pass, sampling often at once when the pass has a queue. In a process the job
+        forked (its sampler thread was not forked, and its profile is not written) the
+        queued events are dropped instead, at each pass's start and end."""
         t0 = _perf()
+        if os.getpid() != self._owner:
+            self._events.clear()
+            return
         self._events.append(r)
         if r.what == "start":
             if (r.config or {}).get("capacity"):
