@@ -653,24 +653,25 @@ class ReaderProbe(Probe):
                                                 max(self.sample_s, FOLD_MAX_S))
 
     def sample(self, now) -> list:
-        """Count the queued events and each running queue's size; every interval_s, the
-        records of all passes."""
-        self._fold()
-        sizes = {k: v for k, v in self.source.queue_sizes().items() if k in self._passes}
+        """Count the queued events (their records sent at once, as _fold sends them) and each
+        running queue's size; every interval_s, the records of all passes."""
+        sizes = self.source.queue_sizes()
         speed_test = self.source.speed_test_mode()
+        flushed = []
         with self._fold_lock:  # (the source is asked before: it may hold its own locks)
-            records = self._count_queued()  # (a pass begun or ended since: the sizes are
-            # the passes' running now)
+            counted = self._count_queued()  # (first: the passes begun or ended before the
+            # sizes were read are the ones they are filed under)
             for loader, size in sizes.items():
                 st = self._passes.get(loader)
                 if st is not None and not speed_test:
                     st.size = size
                     st.full = st.full or bool(st.capacity and size >= st.capacity)
                     _count(st.occupancy, size)
-            if now - self._last_flush < self.interval_s:
-                return records
-            self._last_flush = now
-            return records + self._flush_all(now)
+            if now - self._last_flush >= self.interval_s:
+                self._last_flush = now
+                flushed = self._flush_all(now)
+        self._emit(counted)
+        return flushed
 
     # --- records (under the fold lock) -----------------------------------------------------------
     def _flush_all(self, now) -> list:

@@ -22,15 +22,13 @@ window's reading), left out of the gap (the ops probe counts it as its overhead)
 """
 
 import time
-from functools import partial
 
 from ..profile.deferred import deferred, takes_deferred
 from ..profile.records import CudaGraphEvent, Program, ProgramOp, Step
+from ..profile.schema import made_in_c
 from .base import Probe
 
-# _new_step((every field's value, in order)): a Step made by tuple.__new__ (C), without the
-# frame of the NamedTuple's own constructor (once a step, on the writer's thread)
-_new_step = partial(tuple.__new__, Step)
+_new_step = made_in_c(Step)  # (once a step, on the writer's thread)
 
 
 class StepProbe(Probe):

@@ -10,8 +10,9 @@ place among the others, so the accumulator (the speed test's phases, the head/ta
 tune's windows) sees the same stream. `make` must need nothing but `args` and state that
 only the conversions themselves change (they run in order, one at a time)."""
 
-from functools import partial
 from typing import Callable, NamedTuple
+
+from .schema import made_in_c
 
 
 class Deferred(NamedTuple):
@@ -19,9 +20,8 @@ class Deferred(NamedTuple):
     args: tuple
 
 
-# deferred((make, args)): a Deferred made by tuple.__new__ (C), not by Deferred's own
-# constructor, a Python function (a frame on the training thread at each step)
-deferred = partial(tuple.__new__, Deferred)
+# deferred((make, args)): a Deferred made in C (on the training thread at each step)
+deferred = made_in_c(Deferred)
 
 
 def takes_deferred(sink) -> bool:

@@ -20,6 +20,7 @@ import collections.abc
 import math
 import typing
 from dataclasses import MISSING, dataclass, fields, is_dataclass
+from functools import partial
 from typing import Annotated, Any, Callable, Dict, Tuple, Union
 
 MAX_DEPTH = 24  # nesting of opaque JSON values (a hostile file nests thousands deep)
@@ -271,6 +272,13 @@ def _json(value, where, depth=0):
 # --- records -------------------------------------------------------------------------------------
 def is_namedtuple(cls) -> bool:
     return isinstance(cls, type) and issubclass(cls, tuple) and hasattr(cls, "_fields")
+
+
+def made_in_c(cls) -> Callable[[tuple], tuple]:
+    """A NamedTuple class's instances made from one tuple of every field's value, in order,
+    by tuple.__new__ (C): the class's own constructor is a Python function, a frame (and cold
+    bytecode) on the training thread at each step or batch."""
+    return partial(tuple.__new__, cls)
 
 
 def is_record(cls) -> bool:

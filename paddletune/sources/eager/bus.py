@@ -8,7 +8,6 @@ through to the script, as it does from the runtime's own channels."""
 import threading
 import warnings
 from dataclasses import dataclass, field
-from functools import partial
 from typing import Callable, Dict, NamedTuple, Optional, Tuple
 
 from ..base import COMBINED, Subscription
@@ -69,13 +68,6 @@ class Bus:
                 warnings.warn(f"event subscriber {getattr(fn, '__qualname__', fn)!r} on "
                               f"{event!r} raised {type(err).__name__}: {err}; it was "
                               f"unsubscribed", RuntimeWarning, stacklevel=2)
-
-
-def made_in_c(cls) -> Callable[[tuple], tuple]:
-    """A NamedTuple class's instances made from one tuple of every field's value, in order,
-    by tuple.__new__ (C): the class's own constructor is a Python function, a frame (and cold
-    bytecode) on the training thread at each step or batch."""
-    return partial(tuple.__new__, cls)
 
 
 class StepEnd(NamedTuple):
@@ -200,7 +192,7 @@ class ReaderSolo:
     cpu_s: Optional[float] = None
 
 
-# (the fields the per-step and per-batch paths fill in order, made_in_c)
+# (the fields the per-step and per-batch paths fill in order: profile.schema.made_in_c)
 if StepEnd._fields != (
         "step", "t_begin", "t_end", "read_s", "feed_s", "fetch_s", "compute_s", "batch_size",
         "place", "feed_bytes", "fetch_bytes", "executor_id", "program_id", "n_ops",

@@ -23,7 +23,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Callable, Dict, Optional
 
-from .bus import Bus, ReaderBatch, ReaderPop, ReaderPush, ReaderSolo, ReaderState, made_in_c
+from ...profile.schema import made_in_c
+from .bus import Bus, ReaderBatch, ReaderPop, ReaderPush, ReaderSolo, ReaderState
 from .steps import StepTimer, first_dim, iter_tensors
 
 _perf = time.perf_counter

@@ -7,7 +7,8 @@ rest (compute: forward, backward, the update and the loop's own Python)."""
 import time
 from typing import Callable, Optional
 
-from .bus import Bus, StepEnd, made_in_c
+from ...profile.schema import made_in_c
+from .bus import Bus, StepEnd
 
 _perf = time.perf_counter
 _step_end = made_in_c(StepEnd)
