@@ -101,6 +101,27 @@ def test_a_producers_cpu_per_batch_is_over_the_batches_it_was_measured_on():
     ]).workers[0].cpu_s_per_batch is None  # (none measured: unknown, not 0)
 
 
+def test_the_intervals_begun_in_the_steady_window_stand_for_it_only_with_most_of_its_pops():
+    """A short job (a tune trial): the pass's first interval, begun before the steady
+    window, holds 90 of its 100 batches; the 10 after the first flush's cut, one with a slow
+    file's burst, would read as a producer several times slower. A long job's first interval
+    is left out (it holds the start-up) once those begun inside hold most of the pops."""
+    from paddletune.profile.records import LoaderConfig, ReaderInterval
+
+    def interval(t0, t1, pops, produce_s):
+        return ReaderInterval(t0, t1, 0, 1, pushes=pops, pops=pops, produce_s=produce_s)
+    first = interval(0.0, 0.5, 90, 90 * 0.005)
+    burst = interval(0.5, 0.55, 10, 10 * 0.005 + 0.06)
+    short = R.loader_figures(0, LoaderConfig(name="L"), 1, (0.02, 0.55), None, [first, burst])
+    assert (short.scope, short.batches) == ("steady", 100)
+    assert short.producer.s_per_batch == pytest.approx((0.5 + 0.06) / 100)
+    later = [interval(0.5 * k, 0.5 * (k + 1), 90, 90 * 0.005) for k in range(1, 10)]
+    long = R.loader_figures(0, LoaderConfig(name="L"), 1, (0.02, 5.0), None,
+                            [interval(0.0, 0.5, 90, 90 * 0.009)] + later)
+    assert (long.scope, long.batches) == ("steady", 810)  # (the first, start-up's, left out)
+    assert long.producer.s_per_batch == pytest.approx(0.005)
+
+
 def test_long_batches_against_the_others():
     cost = {6400: StepCost(95, 95 * 0.010), 320000: StepCost(5, 5 * 0.200)}
     f = R.long_batches(cost)

@@ -29,6 +29,8 @@ TIMELINE_POINTS = 48  # the fill-over-time series is averaged down to at most th
 LONG_WAIT_S = 0.001  # a pop that waited this long found no batch ready (taking a ready one
 # from a worker costs the loop ~0.1 ms)
 MIN_POPS = 10  # fewer pops than this in the steady intervals: use every interval
+MIN_INSIDE_SHARE = 0.5  # the intervals begun inside the steady window stand for it alone
+# when they hold at least this share of the pops of those overlapping it
 
 
 # --- reader ---------------------------------------------------------------------------------------
@@ -77,18 +79,27 @@ def loader_figures(loader, config: r.LoaderConfig, passes, window, main_cycle, i
 
 
 def _in_window(intervals, window):
-    """The intervals that began inside the steady window when they hold MIN_POPS pops (the
-    first interval of a pass also holds its start-up: the first batches, the compile), else
-    those overlapping it, else all; the speed test's intervals never."""
+    """The intervals that began inside the steady window when they hold MIN_POPS pops and
+    most of the pops of those overlapping it (the first interval of a pass also holds its
+    start-up: the first batches, the compile), else those overlapping it, else all; the
+    speed test's intervals never.
+
+    In a short job (a tune trial: a second or so) the pass's first interval, cut at the
+    probe's first flush, holds most of the steady steps' batches, and those that began
+    inside are a tail of a few batches: alone they would stand for the window by chance (a
+    slow file's burst among ten batches reads as a producer three times slower)."""
     usable = [iv for iv in intervals if not iv.speed_test]
     if window is None:
         return usable, "all"
     t0, t1 = window
     overlapping = [iv for iv in usable if iv.t_s > t0 and iv.t0_s < t1]
     inside = [iv for iv in overlapping if iv.t0_s >= t0]
-    for picked in (inside, overlapping):
-        if sum(iv.pops for iv in picked) >= MIN_POPS:
-            return picked, "steady"
+    overlapping_pops = sum(iv.pops for iv in overlapping)
+    inside_pops = sum(iv.pops for iv in inside)
+    if inside_pops >= MIN_POPS and inside_pops >= MIN_INSIDE_SHARE * overlapping_pops:
+        return inside, "steady"
+    if overlapping_pops >= MIN_POPS:
+        return overlapping, "steady"
     return usable, "all"
 
 
