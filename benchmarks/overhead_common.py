@@ -1,6 +1,7 @@
 """What bench_torch_overhead.py and bench_paddle_overhead.py share: a block of training
 steps run under the probes a `paddletune profile` session runs (session.session_probes,
-writing a real profile file, with the framework source's hooks installed), the interleaving
+writing a real profile file, with the framework source's hooks installed, and the session's
+own step counter: session.StepCounter, without a limit), the interleaving
 of bare and profiled blocks in one process, and the table and JSON line they print.
 
 A job is any object with `steps(n) -> seconds per step`; a source is an eager framework's
@@ -14,7 +15,7 @@ from typing import Callable, Dict, List, NamedTuple, Optional, Tuple
 
 from paddletune.probes.base import Clock
 from paddletune.profile import ProfileWriter, header_record
-from paddletune.session import session_probes
+from paddletune.session import StepCounter, session_probes
 
 
 class ProfiledBlock(NamedTuple):
@@ -37,10 +38,13 @@ def profiled(make_source: Callable, path: Path, argv0: str, ops: bool = False):
     active = session_probes(writer.submit, clock, source, 0.5, ops=ops)
     for p in active:
         p.start()
+    counter = source.subscribe("step_end", StepCounter(None, None, writer.keep_up,
+                                                       lambda: None).count)
     try:
         with source.running():
             yield ProfiledBlock(source, writer.flush)
     finally:
+        counter.close()
         for p in active:
             p.stop()
         writer.finish()

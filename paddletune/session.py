@@ -21,7 +21,7 @@ import types
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import List, Optional
+from typing import Callable, List, Optional
 
 from . import profile as prof
 from .env import collect_env
@@ -262,15 +262,49 @@ def session_probes(sink, clock, source, interval_s=INTERVAL_S, ops=False) -> lis
                      NvmlProbe(sink, clock, interval_s, source)]
 
 
+class StepCounter:
+    """The session's own step_end subscriber, last after the probes': counts the training
+    steps (`n`), calls `first_step` as the first one ends, ends the job at the step limit
+    (StepLimitReached: --steps, --duration from the first step's end), and every 64 steps
+    lets the profile writer catch up from here (`keep_up`: the probes queue the steps through
+    its tap, so only this sees each step on the training thread)."""
+
+    def __init__(self, limit: Optional[int], duration_s: Optional[float],
+                 keep_up: Callable[[], None], first_step: Callable[[], None]):
+        self.limit, self.duration_s = limit, duration_s
+        self.keep_up, self.first_step = keep_up, first_step
+        self.n = 0
+        self.first_step_end: Optional[float] = None  # time.monotonic() at its end
+
+    def count(self, record):
+        if record.is_startup:
+            return
+        n = self.n = self.n + 1
+        if not n & 63:
+            self.keep_up()
+        elif n == 1:
+            self.first_step()
+        limit = self.limit
+        if limit is not None and n >= limit:
+            raise StepLimitReached(limit, "--steps")
+        duration = self.duration_s
+        if duration is not None:
+            now = time.monotonic()
+            if self.first_step_end is None:
+                self.first_step_end = now
+            elif now - self.first_step_end >= duration:
+                raise StepLimitReached(n, f"--duration {duration:g}s")
+
+
 class _Session:
     def __init__(self, options, writer, clock, source, on_kill=None):
         self.options, self.writer, self.clock, self.source = options, writer, clock, source
         self.on_kill, self.owner = on_kill, os.getpid()
         self.probes = session_probes(writer.submit, clock, source, options.interval_s,
                                      options.ops)
-        self.n_train_steps = 0
+        self.step_counter = StepCounter(options.steps, options.duration_s, writer.keep_up,
+                                        self._settings_changed)
         self.nan = _NanCount()
-        self.first_step_end = None  # time.monotonic() when the first training step ended
         self.flags_at_start = source_flags(source)  # (what the header lists)
         self.speed_test = _SpeedTest(self, options) if options.speed_test else None
 
@@ -292,7 +326,7 @@ class _Session:
         if self.speed_test is not None:
             subs.append(self.source.subscribe("step_end", self.speed_test.on_step))
             subs.append(self.source.subscribe("reader_solo", self.speed_test.on_solo))
-        subs.append(self.source.subscribe("step_end", self._count_step))  # last: after probes
+        subs.append(self.source.subscribe("step_end", self.step_counter.count))  # last: after probes
         try:
             with self.source.running(self.options.check_nan, self.options.fluid_compat,
                                      self.options.check_nan_continue):
@@ -354,23 +388,6 @@ class _Session:
                    message=f"{more} more NaN/Inf outputs after the first {MAX_NAN_EVENTS}, "
                            f"counted only; {len(steps)} steps had NaN/Inf"
                            + (f" (steps {steps[0]} to {steps[-1]})" if steps else ""))
-
-    def _count_step(self, record):
-        if record.is_startup:
-            return
-        self.n_train_steps += 1
-        if self.n_train_steps == 1:
-            self._settings_changed()
-        limit = self.options.steps
-        if limit is not None and self.n_train_steps >= limit:
-            raise StepLimitReached(limit, "--steps")
-        duration = self.options.duration_s
-        if duration is not None:
-            now = time.monotonic()
-            if self.first_step_end is None:
-                self.first_step_end = now
-            elif now - self.first_step_end >= duration:
-                raise StepLimitReached(self.n_train_steps, f"--duration {duration:g}s")
 
     def _settings_changed(self):
         """The settings the script changed before its first training step ended (a
@@ -449,7 +466,7 @@ class _Session:
         self.writer.seal(held + [ExitEvent(
             t_s=self.clock.now(), status=130, reason="interrupted",
             message="interrupted twice (Ctrl-C): ended at once, the script's cleanup cut short",
-            train_steps=self.n_train_steps)])
+            train_steps=self.step_counter.n)])
 
     def finish(self, outcome: Outcome):
         """Write the exit event and the summary; a second Ctrl-C from here kills at once."""
@@ -457,7 +474,7 @@ class _Session:
         self._overrides_event()
         self._nan_totals()
         self.event(ExitEvent, status=outcome.status, reason=outcome.reason,
-                   message=outcome.message, train_steps=self.n_train_steps)
+                   message=outcome.message, train_steps=self.step_counter.n)
         self.writer.finish()
 
     def _overrides_event(self):

@@ -434,3 +434,22 @@ def test_code_writer_imports_no_paddle():
                           "code; print('paddle' in sys.modules)"],
                          capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_the_memory_probe_listens_to_step_ends_only_where_paddle_has_a_cuda_device(
+        monkeypatch):
+    """Source.may_send: a Paddle without a CUDA device sends no memory_step, so the memory
+    probe puts no callback on every step's end (the training thread's cost)."""
+    from paddletune.probes.base import Clock
+    from paddletune.probes.memory import MemoryProbe
+    for built, devices, listeners in ((False, 0, 0), (True, 0, 0), (True, 1, 1)):
+        monkeypatch.setattr(paddle.device, "is_compiled_with_cuda", lambda: built)
+        monkeypatch.setattr(paddle.device.cuda, "device_count", lambda: devices)
+        source = PaddleSource()
+        assert source.may_send("memory_step") is bool(listeners)
+        assert source.may_send("device_time") is bool(listeners)
+        assert source.may_send("step_end")
+        probe = MemoryProbe([].append, Clock(), source).start()
+        assert (source.subscribers("step_end"), source.subscribers("memory_step")) == (
+            listeners, 1)
+        probe.stop()

@@ -1,6 +1,7 @@
-"""Deferred records (paddletune/profile/deferred.py): the step and memory probes hand a profile
-writer the parts of their per-step records, which the writer builds as it flushes, in their
-place. The profile is record for record the one the probes' immediate records make; a record
+"""Records built later: the memory probe hands a profile writer the parts of its per-step
+records (Deferred: paddletune/profile/deferred.py), the step probe queues the source's step
+and pop events as they are (ProfileWriter.tap), and the writer builds the records as it
+flushes, in their place. The profile is record for record the one the probes' immediate records make; a record
 whose building raises is the only one lost; a sealed (killed) job's queue is built too."""
 
 import json
@@ -75,11 +76,12 @@ def test_deferred_steps_write_the_profile_immediate_steps_write(tmp_path):
     clock = Clock(t0=100.0)
     at_once = StepProbe(lambda record: immediate.submit(record), clock, SOURCE)
     deferring_probe = StepProbe(deferring.submit, clock, SOURCE)
-    assert deferring_probe._defer and not at_once._defer
     at_once.start(), deferring_probe.start()
+    assert deferring_probe._writer is deferring and at_once._writer is None
     deferring.flush()
     events.step_end.emit(step_event(1, 0, 100.0, 0.01, startup=True))
-    assert [type(x) for x in deferring._pending] == [Deferred]  # (queued, not built)
+    assert [type(x) for x in deferring._pending] == [events.StepRecord]  # (queued as it is)
+    assert deferring_probe.last is None and at_once.last is not None
     deferring.flush()
     assert deferring_probe.last == at_once.last  # built by the flush
     play([deferring, immediate])
@@ -146,7 +148,7 @@ def test_seal_builds_what_is_queued(tmp_path):
     probe = StepProbe(w.submit, Clock(t0=100.0), SOURCE).start()
     for i in range(5):
         events.step_end.emit(step_event(1, i, 100.0 + 0.01 * i, 0.005))
-    assert sum(type(x) is Deferred for x in w._pending) == 5
+    assert sum(type(x) is events.StepRecord for x in w._pending) == 5  # (queued as they are)
     assert w.seal([r.ExitEvent(0.2, 143, "terminated", 5)])  # (no flush since: all queued)
     probe.stop()
     loaded = prof.load(tmp_path / "killed.jsonl")

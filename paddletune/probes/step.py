@@ -5,11 +5,15 @@ The gap is the training loop's time outside the framework: in a synchronous loop
 the next batch. Its callbacks run on the training thread, so their cost is this probe's
 overhead (timed around each callback).
 
-When the sink is a profile writer's (it takes deferred records: profile/deferred.py), a step's
-callback only counts it, takes the queue's fill and queues the step's event with it; the
-writer builds the Step record when it flushes, in the records' order, off the training thread
-(where Python runs warm, in a batch: the same bytecodes cost several times less). Building it
-there is the writer's cost, not this probe's. Any other sink gets the Step at once.
+When the sink is a profile writer's and the source says which class its step and pop
+payloads are (Source.payload_type), the probe subscribes the writer's `tap` to them: the
+training thread only queues each event as it is (a deque's append, no Python frame of this
+probe's), and the writer turns each into its Step record as it flushes, in the records' order,
+off the training thread (where Python runs warm, in a batch: the same bytecodes cost several
+times less). Counting the steps and taking the queue's fill happen there too, so `n_steps` and
+`last` trail the loop by up to a flush interval (0.5 s; 0.2 s under --live), and stopping
+the probe flushes the writer first. Building the records there is the writer's cost, not this
+probe's. Any other sink, or another source, gets the Step at once from a callback.
 
 In a job fed by a DataLoader each step record also carries `queue`: the queue's fill as the
 last batch before the step was popped (the reader_pop or reader_batch event's size). Over a
@@ -23,7 +27,7 @@ window's reading), left out of the gap (the ops probe counts it as its overhead)
 
 import time
 
-from ..profile.deferred import deferred, takes_deferred
+from ..profile.deferred import writer_of
 from ..profile.records import CudaGraphEvent, Program, ProgramOp, Step
 from ..profile.schema import made_in_c
 from .base import Probe
@@ -41,41 +45,64 @@ class StepProbe(Probe):
         self._seen_programs = set()
         self._subs = []
         self.n_steps = 0  # training (non-startup) steps
-        self.last = None  # the latest Step built: with a writer's sink, built at its flush,
-        # so up to a flush interval (0.5 s; 0.2 s under --live) behind the training loop
+        self.last = None  # the latest Step built (queued through a tap: at the writer's flush)
         self._queue = None  # the queue's fill at the latest pop, until a step takes it
-        self._defer = takes_deferred(sink)  # the sink builds the Step (_record) later
+        self._writer = None  # the profile writer the steps and pops are queued to (a tap)
 
     def _start(self):
-        self._subs = [self.subscribe("step_end", self._on_step),
+        tap = self._tap()
+        on_step, on_pop = (tap, tap) if tap is not None else (self._on_step, self._from_pop)
+        self._subs = [self.subscribe("step_end", on_step),
                       self.subscribe("compile", self._on_compile),
                       self.subscribe("cuda_graph", self._on_graph),
-                      self.subscribe("reader_pop", self._on_pop),
-                      self.subscribe("reader_batch", self._on_pop)]  # (a pop too)
+                      self.subscribe("reader_pop", on_pop),
+                      self.subscribe("reader_batch", on_pop)]  # (a pop too)
 
-    def _on_pop(self, r):
-        if not r.speed_test:  # (a peek in speed-test mode takes nothing from the queue)
-            self._queue = r.size
+    def _tap(self):
+        """The profile writer's queue for the steps and pops as they come (None: the sink is
+        not a writer's, or the source does not say its payloads' classes)."""
+        writer = writer_of(self.sink)
+        payload_type = getattr(self.source, "payload_type", None)
+        if writer is None or payload_type is None:
+            return None
+        kinds = {event: payload_type(event) for event in ("step_end", "reader_pop",
+                                                          "reader_batch")}
+        if kinds["step_end"] is None:
+            return None
+        converters = {kinds["step_end"]: self._from_step_end}
+        for event in ("reader_pop", "reader_batch"):
+            if kinds[event] is not None:
+                converters[kinds[event]] = self._from_pop
+        self._writer = writer
+        return writer.tap(converters)
 
     def _stop(self):
         for sub in self._subs:
             sub.close()
         self._subs = []
+        if self._writer is not None:  # (the steps queued so far counted: n_steps)
+            self._writer.flush()
         return {"steps": self.n_steps}
 
+    def _from_pop(self, r):
+        """A reader_pop or reader_batch: the queue's fill the next step takes (no record)."""
+        if not r.speed_test:  # (a peek in speed-test mode takes nothing from the queue)
+            self._queue = r.size
+
     def _on_step(self, r):
-        """On the training thread, in the step's order: what cannot wait (the count, and the
-        queue's fill, which the next pop replaces); the record, built now or by the sink."""
+        """A step_end at once (no tap), timed: this runs on the training thread."""
         t0 = time.perf_counter()
+        self.sink(self._from_step_end(r))
+        self.overhead_s += time.perf_counter() - t0
+
+    def _from_step_end(self, r) -> Step:
+        """In the step's order: the count, the queue's fill (which the next pop replaces),
+        and the record."""
         queue = None
         if not r.is_startup:
             self.n_steps += 1
             queue, self._queue = self._queue, None
-        if self._defer:
-            self.sink(deferred((self._record, (r, queue))))
-        else:
-            self.sink(self._record(r, queue))
-        self.overhead_s += time.perf_counter() - t0
+        return self._record(r, queue)
 
     def _record(self, r, queue) -> Step:
         """The Step record of the step_end event `r` (`queue`: the fill its pop saw). Called

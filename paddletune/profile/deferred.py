@@ -27,4 +27,11 @@ deferred = made_in_c(Deferred)
 def takes_deferred(sink) -> bool:
     """Whether `sink` takes Deferred records: a ProfileWriter's `submit` (its writer says so).
     Any other sink (a list's append in tests) is given finished records."""
-    return bool(getattr(getattr(sink, "__self__", None), "takes_deferred", False))
+    return writer_of(sink) is not None
+
+
+def writer_of(sink):
+    """The profile writer whose `submit` is `sink` (its `tap` queues events as they come);
+    None for any other sink."""
+    owner = getattr(sink, "__self__", None)
+    return owner if getattr(owner, "takes_deferred", False) else None

@@ -2,8 +2,9 @@
 background flusher passes them through the accumulator (which folds a long job's steps into
 windows) and appends what it keeps to the file, so the file and the memory stay bounded and
 a kill loses at most the last flush interval (and the open windows). A record may be queued
-as a `Deferred` (profile/deferred.py: the step and memory probes' per-step records): the
-flusher builds it in its place, so the training thread only queues its parts. `finish()`
+as a `Deferred` (profile/deferred.py: the memory probe's per-step records), or an event
+queued as it is through a `tap` (the step probe's steps and pops): the flusher builds the
+record in its place, so the training thread only queues its parts. `finish()`
 closes the windows and writes the summary, computed from what was kept (the file is never
 read back), then renames a profile written beside an earlier one (paths.writing_path) over
 it."""
@@ -13,8 +14,9 @@ import os
 import sys
 import threading
 import time
+from collections import deque
 from pathlib import Path
-from typing import Callable, List, Optional
+from typing import Callable, Dict, Optional
 
 from . import records as r
 from .accumulate import Accumulator
@@ -44,7 +46,9 @@ class ProfileWriter:
         self._file = open_new(self.path)  # errors here: the caller reports them
         self.accumulator = Accumulator(head_steps)
         self._steps = StepCompressor()
-        self._pending: List = []
+        # (a deque, never replaced: a tap is its append; each flush takes what it holds)
+        self._pending: deque = deque()
+        self._converters: Dict[type, Callable[[object], object]] = {}  # (tap's)
         self._lock = threading.Lock()  # serialises the accumulator and the file
         self._interval = flush_interval_s
         self._last_flush = time.monotonic()
@@ -60,31 +64,51 @@ class ProfileWriter:
         self._thread.start()
 
     def submit(self, record):
-        """Queue one typed record, or a Deferred one (cheap: a list append).
+        """Queue one typed record, or a Deferred one (cheap: a deque append).
 
-        Every 64 records it checks that the flusher thread kept up: a training loop that
-        drops and retakes the GIL very often (NumPy's random generators do) can starve
-        other threads for seconds, so then the records are written (and the deferred ones
-        built) from here.
-        """
+        Every 64 records it checks that the flusher thread kept up (keep_up)."""
         pending = self._pending
         pending.append(record)
-        if not len(pending) & 63 and time.monotonic() - self._last_flush > 2 * self._interval:
+        if not len(pending) & 63:
+            self.keep_up()
+
+    def keep_up(self):
+        """Write the queue from the calling thread when the flusher thread has not flushed
+        for two intervals: a training loop that drops and retakes the GIL very often (NumPy's
+        random generators do) can starve other threads for seconds. Whoever queues often
+        calls it now and then (submit every 64 records; the session every 64 steps, for the
+        events queued through a tap)."""
+        if time.monotonic() - self._last_flush > 2 * self._interval:
             self.flush()
+
+    def tap(self, converters: Dict[type, Callable[[object], object]]) -> Callable:
+        """A queue for events as their source sends them: what is returned is the writer's
+        queue's own append (built in C: no Python frame where it is called, the training
+        loop), and each event in it is turned into its record by `converters[type(event)]`
+        as the writer flushes, in the queue's order, one at a time (None: no record; a
+        converter may keep state of its own, as a Deferred's `make` may). The events of a
+        type not in `converters` must not be queued through it."""
+        with self._lock:
+            self._converters.update(converters)
+        return self._pending.append
 
     def flush(self):
         """Pass every queued record through the accumulator; write what it keeps (in a
         process the job forked: drop them)."""
         if os.getpid() != self._owner:
-            self._pending = []
+            self._pending.clear()
             return
         with self._lock:
             self._last_flush = time.monotonic()
-            batch, self._pending = self._pending, []
-            out = self._accumulate(batch)
+            out = self._accumulate(self._taken())
             if self._clock is not None:
                 out += self.accumulator.tick(self._clock())
             self._write(out)
+
+    def _taken(self) -> list:
+        """What the queue holds now, taken out of it (other threads go on queueing)."""
+        pending = self._pending
+        return [pending.popleft() for _ in range(len(pending))]
 
     def finish(self) -> Optional[Summary]:
         """Close the open windows, write the summary and close the file; the summary (None
@@ -118,7 +142,7 @@ class ProfileWriter:
             return False
         try:
             self._stop.set()
-            batch, self._pending = self._pending + list(records), []
+            batch = self._taken() + list(records)
             self._write(self._accumulate(batch) + self.accumulator.close())
             if self._file is not None:
                 try:
@@ -193,11 +217,16 @@ class ProfileWriter:
         """The records to write for `batch`, through the accumulator, the deferred ones built
         in their place; a step no line can hold (a non-finite time: codec.unwritable) is left
         out, of the summary too, and so is a record that could not be built or kept (_lost)."""
-        out = []
+        out, converters = [], self._converters
         for record in batch:
             try:
-                if type(record) is Deferred:
+                kind = type(record)
+                if kind is Deferred:
                     record = record.make(*record.args)
+                elif kind in converters:  # (an event queued through a tap)
+                    record = converters[kind](record)
+                    if record is None:
+                        continue
                 if isinstance(record, r.Step) and unwritable(record):
                     self._left_out(record)
                     continue

@@ -102,6 +102,12 @@ class Source:
         event may leave it unsubscribed when it has nothing to do)."""
         return 0
 
+    def payload_type(self, event: str) -> Optional[type]:
+        """The class of every payload this source sends on `event` (None: not one class, or
+        not said): a probe may queue such events as they are, for a profile writer to turn
+        into records later (ProfileWriter.tap), where it knows them by their class."""
+        return None
+
     def may_send(self, event: str) -> bool:
         """Whether `event` can come at all in this process (False: a probe needs no
         callback on the training thread for it, nor for what it only pairs with it)."""

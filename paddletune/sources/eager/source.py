@@ -9,10 +9,16 @@ from contextlib import contextmanager
 from typing import Callable, Dict, Optional
 
 from ..base import Source, Subscription
-from .bus import Bus
+from .bus import Bus, ReaderBatch, ReaderPop, StepEnd
 from .loaders import LoaderTracker
 from .overrides import Overrides
 from .steps import StepTimer
+
+
+# what a source sends only where a CUDA device is (Source.may_send)
+CUDA_EVENTS = frozenset(("memory_step", "memory_oom", "device_time"))
+# the one class of each event's payloads (Source.payload_type), where there is one
+PAYLOAD_TYPES = {"step_end": StepEnd, "reader_pop": ReaderPop, "reader_batch": ReaderBatch}
 
 
 class EagerSource(Source):
@@ -49,6 +55,9 @@ class EagerSource(Source):
 
     def subscribe(self, event: str, fn: Callable) -> Subscription:
         return self.bus.subscribe(event, fn)
+
+    def payload_type(self, event: str) -> Optional[type]:
+        return PAYLOAD_TYPES.get(event)
 
     def subscribers(self, event: str) -> int:
         return self.bus.subscribers(event)

@@ -32,6 +32,10 @@ STRATEGY_CLASS = {"exec_strategy": "fluid.ExecutionStrategy",
                   "build_strategy": "fluid.BuildStrategy"}
 
 
+# the one class of each event's payloads (Source.payload_type), where there is one
+PAYLOAD_TYPES = {"step_end": events.StepRecord, "reader_pop": events.ReaderPop}
+
+
 class FluidSource(Source):
     framework = "fluid"
 
@@ -64,6 +68,9 @@ class FluidSource(Source):
 
     def subscribers(self, event: str) -> int:
         return events.subscribers(event)
+
+    def payload_type(self, event: str) -> Optional[type]:
+        return PAYLOAD_TYPES.get(event)
 
     def blas_threads(self) -> Optional[int]:
         from runtime import blas

@@ -16,7 +16,7 @@ with warnings.catch_warnings():  # paddle's import warns that ccache is missing 
     import paddle
 
 from ...profile.records import Knob, SourceInfo, Terms
-from ..eager.source import EagerSource
+from ..eager.source import CUDA_EVENTS, EagerSource
 from .version import SUPPORTED, UnsupportedPaddle, check_version, version_tuple
 
 check_version(getattr(paddle, "__version__", "0.0.0"))  # before hooks.py imports paddle.base
@@ -45,6 +45,17 @@ STEPS_FROM = ("optimizer.step (dynamic graph): each step or minimize of the firs
 # num_inf=0, num_zero=1) in [device=cpu, op=log, tensor=, dtype=fp32]."
 NAN_ERROR = re.compile(r"There are NAN or INF \(num_nan=(\d+), num_inf=(\d+)[^)]*\) in "
                        r"\[[^\]]*?op=([\w.]+)(?:, tensor=([^,\]]*))?")
+
+
+def _has_cuda() -> bool:
+    """Whether this Paddle is built for CUDA (or ROCm, whose places are CUDAPlaces too) and
+    sees a device."""
+    device = paddle.device
+    try:
+        built = device.is_compiled_with_cuda() or device.is_compiled_with_rocm()
+        return bool(built and device.cuda.device_count() > 0)
+    except Exception:  # noqa: BLE001  (a broken driver: no device to measure)
+        return False
 
 
 def nan_inf_event(err: BaseException, step: int) -> Optional[dict]:
@@ -102,6 +113,13 @@ class PaddleSource(EagerSource):
                         self.blas_threads(),
                         "paddle.base.core.set_num_threads({value})"))
         return out
+
+    def may_send(self, event: str) -> bool:
+        """The CUDA allocator's events only where Paddle has a CUDA device (hooks.py sends
+        them on a CUDAPlace)."""
+        if event in CUDA_EVENTS:
+            return _has_cuda()
+        return True
 
     def out_of_memory(self, exc: BaseException) -> None:
         """An out-of-memory error on a CUDA place: the allocator's figures as a memory_oom

@@ -184,8 +184,11 @@ class TorchHooks:
 
     # --- steps ----------------------------------------------------------------------------
     def _after_step(self, optimizer, args, kwargs):
-        if not self.timer.owns(optimizer):
-            return
+        timer = self.timer
+        if timer.owner != id(optimizer):  # (StepTimer.owns, in place: this runs every step)
+            if timer.owner is not None:
+                return
+            timer.owner = id(optimizer)
         place = self._places.get(id(optimizer)) or self._place(optimizer)
         if self._backends is not None:
             backends, self._backends = self._backends, None
@@ -195,12 +198,12 @@ class TorchHooks:
             census.step_done(optimizer, place)
         if place.startswith("CUDA"):
             if self._device_clock is not None:
-                self._device_clock.step_ended(device_index(place), self.timer.steps)
+                self._device_clock.step_ended(device_index(place), timer.steps)
             if self.source.bus.listening("memory_step"):
                 self._memory_step(place)
-        self.timer.step_done(place)
+        timer.step_done(place)
         if self._ops is not None:
-            self._ops.step_ended(self.timer.steps - 1, self.timer.last_end, place)
+            self._ops.step_ended(timer.steps - 1, timer.last_end, place)
 
     def _memory_step(self, place: str):
         """The caching allocator's figures, sent just before the step's step_end."""

@@ -8,13 +8,12 @@ from typing import Callable, Dict, List, Optional
 import torch
 
 from ...profile.records import Knob, SourceInfo, Terms
-from ..eager.source import EagerSource
+from ..eager.source import CUDA_EVENTS, EagerSource
 from .code import TorchCode
 
 _TENSOR = getattr(torch, "Tensor", None)  # (a torch without one is refused: TorchSource)
 _PLAIN_TENSOR = frozenset((_TENSOR,))  # (a subclass, a Parameter, is described item by item)
 _CLASS, _SHAPE, _NBYTES = attrgetter("__class__"), attrgetter("shape"), attrgetter("nbytes")
-CUDA_EVENTS = frozenset(("memory_step", "memory_oom", "device_time"))
 SUPPORTED = (2, 0)  # torch.optim's global step hooks arrived in 2.0
 LOADER = "torch.utils.data.DataLoader(..., {key}={{value}})"
 TERMS = Terms(step="a training step (optimizer.step to optimizer.step)",
