@@ -1,8 +1,9 @@
 """What profiling costs: the reference MLP of bench_runtime.py (784-512-512-10, Momentum,
 batch 128) trained with no probes, with the probes a `paddletune profile` session runs
 (session.session_probes: step, reader, memory, scheduler, workers, system, nvml, writing a
-real profile file), with --ops added, and with FLAGS_check_nan_inf on, interleaved in one
-process so that machine noise hits every configuration alike.
+real profile file; and the session's own step counter), with --ops added, and with
+FLAGS_check_nan_inf on, interleaved in one process so that machine noise hits every
+configuration alike.
 
 Targets (issue 3): default probes < 1% of step time, --ops < 5%. Also the cost of one
 system sample (the system probe's, on its own thread).
@@ -23,6 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import bench_runtime as ref  # noqa: E402  (the reference model and data)
+from overhead_common import count_steps  # noqa: E402
 import runtime as fluid  # noqa: E402
 from paddletune.profile import ProfileWriter, header_record  # noqa: E402
 from paddletune.probes.base import Clock  # noqa: E402
@@ -54,9 +56,11 @@ def probes(kind, directory):
         fluid.set_flags({"FLAGS_check_nan_inf": True})
     for p in active:
         p.start()
+    counter = count_steps(source, writer)
     try:
         yield writer.flush
     finally:
+        counter.close()
         for p in active:
             p.stop()
         if kind == "check_nan":

@@ -38,8 +38,7 @@ def profiled(make_source: Callable, path: Path, argv0: str, ops: bool = False):
     active = session_probes(writer.submit, clock, source, 0.5, ops=ops)
     for p in active:
         p.start()
-    counter = source.subscribe("step_end", StepCounter(None, None, writer.keep_up,
-                                                       lambda: None).count)
+    counter = count_steps(source, writer)
     try:
         with source.running():
             yield ProfiledBlock(source, writer.flush)
@@ -48,6 +47,13 @@ def profiled(make_source: Callable, path: Path, argv0: str, ops: bool = False):
         for p in active:
             p.stop()
         writer.finish()
+
+
+def count_steps(source, writer):
+    """The session's own step_end subscriber, as `paddletune profile` subscribes it after
+    its probes (session.StepCounter, without a step limit); its Subscription."""
+    return source.subscribe("step_end", StepCounter(None, None, writer.keep_up,
+                                                    lambda: None).count)
 
 
 class LoopJob:

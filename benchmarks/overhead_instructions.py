@@ -6,10 +6,10 @@ bench_torch_overhead.py and bench_paddle_overhead.py, swing by 2x between runs o
 Each count runs the loop of the overhead benchmarks' near-empty step, taken to the bone: a
 DataLoader of 1-sample batches (num_workers=0) and an optimizer step, nothing else, in a child
 process under valgrind's callgrind. The loop runs bare or under the probes of a `paddletune
-profile` session (session.session_probes, a real profile written), for a short and a long run
-past the profile's first HEAD_STEPS steps (written in full); the difference of the two runs'
-counts over their difference in steps is the steady cost of a step, the start-up (imports,
-the session's threads) cancelled out.
+profile` session (session.session_probes and the session's step counter, a real profile
+written), for a short and a long run past the profile's first HEAD_STEPS steps (written in
+full); the difference of the two runs' counts over their difference in steps is the steady
+cost of a step, the start-up (imports, the session's threads) cancelled out.
 
 What runs on a clock is left out: a step under valgrind lasts some 50x longer, so the
 samplers' work (per second, not per step) would count 50x too much per step, and how much
@@ -95,6 +95,7 @@ def profiled(path: Path, framework: str = "torch"):
     windows.WINDOW_MIN_S = windows.WINDOW_MAX_S = NEVER
     from paddletune.session import session_probes
     from paddletune.sources import source_for
+    from overhead_common import count_steps
     clock = Clock()
     writer = ProfileWriter(path, clock=clock.now, flush_interval_s=NEVER)
     source = source_for(framework)
@@ -104,10 +105,12 @@ def profiled(path: Path, framework: str = "torch"):
     probes = session_probes(writer.submit, clock, source, NEVER)
     for p in probes:
         p.start()
+    counter = count_steps(source, writer)
     try:
         with source.running():
             yield
     finally:
+        counter.close()
         for p in probes:
             p.stop()
         writer.finish()

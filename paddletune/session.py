@@ -326,7 +326,8 @@ class _Session:
         if self.speed_test is not None:
             subs.append(self.source.subscribe("step_end", self.speed_test.on_step))
             subs.append(self.source.subscribe("reader_solo", self.speed_test.on_solo))
-        subs.append(self.source.subscribe("step_end", self.step_counter.count))  # last: after probes
+        # (last: after the probes)
+        subs.append(self.source.subscribe("step_end", self.step_counter.count))
         try:
             with self.source.running(self.options.check_nan, self.options.fluid_compat,
                                      self.options.check_nan_continue):

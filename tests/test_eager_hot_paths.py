@@ -4,6 +4,7 @@ Bus.emit (a frame less), with emit's guarantees; the step probe queues the steps
 through the profile writer's tap, and the writer builds the Step records as it flushes; the
 session's step counter lets the writer catch up every 64 steps."""
 
+import os
 import warnings
 from types import SimpleNamespace
 
@@ -147,17 +148,59 @@ def test_the_step_probe_queues_an_eager_source_s_steps_and_pops_through_the_tap(
     assert probe._writer is w and set(w._converters) == {StepEnd, ReaderPop, ReaderBatch}
     assert bus.subs["step_end"] == (w._pending.append,)
     w.flush()
-    for i in range(5):
+    for i in range(6):
         if i % 2:
             bus.emit("reader_pop", ReaderPop(1, 1, i, 1.0 + i, 0.0, 3 + i, 8))
+        elif i == 4:
+            bus.emit("reader_pop", ReaderPop(1, 1, i, 1.0 + i, 0.0, 9, 8, speed_test=True))
+            bus.emit("reader_batch", ReaderBatch(1, 1, i, 1.0 + i, 0.1, None, 0.0, 2, 0, 64,
+                                                 ((8, 3),)))
         bus.emit("step_end", StepEnd(i, 1.0 + i, 1.5 + i, 0.0, 0.0, 0.0, 0.5, 8, "cpu"))
-    assert probe.n_steps == 0 and len(w._pending) == 7  # (queued as they are)
+    assert probe.n_steps == 0 and len(w._pending) == 11  # (queued as they are)
     probe.stop()  # (flushes the writer: the count is whole)
-    assert probe.n_steps == 5 and probe.last.step == 4
+    assert probe.n_steps == 6 and probe.last.step == 5
     w.finish()
     loaded = prof.load(tmp_path / "p.jsonl")
-    assert [s.queue for s in loaded.steps] == [None, 4, None, 6, None]
-    assert loaded.summary.n_steps == 5
+    assert [s.queue for s in loaded.steps] == [None, 4, None, 6, 2, 8]  # (a peek: no fill)
+    assert loaded.summary.n_steps == 6
+
+
+def test_the_runtime_s_steps_and_pops_are_queued_but_no_reader_batch_is_listened_to(tmp_path):
+    """The Fluid source sends no reader_batch (Source.may_send): the tap is not put there,
+    where its class is unknown."""
+    from paddletune.sources.fluid import FluidSource
+    from runtime import events
+    w = writer_at(tmp_path / "p.jsonl")
+    probe = StepProbe(w.submit, Clock(t0=0.0), FluidSource()).start()
+    try:
+        assert set(w._converters) == {events.StepRecord, events.ReaderPop}
+        assert w._pending.append in events.step_end.subs
+        assert w._pending.append in events.reader_pop.subs
+        assert FluidSource().subscribers("reader_batch") == 0
+    finally:
+        probe.stop()
+        w.finish()
+
+
+def test_in_a_forked_process_the_queued_pops_are_dropped_at_each_pass(tmp_path):
+    """A process the job forked writes no profile: a DataLoader read there without training
+    does not pile its pops up in the writer's queue (dropped at each pass's start and end)."""
+    from paddletune.sources.eager.bus import ReaderState
+    w = writer_at(tmp_path / "p.jsonl")
+    source = EagerSource()
+    probe = StepProbe(w.submit, Clock(t0=0.0), source).start()
+    w.flush()
+    for i in range(3):
+        source.bus.emit("reader_pop", ReaderPop(1, 1, i, 1.0 + i, 0.0, 3, 8))
+    source.bus.emit("reader_state", ReaderState(1, 2, 5.0, "start"))
+    assert len(w._pending) == 3  # (the job's own process: written at the flush)
+    probe._owner = -1  # (as seen from a forked child)
+    w._owner = -1
+    source.bus.emit("reader_state", ReaderState(1, 2, 6.0, "end"))
+    assert len(w._pending) == 0
+    w._owner = probe._owner = os.getpid()
+    probe.stop()
+    w.finish()
 
 
 def test_a_sink_that_is_not_a_writer_gets_each_step_at_once():

@@ -1,8 +1,9 @@
 """Records built later: the memory probe hands a profile writer the parts of its per-step
 records (Deferred: paddletune/profile/deferred.py), the step probe queues the source's step
 and pop events as they are (ProfileWriter.tap), and the writer builds the records as it
-flushes, in their place. The profile is record for record the one the probes' immediate records make; a record
-whose building raises is the only one lost; a sealed (killed) job's queue is built too."""
+flushes, in their place. The profile is record for record the one the probes' immediate
+records make; a record whose building raises is the only one lost; a sealed (killed) job's
+queue is built too."""
 
 import json
 import time

@@ -6,8 +6,8 @@ It listens to the source's memory_step / memory_trace / memory_oom events and to
 (emitted right after memory_step by the same step: it says whether the run was a startup
 program and when it began). Host RSS is not sampled here: the system probe's samples carry it.
 With a profile writer's sink the per-step MemoryStep is built by the writer as it flushes, in
-its place among the records (profile/deferred.py, as the step probe's Step): off the
-training thread, and out of this probe's overhead.
+its place among the records (profile/deferred.py): off the training thread, and out of this
+probe's overhead.
 
 Records (paddletune/profile/records.py): MemoryStep per training step, MemoryPeak whenever the
 pool's all-time peak rose (the last one holds the breakdown at the peak), MemoryTrace (the

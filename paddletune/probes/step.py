@@ -3,7 +3,9 @@ same executor's previous step ended), and one `Program` record per compiled prog
 
 The gap is the training loop's time outside the framework: in a synchronous loop, preparing
 the next batch. Its callbacks run on the training thread, so their cost is this probe's
-overhead (timed around each callback).
+overhead (timed around each callback); the events it queues through a writer's tap (below)
+cost the training thread an append each, which is not timed: its overhead then reads about
+nothing (benchmarks/torch_hook_sections.py times the hooks and what they call in place).
 
 When the sink is a profile writer's and the source says which class its step and pop
 payloads are (Source.payload_type), the probe subscribes the writer's `tap` to them: the
@@ -13,7 +15,9 @@ off the training thread (where Python runs warm, in a batch: the same bytecodes 
 times less). Counting the steps and taking the queue's fill happen there too, so `n_steps` and
 `last` trail the loop by up to a flush interval (0.5 s; 0.2 s under --live), and stopping
 the probe flushes the writer first. Building the records there is the writer's cost, not this
-probe's. Any other sink, or another source, gets the Step at once from a callback.
+probe's. Any other sink, or another source, gets the Step at once from a callback. In a
+process the job forked (no profile is written there) the queue is dropped at each DataLoader
+pass's start and end.
 
 In a job fed by a DataLoader each step record also carries `queue`: the queue's fill as the
 last batch before the step was popped (the reader_pop or reader_batch event's size). Over a
@@ -25,6 +29,7 @@ An eager source's step_end may carry `paused_s`: its own work between two steps 
 window's reading), left out of the gap (the ops probe counts it as its overhead).
 """
 
+import os
 import time
 
 from ..profile.deferred import writer_of
@@ -33,6 +38,7 @@ from ..profile.schema import made_in_c
 from .base import Probe
 
 _new_step = made_in_c(Step)  # (once a step, on the writer's thread)
+STEP_AND_POPS = ("step_end", "reader_pop", "reader_batch")  # (a reader_batch is a pop too)
 
 
 class StepProbe(Probe):
@@ -48,33 +54,46 @@ class StepProbe(Probe):
         self.last = None  # the latest Step built (queued through a tap: at the writer's flush)
         self._queue = None  # the queue's fill at the latest pop, until a step takes it
         self._writer = None  # the profile writer the steps and pops are queued to (a tap)
+        self._owner = None  # the pid that queues to it
 
     def _start(self):
-        tap = self._tap()
-        on_step, on_pop = (tap, tap) if tap is not None else (self._on_step, self._from_pop)
-        self._subs = [self.subscribe("step_end", on_step),
-                      self.subscribe("compile", self._on_compile),
-                      self.subscribe("cuda_graph", self._on_graph),
-                      self.subscribe("reader_pop", on_pop),
-                      self.subscribe("reader_batch", on_pop)]  # (a pop too)
+        tapped = self._tap()
+        if tapped is not None:
+            tap, events = tapped
+            self._subs = [self.subscribe(event, tap) for event in events]
+            if self.may_come("reader_state"):
+                self._subs.append(self.subscribe("reader_state", self._on_pass))
+        else:
+            self._subs = [self.subscribe("step_end", self._on_step),
+                          self.subscribe("reader_pop", self._from_pop),
+                          self.subscribe("reader_batch", self._from_pop)]  # (a pop too)
+        self._subs += [self.subscribe("compile", self._on_compile),
+                       self.subscribe("cuda_graph", self._on_graph)]
 
     def _tap(self):
-        """The profile writer's queue for the steps and pops as they come (None: the sink is
-        not a writer's, or the source does not say its payloads' classes)."""
+        """(the profile writer's queue for the steps and pops as they come, the events to
+        queue there); None where the sink is not a writer's, or the source does not say the
+        class of each of those events' payloads that can come (then none is queued: a step
+        takes the fill of the pops before it, so the two go one way)."""
         writer = writer_of(self.sink)
         payload_type = getattr(self.source, "payload_type", None)
         if writer is None or payload_type is None:
             return None
-        kinds = {event: payload_type(event) for event in ("step_end", "reader_pop",
-                                                          "reader_batch")}
-        if kinds["step_end"] is None:
+        events = [event for event in STEP_AND_POPS if self.may_come(event)]
+        kinds = {event: payload_type(event) for event in events}
+        if "step_end" not in kinds or None in kinds.values():
             return None
-        converters = {kinds["step_end"]: self._from_step_end}
-        for event in ("reader_pop", "reader_batch"):
-            if kinds[event] is not None:
-                converters[kinds[event]] = self._from_pop
-        self._writer = writer
-        return writer.tap(converters)
+        self._writer, self._owner = writer, os.getpid()
+        tap = writer.tap({kind: self._from_step_end if event == "step_end" else self._from_pop
+                          for event, kind in kinds.items()})
+        return tap, events
+
+    def _on_pass(self, r):
+        """A DataLoader pass starts or ends: in a process the job forked, whose profile is
+        not written, the writer's queue is dropped (its flush drops it there), so the pops
+        queued through the tap do not pile up in a child that reads without training."""
+        if os.getpid() != self._owner:
+            self._writer.flush()
 
     def _stop(self):
         for sub in self._subs:

@@ -2,10 +2,12 @@
 record `make(*args)`, which the writer builds when it flushes, in the queue's order, on
 whichever thread flushes (its own, every 0.5 s, in a warm batch).
 
-Why: the step probe's callback runs on the training thread, between the framework's ops,
-where Python runs cold; a 23-field Step built there costs several times what the same
-bytecodes cost in the writer's batch (benchmarks/torch_step_opcodes.py counts them, and
-docs/benchmarks.md's bench_torch_overhead section has the timings). The record keeps its
+Why: a probe's per-step callback (the memory probe's, on a GPU) runs on the training thread,
+between the framework's ops, where Python runs cold; a record built there costs several
+times what the same bytecodes cost in the writer's batch (benchmarks/torch_step_opcodes.py
+counts them, and docs/benchmarks.md's bench_torch_overhead section has the timings). The
+step probe goes further: it queues the source's events themselves through the writer's tap
+(ProfileWriter.tap), with no callback of its own. The record keeps its
 place among the others, so the accumulator (the speed test's phases, the head/tail split,
 tune's windows) sees the same stream. `make` must need nothing but `args` and state that
 only the conversions themselves change (they run in order, one at a time)."""

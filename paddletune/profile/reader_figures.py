@@ -79,10 +79,10 @@ def loader_figures(loader, config: r.LoaderConfig, passes, window, main_cycle, i
 
 
 def _in_window(intervals, window):
-    """The intervals that began inside the steady window when they hold MIN_POPS pops and
-    most of the pops of those overlapping it (the first interval of a pass also holds its
-    start-up: the first batches, the compile), else those overlapping it, else all; the
-    speed test's intervals never.
+    """The intervals that began inside the steady window when they hold MIN_POPS pops and at
+    least half (MIN_INSIDE_SHARE) of the pops of those overlapping it (the first interval of
+    a pass also holds its start-up: the first batches, the compile), else those overlapping
+    it, else all; the speed test's intervals never.
 
     In a short job (a tune trial: a second or so) the pass's first interval, cut at the
     probe's first flush, holds most of the steady steps' batches, and those that began

@@ -72,6 +72,11 @@ class FluidSource(Source):
     def payload_type(self, event: str) -> Optional[type]:
         return PAYLOAD_TYPES.get(event)
 
+    def may_send(self, event: str) -> bool:
+        """The runtime's DataLoaders send a push and a pop per batch, never the two as one
+        reader_batch (an eager framework's loop-made batch)."""
+        return event != "reader_batch"
+
     def blas_threads(self) -> Optional[int]:
         from runtime import blas
         return _safe(blas.get_blas_threads)
