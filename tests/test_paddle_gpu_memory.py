@@ -12,6 +12,7 @@ from paddletune.probes.base import Clock  # noqa: E402
 from paddletune.probes.memory import MemoryProbe, oom_record  # noqa: E402
 from paddletune.profile import records as r  # noqa: E402
 from paddletune.sources.paddle import hooks as hooks_module  # noqa: E402
+from paddletune.sources.paddle import source as source_module  # noqa: E402
 from paddletune.sources.paddle.source import PaddleSource  # noqa: E402
 
 GIB = 1 << 30
@@ -38,6 +39,7 @@ def on_gpu(monkeypatch):
     device = Device()
     device.install(monkeypatch)
     monkeypatch.setattr(hooks_module, "place_name", lambda text: "CUDAPlace(0)")
+    monkeypatch.setattr(source_module, "_has_cuda", lambda: True)  # (Source.may_send)
     paddle.disable_static()
     return device
 
