@@ -1,8 +1,9 @@
 """The per-batch and per-step paths of an eager source, which run on the training thread:
-LoaderTracker.made and StepTimer.step_done give their payload to the subscribers in place of
-Bus.emit (a frame less), with emit's guarantees; the step probe queues the steps and pops
-through the profile writer's tap, and the writer builds the Step records as it flushes; the
-session's step counter lets the writer catch up every 64 steps."""
+LoaderTracker.made and StepTimer.step_done keep Bus.emit's guarantees (a subscriber that
+raises is dropped, the rest still get the payload, the step limit goes through); the step
+probe queues the steps and pops through the profile writer's tap, and the writer builds the
+Step records as it flushes; the session's step counter lets the writer catch up every 64
+steps."""
 
 import os
 import warnings
@@ -94,20 +95,20 @@ def test_a_base_exception_from_a_subscriber_goes_through_to_the_loop():
     assert timer.steps == 1 and bus.subs["step_end"] == (limit,)  # (still subscribed)
 
 
-def test_made_keeps_the_step_timer_s_reads_as_read_does():
+def test_made_keeps_the_step_timer_s_reads():
     bus = Bus()
     bus.subscribe("reader_batch", lambda p: None)
     timer, tracker = tracker_on(bus)
     handle = tracker.start(1, {}, 0, lambda: 0)
     made_one(tracker, handle, 10.0)
     made_one(tracker, handle, 10.5)
-    assert (timer.t_first, timer.batch_size) == (9.999, 8)
-    assert timer.read_s == pytest.approx(0.002)
+    assert (timer._t_first, timer.batch_size) == (9.999, 8)
+    assert timer._read_s == pytest.approx(0.002)
     ended = []
     bus.subscribe("step_end", ended.append)
     timer.step_done("cpu")
     assert ended[0].t_begin == 9.999 and ended[0].read_s == pytest.approx(0.002)
-    assert timer.read_s == 0.0
+    assert timer._read_s == 0.0
 
 
 def writer_at(path):

@@ -539,10 +539,10 @@ def test_the_tracker_sends_a_loop_batch_as_one_event_only_while_every_subscriber
             batch = (SimpleNamespace(shape=(4, 3)), SimpleNamespace(shape=(4,)))
             t_request = t - 0.001 * index
             tracker.made(handle, t_request, t, 0.0005, None, batch, index % 2)
-            assert (timer.batch_size, timer.read_s) == (4, t - t_request)
+            assert (timer.batch_size, timer._read_s) == (4, t - t_request)
             source.bus.emit("step_end", eager.StepEnd(index, t, t + 0.001, 0.0, 0.0, 0.0,
                                                       0.001, 4, "cpu", program_id=3))
-            timer.read_s = 0.0
+            timer._read_s = 0.0
         tracker.end(handle)
         for probe in probes:
             probe.stop()

@@ -19,13 +19,13 @@ once only what depends on the events before (which batch a pop took, a drain, th
 step pairs with) and keeps the payload, and a tally adds the kept payloads to the counters
 in C (map, reduce), in order, before each record and every TALLY_AT events (see
 _PassState): a near-empty PyTorch training step costs the probe about 240 bytecodes, on all
-its threads, instead of 570 when each event was counted on its own. While a compute step has let go of the GIL, that counting
-costs the loop nothing.
+its threads, instead of 570 when each event was counted on its own. While a compute step has
+let go of the GIL, that counting costs the loop nothing.
 
 One lock, the fold lock, orders the probe's bookkeeping: counting the queued events, a
 tally, a queue sample's counts, a record's cut of a pass's counters and counting a pass's
-start or end each hold it, so a pass's counters take no lock of their own (the emitting threads take
-none). Records go to the sink after it is let go.
+start or end each hold it, so a pass's counters take no lock of their own (the emitting
+threads take none). Records go to the sink after it is let go.
 
 Records (paddletune/profile/records.py; `loader` the loader's id, `pass_no` its pass from 1):
 ReaderStart when a pass begins (with its config), ReaderEnd when it ends, is reset or fails,

@@ -60,32 +60,14 @@ class Bus:
         return bool(self.subs.get(event))
 
     def emit(self, event: str, payload):
-        subs = self.subs.get(event, ())
-        done = 0  # (subscribers given it: one that raises is subs[done])
-        try:
-            for fn in subs:
+        for fn in self.subs.get(event, ()):
+            try:
                 fn(payload)
-                done += 1
-        except Exception as err:  # noqa: BLE001  (a probe bug must not stop the job)
-            self.failed(event, payload, subs, done, err)
-
-    def failed(self, event: str, payload, subs: tuple, done: int, err: Exception):
-        """subs[done] raised `err` as it was given `payload` (by `emit`, or by a hot path
-        that runs emit's loop in place: a frame less on the training thread): it is
-        unsubscribed with a warning, and the subscribers after it get the payload."""
-        fn = subs[done]
-        self._unsubscribe(event, fn)
-        warnings.warn(f"event subscriber {getattr(fn, '__qualname__', fn)!r} on "
-                      f"{event!r} raised {type(err).__name__}: {err}; it was "
-                      f"unsubscribed", RuntimeWarning, stacklevel=3)
-        rest = subs[done + 1:]
-        done = 0
-        try:
-            for fn in rest:
-                fn(payload)
-                done += 1
-        except Exception as err_after:  # noqa: BLE001
-            self.failed(event, payload, rest, done, err_after)
+            except Exception as err:  # noqa: BLE001  (a probe bug must not stop the job)
+                self._unsubscribe(event, fn)
+                warnings.warn(f"event subscriber {getattr(fn, '__qualname__', fn)!r} on "
+                              f"{event!r} raised {type(err).__name__}: {err}; it was "
+                              f"unsubscribed", RuntimeWarning, stacklevel=2)
 
 
 class StepEnd(NamedTuple):

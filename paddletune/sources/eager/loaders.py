@@ -131,42 +131,21 @@ class LoaderTracker:
         taking `produce_s` seconds and `cpu_s` CPU seconds, `size` batches ready as it asked:
         `produced` and then `got`, sent as one reader_batch event (half the training loop's
         work a batch) while the subscribers take it (Bus.combined) and the pass's
-        batches all came this way (a push and its pop have one index).
-
-        This runs for every batch, on the training thread, between the framework's ops where
-        Python runs cold: _shapes_and_bytes, StepTimer.read and Bus.emit are done in place
-        (each call a frame less)."""
+        batches all came this way (a push and its pop have one index)."""
         index = handle.batches
-        bus = self.bus
-        if index != handle.produced or not bus.combined.get("reader_batch"):
+        if index != handle.produced or not self.bus.combined.get("reader_batch"):
             self.got(handle, t_request, t_got, batch, size,
                      self.produced(handle, -1, produce_s, cpu_s, batch, 0))
             return
-        described = None
-        if (self.describe_flat is not None and batch.__class__ in (list, tuple)
-                and len(batch) <= MAX_FLAT):
-            described = self.describe_flat(batch)
-        shapes, nbytes = described if described is not None else self.describe(batch)
+        shapes, nbytes = self._shapes_and_bytes(batch)
         handle.batches = handle.produced = index + 1
         handle.last = batch
         wait = t_got - t_request
-        timer = self.timer  # (StepTimer.read)
-        if timer.t_prev_end is None and timer.t_first is None:
-            timer.t_first = t_request
-        timer.read_s += wait
-        batch_size = int(shapes[0][0]) if shapes and shapes[0] else _first_of(shapes)
-        if batch_size is not None:
-            timer.batch_size = batch_size
-        payload = _reader_batch((handle.loader_id, handle.number, index, t_got, produce_s,
-                                 cpu_s, wait, size, handle.capacity, nbytes, shapes, -1, 0.0,
-                                 False, 0.0))
-        subs, done = bus.subs.get("reader_batch", ()), 0  # (Bus.emit)
-        try:
-            for fn in subs:
-                fn(payload)
-                done += 1
-        except Exception as err:  # noqa: BLE001  (a probe bug must not stop the job)
-            bus.failed("reader_batch", payload, subs, done, err)
+        self.timer.read(t_request, wait, int(shapes[0][0]) if shapes and shapes[0]
+                        else _first_of(shapes))
+        self.bus.emit("reader_batch", _reader_batch((
+            handle.loader_id, handle.number, index, t_got, produce_s, cpu_s, wait, size,
+            handle.capacity, nbytes, shapes, -1, 0.0, False, 0.0)))
 
     def _shapes_and_bytes(self, batch) -> tuple:
         """(the shapes of its tensors, their bytes): the usual batch, a flat one, described

@@ -21,25 +21,23 @@ class StepTimer:
 
     def reset(self, t_start: Optional[float] = None):
         self.steps = 0
-        # (read and written in place by LoaderTracker.made, which does `read` for each batch)
-        self.t_prev_end = None  # the previous step's end
-        self.t_first = None  # the first DataLoader request before the first step
-        self.read_s = 0.0  # the DataLoader waits since the previous step's end
-        self.batch_size = None  # the latest batch's size (None: none seen)
+        self._t_prev_end = None  # the previous step's end
+        self._t_first = None  # the first DataLoader request before the first step
         self._t_start = t_start  # the job's start (a first step without any read)
-        self._feed_s = self._fetch_s = 0.0
+        self._read_s = self._feed_s = self._fetch_s = 0.0
         self._feed_bytes = self._fetch_bytes = 0
         self._paused_s = 0.0
-        self.owner = None  # id() of the optimizer whose steps are the training steps
+        self._batch_size = None
+        self._owner = None  # the optimizer whose steps are the training steps
 
     # --- what the loop did since the last step --------------------------------------------
     def read(self, t_request: float, wait_s: float, batch_size: Optional[int]):
         """A DataLoader batch was asked for at `t_request` and came `wait_s` later."""
-        if self.t_prev_end is None and self.t_first is None:
-            self.t_first = t_request
-        self.read_s += wait_s
+        if self._t_prev_end is None and self._t_first is None:
+            self._t_first = t_request
+        self._read_s += wait_s
         if batch_size is not None:
-            self.batch_size = batch_size
+            self._batch_size = batch_size
 
     def feed(self, seconds: float, nbytes: int = 0):
         self._feed_s += seconds
@@ -53,59 +51,56 @@ class StepTimer:
         """The source's own work between two steps (an --ops window's reading) took `seconds`
         since the last step ended: left out of the next step, which starts after it
         (StepEnd.paused_s says by how much)."""
-        if self.t_prev_end is not None:
-            self.t_prev_end += seconds
+        if self._t_prev_end is not None:
+            self._t_prev_end += seconds
             self._paused_s += seconds
 
     @property
     def last_end(self) -> Optional[float]:
         """When the latest step ended, as the next one starts (perf_counter; None: none
         yet)."""
-        return self.t_prev_end
+        return self._t_prev_end
+
+    @property
+    def batch_size(self) -> Optional[int]:
+        """The latest batch's size (None: none seen)."""
+        return self._batch_size
 
     # --- the step's end -------------------------------------------------------------------
     def owns(self, optimizer) -> bool:
         """Whether `optimizer`'s steps are the training steps (the first to step is)."""
-        if self.owner is None:
-            self.owner = id(optimizer)
-        return self.owner == id(optimizer)
+        if self._owner is None:
+            self._owner = id(optimizer)
+        return self._owner == id(optimizer)
 
     def step_done(self, place: str):
         """The step ended now: emit its record (when someone listens) and start the next."""
         t_end = _perf()
-        t_begin = self.t_prev_end
+        t_begin = self._t_prev_end
         if t_begin is None:
-            t_begin = self.t_first if self.t_first is not None else (
+            t_begin = self._t_first if self._t_first is not None else (
                 self._t_start if self._t_start is not None else t_end)
-        bus = self.bus
-        subs = bus.subs.get("step_end")
         record = None
-        if subs:  # (_record, inlined: this runs every step)
+        if self.bus.subs.get("step_end"):  # (_record, inlined: this runs every step)
             wall = t_end - t_begin
             if wall < 0.0:
                 wall = 0.0
-            read_s, feed_s, fetch_s = self.read_s, self._feed_s, self._fetch_s
+            read_s, feed_s, fetch_s = self._read_s, self._feed_s, self._fetch_s
             parts = read_s + feed_s + fetch_s
             if parts > wall > 0:  # (clock jitter: never above wall)
                 scale = wall / parts
                 read_s, feed_s, fetch_s = read_s * scale, feed_s * scale, fetch_s * scale
             record = _step_end((self.steps, t_begin, t_end, read_s, feed_s, fetch_s,
-                                wall - parts if wall > parts else 0.0, self.batch_size, place,
+                                wall - parts if wall > parts else 0.0, self._batch_size, place,
                                 self._feed_bytes, self._fetch_bytes, 0, 0, None, (), (), False,
                                 self._paused_s, None, None))
         self.steps += 1
-        self.t_prev_end = t_end
-        self.read_s = self._feed_s = self._fetch_s = 0.0
+        self._t_prev_end = t_end
+        self._read_s = self._feed_s = self._fetch_s = 0.0
         self._feed_bytes = self._fetch_bytes = 0
         self._paused_s = 0.0
         if record is not None:  # last: a subscriber may end the job here (the step limit)
-            done = 0  # (Bus.emit, in place: a frame less each step)
-            try:
-                for fn in subs:
-                    fn(record)
-                    done += 1
-            except Exception as err:  # noqa: BLE001  (a probe bug must not stop the job)
-                bus.failed("step_end", record, subs, done, err)
+            self.bus.emit("step_end", record)
 
 
 def first_dim(batch, shape_of: Callable) -> Optional[int]:

@@ -185,10 +185,8 @@ class TorchHooks:
     # --- steps ----------------------------------------------------------------------------
     def _after_step(self, optimizer, args, kwargs):
         timer = self.timer
-        if timer.owner != id(optimizer):  # (StepTimer.owns, in place: this runs every step)
-            if timer.owner is not None:
-                return
-            timer.owner = id(optimizer)
+        if not timer.owns(optimizer):
+            return
         place = self._places.get(id(optimizer)) or self._place(optimizer)
         if self._backends is not None:
             backends, self._backends = self._backends, None
