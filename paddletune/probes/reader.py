@@ -51,10 +51,11 @@ were peeks). Counters:
 A pop "found the queue empty" when the queue was empty as the consumer asked (the event's
 size is 0: it had to wait for the producer).
 
-overhead_s counts the counting and the queue samples (not the appends); the result's
-overhead_by_thread_s splits it between the training loop ("consumer": queueing the passes'
-starts and ends), the producer thread (its starts and ends), the sampler (the counting, the
-passes' records included) and `snapshot`'s callers (what they counted).
+overhead_s counts the counting and the queue samples (not the appends: a push, pop or batch
+event is the queue's own append, built in C, on whichever thread sends it); the result's
+overhead_by_thread_s splits it between whichever thread sends a pass's start or end
+("consumer": queueing it, and the stop's counting), the sampler (the counting, the passes'
+records included) and `snapshot`'s callers (what they counted).
 """
 
 import math
@@ -400,7 +401,7 @@ class ReaderProbe(Probe):
         self._queue_started = False  # a pass with a queue started, not counted yet
         self._owner = os.getpid()  # (a process the job forks has no sampler: see _on_state)
         self.totals = {}  # loader id -> cumulative counters (snapshot, result)
-        self.cost_s = {"consumer": 0.0, "producer": 0.0, "sampler": 0.0,  # one writer each
+        self.cost_s = {"consumer": 0.0, "sampler": 0.0,  # one writer each
                        "snapshot": 0.0}  # (snapshot's: its callers, one thread in practice)
         self.n_records = 0
 
