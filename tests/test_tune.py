@@ -439,23 +439,55 @@ def rate_64(gain):
     return lambda s: {64: 1000.0 * gain}.get(s.get("capacity"), 950.0 if s else 1000.0)
 
 
+def test_the_first_race_weighs_the_challengers_against_all_three_baselines(monkeypatch):
+    """+32% on a job whose baselines read 0.94, 1.0 and 1.06: against the last baseline alone
+    (+25%) a short trial would not decide it, against the three taken moments ago it does
+    (twice the bar, with their mean's smaller error): no longer rung."""
+    tuner = scripted_tuner(monkeypatch, rate_64(1.32), {"baseline": NOISY_BASELINE})
+    assert tuner.incumbent == {"capacity": 64}
+    assert [t.index for t in tuner.race_runs[sp.key({})]] == [1, 2, 3]
+    assert not [t for t in tuner.trials if t.steps == 100 and t.phase != "final"]
+
+
 def test_a_promising_gain_inside_the_noise_gets_more_pairs(monkeypatch):
     """+15% on a job whose trials vary by 6%; the challenger's longer trial has a bad moment
-    (-4%): inside the noise at the last rung, but promising, so another pair (incumbent,
-    challenger) at that length decides it."""
+    (-8%): inside the noise at the last rung (against the three baselines and the
+    incumbent's longer trial), but promising, so another pair (incumbent, challenger) at
+    that length decides it."""
     tuner = scripted_tuner(monkeypatch, rate_64(1.15),
-                           {"baseline": NOISY_BASELINE, "capacity=64": [1.0, 0.96]})
+                           {"baseline": NOISY_BASELINE, "capacity=64": [1.0, 0.92]})
     assert tuner.incumbent == {"capacity": 64}
     longer = [t.label for t in tuner.trials if t.steps == 100 and t.phase != "final"]
     assert longer == ["baseline", "capacity=64"] * 2  # the last rung, then one more pair
+
+
+def test_the_final_pair_is_long_unless_a_short_one_would_settle_the_gain(monkeypatch):
+    """+15% against trials that vary by 6%: one pair at the first rung's length would likely
+    leave it inside the noise (a longer pair would follow), so the final's first pair runs at
+    the longest length; +50% against 1% is plain from a short pair."""
+    noisy = scripted_tuner(monkeypatch, rate_64(1.15),
+                           {"baseline": NOISY_BASELINE, "capacity=64": [1.0, 0.96]})
+    assert noisy.incumbent == {"capacity": 64}
+    assert [t.steps for t in noisy.trials if t.phase == "final"] == [100, 100]
+    assert noisy.final["pairs"] == 1 and noisy.final["confirmed"] is True
+    # a budget left for a short pair (two trials of 1 s + 0.5 s) but not for a long one
+    noisy.options.budget_s = noisy.elapsed_s() + 3.5
+    before = len(noisy.trials)
+    noisy._final()
+    assert [t.steps for t in noisy.trials[before:]] == [50, 50]
+    quiet = scripted_tuner(monkeypatch, rate_64(1.5),
+                           {"baseline": [0.99, 1.0, 1.01]})
+    assert quiet.incumbent == {"capacity": 64}
+    assert [t.steps for t in quiet.trials if t.phase == "final"] == [50, 50]
+    assert quiet.final["pairs"] == 1 and quiet.final["confirmed"] is True
 
 
 def test_more_pairs_stop_at_extra_pairs(monkeypatch):
     """+8% against 6% noise (the machine stays as noisy) stays promising but inside it:
     the extra pairs run (up to extra_pairs), then the job's own setting stays."""
     tuner = scripted_tuner(monkeypatch, rate_64(1.08),
-                           {"baseline": NOISY_BASELINE + [1.02, 1.06, 0.94],
-                            "capacity=64": [1.06, 1.0, 0.97, 1.0]})
+                           {"baseline": NOISY_BASELINE + [1.06, 1.06, 0.94],
+                            "capacity=64": [1.06, 0.98, 0.97, 1.0]})
     assert tuner.incumbent == {}
     longer = [t.label for t in tuner.trials if t.steps == 100]
     assert longer == ["baseline", "capacity=64"] * (1 + tuner.options.extra_pairs)

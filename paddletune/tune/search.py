@@ -7,10 +7,11 @@ time, each choice a race by successive halving; a gain counts only outside the n
    rung 0 runs each for `steps` steps (fewer where a setting's steps are slower than the
    job's own, a larger batch: about the same time; lengths.py), later rungs the better
    half (at least one) for twice as many, and the incumbent runs again in every rung, so
-   the decision compares trials
-   taken moments apart (machine drift cancels; the incumbent's trial from the rung just
-   before counts as such). At the last rung the best challenger (its step-weighted mean over
-   the race) replaces the incumbent when its gain clears `min_gain` and Z standard errors;
+   the decision compares trials taken moments apart (machine drift cancels; the
+   incumbent's trial from the rung just before counts as such, and so do the baseline's
+   repeats just before the first race: the mean of three is steadier than one). At the
+   last rung the best challenger (its step-weighted mean over the race) replaces the
+   incumbent when its gain clears `min_gain` and Z standard errors;
    a gain between PROMISING and Z standard errors gets up to `extra_pairs` more pairs of
    trials (incumbent, challenger) at that length before it is judged (a real gain of 10-20%
    on a noisy job is otherwise lost to one unlucky trial).
@@ -32,13 +33,14 @@ time, each choice a race by successive halving; a gain counts only outside the n
    nothing (the remaining gains are inside the noise); a knob is raced again in a later
    round only when other knobs changed since, and without the values prune.py leaves out
    (shorter queues; those that lost by more than the changes since gained).
-4. Final: baseline and best alternate, first at the first rung's length, then at the
-   longest (up to `final_pairs` pairs) only while the pairs so far leave the gain inside
-   the noise; their ratio is the speedup reported (and the baseline's drift since the
-   start).
+4. Final: baseline and best alternate, first at the first rung's length when the gain seen
+   so far is plain from one such pair (else at the longest), then at the longest (up to
+   `final_pairs` pairs) only while the pairs so far leave the gain inside the noise; their
+   ratio is the speedup reported (and the baseline's drift since the start).
 The budget is wall-clock: a trial that would not finish in what is left is not started.
 """
 
+import math
 import time
 from dataclasses import dataclass
 from typing import Callable, List, Optional
@@ -263,16 +265,17 @@ class Tuner(Comparisons, TrialLengths):
 
     def _final(self):
         """Baseline and best, alternating: the speedup. The first pair at the first rung's
-        length (a large gain is plain from it), any more at the longest length, only while
-        the pairs so far leave the gain inside the noise."""
+        length when the gain so far is plain from it (_short_final), any more at the longest
+        length, only while the pairs so far leave the gain inside the noise."""
         if not self.incumbent:
             self._final_from_history()
             return
         longest = self.steps0 * 2 ** (self.options.rungs - 1)
+        first = self.steps0 if self._short_final() or not self._pair_fits(longest) else longest
         pairs = {"baseline": [], "best": []}
         try:
             for n in range(self.options.final_pairs):
-                steps = self.steps0 if n == 0 else longest
+                steps = first if n == 0 else longest
                 for which, setting in (("baseline", {}), ("best", self.incumbent)):
                     t = self.trial(setting, self.steps_for(setting, steps), "final")
                     if t.ok:
@@ -285,6 +288,31 @@ class Tuner(Comparisons, TrialLengths):
             self._state_speedup(pairs["baseline"], pairs["best"])
         else:
             self._final_from_history()
+
+    def _short_final(self) -> bool:
+        """Whether the final's first pair runs at the first rung's length: the gain seen so
+        far (the best's trials against the baseline's) clears EARLY times the bar that one
+        pair of that length must clear, so that such a pair would settle it (a mis-configured
+        job's large gain). Otherwise a short pair would likely leave the gain inside the
+        noise and a longer pair follow: the first is the longer one (a trial's start-up and
+        exit weigh the same at either length: a PyTorch trial's are about 5 s against 1.5 s
+        of steps at the first rung). The memory objective, and a search that has not measured
+        its noise, keep the short pair."""
+        if self.options.objective == "memory" or self._replicate_sd() is None:
+            return True
+        best = [t for t in self.trials if t.ok and sp.key(t.setting) == sp.key(self.incumbent)]
+        base = [t for t in self.trials if t.ok and not t.setting]
+        if not best or not base:
+            return True
+        gain = mean(best) / mean(base) - 1
+        # one trial of each at the first rung's length: their errors at span 1
+        pair = math.hypot(*(self.trial_sd(runs[-1]) * math.sqrt(self.span(runs[-1]))
+                            for runs in (best, base)))
+        return gain > EARLY * max(self.options.min_gain, Z * pair)
+
+    def _pair_fits(self, steps) -> bool:
+        """Two trials of `steps` would finish within the budget (else a shorter pair may)."""
+        return 2 * (self.overhead_s + (self.per_step_s or 0.05) * steps) <= self.remaining_s()
 
     def _final_from_history(self):
         base, best = self.latest({}), self.latest(self.incumbent)
@@ -320,13 +348,14 @@ class Tuner(Comparisons, TrialLengths):
             last = rung == self.options.rungs - 1
             mine = runs.setdefault(sp.key(self.incumbent), [])
             rung_trials = set()
+            now = []  # the incumbent's trials of this rung
             if not behind:
-                inc = self._incumbent_run(self.steps_for(self.incumbent, steps), rung)
-                if not inc.ok:
+                now = self._incumbent_trials(self.steps_for(self.incumbent, steps), rung)
+                if not now[-1].ok:
                     return False
-                mine.append(inc)
-                rung_trials.add(inc.index)
-            ref = mine[-1:] if not behind else mine  # what a challenger is dropped against
+                mine.extend(now)
+                rung_trials.update(t.index for t in now)
+            ref = now if not behind else mine  # what a challenger is dropped against
             alive = []
             for setting, phase in pool:
                 if self._dead(setting):
@@ -415,6 +444,21 @@ class Tuner(Comparisons, TrialLengths):
         if last or self.options.objective == "memory" or self._replicate_sd() is None:
             return False
         return mean(c) <= mean(i)
+
+    def _incumbent_trials(self, steps, rung) -> List[Trial]:
+        """The incumbent's trials for a rung of `steps` (_incumbent_run's); at a race's first
+        rung, when the last trial is the incumbent's, every one of its trials of that length
+        or longer run back to back up to it (the baseline's repeats before the first race:
+        taken moments ago like the last, and their mean is steadier than the last alone)."""
+        inc = self._incumbent_run(steps, rung)
+        if rung or not inc.ok or inc is not self.trials[-1]:
+            return [inc]
+        streak = []
+        for t in reversed(self.trials):
+            if not (t.ok and t.steps >= steps and sp.key(t.setting) == sp.key(inc.setting)):
+                break
+            streak.append(t)
+        return streak[::-1]
 
     def _incumbent_run(self, steps, rung, run=True) -> Optional[Trial]:
         """The incumbent at `steps`: at a race's first rung, its trial of that length or
