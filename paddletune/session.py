@@ -27,8 +27,9 @@ from . import profile as prof
 from .env import collect_env
 from .probes.base import Clock
 from .profile.records import (SCOPE_EVENTS, DeviceTimeEvent, ErrorEvent, ExitEvent,
-                              ModelEvent, NanInfEvent, OverridesEvent, ProbeUnavailableEvent,
-                              ProducerSoloEvent, SettingsEvent, SpeedTestEvent, StepLimitEvent)
+                              ModelEvent, NanInfEvent, OverridesEvent, ProbeRecord,
+                              ProbeUnavailableEvent, ProducerSoloEvent, SettingsEvent,
+                              SpeedTestEvent, StepLimitEvent)
 from .oom import oom_cause
 from .profile.paths import output_problem
 from .profile.schema import SchemaError, decode
@@ -339,6 +340,15 @@ class _Session:
                 sub.close()
             for probe in self.probes:
                 probe.stop()
+            self._hooks_record()
+
+    def _hooks_record(self):
+        """The source's hooks' own time (Source.own_cost) as the probe record "hooks" (in the
+        step): the probes' records count only their own callbacks, which the hooks of a
+        PyTorch job call, and the hooks cost more than those."""
+        cost = self.source.own_cost()
+        if cost is not None:
+            self.writer.submit(ProbeRecord("hooks", True, None, cost, in_step=True))
 
     def _on_nan_inf(self, details):
         """One NaN/Inf output: recorded in full up to MAX_NAN_EVENTS (--check-nan-continue

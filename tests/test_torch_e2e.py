@@ -70,6 +70,10 @@ def test_input_heavy_is_input_bound_and_advised_in_torch_code(procs, tmp_path):
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert header(out)["source"]["framework"] == "torch"
     assert len(records(out, "step")) == 80
+    # the hooks' own time on the training thread, beside the probes' (TorchHooks.own_s)
+    (hooks,) = [r for r in records(out, "probe") if r["name"] == "hooks"]
+    loop_s = sum(r["wall_s"] + r.get("gap_s", 0.0) for r in records(out, "step"))
+    assert hooks["in_step"] and 0.0 < hooks["overhead_s"] < 0.2 * loop_s, (hooks, loop_s)
     summary = report_json(procs, out)
     assert summary["verdict"]["kind"] in ("highly-input-bound", "moderately-input-bound"), \
         summary["verdict"]

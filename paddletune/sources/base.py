@@ -150,6 +150,12 @@ class Source:
         switches as asked, restored after."""
         yield
 
+    def own_cost(self) -> Optional[float]:
+        """Seconds the source's own hooks spent on the training thread so far, beside the
+        framework's work (the probes' callbacks run there included); None when it does not
+        measure them. The session records it as the "hooks" overhead."""
+        return None
+
     def overrides(self) -> Optional[dict]:
         """What the overrides variable asked for and did: {"env", "requested", "applied"
         [AppliedOverride], "skipped" [NoEffect]}, None when nothing was asked or applied."""

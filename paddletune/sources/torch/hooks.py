@@ -26,6 +26,10 @@
   (eager/op_windows.py, profiler_ops.py): every top-level operator of the forward, the
   backward and the update, announced as op_end events when a window closes (what starts a
   profiler patched: a script's own ends ours; the DataLoader's __next__ unrecorded).
+
+`own_s` adds up the time the step hook and `__next__` spend on the training thread beside
+the framework's own work (the probes' callbacks there included; torch's dispatch to the step
+hook and the speed test's replays not): the profile's "hooks" overhead.
 """
 
 import inspect
@@ -87,6 +91,7 @@ class TorchHooks:
     def __init__(self, source, check_nan: bool = False, nan_continue: bool = False):
         self.source, self.tracker, self.timer = source, source.loaders, source.timer
         self.check_nan, self.nan_continue = check_nan, nan_continue
+        self.own_s = 0.0  # the step hook's and __next__'s own time so far
         self._undo: List[Callable[[], None]] = []
         self._loader_ids = weakref.WeakKeyDictionary()
         self._places = {}
@@ -184,6 +189,7 @@ class TorchHooks:
 
     # --- steps ----------------------------------------------------------------------------
     def _after_step(self, optimizer, args, kwargs):
+        t_in = _perf()
         timer = self.timer
         if not timer.owns(optimizer):
             return
@@ -202,6 +208,7 @@ class TorchHooks:
         timer.step_done(place)
         if self._ops is not None:
             self._ops.step_ended(timer.steps - 1, timer.last_end, place)
+        self.own_s += _perf() - t_in
 
     def _memory_step(self, place: str):
         """The caching allocator's figures, sent just before the step's step_end."""
@@ -300,6 +307,7 @@ class TorchHooks:
         tracker, draw = self.tracker, random.Random(CPU_SEED).random
 
         def __next__(it):
+            t_in = _perf()
             state = it.__dict__.get("_paddletune")
             if state is None:  # an iterator made before the hooks
                 return original(it)
@@ -340,6 +348,7 @@ class TorchHooks:
                 tracker.got(handle, t0, t1, batch, ready, shapes)
             if self._device_clock is not None:  # (_handed_over, inlined: every batch)
                 self._device_clock.mark_waiting()
+            self.own_s += _perf() - t_in - (t1 - t0)
             return batch
         return __next__
 

@@ -104,7 +104,13 @@ class TorchSource(EagerSource):
 
     def _install(self, check_nan: bool, nan_continue: bool) -> Callable[[], None]:
         from .hooks import TorchHooks  # torch.optim's step hooks: PyTorch 2.0 and later
-        return TorchHooks(self, check_nan, nan_continue).install()
+        self._hooks = TorchHooks(self, check_nan, nan_continue)
+        return self._hooks.install()
+
+    def own_cost(self) -> Optional[float]:
+        """The step hook's and the DataLoader's __next__ hook's own time (TorchHooks.own_s)."""
+        hooks = getattr(self, "_hooks", None)
+        return hooks.own_s if hooks is not None else None
 
 
 def gpu_math_settings() -> Dict[str, object]:
