@@ -29,7 +29,8 @@
 
 `own_s` adds up the time the step hook and `__next__` spend on the training thread beside
 the framework's own work (the probes' callbacks there included; torch's dispatch to the step
-hook and the speed test's replays not): the profile's "hooks" overhead.
+hook, the speed test's replays and --ops's profiler windows not): the profile's "hooks"
+overhead.
 """
 
 import inspect
@@ -206,9 +207,9 @@ class TorchHooks:
             if self.source.bus.listening("memory_step"):
                 self._memory_step(place)
         timer.step_done(place)
+        self.own_s += _perf() - t_in  # (before --ops's windows: the ops probe's overhead)
         if self._ops is not None:
             self._ops.step_ended(timer.steps - 1, timer.last_end, place)
-        self.own_s += _perf() - t_in
 
     def _memory_step(self, place: str):
         """The caching allocator's figures, sent just before the step's step_end."""
