@@ -312,7 +312,7 @@ class Tuner(Comparisons, TrialLengths):
 
     def _pair_fits(self, steps) -> bool:
         """Two trials of `steps` would finish within the budget (else a shorter pair may)."""
-        return 2 * (self.overhead_s + (self.per_step_s or 0.05) * steps) <= self.remaining_s()
+        return 2 * self._expected_s(steps) <= self.remaining_s()
 
     def _final_from_history(self):
         base, best = self.latest({}), self.latest(self.incumbent)
@@ -519,7 +519,7 @@ class Tuner(Comparisons, TrialLengths):
     # --- trials ---------------------------------------------------------------------------------
     def trial(self, setting, steps, phase, scale=1.0, check_budget=True,
               duration_s=None) -> Trial:
-        expected = self.overhead_s + (self.per_step_s or 0.05) * steps * scale
+        expected = self._expected_s(steps, scale)
         if check_budget and expected > self.remaining_s():
             raise BudgetSpent()
         timeout = self.options.trial_timeout_s or (
@@ -534,6 +534,11 @@ class Tuner(Comparisons, TrialLengths):
         self.progress.trial_done(self, t)
         self.on_trial(self)
         return t
+
+    def _expected_s(self, steps, scale=1.0) -> float:
+        """How long a trial of `steps` is expected to take, start-up included (`scale`: how
+        much longer its steps may be than the job's own)."""
+        return self.overhead_s + (self.per_step_s or 0.05) * steps * scale
 
     def remaining_s(self) -> float:
         return self.options.budget_s - (time.monotonic() - self.t0)

@@ -35,6 +35,7 @@ class TorchSource(EagerSource):
                 f"paddletune supports PyTorch 2.0 and later; this is torch "
                 f"{installed}: pip install 'torch>=2.0'")
         super().__init__()
+        self._hooks = None  # the running job's TorchHooks (own_cost)
 
     @staticmethod
     def shape_of(item):
@@ -109,8 +110,7 @@ class TorchSource(EagerSource):
 
     def own_cost(self) -> Optional[float]:
         """The step hook's and the DataLoader's __next__ hook's own time (TorchHooks.own_s)."""
-        hooks = getattr(self, "_hooks", None)
-        return hooks.own_s if hooks is not None else None
+        return self._hooks.own_s if self._hooks is not None else None
 
 
 def gpu_math_settings() -> Dict[str, object]:
