@@ -37,12 +37,21 @@ def report_json(procs, path: Path) -> dict:
     return json.loads(result.stdout)
 
 
+def assert_hooks_overhead(out: Path):
+    """The hooks' own time on the training thread, beside the probes' (PaddleHooks.own_s):
+    some, and a small part of the loop's."""
+    (hooks,) = [r for r in records(out, "probe") if r["name"] == "hooks"]
+    loop_s = sum(r["wall_s"] + r.get("gap_s", 0.0) for r in records(out, "step"))
+    assert hooks["in_step"] and 0.0 < hooks["overhead_s"] < 0.2 * loop_s, (hooks, loop_s)
+
+
 def test_input_bound_paddle_job_is_advised_workers_in_paddle_code(procs, tmp_path):
     out = tmp_path / "p.jsonl"
     result = cli(procs, "profile", "--out", out, EXAMPLES / "input_heavy.py", "--steps", 60)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     assert records(out, "header")[0]["source"]["framework"] == "paddle"
     assert len(records(out, "step")) == 60
+    assert_hooks_overhead(out)
     summary = report_json(procs, out)
     assert summary["verdict"]["kind"] in ("highly-input-bound", "moderately-input-bound"), \
         summary["verdict"]
@@ -132,6 +141,7 @@ def test_static_graph_steps_are_executor_runs(procs, tmp_path):
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     steps = [r for r in records(out, "step") if not r.get("startup")]
     assert len(steps) == 60
+    assert_hooks_overhead(out)
     summary = report_json(procs, out)
     assert summary["n_steps"] == 60
     assert summary["steady_steps"] > 0

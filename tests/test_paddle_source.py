@@ -374,6 +374,7 @@ def test_static_graph(monkeypatch):
     with source.running():
         paddle.enable_static()
         main, startup, loss = static_regression()
+        pir = paddle.framework.in_pir_mode()
         exe = paddle.static.Executor(paddle.CPUPlace())
         exe.run(startup)
         feed = {"x": np.ones((3, 4), "float32"), "y": np.zeros((3, 1), "float32")}
@@ -386,7 +387,55 @@ def test_static_graph(monkeypatch):
     assert [r.step for r in steps] == [0, 1, 2, 3]
     assert all(r.batch_size == 3 and r.compute_s > 0 and r.place == "CPUPlace" for r in steps)
     assert steps[0].feed_names == ("x", "y") and steps[0].n_ops > 0
+    # the loss has no name in paddle 3's PIR: the op that makes it is named instead
+    assert steps[0].fetch_names == ("pd_op.mean" if pir else loss.name,), steps[0].fetch_names
     assert len({r.program_id for r in steps}) == 1 and records[0].program_id != steps[0].program_id
+
+
+def test_the_hooks_time_themselves_and_not_paddles_work(monkeypatch):
+    """own_cost: the hooks' time on the training thread, the probes' callbacks there
+    included (each sleeps here, its time kept), paddle's own read of a batch and its static
+    run (each slowed by SLOW_S here) not."""
+    slow_s = 0.05
+    called = []
+
+    def callback(event):  # a probe's callback, run by the hooks
+        t0 = time.perf_counter()
+        time.sleep(0.004)
+        called.append(time.perf_counter() - t0)
+
+    source, _ = started(monkeypatch)
+    assert source.own_cost() is None  # nothing ran yet
+    source.subscribe("step_end", callback)
+    source.subscribe("reader_pop", callback)
+    loader = paddle.io.DataLoader(Samples(32, sleep=slow_s / 8), batch_size=8)
+    with source.running():
+        assert train(loader) == 4
+    own = source.own_cost()
+    # the 8 callbacks counted, the 4 reads' 4 x SLOW_S not (the margin: the hooks' own work)
+    assert len(called) == 8 and sum(called) <= own < sum(called) + slow_s, (own, called)
+
+    run = paddle.static.Executor.run
+
+    def slow_run(*args, **kwargs):  # paddle's own work, as the hooks see it
+        time.sleep(slow_s)
+        return run(*args, **kwargs)
+
+    monkeypatch.setattr(paddle.static.Executor, "run", slow_run)
+    source, _ = started(monkeypatch)
+    source.subscribe("step_end", callback)
+    called.clear()
+    with source.running():
+        paddle.enable_static()
+        main, startup, loss = static_regression()
+        exe = paddle.static.Executor(paddle.CPUPlace())
+        exe.run(startup)
+        feed = {"x": np.ones((3, 4), "float32"), "y": np.zeros((3, 1), "float32")}
+        for _ in range(4):
+            exe.run(main, feed=feed, fetch_list=[loss])
+        paddle.disable_static()
+    own = source.own_cost()  # 5 runs (the startup's too), their 5 x SLOW_S left out
+    assert len(called) == 5 and sum(called) <= own < sum(called) + slow_s, (own, called)
 
 
 def test_code_writer():

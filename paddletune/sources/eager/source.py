@@ -1,8 +1,9 @@
 """The base of an eager framework's source: the bus, the step timer, the DataLoader passes and
 the overrides, with the framework's hooks installed for the time the job runs (`running`).
-A framework's source (sources/torch, sources/paddle) implements `_install(check_nan,
-nan_continue)`, returning a function that removes what it installed, and declares itself
-(`info`, `knobs`, `blas_threads`)."""
+A framework's source (sources/torch, sources/paddle) implements `_hooks_for(check_nan,
+nan_continue)`, returning its hooks: their `install()` returns a function that removes what it
+installed, and their `own_s` adds up the seconds they spent on the training thread beside the
+framework's own work (`own_cost`). It declares itself too (`info`, `knobs`, `blas_threads`)."""
 
 import time
 from contextlib import contextmanager
@@ -30,6 +31,7 @@ class EagerSource(Source):
         self.loaders = LoaderTracker(self.bus, self.timer, self.shape_of, self.nbytes_of,
                                      self.describe_flat)
         self.overrides_state: Optional[Overrides] = None
+        self._hooks = None  # the running job's hooks (own_cost)
 
     # --- what the framework's tensors look like (overridden) -------------------------------
     @staticmethod
@@ -81,7 +83,8 @@ class EagerSource(Source):
         if self.overrides_state is None:
             self.begin()
         self.timer.reset(time.perf_counter())
-        remove = self._install(check_nan or nan_continue, nan_continue)
+        self._hooks = self._hooks_for(check_nan or nan_continue, nan_continue)
+        remove = self._hooks.install()
         try:
             yield
         finally:
@@ -90,8 +93,13 @@ class EagerSource(Source):
             finally:
                 remove()
 
-    def _install(self, check_nan: bool, nan_continue: bool) -> Callable[[], None]:
+    def _hooks_for(self, check_nan: bool, nan_continue: bool):
+        """The framework's hooks for a job (not installed yet)."""
         raise NotImplementedError
+
+    def own_cost(self) -> Optional[float]:
+        """The hooks' own time so far (their own_s)."""
+        return self._hooks.own_s if self._hooks is not None else None
 
     def overrides(self) -> Optional[dict]:
         return None if self.overrides_state is None else self.overrides_state.report()

@@ -27,6 +27,11 @@ every patched attribute restored exactly as it was):
                          handover of its batch, else a host-to-device copy (Tensor.cuda /
                          .to, gpu.py), or a static run's start (its feed is copied inside
                          the run)
+
+`own_s` adds up the time the step hooks (the optimizer's step, Executor.run) and the
+DataLoader's __next__ (loaders.py) spend on the training thread beside paddle's own work (the
+probes' callbacks there included; --ops's windows, the speed test's replays and the reading
+thread's solo timing not: each is accounted for on its own): the profile's "hooks" overhead.
 """
 
 import inspect
@@ -46,6 +51,7 @@ from .static_ops import StaticOps
 
 _perf = time.perf_counter
 _MISSING = object()
+FETCH_NAMES_MAX = 256  # fetched variables whose names are kept (_fetch_name)
 LOADER_OVERRIDABLE = ("num_workers", "batch_size", "prefetch_factor", "use_shared_memory",
                       "use_buffer_reader", "persistent_workers")
 # ops a startup program is made of: initializers, constants, parameters set
@@ -79,6 +85,7 @@ class PaddleHooks:
         # id(program) -> (the program, its number, its op count, whether a startup program)
         self._programs: Dict[int, Tuple[object, int, int, bool]] = {}
         self._static_steps = 0
+        self._fetch_names: Dict[int, Tuple[object, str]] = {}  # id -> (the variable, its name)
         self._timing_ops = False  # --ops: something listened to op_end at install
         self._static_paused = 0.0  # --ops's window work before the next run (its StepEnd's)
         self.static_ops = StaticOps(source.bus)
@@ -89,6 +96,14 @@ class PaddleHooks:
         self._cuda_memory: Dict[int, object] = {}  # device -> gpu.PaddleCudaMemory
         self._device_clock = None  # device_clock.DeviceClock: the steps timed with CUDA events
         self._removed = False
+        self._own_s = 0.0  # the step hooks' own time so far
+        self._loader_hooks: Optional[LoaderHooks] = None
+
+    @property
+    def own_s(self) -> float:
+        """The step hooks' and the DataLoader's __next__ hook's own time so far."""
+        loaders = self._loader_hooks
+        return self._own_s + (loaders.own_s if loaders is not None else 0.0)
 
     # --- patching -----------------------------------------------------------------------
     def patch(self, owner, name: str, replacement):
@@ -153,8 +168,10 @@ class PaddleHooks:
         on_gpu = gpu.has_gpu()
         if on_gpu and self.source.bus.listening("device_time"):
             self._start_device_clock(gpu)
-        LoaderHooks(self.source.loaders, self.patch, self._batch_handed_over
-                    if self._device_clock is not None else None).install()
+        self._loader_hooks = LoaderHooks(self.source.loaders, self.patch,
+                                         self._batch_handed_over
+                                         if self._device_clock is not None else None)
+        self._loader_hooks.install()
         self._threads()
         self._track_threads()
         if timing_ops:
@@ -212,6 +229,7 @@ class PaddleHooks:
                 out = original(obj, *args, **kwargs)
             finally:
                 hooks._depth -= 1
+            t_in = _perf()
             owner = (args[0] if args else kwargs.get("optimizer", obj)) if owner_arg else obj
             if timer.owns(owner):
                 if hooks._census is not None:
@@ -221,6 +239,7 @@ class PaddleHooks:
                 hooks._device_step(hooks._place, timer.steps)
                 hooks._memory_step(hooks._place, timer.steps, timer.batch_size)
                 timer.step_done(hooks._place)
+                hooks._own_s += _perf() - t_in  # (before --ops's window: the ops probe's)
                 if hooks._timing_ops:
                     hooks.op_windows.step_ended(timer.steps - 1, timer.last_end, hooks._place)
             return out
@@ -238,11 +257,14 @@ class PaddleHooks:
         hooks, bus = self, self.source.bus
 
         def run(exe, program=None, feed=None, fetch_list=None, *args, **kwargs):
+            t_in = _perf()
             timing_ops = bus.listening("op_end")
+            opening_s = 0.0
             if timing_ops:  # (a window's opening and reading: left out of the steps)
                 t_open = _perf()
                 hooks.static_ops.before_run()
-                hooks._static_paused += _perf() - t_open
+                opening_s = _perf() - t_open
+                hooks._static_paused += opening_s
             if hooks._device_clock is not None:  # (the feed is copied inside the run)
                 hooks._device_clock.mark_start(hooks._executor_device, exe)
             t_begin = _perf()
@@ -259,6 +281,7 @@ class PaddleHooks:
             hooks._static_paused = reading_s  # (the next run's, as its gap holds it)
             if hooks._program_census:
                 hooks._take_program_census(exe, program)
+            hooks._own_s += _perf() - t_in - (t_end - t_begin) - opening_s - reading_s
             return out
 
         run.__wrapped__ = original
@@ -279,7 +302,7 @@ class PaddleHooks:
                     feed_bytes += int(getattr(value, "nbytes", 0) or 0)
         fetch_names = ()
         if fetch_list:
-            fetch_names = tuple(item if isinstance(item, str) else _name(item)
+            fetch_names = tuple(item if isinstance(item, str) else self._fetch_name(item)
                                 for item in fetch_list)
         record = StepEnd(self._static_steps, t_begin, t_end, 0.0, 0.0, 0.0, t_end - t_begin,
                          batch_size, place, feed_bytes, 0, executor_id, program_id, n_ops,
@@ -357,6 +380,20 @@ class PaddleHooks:
         record = program_census(target, self._executor(exe)[1])
         if record is not None:
             self.source.bus.emit("model", record)
+
+    def _fetch_name(self, item) -> str:
+        """A fetched variable's name, cached by the object (paddle 3's PIR values name
+        themselves only through a raised error for most ops' results: ~16 us each, every
+        step). The cache holds the object, so its id is not reused; a script fetching new
+        objects every step refills it from empty past FETCH_NAMES_MAX."""
+        known = self._fetch_names.get(id(item))
+        if known is not None and known[0] is item:
+            return known[1]
+        if len(self._fetch_names) >= FETCH_NAMES_MAX:
+            self._fetch_names.clear()
+        name = _name(item)
+        self._fetch_names[id(item)] = (item, name)
+        return name
 
     def _executor(self, exe) -> Tuple[int, str]:
         known = self._executors.get(id(exe))
@@ -495,9 +532,15 @@ def _restore_threads(source, setter, was):
 
 
 def _name(item) -> str:
+    """A fetched variable's name; a PIR value without one (most ops' results) by the op
+    that makes it ("pd_op.mean"); "?" when neither is known."""
     try:
         return str(item.name)
-    except Exception:  # noqa: BLE001  (a PIR value without a name)
+    except Exception:  # noqa: BLE001  (a PIR value without a name: paddle raises)
+        pass
+    try:
+        return str(item.get_defining_op().name())
+    except Exception:  # noqa: BLE001
         return "?"
 
 

@@ -9,7 +9,7 @@ import re
 import warnings
 from contextlib import contextmanager
 from math import prod
-from typing import Callable, Dict, List, Optional
+from typing import Dict, List, Optional
 
 with warnings.catch_warnings():  # paddle's import warns that ccache is missing (for C++
     warnings.simplefilter("ignore", UserWarning)  # extensions, which profiling builds none of)
@@ -177,5 +177,5 @@ class PaddleSource(EagerSource):
                     self.bus.emit("nan_inf", event)
                 raise
 
-    def _install(self, check_nan: bool, nan_continue: bool) -> Callable[[], None]:
-        return PaddleHooks(self, check_nan, nan_continue).install()
+    def _hooks_for(self, check_nan: bool, nan_continue: bool) -> PaddleHooks:
+        return PaddleHooks(self, check_nan, nan_continue)

@@ -3,7 +3,7 @@ its iterators, worker timing from the forked workers' fetchers (hooks.py), the t
 and DataLoader arguments as knobs, PADDLETUNE_OVERRIDES applied to every DataLoader built."""
 
 from operator import attrgetter
-from typing import Callable, Dict, List, Optional
+from typing import Dict, List, Optional
 
 import torch
 
@@ -35,7 +35,6 @@ class TorchSource(EagerSource):
                 f"paddletune supports PyTorch 2.0 and later; this is torch "
                 f"{installed}: pip install 'torch>=2.0'")
         super().__init__()
-        self._hooks = None  # the running job's TorchHooks (own_cost)
 
     @staticmethod
     def shape_of(item):
@@ -103,14 +102,9 @@ class TorchSource(EagerSource):
             self.bus.emit("memory_oom", gpu.oom_details(exc, torch.cuda.current_device(),
                                                         self.timer.batch_size))
 
-    def _install(self, check_nan: bool, nan_continue: bool) -> Callable[[], None]:
+    def _hooks_for(self, check_nan: bool, nan_continue: bool):
         from .hooks import TorchHooks  # torch.optim's step hooks: PyTorch 2.0 and later
-        self._hooks = TorchHooks(self, check_nan, nan_continue)
-        return self._hooks.install()
-
-    def own_cost(self) -> Optional[float]:
-        """The step hook's and the DataLoader's __next__ hook's own time (TorchHooks.own_s)."""
-        return self._hooks.own_s if self._hooks is not None else None
+        return TorchHooks(self, check_nan, nan_continue)
 
 
 def gpu_math_settings() -> Dict[str, object]:
