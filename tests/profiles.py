@@ -9,6 +9,7 @@ test's records are checked exactly as a file's are.
 """
 
 from paddletune import profile as prof
+from paddletune.profile import records as r
 from paddletune.profile import v1
 from paddletune.profile.codec import from_json
 from paddletune.profile.schema import SchemaError
@@ -43,6 +44,23 @@ def step_records(n_steps=40, wall_s=0.010, feed_s=0.0005, fetch_s=0.0002, gap_s=
                      "place": "CPUPlace"})
         t += wall + gap_s
     return rows
+
+
+def eager_step_records(n_steps=40, read_s=0.006, **kwargs):
+    """An eager framework's steps (PyTorch's, a Paddle dynamic graph's): step_records' with
+    no startup run and no warm-up, no program's ops, each beginning with its wait of
+    `read_s` for the DataLoader's batch (EAGER_SOURCE declares the terms)."""
+    steps = step_records(n_steps=n_steps, warmup=0, **kwargs)[1:]
+    for s in steps:
+        s.update(program=0, executor=0, n_ops=None, fetch=[], read_s=read_s,
+                 compute_s=s["compute_s"] - read_s)
+    return steps
+
+
+EAGER_SOURCE = r.SourceInfo(
+    framework="torch", version="PyTorch 2.13",
+    terms=r.Terms(step="a training step (optimizer.step to optimizer.step)",
+                  call="the training loop", between="between steps", loader="DataLoader"))
 
 
 def program_record(op_types_io, program=1):

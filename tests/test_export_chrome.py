@@ -11,8 +11,8 @@ import pytest
 from paddletune.export import json_safe, to_chrome_trace, write_chrome_trace
 from paddletune.export import chrome
 from paddletune.profile import load
-from profiles import (make_profile, nvml_samples, ops_records_in_steps, step_records,
-                      system_samples)
+from profiles import (EAGER_SOURCE, eager_step_records, make_profile, nvml_samples,
+                      ops_records_in_steps, step_records, system_samples)
 
 OPS = [("mul", 0.004), ("elementwise_add", 0.001), ("relu", 0.0005)]
 
@@ -364,3 +364,25 @@ def test_gpu_and_worker_windows_keep_their_track_names(tmp_path):
     assert names["GPU 0 util %"] == 240 + windows["nvml"]
     assert names["DataLoader 0 worker 1 USS MiB"] == 240 + windows["workers"] // 2
     assert not [name for name in names if "?" in name]
+
+
+def test_an_eager_jobs_trace_names_its_steps_and_parts_in_its_frameworks_terms(tmp_path):
+    profile = load(make_profile(tmp_path / "t.jsonl", steps=eager_step_records(300),
+                                options={"head_steps": 10}, source=EAGER_SOURCE))
+    terms = EAGER_SOURCE.terms
+    assert not profile.runs_programs
+    trace = to_chrome_trace(profile)
+    tids = thread_ids(trace)
+    assert "between steps" in tids and "outside runtime" not in tids
+    row = events(trace, "X", tids["steps"])
+    steps = [e for e in row if e["cat"] == "step"]
+    assert [e["name"] for e in steps] == [f"step {i}" for i in range(10)]
+    first = steps[0]  # its wait for the batch first, then the rest, inside the step
+    inside = [e for e in row if e["cat"] == "segment"
+              and first["ts"] <= e["ts"] < first["ts"] + first["dur"]]
+    assert [e["name"] for e in inside] == ["DataLoader wait", "feed", "compute", "fetch"]
+    assert inside[0]["ts"] == first["ts"] and inside[0]["dur"] == pytest.approx(6000.0)
+    windows = events(trace, "X", tids["steps (aggregated windows)"])
+    assert windows and all(e["name"] == f"{e['args']['steps']} steps" for e in windows)
+    means = [e for e in events(trace, "C") if e["name"] == "mean step ms"]
+    assert means and all(set(e["args"]) == {terms.step, "loop iteration"} for e in means)

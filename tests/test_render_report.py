@@ -9,8 +9,9 @@ from rich.console import Console
 from paddletune.profile import load, records, write_records
 from paddletune.profile.schema import encode
 from paddletune.render.report import bar, command_line, render_report, summary_json
-from profiles import (make_profile, nvml_samples, ops_records_in_steps, reader_records,
-                      sched_records, step_records, system_samples)
+from profiles import (EAGER_SOURCE, eager_step_records, make_profile, nvml_samples,
+                      ops_records_in_steps, reader_records, sched_records, step_records,
+                      system_samples)
 
 OPS = [("mul", 0.004), ("elementwise_add", 0.001), ("relu", 0.0005), ("mul_grad", 0.003)]
 ENV_4_CORES = {"cpu": {"model": "Test CPU", "logical_cores": 8, "physical_cores": 4,
@@ -328,3 +329,13 @@ def test_a_bare_header_renders(tmp_path):
     assert lines[:2] == ["paddletune report · ?", "unknown time · ran 0 ms · no exit record"]
     assert "No training steps observed: the script never called Executor.run." in " ".join(lines)
     assert "GPU            N/A — no NVML samples recorded" in lines
+
+
+def test_an_eager_jobs_steps_name_no_program_and_its_wait_by_the_loader(tmp_path):
+    lines = render(make_profile(tmp_path / "t.jsonl", steps=eager_step_records(),
+                                source=EAGER_SOURCE))
+    head = next(line for line in lines if line.startswith("Steps: "))
+    assert head == "Steps: 40 measured · 1 warm-up excluded · 39 steady", head  # no program
+    (wait,) = [line for line in lines if line.startswith("DataLoader wait ")]
+    assert wait.split()[2:4] == ["6.00", "60.0%"], wait
+    assert not [line for line in lines if line.startswith("reader wait")]

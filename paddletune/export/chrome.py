@@ -1,7 +1,8 @@
 """A profile as Chrome Trace Event Format JSON (opens in Perfetto and chrome://tracing).
 
-Rows (threads of one process): the steps recorded in full, each with its feed, compute and
-fetch nested inside and the loop's time outside the runtime on the row below; a long job's
+Rows (threads of one process): the steps recorded in full, each with its wait for the batch,
+feed, compute and fetch nested inside (in that order; named in the framework's terms) and the
+loop's time between steps (outside the runtime) on the row below; a long job's
 aggregated tail as one slice per window, with counter tracks (steps/s, mean step ms) so the
 whole timeline shows; the slowest and sampled tail steps (exemplars) on their own row; op
 times (--ops); events as instants. Counter tracks also carry the background samples (and
@@ -40,7 +41,7 @@ COUNTERS = (
             (("uss", "uss_bytes", MIB),)),
 )
 SAMPLES = {"system": "system", "nvml": "gpu", "workers": "workers"}  # probe -> Profile field
-SEGMENTS = ("feed", "compute", "fetch")  # in the order Executor.run does them
+SEGMENTS = ("read", "feed", "compute", "fetch")  # in the order a step does them
 EXEMPLAR_ROW = "slowest / sampled steps"
 WINDOW_ROW = "steps (aggregated windows)"
 EVENT_NAMES = {  # event kind -> how its instant marker is named (default: the kind)
@@ -134,22 +135,46 @@ def _other_data(profile) -> dict:
 
 # --- steps ---------------------------------------------------------------------------------------
 def _steps(profile, tracks) -> List[dict]:
-    """The steps recorded in full, their segments, and the time outside the runtime."""
+    """The steps recorded in full, their segments, and the loop's time between them."""
     executors = {s.executor for s in profile.steps}
     suffix = (lambda s: f" (executor {s.executor})") if len(executors) > 1 else (lambda s: "")
+    names = _Names(profile)
     out = []
     for s in profile.steps:
-        step = _step_event(s, tracks.pid, tracks.tid("steps" + suffix(s)))
+        step = _step_event(s, tracks.pid, tracks.tid("steps" + suffix(s)), names)
         if step is None:
             continue
         out.append(step)
-        out += _segments(s, step)
-        gap = _gap_event(s, tracks.pid, tracks.tid("outside runtime" + suffix(s)))
+        out += _segments(s, step, names)
+        gap = _gap_event(s, tracks.pid, tracks.tid(names.between + suffix(s)), names)
         out += [gap] if gap else []
     return out
 
 
-def _step_event(s: r.Step, pid, tid, cat=None) -> Optional[dict]:
+class _Names:
+    """What the trace calls a profile's steps and their parts, in its framework's terms: a
+    step names its program where the steps ran programs (the embedded runtime, Paddle's
+    static graph), not an eager framework's optimizer steps."""
+
+    def __init__(self, profile):
+        terms = profile.source.terms
+        self.programs = profile.runs_programs
+        self.between = "outside runtime" if terms.between == r.Terms.between else \
+            terms.between
+        self.parts = {"read": terms.read_wait()}
+        self.step = terms.step
+
+    def of_step(self, s: r.Step) -> str:
+        return f"step {s.step}" + (f" (program {s.program})" if self.programs else "")
+
+    def of_window(self, w) -> str:
+        return f"{w.n} steps" + (f" (program {w.program})" if self.programs else "")
+
+    def part(self, name: str) -> str:
+        return self.parts.get(name, name)
+
+
+def _step_event(s: r.Step, pid, tid, names: _Names, cat=None) -> Optional[dict]:
     ts, dur = _us(s.t_s), _us(s.wall_s)
     if ts is None:
         return None
@@ -158,13 +183,14 @@ def _step_event(s: r.Step, pid, tid, cat=None) -> Optional[dict]:
                 place=s.place, executor=s.executor)
     if s.exemplar is not None:
         args.update(exemplar=s.exemplar, gap_ms=_ms(s.gap_s))
-    return {"ph": "X", "name": f"step {s.step} (program {s.program})",
+    return {"ph": "X", "name": names.of_step(s),
             "cat": cat or ("startup" if s.startup else "step"), "ts": ts,
             "dur": max(dur or 0.0, 0.0), "pid": pid, "tid": tid, "args": args}
 
 
-def _segments(s: r.Step, step) -> List[dict]:
-    """feed, compute, fetch one after another from the step's start, clipped to the step."""
+def _segments(s: r.Step, step, names: _Names) -> List[dict]:
+    """The wait for the batch, feed, compute, fetch one after another from the step's start,
+    clipped to the step."""
     start, end, out = step["ts"], step["ts"] + step["dur"], []
     for name in SEGMENTS:
         length = _us(getattr(s, f"{name}_s"))
@@ -172,17 +198,17 @@ def _segments(s: r.Step, step) -> List[dict]:
             continue
         seg_end = min(start + length, end)
         if seg_end > start:
-            out.append({"ph": "X", "name": name, "cat": "segment", "ts": start,
+            out.append({"ph": "X", "name": names.part(name), "cat": "segment", "ts": start,
                         "dur": seg_end - start, "pid": step["pid"], "tid": step["tid"]})
         start = seg_end
     return out
 
 
-def _gap_event(s: r.Step, pid, tid) -> Optional[dict]:
+def _gap_event(s: r.Step, pid, tid, names: _Names) -> Optional[dict]:
     ts, gap = _us(s.t_s), _us(s.gap_s)
     if ts is None or gap is None or gap <= 0:
         return None
-    return {"ph": "X", "name": "outside runtime", "cat": "gap", "ts": max(ts - gap, 0.0),
+    return {"ph": "X", "name": names.between, "cat": "gap", "ts": max(ts - gap, 0.0),
             "dur": min(gap, ts), "pid": pid, "tid": tid,
             "args": {"gap_ms": _ms(s.gap_s), "before_step": s.step}}
 
@@ -190,22 +216,22 @@ def _gap_event(s: r.Step, pid, tid) -> Optional[dict]:
 def _exemplars(profile, tracks) -> List[dict]:
     """The tail's slowest and sampled steps, in full, on their own row (a step that is both
     is drawn once)."""
-    out, seen = [], set()
+    out, seen, names = [], set(), _Names(profile)
     for s in sorted(profile.exemplars, key=lambda s: s.t_s):
         key = (s.executor, s.program, s.step)
         if key in seen:
             continue
         seen.add(key)
-        step = _step_event(s, tracks.pid, tracks.tid(EXEMPLAR_ROW), cat="exemplar")
+        step = _step_event(s, tracks.pid, tracks.tid(EXEMPLAR_ROW), names, cat="exemplar")
         if step is not None:
-            out += [step] + _segments(s, step)
+            out += [step] + _segments(s, step, names)
     return out
 
 
 # --- the aggregated tail -------------------------------------------------------------------------
 def _windows(profile, tracks) -> List[dict]:
     """One slice per window of aggregated steps, spanning its steps."""
-    out = []
+    out, names = [], _Names(profile)
     for w in profile.windows:
         ts, end = _us(w.t0_s), _us(w.t_s)
         if ts is None or end is None:
@@ -213,7 +239,7 @@ def _windows(profile, tracks) -> List[dict]:
         args = {"steps": w.n, "program": w.program, "samples": w.samples or None}
         for part in ("wall", "cycle", "compute"):
             args.update(_dist_args(part, w.parts.get(part)))
-        out.append({"ph": "X", "name": f"{w.n} steps (program {w.program})", "cat": "window",
+        out.append({"ph": "X", "name": names.of_window(w), "cat": "window",
                     "ts": ts, "dur": max(end - ts, 0.0), "pid": tracks.pid,
                     "tid": tracks.tid(WINDOW_ROW), "args": args})
     return out
@@ -229,7 +255,7 @@ def _dist_args(part: str, d: Optional[r.Dist]) -> dict:
 def _window_counters(profile, pid) -> List[dict]:
     """Per window (at its start): steps per second (1 / the mean loop iteration) and the mean
     step time; a track per program when several programs have windows."""
-    programs = {w.program for w in profile.windows}
+    programs, step = {w.program for w in profile.windows}, profile.source.terms.step
     out = []
     for w in profile.windows:
         ts = _us(w.t0_s)
@@ -239,7 +265,7 @@ def _window_counters(profile, pid) -> List[dict]:
         suffix = f" (program {w.program})" if len(programs) > 1 else ""
         out.append({"ph": "C", "name": "steps/s" + suffix, "ts": ts, "pid": pid, "tid": 0,
                     "args": {"steps/s": round(1.0 / cycle, 3) if cycle > 0 else None}})
-        means = {"Executor.run": _ms(wall), "loop iteration": _ms(cycle)}
+        means = {step: _ms(wall), "loop iteration": _ms(cycle)}
         out.append({"ph": "C", "name": "mean step ms" + suffix, "ts": ts, "pid": pid,
                     "tid": 0, "args": {k: v for k, v in means.items() if v is not None}})
     return out

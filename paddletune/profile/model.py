@@ -60,11 +60,17 @@ class Profile:
         optimizer.step) and the job's first training step ran a program (its ops counted)."""
         source = self.header.source
         terms = source.terms
-        if terms.graph_step is not None:
-            first = next((s for s in self.steps if not s.startup), None)
-            if first is not None and first.n_ops is not None:
-                return replace(source, terms=replace(terms, step=terms.graph_step))
+        if terms.graph_step is not None and self.runs_programs:
+            return replace(source, terms=replace(terms, step=terms.graph_step))
         return source
+
+    @property
+    def runs_programs(self) -> bool:
+        """Whether the job's training steps ran programs (the embedded runtime's, Paddle's
+        static graph: the first one's ops counted), which the report and the trace name,
+        rather than an eager framework's optimizer steps."""
+        first = next((s for s in self.steps if not s.startup), None)
+        return first is not None and first.n_ops is not None
 
     def events_of(self, kind: str) -> list:
         """The events of one kind ("exit", "error", "speed_test", ...), in order."""

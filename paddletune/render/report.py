@@ -22,13 +22,12 @@ from .fmt import NA, add_cells, add_rows, bar, clean, label_table as _table, pct
 from .fmt import duration as _duration, finite as _finite, ms as _ms, nbytes as _bytes
 from .fmt import num as _num, pct as _pct
 from .memory import memory_section
-from ..profile.records import Terms
 from .parallel import parallel_section
 from .reader import reader_sections
 
 VERDICT_STYLES = {"compute-bound": "bold green", "moderately-input-bound": "bold yellow",
                   "highly-input-bound": "bold red", "too-few-steps": "bold yellow"}
-BREAKDOWN = (("outside", "outside the runtime"), ("read", "reader wait in run"),
+BREAKDOWN = (("outside", "outside the runtime"), ("read", "reader wait"),
              ("feed", "feed"), ("compute", "compute"), ("fetch", "fetch"))
 OPTIONAL_PARTS = ("read",)  # rows shown only when non-zero
 QUANTILES = ("mean", "p50", "p90", "p99", "max")  # the step-time table's columns, then CV
@@ -43,7 +42,8 @@ def render_report(profile, console: Console, top_ops: int = 10):
     """Print the report of `profile` (a paddletune.profile.Profile) on `console`."""
     s = profile.summary
     sections = [_header(profile, s), _verdict(s), _no_steps(profile, s),
-                _steps(s, profile.options.head_steps, profile.source.terms),
+                _steps(s, profile.options.head_steps, profile.source.terms,
+                       profile.runs_programs),
                 _breakdown(s, profile.source.terms), _device(s),
                 *reader_sections(profile, s), memory_section(profile, s),
                 parallel_section(profile, s), *_ops(profile, s, top_ops), _system(profile, s),
@@ -159,13 +159,14 @@ def _no_steps(profile, s) -> Optional[Text]:
 
 
 # --- steps and time breakdown --------------------------------------------------------------------
-def _steps(s, head_steps: int, terms) -> Optional[Group]:
+def _steps(s, head_steps: int, terms, programs: bool) -> Optional[Group]:
+    """The steps' count and times; `programs`: the steps ran programs (the main one named)."""
     if not s.n_steps:
         return None
     head = Text("Steps: ", style="bold")
     head.append(f"{s.n_steps} measured · {s.warmup_steps} warm-up excluded · "
                 f"{s.steady_steps} steady")
-    if s.main_program is not None:
+    if programs and s.main_program is not None:
         head.append(f" (program {s.main_program})")
     if s.aggregated_steps:
         head.append(f" · {s.aggregated_steps} of them from aggregated windows (after each "
@@ -218,8 +219,7 @@ def _breakdown(s, terms) -> Optional[Table]:
     table.add_column("", no_wrap=True)
     for key, label in BREAKDOWN:
         label = terms.between if key == "outside" else label
-        if key == "read" and terms.step != Terms().step:  # an eager framework's loader
-            label = f"{terms.loader} wait"
+        label = terms.read_wait() if key == "read" else label
         if key in OPTIONAL_PARTS and not b.part(key):
             continue
         share = s.shares.part(key) if s.shares is not None else None

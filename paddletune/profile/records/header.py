@@ -242,6 +242,11 @@ class Terms:
     loader: str = "DataLoader"
     graph_step: Optional[str] = None
 
+    def read_wait(self) -> str:
+        """How a step's wait for its batch is named: the embedded runtime's reader inside
+        Executor.run, else the framework's loader."""
+        return "reader wait in run" if self.step == Terms.step else f"{self.loader} wait"
+
 
 @dataclass(frozen=True)
 class SourceInfo:
