@@ -879,3 +879,23 @@ def test_a_loop_making_its_batches_is_told_to_move_them_even_when_one_worker_kee
     assert a.figures["made_in"] == "loop" and a.figures["workers_needed"] == 1
     assert "num_workers=1" in a.change
     assert "keeps up on average" not in a.change
+
+
+@pytest.mark.parametrize("dataset", ["map", "iterable", None])
+def test_the_workers_share_note_only_for_a_dataset_that_is_not_map_style(tmp_path, dataset):
+    """A map-style Dataset's indices are split among the workers by the sampler: no note;
+    an IterableDataset runs whole in every worker, and a style not recorded (the embedded
+    runtime's generators, older profiles) may too: the note how each yields its share."""
+    from profiles import source_info
+    steps = step_records(wall_s=0.012, gap_s=0.030)
+    per_batch = {"wait_s": 0.029, "empty_ratio": 0.9, "produce_s": 0.041, "cpu_s": 0.037,
+                 "fill": 0, "workers": (-1,),
+                 "config": {"num_workers": 0, "producer": "loop", "capacity": 0,
+                            "dataset": dataset}}
+    samples = system_samples(cpu_percent=100.0, cpu_total_percent=25.0)
+    profile = load(make_profile(tmp_path / "t.jsonl", steps=steps, env=CORES_4,
+                                extra=reader_records(steps, **per_batch) + samples,
+                                source=source_info("torch")))
+    a = only(advise(profile, READER_RULES), "reader-starved")
+    assert a.change.startswith("loader = torch.utils.data.DataLoader(dataset, ")
+    assert ("torch.utils.data.get_worker_info()" in a.change) == (dataset != "map"), a.change

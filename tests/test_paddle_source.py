@@ -114,6 +114,7 @@ def test_steps_and_reads(monkeypatch):
     config = events["reader_state"][0].config
     assert set(config) <= set(LoaderConfig.__dataclass_fields__)
     assert config["num_workers"] == 0 and config["batch_size"] == 8
+    assert config["dataset"] == "map"
     assert config["name"].startswith("DataLoader#") and config["capacity"] >= 1
     assert config["places"] == ["CPUPlace"] and config["use_double_buffer"] is True
     assert decode(LoaderConfig, config).batch_size == 8  # the reader probe's record
@@ -123,6 +124,21 @@ def test_steps_and_reads(monkeypatch):
     assert len(pushes) == 8 and all(p.worker == -1 for p in pushes)
     assert all(p.produce_s >= 8 * 0.003 for p in pushes)  # 8 samples slept in each
     assert pushes[0].shapes == ((8, 4), (8, 1))
+
+
+class Stream(paddle.io.IterableDataset):
+    """Tiny samples from an iterable dataset."""
+
+    def __iter__(self):
+        for i in range(16):
+            yield np.full((4,), i / 16, "float32"), np.array([i % 2], "int64")
+
+
+def test_an_iterable_dataset_is_recorded_as_such(monkeypatch):
+    source, events = started(monkeypatch)
+    with source.running():
+        assert train(paddle.io.DataLoader(Stream(), batch_size=4)) == 4
+    assert events["reader_state"][0].config["dataset"] == "iterable"
 
 
 def test_workers(monkeypatch):

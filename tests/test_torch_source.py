@@ -129,6 +129,7 @@ def test_reader_state_pops_and_pushes_per_epoch(src):
     start = src.events["reader_state"][0]
     assert start.config["num_workers"] == 0
     assert start.config["batch_size"] == 4
+    assert start.config["dataset"] == "map"
     assert src.events["reader_state"][1].batches == 4
     pops, pushes = src.events["reader_pop"], src.events["reader_push"]
     assert len(pops) == 8 and len(pushes) == 8
@@ -257,6 +258,7 @@ def test_iterable_dataset_gives_pops_and_steps(src):
     assert len(src.events["step_end"]) == 3
     assert [e.batch_size for e in src.events["step_end"]] == [4, 4, 4]
     assert src.states() == [("start", 1), ("end", 1)]
+    assert src.events["reader_state"][0].config["dataset"] == "iterable"
 
 
 # --- the speed test -------------------------------------------------------------------------------

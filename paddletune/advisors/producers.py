@@ -312,6 +312,15 @@ def _blas(profile) -> dict:
             "blas_label": None if profile.source.framework == "fluid" else cpu.blas_label}
 
 
+def shard_note(code: CodeWriter, config=None) -> list:
+    """The reminder that an iterable dataset runs whole in every worker (each must yield only
+    its share); none for a map-style one (LoaderConfig.dataset: the sampler's indices are
+    split among the workers)."""
+    if config is not None and config.dataset == "map":
+        return []
+    return [code.shard_note()]
+
+
 def blas_note(code: CodeWriter, plan: dict, short_of_cores=True) -> list:
     """The trainer's BLAS thread count, when its threads and the reader workers together
     outnumber the cores (during each op the BLAS threads take every core they have, and the

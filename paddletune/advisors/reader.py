@@ -12,8 +12,9 @@ from .facts import cpu_facts, enough_steps, free_cores, main_loader, ms, script,
 from .input import MIN_INPUT_S
 from .prefetch import burst_plan
 from .producers import (ProducerCost, blas_note, cpu_bound_note, fewer_blas_threads,
-                        gain_severity, plan_figures, size_workers, trainer_cpu_from_steps,
-                        trainer_work_bound, transfer_costs, with_sending, worker_busy_cores)
+                        gain_severity, plan_figures, shard_note, size_workers,
+                        trainer_cpu_from_steps, trainer_work_bound, transfer_costs,
+                        with_sending, worker_busy_cores)
 
 STARVED_EMPTY_RATIO = 0.3  # the queue was empty in at least this share of the pops, or ...
 SLOW_PRODUCER = 1.1  # ... the producer this many times slower than the consumer takes batches,
@@ -295,7 +296,7 @@ def _worker_change(code: CodeWriter, f: LoaderFigures, plan: dict) -> str:
     capacity = plan["suggested_capacity"]
     if plan["gil_bound_thread"]:
         return "\n".join([code.loader(f.config, capacity=capacity, num_workers=n),
-                          _gil_note(plan), code.shard_note()] + blas_note(code, plan))
+                          _gil_note(plan)] + shard_note(code, f.config) + blas_note(code, plan))
     if plan["workers_needed"] <= now:
         return (f"{code.loader(f.config, capacity=capacity)}\n# the producer keeps "
                 f"up on average: a larger queue absorbs its bursts")
@@ -307,8 +308,9 @@ def _worker_change(code: CodeWriter, f: LoaderFigures, plan: dict) -> str:
             f"{plan['cores']} cores once the trainer and other processes are served{need}.",
             "# Make each batch cheaper (move preprocessing into the model, cache decoded data "
             "in memory) or run on more cores"] + blas_note(code, plan))
-    return "\n".join([code.loader(f.config, capacity=capacity, num_workers=n),
-                      code.shard_note()] + blas_note(code, plan, n < plan["workers_needed"]))
+    return "\n".join([code.loader(f.config, capacity=capacity, num_workers=n)]
+                     + shard_note(code, f.config)
+                     + blas_note(code, plan, n < plan["workers_needed"]))
 
 
 def _gil_note(plan) -> str:
@@ -417,7 +419,8 @@ def reader_thread_gil(profile) -> Optional[Advice]:
                   f"in the trainer's process: while it holds the GIL the training loop's "
                   f"Python waits{_wait_evidence(plan)}."),
         change="\n".join([code.loader(f.config, num_workers=plan["workers"] if measured
-                                      else 1), code.shard_note()] + blas_note(code, plan)),
+                                      else 1)] + shard_note(code, f.config)
+                          + blas_note(code, plan)),
         expected_speedup=plan["speedup"] if known else None,
         expected_range=_bounds(plan) if known else None,
         expected_gain=_thread_gil_gain(plan, cycle_s, script(profile)) if known
@@ -600,8 +603,9 @@ def _ceiling_change(profile, f: LoaderFigures) -> str:
     if _starved(f):
         return _worker_change(code, f, worker_plan(profile, f))
     if not f.config.num_workers:
-        return (f"{code.loader(f.config, num_workers=1)}\n# a worker process: the producer "
-                f"stops competing with training for the GIL\n{code.shard_note()}")
+        return "\n".join([f"{code.loader(f.config, num_workers=1)}\n# a worker process: the "
+                          f"producer stops competing with training for the GIL"]
+                         + shard_note(code, f.config))
     return ("# the workers keep the queue filled but compete with training for the cores:\n"
             "# move preprocessing into the model, or cache decoded data in memory")
 

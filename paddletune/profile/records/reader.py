@@ -32,6 +32,10 @@ class LoaderConfig:
                          (the training loop itself, as it asks: PyTorch's num_workers=0),
                          workers (worker processes); None: thread, or workers when
                          num_workers > 0 (profiles before it was recorded)
+      dataset            map | iterable: a PyTorch or Paddle Dataset's style (map: the
+                         sampler's indices are split among the workers; iterable: each
+                         worker runs the whole IterableDataset, which must yield only its
+                         share); None: unknown (the embedded runtime's generators)
     """
 
     name: Optional[str] = None
@@ -51,6 +55,7 @@ class LoaderConfig:
     timeout: Optional[Number] = None
     worker_pids: Tuple[Id, ...] = ()
     producer: Optional[str] = None
+    dataset: Optional[str] = None
 
     @property
     def made_in(self) -> str:

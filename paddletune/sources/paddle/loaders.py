@@ -98,7 +98,16 @@ def config_of(it, st: _IterState) -> dict:
         "iterable": True,
         "source": "sample" if getattr(sampler, "batch_size", None) else "batch",
         "producer": "workers" if workers else "thread",  # Paddle reads in a thread
+        "dataset": _dataset_style(it),
     }
+
+
+def _dataset_style(it) -> Optional[str]:
+    """map | iterable (paddle.io.IterableDataset), from the iterator's dataset kind."""
+    kind = getattr(it, "_dataset_kind", None)
+    if kind is None:
+        return None
+    return "iterable" if kind == worker._DatasetKind.ITER else "map"
 
 
 def place_name(text: str) -> str:

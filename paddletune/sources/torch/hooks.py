@@ -42,6 +42,7 @@ from typing import Callable, List, Optional, Tuple
 
 import torch
 from torch.optim.optimizer import register_optimizer_step_post_hook
+from torch.utils.data import IterableDataset
 from torch.utils.data import dataloader as dl
 from torch.utils.data._utils import fetch as fetchers
 
@@ -507,7 +508,8 @@ def _loader_config(loader, loader_id: int) -> dict:
             "drop_last": bool(loader.drop_last), "timeout": loader.timeout or None,
             "iterable": True, "source": "sample" if loader.batch_size else "batch",
             "use_shared_memory": bool(workers) or None,
-            "producer": "workers" if workers else "loop"}
+            "producer": "workers" if workers else "loop",
+            "dataset": "iterable" if isinstance(loader.dataset, IterableDataset) else "map"}
 
 
 def _place_of(optimizer) -> str:
