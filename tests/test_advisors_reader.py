@@ -786,7 +786,7 @@ def test_waits_that_fill_the_step_fall_back_on_the_steps_own_run(tmp_path):
     p = profile_with(tmp_path, steps, wait_s=0.043, empty_ratio=0.9, produce_s=0.041,
                      cpu_s=0.037, fill=0, **ONE_WORKER)
     a = only(advise(p, READER_RULES), "reader-starved")
-    assert a.figures["consumer_source"] == "the step's run"
+    assert a.figures["consumer_source"] == "feed + compute + fetch"
     assert a.figures["consumer_s_per_step"] == pytest.approx(0.012, rel=0.01)
     assert "ceiling is 83 steps/s" in a.expected_gain
 
@@ -861,6 +861,10 @@ def test_a_torch_loop_making_its_batches_pays_the_workers_transfer(tmp_path):
     assert plain.figures["transfer_s_per_batch"] == (0.0, 0.0)
     assert moved.figures["consumer_s_per_step"] == pytest.approx(
         plain.figures["consumer_s_per_step"] + taking)
+    # the evidence says what the step without data holds beside the step's own parts
+    assert f"(cycle - wait, and {taking * 1e3:.2f} ms per batch to take it from a worker)" \
+        in moved.evidence, moved.evidence
+    assert "(cycle - wait)" in plain.evidence, plain.evidence
     # the cores bound both: the CPU per step grows by what both sides pay
     assert moved.figures["predicted_cycle_s"] == pytest.approx(
         plain.figures["predicted_cycle_s"] + (taking + sending) / (4 * 0.85), rel=1e-6)

@@ -245,7 +245,7 @@ def _consumer_step(s: Summary, f: LoaderFigures, cycle_s: float):
     b = s.breakdown_s
     if rest_s < MIN_REST * cycle_s and b is not None:  # the wait is timed by the loader and
         # the cycle by the steps: when waits fill the step, the run's own parts are surer
-        return b.feed_s + b.compute_s + b.fetch_s, "the step's run"
+        return b.feed_s + b.compute_s + b.fetch_s, "feed + compute + fetch"
     return max(rest_s, 0.0), "cycle - wait"
 
 
@@ -268,7 +268,15 @@ def _starved_evidence(f: LoaderFigures, plan: dict) -> str:
             f"{f.batches:,} pops{swings}; the loop waited {ms(plan['wait_per_step_s'] or 0)}"
             f" per step, {plan['wait_share']:.0%} of its {ms(plan['cycle_s'])} step; producer "
             f"{ms(plan['producer_s_per_step'])}/batch{_cpu_part(plan)} vs compute "
-            f"{ms(plan['consumer_s_per_step'])}/step ({plan['consumer_source']}){cores}.")
+            f"{ms(plan['consumer_s_per_step'])}/step ({plan['consumer_source']}"
+            f"{_taking_part(plan)}){cores}.")
+
+
+def _taking_part(plan: dict) -> str:
+    """The trainer's taking of a worker's batch, where the plan adds it to the step (a loop
+    that makes its own batches: workers would hand them over)."""
+    taking_s = plan.get("transfer_s_per_batch", (0.0, 0.0))[0]
+    return f", and {ms(taking_s)} per batch to take it from a worker" if taking_s else ""
 
 
 def _cpu_part(plan) -> str:
