@@ -903,3 +903,34 @@ def test_the_workers_share_note_only_for_a_dataset_that_is_not_map_style(tmp_pat
     a = only(advise(profile, READER_RULES), "reader-starved")
     assert a.change.startswith("loader = torch.utils.data.DataLoader(dataset, ")
     assert ("torch.utils.data.get_worker_info()" in a.change) == (dataset != "map"), a.change
+
+
+def test_a_torch_loop_whose_batches_cost_less_than_a_hand_over_keeps_them(tmp_path):
+    """A PyTorch loop making a cheap batch (0.5 ms) in its 2.7 ms step: a worker would hand
+    it over for about as much (WORKER_TRANSFER_S), so the advice is to keep the batches in
+    the loop and make them cheaper, with no worker count for tune to race; the embedded
+    runtime's loop, whose hand-over costs nothing measured, is told to move them."""
+    from paddletune.advisors.producers import WORKER_TRANSFER_S
+    from paddletune.tune.proposals import _change
+    from profiles import source_info
+    steps = step_records(wall_s=0.0027, gap_s=0.0)
+    per_batch = {"wait_s": 0.0005, "empty_ratio": 1.0, "produce_s": 0.0005, "cpu_s": 0.0005,
+                 "fill": 0, "workers": (-1,),
+                 "config": {"num_workers": 0, "producer": "loop", "capacity": 0}}
+    samples = system_samples(cpu_percent=100.0, cpu_total_percent=25.0)
+    fluid, torch = (load(make_profile(tmp_path / f"{name}.jsonl", steps=steps, env=CORES_4,
+                                      extra=reader_records(steps, **per_batch) + samples,
+                                      source=source_info(name)))
+                    for name in ("fluid", "torch"))
+    kept = only(advise(torch, READER_RULES), "reader-starved")
+    taking = WORKER_TRANSFER_S["torch"][0]
+    assert taking > 0.0005 and kept.figures["keep_in_loop"], kept.figures
+    assert kept.change.startswith("# keep making the batches in the loop (num_workers=0)")
+    assert "num_workers=1" not in kept.change
+    assert kept.expected_gain.startswith(
+        f"none from workers: taking each batch from one would cost the loop "
+        f"{taking * 1e3:.2f} ms"), kept.expected_gain
+    assert kept.severity == "low" and _change("reader-starved", kept.figures) == {}
+    moved = only(advise(fluid, READER_RULES), "reader-starved")
+    assert not moved.figures["keep_in_loop"] and "num_workers=1" in moved.change
+    assert _change("reader-starved", moved.figures)["num_workers"] == 1

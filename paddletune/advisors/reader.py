@@ -50,6 +50,7 @@ def reader_starved(profile) -> Optional[Advice]:
             burst_plan(profile, f) is not None:  # workers idle while the queue ran dry: #27
         return None
     plan = worker_plan(profile, f)
+    plan["keep_in_loop"] = _hand_over_outweighs(plan)  # (no worker count to try: tune)
     wait_s, share = f.wait.per_step_s or 0.0, f.wait.share
     tiny = wait_s < MIN_INPUT_S
     return Advice(
@@ -299,9 +300,22 @@ def _producers_now(plan) -> int:
     return max(plan["current_workers"], 1)
 
 
+def _hand_over_outweighs(plan: dict) -> bool:
+    """A loop making its own batches, where workers would gain nothing because taking each
+    batch from one costs the loop about what making it there does (PyTorch's hand-over
+    through shared memory: WORKER_TRANSFER_S), the cores not being what bounds it."""
+    taking_s = plan.get("transfer_s_per_batch", (0.0, 0.0))[0]
+    return (plan.get("made_in") == "loop" and bool(taking_s) and not plan.get("cpu_bound")
+            and (plan["speedup"] or 1.0) < NO_GAIN)
+
+
 def _worker_change(code: CodeWriter, f: LoaderFigures, plan: dict) -> str:
     n, now = plan["workers"], _producers_now(plan)
     capacity = plan["suggested_capacity"]
+    if _hand_over_outweighs(plan):
+        return ("# keep making the batches in the loop (num_workers=0): a worker's hand-over "
+                "would cost it as much.\n# Make each batch cheaper (move preprocessing into "
+                "the model, cache decoded data in memory)")
     if plan["gil_bound_thread"]:
         return "\n".join([code.loader(f.config, capacity=capacity, num_workers=n),
                           _gil_note(plan)] + shard_note(code, f.config) + blas_note(code, plan))
@@ -352,6 +366,10 @@ def _worker_gain(plan, script_name: str) -> str:
     if n <= _producers_now(plan) < needed and not plan["gil_bound_thread"]:
         return (f"none from more workers on these cores; {ceiling}, which {needed} workers "
                 f"would reach")
+    if _hand_over_outweighs(plan):
+        return (f"none from workers: taking each batch from one would cost the loop "
+                f"{ms(plan['transfer_s_per_batch'][0])}, against the "
+                f"{ms(plan['wait_per_step_s'] or 0.0)} per step it waits now to make them")
     how = f"{n} worker(s)"
     if plan.get("made_in") == "loop":
         how = f"{n} worker process(es) making the batches while the model computes"

@@ -46,6 +46,8 @@ def _within_given(change: dict, space) -> Tuple[dict, dict]:
 
 def _change(advice_id, f) -> dict:
     if advice_id in ("reader-starved", "reader-thread-gil"):
+        if f.get("keep_in_loop"):  # the advice is to make batches cheaper, not workers
+            return {}
         out = {"num_workers": f.get("workers"), "capacity": f.get("suggested_capacity")}
         workers = max(f.get("workers") or 0, f.get("current_workers") or 0, 1)
         fewer = advised_threads(f.get("blas_threads"), f.get("cores"),
