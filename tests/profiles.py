@@ -209,7 +209,7 @@ def reader_records(steps, config=None, intervals=4, loader=0, cost=None, speed_t
 
 
 READER_BATCH = {"wait_s": 0.0, "empty_ratio": 0.0, "produce_s": 0.002, "cpu_s": 0.001,
-                "copy_s": 0.0, "fill": 8, "swings": 0, "shapes": None, "workers": (-1,)}
+                "copy_s": 0.0, "handover_s": 0.0, "fill": 8, "swings": 0, "shapes": None, "workers": (-1,)}
 
 
 def reader_interval(t0, t, n, per, loader=0, peeking=False):
@@ -224,7 +224,10 @@ def reader_interval(t0, t, n, per, loader=0, peeking=False):
                         for w, k in zip(ids, counts)}, "pops": pops, "peeks": n - pops,
             "empty_pops": round(per["empty_ratio"] * pops), "wait_s": wait_s * pops,
             "wait_max_s": wait_s * 1.5 if pops else 0.0, "copy_s": per["copy_s"] * pops,
-            "wait_hist": {str(loghist.bucket(wait_s)): pops} if pops else {},
+            "handover_s": per["handover_s"] * pops,  # (of wait_s: a worker's batch taken
+            # over once made; the histogram holds the waits without it)
+            "wait_hist": ({str(loghist.bucket(max(wait_s - per["handover_s"], 0.0))): pops}
+                          if pops else {}),
             "pop_sizes": {"0" if per["empty_ratio"] >= 0.5 else "3": pops} if pops else {},
             "occupancy": {str(per["fill"]): 10}, "swings": 0 if peeking else per["swings"],
             "shapes": {k: {s: c * n for s, c in v.items()} for k, v in per["shapes"].items()},

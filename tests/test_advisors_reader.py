@@ -840,19 +840,25 @@ def test_a_worker_beyond_the_cores_is_proposed_only_for_a_gain():
     assert narrow.workers == 1 and narrow.predicted_s == pytest.approx(0.030)
 
 
+def loop_profile(tmp_path, steps, per_batch, framework):
+    """`steps` fed by one loader (reader_records(**per_batch)) in a job of `framework`, on 4
+    cores the process keeps one of busy."""
+    from profiles import source_info
+    samples = system_samples(cpu_percent=100.0, cpu_total_percent=25.0)
+    return load(make_profile(tmp_path / f"{framework}.jsonl", steps=steps, env=CORES_4,
+                             extra=reader_records(steps, **per_batch) + samples,
+                             source=source_info(framework)))
+
+
 def test_a_torch_loop_making_its_batches_pays_the_workers_transfer(tmp_path):
     """PyTorch passes each batch between processes through shared memory by file
     descriptor: moving the loop's own production into workers adds the trainer's taking
     (to the step without data) and a worker's sending (to its batch), per batch."""
     from paddletune.advisors.producers import WORKER_TRANSFER_S
-    from profiles import source_info
     steps = step_records(wall_s=0.012, gap_s=0.030)
     per_batch = {"wait_s": 0.029, "empty_ratio": 0.9, "produce_s": 0.041, "cpu_s": 0.037,
                  "fill": 0, "workers": (-1,), "config": {"num_workers": 0}}
-    samples = system_samples(cpu_percent=100.0, cpu_total_percent=25.0)
-    fluid, torch = (load(make_profile(tmp_path / f"{name}.jsonl", steps=steps, env=CORES_4,
-                                      extra=reader_records(steps, **per_batch) + samples,
-                                      source=source_info(name)))
+    fluid, torch = (loop_profile(tmp_path, steps, per_batch, name)
                     for name in ("fluid", "torch"))
     plain = only(advise(fluid, READER_RULES), "reader-starved")
     moved = only(advise(torch, READER_RULES), "reader-starved")
@@ -890,16 +896,12 @@ def test_the_workers_share_note_only_for_a_dataset_that_is_not_map_style(tmp_pat
     """A map-style Dataset's indices are split among the workers by the sampler: no note;
     an IterableDataset runs whole in every worker, and a style not recorded (the embedded
     runtime's generators, older profiles) may too: the note how each yields its share."""
-    from profiles import source_info
     steps = step_records(wall_s=0.012, gap_s=0.030)
     per_batch = {"wait_s": 0.029, "empty_ratio": 0.9, "produce_s": 0.041, "cpu_s": 0.037,
                  "fill": 0, "workers": (-1,),
                  "config": {"num_workers": 0, "producer": "loop", "capacity": 0,
                             "dataset": dataset}}
-    samples = system_samples(cpu_percent=100.0, cpu_total_percent=25.0)
-    profile = load(make_profile(tmp_path / "t.jsonl", steps=steps, env=CORES_4,
-                                extra=reader_records(steps, **per_batch) + samples,
-                                source=source_info("torch")))
+    profile = loop_profile(tmp_path, steps, per_batch, "torch")
     a = only(advise(profile, READER_RULES), "reader-starved")
     assert a.change.startswith("loader = torch.utils.data.DataLoader(dataset, ")
     assert ("torch.utils.data.get_worker_info()" in a.change) == (dataset != "map"), a.change
@@ -912,15 +914,11 @@ def test_a_torch_loop_whose_batches_cost_less_than_a_hand_over_keeps_them(tmp_pa
     runtime's loop, whose hand-over costs nothing measured, is told to move them."""
     from paddletune.advisors.producers import WORKER_TRANSFER_S
     from paddletune.tune.proposals import _change
-    from profiles import source_info
     steps = step_records(wall_s=0.0027, gap_s=0.0)
     per_batch = {"wait_s": 0.0005, "empty_ratio": 1.0, "produce_s": 0.0005, "cpu_s": 0.0005,
                  "fill": 0, "workers": (-1,),
                  "config": {"num_workers": 0, "producer": "loop", "capacity": 0}}
-    samples = system_samples(cpu_percent=100.0, cpu_total_percent=25.0)
-    fluid, torch = (load(make_profile(tmp_path / f"{name}.jsonl", steps=steps, env=CORES_4,
-                                      extra=reader_records(steps, **per_batch) + samples,
-                                      source=source_info(name)))
+    fluid, torch = (loop_profile(tmp_path, steps, per_batch, name)
                     for name in ("fluid", "torch"))
     kept = only(advise(torch, READER_RULES), "reader-starved")
     taking = WORKER_TRANSFER_S["torch"][0]

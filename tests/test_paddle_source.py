@@ -385,8 +385,9 @@ def static_regression(features=4, hidden=None):
     return main, startup, loss
 
 
-def test_static_graph(monkeypatch):
-    source, events = started(monkeypatch)
+def train_static(source, steps=4):
+    """static_regression's startup run, then `steps` runs of its main program, under the
+    source's hooks; (its loss, whether it was built in PIR)."""
     with source.running():
         paddle.enable_static()
         main, startup, loss = static_regression()
@@ -394,9 +395,15 @@ def test_static_graph(monkeypatch):
         exe = paddle.static.Executor(paddle.CPUPlace())
         exe.run(startup)
         feed = {"x": np.ones((3, 4), "float32"), "y": np.zeros((3, 1), "float32")}
-        for _ in range(4):
+        for _ in range(steps):
             exe.run(main, feed=feed, fetch_list=[loss])
         paddle.disable_static()
+    return loss, pir
+
+
+def test_static_graph(monkeypatch):
+    source, events = started(monkeypatch)
+    loss, pir = train_static(source)
     records = events["step_end"]
     assert [r.is_startup for r in records] == [True, False, False, False, False]
     steps = records[1:]
@@ -441,15 +448,7 @@ def test_the_hooks_time_themselves_and_not_paddles_work(monkeypatch):
     source, _ = started(monkeypatch)
     source.subscribe("step_end", callback)
     called.clear()
-    with source.running():
-        paddle.enable_static()
-        main, startup, loss = static_regression()
-        exe = paddle.static.Executor(paddle.CPUPlace())
-        exe.run(startup)
-        feed = {"x": np.ones((3, 4), "float32"), "y": np.zeros((3, 1), "float32")}
-        for _ in range(4):
-            exe.run(main, feed=feed, fetch_list=[loss])
-        paddle.disable_static()
+    train_static(source)
     own = source.own_cost()  # 5 runs (the startup's too), their 5 x SLOW_S left out
     assert len(called) == 5 and sum(called) <= own < sum(called) + slow_s, (own, called)
 

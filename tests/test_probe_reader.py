@@ -269,3 +269,28 @@ def test_fast_producer_keeps_the_queue_full():
     full = sum(n for size, n in occupancy.items() if size >= 3)
     assert full >= 0.5 * sum(occupancy.values())
     assert rows[0].shapes == {"x": {"4x3": rows[0].pushes}}
+
+
+def test_a_pops_hand_over_is_summed_and_left_out_of_its_wait_in_the_histogram():
+    """A pop's hand-over (a worker's batch taken over once made: sources/torch) is part of
+    its wait, summed on its own; the histogram, whose long waits mean no batch was ready,
+    holds each wait less it. A payload without the field (the runtime's) counts none."""
+    from paddletune.profile import loghist
+    from paddletune.sources.eager.bus import ReaderPop as EagerPop
+    sink = []
+    probe = ReaderProbe(sink.append, Clock(t0=100.0), interval_s=100, sample_s=100,
+                        source=SOURCE).start()
+    state("start", 100.0, config=CONFIG)
+    for i in range(4):
+        push(i, 100.001 + i * 0.01, 1)
+        events.reader_pop.emit(EagerPop(7, 1, i, 100.005 + i * 0.01, 0.003, 1, 2, False,
+                                        0.0, 0.0025))
+        step()
+    push(4, 100.05, 1)
+    pop(4, 100.055, 0.003, 1)  # the runtime's payload: no hand-over
+    step()
+    state("end", 100.1, batches=5)
+    probe.stop()
+    (iv,) = intervals(sink)
+    assert iv.wait_s == pytest.approx(0.015) and iv.handover_s == pytest.approx(0.010)
+    assert iv.wait_hist == {loghist.bucket(0.0005): 4, loghist.bucket(0.003): 1}

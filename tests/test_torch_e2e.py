@@ -171,3 +171,23 @@ def test_an_unsupported_torch_version_is_one_line_before_anything_runs(procs, tm
         "1.13.1+cpu: pip install 'torch>=2.0'"], result.stderr
     assert "the script ran" not in result.stdout
     assert not out.exists()
+
+
+def test_a_workers_hand_over_is_measured_and_the_override_changes_the_strategy(procs,
+                                                                                tmp_path):
+    """examples/torch/mlp.py with one worker (through the overrides): each batch's hand-over
+    is a part of its wait, in the profile's reader figures and its report; the sharing
+    strategy the overrides set is the one the pass ran with."""
+    from paddletune.profile import load
+    mlp = REPO / "examples" / "torch" / "mlp.py"
+    for strategy in ("file_descriptor", "file_system"):
+        out = tmp_path / f"{strategy}.jsonl"
+        env = {**ENV, "PADDLETUNE_OVERRIDES": json.dumps(
+            {"reader": {"num_workers": 1},
+             "multiprocessing": {"sharing_strategy": strategy}})}
+        result = cli(procs, "profile", "--out", out, mlp, "--steps", 120, env=env)
+        assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+        f = load(out).summary.main_loader
+        assert f.config.num_workers == 1 and f.config.sharing_strategy == strategy
+        assert 0 < f.handover_s_per_pop < f.wait.mean_s, f
+        assert "hand-over" in result.stdout + result.stderr

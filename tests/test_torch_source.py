@@ -230,6 +230,38 @@ def test_worker_processes_report_their_batches(src):
     assert all(p.produce_s >= 0.006 for p in pushes)  # 4 samples x 2 ms each
     assert len(src.events["reader_pop"]) == 4
     assert len(src.events["step_end"]) == 4
+    # each batch's hand-over, a part of its wait: its two tensors' storages rebuilt
+    assert start.config["sharing_strategy"] == torch.multiprocessing.get_sharing_strategy()
+    pops = src.events["reader_pop"]
+    assert all(0 < p.handover_s <= p.wait_s for p in pops), pops
+
+
+@pytest.mark.parametrize("strategy", ["file_descriptor", "file_system"])
+def test_the_sharing_strategy_override_is_kept_and_its_hand_over_timed(monkeypatch, strategy):
+    """PADDLETUNE_OVERRIDES' multiprocessing.sharing_strategy: set as the job starts, kept
+    against the script's own call (whose value is then what it wanted), the job's put back
+    after; the hand-over is timed under either strategy."""
+    import torch.multiprocessing as mp
+    own = mp.get_sharing_strategy()
+    other = "file_system" if strategy == "file_descriptor" else "file_descriptor"
+    monkeypatch.setenv("PADDLETUNE_OVERRIDES",
+                       json.dumps({"multiprocessing": {"sharing_strategy": strategy}}))
+    src = Source()
+    model, optimizer = _model()
+    with src.running():
+        mp.set_sharing_strategy(other)  # the script's own call: the override's stays
+        assert mp.get_sharing_strategy() == strategy
+        loader = torch.utils.data.DataLoader(Sleepy(8), batch_size=4, num_workers=1)
+        assert _train(loader, model, optimizer) == 2
+        del loader
+    assert mp.get_sharing_strategy() == own and mp.set_sharing_strategy.__module__ == \
+        "torch.multiprocessing"
+    report = src.overrides()
+    applied = [(a.section, a.key, a.value, a.was) for a in report["applied"]]
+    was = own if own != strategy else other
+    assert applied == [("multiprocessing", "sharing_strategy", strategy, was)], report
+    assert src.events["reader_state"][0].config["sharing_strategy"] == strategy
+    assert all(p.handover_s > 0 for p in src.events["reader_pop"])
 
 
 def test_persistent_workers_start_a_second_pass(src):

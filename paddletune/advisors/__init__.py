@@ -18,6 +18,7 @@ from . import scope  # noqa: F401  (#25)
 from . import transfer  # noqa: F401  (#26)
 from . import prefetch  # noqa: F401  (#27)
 from . import gpu_model  # noqa: F401  (#28)
+from . import handover  # noqa: F401  (#29)
 from .base import Advice, advise, checks, rank, rule, rules
 
 __all__ = ["Advice", "advise", "checks", "rank", "rule", "rules"]

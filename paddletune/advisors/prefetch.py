@@ -61,7 +61,12 @@ def burst_plan(profile, f: LoaderFigures) -> Optional[dict]:
     if workers < 1 or not _acts_on(profile) or not enough_steps(profile) or not s.cycle_s:
         return None
     slowest_s, busy = _worker_load(f, workers)
-    wait_s, share = f.wait.per_step_s or 0.0, f.wait.share or 0.0
+    # the waits for batches to be made: a deeper queue does not shorten their hand-over
+    handover = f.handover_s_per_pop or 0.0
+    full_wait_s = f.wait.per_step_s or 0.0
+    wait_s = max(full_wait_s - handover * (f.consumer.batches_per_step or 1.0), 0.0)
+    share = (f.wait.share or 0.0) * (wait_s / full_wait_s if full_wait_s else 1.0)
+    made_total_s = max(f.wait.total_s - handover * f.batches, 0.0)
     per_batch, taken = f.consumer.s_per_batch, f.consumer.rate_per_s
     made = workers / slowest_s if slowest_s else None  # batches go round-robin, in order:
     # the slowest worker sets the pace
@@ -72,7 +77,7 @@ def burst_plan(profile, f: LoaderFigures) -> Optional[dict]:
         return None
     prefetch = f.config.prefetch_factor or DEFAULT_PREFETCH
     capacity = f.config.capacity or workers * prefetch
-    burst_s = max(f.wait.total_s / waited, f.wait.p90_s or 0.0)  # the wait at a burst
+    burst_s = max(made_total_s / waited, f.wait.p90_s or 0.0)  # the wait at a burst
     short = math.ceil(burst_s / per_batch)  # batches of the loop's work a burst outlasts
     wanted = min(max(prefetch + 1, math.ceil((capacity + short) / workers)), MAX_PREFETCH)
     if wanted <= prefetch:
@@ -83,7 +88,8 @@ def burst_plan(profile, f: LoaderFigures) -> Optional[dict]:
     return {"workers": workers, "prefetch_factor": wanted, "current_prefetch": prefetch,
             "capacity": capacity, "workers_busy_share": busy, "empty_ratio": f.empty_ratio,
             "pops": f.batches, "waited_pops": waited, "queue_mean": _queue_mean(f),
-            "wait_per_step_s": wait_s, "wait_share": share, "burst_wait_s": burst_s, "loop_s_per_batch": per_batch,
+            "wait_per_step_s": wait_s, "wait_share": share, "burst_wait_s": burst_s,
+            "handover_s_per_pop": handover, "loop_s_per_batch": per_batch,
             "worker_s_per_batch": f.producer.s_per_batch, "slowest_worker_s": slowest_s,
             "batches_short": short,
             "workers_batches_per_s": made, "loop_batches_per_s": taken,
@@ -123,6 +129,12 @@ def _held(plan: dict) -> str:
             f"behind the one due)" if mean and mean >= 0.5 else "")
 
 
+def _handover_left_out(plan: dict) -> str:
+    handover = plan.get("handover_s_per_pop")
+    return (f" (the {ms(handover)} hand-over of each batch from its worker left out: a "
+            f"deeper queue does not shorten it)" if handover else "")
+
+
 def _evidence(f: LoaderFigures, plan: dict) -> str:
     return (f"{f.name or 'the DataLoader'}'s {plan['workers']} worker process"
             f"{'es' * (plan['workers'] > 1)} took {ms(plan['worker_s_per_batch'])} per batch "
@@ -134,6 +146,6 @@ def _evidence(f: LoaderFigures, plan: dict) -> str:
             f"{plan['current_prefetch']} x {plan['workers']}) the loop found no batch ready "
             f"at {plan['waited_pops']:,} of {plan['pops']:,} pops{_held(plan)}: waits of "
             f"{ms(plan['burst_wait_s'])} (p90, or their mean), {plan['wait_share']:.0%} of its "
-            f"{ms(plan['cycle_s'])} step. A burst outlasts {plan['batches_short']} batch(es) "
+            f"{ms(plan['cycle_s'])} step{_handover_left_out(plan)}. A burst outlasts {plan['batches_short']} batch(es) "
             f"of the loop's {ms(plan['loop_s_per_batch'])} work; idle workers had the time "
             f"to make them, but no more batches outstanding.")

@@ -36,9 +36,12 @@ were peeks). Counters:
   nbytes                          the producer side
   workers {worker: [batches, produce_s, cpu_s, cpu_n]}   per producer (-1: the loader's
                                   thread)
-  pops, peeks, empty_pops, wait_s, wait_max_s, copy_s     the consumer side
-  wait_hist {bucket: pops}        bucket k holds waits in [10^(k/10), 10^((k+1)/10)) s;
-                                  bucket -60 also holds every wait under 1 µs (loghist.py)
+  pops, peeks, empty_pops, wait_s, wait_max_s, copy_s, handover_s     the consumer side
+                                  (handover_s: of the waits, taking batches from workers)
+  wait_hist {bucket: pops}        bucket k holds waits in [10^(k/10), 10^((k+1)/10)) s,
+                                  each less its hand-over (the wait for the batch to be
+                                  made); bucket -60 also holds every wait under 1 µs
+                                  (loghist.py)
   pop_sizes {size: pops}          the queue size each pop reported
   occupancy {size: samples}       the periodic queue-size samples (time-weighted fill)
   swings                          drains: an empty pop after the queue was seen full
@@ -90,6 +93,16 @@ _WAIT_S, _SIZE, _COPY_S = attrgetter("wait_s"), attrgetter("size"), attrgetter("
 _PROGRAM_ID, _COMPUTE_S = attrgetter("program_id"), attrgetter("compute_s")
 _FIRST, _SECOND, _THIRD = itemgetter(0), itemgetter(1), itemgetter(2)
 _reported = partial(is_not, None)  # (a cpu_s of None: not measured)
+
+
+def _handover_s(payload) -> float:
+    """A pop's hand-over (sources/base.py: optional, 0 where absent)."""
+    return getattr(payload, "handover_s", 0.0)
+
+
+def _made_waits(waits: list, handovers: list) -> list:
+    """The waits less their hand-overs: the waits for the batches to be made."""
+    return [max(w - h, 0.0) for w, h in zip(waits, handovers)]
 
 
 def _sum(values, start):
@@ -200,6 +213,7 @@ class _Consumed:
         self.tallied_pops = self.tallied_steps = 0
         self.peeks = self.empty_pops = self.swings = 0
         self.wait_s = self.wait_max_s = self.copy_s = self.step_wait_s = 0.0
+        self.handover_s = 0.0
         self.wait_hist, self.pop_sizes, self.programs = {}, {}, {}
         self.cost = {}  # elements -> [steps, compute_s]
 
@@ -225,13 +239,17 @@ class _Consumed:
             wait_s = _sum(waits, self.wait_s)
             wait_max_s = reduce(max, waits, self.wait_max_s)  # (max(a, b): b only if b > a)
             copy_s = _sum(map(_COPY_S, taken), self.copy_s)
-            hist, pop_sizes = Counter(loghist.buckets(waits)), Counter(sizes)
+            handovers = list(map(_handover_s, taken))
+            handover_s = _sum(handovers, self.handover_s)
+            made = _made_waits(waits, handovers) if handover_s != self.handover_s else waits
+            hist, pop_sizes = Counter(loghist.buckets(made)), Counter(sizes)
             empty = sizes.count(0)  # (the queue was empty when the consumer asked)
         except Exception:  # noqa: BLE001  (one at a time: the others are counted)
             return _each(self.add_pop, taken)
         self.tallied_pops += len(taken)
         self.empty_pops += empty
         self.wait_s, self.wait_max_s, self.copy_s = wait_s, wait_max_s, copy_s
+        self.handover_s = handover_s
         _add_counts(self.wait_hist, hist)
         _add_counts(self.pop_sizes, pop_sizes)
         return []
@@ -266,7 +284,9 @@ class _Consumed:
         if wait > self.wait_max_s:
             self.wait_max_s = wait
         self.copy_s += r.copy_s
-        _count(self.wait_hist, loghist.bucket(wait))
+        handover = _handover_s(r)
+        self.handover_s += handover
+        _count(self.wait_hist, loghist.bucket(max(wait - handover, 0.0)))
         _count(self.pop_sizes, r.size)
 
     def add_step(self, r, elements, wait_s):
@@ -285,6 +305,7 @@ class _Consumed:
         return {"speed_test": self.speed_test, "pops": self.pops, "peeks": self.peeks,
                 "empty_pops": self.empty_pops, "wait_s": self.wait_s,
                 "wait_max_s": self.wait_max_s, "copy_s": self.copy_s,
+                "handover_s": self.handover_s,
                 "wait_hist": self.wait_hist, "pop_sizes": self.pop_sizes,
                 "swings": self.swings,
                 "cost": {k: StepCost(*row) for k, row in self.cost.items()},

@@ -26,8 +26,8 @@ from .samples import entity_windows
 
 OSCILLATION_SWINGS = 3  # drained from full to empty at least this often: oscillating
 TIMELINE_POINTS = 48  # the fill-over-time series is averaged down to at most this many points
-LONG_WAIT_S = 0.001  # a pop that waited this long found no batch ready (taking a ready one
-# from a worker costs the loop ~0.1 ms)
+LONG_WAIT_S = 0.001  # a pop that waited this long for its batch to be made (the hand-over
+# of a ready one from a worker, where measured, is left out of the histogram) found none ready
 MIN_POPS = 10  # fewer pops than this in the steady intervals: use every interval
 MIN_INSIDE_SHARE = 0.5  # the intervals begun inside the steady window stand for it alone
 # when they hold at least this share of the pops of those overlapping it
@@ -74,6 +74,7 @@ def loader_figures(loader, config: r.LoaderConfig, passes, window, main_cycle, i
         consumer=_consumer(c, step, span_s), swings=c.swings,
         oscillating=c.swings >= OSCILLATION_SWINGS,
         copy_s_per_pop=c.copy_s / pops if pops else None,
+        handover_s_per_pop=c.handover_s / pops if pops and c.handover_s else None,
         shapes=shape_figures(c.shapes), long_batches=long_batches(c.cost),
         processes=processes)
 

@@ -7,7 +7,7 @@ from typing import Dict, Sequence
 from . import records as r
 
 SUMS = ("pushes", "produce_s", "cpu_s", "cpu_n", "put_wait_s", "nbytes", "pops", "peeks",
-        "empty_pops", "wait_s", "copy_s", "swings", "steps", "step_wait_s")
+        "empty_pops", "wait_s", "copy_s", "handover_s", "swings", "steps", "step_wait_s")
 COUNTERS = ("wait_hist", "pop_sizes", "occupancy", "programs")
 MAX_KEYS = 256  # a merged counter keyed by batch elements or shapes keeps at most this many
 

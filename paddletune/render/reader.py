@@ -33,6 +33,7 @@ def _loader(f: LoaderFigures) -> Group:
     table = label_table(_title(f), "queue fill", _fill(f.occupancy))
     rows = [("fill over time", _spark(f.timeline, f.config.capacity)),
             ("empty pops", _empty(f)), ("wait per pop", _wait(f.wait)),
+            ("hand-over", _handover(f)),
             ("producer", _producer(f)), ("consumer", _consumer(f)),
             ("balance", _balance(f)), ("oscillation", _oscillation(f)),
             ("worker memory", _memory(f.processes)),
@@ -55,7 +56,8 @@ def _title(f: LoaderFigures) -> str:
         parts.append(f"prefetch_factor {c.prefetch_factor}")
     if c.use_double_buffer is not None or not c.producer:
         parts.append(f"double buffer {'on' if c.use_double_buffer else 'off'}")
-    parts.append("iterable" if c.iterable else "non-iterable")
+    parts.append(f"{c.dataset}-style dataset" if c.dataset
+                 else "iterable" if c.iterable else "non-iterable")
     scope = "steady steps" if f.scope == "steady" else "whole run"
     return (f"Reader: {clean(f.name or 'DataLoader')} · {' · '.join(parts)} · "
             f"{f.batches:,} batches ({scope})")
@@ -88,6 +90,16 @@ def _wait(w: WaitFigures) -> str:
         return ""
     return (f"mean {ms(w.mean_s)} ms · p50 {ms(w.p50_s)} · p90 {ms(w.p90_s)} "
             f"· max {ms(w.max_s)} · {pct(w.share)} of the loop's time")
+
+
+def _handover(f: LoaderFigures) -> Optional[str]:
+    """Of each wait, the time taking the batch from a worker once it was made (measured)."""
+    h, mean = f.handover_s_per_pop, f.wait.mean_s
+    if not h:
+        return None
+    of = f", {h / mean:.0%} of the mean wait" if mean else ""
+    return (f"{ms(h)} ms per batch taking it from a worker process once made (its "
+            f"tensors' storage{of}; the percentiles above leave it out)")
 
 
 def _producer(f: LoaderFigures) -> str:

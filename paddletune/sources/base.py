@@ -22,7 +22,9 @@ runtime/events.py, are the reference; other sources build objects with the same 
                 records.LoaderConfig's fields), detail, batches
   reader_push   loader_id, pass_no, index, worker, t, produce_s, put_wait_s, size, capacity,
                 nbytes, shapes, cpu_s
-  reader_pop    loader_id, pass_no, index, t, wait_s, size, capacity, speed_test, copy_s
+  reader_pop    loader_id, pass_no, index, t, wait_s, size, capacity, speed_test, copy_s,
+                and optionally handover_s (of wait_s, the time taking the batch from a
+                worker process once it was made: PyTorch's storage hand-over; 0 if absent)
   reader_batch  a batch the training loop made itself and took at once (PyTorch's
                 num_workers=0): its reader_push and then its reader_pop in one payload, with
                 the attributes of both (t and size the pop's; worker -1, put_wait_s 0.0,

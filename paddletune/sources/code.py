@@ -161,6 +161,11 @@ class CodeWriter:
         """The model's parameters and its batches made float32 (from float64)."""
         return None
 
+    def sharing_strategy(self, strategy: str) -> Optional[str]:
+        """Worker processes hand tensors to the loop by `strategy` (PyTorch's
+        torch.multiprocessing sharing strategies); None where the framework has none."""
+        return None
+
 
 def code_for(framework: str) -> CodeWriter:
     """The code writer of `framework` (a source's declared name); the Fluid writer for a

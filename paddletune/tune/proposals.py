@@ -56,6 +56,10 @@ def _change(advice_id, f) -> dict:
         if fewer is not None:  # as the advice's note (producers.blas_note)
             out["blas_threads"] = fewer
         return out
+    if advice_id == "worker-hand-over":
+        if f.get("suggested_strategy"):
+            return {"sharing_strategy": f["suggested_strategy"]}
+        return {"num_workers": f.get("suggested_workers")}
     if advice_id == "double-buffer-off":
         return {"use_double_buffer": True}
     if advice_id == "num-threads":

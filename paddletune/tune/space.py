@@ -23,8 +23,9 @@ from ..sources.code import code_for
 from ..sources.eager.overrides import FRAMEWORK_SECTIONS
 
 TORCH_SECTIONS = FRAMEWORK_SECTIONS["torch"]  # backends: a PyTorch job's cuDNN search and
-# TF32 (sources/torch/backends.py)
-OVERRIDE_SECTIONS = (*SCHEMA, *TORCH_SECTIONS)  # reader, exec_strategy, build_strategy, backends
+# TF32 (sources/torch/backends.py); multiprocessing: its sharing strategy (torch/handover.py)
+OVERRIDE_SECTIONS = (*SCHEMA, *TORCH_SECTIONS)  # reader, exec_strategy, build_strategy,
+# backends, multiprocessing
 CAPACITIES = (2, 4, 8, 16, 64)
 DEFAULT_MAX_BATCH_FACTOR = 8  # without --max-batch-size, batches up to 8x the job's own
 
@@ -81,6 +82,7 @@ def build_space(profile, keep_batch_size=False, max_batch_size=None, specs=()) -
     _add_gpu_math(space, profile, framework)
     if framework == "torch":
         _add_alloc_conf(space, profile)
+        _add_sharing_strategy(space, loader)
     blas, env_var, what = _math_threads(profile)
     _put(space, Knob("blas_threads", "env", env_var, _uniq([blas] + list(range(1, cores + 1))),
                      blas, f"{what} ({env_var})"))
@@ -134,6 +136,21 @@ def _add_alloc_conf(space, profile):
         _put(space, Knob(CONF_VAR, "env", strain.var, (strain.conf, strain.suggested_conf),
                          strain.conf, "the CUDA caching allocator's strain (advice "
                          "cuda-allocator-config)"))
+
+
+SHARING_STRATEGIES = ("file_descriptor", "file_system")
+
+
+def _add_sharing_strategy(space, loader):
+    """How a PyTorch job's worker processes hand tensors over, where its DataLoader has
+    workers (advice worker-hand-over: file_system instead of the file descriptors)."""
+    config = loader.config if loader is not None else None
+    if config is None or not config.num_workers:
+        return
+    own = config.sharing_strategy or SHARING_STRATEGIES[0]
+    _put(space, Knob("sharing_strategy", "multiprocessing", "sharing_strategy",
+                     _uniq([own, *SHARING_STRATEGIES]), own,
+                     "how the workers hand tensors to the loop (torch.multiprocessing)"))
 
 
 def _add_strategies(space, parallel, cores):
@@ -445,6 +462,9 @@ def _eager_code_lines(setting: dict, space: Space) -> List[str]:
             lines.append(f"paddle.set_flags({{{knob.key!r}: {value!r}}})  # before training")
         elif knob.section == "backends":
             lines.append(f"{BACKENDS[knob.key]} = {value!r}  # before training")
+        elif knob.section == "multiprocessing":
+            lines.append(f"torch.multiprocessing.set_sharing_strategy({value!r})  # before "
+                         f"the DataLoader makes its workers")
         elif knob.key == "OMP_NUM_THREADS":
             call = EAGER_THREADS[space.framework].format(value=value)
             lines.append(f"{call}  # before training (or export OMP_NUM_THREADS={value})")

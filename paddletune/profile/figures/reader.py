@@ -15,7 +15,8 @@ class WaitFigures:
 
     Fields:
       mean_s      mean wait per pop
-      p50_s       median wait per pop (from the log histogram)
+      p50_s       median wait per pop (from the log histogram: the wait for the batch to be
+                  made, its hand-over from a worker left out where measured)
       p90_s       90th percentile
       max_s       the longest
       total_s     all of them
@@ -252,6 +253,8 @@ class LoaderFigures:
       swings          drains from full to empty
       oscillating     it swung at least 3 times
       copy_s_per_pop  host-to-device copy on the loop's thread per batch
+      handover_s_per_pop  of the wait per batch, taking it from a worker process once made
+                      (PyTorch's storage hand-over; None: not measured)
       shapes          {feed variable: its shapes}
       long_batches    steps on the largest batches against the rest
       processes       its worker processes' memory and CPU
@@ -277,6 +280,7 @@ class LoaderFigures:
     swings: Count
     oscillating: bool
     copy_s_per_pop: Optional[Seconds] = None
+    handover_s_per_pop: Optional[Seconds] = None
     shapes: Dict[str, ShapeFigures] = EMPTY
     long_batches: Optional[LongBatches] = None
     processes: Optional[ProcessFigures] = None

@@ -36,6 +36,9 @@ class LoaderConfig:
                          sampler's indices are split among the workers; iterable: each
                          worker runs the whole IterableDataset, which must yield only its
                          share); None: unknown (the embedded runtime's generators)
+      sharing_strategy   how PyTorch's workers hand tensors over (torch.multiprocessing's
+                         file_descriptor or file_system) as the pass started; None: not
+                         PyTorch's workers
     """
 
     name: Optional[str] = None
@@ -56,6 +59,7 @@ class LoaderConfig:
     worker_pids: Tuple[Id, ...] = ()
     producer: Optional[str] = None
     dataset: Optional[str] = None
+    sharing_strategy: Optional[str] = None
 
     @property
     def made_in(self) -> str:
@@ -167,7 +171,10 @@ class ReaderInterval:
       wait_s       the loop's time waiting for batches
       wait_max_s   its longest wait
       copy_s       copying batches to the device on the loop's thread
-      wait_hist    {bucket: pops}: bucket k holds waits in [10^(k/10), 10^((k+1)/10)) s
+      handover_s   of wait_s, taking batches from worker processes once they were made
+                   (PyTorch's storage hand-over)
+      wait_hist    {bucket: pops}: bucket k holds waits in [10^(k/10), 10^((k+1)/10)) s,
+                   each less its hand-over (the wait for the batch to be made)
       pop_sizes    {queue size at the pop: pops}
       occupancy    {queue size: samples}: the queue's fill sampled every 10 ms
       swings       drains from full to empty
@@ -198,6 +205,7 @@ class ReaderInterval:
     wait_s: Seconds = 0.0
     wait_max_s: Seconds = 0.0
     copy_s: Seconds = 0.0
+    handover_s: Seconds = 0.0
     wait_hist: Dict[int, Count] = EMPTY
     pop_sizes: Dict[int, Count] = EMPTY
     occupancy: Dict[int, Count] = EMPTY

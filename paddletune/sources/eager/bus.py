@@ -155,6 +155,7 @@ class ReaderPop(NamedTuple):
     capacity: int
     speed_test: bool = False
     copy_s: float = 0.0
+    handover_s: float = 0.0  # of wait_s, taking the batch from a worker (sources/torch)
 
 
 class ReaderBatch(NamedTuple):

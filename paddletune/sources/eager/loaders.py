@@ -216,11 +216,13 @@ class LoaderTracker:
             self.bus.emit("reader_solo", report)
 
     def got(self, handle: Pass, t_request: float, t_got: float, batch, size: int,
-            shapes: Optional[tuple] = None, taken_ahead: bool = False):
+            shapes: Optional[tuple] = None, taken_ahead: bool = False,
+            handover_s: float = 0.0):
         """The training loop asked for a batch at `t_request` and got it at `t_got`, with
         `size` batches ready as it asked (`taken_ahead`: held by take_alone, its pop marked
         as the speed test's); `shapes` what `produced` returned for it (the
-        batch size is read from them instead of walking the batch again)."""
+        batch size is read from them instead of walking the batch again); `handover_s` of
+        the wait, taking it from a worker process."""
         wait = t_got - t_request
         index = handle.batches
         handle.batches += 1
@@ -234,7 +236,7 @@ class LoaderTracker:
         if self.bus.listening("reader_pop"):
             self.bus.emit("reader_pop", ReaderPop(handle.loader_id, handle.number, index,
                                                   t_got, wait, size, handle.capacity,
-                                                  speed_test=taken_ahead))
+                                                  taken_ahead, 0.0, handover_s))
 
     def replay(self, handle: Pass):
         """In the speed-test mode: the pass's last batch again (None before the first)."""

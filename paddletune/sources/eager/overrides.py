@@ -5,7 +5,9 @@ counts a tuner (or a person) imposes without editing the script, e.g.
                                       "prefetch_factor": 4},
                            "threads": {"intra_op": 1}}'
 
-and, for a PyTorch job, cuDNN's algorithm search and TF32 (`backends`, torch/backends.py).
+and, for a PyTorch job, cuDNN's algorithm search and TF32 (`backends`, torch/backends.py)
+and how worker processes hand tensors over (`multiprocessing`: sharing_strategy,
+torch/handover.py).
 
 The framework's hooks call `loader_arguments` as each DataLoader is built, with the arguments
 the script gave (bound to their names) and the framework's defaults; what was changed is
@@ -30,6 +32,10 @@ def _bool():
     return (lambda v: isinstance(v, bool)), "true or false"
 
 
+def _one_of(*choices):
+    return (lambda v: v in choices), " or ".join(choices)
+
+
 SCHEMA: Dict[str, Dict[str, Tuple[Callable, str]]] = {
     "reader": {"num_workers": _int(0), "batch_size": _int(1), "prefetch_factor": _int(1),
                "pin_memory": _bool(), "persistent_workers": _bool(),
@@ -37,7 +43,9 @@ SCHEMA: Dict[str, Dict[str, Tuple[Callable, str]]] = {
     "threads": {"intra_op": _int(1), "inter_op": _int(1)},
 }
 FRAMEWORK_SECTIONS = {  # the sections only one framework's jobs take
-    "torch": {"backends": {"cudnn_benchmark": _bool(), "matmul_allow_tf32": _bool()}},
+    "torch": {"backends": {"cudnn_benchmark": _bool(), "matmul_allow_tf32": _bool()},
+              "multiprocessing": {"sharing_strategy": _one_of("file_descriptor",
+                                                              "file_system")}},
 }
 
 

@@ -138,6 +138,11 @@ class TorchCode(CodeWriter):
     cudnn_autotune_setting = "torch.backends.cudnn.benchmark"
     tf32_setting = "torch.backends.cuda.matmul.allow_tf32"
 
+    def sharing_strategy(self, strategy: str) -> Optional[str]:
+        return (f"import torch.multiprocessing\n"
+                f"torch.multiprocessing.set_sharing_strategy({strategy!r})  # at the start, "
+                f"before the DataLoader makes its workers")
+
     def cudnn_autotune(self) -> Optional[str]:
         return ("torch.backends.cudnn.benchmark = True  # before the training loop: cuDNN "
                 "times its algorithms once per input shape and keeps the fastest")

@@ -27,6 +27,9 @@
   backward and the update, announced as op_end events when a window closes (what starts a
   profiler patched: a script's own ends ours; the DataLoader's __next__ unrecorded).
 
+torch.multiprocessing.reductions' storage rebuilds (handover.py) are timed on the thread in
+`__next__`: the hand-over of a worker's batch, each pop's `handover_s`.
+
 `own_s` adds up the time the step hook and `__next__` spend on the training thread beside
 the framework's own work (the probes' callbacks there included; torch's dispatch to the step
 hook, the speed test's replays and --ops's profiler windows not): the profile's "hooks"
@@ -36,6 +39,7 @@ overhead.
 import inspect
 import multiprocessing
 import random
+import threading
 import time
 import weakref
 from typing import Callable, List, Optional, Tuple
@@ -52,11 +56,13 @@ from ..eager.op_windows import OpWindows
 from ..eager.overrides import batch_size_fixed
 from ..eager.steps import iter_tensors
 from .backends import BackendOverrides
+from .handover import HandOverClock, override_strategy, sharing_strategy
 from .profiler_ops import STARTS_A_PROFILER, TorchRecorder, unrecorded
 from .scope import watch_scope
 
 _perf = time.perf_counter
 _cpu = time.thread_time
+_ident = threading.get_ident
 _WORKER_STATS = None  # the shared array the workers forked next inherit (None: not now)
 # A batch the training loop makes itself (num_workers=0) has its CPU time measured with
 # probability CPU_SHARE: a thread's CPU clock is a system call, about 6 us each in the
@@ -104,6 +110,7 @@ class TorchHooks:
         self._census = None  # the model's census until the first training step ends
         self._backends = None  # the `backends` overrides until the first training step ends
         self._ops: Optional[OpWindows] = None  # --ops: torch.profiler's windows
+        self._handover = HandOverClock()  # workers' batches handed to the loop
 
     # --- install / remove -----------------------------------------------------------------
     def install(self):
@@ -114,6 +121,8 @@ class TorchHooks:
         self._patch(dl._BaseDataLoaderIter, "__next__", self._iter_next)
         self._patch(dl._MultiProcessingDataLoaderIter, "__init__", self._multi_init)
         self._patch(dl._MultiProcessingDataLoaderIter, "_process_data", self._process_data)
+        self._handover.install(self._patch_module)
+        override_strategy(self.source.overrides_state, self._patch_module, self._undo)
         if self.source.overrides_state.wanted("reader"):
             self._patch(dl.DataLoader, "__init__", self._loader_init)
         self._threads()
@@ -307,6 +316,7 @@ class TorchHooks:
 
     def _iter_next(self, original):
         tracker, draw = self.tracker, random.Random(CPU_SEED).random
+        clock = self._handover
 
         def __next__(it):
             t_in = _perf()
@@ -326,6 +336,9 @@ class TorchHooks:
             # (the loop's CPU making a batch, no workers: a random CPU_SHARE of them)
             cpu_timed = not workers and draw() < CPU_SHARE
             c0 = _cpu() if cpu_timed else 0.0
+            if workers:  # (the batch's hand-over, timed on this thread)
+                clock.asking = _ident()
+                handed = clock.total_s
             t0 = _perf()
             try:
                 if self._ops is not None and self._ops.recording:  # (read time, not ops)
@@ -347,7 +360,8 @@ class TorchHooks:
                 shapes = None
                 if state.stats is not None and state.worker is not None:
                     shapes = self._worker_batch(handle, state, batch, ready)
-                tracker.got(handle, t0, t1, batch, ready, shapes)
+                tracker.got(handle, t0, t1, batch, ready, shapes,
+                            handover_s=clock.total_s - handed)
             if self._device_clock is not None:  # (_handed_over, inlined: every batch)
                 self._device_clock.mark_waiting()
             self.own_s += _perf() - t_in - (t1 - t0)
@@ -509,7 +523,8 @@ def _loader_config(loader, loader_id: int) -> dict:
             "iterable": True, "source": "sample" if loader.batch_size else "batch",
             "use_shared_memory": bool(workers) or None,
             "producer": "workers" if workers else "loop",
-            "dataset": "iterable" if isinstance(loader.dataset, IterableDataset) else "map"}
+            "dataset": "iterable" if isinstance(loader.dataset, IterableDataset) else "map",
+            "sharing_strategy": sharing_strategy() if workers else None}
 
 
 def _place_of(optimizer) -> str:

@@ -67,6 +67,10 @@ class TorchSource(EagerSource):
         out.append(Knob("threads.inter_op", "torch.get_num_interop_threads()",
                         torch.get_num_interop_threads(),
                         "torch.set_num_interop_threads({value})"))
+        from .handover import sharing_strategy  # (torch.multiprocessing: once supported)
+        out.append(Knob("multiprocessing.sharing_strategy",
+                        "torch.multiprocessing.get_sharing_strategy()", sharing_strategy(),
+                        "torch.multiprocessing.set_sharing_strategy('{value}')"))
         return out
 
     def may_send(self, event: str) -> bool:
