@@ -324,7 +324,8 @@ def tune(
     SECTION.KEY for a field of PADDLETUNE_OVERRIDES. Sections: {sections}.
 
     PyTorch and Paddle 3 jobs: {torch_knobs} (the intra-op threads), with Paddle's memory
-    FLAGS; on a GPU, where the model was found with them off: {gpu_knobs}.
+    FLAGS, and PyTorch's sharing_strategy where its DataLoader has workers; on a GPU, where
+    the model was found with them off: {gpu_knobs}.
 
     Examples:
       paddletune tune --budget 10m train.py -- --epochs 1

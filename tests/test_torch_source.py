@@ -360,6 +360,23 @@ def test_overrides_change_num_workers_and_batch_size(monkeypatch):
     assert src.events["reader_state"][0].config["num_workers"] == 1
 
 
+def test_an_override_that_takes_the_workers_away_drops_their_arguments(monkeypatch):
+    """num_workers=0 over a script's workers: its persistent_workers and prefetch_factor go
+    back to the defaults (PyTorch refuses them without workers), recorded as applied."""
+    src = _overridden(monkeypatch, {"reader": {"num_workers": 0}})
+    model, optimizer = _model()
+    with src.running():
+        loader = torch.utils.data.DataLoader(Sleepy(8), batch_size=4, num_workers=2,
+                                             persistent_workers=True, prefetch_factor=4)
+        assert _train(loader, model, optimizer) == 2
+    assert (loader.num_workers, loader.persistent_workers, loader.prefetch_factor) == \
+        (0, False, None)
+    applied = _by_key(src.overrides()["applied"])
+    assert [(k, a.value, a.was) for k, a in applied.items()] == [
+        (("reader", "num_workers"), 0, 2), (("reader", "prefetch_factor"), None, 4),
+        (("reader", "persistent_workers"), False, True)]
+
+
 def test_override_skips_say_why(monkeypatch):
     src = _overridden(monkeypatch, {"reader": {"prefetch_factor": 4, "batch_size": 8}})
     data = Sleepy(16)

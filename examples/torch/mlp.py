@@ -1,6 +1,11 @@
 """A small PyTorch MLP on synthetic data: a compute-bound job for the report's baseline.
 
     paddletune profile examples/torch/mlp.py [-- --device cuda]
+
+With --num-workers N its cheap batches come from N worker processes, whose hand-over costs
+the loop more than making them does (advice worker-hand-over):
+
+    paddletune profile examples/torch/mlp.py --num-workers 1
 """
 
 import argparse
@@ -14,6 +19,7 @@ def main():
     parser.add_argument("--steps", type=int, default=300)
     parser.add_argument("--batch-size", type=int, default=64)
     parser.add_argument("--device", default="cpu", help="cpu, cuda or cuda:N")
+    parser.add_argument("--num-workers", type=int, default=0)
     args = parser.parse_args()
     device = torch.device(args.device)
     torch.manual_seed(0)
@@ -22,7 +28,8 @@ def main():
     inputs = centers[labels] + torch.randn(8192, 32)
     data = torch.utils.data.TensorDataset(inputs, labels)
     loader = torch.utils.data.DataLoader(data, batch_size=args.batch_size, shuffle=True,
-                                         drop_last=True)
+                                         drop_last=True, num_workers=args.num_workers,
+                                         persistent_workers=args.num_workers > 0)
     model = nn.Sequential(nn.Linear(32, 256), nn.ReLU(), nn.Linear(256, 256), nn.ReLU(),
                           nn.Linear(256, 10)).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)

@@ -149,7 +149,18 @@ class Overrides:
             else:
                 out[key] = value
                 self.apply("reader", key, value, was)
+        if not workers and given.get("num_workers"):  # the override took the workers away
+            self._without_workers(out, supported)
         return out
+
+    def _without_workers(self, arguments: Dict[str, object], supported: Mapping[str, object]):
+        """The worker-only arguments the script gave, back to the framework's defaults once
+        an override leaves no workers (PyTorch refuses persistent_workers=True or a
+        prefetch_factor without them): applied, as a consequence of num_workers."""
+        for key in NEEDS_WORKERS:
+            if key in arguments and key in supported and arguments[key] != supported[key]:
+                was, arguments[key] = arguments[key], supported[key]
+                self.apply("reader", key, supported[key], was)
 
     def report(self) -> Optional[dict]:
         if not (self.requested or self.applied or self.skipped):
