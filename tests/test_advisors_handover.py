@@ -111,3 +111,15 @@ def test_the_report_shows_the_hand_over_beside_the_waits(tmp_path):
             ) in text, text
     p50, p90 = map(float, re.search(r"p50 ([\d.]+) · p90 ([\d.]+)", text).groups())
     assert p50 <= p90 < 0.5  # ms: the waits less their hand-over (0.4 ms, log-binned)
+
+
+def test_a_setting_left_without_workers_drops_its_worker_only_knobs(tmp_path):
+    """The sharing strategy (and prefetch_factor) change nothing without workers: a setting
+    that takes them away keeps neither (a trial of it would measure num_workers=0 alone)."""
+    space = sp.build_space(job(tmp_path), keep_batch_size=True)
+    assert sp.needs_workers(space.knobs["sharing_strategy"])
+    assert sp.needs_workers(space.knobs["prefetch_factor"])
+    assert not sp.needs_workers(space.knobs["num_workers"])
+    best = sp.merged({}, {"sharing_strategy": "file_system", "prefetch_factor": 4}, space)
+    assert sp.merged(best, {"num_workers": 0}, space) == {"num_workers": 0}
+    assert sp.merged(best, {"num_workers": 2}, space) == {**best, "num_workers": 2}

@@ -12,8 +12,9 @@ them all).
   reader and the step, so less of it cannot make the step wait less (it saves memory, which
   the memory objective weighs).
 - A DataLoader argument that needs worker processes (prefetch_factor, persistent_workers,
-  use_shared_memory), while the incumbent has none: the framework's hooks would skip it
-  ("no effect"), so a trial would only learn that.
+  use_shared_memory), or PyTorch's sharing strategy (how workers hand tensors over), while
+  the incumbent has none: the framework's hooks would skip it ("no effect"), or it would
+  change nothing, so a trial would only learn that.
 - A DataLoader argument that acts only as a new pass starts (persistent_workers: the workers
   kept, not started again), while the incumbent's latest trial never began a second pass:
   nothing it changes happens inside a trial, so its race would only measure noise (a long
@@ -29,7 +30,6 @@ them all).
 import math
 from typing import Dict, List, Tuple
 
-from ..sources.eager.overrides import NEEDS_WORKERS
 from . import space as sp
 from .compare import mean
 
@@ -47,7 +47,7 @@ def idle_knob(tuner, name) -> bool:
 
 def _without_workers(tuner, name) -> bool:
     knob, workers = tuner.space.knobs[name], tuner.space.knobs.get("num_workers")
-    if knob.section != "reader" or name not in NEEDS_WORKERS or workers is None:
+    if not sp.needs_workers(knob) or workers is None:
         return False
     if tuner.incumbent.get("num_workers", workers.current):
         return False

@@ -20,7 +20,7 @@ from ..advisors.gpu import gpu_place
 from ..advisors.gpu_model import (DTYPE_SHARE, TF32_CORES, capability_of, float32_share,
                                    layer_calls)
 from ..sources.code import code_for
-from ..sources.eager.overrides import FRAMEWORK_SECTIONS
+from ..sources.eager.overrides import FRAMEWORK_SECTIONS, NEEDS_WORKERS
 
 TORCH_SECTIONS = FRAMEWORK_SECTIONS["torch"]  # backends: a PyTorch job's cuDNN search and
 # TF32 (sources/torch/backends.py); multiprocessing: its sharing strategy (torch/handover.py)
@@ -381,8 +381,17 @@ def key(setting: dict) -> str:
     return json.dumps(sorted(setting.items()), default=str)
 
 
+def needs_workers(knob: Knob) -> bool:
+    """A knob that acts only through a DataLoader's worker processes: a worker-only argument
+    (eager.overrides.NEEDS_WORKERS) or how workers hand tensors over (multiprocessing)."""
+    return (knob.section == "reader" and knob.key in NEEDS_WORKERS) or \
+        knob.section == "multiprocessing"
+
+
 def merged(base: dict, change: dict, space: Space) -> dict:
-    """`base` with `change` applied; knobs set back to the job's own value are dropped."""
+    """`base` with `change` applied; knobs set back to the job's own value are dropped, and
+    so are the worker-only knobs of a setting left without workers (they would have no
+    effect)."""
     out = dict(base)
     for name, value in change.items():
         knob = space.knobs.get(name)
@@ -390,6 +399,10 @@ def merged(base: dict, change: dict, space: Space) -> dict:
             out.pop(name, None)
         else:
             out[name] = value
+    workers = space.knobs.get("num_workers")
+    if workers is not None and out.get("num_workers", workers.current) == 0:
+        for name in [n for n in out if n in space.knobs and needs_workers(space.knobs[n])]:
+            del out[name]
     order = list(space.knobs)
     return dict(sorted(out.items(), key=lambda kv: order.index(kv[0]) if kv[0] in order
                        else len(order)))
