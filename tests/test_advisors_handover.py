@@ -123,3 +123,6 @@ def test_a_setting_left_without_workers_drops_its_worker_only_knobs(tmp_path):
     best = sp.merged({}, {"sharing_strategy": "file_system", "prefetch_factor": 4}, space)
     assert sp.merged(best, {"num_workers": 0}, space) == {"num_workers": 0}
     assert sp.merged(best, {"num_workers": 2}, space) == {**best, "num_workers": 2}
+    assert sp.code_lines({"num_workers": 0}, space) == [
+        "torch.utils.data.DataLoader(dataset, num_workers=0)  # without prefetch_factor and "
+        "persistent_workers (they need workers)"]

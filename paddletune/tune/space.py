@@ -485,8 +485,10 @@ def _eager_code_lines(setting: dict, space: Space) -> List[str]:
             lines.append(f"export {knob.key}={value}")
     if reader:
         args = ", ".join(f"{k}={v!r}" for k, v in reader.items())
-        note = ("  # scale the learning rate with the batch size" if "batch_size" in reader
-                else "")
+        notes = (["scale the learning rate with the batch size"] if "batch_size" in reader
+                 else []) + (["without prefetch_factor and persistent_workers (they need "
+                              "workers)"] if reader.get("num_workers") == 0 else [])
+        note = f"  # {'; '.join(notes)}" if notes else ""
         lines.insert(0, f"{EAGER_LOADERS[space.framework]}(dataset, {args}){note}")
     return lines
 
