@@ -18,6 +18,7 @@ import argparse
 import json
 import statistics
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -63,7 +64,7 @@ def one_block(strategy: str, args, clock: HandOverClock) -> dict:
     nexts, rebuilds = [], []
     for _ in range(args.batches):
         _spin(args.step_ms / 1e3)
-        clock.asking = _ident()
+        clock.asking = threading.get_ident()
         before = clock.total_s
         t0 = time.perf_counter()
         next(it)
@@ -72,11 +73,6 @@ def one_block(strategy: str, args, clock: HandOverClock) -> dict:
     del it, loader  # (its workers stop)
     return {"next_ms": statistics.median(nexts) * 1e3,
             "rebuild_ms": statistics.median(rebuilds) * 1e3}
-
-
-def _ident():
-    import threading
-    return threading.get_ident()
 
 
 def main(argv=None):
@@ -103,10 +99,10 @@ def main(argv=None):
             got = {s: one_block(s, args, clock) for s in order}
             rows.append(got)
             fd, fs = got["file_descriptor"], got["file_system"]
+            ratio = fs["next_ms"] / fd["next_ms"]
             print(f"round {r + 1}: next() {fd['next_ms']:.3f} ms (file_descriptor) against "
-                  f"{fs['next_ms']:.3f} ms (file_system), ratio {fs['next_ms'] / fd['next_ms']:.2f}; "
-                  f"rebuilds {fd['rebuild_ms']:.3f} against {fs['rebuild_ms']:.3f} ms",
-                  flush=True)
+                  f"{fs['next_ms']:.3f} ms (file_system), ratio {ratio:.2f}; rebuilds "
+                  f"{fd['rebuild_ms']:.3f} against {fs['rebuild_ms']:.3f} ms", flush=True)
     finally:
         while undo:
             undo.pop()()

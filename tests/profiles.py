@@ -209,7 +209,8 @@ def reader_records(steps, config=None, intervals=4, loader=0, cost=None, speed_t
 
 
 READER_BATCH = {"wait_s": 0.0, "empty_ratio": 0.0, "produce_s": 0.002, "cpu_s": 0.001,
-                "copy_s": 0.0, "handover_s": 0.0, "fill": 8, "swings": 0, "shapes": None, "workers": (-1,)}
+                "copy_s": 0.0, "handover_s": 0.0, "fill": 8, "swings": 0, "shapes": None,
+                "workers": (-1,)}
 
 
 def reader_interval(t0, t, n, per, loader=0, peeking=False):

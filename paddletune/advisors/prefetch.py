@@ -146,6 +146,6 @@ def _evidence(f: LoaderFigures, plan: dict) -> str:
             f"{plan['current_prefetch']} x {plan['workers']}) the loop found no batch ready "
             f"at {plan['waited_pops']:,} of {plan['pops']:,} pops{_held(plan)}: waits of "
             f"{ms(plan['burst_wait_s'])} (p90, or their mean), {plan['wait_share']:.0%} of its "
-            f"{ms(plan['cycle_s'])} step{_handover_left_out(plan)}. A burst outlasts {plan['batches_short']} batch(es) "
-            f"of the loop's {ms(plan['loop_s_per_batch'])} work; idle workers had the time "
+            f"{ms(plan['cycle_s'])} step{_handover_left_out(plan)}. A burst outlasts "
+            f"{plan['batches_short']} batch(es) of the loop's {ms(plan['loop_s_per_batch'])} work; idle workers had the time "
             f"to make them, but no more batches outstanding.")

@@ -7,8 +7,9 @@ the worker's scheduling; under file_system it opens a shared-memory file by name
 rebuilds each storage as it unpickles the batch, inside the DataLoader's __next__, once the
 batch was made: the time in those rebuild functions on the thread that asked is the
 hand-over (the pipe's read and the rest of the unpickling are not counted: a lower bound).
-On this project's 2-core VM a 2-tensor batch took 2.5-3.6 ms to hand over under
-file_descriptor against 0.9-1.2 ms under file_system (benchmarks/torch_sharing_strategy.py).
+On this project's 2-core VM, next() on a 2-tensor batch already made took 2.1-3.3 ms under
+file_descriptor, 1.4-2.7 ms of it in the rebuilds, against 0.9-1.3 ms under file_system,
+0.3 ms of it in the rebuilds (benchmarks/torch_sharing_strategy.py).
 
 Unpickling finds the rebuild functions by name, so replacing the module's attributes times
 the batches of workers forked before or after the hooks (and of spawned ones); a worker
@@ -76,10 +77,10 @@ def override_strategy(state, patch_module: Callable, undo: list) -> None:
     wanted = state.wanted(SECTION).get(KEY)
     if wanted is None:
         return
-    if wanted not in mp.get_all_sharing_strategies():
+    known = sorted(mp.get_all_sharing_strategies())
+    if wanted not in known:
         state.skip(SECTION, KEY, wanted, "not-supported",
-                   f"torch shares tensors here by {', '.join(sorted(mp.get_all_sharing_strategies()))} "
-                   f"only")
+                   f"torch shares tensors here by {', '.join(known)} only")
         return
     was = mp.get_sharing_strategy()
     if was == wanted:
