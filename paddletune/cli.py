@@ -15,8 +15,8 @@ from typing import Annotated, List, Optional
 import typer
 
 from . import __version__
-from .cli_help import (TUNE_KNOBS, TUNE_KNOBS_GPU, TUNE_KNOBS_TORCH, TUNE_SECTIONS, HelpCommand,
-                       HelpGroup, reflow, summary)
+from .cli_help import (TUNE_KNOBS, TUNE_KNOBS_GPU, TUNE_KNOBS_TORCH, TUNE_KNOBS_TORCH_WORKERS,
+                       TUNE_SECTIONS, HelpCommand, HelpGroup, reflow, summary)
 from .cli_run import (after_profile, is_tune_record, print_record, report_tune, run_live,
                       run_tune_search, seconds, tune_options)
 from .cli_support import (EXIT_NOT_FOUND, console, fail, import_runtime, load_or_fail,
@@ -269,6 +269,8 @@ def watch(
 
 @command(context_settings=_PASSTHROUGH, fill={"knobs": ", ".join(TUNE_KNOBS),
                                               "torch_knobs": ", ".join(TUNE_KNOBS_TORCH),
+                                              "torch_worker_knobs": ", ".join(
+                                                  TUNE_KNOBS_TORCH_WORKERS),
                                               "gpu_knobs": ", ".join(TUNE_KNOBS_GPU),
                                               "sections": ", ".join(TUNE_SECTIONS)})
 def tune(
@@ -324,8 +326,8 @@ def tune(
     SECTION.KEY for a field of PADDLETUNE_OVERRIDES. Sections: {sections}.
 
     PyTorch and Paddle 3 jobs: {torch_knobs} (the intra-op threads), with Paddle's memory
-    FLAGS, and PyTorch's sharing_strategy where its DataLoader has workers; on a GPU, where
-    the model was found with them off: {gpu_knobs}.
+    FLAGS, and PyTorch's {torch_worker_knobs} where its DataLoader has workers; on a GPU,
+    where the model was found with them off: {gpu_knobs}.
 
     Examples:
       paddletune tune --budget 10m train.py -- --epochs 1

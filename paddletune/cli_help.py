@@ -31,6 +31,8 @@ TUNE_KNOBS = ("num_workers", "capacity", "use_double_buffer", "batch_size",
 # census adds where it found the setting off (tune/space.py _add_gpu_math, _add_alloc_conf)
 TUNE_KNOBS_TORCH = ("num_workers", "prefetch_factor", "persistent_workers", "batch_size",
                     "blas_threads")
+TUNE_KNOBS_TORCH_WORKERS = ("sharing_strategy",)  # a PyTorch job's where its DataLoader has
+# workers (tune/space.py _add_sharing_strategy)
 TUNE_KNOBS_GPU = ("cudnn_benchmark", "FLAGS_cudnn_exhaustive_search", "matmul_allow_tf32",
                   "PYTORCH_CUDA_ALLOC_CONF")
 # the sections of PADDLETUNE_OVERRIDES (runtime/overrides.py) and the other knob sections

@@ -9,8 +9,8 @@ import typer
 from typer.testing import CliRunner
 
 from paddletune.cli import app
-from paddletune.cli_help import (TUNE_KNOBS, TUNE_KNOBS_GPU, TUNE_KNOBS_TORCH, default_text,
-                                 reflow, summary)
+from paddletune.cli_help import (TUNE_KNOBS, TUNE_KNOBS_GPU, TUNE_KNOBS_TORCH,
+                                 TUNE_KNOBS_TORCH_WORKERS, default_text, reflow, summary)
 from paddletune.tune import space as sp
 from test_tune import fake_profile
 
@@ -152,7 +152,9 @@ def test_the_pytorch_knobs_in_the_help_are_the_knobs_tune_builds_for_it():
     from paddletune.profile.records import SourceInfo
     base = fake_profile(workers=2, capacity=4)
     torch_job = replace(base, header=replace(base.header, source=SourceInfo("torch")))
-    assert tuple(sp.build_space(torch_job).knobs) == TUNE_KNOBS_TORCH
+    knobs = tuple(sp.build_space(torch_job).knobs)  # (its DataLoader has workers)
+    assert tuple(k for k in knobs if k not in TUNE_KNOBS_TORCH_WORKERS) == TUNE_KNOBS_TORCH
+    assert set(TUNE_KNOBS_TORCH_WORKERS) <= set(knobs)
     gpu_names = {row[0] for table in (sp.CUDNN_SEARCH, sp.TF32) for row in table.values()}
     assert gpu_names | {sp.CONF_VAR} == set(TUNE_KNOBS_GPU)
 
@@ -161,6 +163,8 @@ def test_the_pytorch_knobs_in_the_help_are_the_knobs_tune_builds_for_it():
 def test_tune_help_lists_the_frameworks_knobs(width):
     text = flat(help_text(width, "tune"))
     assert "PyTorch and Paddle 3 jobs: " + ", ".join(TUNE_KNOBS_TORCH) in text
+    assert "PyTorch's " + ", ".join(TUNE_KNOBS_TORCH_WORKERS) + " where its DataLoader has " \
+        "workers" in text
     for knob in TUNE_KNOBS_GPU:
         assert knob in text, knob
 

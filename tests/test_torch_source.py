@@ -230,10 +230,12 @@ def test_worker_processes_report_their_batches(src):
     assert all(p.produce_s >= 0.006 for p in pushes)  # 4 samples x 2 ms each
     assert len(src.events["reader_pop"]) == 4
     assert len(src.events["step_end"]) == 4
-    # each batch's hand-over, a part of its wait: its two tensors' storages rebuilt
+    # the batches' hand-over, a part of the waits: their tensors' storages rebuilt (a batch
+    # that came before its turn, from the other worker, is rebuilt in an earlier pop)
     assert start.config["sharing_strategy"] == torch.multiprocessing.get_sharing_strategy()
     pops = src.events["reader_pop"]
-    assert all(0 < p.handover_s <= p.wait_s for p in pops), pops
+    assert all(0 <= p.handover_s <= p.wait_s for p in pops), pops
+    assert sum(p.handover_s > 0 for p in pops) >= len(pops) // 2, pops
 
 
 @pytest.mark.parametrize("strategy", ["file_descriptor", "file_system"])

@@ -11,6 +11,10 @@ On this project's 2-core VM, next() on a 2-tensor batch already made took 2.1-3.
 file_descriptor, 1.4-2.7 ms of it in the rebuilds, against 0.9-1.3 ms under file_system,
 0.3 ms of it in the rebuilds (benchmarks/torch_sharing_strategy.py).
 
+A batch a worker delivered before its turn (with several workers) is unpickled, and so
+rebuilt, during an earlier pop that waited for the batch due: one pop's figure may hold two
+batches' hand-over and a later one none; the sums, and the mean per batch, are right.
+
 Unpickling finds the rebuild functions by name, so replacing the module's attributes times
 the batches of workers forked before or after the hooks (and of spawned ones); a worker
 forked meanwhile pickles the replacement by the same name."""
