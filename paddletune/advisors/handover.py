@@ -84,11 +84,11 @@ def _acts_on(profile) -> bool:
 def _evidence(f, figures: dict) -> str:
     made = (f"; a worker made a batch in {ms(figures['worker_s_per_batch'])}"
             if figures["worker_s_per_batch"] else "")
-    return (f"each of {f.batches:,} batches of {f.name or 'the DataLoader'} took the loop "
-            f"{ms(figures['handover_s_per_batch'])} to take over from its worker once made "
-            f"(its tensors' storage rebuilt from the worker's shared memory, "
-            f"{figures['strategy']} sharing): {ms(figures['handover_s_per_step'])} per step, "
-            f"{figures['share']:.0%} of the {ms(figures['cycle_s'])} step{made}.")
+    return (f"the {f.batches:,} batches of {f.name or 'the DataLoader'} took the loop "
+            f"{ms(figures['handover_s_per_batch'])} each on average to take over from their "
+            f"workers once made (their tensors' storage rebuilt from the workers' shared "
+            f"memory, {figures['strategy']} sharing): {ms(figures['handover_s_per_step'])} "
+            f"per step, {figures['share']:.0%} of the {ms(figures['cycle_s'])} step{made}.")
 
 
 def _change(code, f, figures: dict) -> str:
