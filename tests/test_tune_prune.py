@@ -168,7 +168,9 @@ def eager_tuner(incumbent, input_share, producer_ratio=None, passes=None):
     knobs = {k.name: k for k in (
         sp.Knob("num_workers", "reader", "num_workers", (0, 1, 2), 0),
         sp.Knob("prefetch_factor", "reader", "prefetch_factor", (2, 4, 8), 2),
-        sp.Knob("persistent_workers", "reader", "persistent_workers", (False, True), False))}
+        sp.Knob("persistent_workers", "reader", "persistent_workers", (False, True), False),
+        sp.Knob("sharing_strategy", "multiprocessing", "sharing_strategy",
+                ("file_descriptor", "file_system"), "file_descriptor"))}
     latest = SimpleNamespace(input_share=input_share, put_wait_share=None,
                              producer_ratio=producer_ratio, passes=passes)
     return SimpleNamespace(space=sp.Space(knobs, framework="torch"), incumbent=incumbent,
@@ -182,12 +184,14 @@ def test_dataloader_arguments_that_need_workers_wait_for_a_setting_with_workers(
     from paddletune.tune.prune import idle_knob
     none = eager_tuner({}, input_share=0.5)
     assert idle_knob(none, "prefetch_factor") and idle_knob(none, "persistent_workers")
+    assert idle_knob(none, "sharing_strategy")  # (how workers hand tensors over)
     assert not idle_knob(none, "num_workers")
     assert ("prefetch_factor not tried while the best setting had no worker processes "
             "(num_workers=0): it needs them") in none.notes
     waiting = eager_tuner({"num_workers": 2}, input_share=0.3)
     assert not idle_knob(waiting, "prefetch_factor")
     assert not idle_knob(waiting, "persistent_workers")
+    assert not idle_knob(waiting, "sharing_strategy")
     fed = eager_tuner({"num_workers": 2}, input_share=0.005)
     assert idle_knob(fed, "prefetch_factor") and not idle_knob(fed, "persistent_workers")
     assert fed.notes[0].startswith("prefetch_factor not tried: the step waits for data 0.5% "
