@@ -345,7 +345,7 @@ class _Session:
     def _hooks_record(self):
         """The source's hooks' own time (Source.own_cost) as the probe record "hooks" (in the
         step): the probes' records count only their own callbacks, which the hooks of a
-        PyTorch job call, and the hooks cost more than those."""
+        PyTorch or Paddle job call, and the hooks cost more than those."""
         cost = self.source.own_cost()
         if cost is not None:
             self.writer.submit(ProbeRecord("hooks", True, None, cost, in_step=True))

@@ -94,6 +94,12 @@ def system_mean(profile, field: str) -> Optional[float]:
     return float(stats.mean) if stats is not None else None
 
 
+def declares_knob(profile, knob_id: str) -> bool:
+    """Whether the job's source declares the knob `knob_id` ("reader.prefetch_factor"): the
+    framework acts on that setting, so advice may change it."""
+    return any(k.id == knob_id for k in profile.source.knobs)
+
+
 def main_loader(profile) -> Optional[LoaderFigures]:
     """The figures of the DataLoader that delivered the most batches (None without one)."""
     return profile.summary.main_loader

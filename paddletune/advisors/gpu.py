@@ -29,8 +29,8 @@ from typing import List, Optional
 from ..profile.figures import GpuFigures, OpFigures
 from ..profile.records import ProgramOp
 from .base import Advice, rule
-from .facts import (enough_steps, human_bytes, main_loader, main_ops, main_steps, ms, names,
-                    op_types_share, writer)
+from .facts import (declares_knob, enough_steps, human_bytes, main_loader, main_ops,
+                    main_steps, ms, names, op_types_share, writer)
 from .input import async_reader_code, overlap_figures, overlap_gain
 from .memory import FULL, allocation_advice, allocation_figures, on_gpu, speedup_words
 
@@ -49,8 +49,8 @@ BUSY_LOW = 0.5  # #24: device op time below this share of compute time: launch-b
 def acts_on(profile, name: str) -> bool:
     """Whether the job's framework acts on `name` (a FLAGS_* flag, or an op attr): its source
     declares it as a knob (a setting it ignores is not one)."""
-    knob = f"flag.{name}" if name.startswith("FLAGS_") else f"op_attr.{name}"
-    return any(k.id == knob for k in profile.source.knobs)
+    return declares_knob(profile, f"flag.{name}" if name.startswith("FLAGS_")
+                         else f"op_attr.{name}")
 
 
 def gpu_place(profile) -> Optional[str]:

@@ -13,14 +13,15 @@ hand-over, making the batches in the loop (num_workers=0) is named too."""
 
 from typing import Optional
 
+from ..sources.eager.overrides import SHARING_STRATEGIES
 from .base import Advice, rule
-from .facts import enough_steps, main_loader, ms, writer
+from .facts import declares_knob, enough_steps, main_loader, ms, writer
 from .producers import gain_severity
 
 HANDOVER_SHARE_LOW, HANDOVER_SHARE_MEDIUM = 0.05, 0.15  # of the step: low / medium advice
 FILE_SYSTEM_SHARE = 0.25  # file_system's hand-over as a share of file_descriptor's measured
 # one (the rebuilds: 0.12-0.24 in torch_sharing_strategy.py; rounded up)
-DEFAULT_STRATEGY = "file_descriptor"  # PyTorch's on Linux
+DEFAULT_STRATEGY = SHARING_STRATEGIES[0]  # file_descriptor: PyTorch's on Linux
 KNOB = "multiprocessing.sharing_strategy"
 
 
@@ -62,7 +63,7 @@ def _figures(profile, f) -> dict:
     make_s = f.producer.s_per_batch  # a worker's time to make one (in the loop: about it)
     in_loop = make_s is not None and make_s < f.handover_s_per_pop
     predicted, change = None, None
-    if strategy == DEFAULT_STRATEGY and _acts_on(profile):
+    if strategy == DEFAULT_STRATEGY and declares_knob(profile, KNOB):
         predicted, change = cycle_s - (1 - FILE_SYSTEM_SHARE) * handover_s, "file_system"
     elif in_loop:  # the loop would wait for each batch it makes, not for its hand-over
         wait_s = f.wait.per_step_s or handover_s
@@ -75,10 +76,6 @@ def _figures(profile, f) -> dict:
             "suggested_workers": 0 if change == "num_workers=0" else None,
             "predicted_cycle_s": predicted if speedup else None, "speedup": speedup}
 
-
-def _acts_on(profile) -> bool:
-    """The job's source can set the sharing strategy (PyTorch's)."""
-    return any(k.id == KNOB for k in profile.source.knobs)
 
 
 def _evidence(f, figures: dict) -> str:

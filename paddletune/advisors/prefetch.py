@@ -12,7 +12,7 @@ from typing import Optional
 
 from ..profile.figures import LoaderFigures
 from .base import Advice, rule
-from .facts import enough_steps, main_loader, ms, writer
+from .facts import declares_knob, enough_steps, main_loader, ms, writer
 from .input import MIN_INPUT_S
 from .producers import gain_severity
 
@@ -58,7 +58,8 @@ def burst_plan(profile, f: LoaderFigures) -> Optional[dict]:
     leaves this case to it."""
     workers = f.config.num_workers or 0
     s = profile.summary
-    if workers < 1 or not _acts_on(profile) or not enough_steps(profile) or not s.cycle_s:
+    if workers < 1 or not declares_knob(profile, KNOB) or not enough_steps(profile) or \
+            not s.cycle_s:
         return None
     slowest_s, busy = _worker_load(f, workers)
     # the waits for batches to be made: a deeper queue does not shorten their hand-over
@@ -96,9 +97,6 @@ def burst_plan(profile, f: LoaderFigures) -> Optional[dict]:
             "cycle_s": cycle_s, "predicted_cycle_s": predicted,
             "speedup": cycle_s / predicted if predicted > 0 else None}
 
-
-def _acts_on(profile) -> bool:
-    return any(k.id == KNOB for k in profile.source.knobs)
 
 
 def _worker_load(f: LoaderFigures, workers: int):
@@ -147,5 +145,5 @@ def _evidence(f: LoaderFigures, plan: dict) -> str:
             f"at {plan['waited_pops']:,} of {plan['pops']:,} pops{_held(plan)}: waits of "
             f"{ms(plan['burst_wait_s'])} (p90, or their mean), {plan['wait_share']:.0%} of its "
             f"{ms(plan['cycle_s'])} step{_handover_left_out(plan)}. A burst outlasts "
-            f"{plan['batches_short']} batch(es) of the loop's {ms(plan['loop_s_per_batch'])} work; idle workers had the time "
-            f"to make them, but no more batches outstanding.")
+            f"{plan['batches_short']} batch(es) of the loop's {ms(plan['loop_s_per_batch'])} "
+            f"work; idle workers had the time to make them, but no more batches outstanding.")

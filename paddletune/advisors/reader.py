@@ -50,7 +50,6 @@ def reader_starved(profile) -> Optional[Advice]:
             burst_plan(profile, f) is not None:  # workers idle while the queue ran dry: #27
         return None
     plan = worker_plan(profile, f)
-    plan["keep_in_loop"] = _hand_over_outweighs(plan)  # (no worker count to try: tune)
     wait_s, share = f.wait.per_step_s or 0.0, f.wait.share
     tiny = wait_s < MIN_INPUT_S
     return Advice(
@@ -134,7 +133,9 @@ def worker_plan(profile, f: LoaderFigures) -> dict:
     if one is not None and fewer_blas_threads(plan) == 1:
         plan |= _plan(profile, f, cost, one.cycle_s + hand_over_s, one, hand_over_s,
                       ONE_THREAD)
-    return plan | _gil_bound_from_above(plan, gil and measured)
+    plan |= _gil_bound_from_above(plan, gil and measured)
+    plan["keep_in_loop"] = _hand_over_outweighs(plan)  # (then no worker count: tune)
+    return plan
 
 
 def worker_transfer(profile, f: LoaderFigures) -> Tuple[float, float]:
@@ -312,7 +313,7 @@ def _hand_over_outweighs(plan: dict) -> bool:
 def _worker_change(code: CodeWriter, f: LoaderFigures, plan: dict) -> str:
     n, now = plan["workers"], _producers_now(plan)
     capacity = plan["suggested_capacity"]
-    if _hand_over_outweighs(plan):
+    if plan.get("keep_in_loop"):
         return ("# keep making the batches in the loop (num_workers=0): a worker's hand-over "
                 "would cost it as much.\n# Make each batch cheaper (move preprocessing into "
                 "the model, cache decoded data in memory)")
@@ -366,7 +367,7 @@ def _worker_gain(plan, script_name: str) -> str:
     if n <= _producers_now(plan) < needed and not plan["gil_bound_thread"]:
         return (f"none from more workers on these cores; {ceiling}, which {needed} workers "
                 f"would reach")
-    if _hand_over_outweighs(plan):
+    if plan.get("keep_in_loop"):
         return (f"none from workers: taking each batch from one would cost the loop "
                 f"{ms(plan['transfer_s_per_batch'][0])}, against the "
                 f"{ms(plan['wait_per_step_s'] or 0.0)} per step it waits now to make them")

@@ -13,7 +13,8 @@ from statistics import fmean
 from typing import Optional
 
 from .base import Advice, rule
-from .facts import enough_steps, human_bytes, main_loader, main_steps, ms, writer
+from .facts import (declares_knob, enough_steps, human_bytes, main_loader, main_steps, ms,
+                    writer)
 from .gpu import gpu_place
 from .producers import gain_severity
 
@@ -34,7 +35,7 @@ def pin_memory(profile) -> Optional[Advice]:
     place, f = gpu_place(profile), main_loader(profile)
     s = profile.summary
     if place is None or f is None or not enough_steps(profile) or \
-            f.config.pin_memory is not False or not _acts_on(profile) or \
+            f.config.pin_memory is not False or not declares_knob(profile, KNOB) or \
             s.breakdown_s is None or not s.cycle_s:
         return None
     cycle_s, feed_s = s.cycle_s.mean, s.breakdown_s.feed_s
@@ -56,9 +57,6 @@ def pin_memory(profile) -> Optional[Advice]:
         expected_speedup=figures["low_speedup"],
         figures=figures)
 
-
-def _acts_on(profile) -> bool:
-    return any(k.id == KNOB for k in profile.source.knobs)
 
 
 def _figures(profile, cycle_s: float, feed_s: float) -> dict:

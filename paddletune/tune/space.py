@@ -20,7 +20,7 @@ from ..advisors.gpu import gpu_place
 from ..advisors.gpu_model import (DTYPE_SHARE, TF32_CORES, capability_of, float32_share,
                                    layer_calls)
 from ..sources.code import code_for
-from ..sources.eager.overrides import FRAMEWORK_SECTIONS, NEEDS_WORKERS
+from ..sources.eager.overrides import FRAMEWORK_SECTIONS, NEEDS_WORKERS, SHARING_STRATEGIES
 
 TORCH_SECTIONS = FRAMEWORK_SECTIONS["torch"]  # backends: a PyTorch job's cuDNN search and
 # TF32 (sources/torch/backends.py); multiprocessing: its sharing strategy (torch/handover.py)
@@ -136,9 +136,6 @@ def _add_alloc_conf(space, profile):
         _put(space, Knob(CONF_VAR, "env", strain.var, (strain.conf, strain.suggested_conf),
                          strain.conf, "the CUDA caching allocator's strain (advice "
                          "cuda-allocator-config)"))
-
-
-SHARING_STRATEGIES = ("file_descriptor", "file_system")
 
 
 def _add_sharing_strategy(space, loader):

@@ -42,10 +42,11 @@ SCHEMA: Dict[str, Dict[str, Tuple[Callable, str]]] = {
                "use_shared_memory": _bool(), "use_buffer_reader": _bool()},
     "threads": {"intra_op": _int(1), "inter_op": _int(1)},
 }
+SHARING_STRATEGIES = ("file_descriptor", "file_system")  # torch.multiprocessing's, the
+# default (Linux's) first
 FRAMEWORK_SECTIONS = {  # the sections only one framework's jobs take
     "torch": {"backends": {"cudnn_benchmark": _bool(), "matmul_allow_tf32": _bool()},
-              "multiprocessing": {"sharing_strategy": _one_of("file_descriptor",
-                                                              "file_system")}},
+              "multiprocessing": {"sharing_strategy": _one_of(*SHARING_STRATEGIES)}},
 }
 
 
