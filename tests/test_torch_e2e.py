@@ -191,3 +191,40 @@ def test_a_workers_hand_over_is_measured_and_the_override_changes_the_strategy(p
         assert f.config.num_workers == 1 and f.config.sharing_strategy == strategy
         assert 0 < f.handover_s_per_pop < f.wait.mean_s, f
         assert "hand-over" in result.stdout + result.stderr
+
+
+def test_an_evaluation_loop_is_left_out_of_the_steps_and_advised(procs, tmp_path):
+    """examples/torch/train_eval.py: after each epoch an evaluation loop over a second
+    DataLoader whose samples wait on a simulated read. Its passes run between training
+    steps: no step holds one, the report states what they cost, and advise gives that
+    DataLoader workers."""
+    out = tmp_path / "p.jsonl"
+    result = cli(procs, "profile", "--out", out, REPO / "examples" / "torch" / "train_eval.py",
+                 "--", "--epochs", 3, "--train-samples", 1024, "--eval-samples", 512,
+                 "--read-ms", 0.2)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    starts = {(r["loader"], r["pass_no"]): r["t_s"] for r in records(out, "reader")
+              if r["what"] == "start"}
+    ends = [r for r in records(out, "reader") if r["what"] == "end"]
+    passes = [r for r in ends if r.get("eval_s") is not None]
+    assert [(r["loader"], r["batches"]) for r in passes] == [(1, 2)] * 3, ends
+    assert all(r.get("eval_s") is None for r in ends if r["loader"] == 0)
+    steps = records(out, "step")
+    assert len(steps) == 3 * 1024 // 64
+    for p in passes:  # no training step spans an evaluation pass
+        begin = starts[(1, p["pass_no"])]
+        assert p["eval_s"] >= 0.5 * (p["t_s"] - begin), p
+        assert not [s for s in steps if s["t_s"] < begin and s["t_s"] + s["wall_s"] > p["t_s"]]
+    summary = report_json(procs, out)
+    evaluation = summary["evaluation"]
+    assert evaluation["passes"] == 3 and evaluation["loaders"][0]["loader"] == 1
+    assert evaluation["read_s"] > 0.5 * evaluation["total_s"], evaluation
+    report = cli(procs, "report", out)
+    assert "Evaluation: 3 DataLoader passes ran between training steps" in \
+        " ".join(report.stdout.split()), report.stdout
+    advice = cli(procs, "advise", "--json", out)
+    assert advice.returncode == 0, advice.stderr
+    (card,) = [a for a in json.loads(advice.stdout) if a["id"] == "evaluation-input"]
+    assert card["figures"]["suggested_workers"] >= 1
+    assert "eval_loader = torch.utils.data.DataLoader(dataset, batch_size=256, num_workers=" \
+        in card["change"], card

@@ -19,6 +19,7 @@ from . import transfer  # noqa: F401  (#26)
 from . import prefetch  # noqa: F401  (#27)
 from . import gpu_model  # noqa: F401  (#28)
 from . import handover  # noqa: F401  (#29)
+from . import evaluation  # noqa: F401  (#30)
 from .base import Advice, advise, checks, rank, rule, rules
 
 __all__ = ["Advice", "advise", "checks", "rank", "rule", "rules"]

@@ -2,7 +2,9 @@
 
 Rows (threads of one process): the steps recorded in full, each with its wait for the batch,
 feed, compute and fetch nested inside (in that order; named in the framework's terms) and the
-loop's time between steps (outside the runtime) on the row below; a long job's
+loop's time between steps (outside the runtime) on the row below; the DataLoader passes
+that ran between training steps (evaluation, left out of the steps) on their own row; a
+long job's
 aggregated tail as one slice per window, with counter tracks (steps/s, mean step ms) so the
 whole timeline shows; the slowest and sampled tail steps (exemplars) on their own row; op
 times (--ops); events as instants. Counter tracks also carry the background samples (and
@@ -53,7 +55,8 @@ EVENT_NAMES = {  # event kind -> how its instant marker is named (default: the k
 def to_chrome_trace(profile) -> dict:
     """The trace as a dict ready for json.dump (non-finite numbers are already null)."""
     tracks = _Tracks(_pid(profile))
-    events = _steps(profile, tracks) + _windows(profile, tracks)
+    events = _steps(profile, tracks) + _evaluation(profile, tracks)
+    events += _windows(profile, tracks)
     events += _exemplars(profile, tracks) + _ops(profile, tracks) + _instants(profile, tracks)
     events += _window_counters(profile, tracks.pid) + _counters(profile, tracks.pid)
     events += _reader_counters(profile, tracks.pid) + _memory_counters(profile, tracks.pid)
@@ -148,6 +151,26 @@ def _steps(profile, tracks) -> List[dict]:
         out += _segments(s, step, names)
         gap = _gap_event(s, tracks.pid, tracks.tid(names.between + suffix(s)), names)
         out += [gap] if gap else []
+    return out
+
+
+def _evaluation(profile, tracks) -> List[dict]:
+    """Each DataLoader pass that ran between training steps (records.ReaderEnd.eval_s), from
+    its start to its end, with the part of it the loop waited for batches."""
+    starts, out = {}, []
+    for rec in profile.reader:
+        if isinstance(rec, r.ReaderStart):
+            starts[(rec.loader, rec.pass_no)] = rec.t_s
+        elif isinstance(rec, r.ReaderEnd) and rec.eval_s is not None:
+            begin = starts.get((rec.loader, rec.pass_no), rec.t_s - rec.eval_s)
+            ts, end = _us(begin), _us(rec.t_s)
+            if ts is None or end is None:
+                continue
+            out.append({"ph": "X", "name": f"evaluation (DataLoader#{rec.loader})",
+                        "cat": "evaluation", "ts": ts, "dur": max(end - ts, 0.0),
+                        "pid": tracks.pid, "tid": tracks.tid("evaluation"),
+                        "args": {"batches": rec.batches, "left_out_ms": _ms(rec.eval_s),
+                                 "wait_ms": _ms(rec.eval_read_s)}})
     return out
 
 

@@ -627,7 +627,8 @@ class ReaderProbe(Probe):
         del self._passes[r.loader_id]
         records = [self._flush(st, t)]
         records.append(ReaderEnd(t, r.loader_id, r.pass_no, r.what, r.batches,
-                                 str(r.detail or "")))
+                                 str(r.detail or ""), getattr(r, "eval_s", None),
+                                 getattr(r, "eval_read_s", None)))
         return records
 
     # --- the sampler -----------------------------------------------------------------------------

@@ -26,7 +26,9 @@ short trial starts with): `paddletune tune` leaves them out of a trial's through
 (tune/trials.py).
 
 An eager source's step_end may carry `paused_s`: its own work between two steps (an --ops
-window's reading), left out of the gap (the ops probe counts it as its overhead).
+window's reading), left out of the gap (the ops probe counts it as its overhead); and
+`eval_s`: the DataLoader passes that ran between two steps (evaluation), left out of the gap
+too (the reader probe's ReaderEnd records say which and how long).
 """
 
 import os
@@ -132,7 +134,8 @@ class StepProbe(Probe):
         self.last = step = _new_step((  # (every field, in order: this runs every step)
             r.t_begin - self.clock.t0, r.program_id, r.executor_id, r.step,
             r.t_end - r.t_begin, r.feed_s, r.compute_s, r.fetch_s,
-            None if prev is None else r.t_begin - prev - getattr(r, "paused_s", 0.0),
+            None if prev is None else (r.t_begin - prev - getattr(r, "paused_s", 0.0)
+                                       - getattr(r, "eval_s", 0.0)),
             r.batch_size, r.feed_bytes, r.fetch_bytes, r.read_s, queue, r.n_ops, r.fetch_names,
             r.feed_names, r.is_startup, r.place, None, None, getattr(r, "compute_wait_s", None),
             getattr(r, "compute_queued_s", None)))

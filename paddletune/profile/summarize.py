@@ -18,6 +18,7 @@ from . import figures as F
 from .figures.steps import input_share, steps_per_s
 from . import records as r
 from .device_figures import device_figures
+from .evaluation import evaluation_figures
 from .memory_figures import memory_figures
 from .parallel_figures import parallel_figures
 from .reader_figures import ceiling_span, reader_figures, speed_test_figures
@@ -93,7 +94,7 @@ def summarize(profile) -> F.Summary:
         n_steps=n_steps, main_program=main, warmup_steps=warmup, steady_steps=steady.n,
         aggregated_steps=steady.n_tail, speed_test_steps_excluded=ceiling_steps,
         programs=_programs(profile, counts), duration_s=duration_s, **step,
-        verdict=verdict, reader=reader,
+        verdict=verdict, evaluation=evaluation_figures(profile, duration_s), reader=reader,
         speed_test=speed_test_figures(profile, full, reader is not None),
         memory=memory_figures(profile, steady, cycle),
         parallel=parallel_figures(profile, steady, main),

@@ -16,7 +16,8 @@ from rich.table import Table
 from rich.text import Text
 
 from ..profile.codec import event_kind
-from ..profile.figures import Breakdown, Distribution, GpuFigures, SystemFigures, Throughput
+from ..profile.figures import (Breakdown, Distribution, EvalFigures, GpuFigures, SystemFigures,
+                               Throughput)
 from ..profile.schema import encode
 from .fmt import NA, add_cells, add_rows, bar, clean, label_table as _table, pct0 as _pct0
 from .fmt import duration as _duration, finite as _finite, ms as _ms, nbytes as _bytes
@@ -181,13 +182,34 @@ def _steps(s, head_steps: int, terms, programs: bool) -> Optional[Group]:
         table.add_row(label, *_distribution_cells(d))
     tp = Text("Throughput: ", style="bold")
     tp.append(_throughput(s.throughput))
+    lines = [head, table, tp]
     step_time = s.throughput.step_time_s if s.throughput is not None else None
-    if not _finite(step_time):
-        return Group(head, table, tp)
-    each = Text("Step time: ", style="bold")
-    each.append(f"{step_time * 1e3:.2f} ms (1 / the throughput: the steady steps' mean loop "
-                f"iteration; `watch` and `advise --json` state the same)")
-    return Group(head, table, tp, each)
+    if _finite(step_time):
+        each = Text("Step time: ", style="bold")
+        each.append(f"{step_time * 1e3:.2f} ms (1 / the throughput: the steady steps' mean "
+                    f"loop iteration; `watch` and `advise --json` state the same)")
+        lines.append(each)
+    if s.evaluation is not None:
+        lines.append(_evaluation(s.evaluation))
+    return Group(*lines)
+
+
+def _evaluation(e: EvalFigures) -> Text:
+    """The DataLoader passes between training steps, left out of the steps above."""
+    text = Text("Evaluation: ", style="bold")
+    share = f", {_pct(e.share)} of the run" if e.share is not None else ""
+    text.append(f"{e.passes} DataLoader pass{'es' if e.passes != 1 else ''} ran between "
+                f"training steps, left out of the steps above: {e.total_s:.2f} s{share}")
+    for f in e.loaders:
+        name = f.name or f"DataLoader#{f.loader}"
+        made = (f"{f.workers} worker process{'es' if f.workers != 1 else ''}" if f.workers
+                else "made in the loop")
+        waits = (f", {_pct(f.wait_share)} of it waiting for its batches"
+                 if f.wait_share is not None else "")
+        text.append(f"; {name} ({made}): {f.passes} × {f.per_pass_s:.2f} s "
+                    f"({f.batches / f.passes:.0f} batches each){waits}")
+    text.append(".")
+    return text
 
 
 def _distribution_cells(d: Optional[Distribution]) -> List[str]:

@@ -190,6 +190,64 @@ class DeviceFigures:
 
 
 @dataclass(frozen=True)
+class EvalLoader:
+    """One DataLoader's passes that ran between two training steps (evaluation).
+
+    Fields:
+      loader   its id
+      name     its name
+      passes   such passes
+      batches  their batches
+      total_s  their time, left out of the steps
+      read_s   of it, the loop's waits for their batches
+      workers  its worker processes (0: the loop makes its batches)
+    """
+
+    loader: Id
+    name: Optional[str]
+    passes: Count
+    batches: Count
+    total_s: Seconds
+    read_s: Seconds
+    workers: Count = 0
+
+    @property
+    def per_pass_s(self) -> float:
+        return self.total_s / self.passes if self.passes else 0.0
+
+    @property
+    def wait_share(self) -> Optional[float]:
+        """The waits' share of the passes' time (None: no time)."""
+        return self.read_s / self.total_s if self.total_s > 0 else None
+
+
+@dataclass(frozen=True)
+class EvalFigures:
+    """The DataLoader passes that began and ended between two training steps, no step
+    ending while they ran: an evaluation or validation loop over its own DataLoader. Their
+    time is left out of the steps (records.ReaderEnd.eval_s), so the steps' figures are the
+    training's own; here is what they cost the run.
+
+    Fields:
+      passes    such passes, of every loader
+      total_s   their time
+      read_s    of it, the loop's waits for their batches
+      share     their time's share of the run (the job's duration)
+      loaders   each loader's
+    """
+
+    passes: Count
+    total_s: Seconds
+    read_s: Seconds
+    share: Optional[Share] = None
+    loaders: Tuple[EvalLoader, ...] = ()
+
+    @property
+    def wait_share(self) -> Optional[float]:
+        return self.read_s / self.total_s if self.total_s > 0 else None
+
+
+@dataclass(frozen=True)
 class ProgramSteps:
     """How often one program ran.
 

@@ -6,8 +6,8 @@ from typing import ClassVar, Dict, Optional, Tuple
 from ..schema import EMPTY, Count, Id, Seconds, Share
 from .memory import MemoryFigures
 from .reader import LoaderFigures, ReaderFigures, SpeedTestFigures
-from .steps import (Breakdown, DeviceFigures, Distribution, OpFigures, ProgramSteps, Shares,
-                    Throughput, Verdict)
+from .steps import (Breakdown, DeviceFigures, Distribution, EvalFigures, OpFigures,
+                    ProgramSteps, Shares, Throughput, Verdict)
 from .system import ExitFigures, GpuFigures, ParallelFigures, ProbeOverhead, SystemFigures
 
 
@@ -32,6 +32,8 @@ class Summary:
       input_share                outside + read + feed over the cycle
       throughput                 steps and samples per second
       verdict                    input- or compute-bound
+      evaluation                 DataLoader passes between training steps (evaluation),
+                                 left out of the steps
       reader                     the DataLoaders
       speed_test                 --speed-test's windows
       memory                     the memory pool
@@ -60,6 +62,7 @@ class Summary:
     input_share: Optional[Share] = None
     throughput: Optional[Throughput] = None
     verdict: Verdict = Verdict("too-few-steps", None, "Too few steps to tell.")
+    evaluation: Optional[EvalFigures] = None
     reader: Optional[ReaderFigures] = None
     speed_test: Optional[SpeedTestFigures] = None
     memory: Optional[MemoryFigures] = None
@@ -73,6 +76,17 @@ class Summary:
 
     @property
     def main_loader(self) -> Optional[LoaderFigures]:
-        """The figures of the DataLoader that delivered the most batches, None without one."""
+        """The figures of the DataLoader that delivered the most batches, None without one;
+        one whose every pass ran between training steps (evaluation) only where no other
+        loader delivered any."""
         loaders = [f for f in (self.reader.loaders if self.reader else ()) if f.batches]
+        training = [f for f in loaders if not self.evaluates_only(f)]
+        loaders = training or loaders
         return max(loaders, key=lambda f: f.batches) if loaders else None
+
+    def evaluates_only(self, loader: LoaderFigures) -> bool:
+        """Whether every pass of `loader` ran between training steps (evaluation)."""
+        for f in self.evaluation.loaders if self.evaluation else ():
+            if f.loader == loader.loader:
+                return f.passes >= loader.passes
+        return False

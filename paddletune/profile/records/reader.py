@@ -99,6 +99,11 @@ class ReaderEnd:
       what     end | reset | error
       batches  batches it delivered
       detail   what happened (the error)
+      eval_s   a pass that ran out between two training steps (no step ended while it
+               ran: an evaluation or validation loop): its time, left out of the steps
+               (less any such pass inside it); None: not such a pass, or not known (the
+               embedded runtime, profiles before 2026-12)
+      eval_read_s  of eval_s, the loop's waits for its batches
     """
 
     KIND: ClassVar[str] = "reader"
@@ -108,6 +113,8 @@ class ReaderEnd:
     what: Literal["end", "reset", "error"] = "end"
     batches: Count = 0
     detail: str = ""
+    eval_s: Optional[Seconds] = None
+    eval_read_s: Optional[Seconds] = None
 
 
 class WorkerCounts(NamedTuple):

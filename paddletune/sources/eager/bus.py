@@ -75,7 +75,8 @@ class StepEnd(NamedTuple):
     request) to the end of the optimizer's step. Times are perf_counter seconds; `read_s` the
     DataLoader waits in it, `feed_s` the host-to-device copies, `fetch_s` the host syncs
     (.item(), .numpy(), ...), `compute_s` the rest; `paused_s` the source's own work left out
-    before `t_begin` (StepTimer.pause). A tuple, as are ReaderPush and ReaderPop: one is
+    before `t_begin` (StepTimer.pause); `eval_s` the DataLoader passes that ran between this
+    step and the previous one (evaluation), left out likewise (StepTimer.pass_ended). A tuple, as are ReaderPush and ReaderPop: one is
     made per step or batch, and a tuple's constructor takes a third of a dataclass's
     bytecodes."""
 
@@ -99,6 +100,7 @@ class StepEnd(NamedTuple):
     paused_s: float = 0.0
     compute_wait_s: Optional[float] = None  # (the runtime's; not measured here)
     compute_queued_s: Optional[float] = None
+    eval_s: float = 0.0  # DataLoader passes between the steps, left out before `t_begin`
 
     @property
     def wall_s(self):
@@ -128,6 +130,10 @@ class ReaderState:
     config: dict = field(default_factory=dict)
     detail: Optional[str] = None
     batches: int = 0
+    # an ended pass that ran between two training steps (an evaluation): its time left out
+    # of the steps, and the loop's waits for its batches (None: not such a pass)
+    eval_s: Optional[float] = None
+    eval_read_s: Optional[float] = None
 
 
 class ReaderPush(NamedTuple):
@@ -198,7 +204,7 @@ if StepEnd._fields != (
         "step", "t_begin", "t_end", "read_s", "feed_s", "fetch_s", "compute_s", "batch_size",
         "place", "feed_bytes", "fetch_bytes", "executor_id", "program_id", "n_ops",
         "fetch_names", "feed_names", "is_startup", "paused_s", "compute_wait_s",
-        "compute_queued_s") or ReaderBatch._fields != (
+        "compute_queued_s", "eval_s") or ReaderBatch._fields != (
         "loader_id", "pass_no", "index", "t", "produce_s", "cpu_s", "wait_s", "size",
         "capacity", "nbytes", "shapes", "worker", "put_wait_s", "speed_test",
         "copy_s"):  # pragma: no cover

@@ -1,5 +1,6 @@
 """DataLoader passes of an eager framework, as the reader probe reads them: the framework's
-hooks call `start` when an iterator yields its first batch of a pass (its workers are running
+hooks call `asked` as the loop asks a loader for a pass (its iter()), `start` when an
+iterator yields its first batch of a pass (its workers are running
 then, so their pids are known), `got` for each batch the training loop received (with how long
 it waited and how many batches were ready as it asked), `produced` for each batch a worker
 made (when the worker's own timing is known), `made` instead of both for a batch the training
@@ -68,6 +69,11 @@ class LoaderTracker:
     def new_loader_id(self) -> int:
         return next(self._ids)
 
+    def asked(self, loader_id: int):
+        """The loop asked the loader for a new pass (its iter(), before the framework's own:
+        starting or waking its workers counts in the pass)."""
+        self.timer.pass_began(loader_id, _perf())
+
     def start(self, loader_id: int, config: dict, capacity: int,
               ready: Callable[[], int]) -> Pass:
         with self._lock:
@@ -78,7 +84,9 @@ class LoaderTracker:
         handle = Pass(loader_id, number, capacity, ready)
         with self._lock:
             self._live[loader_id] = handle
-        self.bus.emit("reader_state", ReaderState(loader_id, number, _perf(), "start", config))
+        t = _perf()
+        self.timer.pass_began(loader_id, t)
+        self.bus.emit("reader_state", ReaderState(loader_id, number, t, "start", config))
         return handle
 
     def end(self, handle: Pass, what: str = "end", detail: Optional[str] = None):
@@ -90,8 +98,12 @@ class LoaderTracker:
         with self._lock:
             if self._live.get(handle.loader_id) is handle:
                 del self._live[handle.loader_id]
-        self.bus.emit("reader_state", ReaderState(handle.loader_id, handle.number, _perf(),
-                                                  what, {}, detail, handle.batches))
+        t = _perf()
+        # (a pass run out between two steps is left out of them: StepTimer.pass_ended)
+        between = self.timer.pass_ended(handle.loader_id, t, what == "end")
+        self.bus.emit("reader_state", ReaderState(
+            handle.loader_id, handle.number, t, what, {}, detail, handle.batches,
+            *(between or (None, None))))
 
     def end_all(self, what: str = "end", detail: Optional[str] = None):
         with self._lock:

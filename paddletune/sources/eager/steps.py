@@ -2,16 +2,44 @@
 (the first optimizer seen stepping; a second one, a GAN's, steps inside the same step), timed
 from the previous step's end. What the loop did in between is split by what the source saw:
 waiting for the DataLoader (read), host-to-device copies (feed), host syncs (fetch), and the
-rest (compute: forward, backward, the update and the loop's own Python)."""
+rest (compute: forward, backward, the update and the loop's own Python).
+
+A DataLoader pass that begins and ends between two training steps (no step ended while it
+ran: an evaluation or validation loop over its own DataLoader, at an epoch's end or every N
+steps; it begins as the loop asks for it, iter(), which may start its workers) is not part of
+training: its time, and the waits, copies and syncs in it, are left out
+of the step it fell in (`pass_ended` says how much; StepEnd.eval_s carries it), so the steps'
+breakdown is the training's own. A pass left before its end (a `break` out of the loop) is
+not seen to end before the loader's next pass: it stays in the step."""
 
 import time
-from typing import Callable, Optional
+from typing import Callable, Dict, NamedTuple, Optional
 
 from ...profile.schema import made_in_c
 from .bus import Bus, StepEnd
 
 _perf = time.perf_counter
 _step_end = made_in_c(StepEnd)
+
+
+class EvalPass(NamedTuple):
+    """A DataLoader pass that ran between two training steps, as it was left out of them."""
+
+    eval_s: float  # its time left out (less any such pass inside it, left out already)
+    read_s: float  # the loop's waits for its batches
+
+
+class _PassMark(NamedTuple):
+    """Where the step's running totals stood as a DataLoader pass began."""
+
+    t: float
+    steps: int
+    read_s: float
+    feed_s: float
+    fetch_s: float
+    feed_bytes: int
+    fetch_bytes: int
+    eval_s: float
 
 
 class StepTimer:
@@ -27,8 +55,10 @@ class StepTimer:
         self._read_s = self._feed_s = self._fetch_s = 0.0
         self._feed_bytes = self._fetch_bytes = 0
         self._paused_s = 0.0
+        self._eval_s = 0.0  # passes between two steps, left out of this one
         self._batch_size = None
         self._owner = None  # the optimizer whose steps are the training steps
+        self._passes: Dict[int, _PassMark] = {}  # loader id -> its running pass's start
 
     # --- what the loop did since the last step --------------------------------------------
     def read(self, t_request: float, wait_s: float, batch_size: Optional[int]):
@@ -55,6 +85,36 @@ class StepTimer:
             self._t_prev_end += seconds
             self._paused_s += seconds
 
+    # --- DataLoader passes between two steps ----------------------------------------------
+    def pass_began(self, loader_id: int, t: float):
+        """A pass of the loader began at `t`: the loop asked for it (iter(), which may
+        start or wake its workers), or asked for its first batch. The first of those counts
+        until the pass ends (`pass_ended`)."""
+        if loader_id not in self._passes:
+            self._passes[loader_id] = _PassMark(t, self.steps, self._read_s, self._feed_s,
+                                                self._fetch_s, self._feed_bytes,
+                                                self._fetch_bytes, self._eval_s)
+
+    def pass_ended(self, loader_id: int, t: float, ran_out: bool = True) -> Optional[EvalPass]:
+        """The loader's pass stopped at `t`: it ran out (`ran_out`), or failed or was
+        replaced (then nothing is left out). A pass that ran out with no training step
+        ending since it began ran between two steps: what it took is left out of the step it
+        fell in, and said (None otherwise). A pass inside it that was left out already is
+        not again."""
+        mark = self._passes.pop(loader_id, None)
+        if mark is None or mark.steps != self.steps or not ran_out:
+            return None
+        eval_s = max(0.0, t - mark.t - (self._eval_s - mark.eval_s))
+        read_s = max(0.0, self._read_s - mark.read_s)
+        # (what the pass added since its start is taken back: the totals go back to theirs)
+        self._read_s = min(self._read_s, mark.read_s)
+        self._feed_s = min(self._feed_s, mark.feed_s)
+        self._fetch_s = min(self._fetch_s, mark.fetch_s)
+        self._feed_bytes = min(self._feed_bytes, mark.feed_bytes)
+        self._fetch_bytes = min(self._fetch_bytes, mark.fetch_bytes)
+        self._eval_s += eval_s
+        return EvalPass(eval_s, read_s)
+
     @property
     def last_end(self) -> Optional[float]:
         """When the latest step ended, as the next one starts (perf_counter; None: none
@@ -80,6 +140,9 @@ class StepTimer:
         if t_begin is None:
             t_begin = self._t_first if self._t_first is not None else (
                 self._t_start if self._t_start is not None else t_end)
+        eval_s = self._eval_s
+        if eval_s:  # (passes between the steps: left out, the step begins after them)
+            t_begin = t_begin + eval_s if t_begin + eval_s < t_end else t_end
         record = None
         if self.bus.subs.get("step_end"):  # (_record, inlined: this runs every step)
             wall = t_end - t_begin
@@ -93,12 +156,12 @@ class StepTimer:
             record = _step_end((self.steps, t_begin, t_end, read_s, feed_s, fetch_s,
                                 wall - parts if wall > parts else 0.0, self._batch_size, place,
                                 self._feed_bytes, self._fetch_bytes, 0, 0, None, (), (), False,
-                                self._paused_s, None, None))
+                                self._paused_s, None, None, eval_s))
         self.steps += 1
         self._t_prev_end = t_end
         self._read_s = self._feed_s = self._fetch_s = 0.0
         self._feed_bytes = self._fetch_bytes = 0
-        self._paused_s = 0.0
+        self._paused_s = self._eval_s = 0.0
         if record is not None:  # last: a subscriber may end the job here (the step limit)
             self.bus.emit("step_end", record)
 

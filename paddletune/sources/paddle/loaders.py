@@ -160,10 +160,11 @@ class LoaderHooks:
         loaders = self.loaders
 
         def __iter__(loader):
-            it = original(loader)
             lid = loader.__dict__.get(LOADER_ID)
             if lid is None:
                 lid = loader.__dict__[LOADER_ID] = loaders.new_loader_id()
+            loaders.asked(lid)  # (the pass begins: paddle starts or wakes its workers now)
+            it = original(loader)
             st = it.__dict__.get(STATE)
             if st is None or st.loader_id != lid:
                 st = it.__dict__[STATE] = _IterState(lid, getattr(loader, "timeout", None))

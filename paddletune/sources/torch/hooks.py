@@ -116,6 +116,7 @@ class TorchHooks:
     def install(self):
         post = register_optimizer_step_post_hook(self._after_step)
         self._undo.append(post.remove)
+        self._patch(dl.DataLoader, "__iter__", self._loader_iter)
         self._patch(dl._BaseDataLoaderIter, "__init__", self._iter_init)
         self._patch(dl._BaseDataLoaderIter, "_reset", self._iter_reset)
         self._patch(dl._BaseDataLoaderIter, "__next__", self._iter_next)
@@ -261,14 +262,28 @@ class TorchHooks:
             return original(loader, **changed, **extra)
         return __init__
 
-    def _iter_init(self, original):
-        tracker, ids = self.tracker, self._loader_ids
+    def _loader_iter(self, original):
+        """The loop asks the DataLoader for a pass: it begins now, before its iterator
+        starts its workers or, persistent, wakes them (LoaderTracker.asked)."""
+        tracker = self.tracker
 
+        def __iter__(loader):
+            t_in = _perf()
+            tracker.asked(self._loader_id(loader))
+            self.own_s += _perf() - t_in
+            return original(loader)
+        return __iter__
+
+    def _loader_id(self, loader) -> int:
+        loader_id = self._loader_ids.get(loader)
+        if loader_id is None:
+            loader_id = self._loader_ids[loader] = self.tracker.new_loader_id()
+        return loader_id
+
+    def _iter_init(self, original):
         def __init__(it, loader, *args, **kwargs):
             original(it, loader, *args, **kwargs)
-            loader_id = ids.get(loader)
-            if loader_id is None:
-                loader_id = ids[loader] = tracker.new_loader_id()
+            loader_id = self._loader_id(loader)
             it._paddletune = _IterState(loader_id, _loader_config(loader, loader_id))
         return __init__
 

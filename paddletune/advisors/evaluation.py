@@ -1,0 +1,136 @@
+"""docs/advice.md #30: evaluation passes that wait for their batches.
+
+An evaluation (validation) loop over its own DataLoader, run between training steps, is left
+out of the steps (sources/eager/steps.py): the steps' figures are the training's own, and the
+summary's `evaluation` says what the passes cost the run. Where such a loader makes its
+batches in the loop (num_workers=0) and the passes mostly wait for them, worker processes
+make them while the model evaluates the one before.
+
+The prediction, per batch of the passes: now the loop makes it (the wait, `make_s`) and then
+evaluates it (`eval_s`); with N workers it takes the longest of: evaluating it and taking it
+over from a worker (the framework's hand-over prior, producers.WORKER_TRANSFER_S); one
+worker's time over N; its CPU over the cores the workers get beside the loop (all but one).
+N is the workers that would keep up (make_s / eval_s, rounded up), no more than those cores
+run at each worker's measured share of a core. Each pass still waits for its first batch
+as long as now (the workers begin it as the pass begins). A new pass starts its workers again
+unless they persist: PyTorch's change keeps them (persistent_workers), Paddle's does not
+(PERSISTENT). The gain is the run's, not the
+steps': the steps' figures do not change, and `tune` (which measures steps) cannot show it."""
+
+import math
+from typing import Optional
+
+from ..profile.figures import EvalLoader
+from .base import Advice, rule
+from .facts import declares_knob, ms, writer
+from .producers import MAX_WORKERS_PER_CORE, MIN_WORKER_CORES, transfer_costs
+
+MIN_RUN_SHARE = 0.05  # the passes' share of the run below which nothing is said
+MIN_WAIT_SHARE = 0.3  # of the passes' time, waiting for batches: below, workers cannot help
+# much (the rest is the evaluation itself)
+MEDIUM_SAVED, HIGH_SAVED = 0.1, 0.25  # the run's share saved for medium / high severity
+# frameworks whose workers are kept between passes in the change: PyTorch's wait for the next
+# pass's indices; Paddle 3.3's persistent workers took 0.3 s in each pass's iter() on the 2-core
+# VM (1.36 s of passes against 0.55 s without, 2026-11-30), so its change leaves them out
+PERSISTENT = ("torch",)
+
+
+@rule
+def evaluation_input(profile) -> Optional[Advice]:
+    """evaluation passes waiting for their batches (#30)
+
+    Fires when DataLoader passes between training steps (an evaluation loop) take at least
+    5% of the run, the loop makes their batches itself (no workers) and waits for them at
+    least 30% of the passes' time.
+    """
+    s = profile.summary
+    if s.evaluation is None or not declares_knob(profile, "reader.num_workers"):
+        return None
+    candidates = [f for f in s.evaluation.loaders if not f.workers and f.batches
+                  and (f.wait_share or 0.0) >= MIN_WAIT_SHARE]
+    if not candidates or not s.duration_s:
+        return None
+    f = max(candidates, key=lambda c: c.read_s)
+    figures = _figures(profile, f)
+    if figures is None or f.total_s / s.duration_s < MIN_RUN_SHARE:
+        return None
+    saved = figures["saved_share"]
+    severity = "high" if saved >= HIGH_SAVED else "medium" if saved >= MEDIUM_SAVED else "low"
+    name = f.name or f"DataLoader#{f.loader}"
+    return Advice(
+        id="evaluation-input", source=30,
+        title=(f"Evaluation waits {f.wait_share:.0%} of its time for data "
+               f"({f.total_s / s.duration_s:.0%} of the run)"),
+        severity=severity, confidence="medium", evidence=_evidence(f, name, figures),
+        change=_change(profile, f, name, figures), expected_gain=_gain(figures),
+        figures=figures)
+
+
+def _figures(profile, f: EvalLoader) -> Optional[dict]:
+    """Per batch: making it, evaluating it, its CPU; the workers and the passes' time with
+    them; the run's time saved (None: nothing to gain)."""
+    make_s = f.read_s / f.batches
+    eval_s = max(f.total_s - f.read_s, 0.0) / f.batches
+    loader = next((x for x in (profile.summary.reader.loaders if profile.summary.reader
+                               else ()) if x.loader == f.loader), None)
+    cpu_s = loader.producer.cpu_s_per_batch if loader is not None else None
+    cores = profile.env.cpu.cores
+    room = max(cores - 1, 1) if cores else 1  # the loop keeps one core evaluating
+    share = min(cpu_s / make_s, 1.0) if cpu_s and make_s > 0 else 1.0
+    cap = max(1, min(int(room / max(share, MIN_WORKER_CORES)), room * MAX_WORKERS_PER_CORE))
+    wanted = math.ceil(make_s / eval_s) if eval_s > 0 else cap
+    workers = max(1, min(wanted, cap))
+    take_s = transfer_costs(profile.source.framework)[0]
+    cpu_bound_s = (cpu_s or make_s * share) / room
+    batch_s = max(eval_s + take_s, make_s / workers, cpu_bound_s)
+    now_s = make_s + eval_s
+    if batch_s >= now_s:
+        return None
+    # each pass waits for its first batch as now (the workers start on it as the pass
+    # does); the rest come at the new pace
+    passes_s = f.passes * (make_s + take_s) + (f.batches - f.passes) * batch_s
+    saved_s = f.total_s - passes_s
+    duration_s = profile.summary.duration_s
+    return {"loader": f.loader, "passes": f.passes, "batches": f.batches,
+            "passes_s": f.total_s, "make_s_per_batch": make_s, "eval_s_per_batch": eval_s,
+            "cpu_s_per_batch": cpu_s, "cores": cores, "workers_wanted": wanted,
+            "workers_cap": cap, "suggested_workers": workers,
+            "predicted_batch_s": batch_s, "predicted_passes_s": passes_s,
+            "cpu_bound": cpu_bound_s >= batch_s - 1e-12, "run_s": duration_s,
+            "saved_s": saved_s, "saved_share": saved_s / duration_s,
+            "run_speedup": duration_s / (duration_s - saved_s)}
+
+
+def _evidence(f: EvalLoader, name: str, figures: dict) -> str:
+    cpu = (f", {ms(figures['cpu_s_per_batch'])} of it CPU" if figures["cpu_s_per_batch"]
+           else "")
+    return (f"{f.passes} pass{'es' if f.passes != 1 else ''} of {name} ran between training "
+            f"steps: {f.batches:,} batches in {f.total_s:.2f} s, "
+            f"{f.total_s / figures['run_s']:.0%} of the {figures['run_s']:.1f} s run; the loop made each batch itself in "
+            f"{ms(figures['make_s_per_batch'])}{cpu}, then evaluated it in "
+            f"{ms(figures['eval_s_per_batch'])}: it waited {f.wait_share:.0%} of the passes' "
+            f"time. These passes are left out of the steps' figures.")
+
+
+def _change(profile, f: EvalLoader, name: str, figures: dict) -> str:
+    code = writer(profile)
+    config = next((x.config for x in profile.summary.reader.loaders if x.loader == f.loader),
+                  None) if profile.summary.reader else None
+    keep = {"persistent_workers": True} if profile.source.framework in PERSISTENT else {}
+    if config is None:
+        return code.comment(f"give {name} num_workers={figures['suggested_workers']}"
+                            + (" and persistent_workers=True" if keep else ""))
+    line = code.loader(config, num_workers=figures["suggested_workers"], **keep)
+    if line.startswith("loader = "):
+        line = "eval_loader = " + line[len("loader = "):]
+    return f"{code.comment(f'the DataLoader the evaluation loop iterates ({name})')}\n{line}"
+
+
+def _gain(figures: dict) -> str:
+    bound = ("the cores bound it" if figures["cpu_bound"] else
+             f"{figures['suggested_workers']} worker(s) making batches while it evaluates")
+    return (f"the run about {figures['run_speedup']:.2f}x shorter ({figures['run_s']:.1f} s "
+            f"-> {figures['run_s'] - figures['saved_s']:.1f} s): the passes "
+            f"{figures['passes_s']:.2f} s -> {figures['predicted_passes_s']:.2f} s, "
+            f"{ms(figures['predicted_batch_s'])} per batch ({bound}); the training steps "
+            f"unchanged")

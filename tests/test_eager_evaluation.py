@@ -1,0 +1,271 @@
+"""Evaluation passes in an eager framework's loop: a DataLoader pass that begins and ends
+between two training steps is left out of the steps (sources/eager/steps.py), recorded on its
+end (records.ReaderEnd.eval_s), summed in the summary (profile/evaluation.py) and advised on
+(#30, advisors/evaluation.py)."""
+
+import pytest
+
+from paddletune.advisors.evaluation import evaluation_input
+from paddletune.profile import load
+from paddletune.sources.eager import loaders as loaders_mod
+from paddletune.sources.eager import steps as steps_mod
+from paddletune.sources.eager.bus import Bus
+from paddletune.sources.eager.loaders import LoaderTracker
+from paddletune.sources.eager.steps import StepTimer
+from profiles import make_profile, reader_records, source_info, step_records
+
+
+class Clock:
+    def __init__(self):
+        self.t = 100.0
+
+    def __call__(self):
+        return self.t
+
+    def advance(self, seconds):
+        self.t += seconds
+
+
+@pytest.fixture
+def loop(monkeypatch):
+    """(clock, tracker, timer, steps emitted, reader_state payloads emitted)."""
+    clock = Clock()
+    monkeypatch.setattr(steps_mod, "_perf", clock)
+    monkeypatch.setattr(loaders_mod, "_perf", clock)
+    bus = Bus()
+    timer = StepTimer(bus)
+    timer.reset(clock())
+    tracker = LoaderTracker(bus, timer, lambda x: None, lambda x, s=None: 0)
+    steps, states = [], []
+    bus.subscribe("step_end", steps.append)
+    bus.subscribe("reader_state", states.append)
+    return clock, tracker, timer, steps, states
+
+
+def batch(clock, tracker, handle, wait_s, compute_s, timer=None):
+    """The loop asks for a batch, waits `wait_s` for it, computes `compute_s`."""
+    t0 = clock()
+    clock.advance(wait_s)
+    tracker.got(handle, t0, clock(), None, 0)
+    clock.advance(compute_s)
+
+
+def test_a_pass_between_two_steps_is_left_out_of_the_step(loop):
+    clock, tracker, timer, steps, states = loop
+    train = tracker.start(0, {}, 0, lambda: 0)
+    for _ in range(2):  # two training steps: 1 ms wait, 4 ms compute
+        batch(clock, tracker, train, 0.001, 0.004)
+        timer.feed(0.0005)
+        timer.step_done("cpu")
+    evaluation = tracker.start(1, {}, 0, lambda: 0)
+    for _ in range(3):  # its 3 batches: 50 ms wait each, 5 ms evaluating, a 1 ms sync
+        batch(clock, tracker, evaluation, 0.050, 0.005)
+        timer.fetch(0.001)
+    t0 = clock()
+    clock.advance(0.0002)
+    tracker.end(evaluation, "end")
+    eval_span = clock() - (t0 - 3 * 0.055)
+    batch(clock, tracker, train, 0.001, 0.004)
+    timer.step_done("cpu")
+    step = steps[-1]
+    assert step.eval_s == pytest.approx(eval_span)
+    assert step.read_s == pytest.approx(0.001) and step.fetch_s == 0.0
+    assert step.feed_s == 0.0 and step.compute_s == pytest.approx(0.004)
+    assert step.t_end - step.t_begin == pytest.approx(0.005)  # the training's own
+    (end,) = [s for s in states if s.what == "end"]
+    assert (end.loader_id, end.batches) == (1, 3)
+    assert end.eval_s == pytest.approx(eval_span) and end.eval_read_s == pytest.approx(0.15)
+    # the step after it is whole again
+    batch(clock, tracker, train, 0.001, 0.004)
+    timer.step_done("cpu")
+    assert steps[-1].eval_s == 0.0 and steps[-1].t_end - steps[-1].t_begin == \
+        pytest.approx(0.005)
+
+
+def test_a_pass_that_spans_a_step_is_training(loop):
+    clock, tracker, timer, steps, states = loop
+    train = tracker.start(0, {}, 0, lambda: 0)
+    batch(clock, tracker, train, 0.002, 0.004)
+    timer.step_done("cpu")
+    batch(clock, tracker, train, 0.002, 0.004)
+    tracker.end(train, "end")  # the epoch ends inside the step that took its last batch
+    timer.step_done("cpu")
+    (end,) = [s for s in states if s.what == "end"]
+    assert end.eval_s is None and end.eval_read_s is None
+    assert steps[-1].eval_s == 0.0 and steps[-1].read_s == pytest.approx(0.002)
+
+
+def test_a_pass_before_the_first_step_is_left_out_of_it(loop):
+    """A sanity evaluation before training starts: the first step begins after it."""
+    clock, tracker, timer, steps, states = loop
+    evaluation = tracker.start(1, {}, 0, lambda: 0)
+    batch(clock, tracker, evaluation, 0.030, 0.002)
+    tracker.end(evaluation, "end")
+    train = tracker.start(0, {}, 0, lambda: 0)
+    batch(clock, tracker, train, 0.001, 0.004)
+    timer.step_done("cpu")
+    (step,) = steps
+    assert step.eval_s == pytest.approx(0.032)
+    assert step.t_end - step.t_begin == pytest.approx(0.005)
+    assert step.read_s == pytest.approx(0.001)
+
+
+def test_a_pass_begins_when_the_loop_asks_for_it(loop):
+    """iter() may start or wake the workers (Paddle's persistent workers took 0.3 s there):
+    that counts in the pass, and a second ask before its first batch does not move it."""
+    clock, tracker, timer, steps, states = loop
+    train = tracker.start(0, {}, 0, lambda: 0)
+    batch(clock, tracker, train, 0.001, 0.004)
+    timer.step_done("cpu")
+    tracker.asked(1)
+    clock.advance(0.300)
+    tracker.asked(1)
+    evaluation = tracker.start(1, {}, 0, lambda: 0)
+    batch(clock, tracker, evaluation, 0.010, 0.001)
+    tracker.end(evaluation, "end")
+    batch(clock, tracker, train, 0.001, 0.004)
+    timer.step_done("cpu")
+    assert steps[-1].eval_s == pytest.approx(0.311)
+    assert steps[-1].t_end - steps[-1].t_begin == pytest.approx(0.005)
+    (end,) = [s for s in states if s.what == "end"]
+    assert end.eval_s == pytest.approx(0.311) and end.eval_read_s == pytest.approx(0.010)
+
+
+def test_a_pass_inside_another_is_left_out_once(loop):
+    """Two evaluation loaders, one iterated inside the other's loop."""
+    clock, tracker, timer, steps, states = loop
+    train = tracker.start(0, {}, 0, lambda: 0)
+    batch(clock, tracker, train, 0.001, 0.004)
+    timer.step_done("cpu")
+    outer = tracker.start(1, {}, 0, lambda: 0)
+    batch(clock, tracker, outer, 0.010, 0.001)  # 11 ms
+    inner = tracker.start(2, {}, 0, lambda: 0)
+    batch(clock, tracker, inner, 0.020, 0.002)  # 22 ms
+    tracker.end(inner, "end")
+    batch(clock, tracker, outer, 0.010, 0.001)  # 11 ms
+    tracker.end(outer, "end")
+    batch(clock, tracker, train, 0.001, 0.004)
+    timer.step_done("cpu")
+    ends = {s.loader_id: s for s in states if s.what == "end"}
+    assert ends[2].eval_s == pytest.approx(0.022) and ends[2].eval_read_s == \
+        pytest.approx(0.020)
+    assert ends[1].eval_s == pytest.approx(0.022) and ends[1].eval_read_s == \
+        pytest.approx(0.020)
+    assert steps[-1].eval_s == pytest.approx(0.044)
+    assert steps[-1].read_s == pytest.approx(0.001)
+    assert steps[-1].t_end - steps[-1].t_begin == pytest.approx(0.005)
+
+
+def test_a_pass_that_fails_or_is_reset_is_not_left_out(loop):
+    clock, tracker, timer, steps, states = loop
+    train = tracker.start(0, {}, 0, lambda: 0)
+    batch(clock, tracker, train, 0.001, 0.004)
+    timer.step_done("cpu")
+    evaluation = tracker.start(1, {}, 0, lambda: 0)
+    batch(clock, tracker, evaluation, 0.010, 0.001)
+    tracker.end(evaluation, "error", "ValueError: bad sample")
+    batch(clock, tracker, train, 0.001, 0.004)
+    timer.step_done("cpu")
+    assert steps[-1].eval_s == 0.0 and steps[-1].read_s == pytest.approx(0.011)
+    (end,) = [s for s in states if s.what == "error"]
+    assert end.eval_s is None
+    # its mark is gone with it: the loader's next pass begins when it is asked for
+    tracker.asked(1)
+    evaluation = tracker.start(1, {}, 0, lambda: 0)
+    batch(clock, tracker, evaluation, 0.010, 0.001)
+    tracker.end(evaluation, "end")
+    assert [s for s in states if s.what == "end"][-1].eval_s == pytest.approx(0.011)
+
+
+# --- the summary and the advice ---------------------------------------------------------------
+CORES_2 = {"cpu": {"model": "Test CPU", "logical_cores": 2, "physical_cores": 2,
+                   "usable_cores": 2}}
+EVAL_CONFIG = {"name": "DataLoader#1", "num_workers": 0, "producer": "loop", "capacity": 0,
+               "batch_size": 256, "feed": ["0", "1"]}
+
+
+def with_eval_passes(steps, passes=3, batches=8, make_s=0.060, eval_s=0.004, cpu_s=0.015,
+                     workers=0):
+    """The training `steps` (step records) with `passes` passes of loader 1 between them,
+    evenly spaced (the later steps moved later by the passes before them), and the passes'
+    reader records: each batch made in `make_s` (`cpu_s` of it CPU) and evaluated in
+    `eval_s`."""
+    config = {**EVAL_CONFIG, "num_workers": workers,
+              "producer": "workers" if workers else "loop"}
+    per_pass = batches * (make_s + eval_s)
+    out, shift, every = [], 0.0, len(steps) // (passes + 1)
+    for i, step in enumerate(steps):
+        p = i // every if i % every == 0 else 0
+        if 0 < p <= passes:
+            t0 = step["t"] + shift
+            shift += per_pass
+            out += eval_records(p, t0, per_pass, batches, make_s, cpu_s, config)
+        step["t"] += shift
+    return out
+
+
+def eval_records(p, t0, per_pass, batches, make_s, cpu_s, config):
+    """Pass `p` of loader 1 from `t0`, `per_pass` long: its start, one interval, its end."""
+    interval = {"type": "reader", "what": "interval", "t0": t0, "t": t0 + per_pass,
+                "loader": 1, "pass": p, "speed_test": False, "pushes": batches,
+                "produce_s": make_s * batches, "cpu_s": cpu_s * batches, "cpu_n": batches,
+                "put_wait_s": 0.0, "nbytes": batches * 1000,
+                "workers": {"-1": [batches, make_s * batches, cpu_s * batches]},
+                "pops": batches, "peeks": 0, "empty_pops": batches,
+                "wait_s": make_s * batches, "wait_max_s": make_s, "copy_s": 0.0,
+                "wait_hist": {}, "pop_sizes": {"0": batches}, "occupancy": {"0": 10},
+                "swings": 0, "shapes": {}, "cost": {}, "steps": 0, "step_wait_s": 0.0,
+                "programs": {}}
+    return [{"type": "reader", "what": "start", "t": t0, "loader": 1, "pass": p,
+             "config": config}, interval,
+            {"type": "reader", "what": "end", "t": t0 + per_pass, "loader": 1, "pass": p,
+             "batches": batches, "detail": "", "eval_s": per_pass,
+             "eval_read_s": make_s * batches}]
+
+
+def job(tmp_path, name="p", n_steps=60, **kwargs):
+    steps = step_records(n_steps=n_steps, wall_s=0.004, gap_s=0.0)
+    passes = with_eval_passes(steps[1:], **kwargs)
+    config = {"name": "DataLoader#0", "num_workers": 0, "producer": "loop", "capacity": 0}
+    extra = reader_records(steps, config=config, produce_s=0.0005, wait_s=0.0005) + passes
+    return load(make_profile(tmp_path / f"{name}.jsonl", steps=steps, env=CORES_2,
+                             extra=extra, source=source_info("torch")))
+
+
+def test_the_summary_sums_the_passes_and_the_training_loader_stays_the_main_one(tmp_path):
+    profile = job(tmp_path, batches=120)  # more batches than the training loader's 60
+    e = profile.summary.evaluation
+    assert e.passes == 3 and e.total_s == pytest.approx(3 * 120 * 0.064)
+    (f,) = e.loaders
+    assert (f.loader, f.name, f.passes, f.batches, f.workers) == (1, "DataLoader#1", 3, 360, 0)
+    assert f.wait_share == pytest.approx(0.060 / 0.064)
+    assert e.share == pytest.approx(e.total_s / profile.summary.duration_s)
+    assert profile.summary.main_loader.loader == 0
+
+
+def test_evaluation_waiting_for_its_batches_is_given_workers(tmp_path):
+    profile = job(tmp_path)
+    a = evaluation_input(profile)
+    assert a is not None and a.id == "evaluation-input" and a.source == 30
+    fig = a.figures
+    # 60 ms making over 4 ms evaluating wants 15 workers; 1 core beside the loop at 0.25
+    # of a core each runs 4
+    assert (fig["workers_wanted"], fig["workers_cap"], fig["suggested_workers"]) == \
+        (15, 4, 4)
+    batch_s = max(0.004 + 0.00075, 0.060 / 4, 0.015 / 1)
+    assert fig["predicted_batch_s"] == pytest.approx(batch_s)
+    assert fig["predicted_passes_s"] == pytest.approx(3 * (0.060 + 0.00075) + 21 * batch_s)
+    assert fig["saved_s"] == pytest.approx(3 * 8 * 0.064 - fig["predicted_passes_s"])
+    assert a.expected_speedup is None  # the steps do not change: the run's time does
+    assert a.change.splitlines()[1].startswith(
+        "eval_loader = torch.utils.data.DataLoader(dataset, batch_size=256, num_workers=4, "
+        "persistent_workers=True)")
+    assert "left out of the steps" in a.evidence
+
+
+def test_evaluation_with_workers_or_busy_evaluating_is_not_advised(tmp_path):
+    assert evaluation_input(job(tmp_path, "w", workers=2)) is None
+    assert evaluation_input(job(tmp_path, "e", make_s=0.002, eval_s=0.030)) is None
+    short = job(tmp_path, "s", n_steps=400, passes=1, batches=1)
+    assert short.summary.evaluation.share < 0.05
+    assert evaluation_input(short) is None
