@@ -19,8 +19,8 @@ from paddletune.live.state import Progress
 from paddletune.live.window import LiveModel
 from paddletune.profile import records as rec
 from paddletune.profile.codec import to_json
-from profiles import (READER_BATCH, make_profile, memory_records, reader_interval,
-                      reader_records, step_records, system_samples, typed)
+from profiles import (READER_BATCH, READER_CONFIG, make_profile, memory_records,
+                      reader_interval, reader_records, step_records, system_samples, typed)
 
 
 def json_of(record):
@@ -365,6 +365,28 @@ def test_no_step_with_a_full_queue_is_no_step_not_a_stalled_reader():
     model, last_step, now = quiet_job(pushes_after=0, occupancy_after={8: 100})
     status = model.state(now).status
     assert status.state == "no step" and status.quiet_s == pytest.approx(now - last_step)
+
+
+def test_an_evaluation_pass_running_long_shows_evaluating():
+    """After the training steps a second DataLoader's pass begins and runs for 20 s with no
+    step: an evaluation loop, named as such (the training loader's pass stays open across
+    the steps; the evaluation loader's passes never fed one)."""
+    model, last_step, now = quiet_job(pushes_after=4, occupancy_after={0: 100})
+    start = {"type": "reader", "what": "start", "t": last_step + 0.01, "loader": 1, "pass": 1,
+             "config": {**READER_CONFIG, "name": "DataLoader#1"}}
+    model.add(typed([start]))
+    status = model.state(now).status
+    assert status.state == "evaluating" and status.loader == "DataLoader#1"
+    assert status.quiet_s == pytest.approx(now - last_step - 0.01)
+    from paddletune.render.dashboard import _status_text
+    assert _status_text(status)[0] == ("evaluating: DataLoader#1's pass for 19.99 s, no "
+                                       "training step meanwhile")
+    # a new pass of the training loader (a new epoch whose first batch is slow) is not one
+    model, last_step, now = quiet_job(pushes_after=4, occupancy_after={0: 100})
+    model.add(typed([{"type": "reader", "what": "end", "t": last_step, "loader": 0,
+                      "pass": 1, "batches": 100, "detail": ""},
+                     {**start, "loader": 0, "pass": 2, "config": READER_CONFIG}]))
+    assert model.state(now).status.state == "no step"
 
 
 def test_a_writer_gone_without_an_exit_record_died():

@@ -517,3 +517,48 @@ def test_the_memory_probe_listens_to_step_ends_only_where_paddle_has_a_cuda_devi
         assert (source.subscribers("step_end"), source.subscribers("memory_step")) == (
             listeners, 1)
         probe.stop()
+
+
+def test_an_evaluation_loop_between_epochs_is_left_out_of_the_steps(monkeypatch):
+    """A pass of a second DataLoader run out between two optimizer steps (an evaluation
+    loop under no_grad) is left out of the step it fell in; the training loader's passes,
+    which hold steps, are not (sources/eager/steps.py)."""
+    source, events = started(monkeypatch)
+    train_loader = paddle.io.DataLoader(Samples(16), batch_size=8)
+    eval_loader = paddle.io.DataLoader(Samples(16, sleep=0.01), batch_size=8)
+    model = paddle.nn.Linear(4, 2)
+    optimizer = paddle.optimizer.SGD(0.1, parameters=model.parameters())
+    with source.running():
+        train(train_loader, model=model, optimizer=optimizer)
+        with paddle.no_grad():
+            for x, _ in eval_loader:
+                model(x)
+        train(train_loader, model=model, optimizer=optimizer)
+    ends = [e for e in events["reader_state"] if e.what == "end"]
+    assert [(e.loader_id, e.eval_s is not None) for e in ends] == [(0, False), (1, True),
+                                                                    (0, False)]
+    evaluation = ends[1]
+    assert evaluation.eval_read_s >= 16 * 0.01 and evaluation.eval_s >= evaluation.eval_read_s
+    steps = events["step_end"]
+    assert len(steps) == 4 and steps[2].eval_s == evaluation.eval_s
+    assert [s.eval_s for i, s in enumerate(steps) if i != 2] == [0.0] * 3
+    assert steps[2].read_s < 0.01 and steps[2].t_end - steps[2].t_begin < 16 * 0.01
+
+
+def test_a_loader_feeding_static_graph_runs_is_training(monkeypatch):
+    """Paddle's static-graph steps are Executor.run's, timed outside the step timer: a pass
+    that fed them ran out with steps in it (StepTimer.stepped_elsewhere)."""
+    source, events = started(monkeypatch)
+    loader = paddle.io.DataLoader(Samples(12), batch_size=4)
+    with source.running():
+        paddle.enable_static()
+        main, startup, loss = static_regression()
+        exe = paddle.static.Executor(paddle.CPUPlace())
+        exe.run(startup)
+        for x, y in loader:
+            exe.run(main, feed={"x": np.asarray(x), "y": np.asarray(y, "float32")},
+                    fetch_list=[loss])
+        paddle.disable_static()
+    (end,) = [e for e in events["reader_state"] if e.what == "end"]
+    assert end.batches == 3 and end.eval_s is None
+    assert len([s for s in events["step_end"] if not s.is_startup]) == 3

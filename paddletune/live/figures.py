@@ -159,8 +159,8 @@ def status(model, now, live, writer: Optional[str] = None) -> Status:
 
 
 def _quiet_loop(model, now, late) -> Optional[Status]:
-    """"reader stalled" or "no step" when the loop has run no step for `late` seconds (since
-    its last step, else since the open pass began), None otherwise."""
+    """"evaluating", "reader stalled" or "no step" when the loop has run no step for `late`
+    seconds (since its last step, else since the open pass began), None otherwise."""
     idle = max(now - model.last_t, 0.0)
     main, open_pass = model.main_program, model.open_pass()
     since = model.last_step_end.get(main) if main is not None else None
@@ -168,6 +168,10 @@ def _quiet_loop(model, now, late) -> Optional[Status]:
         since = open_pass.t_s
     if since is None or now - since <= late:
         return None
+    evaluation = model.evaluating(since) if main is not None else None
+    if evaluation is not None:
+        return Status("evaluating", idle, quiet_s=now - evaluation.t_s,
+                      loader=model.loader_name(evaluation.loader))
     if open_pass is not None and _starved(model.last_interval.get(open_pass.loader), since):
         return Status("reader stalled", idle, quiet_s=now - since,
                       loader=model.loader_name(open_pass.loader))

@@ -19,8 +19,10 @@ class Status:
       running
       reader stalled  records come, but no batch for a while, and the loader the loop
                       reads from has an empty queue its producer pushes nothing into
+      evaluating      no training step for a while, and a pass of a DataLoader that never
+                      fed a step runs since the last one: an evaluation loop
       no step         records come, but no training step for a while (a long step, an
-                      evaluation, or a stuck loop)
+                      evaluation the records do not show yet, or a stuck loop)
       stalled         no new record for a while (the process lives)
       died            the job's process is gone without its exit record (killed)
       finished        its exit record
@@ -28,7 +30,8 @@ class Status:
 
     idle_s: time since the newest record (None: waiting or finished); exit: the exit record;
     quiet_s: time since the last step (since the pass began, before any) for "reader
-    stalled" and "no step"; loader: the stalled loader's name; pid: the job's process id.
+    stalled" and "no step", since the evaluation's pass began for "evaluating"; loader: the
+    stalled or evaluating loader's name; pid: the job's process id.
     """
 
     state: str

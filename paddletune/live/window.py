@@ -63,6 +63,7 @@ class LiveModel:
         self.last_step_end = {}  # program -> the end of its newest step (or window)
         self.last_interval = {}  # loader -> its newest ReaderInterval
         self.open_passes = {}  # (loader, pass) -> the ReaderStart of a pass not ended
+        self.training_loaders = set()  # loaders a pass of which ran out with steps in it
         self.loader_names = {}  # loader -> its name (DataLoader#0)
         self.data_end = {}  # program -> its steps' known end, once they come as windows
         self.history = defaultdict(Counter)  # program -> {second: steps run in it}
@@ -132,6 +133,8 @@ class LiveModel:
         key = (record.loader, record.pass_no)
         if isinstance(record, r.ReaderEnd):
             self.open_passes.pop(key, None)
+            if record.what == "end" and record.eval_s is None:  # (steps ran in it)
+                self.training_loaders.add(record.loader)
             return
         self.open_passes[key] = record
         if record.config.name:
@@ -236,6 +239,17 @@ class LiveModel:
     def open_pass(self) -> Optional[r.ReaderStart]:
         """The latest-started reader pass that has not ended (None: none runs)."""
         return max(self.open_passes.values(), key=lambda s: s.t_s, default=None)
+
+    def evaluating(self, since: float) -> Optional[r.ReaderStart]:
+        """The open pass begun after `since` (the last step's end) of a loader none of
+        whose passes ran out with steps in it: an evaluation loop running (None: none). (A
+        training loader's first pass runs across the steps; a pass of it begun after them
+        follows one that ended with steps in it. The records' order between the steps and
+        the passes does not matter.)"""
+        start = self.open_pass()
+        if start is None or start.t_s < since or start.loader in self.training_loaders:
+            return None
+        return start
 
     def loader_name(self, loader) -> str:
         """A loader's name from its passes' config (DataLoader#0), else its id."""

@@ -87,7 +87,8 @@ def _eta_text(status: Status, p: Progress) -> str:
     return "ETA N/A (no --total-steps/--steps)"
 
 
-RUNNING = ("running", "stalled", "reader stalled", "no step")  # the job goes on (or may)
+# the job goes on (or may)
+RUNNING = ("running", "stalled", "reader stalled", "no step", "evaluating")
 
 
 def _status_text(status: Status):
@@ -103,6 +104,9 @@ def _status_text(status: Status):
                 f"queue is empty, nothing pushed)", "bold yellow")
     if kind == "no step":
         return (f"no step for {duration(status.quiet_s)}", "yellow")
+    if kind == "evaluating":
+        return (f"evaluating: {status.loader}'s pass for {duration(status.quiet_s)}, no "
+                f"training step meanwhile", "cyan")
     if kind == "died":
         return (f"died: pid {status.pid} is gone, no exit record (SIGKILL? the OOM killer?)",
                 "bold red")

@@ -59,6 +59,7 @@ class StepTimer:
         self._batch_size = None
         self._owner = None  # the optimizer whose steps are the training steps
         self._passes: Dict[int, _PassMark] = {}  # loader id -> its running pass's start
+        self._elsewhere = 0  # training steps timed elsewhere (Paddle's static graph runs)
 
     # --- what the loop did since the last step --------------------------------------------
     def read(self, t_request: float, wait_s: float, batch_size: Optional[int]):
@@ -91,7 +92,8 @@ class StepTimer:
         start or wake its workers), or asked for its first batch. The first of those counts
         until the pass ends (`pass_ended`)."""
         if loader_id not in self._passes:
-            self._passes[loader_id] = _PassMark(t, self.steps, self._read_s, self._feed_s,
+            self._passes[loader_id] = _PassMark(t, self.steps + self._elsewhere,
+                                                self._read_s, self._feed_s,
                                                 self._fetch_s, self._feed_bytes,
                                                 self._fetch_bytes, self._eval_s)
 
@@ -102,7 +104,7 @@ class StepTimer:
         fell in, and said (None otherwise). A pass inside it that was left out already is
         not again."""
         mark = self._passes.pop(loader_id, None)
-        if mark is None or mark.steps != self.steps or not ran_out:
+        if mark is None or mark.steps != self.steps + self._elsewhere or not ran_out:
             return None
         eval_s = max(0.0, t - mark.t - (self._eval_s - mark.eval_s))
         read_s = max(0.0, self._read_s - mark.read_s)
@@ -114,6 +116,11 @@ class StepTimer:
         self._fetch_bytes = min(self._fetch_bytes, mark.fetch_bytes)
         self._eval_s += eval_s
         return EvalPass(eval_s, read_s)
+
+    def stepped_elsewhere(self):
+        """A training step was timed outside this timer (a static-graph program's run): a
+        DataLoader pass it fell in is training's."""
+        self._elsewhere += 1
 
     @property
     def last_end(self) -> Optional[float]:

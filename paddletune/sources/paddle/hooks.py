@@ -312,6 +312,7 @@ class PaddleHooks:
         self._memory_step(place, self._static_steps, batch_size, executor_id, program_id)
         if not startup:
             self._static_steps += 1
+            self.source.timer.stepped_elsewhere()
         self.source.bus.emit("step_end", record)
 
     # --- the steps on the device (CUDA events) ---------------------------------------------
