@@ -56,3 +56,13 @@ def test_the_thread_cards_give_their_thread_count():
     for card in ("cpu-oversubscribed", "cpu-contended"):
         found, _ = proposals([advice(card, suggested_blas_threads=1)], space())
         assert found == [(card, {"blas_threads": 1})], card
+
+
+def test_evaluation_workers_are_not_tried_and_say_why():
+    """advice #30 names workers for the evaluation DataLoader alone; the overrides would give
+    them to every loader, and its passes are not in the steps a trial measures."""
+    found, notes = proposals([advice("evaluation-input", suggested_workers=3)], space())
+    assert found == []
+    assert notes == ["advice evaluation-input: give the evaluation DataLoader workers (code "
+                     "change; its passes are left out of the steps a trial measures); not "
+                     "tried"]

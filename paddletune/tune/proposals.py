@@ -14,7 +14,9 @@ from .space import GIVEN
 CODE_ONLY = {"input-bound": "move the data preparation into a DataLoader (code change)",
              "unfused-softmax-cross-entropy": "use softmax_with_cross_entropy (code change)",
              "large-fetch": "fetch less often (code change)",
-             "optimizer-memory": "a lighter optimizer (code change)"}
+             "optimizer-memory": "a lighter optimizer (code change)",
+             "evaluation-input": "give the evaluation DataLoader workers (code change; its "
+                                 "passes are left out of the steps a trial measures)"}
 
 
 def proposals(advices, space) -> Tuple[List[Tuple[str, dict]], List[str]]:
