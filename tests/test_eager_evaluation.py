@@ -269,3 +269,19 @@ def test_evaluation_with_workers_or_busy_evaluating_is_not_advised(tmp_path):
     short = job(tmp_path, "s", n_steps=400, passes=1, batches=1)
     assert short.summary.evaluation.share < 0.05
     assert evaluation_input(short) is None
+
+
+def test_the_report_states_the_passes_under_the_steps(tmp_path):
+    from rich.console import Console
+
+    from paddletune.render.report import render_report
+    profile = job(tmp_path)
+    console = Console(width=100, record=True, force_terminal=False, color_system=None)
+    render_report(profile, console)
+    text = " ".join(console.export_text().split())
+    share = profile.summary.evaluation.share
+    assert (f"Evaluation: 3 DataLoader passes ran between training steps, left out of the "
+            f"steps above: 1.54 s, {share:.1%} of the run; DataLoader#1 (made in the loop): "
+            f"3 × 0.51 s (8 batches each), 93.8% of it waiting for its batches.") in text
+    assert ("Reader: DataLoader#1 · evaluation (its passes ran between training steps) · "
+            "made in the training loop (num_workers=0)") in text

@@ -386,3 +386,26 @@ def test_an_eager_jobs_trace_names_its_steps_and_parts_in_its_frameworks_terms(t
     assert windows and all(e["name"] == f"{e['args']['steps']} steps" for e in windows)
     means = [e for e in events(trace, "C") if e["name"] == "mean step ms"]
     assert means and all(set(e["args"]) == {terms.step, "loop iteration"} for e in means)
+
+
+def test_evaluation_passes_have_their_own_row(tmp_path):
+    """A DataLoader pass that ran between training steps (ReaderEnd.eval_s) is a slice from
+    its start to its end on an "evaluation" row, with the time left out of the steps and
+    its waits; a training pass's end (no eval_s) draws nothing there."""
+    steps = eager_step_records(n_steps=4)
+    config = {"name": "DataLoader#1", "num_workers": 0}
+    extra = [{"type": "reader", "what": "start", "t": 1.0, "loader": 1, "pass": 1,
+              "config": config},
+             {"type": "reader", "what": "end", "t": 1.5, "loader": 1, "pass": 1,
+              "batches": 8, "detail": "", "eval_s": 0.5, "eval_read_s": 0.4},
+             {"type": "reader", "what": "start", "t": 0.05, "loader": 0, "pass": 1},
+             {"type": "reader", "what": "end", "t": 0.2, "loader": 0, "pass": 1,
+              "batches": 4, "detail": ""}]
+    trace = to_chrome_trace(load(make_profile(tmp_path / "p.jsonl", steps=steps, extra=extra,
+                                              source=EAGER_SOURCE)))
+    (row,) = [tid for name, tid in thread_ids(trace).items() if name == "evaluation"]
+    (slice_,) = events(trace, "X", row)
+    assert slice_["name"] == "evaluation (DataLoader#1)" and slice_["cat"] == "evaluation"
+    assert slice_["ts"] == pytest.approx(1.0e6) and slice_["dur"] == pytest.approx(0.5e6)
+    assert slice_["args"] == {"batches": 8, "left_out_ms": pytest.approx(500.0),
+                              "wait_ms": pytest.approx(400.0)}

@@ -106,7 +106,8 @@ def _evidence(f: EvalLoader, name: str, figures: dict) -> str:
            else "")
     return (f"{f.passes} pass{'es' if f.passes != 1 else ''} of {name} ran between training "
             f"steps: {f.batches:,} batches in {f.total_s:.2f} s, "
-            f"{f.total_s / figures['run_s']:.0%} of the {figures['run_s']:.1f} s run; the loop made each batch itself in "
+            f"{f.total_s / figures['run_s']:.0%} of the {figures['run_s']:.1f} s run; the "
+            f"loop made each batch itself in "
             f"{ms(figures['make_s_per_batch'])}{cpu}, then evaluated it in "
             f"{ms(figures['eval_s_per_batch'])}: it waited {f.wait_share:.0%} of the passes' "
             f"time. These passes are left out of the steps' figures.")

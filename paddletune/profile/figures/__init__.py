@@ -19,7 +19,8 @@ from .reader import (ConsumerFigures, DimFigures, Growth, LoaderError, LoaderFig
                      ReaderFigures, ShapeFigures, SpeedTestFigures, WaitFigures, WindowRate,
                      WorkerFigures, WorkerProcess)
 from .steps import (Breakdown, DeviceFigures, Distribution, EvalFigures, EvalLoader,
-                    OpFigures, OpTypeFigures, ProgramSteps, Shares, SingleOpFigures, Throughput, Verdict, VerdictKind)
+                    OpFigures, OpTypeFigures, ProgramSteps, Shares, SingleOpFigures,
+                    Throughput, Verdict, VerdictKind)
 from .summary import Summary
 from .system import (DropFigures, ExitFigures, GpuFigures, ParallelFigures, ProbeOverhead,
                      SampleStats, SystemFigures)

@@ -76,9 +76,9 @@ class StepEnd(NamedTuple):
     DataLoader waits in it, `feed_s` the host-to-device copies, `fetch_s` the host syncs
     (.item(), .numpy(), ...), `compute_s` the rest; `paused_s` the source's own work left out
     before `t_begin` (StepTimer.pause); `eval_s` the DataLoader passes that ran between this
-    step and the previous one (evaluation), left out likewise (StepTimer.pass_ended). A tuple, as are ReaderPush and ReaderPop: one is
-    made per step or batch, and a tuple's constructor takes a third of a dataclass's
-    bytecodes."""
+    step and the previous one (evaluation), left out likewise (StepTimer.pass_ended). A
+    tuple, as are ReaderPush and ReaderPop: one is made per step or batch, and a tuple's
+    constructor takes a third of a dataclass's bytecodes."""
 
     step: int
     t_begin: float

@@ -1,7 +1,7 @@
 """DataLoader passes of an eager framework, as the reader probe reads them: the framework's
 hooks call `asked` as the loop asks a loader for a pass (its iter()), `start` when an
-iterator yields its first batch of a pass (its workers are running
-then, so their pids are known), `got` for each batch the training loop received (with how long
+iterator yields its first batch of a pass (its workers are running then, so their pids are
+known), `got` for each batch the training loop received (with how long
 it waited and how many batches were ready as it asked), `produced` for each batch a worker
 made (when the worker's own timing is known), `made` instead of both for a batch the training
 loop made itself (one reader_batch event where the subscribers take it), and `end` when the

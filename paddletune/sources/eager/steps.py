@@ -6,11 +6,11 @@ rest (compute: forward, backward, the update and the loop's own Python).
 
 A DataLoader pass that begins and ends between two training steps (no step ended while it
 ran: an evaluation or validation loop over its own DataLoader, at an epoch's end or every N
-steps; it begins as the loop asks for it, iter(), which may start its workers) is not part of
-training: its time, and the waits, copies and syncs in it, are left out
-of the step it fell in (`pass_ended` says how much; StepEnd.eval_s carries it), so the steps'
-breakdown is the training's own. A pass left before its end (a `break` out of the loop) is
-not seen to end before the loader's next pass: it stays in the step."""
+steps) is not part of training. It begins as the loop asks for it (its iter(), which may
+start or wake its workers), and its time, with the waits, copies and syncs in it, is left out
+of the step it fell in (`pass_ended` says how much; StepEnd.eval_s carries it), so the
+steps' breakdown is the training's own. A pass left before its end (a `break` out of the
+loop) is not seen to end before the loader's next pass: it stays in the step."""
 
 import time
 from typing import Callable, Dict, NamedTuple, Optional
@@ -97,7 +97,8 @@ class StepTimer:
                                                 self._fetch_s, self._feed_bytes,
                                                 self._fetch_bytes, self._eval_s)
 
-    def pass_ended(self, loader_id: int, t: float, ran_out: bool = True) -> Optional[EvalPass]:
+    def pass_ended(self, loader_id: int, t: float,
+                   ran_out: bool = True) -> Optional[EvalPass]:
         """The loader's pass stopped at `t`: it ran out (`ran_out`), or failed or was
         replaced (then nothing is left out). A pass that ran out with no training step
         ending since it began ran between two steps: what it took is left out of the step it
