@@ -42,12 +42,18 @@ def loop(monkeypatch):
     return clock, tracker, timer, steps, states
 
 
-def batch(clock, tracker, handle, wait_s, compute_s, timer=None):
+def batch(clock, tracker, handle, wait_s, compute_s):
     """The loop asks for a batch, waits `wait_s` for it, computes `compute_s`."""
     t0 = clock()
     clock.advance(wait_s)
     tracker.got(handle, t0, clock(), None, 0)
     clock.advance(compute_s)
+
+
+def train_step(clock, tracker, timer, handle):
+    """A training step on a batch of `handle`'s pass: 1 ms wait, 4 ms compute."""
+    batch(clock, tracker, handle, 0.001, 0.004)
+    timer.step_done("cpu")
 
 
 def test_a_pass_between_two_steps_is_left_out_of_the_step(loop):
@@ -65,8 +71,7 @@ def test_a_pass_between_two_steps_is_left_out_of_the_step(loop):
     clock.advance(0.0002)
     tracker.end(evaluation, "end")
     eval_span = clock() - (t0 - 3 * 0.055)
-    batch(clock, tracker, train, 0.001, 0.004)
-    timer.step_done("cpu")
+    train_step(clock, tracker, timer, train)
     step = steps[-1]
     assert step.eval_s == pytest.approx(eval_span)
     assert step.read_s == pytest.approx(0.001) and step.fetch_s == 0.0
@@ -76,8 +81,7 @@ def test_a_pass_between_two_steps_is_left_out_of_the_step(loop):
     assert (end.loader_id, end.batches) == (1, 3)
     assert end.eval_s == pytest.approx(eval_span) and end.eval_read_s == pytest.approx(0.15)
     # the step after it is whole again
-    batch(clock, tracker, train, 0.001, 0.004)
-    timer.step_done("cpu")
+    train_step(clock, tracker, timer, train)
     assert steps[-1].eval_s == 0.0 and steps[-1].t_end - steps[-1].t_begin == \
         pytest.approx(0.005)
 
@@ -102,8 +106,7 @@ def test_a_pass_before_the_first_step_is_left_out_of_it(loop):
     batch(clock, tracker, evaluation, 0.030, 0.002)
     tracker.end(evaluation, "end")
     train = tracker.start(0, {}, 0, lambda: 0)
-    batch(clock, tracker, train, 0.001, 0.004)
-    timer.step_done("cpu")
+    train_step(clock, tracker, timer, train)
     (step,) = steps
     assert step.eval_s == pytest.approx(0.032)
     assert step.t_end - step.t_begin == pytest.approx(0.005)
@@ -115,16 +118,14 @@ def test_a_pass_begins_when_the_loop_asks_for_it(loop):
     that counts in the pass, and a second ask before its first batch does not move it."""
     clock, tracker, timer, steps, states = loop
     train = tracker.start(0, {}, 0, lambda: 0)
-    batch(clock, tracker, train, 0.001, 0.004)
-    timer.step_done("cpu")
+    train_step(clock, tracker, timer, train)
     tracker.asked(1)
     clock.advance(0.300)
     tracker.asked(1)
     evaluation = tracker.start(1, {}, 0, lambda: 0)
     batch(clock, tracker, evaluation, 0.010, 0.001)
     tracker.end(evaluation, "end")
-    batch(clock, tracker, train, 0.001, 0.004)
-    timer.step_done("cpu")
+    train_step(clock, tracker, timer, train)
     assert steps[-1].eval_s == pytest.approx(0.311)
     assert steps[-1].t_end - steps[-1].t_begin == pytest.approx(0.005)
     (end,) = [s for s in states if s.what == "end"]
@@ -135,8 +136,7 @@ def test_a_pass_inside_another_is_left_out_once(loop):
     """Two evaluation loaders, one iterated inside the other's loop."""
     clock, tracker, timer, steps, states = loop
     train = tracker.start(0, {}, 0, lambda: 0)
-    batch(clock, tracker, train, 0.001, 0.004)
-    timer.step_done("cpu")
+    train_step(clock, tracker, timer, train)
     outer = tracker.start(1, {}, 0, lambda: 0)
     batch(clock, tracker, outer, 0.010, 0.001)  # 11 ms
     inner = tracker.start(2, {}, 0, lambda: 0)
@@ -144,8 +144,7 @@ def test_a_pass_inside_another_is_left_out_once(loop):
     tracker.end(inner, "end")
     batch(clock, tracker, outer, 0.010, 0.001)  # 11 ms
     tracker.end(outer, "end")
-    batch(clock, tracker, train, 0.001, 0.004)
-    timer.step_done("cpu")
+    train_step(clock, tracker, timer, train)
     ends = {s.loader_id: s for s in states if s.what == "end"}
     assert ends[2].eval_s == pytest.approx(0.022) and ends[2].eval_read_s == \
         pytest.approx(0.020)
@@ -159,13 +158,11 @@ def test_a_pass_inside_another_is_left_out_once(loop):
 def test_a_pass_that_fails_or_is_reset_is_not_left_out(loop):
     clock, tracker, timer, steps, states = loop
     train = tracker.start(0, {}, 0, lambda: 0)
-    batch(clock, tracker, train, 0.001, 0.004)
-    timer.step_done("cpu")
+    train_step(clock, tracker, timer, train)
     evaluation = tracker.start(1, {}, 0, lambda: 0)
     batch(clock, tracker, evaluation, 0.010, 0.001)
     tracker.end(evaluation, "error", "ValueError: bad sample")
-    batch(clock, tracker, train, 0.001, 0.004)
-    timer.step_done("cpu")
+    train_step(clock, tracker, timer, train)
     assert steps[-1].eval_s == 0.0 and steps[-1].read_s == pytest.approx(0.011)
     (end,) = [s for s in states if s.what == "error"]
     assert end.eval_s is None
