@@ -562,3 +562,30 @@ def test_a_loader_feeding_static_graph_runs_is_training(monkeypatch):
     (end,) = [e for e in events["reader_state"] if e.what == "end"]
     assert end.batches == 3 and end.eval_s is None
     assert len([s for s in events["step_end"] if not s.is_startup]) == 3
+
+
+@pytest.mark.parametrize("persistent", [False, True])
+def test_each_pass_times_its_iter_where_the_workers_start(monkeypatch, persistent):
+    """ReaderState's start carries the pass's start-up: the loop's iter() (forking the
+    workers, or waking persistent ones) to its first batch request, at least what the
+    iter() call took here."""
+    source, events = started(monkeypatch)
+    loader = paddle.io.DataLoader(Samples(8), batch_size=4, num_workers=2,
+                                  persistent_workers=persistent)
+    took = []
+    try:
+        with source.running():
+            for _ in range(2):
+                t0 = time.perf_counter()
+                it = iter(loader)
+                took.append(time.perf_counter() - t0)
+                for _ in it:
+                    pass
+                del it
+    finally:  # (paddle keeps a persistent iterator's workers until shut down)
+        if getattr(loader, "_iterator", None) is not None:
+            loader._iterator._try_shutdown_all()
+    starts = [e for e in events["reader_state"] if e.what == "start"]
+    assert len(starts) == 2
+    for start, iter_s in zip(starts, took):
+        assert iter_s * 0.9 <= start.startup_s < iter_s + 0.5, (start.startup_s, iter_s)

@@ -283,6 +283,36 @@ def test_persistent_workers_start_a_second_pass(src):
     assert len(src.events["step_end"]) == 4
 
 
+@pytest.mark.parametrize("persistent", [False, True])
+def test_each_pass_times_its_iter_where_the_workers_start(src, persistent):
+    """ReaderState's start carries the pass's start-up: the loop's iter() (forking the
+    workers, or waking persistent ones) to its first batch request, at least what the
+    iter() call took here."""
+    model, optimizer = _model()
+    loader = torch.utils.data.DataLoader(Sleepy(8), batch_size=4, num_workers=2,
+                                         persistent_workers=persistent)
+    took = []
+    with src.running():
+        for _ in range(3):
+            t0 = time.perf_counter()
+            it = iter(loader)
+            took.append(time.perf_counter() - t0)
+            for x, _ in it:
+                loss = model(x).pow(2).mean()
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+            del it
+    del loader
+    gc.collect()
+    starts = [s for s in src.events["reader_state"] if s.what == "start"]
+    assert len(starts) == 3
+    for start, iter_s in zip(starts, took):
+        assert iter_s * 0.9 <= start.startup_s < iter_s + 0.5, (start.startup_s, iter_s)
+    ends = [s for s in src.events["reader_state"] if s.what == "end"]
+    assert [e.eval_s for e in ends] == [None] * 3  # (steps ran in each: training passes)
+
+
 def test_iterable_dataset_gives_pops_and_steps(src):
     model, optimizer = _model()
     loader = torch.utils.data.DataLoader(Stream(12), batch_size=4)

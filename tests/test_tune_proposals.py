@@ -66,3 +66,16 @@ def test_evaluation_workers_are_not_tried_and_say_why():
     assert notes == ["advice evaluation-input: give the evaluation DataLoader workers (code "
                      "change; its passes are left out of the steps a trial measures); not "
                      "tried"]
+
+
+def test_workers_started_every_pass_are_kept_and_an_evaluation_loaders_are_not_tried():
+    knobs = {**space().knobs, "persistent_workers": Knob("persistent_workers", "reader",
+                                                         "persistent_workers", (False, True),
+                                                         False)}
+    with_knob = Space(knobs=knobs)
+    found, _ = proposals([advice("worker-start-per-pass", evaluation=False,
+                                 suggested_persistent_workers=True)], with_knob)
+    assert found == [("worker-start-per-pass", {"persistent_workers": True})]
+    found, _ = proposals([advice("worker-start-per-pass", evaluation=True,
+                                 suggested_persistent_workers=True)], with_knob)
+    assert found == []

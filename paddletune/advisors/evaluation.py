@@ -121,10 +121,13 @@ def _change(profile, f: EvalLoader, name: str, figures: dict) -> str:
     if config is None:
         return code.comment(f"give {name} num_workers={figures['suggested_workers']}"
                             + (" and persistent_workers=True" if keep else ""))
-    line = code.loader(config, num_workers=figures["suggested_workers"], **keep)
-    if line.startswith("loader = "):
-        line = "eval_loader = " + line[len("loader = "):]
+    line = eval_loader(code.loader(config, num_workers=figures["suggested_workers"], **keep))
     return f"{code.comment(f'the DataLoader the evaluation loop iterates ({name})')}\n{line}"
+
+
+def eval_loader(line: str) -> str:
+    """A DataLoader's construction (CodeWriter.loader) named as the evaluation's."""
+    return "eval_loader = " + line[len("loader = "):] if line.startswith("loader = ") else line
 
 
 def _gain(figures: dict) -> str:

@@ -16,6 +16,7 @@ figures fall back to the intervals' own span (time the pass ran).
 """
 
 from collections import defaultdict
+from dataclasses import replace
 from typing import Dict, Optional, Sequence, Tuple
 
 from . import figures as F
@@ -46,10 +47,13 @@ def reader_figures(profile, window, main_cycle=None) -> Optional[F.ReaderFigures
         configs.setdefault(s.loader, s.config)
         passes[s.loader] += 1
     intervals = profile.records("reader", r.ReaderInterval)
+    ends = profile.records("reader", r.ReaderEnd)
     loaders = tuple(
-        loader_figures(loader, config, passes[loader], window, main_cycle,
-                       [iv for iv in intervals if iv.loader == loader],
-                       process_figures(profile, loader))
+        replace(loader_figures(loader, config, passes[loader], window, main_cycle,
+                               [iv for iv in intervals if iv.loader == loader],
+                               process_figures(profile, loader)),
+                pass_starts=pass_starts([s for s in starts if s.loader == loader],
+                                        [e for e in ends if e.loader == loader]))
         for loader, config in configs.items())
     main = max(loaders, key=lambda f: f.batches)
     errors = tuple(F.LoaderError(e.loader, e.detail)
@@ -77,6 +81,22 @@ def loader_figures(loader, config: r.LoaderConfig, passes, window, main_cycle, i
         handover_s_per_pop=c.handover_s / pops if pops and c.handover_s else None,
         shapes=shape_figures(c.shapes), long_batches=long_batches(c.cost),
         processes=processes)
+
+
+def pass_starts(starts: Sequence[r.ReaderStart],
+                ends: Sequence[r.ReaderEnd]) -> Optional[F.PassStarts]:
+    """The loader's passes' start-up (F.PassStarts) from their starts and ends; None where
+    none was measured."""
+    timed = sorted((s for s in starts if s.startup_s is not None), key=lambda s: s.pass_no)
+    if not timed:
+        return None
+    end_of = {e.pass_no: e.t_s for e in ends if e.what == "end"}
+    later = timed[1:] if timed[0].pass_no == 1 else timed
+    spans = [end_of[s.pass_no] - s.t_s + s.startup_s for s in later if s.pass_no in end_of]
+    return F.PassStarts(
+        timed[0].startup_s if timed[0].pass_no == 1 else None,
+        sum(s.startup_s for s in later) / len(later) if later else None, len(later),
+        sum(spans) / len(spans) if spans else None)
 
 
 def _in_window(intervals, window):

@@ -36,7 +36,8 @@ def _loader(f: LoaderFigures, evaluation: bool = False) -> Group:
             ("empty pops", _empty(f)), ("wait per pop", _wait(f.wait)),
             ("hand-over", _handover(f)),
             ("producer", _producer(f)), ("consumer", _consumer(f)),
-            ("balance", _balance(f, evaluation)), ("oscillation", _oscillation(f)),
+            ("balance", _balance(f, evaluation)), ("pass start", _pass_start(f)),
+            ("oscillation", _oscillation(f)),
             ("worker memory", _memory(f.processes)),
             ("worker CPU", _worker_cpu(f.processes))]
     rows += [(f"shape {clean(name)}", _shape(v)) for name, v in f.shapes.items()]
@@ -129,14 +130,28 @@ def _balance(f: LoaderFigures, evaluation: bool = False) -> str:
         return ""
     if f.config.made_in == "loop":  # (no queue: each batch is made while the step waits)
         need = "one worker process" if ratio >= 1 else "more than one worker process"
-        what = "the evaluation" if evaluation else "the step"
+        own, beside = (("the evaluation's own time per batch", "the evaluation") if evaluation
+                       else ("the step's own time", "the step"))
         return (f"made in the loop, every batch is waited for; one takes {1 / ratio:.2f}x "
-                f"{what}'s own time per batch: {need} beside {what} would keep up")
+                f"{own}: {need} beside {beside} would keep up")
     if ratio < 1:
         return (f"the producer is {1 / ratio:.2f}x slower than the consumer: the queue "
                 f"cannot stay filled")
     return f"the producer keeps up ({ratio:.2f}x the consumer's rate)"
 
+
+
+def _pass_start(f: LoaderFigures) -> str:
+    """The loop's iter() before each pass's first batch, where the workers start (or wake)."""
+    p = f.pass_starts
+    if p is None or not f.config.num_workers:
+        return ""
+    first = f"{ms(p.first_s)} ms on the first pass" if p.first_s is not None else ""
+    later = (f"{ms(p.later_s)} ms on each of {p.later} later one{'s' * (p.later > 1)}"
+             if p.later_s is not None else "")
+    how = ("its persistent workers woken" if f.config.persistent_workers
+           else "its workers started")
+    return f"iter() took {', '.join(x for x in (first, later) if x)} ({how})"
 
 
 def _oscillation(f: LoaderFigures) -> str:

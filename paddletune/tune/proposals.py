@@ -62,6 +62,9 @@ def _change(advice_id, f) -> dict:
         if f.get("suggested_strategy"):
             return {"sharing_strategy": f["suggested_strategy"]}
         return {"num_workers": f.get("suggested_workers")}
+    if advice_id == "worker-start-per-pass":  # (an evaluation loader's: not in the steps)
+        return {} if f.get("evaluation") else {
+            "persistent_workers": f.get("suggested_persistent_workers")}
     if advice_id == "double-buffer-off":
         return {"use_double_buffer": True}
     if advice_id == "num-threads":

@@ -229,6 +229,25 @@ class ProcessFigures:
 
 
 @dataclass(frozen=True)
+class PassStarts:
+    """How long the loop's iter() took before each pass's first batch request
+    (records.ReaderStart.startup_s): the framework starting the pass's worker processes, or
+    waking persistent ones. The first pass always starts them.
+
+    Fields:
+      first_s  the first pass's
+      later_s  the later passes' mean (None: one pass measured)
+      later    the later passes measured
+      pass_s   the later passes' mean time from iter() to their end (None: none ended)
+    """
+
+    first_s: Optional[Seconds]
+    later_s: Optional[Seconds] = None
+    later: Count = 0
+    pass_s: Optional[Seconds] = None
+
+
+@dataclass(frozen=True)
 class LoaderFigures:
     """One DataLoader's queue, waits, producers and consumer over the steady steps.
 
@@ -258,6 +277,7 @@ class LoaderFigures:
       shapes          {feed variable: its shapes}
       long_batches    steps on the largest batches against the rest
       processes       its worker processes' memory and CPU
+      pass_starts     its passes' start-up: the loop's iter() before each first batch
     """
 
     loader: Id
@@ -284,6 +304,7 @@ class LoaderFigures:
     shapes: Dict[str, ShapeFigures] = EMPTY
     long_batches: Optional[LongBatches] = None
     processes: Optional[ProcessFigures] = None
+    pass_starts: Optional[PassStarts] = None
 
     @property
     def producer_ratio(self) -> Optional[float]:

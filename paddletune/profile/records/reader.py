@@ -74,10 +74,13 @@ class ReaderStart:
     """A DataLoader pass began.
 
     Fields:
-      t_s      when
-      loader   the loader's id
-      pass_no  its pass, from 1
-      config   its settings
+      t_s        when (its first batch asked for)
+      loader     the loader's id
+      pass_no    its pass, from 1
+      config     its settings
+      startup_s  from the loop's iter() to that first request: the framework starting the
+                 pass's worker processes, or waking persistent ones; None: not measured
+                 (the embedded runtime, profiles before 2026-12)
     """
 
     KIND: ClassVar[str] = "reader"
@@ -86,6 +89,7 @@ class ReaderStart:
     loader: Id
     pass_no: Count
     config: LoaderConfig = LoaderConfig()
+    startup_s: Optional[Seconds] = None
 
 
 @dataclass(frozen=True)

@@ -134,6 +134,8 @@ class ReaderState:
     # of the steps, and the loop's waits for its batches (None: not such a pass)
     eval_s: Optional[float] = None
     eval_read_s: Optional[float] = None
+    # a start's: from the loop's iter() to its first batch request (None: not seen)
+    startup_s: Optional[float] = None
 
 
 class ReaderPush(NamedTuple):

@@ -63,6 +63,7 @@ class LoaderTracker:
         self._ids = itertools.count()
         self._passes_of: Dict[int, int] = {}  # loader id -> passes so far
         self._live: Dict[int, Pass] = {}  # loader id -> its running pass
+        self._asked: Dict[int, float] = {}  # loader id -> when the loop last asked for a pass
         self._lock = threading.Lock()
         self.speed_test = False
 
@@ -71,25 +72,33 @@ class LoaderTracker:
 
     def asked(self, loader_id: int):
         """The loop asked the loader for a new pass (its iter(), before the framework's own:
-        starting or waking its workers counts in the pass)."""
-        self.timer.pass_began(loader_id, _perf())
+        starting or waking its workers counts in the pass, and is its start-up)."""
+        t = _perf()
+        self._asked[loader_id] = t
+        self.timer.pass_began(loader_id, t, asked=True)
 
     def start(self, loader_id: int, config: dict, capacity: int,
               ready: Callable[[], int]) -> Pass:
         with self._lock:
             old = self._live.pop(loader_id, None)
             number = self._passes_of[loader_id] = self._passes_of.get(loader_id, 0) + 1
-        if old is not None:
-            self.end(old, "reset", "a new pass began before this one ended")
+        if old is not None:  # (the loop's latest ask is the new pass's: kept for it)
+            self.end(old, "reset", "a new pass began before this one ended", ask_kept=True)
         handle = Pass(loader_id, number, capacity, ready)
         with self._lock:
             self._live[loader_id] = handle
         t = _perf()
         self.timer.pass_began(loader_id, t)
-        self.bus.emit("reader_state", ReaderState(loader_id, number, t, "start", config))
+        t_asked = self._asked.pop(loader_id, None)
+        self.bus.emit("reader_state", ReaderState(
+            loader_id, number, t, "start", config,
+            startup_s=t - t_asked if t_asked is not None else None))
         return handle
 
-    def end(self, handle: Pass, what: str = "end", detail: Optional[str] = None):
+    def end(self, handle: Pass, what: str = "end", detail: Optional[str] = None,
+            ask_kept: bool = False):
+        """The pass ran out ("end"), failed ("error") or was replaced ("reset"); `ask_kept`:
+        the step timer's mark of the loader's pass is the next pass's already."""
         if handle.ended:
             return
         handle.ended = True
@@ -100,7 +109,8 @@ class LoaderTracker:
                 del self._live[handle.loader_id]
         t = _perf()
         # (a pass run out between two steps is left out of them: StepTimer.pass_ended)
-        between = self.timer.pass_ended(handle.loader_id, t, what == "end")
+        between = (None if ask_kept else
+                   self.timer.pass_ended(handle.loader_id, t, what == "end"))
         self.bus.emit("reader_state", ReaderState(
             handle.loader_id, handle.number, t, what, {}, detail, handle.batches,
             *(between or (None, None))))

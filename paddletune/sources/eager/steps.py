@@ -87,11 +87,11 @@ class StepTimer:
             self._paused_s += seconds
 
     # --- DataLoader passes between two steps ----------------------------------------------
-    def pass_began(self, loader_id: int, t: float):
-        """A pass of the loader began at `t`: the loop asked for it (iter(), which may
-        start or wake its workers), or asked for its first batch. The first of those counts
-        until the pass ends (`pass_ended`)."""
-        if loader_id not in self._passes:
+    def pass_began(self, loader_id: int, t: float, asked: bool = False):
+        """A pass of the loader began at `t`: the loop asked for it (`asked`: iter(), which
+        may start or wake its workers; the latest ask counts), or asked for its first batch
+        (counted where no ask was seen). It counts until the pass ends (`pass_ended`)."""
+        if asked or loader_id not in self._passes:
             self._passes[loader_id] = _PassMark(t, self.steps + self._elsewhere,
                                                 self._read_s, self._feed_s,
                                                 self._fetch_s, self._feed_bytes,
