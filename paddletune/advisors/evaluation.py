@@ -12,10 +12,10 @@ over from a worker (the framework's hand-over prior, producers.WORKER_TRANSFER_S
 worker's time over N; its CPU over the cores the workers get beside the loop (all but one).
 N is the workers that would keep up (make_s / eval_s, rounded up), no more than those cores
 run at each worker's measured share of a core. Each pass still waits for its first batch
-as long as now (the workers begin it as the pass begins). A new pass starts its workers again
-unless they persist: PyTorch's change keeps them (persistent_workers), Paddle's does not
-(PERSISTENT). The gain is the run's, not the
-steps': the steps' figures do not change, and `tune` (which measures steps) cannot show it."""
+as long as now (the workers begin it as the pass begins). A new pass starts its workers
+again unless they persist: PyTorch's change keeps them (persistent_workers), Paddle's does
+not (KEEPS_WORKERS). The gain is the run's, not the steps': the steps' figures do not
+change, and `tune` (which measures steps) cannot show it."""
 
 import math
 from typing import Optional
@@ -29,10 +29,10 @@ MIN_RUN_SHARE = 0.05  # the passes' share of the run below which nothing is said
 MIN_WAIT_SHARE = 0.3  # of the passes' time, waiting for batches: below, workers cannot help
 # much (the rest is the evaluation itself)
 MEDIUM_SAVED, HIGH_SAVED = 0.1, 0.25  # the run's share saved for medium / high severity
-# frameworks whose workers are kept between passes in the change: PyTorch's wait for the next
-# pass's indices; Paddle 3.3's persistent workers took 0.3 s in each pass's iter() on the 2-core
-# VM (1.36 s of passes against 0.55 s without, 2026-11-30), so its change leaves them out
-PERSISTENT = ("torch",)
+# frameworks whose workers a change keeps between passes (persistent_workers=True): PyTorch's
+# wait for the next pass's indices (iter() 2.8 ms); Paddle 3.3.1's persistent iterator sleeps
+# in 0.5 s polls in every later pass's iter() (pass_start.py, #31)
+KEEPS_WORKERS = ("torch",)
 
 
 @rule
@@ -117,7 +117,7 @@ def _change(profile, f: EvalLoader, name: str, figures: dict) -> str:
     code = writer(profile)
     config = next((x.config for x in profile.summary.reader.loaders if x.loader == f.loader),
                   None) if profile.summary.reader else None
-    keep = {"persistent_workers": True} if profile.source.framework in PERSISTENT else {}
+    keep = {"persistent_workers": True} if profile.source.framework in KEEPS_WORKERS else {}
     if config is None:
         return code.comment(f"give {name} num_workers={figures['suggested_workers']}"
                             + (" and persistent_workers=True" if keep else ""))

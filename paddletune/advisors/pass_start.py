@@ -21,12 +21,11 @@ is the run's."""
 from typing import Optional
 
 from .base import Advice, rule
-from .evaluation import eval_loader
+from .evaluation import KEEPS_WORKERS, eval_loader
 from .facts import ms, writer
 
 LOW_SHARE, MEDIUM_SHARE, HIGH_SHARE = 0.05, 0.15, 0.3  # of a pass's time, saved
 WAKE_OVER_START = 2.0  # persistent workers' waking this many times their first start: slow
-KEEPS_WORKERS = ("torch",)  # frameworks whose persistent workers the change may keep
 
 
 @rule

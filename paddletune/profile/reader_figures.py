@@ -16,7 +16,6 @@ figures fall back to the intervals' own span (time the pass ran).
 """
 
 from collections import defaultdict
-from dataclasses import replace
 from typing import Dict, Optional, Sequence, Tuple
 
 from . import figures as F
@@ -49,11 +48,11 @@ def reader_figures(profile, window, main_cycle=None) -> Optional[F.ReaderFigures
     intervals = profile.records("reader", r.ReaderInterval)
     ends = profile.records("reader", r.ReaderEnd)
     loaders = tuple(
-        replace(loader_figures(loader, config, passes[loader], window, main_cycle,
-                               [iv for iv in intervals if iv.loader == loader],
-                               process_figures(profile, loader)),
-                pass_starts=pass_starts([s for s in starts if s.loader == loader],
-                                        [e for e in ends if e.loader == loader]))
+        loader_figures(loader, config, passes[loader], window, main_cycle,
+                       [iv for iv in intervals if iv.loader == loader],
+                       process_figures(profile, loader),
+                       pass_starts([s for s in starts if s.loader == loader],
+                                   [e for e in ends if e.loader == loader]))
         for loader, config in configs.items())
     main = max(loaders, key=lambda f: f.batches)
     errors = tuple(F.LoaderError(e.loader, e.detail)
@@ -62,7 +61,7 @@ def reader_figures(profile, window, main_cycle=None) -> Optional[F.ReaderFigures
 
 
 def loader_figures(loader, config: r.LoaderConfig, passes, window, main_cycle, intervals,
-                   processes=None) -> F.LoaderFigures:
+                   processes=None, starts=None) -> F.LoaderFigures:
     picked, scope = _in_window(intervals, window)
     c = merge_intervals(picked) if picked else r.ReaderInterval(0.0, 0.0, loader, 0)
     span_s = sum(max(iv.t_s - iv.t0_s, 0.0) for iv in picked)
@@ -80,7 +79,7 @@ def loader_figures(loader, config: r.LoaderConfig, passes, window, main_cycle, i
         copy_s_per_pop=c.copy_s / pops if pops else None,
         handover_s_per_pop=c.handover_s / pops if pops and c.handover_s else None,
         shapes=shape_figures(c.shapes), long_batches=long_batches(c.cost),
-        processes=processes)
+        processes=processes, pass_starts=starts)
 
 
 def pass_starts(starts: Sequence[r.ReaderStart],

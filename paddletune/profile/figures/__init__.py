@@ -15,9 +15,9 @@ most steps; warm-up steps and the speed test's ceiling window excluded):
 
 from .memory import ByCategory, MemoryFigures, ModelFigures, PeakOp, PhasePeaks, StepPeak
 from .reader import (ConsumerFigures, DimFigures, Growth, LoaderError, LoaderFigures,
-                     LongBatches, Occupancy, PassStarts, ProcessFigures, ProducerAlone, ProducerFigures,
-                     ReaderFigures, ShapeFigures, SpeedTestFigures, WaitFigures, WindowRate,
-                     WorkerFigures, WorkerProcess)
+                     LongBatches, Occupancy, PassStarts, ProcessFigures, ProducerAlone,
+                     ProducerFigures, ReaderFigures, ShapeFigures, SpeedTestFigures,
+                     WaitFigures, WindowRate, WorkerFigures, WorkerProcess)
 from .steps import (Breakdown, DeviceFigures, Distribution, EvalFigures, EvalLoader,
                     OpFigures, OpTypeFigures, ProgramSteps, Shares, SingleOpFigures,
                     Throughput, Verdict, VerdictKind)
@@ -29,7 +29,8 @@ __all__ = ["Breakdown", "ByCategory", "ConsumerFigures", "DeviceFigures", "DimFi
            "Distribution", "EvalFigures", "EvalLoader",
            "DropFigures", "ExitFigures", "GpuFigures", "Growth", "LoaderError", "LoaderFigures",
            "LongBatches", "MemoryFigures", "ModelFigures", "Occupancy", "OpFigures",
-           "OpTypeFigures", "ParallelFigures", "PassStarts", "PeakOp", "PhasePeaks", "ProbeOverhead",
+           "OpTypeFigures", "ParallelFigures", "PassStarts", "PeakOp", "PhasePeaks",
+           "ProbeOverhead",
            "ProcessFigures", "ProducerAlone", "ProducerFigures", "ProgramSteps",
            "ReaderFigures", "SampleStats",
            "ShapeFigures", "Shares", "SingleOpFigures", "SpeedTestFigures", "StepPeak",
