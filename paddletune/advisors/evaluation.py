@@ -12,7 +12,8 @@ over from a worker (the framework's hand-over prior, producers.WORKER_TRANSFER_S
 worker's time over N; its CPU over the cores the workers get beside the loop (all but one).
 N is the workers that would keep up (make_s / eval_s, rounded up), no more than those cores
 run at each worker's measured share of a core. Each pass still waits for its first batch
-as long as now (the workers begin it as the pass begins). A new pass starts its workers
+as long as now (the workers begin it as the pass begins), and the workers' fork
+(FORK_S_PER_WORKER each) is added once where they are kept, at every pass where not. A new pass starts its workers
 again unless they persist: PyTorch's change keeps them (persistent_workers), Paddle's does
 not (KEEPS_WORKERS). The gain is the run's, not the steps': the steps' figures do not
 change, and `tune` (which measures steps) cannot show it."""
@@ -33,6 +34,8 @@ MEDIUM_SAVED, HIGH_SAVED = 0.1, 0.25  # the run's share saved for medium / high 
 # wait for the next pass's indices (iter() 2.8 ms); Paddle 3.3.1's persistent iterator sleeps
 # in 0.5 s polls in every later pass's iter() (pass_start.py, #31)
 KEEPS_WORKERS = ("torch",)
+FORK_S_PER_WORKER = 0.015  # forking a worker process as a pass starts (pass start: 45-55 ms
+# for PyTorch's 3, 52-60 ms for Paddle's 4, 2-core VM, 2026-11-30)
 
 
 @rule
@@ -87,8 +90,11 @@ def _figures(profile, f: EvalLoader) -> Optional[dict]:
     if batch_s >= now_s:
         return None
     # each pass waits for its first batch as now (the workers start on it as the pass
-    # does); the rest come at the new pace
-    passes_s = f.passes * (make_s + take_s) + (f.batches - f.passes) * batch_s
+    # does); the rest come at the new pace; the workers are forked once where kept, else
+    # at every pass
+    forks = 1 if profile.source.framework in KEEPS_WORKERS else f.passes
+    passes_s = (f.passes * (make_s + take_s) + (f.batches - f.passes) * batch_s
+                + forks * workers * FORK_S_PER_WORKER)
     saved_s = f.total_s - passes_s
     duration_s = profile.summary.duration_s
     return {"loader": f.loader, "passes": f.passes, "batches": f.batches,
