@@ -42,11 +42,12 @@ def loop(monkeypatch):
     return clock, tracker, timer, steps, states
 
 
-def batch(clock, tracker, handle, wait_s, compute_s):
-    """The loop asks for a batch, waits `wait_s` for it, computes `compute_s`."""
+def batch(clock, tracker, handle, wait_s, compute_s, size=None):
+    """The loop asks for a batch (of `size` samples), waits `wait_s` for it, computes
+    `compute_s`."""
     t0 = clock()
     clock.advance(wait_s)
-    tracker.got(handle, t0, clock(), None, 0)
+    tracker.got(handle, t0, clock(), None, 0, ((size, 4),) if size else None)
     clock.advance(compute_s)
 
 
@@ -84,6 +85,23 @@ def test_a_pass_between_two_steps_is_left_out_of_the_step(loop):
     train_step(clock, tracker, timer, train)
     assert steps[-1].eval_s == 0.0 and steps[-1].t_end - steps[-1].t_begin == \
         pytest.approx(0.005)
+
+
+def test_the_step_after_an_evaluation_counts_its_own_batches(loop):
+    """The evaluation's batches (256 samples) are read first in the step's interval: the
+    step's batch size and samples are still the training loader's (two batches of 16, as
+    with gradient accumulation)."""
+    clock, tracker, timer, steps, states = loop
+    train = tracker.start(0, {}, 0, lambda: 0)
+    batch(clock, tracker, train, 0.001, 0.004, size=16)
+    timer.step_done("cpu")
+    evaluation = tracker.start(1, {}, 0, lambda: 0)
+    batch(clock, tracker, evaluation, 0.010, 0.001, size=256)
+    tracker.end(evaluation, "end")
+    for _ in range(2):
+        batch(clock, tracker, train, 0.001, 0.004, size=16)
+    timer.step_done("cpu")
+    assert [(s.batch_size, s.samples) for s in steps] == [(16, 16), (16, 32)]
 
 
 def test_a_pass_that_spans_a_step_is_training(loop):

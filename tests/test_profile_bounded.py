@@ -30,7 +30,9 @@ def steps(n=N_STEPS, seed=1, program=1, t0=0.1):
         out.append(r.Step(t, program, 1, i, wall, feed, wall - feed - fetch, fetch, gap, 64,
                           64 * 3136, 4, queue=rng.randrange(9), n_ops=20, fetch=("loss",),
                           feed=("x", "y"), startup=False, place="CPUPlace",
-                          compute_wait_s=waited, compute_queued_s=waited * rng.random()))
+                          compute_wait_s=waited, compute_queued_s=waited * rng.random(),
+                          samples=128 if i % 3 == 0 else None))  # (every third step: two
+        # batches, gradient accumulation)
         t += wall + (gap or 0.0)
     return out
 
@@ -100,6 +102,8 @@ def test_breakdown_shares_and_throughput_agree(long_run):
     assert bounded.throughput == exact.throughput or (
         bounded.throughput.samples_per_s == pytest.approx(exact.throughput.samples_per_s,
                                                           rel=1e-9))
+    # every third step took two batches of 64: 4/3 batches a step, in the windows too
+    assert bounded.throughput.batches_per_step == pytest.approx(4 / 3, rel=1e-3)
     assert bounded.verdict.kind == exact.verdict.kind
 
 
@@ -234,7 +238,8 @@ def test_a_window_folds_its_steps_in_batches_to_the_figures_of_each_step():
         assert dist.sum == pytest.approx(want.sum, rel=1e-12), name
         assert dist.m2 == pytest.approx(want.m2, rel=1e-9, abs=1e-18), name
     assert frozen.t_s == max(s.t_s + s.wall_s for s in tail)
-    assert frozen.samples == sum(s.batch_size or 0 for s in tail)
+    assert frozen.samples == sum(s.sample_count for s in tail)  # (a step's samples, where
+    # it took several batches: every third step's 128)
     assert frozen.batch_sizes == {64: len(tail) - 1}
     assert (frozen.feed_bytes, frozen.fetch_bytes) == (sum(s.feed_bytes for s in tail),
                                                        sum(s.fetch_bytes for s in tail))

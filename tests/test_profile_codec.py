@@ -41,7 +41,8 @@ STEPS = [
     r.Step(2.0, 0, 0, 1, 0.001, 0.0, 0.0005, 0.0, float("nan"), 64, 0, 0, -0.0, 0,
            startup=True, place="CUDAPlace(0)", exemplar="slow", slot=3),
     r.Step(2.5, 0, 0, 3, 0.002, 0.0, 0.0015, 0.0, 0.001, 64, 0, 0, 0.0, 0,
-           place="CPUPlace", compute_wait_s=0.000412345678912, compute_queued_s=1.5e-5),
+           place="CPUPlace", compute_wait_s=0.000412345678912, compute_queued_s=1.5e-5,
+           samples=256),
     r.Step(np.float64(3.0000000001234), np.int64(0), 0, 2, np.float32(0.5), 0.0, 0.25, 0.0,
            np.float64(0.001), np.int64(32), np.int64(0), 0, np.float32(0.0), 1,
            fetch=["loss"], startup=np.bool_(False), place="CPUPlace"),
@@ -134,7 +135,8 @@ def random_step(rng: random.Random, i: int) -> r.Step:
         rng.choice([None, True, False]), maybe(rng.choice(["CPUPlace", "CUDAPlace(0)"])),
         rng.choice([None, "slow", "sample"]), maybe(rng.randrange(32)),
         rng.choice([None, float("nan"), 0.0, rng.random() / 1000]),
-        rng.choice([None, float("inf"), 0.0, rng.random() / 10000]))
+        rng.choice([None, float("inf"), 0.0, rng.random() / 10000]),
+        maybe(rng.randrange(1, 2048)))
 
 
 def test_a_step_of_plain_values_is_written_as_the_generic_encoder_writes_it():

@@ -313,6 +313,24 @@ def test_each_pass_times_its_iter_where_the_workers_start(src, persistent):
     assert [e.eval_s for e in ends] == [None] * 3  # (steps ran in each: training passes)
 
 
+def test_a_step_over_several_batches_counts_their_samples(src):
+    """Gradient accumulation: an optimizer step every 2 batches of 4 trains on 8 samples;
+    batch_size stays the batch's (what the DataLoader and the memory see). A second
+    loader read in the same step (a GAN's noise) is not counted."""
+    model, optimizer = _model()
+    loader = torch.utils.data.DataLoader(Sleepy(16), batch_size=4)
+    noise = torch.utils.data.DataLoader(Sleepy(64), batch_size=2)
+    with src.running():
+        for i, ((x, _), (z, _)) in enumerate(zip(loader, noise)):
+            loss = model(x).pow(2).mean() + model(z).pow(2).mean()
+            loss.backward()
+            if i % 2 == 1:
+                optimizer.step()
+                optimizer.zero_grad()
+    steps = src.events["step_end"]
+    assert [(s.batch_size, s.samples) for s in steps] == [(4, 8)] * 2
+
+
 def test_iterable_dataset_gives_pops_and_steps(src):
     model, optimizer = _model()
     loader = torch.utils.data.DataLoader(Stream(12), batch_size=4)

@@ -207,7 +207,7 @@ class _Recent:
     def add_step(self, s: r.Step):
         self.steps += 1
         if s.batch_size:
-            self.samples += s.batch_size
+            self.samples += s.sample_count
             self.batches[s.batch_size] += 1
 
     def add_window(self, w: r.StepWindow, share: float):

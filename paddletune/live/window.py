@@ -97,7 +97,7 @@ class LiveModel:
         self.steps.append(s)
         self.sums[program].add_step(s, 1)
         self.step_counts[program] += 1
-        self.sample_counts[program] += s.batch_size or 0
+        self.sample_counts[program] += s.sample_count
         self.first_step_t.setdefault(program, s.t_s)
         if program in self.data_end or s.step + 1 >= self.head_steps:
             self.windowed = True  # the next steps of the program come as windows

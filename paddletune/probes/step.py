@@ -33,6 +33,7 @@ too (the reader probe's ReaderEnd records say which and how long).
 
 import os
 import time
+from typing import Optional
 
 from ..profile.deferred import writer_of
 from ..profile.records import CudaGraphEvent, Program, ProgramOp, Step
@@ -138,7 +139,7 @@ class StepProbe(Probe):
                                        - getattr(r, "eval_s", 0.0)),
             r.batch_size, r.feed_bytes, r.fetch_bytes, r.read_s, queue, r.n_ops, r.fetch_names,
             r.feed_names, r.is_startup, r.place, None, None, getattr(r, "compute_wait_s", None),
-            getattr(r, "compute_queued_s", None)))
+            getattr(r, "compute_queued_s", None), _samples(r)))
         return step
 
     def _on_compile(self, r):
@@ -170,6 +171,12 @@ class StepProbe(Probe):
 
 # attrs the advisors read (docs/advice.md #8: cuDNN off for global pooling / transposed conv)
 ADVICE_ATTRS = ("use_cudnn", "global_pooling", "pooling_type")
+
+
+def _samples(r) -> Optional[int]:
+    """A step_end's samples where its batches were several (None: its batch_size's)."""
+    samples = getattr(r, "samples", None)
+    return samples if samples and samples != r.batch_size else None
 
 
 def describe_ops(program) -> tuple:

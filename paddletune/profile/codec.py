@@ -108,7 +108,7 @@ class StepCompressor:
         together). Any other step: `compress`, encoded."""
         (t_s, program, executor, number, wall_s, feed_s, compute_s, fetch_s, gap_s, batch_size,
          feed_bytes, fetch_bytes, read_s, queue, n_ops, fetch, feed, startup, place, exemplar,
-         slot, compute_wait_s, compute_queued_s) = step
+         slot, compute_wait_s, compute_queued_s, samples) = step
         key = (executor, program)
         values = (n_ops, fetch, feed, startup, place)
         if ((exemplar is not None and (exemplar.__class__ is not str
@@ -116,7 +116,7 @@ class StepCompressor:
                 or values != self._last.get(key)
                 or not _TEXT_TYPES.issuperset(map(type, (
                     program, executor, number, gap_s, batch_size, feed_bytes, fetch_bytes,
-                    queue, slot, compute_wait_s, compute_queued_s)))
+                    queue, slot, compute_wait_s, compute_queued_s, samples)))
                 or not _FLOATS.issuperset(map(type, (t_s, wall_s, feed_s, compute_s, fetch_s,
                                                      read_s)))
                 or not isfinite(t_s + wall_s + feed_s + compute_s + fetch_s + read_s)):
@@ -145,6 +145,8 @@ class StepCompressor:
         if compute_queued_s is not None:
             parts.append(',"compute_queued_s":%.9f' % compute_queued_s
                          if isfinite(compute_queued_s) else ',"compute_queued_s":null')
+        if samples is not None:
+            parts.append(',"samples":%d' % samples)
         parts.append("}")
         return "".join(parts)
 
@@ -207,7 +209,7 @@ if r.Step._fields != (
         "t_s", "program", "executor", "step", "wall_s", "feed_s", "compute_s", "fetch_s",
         "gap_s", "batch_size", "feed_bytes", "fetch_bytes", "read_s", "queue", "n_ops", "fetch",
         "feed", "startup", "place", "exemplar", "slot", "compute_wait_s",
-        "compute_queued_s"):  # pragma: no cover
+        "compute_queued_s", "samples"):  # pragma: no cover
     raise ImportError("records.Step's fields changed: update StepCompressor.text and "
                       "StepProbe._record (probes/step.py), which fill them in order")
 

@@ -373,7 +373,7 @@ def _window(train, start, end) -> Optional[F.WindowRate]:
     total_s = sum(s.cycle_s for s in steps)
     if not steps or total_s <= 0:
         return None
-    samples = sum(s.batch_size or 0 for s in steps)
+    samples = sum(s.sample_count for s in steps)
     return F.WindowRate(len(steps), total_s / len(steps), len(steps) / total_s,
                         samples / total_s if samples else None,
                         _cpu_per_step(start.cpu_s, end and end.cpu_s, len(steps)),

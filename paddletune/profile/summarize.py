@@ -220,8 +220,8 @@ def _throughput(steady: Steady, total_cycle: float, mean_cycle: float) -> F.Thro
     for w in steady.windows:
         sizes.update(w.batch_sizes)
     batch = _median_of_counts(sizes)
-    samples = sum(s.batch_size or 0 for s in steady.steps) + sum(w.samples
-                                                                 for w in steady.windows)
+    samples = sum(s.sample_count for s in steady.steps) + sum(w.samples
+                                                              for w in steady.windows)
     fetched = sum(s.fetch_bytes for s in steady.steps) + sum(w.fetch_bytes
                                                              for w in steady.windows)
     return F.Throughput(

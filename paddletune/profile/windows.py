@@ -67,9 +67,9 @@ class WindowBuilder:
             if measured:
                 parts[name].add_many(np.array(measured, dtype=np.float64))
         sizes = self.batch_sizes
-        for size in columns["batch_size"]:
+        for size, samples in zip(columns["batch_size"], columns["samples"]):
+            self.samples += samples if samples is not None else (size or 0)  # (sample_count)
             if size:
-                self.samples += size
                 sizes[size] = sizes.get(size, 0) + 1
         self.feed_bytes += sum(columns["feed_bytes"])
         self.fetch_bytes += sum(columns["fetch_bytes"])

@@ -218,6 +218,10 @@ def _distribution_cells(d: Optional[Distribution]) -> List[str]:
     return [_ms(getattr(d, k)) for k in QUANTILES] + [_pct(d.cv, 0)]
 
 
+SEVERAL_BATCHES = 1.5  # batches a step from which the throughput line says how many
+# (gradient accumulation)
+
+
 def _throughput(tp: Optional[Throughput]) -> str:
     if tp is None:
         return NA
@@ -226,7 +230,10 @@ def _throughput(tp: Optional[Throughput]) -> str:
     if tp.batch_size:
         samples = tp.samples_per_s
         text += f" · {samples:,.0f} samples/s" if _finite(samples) else ""
-        return text + f" (batch size {tp.batch_size})"
+        batches = tp.batches_per_step
+        several = (f" · {batches:.1f} batches a step" if batches is not None
+                   and batches >= SEVERAL_BATCHES else "")
+        return text + f" (batch size {tp.batch_size}{several})"
     return text + " (batch size unknown)"
 
 

@@ -120,7 +120,8 @@ class Throughput:
     Fields:
       steps_per_s           steps per second (steps / seconds; 1 / the mean cycle)
       batch_size            the median batch size (None: unknown)
-      samples_per_s         samples per second (None without batch sizes)
+      samples_per_s         samples per second (None without batch sizes): every batch a
+                            step took (records.Step.sample_count)
       fetch_bytes_per_step  bytes fetched per step
       steps                 the steady steps measured
       seconds               the time they took (the sum of their loop iterations)
@@ -141,6 +142,14 @@ class Throughput:
     def step_time_s(self) -> Optional[float]:
         """The step time that goes with steps_per_s (its inverse)."""
         return step_time_s(self.steps_per_s)
+
+    @property
+    def batches_per_step(self) -> Optional[float]:
+        """Samples a step over the median batch size: above 1 where a step takes several
+        batches (gradient accumulation); None where unknown."""
+        if not self.batch_size or not self.samples_per_s or not self.steps_per_s:
+            return None
+        return self.samples_per_s / self.steps_per_s / self.batch_size
 
 
 @dataclass(frozen=True)

@@ -45,6 +45,8 @@ class Step(NamedTuple):
       compute_queued_s  of compute_wait_s, the time runnable but waiting for a core (Linux's
                    run_delay, /proc/thread-self/schedstat); the rest was blocked. None: not
                    measured, or not readable there
+      samples      the samples of all the step's batches, where it took several (gradient
+                   accumulation: batch_size is its latest batch's); None: batch_size's
     """
 
     KIND = "step"
@@ -71,6 +73,12 @@ class Step(NamedTuple):
     slot: Optional[Count] = None
     compute_wait_s: Optional[Seconds] = None
     compute_queued_s: Optional[Seconds] = None
+    samples: Optional[Count] = None
+
+    @property
+    def sample_count(self) -> int:
+        """The samples the step trained on (0: unknown)."""
+        return self.samples if self.samples is not None else (self.batch_size or 0)
 
     @property
     def cycle_s(self) -> float:
@@ -291,7 +299,7 @@ class StepWindow:
       t_s          its end
       program      the program's id
       n            steps aggregated
-      samples      their batch sizes summed
+      samples      the samples they trained on summed (Step.sample_count)
       batch_sizes  {batch size: steps}
       parts        {part: Dist} for wall, cycle (wall + outside), feed, compute, fetch,
                    outside (the gap before the run), read, compute_wait and compute_queued

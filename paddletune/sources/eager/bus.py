@@ -101,6 +101,8 @@ class StepEnd(NamedTuple):
     compute_wait_s: Optional[float] = None  # (the runtime's; not measured here)
     compute_queued_s: Optional[float] = None
     eval_s: float = 0.0  # DataLoader passes between the steps, left out before `t_begin`
+    samples: Optional[int] = None  # the samples of its batches (gradient accumulation: of
+    # several; None: not counted)
 
     @property
     def wall_s(self):
@@ -206,7 +208,7 @@ if StepEnd._fields != (
         "step", "t_begin", "t_end", "read_s", "feed_s", "fetch_s", "compute_s", "batch_size",
         "place", "feed_bytes", "fetch_bytes", "executor_id", "program_id", "n_ops",
         "fetch_names", "feed_names", "is_startup", "paused_s", "compute_wait_s",
-        "compute_queued_s", "eval_s") or ReaderBatch._fields != (
+        "compute_queued_s", "eval_s", "samples") or ReaderBatch._fields != (
         "loader_id", "pass_no", "index", "t", "produce_s", "cpu_s", "wait_s", "size",
         "capacity", "nbytes", "shapes", "worker", "put_wait_s", "speed_test",
         "copy_s"):  # pragma: no cover

@@ -164,7 +164,7 @@ class LoaderTracker:
         handle.last = batch
         wait = t_got - t_request
         self.timer.read(t_request, wait, int(shapes[0][0]) if shapes and shapes[0]
-                        else _first_of(shapes))
+                        else _first_of(shapes), handle.loader_id)
         self.bus.emit("reader_batch", _reader_batch((
             handle.loader_id, handle.number, index, t_got, produce_s, cpu_s, wait, size,
             handle.capacity, nbytes, shapes, -1, 0.0, False, 0.0)))
@@ -254,7 +254,7 @@ class LoaderTracker:
         else:
             batch_size = (first_dim(batch, self.shape_of) if shapes is None
                           else _first_of(shapes))
-        self.timer.read(t_request, wait, batch_size)
+        self.timer.read(t_request, wait, batch_size, handle.loader_id)
         if self.bus.listening("reader_pop"):
             self.bus.emit("reader_pop", ReaderPop(handle.loader_id, handle.number, index,
                                                   t_got, wait, size, handle.capacity,

@@ -40,6 +40,9 @@ class _PassMark(NamedTuple):
     feed_bytes: int
     fetch_bytes: int
     eval_s: float
+    samples: int
+    samples_of: Optional[int]
+    batch_size: Optional[int]
 
 
 class StepTimer:
@@ -56,19 +59,28 @@ class StepTimer:
         self._feed_bytes = self._fetch_bytes = 0
         self._paused_s = 0.0
         self._eval_s = 0.0  # passes between two steps, left out of this one
+        self._samples = 0  # the samples of the step's batches (of the first loader read)
+        self._samples_of = None  # that loader
         self._batch_size = None
         self._owner = None  # the optimizer whose steps are the training steps
         self._passes: Dict[int, _PassMark] = {}  # loader id -> its running pass's start
         self._elsewhere = 0  # training steps timed elsewhere (Paddle's static graph runs)
 
     # --- what the loop did since the last step --------------------------------------------
-    def read(self, t_request: float, wait_s: float, batch_size: Optional[int]):
-        """A DataLoader batch was asked for at `t_request` and came `wait_s` later."""
+    def read(self, t_request: float, wait_s: float, batch_size: Optional[int],
+             loader_id: Optional[int] = None):
+        """A DataLoader batch was asked for at `t_request` and came `wait_s` later. The
+        step's batch size and samples are those of the first loader it read (several
+        batches a step: gradient accumulation; a second loader's, a GAN's noise, not)."""
         if self._t_prev_end is None and self._t_first is None:
             self._t_first = t_request
         self._read_s += wait_s
         if batch_size is not None:
-            self._batch_size = batch_size
+            if self._samples_of is None:
+                self._samples_of = loader_id
+            if loader_id == self._samples_of:
+                self._batch_size = batch_size
+                self._samples += batch_size
 
     def feed(self, seconds: float, nbytes: int = 0):
         self._feed_s += seconds
@@ -92,10 +104,10 @@ class StepTimer:
         may start or wake its workers; the latest ask counts), or asked for its first batch
         (counted where no ask was seen). It counts until the pass ends (`pass_ended`)."""
         if asked or loader_id not in self._passes:
-            self._passes[loader_id] = _PassMark(t, self.steps + self._elsewhere,
-                                                self._read_s, self._feed_s,
-                                                self._fetch_s, self._feed_bytes,
-                                                self._fetch_bytes, self._eval_s)
+            self._passes[loader_id] = _PassMark(
+                t, self.steps + self._elsewhere, self._read_s, self._feed_s, self._fetch_s,
+                self._feed_bytes, self._fetch_bytes, self._eval_s, self._samples,
+                self._samples_of, self._batch_size)
 
     def pass_ended(self, loader_id: int, t: float,
                    ran_out: bool = True) -> Optional[EvalPass]:
@@ -115,6 +127,9 @@ class StepTimer:
         self._fetch_s = min(self._fetch_s, mark.fetch_s)
         self._feed_bytes = min(self._feed_bytes, mark.feed_bytes)
         self._fetch_bytes = min(self._fetch_bytes, mark.fetch_bytes)
+        # (its batches are not the step's: the step's batch size and samples as before it)
+        self._samples, self._samples_of = mark.samples, mark.samples_of
+        self._batch_size = mark.batch_size
         self._eval_s += eval_s
         return EvalPass(eval_s, read_s)
 
@@ -164,12 +179,13 @@ class StepTimer:
             record = _step_end((self.steps, t_begin, t_end, read_s, feed_s, fetch_s,
                                 wall - parts if wall > parts else 0.0, self._batch_size, place,
                                 self._feed_bytes, self._fetch_bytes, 0, 0, None, (), (), False,
-                                self._paused_s, None, None, eval_s))
+                                self._paused_s, None, None, eval_s, self._samples or None))
         self.steps += 1
         self._t_prev_end = t_end
         self._read_s = self._feed_s = self._fetch_s = 0.0
         self._feed_bytes = self._fetch_bytes = 0
         self._paused_s = self._eval_s = 0.0
+        self._samples, self._samples_of = 0, None
         if record is not None:  # last: a subscriber may end the job here (the step limit)
             self.bus.emit("step_end", record)
 
