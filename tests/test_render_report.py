@@ -339,3 +339,15 @@ def test_an_eager_jobs_steps_name_no_program_and_its_wait_by_the_loader(tmp_path
     (wait,) = [line for line in lines if line.startswith("DataLoader wait ")]
     assert wait.split()[2:4] == ["6.00", "60.0%"], wait
     assert not [line for line in lines if line.startswith("reader wait")]
+
+
+def test_a_step_of_several_batches_says_how_many_and_counts_their_samples(tmp_path):
+    """Gradient accumulation: each step took 4 batches of 64 (Step.samples 256): samples/s
+    counts them all, the batch size stays 64, and the line says so."""
+    steps = eager_step_records(n_steps=40, wall_s=0.010, gap_s=0.0)
+    for s in steps:
+        s["samples"] = 256
+    lines = render(make_profile(tmp_path / "p.jsonl", steps=steps, source=EAGER_SOURCE))
+    (line,) = [x for x in lines if x.startswith("Throughput:")]
+    assert line == ("Throughput: 100.0 steps/s · 25,600 samples/s (batch size 64 · 4.0 batches "
+                    "a step)")
