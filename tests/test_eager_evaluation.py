@@ -284,8 +284,22 @@ def test_evaluation_waiting_for_its_batches_is_given_workers(tmp_path):
     assert "left out of the steps" in a.evidence
 
 
-def test_evaluation_with_workers_or_busy_evaluating_is_not_advised(tmp_path):
-    assert evaluation_input(job(tmp_path, "w", workers=2)) is None
+def test_evaluation_with_too_few_workers_is_given_more(tmp_path):
+    """Two workers, each 60 ms a batch against 4 ms evaluating it: 4 workers (the cores'
+    cap), the batches after each pass's first at the pace of 4 against that of 2."""
+    a = evaluation_input(job(tmp_path, "w", workers=2))
+    fig = a.figures
+    assert (fig["current_workers"], fig["suggested_workers"]) == (2, 4)
+    assert fig["make_s_per_batch"] == pytest.approx(0.060)  # (one worker's, not the wait)
+    now, new = max(0.00475, 0.030, 0.015), max(0.00475, 0.015, 0.015)
+    assert fig["predicted_passes_s"] == pytest.approx(
+        3 * 8 * 0.064 - 21 * (now - new) + 2 * FORK_S_PER_WORKER)  # (2 more, forked once)
+    assert "each of its 2 workers made a batch in 60.00 ms" in a.evidence
+    assert "num_workers=4" in a.change
+
+
+def test_evaluation_with_workers_enough_or_busy_evaluating_is_not_advised(tmp_path):
+    assert evaluation_input(job(tmp_path, "w", workers=4)) is None  # (the cores' cap)
     assert evaluation_input(job(tmp_path, "e", make_s=0.002, eval_s=0.030)) is None
     short = job(tmp_path, "s", n_steps=400, passes=1, batches=1)
     assert short.summary.evaluation.share < 0.05

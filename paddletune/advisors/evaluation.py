@@ -3,20 +3,22 @@
 An evaluation (validation) loop over its own DataLoader, run between training steps, is left
 out of the steps (sources/eager/steps.py): the steps' figures are the training's own, and the
 summary's `evaluation` says what the passes cost the run. Where such a loader makes its
-batches in the loop (num_workers=0) and the passes mostly wait for them, worker processes
-make them while the model evaluates the one before.
+batches in the loop (num_workers=0), or in fewer workers than keep up, and the passes mostly
+wait for them, (more) worker processes make them while the model evaluates the one before.
 
-The prediction, per batch of the passes: now the loop makes it (the wait, `make_s`) and then
-evaluates it (`eval_s`); with N workers it takes the longest of: evaluating it and taking it
-over from a worker (the framework's hand-over prior, producers.WORKER_TRANSFER_S); one
-worker's time over N; its CPU over the cores the workers get beside the loop (all but one).
-N is the workers that would keep up (make_s / eval_s, rounded up), no more than those cores
-run at each worker's measured share of a core. Each pass still waits for its first batch
-as long as now (the workers begin it as the pass begins), and the workers' fork
-(FORK_S_PER_WORKER each) is added once where they are kept, at every pass where not. A new pass starts its workers
-again unless they persist: PyTorch's change keeps them (persistent_workers), Paddle's does
-not (KEEPS_WORKERS). The gain is the run's, not the steps': the steps' figures do not
-change, and `tune` (which measures steps) cannot show it."""
+The prediction, per batch of the passes: now the loop makes it (the wait, `make_s`; with
+workers, one worker's time for it) and then evaluates it (`eval_s`). With N workers a batch
+takes the longest of: evaluating it and taking it over from a worker (the framework's
+hand-over prior, producers.WORKER_TRANSFER_S); one worker's time over N; its CPU over the
+cores the workers get beside the loop (all but one). N is the workers that would keep up
+(make_s / eval_s, rounded up), no more than those cores run at each worker's measured share
+of a core. Each pass still waits for its first batch as long as now (the workers begin it
+as the pass begins). A loader with workers already gains, on the batches after each pass's
+first, its pace with N workers against its pace with those it has (the same model). The
+workers' fork (FORK_S_PER_WORKER each) is added once where they are kept, at every pass
+where not: PyTorch's change keeps them (persistent_workers), Paddle's does not
+(KEEPS_WORKERS). The gain is the run's, not the steps': the steps' figures do not change,
+and `tune` (which measures steps) cannot show it."""
 
 import math
 from typing import Optional
@@ -43,14 +45,14 @@ def evaluation_input(profile) -> Optional[Advice]:
     """evaluation passes waiting for their batches (#30)
 
     Fires when DataLoader passes between training steps (an evaluation loop) take at least
-    5% of the run, the loop makes their batches itself (no workers) and waits for them at
-    least 30% of the passes' time.
+    5% of the run and wait for their batches at least 30% of their time, and more workers
+    than it has (none: the loop makes the batches) would make them faster.
     """
     s = profile.summary
     if s.evaluation is None or not declares_knob(profile, "reader.num_workers"):
         return None
-    candidates = [f for f in s.evaluation.loaders if not f.workers and f.batches
-                  and (f.wait_share or 0.0) >= MIN_WAIT_SHARE]
+    candidates = [f for f in s.evaluation.loaders
+                  if f.batches and (f.wait_share or 0.0) >= MIN_WAIT_SHARE]
     if not candidates or not s.duration_s:
         return None
     f = max(candidates, key=lambda c: c.read_s)
@@ -70,37 +72,55 @@ def evaluation_input(profile) -> Optional[Advice]:
 
 
 def _figures(profile, f: EvalLoader) -> Optional[dict]:
-    """Per batch: making it, evaluating it, its CPU; the workers and the passes' time with
-    them; the run's time saved (None: nothing to gain)."""
-    make_s = f.read_s / f.batches
-    eval_s = max(f.total_s - f.read_s, 0.0) / f.batches
+    """Per batch: making it (in the loop, or one worker's time), evaluating it, its CPU; the
+    workers and the passes' time with them; the run's time saved (None: nothing to gain)."""
     loader = next((x for x in (profile.summary.reader.loaders if profile.summary.reader
                                else ()) if x.loader == f.loader), None)
     cpu_s = loader.producer.cpu_s_per_batch if loader is not None else None
+    if f.workers:  # (a worker's own time per batch, where the workers' timing came back)
+        make_s = loader.producer.s_per_batch if loader is not None else None
+        if not make_s:
+            return None
+    else:
+        make_s = f.read_s / f.batches
+    eval_s = max(f.total_s - f.read_s, 0.0) / f.batches
     cores = profile.env.cpu.cores
     room = max(cores - 1, 1) if cores else 1  # the loop keeps one core evaluating
     share = min(cpu_s / make_s, 1.0) if cpu_s and make_s > 0 else 1.0
     cap = max(1, min(int(room / max(share, MIN_WORKER_CORES)), room * MAX_WORKERS_PER_CORE))
     wanted = math.ceil(make_s / eval_s) if eval_s > 0 else cap
     workers = max(1, min(wanted, cap))
+    if workers <= f.workers:
+        return None
     take_s = transfer_costs(profile.source.framework)[0]
     cpu_bound_s = (cpu_s or make_s * share) / room
-    batch_s = max(eval_s + take_s, make_s / workers, cpu_bound_s)
-    now_s = make_s + eval_s
+
+    def pace(n: int) -> float:  # a batch's time, after a pass's first, with n workers
+        return max(eval_s + take_s, make_s / n, cpu_bound_s)
+
+    batch_s = pace(workers)
+    now_s = pace(f.workers) if f.workers else make_s + eval_s
     if batch_s >= now_s:
         return None
     # each pass waits for its first batch as now (the workers start on it as the pass
     # does); the rest come at the new pace; the workers are forked once where kept, else
     # at every pass
-    forks = 1 if profile.source.framework in KEEPS_WORKERS else f.passes
-    passes_s = (f.passes * (make_s + take_s) + (f.batches - f.passes) * batch_s
-                + forks * workers * FORK_S_PER_WORKER)
+    forks = (workers - f.workers) * (1 if profile.source.framework in KEEPS_WORKERS
+                                     else f.passes)
+    rest = f.batches - f.passes
+    if f.workers:
+        passes_s = f.total_s - rest * (now_s - batch_s)
+    else:
+        passes_s = f.passes * (make_s + take_s) + rest * batch_s
+    passes_s += forks * FORK_S_PER_WORKER
     saved_s = f.total_s - passes_s
+    if saved_s <= 0:
+        return None
     duration_s = profile.summary.duration_s
     return {"loader": f.loader, "passes": f.passes, "batches": f.batches,
             "passes_s": f.total_s, "make_s_per_batch": make_s, "eval_s_per_batch": eval_s,
-            "cpu_s_per_batch": cpu_s, "cores": cores, "workers_wanted": wanted,
-            "workers_cap": cap, "suggested_workers": workers,
+            "cpu_s_per_batch": cpu_s, "cores": cores, "current_workers": f.workers,
+            "workers_wanted": wanted, "workers_cap": cap, "suggested_workers": workers,
             "predicted_batch_s": batch_s, "predicted_passes_s": passes_s,
             "cpu_bound": cpu_bound_s >= batch_s - 1e-12, "run_s": duration_s,
             "saved_s": saved_s, "saved_share": saved_s / duration_s,
@@ -110,11 +130,13 @@ def _figures(profile, f: EvalLoader) -> Optional[dict]:
 def _evidence(f: EvalLoader, name: str, figures: dict) -> str:
     cpu = (f", {ms(figures['cpu_s_per_batch'])} of it CPU" if figures["cpu_s_per_batch"]
            else "")
+    made = ("the loop made each batch itself in" if not f.workers
+            else "its one worker made each batch in" if f.workers == 1
+            else f"each of its {f.workers} workers made a batch in")
     return (f"{f.passes} pass{'es' if f.passes != 1 else ''} of {name} ran between training "
             f"steps: {f.batches:,} batches in {f.total_s:.2f} s, "
-            f"{f.total_s / figures['run_s']:.0%} of the {figures['run_s']:.1f} s run; the "
-            f"loop made each batch itself in "
-            f"{ms(figures['make_s_per_batch'])}{cpu}, then evaluated it in "
+            f"{f.total_s / figures['run_s']:.0%} of the {figures['run_s']:.1f} s run; {made} "
+            f"{ms(figures['make_s_per_batch'])}{cpu}, and the loop evaluated it in "
             f"{ms(figures['eval_s_per_batch'])}: it waited {f.wait_share:.0%} of the passes' "
             f"time. These passes are left out of the steps' figures.")
 
