@@ -260,7 +260,9 @@ def test_the_summary_sums_the_passes_and_the_training_loader_stays_the_main_one(
     assert (f.loader, f.name, f.passes, f.batches, f.workers) == (1, "DataLoader#1", 3, 360, 0)
     assert f.wait_share == pytest.approx(0.060 / 0.064)
     assert e.share == pytest.approx(e.total_s / profile.summary.duration_s)
-    assert profile.summary.main_loader.loader == 0
+    assert profile.summary.main_loader.loader == profile.summary.reader.main == 0
+    assert f.loader == 1 and profile.summary.reader.of(1).evaluation
+    assert not profile.summary.reader.of(0).evaluation
 
 
 def test_evaluation_waiting_for_its_batches_is_given_workers(tmp_path):

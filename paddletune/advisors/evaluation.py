@@ -74,8 +74,7 @@ def evaluation_input(profile) -> Optional[Advice]:
 def _figures(profile, f: EvalLoader) -> Optional[dict]:
     """Per batch: making it (in the loop, or one worker's time), evaluating it, its CPU; the
     workers and the passes' time with them; the run's time saved (None: nothing to gain)."""
-    loader = next((x for x in (profile.summary.reader.loaders if profile.summary.reader
-                               else ()) if x.loader == f.loader), None)
+    loader = _loader_figures(profile, f)
     cpu_s = loader.producer.cpu_s_per_batch if loader is not None else None
     if f.workers:  # (a worker's own time per batch, where the workers' timing came back)
         make_s = loader.producer.s_per_batch if loader is not None else None
@@ -143,14 +142,20 @@ def _evidence(f: EvalLoader, name: str, figures: dict) -> str:
 
 def _change(profile, f: EvalLoader, name: str, figures: dict) -> str:
     code = writer(profile)
-    config = next((x.config for x in profile.summary.reader.loaders if x.loader == f.loader),
-                  None) if profile.summary.reader else None
+    loader = _loader_figures(profile, f)
+    config = loader.config if loader is not None else None
     keep = {"persistent_workers": True} if profile.source.framework in KEEPS_WORKERS else {}
     if config is None:
         return code.comment(f"give {name} num_workers={figures['suggested_workers']}"
                             + (" and persistent_workers=True" if keep else ""))
     line = eval_loader(code.loader(config, num_workers=figures["suggested_workers"], **keep))
     return f"{code.comment(f'the DataLoader the evaluation loop iterates ({name})')}\n{line}"
+
+
+def _loader_figures(profile, f: EvalLoader):
+    """The reader figures of the evaluation loader `f` (None: none)."""
+    reader = profile.summary.reader
+    return reader.of(f.loader) if reader is not None else None
 
 
 def eval_loader(line: str) -> str:

@@ -77,7 +77,6 @@ def _figures(profile, f) -> dict:
             "predicted_cycle_s": predicted if speedup else None, "speedup": speedup}
 
 
-
 def _evidence(f, figures: dict) -> str:
     made = (f"; a worker made a batch in {ms(figures['worker_s_per_batch'])}"
             if figures["worker_s_per_batch"] else "")

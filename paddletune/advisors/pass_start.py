@@ -63,7 +63,7 @@ def _figures(profile, f) -> Optional[dict]:
     else:
         return None
     saved_s = starts.later_s - predicted_s
-    evaluation = profile.summary.evaluates_only(f)
+    evaluation = f.evaluation
     figures = {"loader": f.loader, "persistent_workers": bool(f.config.persistent_workers),
                "suggested_persistent_workers": change, "first_s": starts.first_s,
                "later_s": starts.later_s, "later_passes": starts.later,

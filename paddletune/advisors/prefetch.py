@@ -98,7 +98,6 @@ def burst_plan(profile, f: LoaderFigures) -> Optional[dict]:
             "speedup": cycle_s / predicted if predicted > 0 else None}
 
 
-
 def _worker_load(f: LoaderFigures, workers: int):
     """(the slowest worker's time per batch, the busiest worker's share of the span: its
     time per batch times its batches); (None, None) when not measured. Without per-worker

@@ -58,7 +58,6 @@ def pin_memory(profile) -> Optional[Advice]:
         figures=figures)
 
 
-
 def _figures(profile, cycle_s: float, feed_s: float) -> dict:
     nbytes = _bytes_per_step(profile)
     bandwidth = nbytes / feed_s if nbytes and feed_s else None

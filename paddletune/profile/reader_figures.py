@@ -15,7 +15,7 @@ The cycle is the main program's steady mean when the loader feeds the main progr
 figures fall back to the intervals' own span (time the pass ran).
 """
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from typing import Dict, Optional, Sequence, Tuple
 
 from . import figures as F
@@ -47,21 +47,23 @@ def reader_figures(profile, window, main_cycle=None) -> Optional[F.ReaderFigures
         passes[s.loader] += 1
     intervals = profile.records("reader", r.ReaderInterval)
     ends = profile.records("reader", r.ReaderEnd)
+    between = Counter(e.loader for e in ends if e.eval_s is not None)
     loaders = tuple(
         loader_figures(loader, config, passes[loader], window, main_cycle,
                        [iv for iv in intervals if iv.loader == loader],
                        process_figures(profile, loader),
                        pass_starts([s for s in starts if s.loader == loader],
-                                   [e for e in ends if e.loader == loader]))
+                                   [e for e in ends if e.loader == loader]),
+                       evaluation=0 < passes[loader] <= between[loader])
         for loader, config in configs.items())
-    main = max(loaders, key=lambda f: f.batches)
-    errors = tuple(F.LoaderError(e.loader, e.detail)
-                   for e in profile.records("reader", r.ReaderEnd) if e.what == "error")
+    # the training loop's: an evaluation loader only where no other loader ran
+    main = max([f for f in loaders if not f.evaluation] or loaders, key=lambda f: f.batches)
+    errors = tuple(F.LoaderError(e.loader, e.detail) for e in ends if e.what == "error")
     return F.ReaderFigures(loaders, main.loader, errors)
 
 
 def loader_figures(loader, config: r.LoaderConfig, passes, window, main_cycle, intervals,
-                   processes=None, starts=None) -> F.LoaderFigures:
+                   processes=None, starts=None, evaluation=False) -> F.LoaderFigures:
     picked, scope = _in_window(intervals, window)
     c = merge_intervals(picked) if picked else r.ReaderInterval(0.0, 0.0, loader, 0)
     span_s = sum(max(iv.t_s - iv.t0_s, 0.0) for iv in picked)
@@ -79,7 +81,7 @@ def loader_figures(loader, config: r.LoaderConfig, passes, window, main_cycle, i
         copy_s_per_pop=c.copy_s / pops if pops else None,
         handover_s_per_pop=c.handover_s / pops if pops and c.handover_s else None,
         shapes=shape_figures(c.shapes), long_batches=long_batches(c.cost),
-        processes=processes, pass_starts=starts)
+        processes=processes, pass_starts=starts, evaluation=evaluation)
 
 
 def pass_starts(starts: Sequence[r.ReaderStart],

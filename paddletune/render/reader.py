@@ -21,7 +21,7 @@ WHOLE_RUN_DIFFERS = 0.10  # baseline window vs whole run: shown both beyond this
 def reader_sections(profile, s) -> list:
     """The Reader section of each loader that delivered batches, then the Speed test's."""
     loaders = s.reader.loaders if s.reader is not None else ()
-    sections = [_loader(f, s.evaluates_only(f)) for f in loaders if f.batches]
+    sections = [_loader(f) for f in loaders if f.batches]
     how = ("FLAGS_reader_queue_speed_test_mode" if profile.source.framework == "fluid"
            else "the DataLoader's last batch replayed")
     return [x for x in sections + [_speed_test(s.speed_test, how, s.throughput)]
@@ -29,14 +29,13 @@ def reader_sections(profile, s) -> list:
 
 
 # --- reader ---------------------------------------------------------------------------------------
-def _loader(f: LoaderFigures, evaluation: bool = False) -> Group:
-    """`evaluation`: every pass of the loader ran between training steps."""
-    table = label_table(_title(f, evaluation), "queue fill", _fill(f.occupancy))
+def _loader(f: LoaderFigures) -> Group:
+    table = label_table(_title(f), "queue fill", _fill(f.occupancy))
     rows = [("fill over time", _spark(f.timeline, f.config.capacity)),
             ("empty pops", _empty(f)), ("wait per pop", _wait(f.wait)),
             ("hand-over", _handover(f)),
             ("producer", _producer(f)), ("consumer", _consumer(f)),
-            ("balance", _balance(f, evaluation)), ("pass start", _pass_start(f)),
+            ("balance", _balance(f)), ("pass start", _pass_start(f)),
             ("oscillation", _oscillation(f)),
             ("worker memory", _memory(f.processes)),
             ("worker CPU", _worker_cpu(f.processes))]
@@ -46,7 +45,7 @@ def _loader(f: LoaderFigures, evaluation: bool = False) -> Group:
     return Group(table, workers) if workers is not None else table
 
 
-def _title(f: LoaderFigures, evaluation: bool = False) -> str:
+def _title(f: LoaderFigures) -> str:
     c = f.config
     workers = c.num_workers or 0
     producer = (f"{workers} worker process{'es' * (workers > 1)}" if workers
@@ -61,7 +60,7 @@ def _title(f: LoaderFigures, evaluation: bool = False) -> str:
     parts.append(f"{c.dataset}-style dataset" if c.dataset
                  else "iterable" if c.iterable else "non-iterable")
     scope = "steady steps" if f.scope == "steady" else "whole run"
-    role = " · evaluation (its passes ran between training steps)" if evaluation else ""
+    role = " · evaluation (its passes ran between training steps)" if f.evaluation else ""
     return (f"Reader: {clean(f.name or 'DataLoader')}{role} · {' · '.join(parts)} · "
             f"{f.batches:,} batches ({scope})")
 
@@ -124,14 +123,14 @@ def _consumer(f: LoaderFigures) -> str:
             f"batches/s; took {num(c.actual_per_s)} batches/s")
 
 
-def _balance(f: LoaderFigures, evaluation: bool = False) -> str:
+def _balance(f: LoaderFigures) -> str:
     ratio = f.producer_ratio
     if ratio is None:
         return ""
     if f.config.made_in == "loop":  # (no queue: each batch is made while the step waits)
         need = "one worker process" if ratio >= 1 else "more than one worker process"
-        own, beside = (("the evaluation's own time per batch", "the evaluation") if evaluation
-                       else ("the step's own time", "the step"))
+        own, beside = (("the evaluation's own time per batch", "the evaluation")
+                       if f.evaluation else ("the step's own time", "the step"))
         return (f"made in the loop, every batch is waited for; one takes {1 / ratio:.2f}x "
                 f"{own}: {need} beside {beside} would keep up")
     if ratio < 1:

@@ -278,6 +278,8 @@ class LoaderFigures:
       long_batches    steps on the largest batches against the rest
       processes       its worker processes' memory and CPU
       pass_starts     its passes' start-up: the loop's iter() before each first batch
+      evaluation      every pass of it ran between training steps (records.ReaderEnd's
+                      eval_s): an evaluation loop's, never the main loader while another ran
     """
 
     loader: Id
@@ -305,6 +307,7 @@ class LoaderFigures:
     long_batches: Optional[LongBatches] = None
     processes: Optional[ProcessFigures] = None
     pass_starts: Optional[PassStarts] = None
+    evaluation: bool = False
 
     @property
     def producer_ratio(self) -> Optional[float]:
@@ -336,7 +339,8 @@ class ReaderFigures:
 
     Fields:
       loaders  each loader's figures
-      main     the loader that delivered the most batches
+      main     the training loop's: the loader that delivered the most batches, of those
+               not only evaluating (LoaderFigures.evaluation) where any other ran
       errors   failed passes
     """
 
@@ -347,8 +351,11 @@ class ReaderFigures:
     @property
     def main_loader(self) -> Optional[LoaderFigures]:
         """The main loader's figures (the training loop's), None without loaders."""
-        return next((f for f in self.loaders if f.loader == self.main),
-                    self.loaders[0] if self.loaders else None)
+        return self.of(self.main) or (self.loaders[0] if self.loaders else None)
+
+    def of(self, loader: Optional[int]) -> Optional[LoaderFigures]:
+        """The figures of the loader `loader` (its id), None if it has none."""
+        return next((f for f in self.loaders if f.loader == loader), None)
 
 
 @dataclass(frozen=True)

@@ -76,17 +76,8 @@ class Summary:
 
     @property
     def main_loader(self) -> Optional[LoaderFigures]:
-        """The figures of the DataLoader that delivered the most batches, None without one;
-        one whose every pass ran between training steps (evaluation) only where no other
-        loader delivered any."""
-        loaders = [f for f in (self.reader.loaders if self.reader else ()) if f.batches]
-        training = [f for f in loaders if not self.evaluates_only(f)]
-        loaders = training or loaders
-        return max(loaders, key=lambda f: f.batches) if loaders else None
-
-    def evaluates_only(self, loader: LoaderFigures) -> bool:
-        """Whether every pass of `loader` ran between training steps (evaluation)."""
-        for f in self.evaluation.loaders if self.evaluation else ():
-            if f.loader == loader.loader:
-                return f.passes >= loader.passes
-        return False
+        """The figures of the training loop's DataLoader (ReaderFigures.main: the one that
+        delivered the most batches, an evaluation loader only where no other ran), None
+        without one that delivered any."""
+        f = self.reader.main_loader if self.reader else None
+        return f if f is not None and f.batches else None
