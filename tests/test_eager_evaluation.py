@@ -197,6 +197,151 @@ def test_a_pass_that_fails_or_is_reset_is_not_left_out(loop):
     assert [s for s in states if s.what == "end"][-1].eval_s == pytest.approx(0.011)
 
 
+# --- passes left before their end (an evaluation loop's `break`) -----------------------------
+@pytest.fixture
+def graded(loop):
+    """`loop`, with the framework telling whether gradients are on (grad[0])."""
+    grad = [True]
+    loop[2].grad_on = lambda: grad[0]
+    return loop + (grad,)
+
+
+def test_an_evaluation_left_by_a_break_is_left_out(graded):
+    """`with torch.no_grad(): for i, b in enumerate(val_loader): if i == 3: break`: the
+    loop leaves the pass for the training loader's next batch, and that is its end."""
+    clock, tracker, timer, steps, states, grad = graded
+    train = tracker.start(0, {}, 0, lambda: 0)
+    train_step(clock, tracker, timer, train)
+    grad[0] = False
+    tracker.asked(1)
+    clock.advance(0.040)  # its workers start
+    evaluation = tracker.start(1, {}, 0, lambda: 0)
+    for _ in range(3):
+        batch(clock, tracker, evaluation, 0.050, 0.005, size=256)
+        timer.fetch(0.001)
+    clock.advance(0.003)  # (the loop's own work after the break: the evaluation's)
+    grad[0] = True
+    eval_span = 0.040 + 3 * 0.055 + 0.003
+    train_step(clock, tracker, timer, train)
+    step = steps[-1]
+    assert step.eval_s == pytest.approx(eval_span)
+    assert step.read_s == pytest.approx(0.001) and step.fetch_s == 0.0
+    assert step.t_end - step.t_begin == pytest.approx(0.005)
+    assert step.batch_size is None and step.samples is None  # (its batches are not the step's)
+    (left,) = [s for s in states if s.what == "left"]
+    assert (left.loader_id, left.batches, left.detail) == (1, 3, "left after 3 batches")
+    assert left.eval_s == pytest.approx(eval_span) and left.eval_read_s == pytest.approx(0.15)
+    assert left.t == pytest.approx(clock() - 0.005)  # as the loop turned to training
+    assert evaluation.ended
+    # the next evaluation is a new pass, left in its turn
+    grad[0] = False
+    tracker.asked(1)
+    evaluation = tracker.start(1, {}, 0, lambda: 0)
+    for _ in range(2):
+        batch(clock, tracker, evaluation, 0.010, 0.001)
+    grad[0] = True
+    train_step(clock, tracker, timer, train)
+    assert steps[-1].eval_s == pytest.approx(0.022)
+    assert [s.batches for s in states if s.what == "left"] == [3, 2]
+
+
+def test_a_kept_iterator_read_a_few_batches_each_evaluation_is_left_each_time(graded):
+    """`next(val_iter)` eval_iters times without gradients, the iterator kept across
+    evaluations: each evaluation runs from its first batch's request to the loop's turn
+    (the source starts a pass again for a left one's iterator)."""
+    clock, tracker, timer, steps, states, grad = graded
+    train = tracker.start(0, {}, 0, lambda: 0)
+    evaluation = None
+    for _ in range(2):
+        train_step(clock, tracker, timer, train)
+        grad[0] = False
+        if evaluation is None or evaluation.ended:
+            evaluation = tracker.start(1, {}, 0, lambda: 0)
+        for _ in range(4):
+            batch(clock, tracker, evaluation, 0.002, 0.003)
+        grad[0] = True
+        train_step(clock, tracker, timer, train)
+        assert steps[-1].eval_s == pytest.approx(0.020)
+        assert steps[-1].t_end - steps[-1].t_begin == pytest.approx(0.005)
+    assert [(s.pass_no, s.what) for s in states if s.loader_id == 1] == [
+        (1, "start"), (1, "left"), (2, "start"), (2, "left")]
+
+
+def test_two_evaluation_loaders_left_in_turn(graded):
+    """A validation and a test loader, a few batches of each: the first is left as the loop
+    asks the second for a pass, the second as it turns back to training."""
+    clock, tracker, timer, steps, states, grad = graded
+    train = tracker.start(0, {}, 0, lambda: 0)
+    train_step(clock, tracker, timer, train)
+    grad[0] = False
+    for loader, wait_s in ((1, 0.010), (2, 0.020)):
+        tracker.asked(loader)
+        handle = tracker.start(loader, {}, 0, lambda: 0)
+        for _ in range(2):
+            batch(clock, tracker, handle, wait_s, 0.001)
+    grad[0] = True
+    train_step(clock, tracker, timer, train)
+    left = {s.loader_id: s.eval_s for s in states if s.what == "left"}
+    assert left == {1: pytest.approx(0.022), 2: pytest.approx(0.042)}
+    assert steps[-1].eval_s == pytest.approx(0.064)
+    assert steps[-1].t_end - steps[-1].t_begin == pytest.approx(0.005)
+
+
+def test_runs_that_are_not_a_left_evaluation_stay_in_the_step(graded):
+    """Read with gradients on (no_grad() only around the forward), a single batch without
+    gradients beside the training one each step (a teacher's), a run across a step's end,
+    and a framework that does not say: nothing is left out."""
+    clock, tracker, timer, steps, states, grad = graded
+    train = tracker.start(0, {}, 0, lambda: 0)
+    train_step(clock, tracker, timer, train)
+    other = tracker.start(1, {}, 0, lambda: 0)
+    for _ in range(3):  # gradients on
+        batch(clock, tracker, other, 0.010, 0.001)
+    train_step(clock, tracker, timer, train)
+    for _ in range(3):  # a teacher's batch first, without gradients, then the training's
+        grad[0] = False
+        batch(clock, tracker, other, 0.010, 0.001)
+        grad[0] = True
+        train_step(clock, tracker, timer, train)
+    grad[0] = False  # a run without gradients across a step's end
+    batch(clock, tracker, other, 0.010, 0.001)
+    timer.step_done("cpu")
+    batch(clock, tracker, other, 0.010, 0.001)
+    grad[0] = True
+    train_step(clock, tracker, timer, train)
+    timer.grad_on = None  # no signal
+    for _ in range(3):
+        batch(clock, tracker, other, 0.010, 0.001)
+    train_step(clock, tracker, timer, train)
+    assert not [s for s in states if s.what == "left"]
+    assert all(s.eval_s == 0.0 for s in steps)
+    assert steps[1].read_s == pytest.approx(0.031) and steps[-1].read_s == pytest.approx(0.031)
+
+
+def test_a_left_evaluation_then_a_whole_one(graded):
+    """A few batches of the validation loader (left at the test loader's iter()), then the
+    whole test loader: each is left out once."""
+    clock, tracker, timer, steps, states, grad = graded
+    train = tracker.start(0, {}, 0, lambda: 0)
+    train_step(clock, tracker, timer, train)
+    grad[0] = False
+    tracker.asked(1)
+    val = tracker.start(1, {}, 0, lambda: 0)
+    for _ in range(2):
+        batch(clock, tracker, val, 0.010, 0.001)
+    tracker.asked(2)
+    test = tracker.start(2, {}, 0, lambda: 0)
+    for _ in range(3):
+        batch(clock, tracker, test, 0.005, 0.001)
+    tracker.end(test, "end")
+    grad[0] = True
+    train_step(clock, tracker, timer, train)
+    assert [(s.loader_id, s.what, round(s.eval_s, 6)) for s in states
+            if s.eval_s is not None] == [(1, "left", 0.022), (2, "end", 0.018)]
+    assert steps[-1].eval_s == pytest.approx(0.040)
+    assert steps[-1].t_end - steps[-1].t_begin == pytest.approx(0.005)
+
+
 # --- the summary and the advice ---------------------------------------------------------------
 CORES_2 = {"cpu": {"model": "Test CPU", "logical_cores": 2, "physical_cores": 2,
                    "usable_cores": 2}}

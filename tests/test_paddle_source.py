@@ -545,6 +545,40 @@ def test_an_evaluation_loop_between_epochs_is_left_out_of_the_steps(monkeypatch)
     assert steps[2].read_s < 0.01 and steps[2].t_end - steps[2].t_begin < 16 * 0.01
 
 
+def test_an_evaluation_loop_left_by_a_break_is_left_out_of_the_steps(monkeypatch):
+    """An evaluation loop under no_grad that stops after two batches (a `break`): the pass
+    ends as the loop turns back to the training loader, and what it took is left out of
+    the step it fell in (StepTimer's runs read without gradients). The same two batches
+    read with gradients on stay in the step."""
+    source, events = started(monkeypatch)
+    train_loader = paddle.io.DataLoader(Samples(16), batch_size=8)
+    eval_loader = paddle.io.DataLoader(Samples(48, sleep=0.01), batch_size=8)
+    model = paddle.nn.Linear(4, 2)
+    optimizer = paddle.optimizer.SGD(0.1, parameters=model.parameters())
+
+    def evaluate():
+        for i, (x, _) in enumerate(eval_loader):
+            if i == 2:
+                break
+            model(x)
+
+    with source.running():
+        train(train_loader, model=model, optimizer=optimizer)
+        with paddle.no_grad():
+            evaluate()
+        train(train_loader, model=model, optimizer=optimizer)
+        evaluate()  # (gradients on)
+        train(train_loader, model=model, optimizer=optimizer)
+    (left,) = [e for e in events["reader_state"] if e.what == "left"]
+    assert (left.loader_id, left.batches) == (1, 3)
+    assert left.eval_read_s >= 24 * 0.01 and left.eval_s >= left.eval_read_s
+    steps = events["step_end"]
+    assert len(steps) == 6 and steps[2].eval_s == left.eval_s
+    assert [s.eval_s for i, s in enumerate(steps) if i != 2] == [0.0] * 5
+    assert steps[2].read_s < 0.01 and steps[2].t_end - steps[2].t_begin < 24 * 0.01
+    assert steps[4].read_s >= 24 * 0.01  # (read with gradients on: in the step)
+
+
 def test_a_loader_feeding_static_graph_runs_is_training(monkeypatch):
     """Paddle's static-graph steps are Executor.run's, timed outside the step timer: a pass
     that fed them ran out with steps in it (StepTimer.stepped_elsewhere)."""

@@ -228,3 +228,28 @@ def test_an_evaluation_loop_is_left_out_of_the_steps_and_advised(procs, tmp_path
     assert card["figures"]["suggested_workers"] >= 1
     assert "eval_loader = torch.utils.data.DataLoader(dataset, batch_size=256, num_workers=" \
         in card["change"], card
+
+
+def test_an_evaluation_loop_that_breaks_early_is_left_out_of_the_steps(procs, tmp_path):
+    """examples/torch/train_eval.py --eval-batches 2: each evaluation reads its loader's
+    first batches under no_grad and breaks. Each pass ends as the loop turns back to
+    training ("left"; the last, after which the script ends, ends with the job), no
+    training step spans one, and the summary counts them."""
+    out = tmp_path / "p.jsonl"
+    result = cli(procs, "profile", "--out", out, REPO / "examples" / "torch" / "train_eval.py",
+                 "--", "--epochs", 3, "--train-samples", 1024, "--eval-samples", 2048,
+                 "--read-ms", 0.2, "--eval-batches", 2, "--eval-workers", 1)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    reader = records(out, "reader")
+    starts = {(r["loader"], r["pass_no"]): r["t_s"] for r in reader if r["what"] == "start"}
+    left = [r for r in reader if r.get("eval_s") is not None]
+    assert [(r["loader"], r["what"], r["batches"]) for r in left] == \
+        [(1, "left", 3)] * 2 + [(1, "end", 3)], reader
+    steps = records(out, "step")
+    assert len(steps) == 3 * 1024 // 64
+    for p in left:
+        begin = starts[(1, p["pass_no"])]
+        assert p["eval_s"] >= 0.9 * (p["t_s"] - begin) and p["eval_read_s"] > 0, p
+        assert not [s for s in steps if s["t_s"] < begin and s["t_s"] + s["wall_s"] > p["t_s"]]
+    evaluation = report_json(procs, out)["evaluation"]
+    assert evaluation["passes"] == 3 and evaluation["loaders"][0]["batches"] == 9

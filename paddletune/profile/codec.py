@@ -18,7 +18,7 @@ for _cls in r.RECORDS + (Summary,):
         REGISTRY[(_cls.KIND, None)] = _cls
     elif hasattr(_cls, "WHAT"):
         REGISTRY[(_cls.KIND, _cls.WHAT)] = _cls
-REGISTRY.update({("reader", what): r.ReaderEnd for what in ("end", "reset", "error")})
+REGISTRY.update({("reader", what): r.ReaderEnd for what in ("end", "reset", "error", "left")})
 _HAS_FIELD = {cls: {f.name for f in record_fields(cls)} for cls in r.RECORDS + (Summary,)}
 
 

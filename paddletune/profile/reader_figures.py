@@ -91,7 +91,7 @@ def pass_starts(starts: Sequence[r.ReaderStart],
     timed = sorted((s for s in starts if s.startup_s is not None), key=lambda s: s.pass_no)
     if not timed:
         return None
-    end_of = {e.pass_no: e.t_s for e in ends if e.what == "end"}
+    end_of = {e.pass_no: e.t_s for e in ends if e.what in ("end", "left")}
     later = timed[1:] if timed[0].pass_no == 1 else timed
     spans = [end_of[s.pass_no] - s.t_s + s.startup_s for s in later if s.pass_no in end_of]
     return F.PassStarts(

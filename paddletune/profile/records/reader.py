@@ -94,17 +94,19 @@ class ReaderStart:
 
 @dataclass(frozen=True)
 class ReaderEnd:
-    """A DataLoader pass ended, was reset, or failed.
+    """A DataLoader pass ended, was reset, failed, or was left between two training steps.
 
     Fields:
       t_s      when
       loader   the loader's id
       pass_no  its pass
-      what     end | reset | error
+      what     end | reset | error | left (an evaluation loop left it: a `break` after
+               some batches, read without gradients, the loop turning to another loader
+               before a training step ended; eval_s is set)
       batches  batches it delivered
       detail   what happened (the error)
-      eval_s   a pass that ran out between two training steps (no step ended while it
-               ran: an evaluation or validation loop): its time, left out of the steps
+      eval_s   a pass that ran out or was left between two training steps (no step ended
+               while it ran: an evaluation or validation loop): its time, left out of the steps
                (less any such pass inside it); None: not such a pass, or not known (the
                embedded runtime, profiles before 2026-12)
       eval_read_s  of eval_s, the loop's waits for its batches
@@ -114,7 +116,7 @@ class ReaderEnd:
     t_s: TimeS
     loader: Id
     pass_no: Count
-    what: Literal["end", "reset", "error"] = "end"
+    what: Literal["end", "reset", "error", "left"] = "end"
     batches: Count = 0
     detail: str = ""
     eval_s: Optional[Seconds] = None

@@ -128,7 +128,7 @@ class ReaderState:
     loader_id: int
     pass_no: int
     t: float
-    what: str  # start | end | reset | error
+    what: str  # start | end | reset | error | left
     config: dict = field(default_factory=dict)
     detail: Optional[str] = None
     batches: int = 0

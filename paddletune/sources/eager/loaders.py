@@ -26,7 +26,7 @@ from typing import Callable, Dict, Optional
 
 from ...profile.schema import made_in_c
 from .bus import Bus, ReaderBatch, ReaderPop, ReaderPush, ReaderSolo, ReaderState
-from .steps import StepTimer, first_dim, iter_tensors
+from .steps import EvalPass, StepTimer, first_dim, iter_tensors
 
 _perf = time.perf_counter
 MAX_FLAT = 64  # (iter_tensors' limit: a longer flat batch is walked)
@@ -66,6 +66,7 @@ class LoaderTracker:
         self._asked: Dict[int, float] = {}  # loader id -> when the loop last asked for a pass
         self._lock = threading.Lock()
         self.speed_test = False
+        timer.left = self._left
 
     def new_loader_id(self) -> int:
         return next(self._ids)
@@ -95,10 +96,21 @@ class LoaderTracker:
             startup_s=t - t_asked if t_asked is not None else None))
         return handle
 
+    def _left(self, loader_id: int, t: float, taken: EvalPass):
+        """The step timer saw the loop leave the loader's pass between two steps, at `t`
+        (an evaluation loop's `break`): the pass ends there, with what was left out."""
+        with self._lock:
+            handle = self._live.get(loader_id)
+        if handle is not None:
+            self.end(handle, "left", f"left after {handle.batches} batches", taken=taken,
+                     t=t)
+
     def end(self, handle: Pass, what: str = "end", detail: Optional[str] = None,
-            ask_kept: bool = False):
-        """The pass ran out ("end"), failed ("error") or was replaced ("reset"); `ask_kept`:
-        the step timer's mark of the loader's pass is the next pass's already."""
+            ask_kept: bool = False, taken: Optional[EvalPass] = None,
+            t: Optional[float] = None):
+        """The pass ran out ("end"), failed ("error"), was replaced ("reset") or left between
+        two steps ("left": `taken` is what the step timer left out, at `t`); `ask_kept`: the
+        step timer's mark of the loader's pass is the next pass's already."""
         if handle.ended:
             return
         handle.ended = True
@@ -107,9 +119,10 @@ class LoaderTracker:
         with self._lock:
             if self._live.get(handle.loader_id) is handle:
                 del self._live[handle.loader_id]
-        t = _perf()
+        if t is None:
+            t = _perf()
         # (a pass run out between two steps is left out of them: StepTimer.pass_ended)
-        between = (None if ask_kept else
+        between = (taken if taken is not None or ask_kept else
                    self.timer.pass_ended(handle.loader_id, t, what == "end"))
         self.bus.emit("reader_state", ReaderState(
             handle.loader_id, handle.number, t, what, {}, detail, handle.batches,
@@ -265,7 +278,7 @@ class LoaderTracker:
         if not self.speed_test or handle.last is None:
             return None
         t = _perf()
-        self.timer.read(t, 0.0, None)
+        self.timer.read(t, 0.0, None, handle.loader_id)
         if self.bus.listening("reader_pop"):
             self.bus.emit("reader_pop", ReaderPop(handle.loader_id, handle.number,
                                                   handle.batches, t, 0.0,

@@ -9,8 +9,17 @@ ran: an evaluation or validation loop over its own DataLoader, at an epoch's end
 steps) is not part of training. It begins as the loop asks for it (its iter(), which may
 start or wake its workers), and its time, with the waits, copies and syncs in it, is left out
 of the step it fell in (`pass_ended` says how much; StepEnd.eval_s carries it), so the
-steps' breakdown is the training's own. A pass left before its end (a `break` out of the
-loop) is not seen to end before the loader's next pass: it stays in the step."""
+steps' breakdown is the training's own.
+
+An evaluation loop that leaves its pass before the end (a `break` after N batches, a kept
+iterator read N times) is seen where the framework says whether gradients are on
+(`grad_on`): a run of at least MIN_LEFT_BATCHES batches of one loader, all asked for with
+gradients off and no training step ending meanwhile, that the loop leaves for another
+loader (its iter() or a batch) is an evaluation pass left there (`left`, the loader tracker's
+callback, ends it); what it took is left out as above. Training never reads with gradients
+off, while `torch.no_grad()` or `inference_mode()` around the evaluation loop is the idiom; a
+loader read once a step without gradients beside the training one (a teacher's batch) makes
+runs of one batch."""
 
 import time
 from typing import Callable, Dict, NamedTuple, Optional
@@ -19,6 +28,7 @@ from ...profile.schema import made_in_c
 from .bus import Bus, StepEnd
 
 _perf = time.perf_counter
+MIN_LEFT_BATCHES = 2  # a run of batches left for another loader: an evaluation's, from these
 _step_end = made_in_c(StepEnd)
 
 
@@ -46,8 +56,10 @@ class _PassMark(NamedTuple):
 
 
 class StepTimer:
-    def __init__(self, bus: Bus):
+    def __init__(self, bus: Bus, grad_on: Optional[Callable[[], bool]] = None):
         self.bus = bus
+        self.grad_on = grad_on  # whether the framework computes gradients now (None: unknown)
+        self.left: Optional[Callable[[int, float, EvalPass], None]] = None  # a pass left
         self.reset()
 
     def reset(self, t_start: Optional[float] = None):
@@ -65,13 +77,25 @@ class StepTimer:
         self._owner = None  # the optimizer whose steps are the training steps
         self._passes: Dict[int, _PassMark] = {}  # loader id -> its running pass's start
         self._elsewhere = 0  # training steps timed elsewhere (Paddle's static graph runs)
+        # the loop's latest run of batches from one loader (a left evaluation pass's)
+        self._run_of: Optional[int] = None  # its loader
+        self._run_mark: Optional[_PassMark] = None  # where it began, read without gradients
+        self._run_batches = 0  # its batches, all without gradients
 
     # --- what the loop did since the last step --------------------------------------------
     def read(self, t_request: float, wait_s: float, batch_size: Optional[int],
              loader_id: Optional[int] = None):
         """A DataLoader batch was asked for at `t_request` and came `wait_s` later. The
         step's batch size and samples are those of the first loader it read (several
-        batches a step: gradient accumulation; a second loader's, a GAN's noise, not)."""
+        batches a step: gradient accumulation; a second loader's, a GAN's noise, not).
+        A batch of another loader than the latest run's begins a run (`_turn`)."""
+        if loader_id != self._run_of:
+            self._turn(loader_id, t_request)
+        if self._run_mark is not None:  # (a run without gradients so far: still?)
+            if self.grad_on():
+                self._run_mark = None
+            else:
+                self._run_batches += 1
         if self._t_prev_end is None and self._t_first is None:
             self._t_first = t_request
         self._read_s += wait_s
@@ -102,12 +126,35 @@ class StepTimer:
     def pass_began(self, loader_id: int, t: float, asked: bool = False):
         """A pass of the loader began at `t`: the loop asked for it (`asked`: iter(), which
         may start or wake its workers; the latest ask counts), or asked for its first batch
-        (counted where no ask was seen). It counts until the pass ends (`pass_ended`)."""
-        if asked or loader_id not in self._passes:
-            self._passes[loader_id] = _PassMark(
-                t, self.steps + self._elsewhere, self._read_s, self._feed_s, self._fetch_s,
-                self._feed_bytes, self._fetch_bytes, self._eval_s, self._samples,
-                self._samples_of, self._batch_size)
+        (counted where no ask was seen). It counts until the pass ends (`pass_ended`) or
+        the loop leaves it (a run of its batches)."""
+        if asked:
+            self._turn(loader_id, t)
+            self._passes[loader_id] = self._run_mark or self._mark(t)
+        elif loader_id not in self._passes:
+            self._passes[loader_id] = self._mark(t)
+
+    def _mark(self, t: float) -> _PassMark:
+        return _PassMark(t, self.steps + self._elsewhere, self._read_s, self._feed_s,
+                         self._fetch_s, self._feed_bytes, self._fetch_bytes, self._eval_s,
+                         self._samples, self._samples_of, self._batch_size)
+
+    def _turn(self, loader_id: Optional[int], t: float):
+        """The loop turns to `loader_id` at `t` (its iter(), or a batch of a loader other
+        than the latest run's): the latest run ends, left between two steps where it
+        qualifies (`left` is told), and the loader's run begins, marked where gradients are
+        off."""
+        mark, left_of = self._run_mark, self._run_of
+        if (mark is not None and self._run_batches >= MIN_LEFT_BATCHES
+                and mark.steps == self.steps + self._elsewhere):
+            self._passes.pop(left_of, None)
+            taken = self._take_out(mark, t)
+            if self.left is not None:
+                self.left(left_of, t, taken)
+        self._run_of, self._run_batches = loader_id, 0
+        grad_on = self.grad_on
+        self._run_mark = (self._mark(t) if grad_on is not None and loader_id is not None
+                          and not grad_on() else None)
 
     def pass_ended(self, loader_id: int, t: float,
                    ran_out: bool = True) -> Optional[EvalPass]:
@@ -117,8 +164,15 @@ class StepTimer:
         fell in, and said (None otherwise). A pass inside it that was left out already is
         not again."""
         mark = self._passes.pop(loader_id, None)
+        if loader_id == self._run_of:  # (its run ends with it)
+            self._run_of = self._run_mark = None
         if mark is None or mark.steps != self.steps + self._elsewhere or not ran_out:
             return None
+        return self._take_out(mark, t)
+
+    def _take_out(self, mark: _PassMark, t: float) -> EvalPass:
+        """What the loop did from `mark` to `t` is left out of the step: the totals go back
+        to the mark's, and the time is added to the step's eval_s."""
         eval_s = max(0.0, t - mark.t - (self._eval_s - mark.eval_s))
         read_s = max(0.0, self._read_s - mark.read_s)
         # (what the pass added since its start is taken back: the totals go back to theirs)

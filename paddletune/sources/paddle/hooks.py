@@ -162,6 +162,10 @@ class PaddleHooks:
                     self.patch(cls, name, self._stepping(cls.__dict__[name], owner_arg=True))
         executor = paddle.static.Executor
         self.patch(executor, "run", self._executor_run(executor.run))
+        # (an evaluation loop's no_grad(), for StepTimer; a static graph's reads say True)
+        timer = self.source.timer
+        timer.grad_on = paddle.is_grad_enabled
+        self._undo.append(lambda: setattr(timer, "grad_on", None))
         self.patch(paddle.io.DataLoader, "__init__",
                    self._loader_init(paddle.io.DataLoader.__init__))
         from . import gpu

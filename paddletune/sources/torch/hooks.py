@@ -116,6 +116,10 @@ class TorchHooks:
     def install(self):
         post = register_optimizer_step_post_hook(self._after_step)
         self._undo.append(post.remove)
+        # (an evaluation loop's no_grad(), for StepTimer: a pass left by a `break`)
+        timer = self.timer
+        timer.grad_on = torch.is_grad_enabled
+        self._undo.append(lambda: setattr(timer, "grad_on", None))
         self._patch(dl.DataLoader, "__iter__", self._loader_iter)
         self._patch(dl._BaseDataLoaderIter, "__init__", self._iter_init)
         self._patch(dl._BaseDataLoaderIter, "_reset", self._iter_reset)
