@@ -287,6 +287,40 @@ def test_two_evaluation_loaders_left_in_turn(graded):
     assert steps[-1].t_end - steps[-1].t_begin == pytest.approx(0.005)
 
 
+def test_one_batch_of_an_iter_of_its_own_is_an_evaluation(graded):
+    """`with torch.no_grad(): x, y = next(iter(val_loader))`, a quick validation loss: one
+    batch, from an iter() of its own; its batch is not the step's either."""
+    clock, tracker, timer, steps, states, grad = graded
+    train = tracker.start(0, {}, 0, lambda: 0)
+    batch(clock, tracker, train, 0.001, 0.004, size=64)
+    timer.step_done("cpu")
+    grad[0] = False
+    tracker.asked(1)
+    probe = tracker.start(1, {}, 0, lambda: 0)
+    batch(clock, tracker, probe, 0.030, 0.010, size=1000)
+    grad[0] = True
+    batch(clock, tracker, train, 0.001, 0.004, size=64)
+    timer.step_done("cpu")
+    assert steps[-1].eval_s == pytest.approx(0.040)
+    assert (steps[-1].batch_size, steps[-1].samples) == (64, 64)
+    assert [(s.what, s.batches) for s in states if s.loader_id == 1] == [
+        ("start", 0), ("left", 1)]
+
+
+def test_a_pass_without_a_batch_is_not_an_evaluation(loop):
+    """A second iterator of the training loader ran out at once (its pass began and ended
+    with no batch): nothing to leave out."""
+    clock, tracker, timer, steps, states = loop
+    train = tracker.start(0, {}, 0, lambda: 0)
+    train_step(clock, tracker, timer, train)
+    empty = tracker.start(0, {}, 0, lambda: 0)
+    clock.advance(0.001)
+    tracker.end(empty, "end")
+    train_step(clock, tracker, timer, train)
+    assert [s.eval_s for s in states if s.what == "end"] == [None]
+    assert steps[-1].eval_s == 0.0
+
+
 def test_runs_that_are_not_a_left_evaluation_stay_in_the_step(graded):
     """Read with gradients on (no_grad() only around the forward), a single batch without
     gradients beside the training one each step (a teacher's), a run across a step's end,

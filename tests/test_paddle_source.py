@@ -579,6 +579,35 @@ def test_an_evaluation_loop_left_by_a_break_is_left_out_of_the_steps(monkeypatch
     assert steps[4].read_s >= 24 * 0.01  # (read with gradients on: in the step)
 
 
+def test_a_new_optimizer_each_fold_and_an_lbfgs_closure_are_training(monkeypatch):
+    """K-fold training (a model, an optimizer and a DataLoader per fold): each fold's
+    optimizer takes the steps over at its second step, so its passes are training. An
+    L-BFGS closure that reads a whole pass inside step() is training too
+    (StepTimer.stepping)."""
+    source, events = started(monkeypatch)
+    with source.running():
+        for _ in range(2):
+            assert train(paddle.io.DataLoader(Samples(16), batch_size=4)) == 4
+        model = paddle.nn.Linear(4, 2)
+        lbfgs = paddle.optimizer.LBFGS(parameters=model.parameters(), max_iter=2)
+        loader = paddle.io.DataLoader(Samples(8), batch_size=4)
+
+        def closure():
+            lbfgs.clear_grad()
+            for x, y in loader:
+                loss = paddle.nn.functional.cross_entropy(model(x), y)
+                loss.backward()
+            return loss
+
+        for _ in range(3):
+            lbfgs.step(closure)
+    steps = events["step_end"]
+    assert len(steps) == 4 + 3 + 2  # (a new optimizer's first step ends at its second)
+    assert all(s.eval_s == 0.0 for s in steps)
+    ends = [e for e in events["reader_state"] if e.what == "end"]
+    assert len(ends) >= 2 + 3 and all(e.eval_s is None for e in ends)
+
+
 def test_a_loader_feeding_static_graph_runs_is_training(monkeypatch):
     """Paddle's static-graph steps are Executor.run's, timed outside the step timer: a pass
     that fed them ran out with steps in it (StepTimer.stepped_elsewhere)."""

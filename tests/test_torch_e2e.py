@@ -253,3 +253,32 @@ def test_an_evaluation_loop_that_breaks_early_is_left_out_of_the_steps(procs, tm
         assert not [s for s in steps if s["t_s"] < begin and s["t_s"] + s["wall_s"] > p["t_s"]]
     evaluation = report_json(procs, out)["evaluation"]
     assert evaluation["passes"] == 3 and evaluation["loaders"][0]["batches"] == 9
+
+
+def test_a_lightning_trainer_is_profiled_with_its_validation_left_out(procs, tmp_path):
+    """examples/torch/lightning_trainer.py: PyTorch Lightning's Trainer runs the loop (the
+    optimizer steps through a closure). Its steps are the optimizer's, its validation (the
+    sanity check, then limit_val_batches batches after each epoch, without gradients and
+    stopped before the DataLoader's end) is left out of them, and the samples a second
+    count the training batches only."""
+    pytest.importorskip("pytorch_lightning")
+    out = tmp_path / "p.jsonl"
+    result = cli(procs, "profile", "--out", out,
+                 REPO / "examples" / "torch" / "lightning_trainer.py", "--", "--epochs", 2,
+                 "--train-samples", 1024, "--limit-val-batches", 3, "--read-ms", 0.1)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    assert header(out)["source"]["framework"] == "torch"
+    steps = records(out, "step")
+    assert len(steps) == 2 * 1024 // 64
+    reader = records(out, "reader")
+    starts = {(r["loader"], r["pass_no"]): r["t_s"] for r in reader if r["what"] == "start"}
+    validation = [r for r in reader if r.get("eval_s") is not None]
+    assert len(validation) == 3 and len({r["loader"] for r in validation}) == 1, reader
+    assert [r["what"] for r in validation[:2]] == ["left", "left"], validation
+    for p in validation:
+        begin = starts[(p["loader"], p["pass_no"])]
+        assert not [s for s in steps if s["t_s"] < begin and s["t_s"] + s["wall_s"] > p["t_s"]]
+    summary = report_json(procs, out)
+    assert summary["evaluation"]["passes"] == 3
+    assert summary["throughput"]["batch_size"] == 64
+    assert summary["reader"]["main"] != validation[0]["loader"]

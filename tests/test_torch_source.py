@@ -118,6 +118,95 @@ def test_one_step_end_per_step_of_the_first_optimizer(src):
         assert b.t_begin == a.t_end
 
 
+def test_a_new_optimizer_each_fold_takes_the_steps_over(src):
+    """K-fold training builds a model, an optimizer and a DataLoader per fold: each fold's
+    optimizer ends the steps once it steps twice (StepTimer.owns), so the later folds'
+    training passes are training, not evaluation between steps."""
+    folds, batches = 3, 4
+    with src.running():
+        for _ in range(folds):
+            model, optimizer = _model()
+            loader = torch.utils.data.DataLoader(Sleepy(4 * batches), batch_size=4)
+            assert _train(loader, model, optimizer) == batches
+    ends = src.events["step_end"]
+    # (a later fold's first step ends at its optimizer's second: it holds two updates)
+    assert len(ends) == folds * batches - (folds - 1)
+    assert all(e.eval_s == 0.0 for e in ends)
+    passes = [s for s in src.events["reader_state"] if s.what == "end"]
+    assert len(passes) == folds and all(p.eval_s is None for p in passes)
+
+
+def test_a_generator_stepping_first_hands_the_steps_to_its_critic(src):
+    """WGAN: five critic steps to each generator step. Whichever optimizer steps first, the
+    steps are the critic's; the generator's steps inside them."""
+    for generator_first in (True, False):
+        src = Source()
+        generator, critic = _model()[1], _model()[1]
+        with src.running():
+            for _ in range(4):
+                if generator_first:
+                    generator.step()
+                for _ in range(5):
+                    critic.step()
+                if not generator_first:
+                    generator.step()
+        # (generator first: its first step is one, then the critic takes over at its second)
+        assert len(src.events["step_end"]) == (1 + 19 if generator_first else 20)
+
+
+def test_an_lbfgs_closure_reading_a_dataloader_is_training(src):
+    """Full-batch L-BFGS: each step's closure reads a whole DataLoader pass. The passes run
+    out inside optimizer.step() (StepTimer.stepping): training, not evaluation."""
+    model, _ = _model()
+    optimizer = torch.optim.LBFGS(model.parameters(), max_iter=2)
+    loader = torch.utils.data.DataLoader(Sleepy(8, sleep=0.002), batch_size=4)
+
+    def closure():
+        optimizer.zero_grad()
+        total = 0.0
+        for x, _ in loader:
+            loss = model(x).pow(2).mean()
+            loss.backward()
+            total += float(loss.detach())
+        return torch.tensor(total)
+
+    with src.running():
+        for _ in range(3):
+            optimizer.step(closure)
+    ends = src.events["step_end"]
+    assert len(ends) == 3 and all(e.eval_s == 0.0 for e in ends)
+    assert all(e.read_s >= 0.016 for e in ends)  # (at least one pass: 8 samples x 2 ms)
+    passes = [s for s in src.events["reader_state"] if s.what == "end"]
+    assert len(passes) >= 3 and all(p.eval_s is None for p in passes)
+
+
+def test_a_time_major_batch_counts_its_batch_dimension(src):
+    """pad_sequence's default layout, [T, B] tokens beside [B] lengths and labels in a dict:
+    the batch size is the dimension most tensors share, not the first tensor's T."""
+    def collate(samples):
+        tokens = [torch.arange(3 + i % 5) for i, _ in enumerate(samples)]
+        return {"tokens": nn.utils.rnn.pad_sequence(tokens),
+                "lengths": torch.tensor([len(t) for t in tokens]),
+                "label": torch.zeros(len(samples))}
+
+    model, optimizer = _model()
+    loader = torch.utils.data.DataLoader(Sleepy(12), batch_size=4, collate_fn=collate)
+    with src.running():
+        for batch in loader:
+            assert batch["tokens"].shape == (6, 4) and len(batch["label"]) == 4
+            optimizer.step()
+    assert [e.batch_size for e in src.events["step_end"]] == [4, 4, 4]
+
+
+def test_batch_dim_takes_the_most_shared_first_dimension():
+    from paddletune.sources.eager.steps import batch_dim
+    assert batch_dim(((32, 3, 8, 8), (32,))) == 32
+    assert batch_dim(((57, 32), (32,), (32,))) == 32  # (time-major tokens first)
+    assert batch_dim(((57, 32), (32,))) == 57  # (a tie: the first tensor's)
+    assert batch_dim(((), (16, 4))) == 16 and batch_dim(((), ())) is None
+    assert batch_dim(()) is None
+
+
 # --- DataLoader passes --------------------------------------------------------------------------
 def test_reader_state_pops_and_pushes_per_epoch(src):
     model, optimizer = _model()

@@ -206,8 +206,9 @@ def _evaluation(e: EvalFigures) -> Text:
                 else "made in the loop")
         waits = (f", {_pct(f.wait_share)} of it waiting for its batches"
                  if f.wait_share is not None else "")
+        each = f"{f.batches / f.passes:.0f}"
         text.append(f"; {name} ({made}): {f.passes} × {f.per_pass_s:.2f} s "
-                    f"({f.batches / f.passes:.0f} batches each){waits}")
+                    f"({each} batch{'' if each == '1' else 'es'} each){waits}")
     text.append(".")
     return text
 

@@ -26,7 +26,7 @@ from typing import Callable, Dict, Optional
 
 from ...profile.schema import made_in_c
 from .bus import Bus, ReaderBatch, ReaderPop, ReaderPush, ReaderSolo, ReaderState
-from .steps import EvalPass, StepTimer, first_dim, iter_tensors
+from .steps import EvalPass, StepTimer, batch_dim, first_dim, iter_tensors
 
 _perf = time.perf_counter
 MAX_FLAT = 64  # (iter_tensors' limit: a longer flat batch is walked)
@@ -122,8 +122,9 @@ class LoaderTracker:
         if t is None:
             t = _perf()
         # (a pass run out between two steps is left out of them: StepTimer.pass_ended)
-        between = (taken if taken is not None or ask_kept else
-                   self.timer.pass_ended(handle.loader_id, t, what == "end"))
+        between = (taken if taken is not None or ask_kept else  # (one without a batch:
+                   self.timer.pass_ended(handle.loader_id, t,  # not an evaluation)
+                                         what == "end" and handle.batches > 0))
         self.bus.emit("reader_state", ReaderState(
             handle.loader_id, handle.number, t, what, {}, detail, handle.batches,
             *(between or (None, None))))
@@ -176,8 +177,7 @@ class LoaderTracker:
         handle.batches = handle.produced = index + 1
         handle.last = batch
         wait = t_got - t_request
-        self.timer.read(t_request, wait, int(shapes[0][0]) if shapes and shapes[0]
-                        else _first_of(shapes), handle.loader_id)
+        self.timer.read(t_request, wait, batch_dim(shapes), handle.loader_id)
         self.bus.emit("reader_batch", _reader_batch((
             handle.loader_id, handle.number, index, t_got, produce_s, cpu_s, wait, size,
             handle.capacity, nbytes, shapes, -1, 0.0, False, 0.0)))
@@ -262,11 +262,8 @@ class LoaderTracker:
         index = handle.batches
         handle.batches += 1
         handle.last = batch
-        if shapes and shapes[0]:  # (the usual batch: its first tensor's first dimension)
-            batch_size = int(shapes[0][0])
-        else:
-            batch_size = (first_dim(batch, self.shape_of) if shapes is None
-                          else _first_of(shapes))
+        batch_size = (batch_dim(shapes) if shapes is not None
+                      else first_dim(batch, self.shape_of))
         self.timer.read(t_request, wait, batch_size, handle.loader_id)
         if self.bus.listening("reader_pop"):
             self.bus.emit("reader_pop", ReaderPop(handle.loader_id, handle.number, index,
@@ -305,14 +302,6 @@ class LoaderTracker:
             shapes.append(shape)
             nbytes += nbytes_of(item, shape)
         return tuple(shapes), nbytes
-
-
-def _first_of(shapes: tuple) -> Optional[int]:
-    """The first dimension of the first shape that has one: the batch size."""
-    for shape in shapes:
-        if shape:
-            return int(shape[0])
-    return None
 
 
 def _safe_ready(handle: Pass) -> int:

@@ -1,25 +1,27 @@
 """The step timer of an eager framework: a training step is one step of the job's optimizer
-(the first optimizer seen stepping; a second one, a GAN's, steps inside the same step), timed
-from the previous step's end. What the loop did in between is split by what the source saw:
-waiting for the DataLoader (read), host-to-device copies (feed), host syncs (fetch), and the
-rest (compute: forward, backward, the update and the loop's own Python).
+(the first optimizer seen stepping, or one that took the steps over: `owns`; a second one, a
+GAN's, steps inside the same step), timed from the previous step's end. What the loop did in
+between is split by what the source saw: waiting for the DataLoader (read), host-to-device
+copies (feed), host syncs (fetch), and the rest (compute: forward, backward, the update and
+the loop's own Python).
 
 A DataLoader pass that begins and ends between two training steps (no step ended while it
-ran: an evaluation or validation loop over its own DataLoader, at an epoch's end or every N
-steps) is not part of training. It begins as the loop asks for it (its iter(), which may
-start or wake its workers), and its time, with the waits, copies and syncs in it, is left out
-of the step it fell in (`pass_ended` says how much; StepEnd.eval_s carries it), so the
-steps' breakdown is the training's own.
+ran, and it was not inside an optimizer's step(): an evaluation or validation loop over its
+own DataLoader, at an epoch's end or every N steps) is not part of training. It begins as
+the loop asks for it (its iter(), which may start or wake its workers), and its time, with
+the waits, copies and syncs in it, is left out of the step it fell in (`pass_ended` says how
+much; StepEnd.eval_s carries it), so the steps' breakdown is the training's own.
 
 An evaluation loop that leaves its pass before the end (a `break` after N batches, a kept
 iterator read N times) is seen where the framework says whether gradients are on
-(`grad_on`): a run of at least MIN_LEFT_BATCHES batches of one loader, all asked for with
-gradients off and no training step ending meanwhile, that the loop leaves for another
-loader (its iter() or a batch) is an evaluation pass left there (`left`, the loader tracker's
-callback, ends it); what it took is left out as above. Training never reads with gradients
-off, while `torch.no_grad()` or `inference_mode()` around the evaluation loop is the idiom; a
-loader read once a step without gradients beside the training one (a teacher's batch) makes
-runs of one batch."""
+(`grad_on`): a run of at least MIN_LEFT_BATCHES batches of one loader (or one batch of an
+iter() of its own: `next(iter(val_loader))`), all asked for with gradients off and no
+training step ending meanwhile, that the loop leaves for another loader (its iter() or a
+batch) is an evaluation pass left there (`left`, the loader tracker's callback, ends it);
+what it took is left out as above. Training never reads with gradients off, while
+`torch.no_grad()` or `inference_mode()` around the evaluation loop is the idiom; a loader
+read once a step without gradients beside the training one (a teacher's batch) makes runs of
+one batch."""
 
 import time
 from typing import Callable, Dict, NamedTuple, Optional
@@ -74,13 +76,16 @@ class StepTimer:
         self._samples = 0  # the samples of the step's batches (of the first loader read)
         self._samples_of = None  # that loader
         self._batch_size = None
-        self._owner = None  # the optimizer whose steps are the training steps
+        self._owner = None  # the optimizer whose steps are the training steps (its id)
+        self._other = None  # another optimizer that stepped since the owner's last step
+        self.stepping = False  # inside an optimizer's step() (a closure reading batches)
         self._passes: Dict[int, _PassMark] = {}  # loader id -> its running pass's start
         self._elsewhere = 0  # training steps timed elsewhere (Paddle's static graph runs)
         # the loop's latest run of batches from one loader (a left evaluation pass's)
         self._run_of: Optional[int] = None  # its loader
         self._run_mark: Optional[_PassMark] = None  # where it began, read without gradients
         self._run_batches = 0  # its batches, all without gradients
+        self._run_asked = False  # it began with the loader's iter()
 
     # --- what the loop did since the last step --------------------------------------------
     def read(self, t_request: float, wait_s: float, batch_size: Optional[int],
@@ -129,7 +134,7 @@ class StepTimer:
         (counted where no ask was seen). It counts until the pass ends (`pass_ended`) or
         the loop leaves it (a run of its batches)."""
         if asked:
-            self._turn(loader_id, t)
+            self._turn(loader_id, t, asked=True)
             self._passes[loader_id] = self._run_mark or self._mark(t)
         elif loader_id not in self._passes:
             self._passes[loader_id] = self._mark(t)
@@ -139,19 +144,21 @@ class StepTimer:
                          self._fetch_s, self._feed_bytes, self._fetch_bytes, self._eval_s,
                          self._samples, self._samples_of, self._batch_size)
 
-    def _turn(self, loader_id: Optional[int], t: float):
-        """The loop turns to `loader_id` at `t` (its iter(), or a batch of a loader other
-        than the latest run's): the latest run ends, left between two steps where it
-        qualifies (`left` is told), and the loader's run begins, marked where gradients are
+    def _turn(self, loader_id: Optional[int], t: float, asked: bool = False):
+        """The loop turns to `loader_id` at `t` (its iter(): `asked`, or a batch of a loader
+        other than the latest run's): the latest run ends, left between two steps where it
+        qualifies (`left` is told: MIN_LEFT_BATCHES, or one from an iter() of its own, a
+        `next(iter(val_loader))`), and the loader's run begins, marked where gradients are
         off."""
         mark, left_of = self._run_mark, self._run_of
-        if (mark is not None and self._run_batches >= MIN_LEFT_BATCHES
-                and mark.steps == self.steps + self._elsewhere):
+        if (mark is not None and mark.steps == self.steps + self._elsewhere
+                and (self._run_batches >= MIN_LEFT_BATCHES
+                     or self._run_asked and self._run_batches)):
             self._passes.pop(left_of, None)
             taken = self._take_out(mark, t)
             if self.left is not None:
                 self.left(left_of, t, taken)
-        self._run_of, self._run_batches = loader_id, 0
+        self._run_of, self._run_batches, self._run_asked = loader_id, 0, asked
         grad_on = self.grad_on
         self._run_mark = (self._mark(t) if grad_on is not None and loader_id is not None
                           and not grad_on() else None)
@@ -161,12 +168,14 @@ class StepTimer:
         """The loader's pass stopped at `t`: it ran out (`ran_out`), or failed or was
         replaced (then nothing is left out). A pass that ran out with no training step
         ending since it began ran between two steps: what it took is left out of the step it
-        fell in, and said (None otherwise). A pass inside it that was left out already is
+        fell in, and said (None otherwise); not one that ran out inside an optimizer's
+        step() (`stepping`: its closure's). A pass inside it that was left out already is
         not again."""
         mark = self._passes.pop(loader_id, None)
         if loader_id == self._run_of:  # (its run ends with it)
             self._run_of = self._run_mark = None
-        if mark is None or mark.steps != self.steps + self._elsewhere or not ran_out:
+        if (mark is None or mark.steps != self.steps + self._elsewhere or not ran_out
+                or self.stepping):  # (a pass inside step(): L-BFGS's closure, training)
             return None
         return self._take_out(mark, t)
 
@@ -205,10 +214,20 @@ class StepTimer:
 
     # --- the step's end -------------------------------------------------------------------
     def owns(self, optimizer) -> bool:
-        """Whether `optimizer`'s steps are the training steps (the first to step is)."""
-        if self._owner is None:
-            self._owner = id(optimizer)
-        return self._owner == id(optimizer)
+        """Whether `optimizer`'s step ends a training step. The first optimizer to step owns
+        the steps. Another that steps twice with no step of the owner between takes them
+        over (a new optimizer each fold or stage; a GAN's critic stepping k times to its
+        generator's once, whichever stepped first); one stepping once between two of the
+        owner's (a GAN's other optimizer) steps inside the owner's step."""
+        key = id(optimizer)
+        if key == self._owner or self._owner is None:
+            self._owner, self._other = key, None
+            return True
+        if key == self._other:  # (its second step since the owner's last)
+            self._owner, self._other = key, None
+            return True
+        self._other = key
+        return False
 
     def step_done(self, place: str):
         """The step ended now: emit its record (when someone listens) and start the next."""
@@ -245,17 +264,22 @@ class StepTimer:
 
 
 def first_dim(batch, shape_of: Callable) -> Optional[int]:
-    """The first dimension of the first tensor in `batch` (a tensor, or lists, tuples and
-    dicts of them): the batch size; None when none is found."""
-    if isinstance(batch, (list, tuple)) and batch:  # the usual (inputs, labels): no walk
-        shape = shape_of(batch[0])
-        if shape:
-            return int(shape[0])
-    for item in iter_tensors(batch, shape_of, limit=8):
-        shape = shape_of(item)
-        if shape:
-            return int(shape[0])
-    return None
+    """The batch size of `batch` (a tensor, or lists, tuples and dicts of them), from the
+    shapes of its first tensors (`batch_dim`); None when none is found."""
+    return batch_dim(tuple(shape_of(item) for item in iter_tensors(batch, shape_of, limit=8)))
+
+
+def batch_dim(shapes: tuple) -> Optional[int]:
+    """The batch size from a batch's tensor shapes: the first dimension most of them share
+    (a time-major sequence [T, B] beside its lengths and labels [B]: B); on a tie, the
+    first tensor's. None where no tensor has a dimension."""
+    firsts = [shape[0] for shape in shapes if shape]
+    if not firsts:
+        return None
+    first = firsts[0]
+    if firsts.count(first) == len(firsts):  # (the usual batch: they agree)
+        return int(first)
+    return int(max(firsts, key=firsts.count))  # (the earliest of the most shared)
 
 
 def iter_tensors(batch, shape_of: Callable, limit: int = 64):

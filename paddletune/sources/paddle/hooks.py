@@ -229,10 +229,12 @@ class PaddleHooks:
             if hooks._depth or not dynamic():
                 return original(obj, *args, **kwargs)
             hooks._depth += 1
+            timer.stepping = True  # (a closure's DataLoader passes are the step's)
             try:
                 out = original(obj, *args, **kwargs)
             finally:
                 hooks._depth -= 1
+                timer.stepping = False
             t_in = _perf()
             owner = (args[0] if args else kwargs.get("optimizer", obj)) if owner_arg else obj
             if timer.owns(owner):

@@ -45,7 +45,8 @@ import weakref
 from typing import Callable, List, Optional, Tuple
 
 import torch
-from torch.optim.optimizer import register_optimizer_step_post_hook
+from torch.optim.optimizer import (register_optimizer_step_post_hook,
+                                   register_optimizer_step_pre_hook)
 from torch.utils.data import IterableDataset
 from torch.utils.data import dataloader as dl
 from torch.utils.data._utils import fetch as fetchers
@@ -114,6 +115,8 @@ class TorchHooks:
 
     # --- install / remove -----------------------------------------------------------------
     def install(self):
+        pre = register_optimizer_step_pre_hook(self._before_step)
+        self._undo.append(pre.remove)
         post = register_optimizer_step_post_hook(self._after_step)
         self._undo.append(post.remove)
         # (an evaluation loop's no_grad(), for StepTimer: a pass left by a `break`)
@@ -204,9 +207,13 @@ class TorchHooks:
         self._undo.append(lambda: setattr(owner, name, original))
 
     # --- steps ----------------------------------------------------------------------------
+    def _before_step(self, optimizer, args, kwargs):
+        self.timer.stepping = True  # (a closure's DataLoader passes are the step's)
+
     def _after_step(self, optimizer, args, kwargs):
         t_in = _perf()
         timer = self.timer
+        timer.stepping = False
         if not timer.owns(optimizer):
             return
         place = self._places.get(id(optimizer)) or self._place(optimizer)
