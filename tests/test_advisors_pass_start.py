@@ -52,7 +52,7 @@ def test_workers_started_every_pass_are_kept(tmp_path):
     assert a.expected_speedup == pytest.approx(pass_s / (pass_s - 0.05))
     assert a.severity == "low" and not fig["evaluation"]
     assert a.change == ("loader = torch.utils.data.DataLoader(dataset, batch_size=32, "
-                        "num_workers=2, persistent_workers=True)")
+                        "drop_last=True, num_workers=2, persistent_workers=True)")
 
 
 def test_persistent_workers_slower_to_wake_than_to_start_are_not_kept(tmp_path):
@@ -63,8 +63,8 @@ def test_persistent_workers_slower_to_wake_than_to_start_are_not_kept(tmp_path):
     assert a.figures["saved_s_per_pass"] == pytest.approx(0.47)
     assert a.severity == "high" and "waking its persistent workers" in a.evidence
     assert a.change.splitlines() == [
-        "loader = paddle.io.DataLoader(dataset, batch_size=32, num_workers=2, "
-        "persistent_workers=False)",
+        "loader = paddle.io.DataLoader(dataset, batch_size=32, drop_last=True, "
+        "num_workers=2, persistent_workers=False)",
         "# its persistent workers take longer to wake than to start"]
 
 

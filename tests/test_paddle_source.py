@@ -608,6 +608,34 @@ def test_a_new_optimizer_each_fold_and_an_lbfgs_closure_are_training(monkeypatch
     assert len(ends) >= 2 + 3 and all(e.eval_s is None for e in ends)
 
 
+def pad_batch(samples):  # (a collate function of the script's own)
+    return [paddle.to_tensor(np.stack([x for x, _ in samples])),
+            paddle.to_tensor(np.stack([y for _, y in samples]))]
+
+
+def test_a_loaders_other_arguments_are_recorded_and_kept_in_the_code(monkeypatch):
+    """shuffle, collate_fn and a batch sampler of the script's (LoaderConfig.args) are kept
+    in the advice's DataLoader line, or named above it."""
+    source, events = started(monkeypatch)
+    loaders = [
+        paddle.io.DataLoader(Samples(8), batch_size=4, shuffle=True, collate_fn=pad_batch),
+        paddle.io.DataLoader(Samples(8), batch_sampler=paddle.io.DistributedBatchSampler(
+            Samples(8), batch_size=4, num_replicas=1, rank=0)),
+        paddle.io.DataLoader(Samples(8), batch_size=4),
+    ]
+    with source.running():
+        for loader in loaders:
+            next(iter(loader))
+    args = [s.config["args"] for s in events["reader_state"] if s.what == "start"]
+    assert args == [["shuffle=True", "collate_fn=pad_batch"], ["batch_sampler"], []]
+    code = PaddleCode()
+    line = code.loader(LoaderConfig(batch_size=4, args=tuple(args[0])), num_workers=2)
+    assert line == ("loader = paddle.io.DataLoader(dataset, batch_size=4, shuffle=True, "
+                    "collate_fn=pad_batch, num_workers=2)")
+    named = code.loader(LoaderConfig(args=tuple(args[1])), num_workers=2)
+    assert named.splitlines()[0] == "# keep your batch_sampler= as they are"
+
+
 def test_a_loader_feeding_static_graph_runs_is_training(monkeypatch):
     """Paddle's static-graph steps are Executor.run's, timed outside the step timer: a pass
     that fed them ran out with steps in it (StepTimer.stepped_elsewhere)."""

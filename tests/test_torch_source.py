@@ -707,6 +707,44 @@ def test_loader_line_compiles_and_names_num_workers():
     assert "prefetch_factor" not in none and "capacity" not in none
 
 
+def pad_batch(samples):  # (a collate function of the script's own)
+    return torch.stack([x for x, _ in samples]), torch.tensor([y for _, y in samples])
+
+
+def test_a_loaders_other_arguments_are_recorded_and_kept_in_the_code(src):
+    """The script's shuffle, collate_fn, sampler and worker_init_fn (LoaderConfig.args):
+    the advice's DataLoader line keeps those it can write and names the rest above it, so
+    the line runs where the script's did (its collate_fn kept)."""
+    weights = torch.ones(16)
+    loaders = {
+        "shuffled": torch.utils.data.DataLoader(Sleepy(16), batch_size=4, shuffle=True,
+                                                collate_fn=pad_batch, drop_last=True),
+        "sampled": torch.utils.data.DataLoader(
+            Sleepy(16), batch_size=4, collate_fn=lambda b: pad_batch(b),
+            sampler=torch.utils.data.WeightedRandomSampler(weights, 16)),
+        "batched": torch.utils.data.DataLoader(
+            Sleepy(16), batch_sampler=torch.utils.data.BatchSampler(range(16), 4, False)),
+        "plain": torch.utils.data.DataLoader(Sleepy(16), batch_size=4),
+    }
+    with src.running():
+        for loader in loaders.values():
+            next(iter(loader))
+    args = [s.config["args"] for s in src.events["reader_state"] if s.what == "start"]
+    assert args == [["shuffle=True", "collate_fn=pad_batch"], ["sampler", "collate_fn"],
+                    ["batch_sampler"], []]
+    code = TorchCode()
+    shuffled = code.loader(LoaderConfig(batch_size=4, drop_last=True, args=tuple(args[0])),
+                           num_workers=2)
+    assert shuffled == ("loader = torch.utils.data.DataLoader(dataset, batch_size=4, "
+                        "shuffle=True, collate_fn=pad_batch, drop_last=True, num_workers=2, "
+                        "persistent_workers=True)")
+    dataset = Sleepy(16)
+    exec(shuffled, {"torch": torch, "dataset": dataset, "pad_batch": pad_batch})
+    sampled = code.loader(LoaderConfig(batch_size=4, args=tuple(args[1])), num_workers=2)
+    assert sampled.splitlines()[0] == "# keep your sampler= and collate_fn= as they are"
+    compile(sampled, "x", "exec")
+
+
 def test_every_python_line_of_torch_code_compiles():
     code = TorchCode()
     config = LoaderConfig(num_workers=1, batch_size=16, prefetch_factor=2)

@@ -175,3 +175,20 @@ def code_for(framework: str) -> CodeWriter:
         module, _, name = WRITERS.get(framework, WRITERS["fluid"]).partition(":")
         writer = _CACHE[framework] = getattr(importlib.import_module(module), name)()
     return writer
+
+
+def script_args(config) -> tuple:
+    """The script's other DataLoader arguments (LoaderConfig.args): (those written as
+    `name=value`, the names of those that cannot be)."""
+    args = tuple(getattr(config, "args", ()) or ())
+    return [a for a in args if "=" in a], [a for a in args if "=" not in a]
+
+
+def keep_note(names) -> str:
+    """A comment line above a DataLoader call naming the script's arguments it leaves to the
+    script (its sampler object, a lambda), or nothing."""
+    if not names:
+        return ""
+    kept = " and ".join(f"{name}=" for name in names)
+    return f"# keep your {kept} as they are\n"
+

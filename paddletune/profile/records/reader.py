@@ -39,6 +39,10 @@ class LoaderConfig:
       sharing_strategy   how PyTorch's workers hand tensors over (torch.multiprocessing's
                          file_descriptor or file_system) as the pass started; None: not
                          PyTorch's workers
+      args               the loader's other arguments the script set, for the advice's
+                         code to keep: `name=value` where the value can be written
+                         (shuffle=True, collate_fn=pad_batch: a function's own name), the
+                         bare name where not (sampler: an object of the script's)
     """
 
     name: Optional[str] = None
@@ -60,6 +64,7 @@ class LoaderConfig:
     producer: Optional[str] = None
     dataset: Optional[str] = None
     sharing_strategy: Optional[str] = None
+    args: Names = ()
 
     @property
     def made_in(self) -> str:

@@ -304,6 +304,14 @@ class LoaderTracker:
         return tuple(shapes), nbytes
 
 
+def script_arg(name: str, value) -> str:
+    """A DataLoader argument the script set, as the advice's code keeps it (LoaderConfig.args):
+    `name=` the value's own name where it is a function named as an identifier (a module's
+    collate function), else the bare `name` (a lambda, a partial, a sampler object)."""
+    own = getattr(value, "__name__", "")
+    return f"{name}={own}" if isinstance(own, str) and own.isidentifier() else name
+
+
 def _safe_ready(handle: Pass) -> int:
     try:
         return int(handle.ready())

@@ -3,7 +3,7 @@ change only exists in the static graph). Pure text: imports nothing of paddle.""
 
 from typing import Mapping, Optional, Sequence
 
-from ..code import CodeWriter
+from ..code import CodeWriter, keep_note, script_args
 
 SET_FLAG = "paddle.set_flags({{'{flag}': {value!r}}})  # in the script, before training"
 # LoaderConfig fields -> paddle.io.DataLoader's arguments (None: not an argument of it)
@@ -43,9 +43,14 @@ class PaddleCode(CodeWriter):
                 f"paddle.base.core.set_num_threads({n})")
 
     def loader(self, config, **changes) -> str:
-        """batch_size and num_workers as the config has them, and every changed field that
-        is an argument of paddle.io.DataLoader (capacity: paddle keeps prefetch_factor x
-        num_workers batches ahead, so it becomes a prefetch_factor)."""
+        """batch_size and num_workers as the config has them, the script's other arguments
+        where they can be written (config.args: shuffle=True, collate_fn=pad_batch; the
+        others named in a comment above), and every changed field that is an argument of
+        paddle.io.DataLoader (capacity: paddle keeps prefetch_factor x num_workers batches
+        ahead, so it becomes a prefetch_factor)."""
+        written, named = script_args(config)
+        if getattr(config, "drop_last", None) and "drop_last" not in changes:
+            written.append("drop_last=True")
         values = {}
         for field in ("batch_size", "num_workers"):
             value = getattr(config, field, None)
@@ -65,8 +70,12 @@ class PaddleCode(CodeWriter):
                              "(FLAGS_use_pinned_memory)")
             else:
                 notes.append(f"# {field}={value!r}: paddle.io.DataLoader has no such argument")
-        args = "".join(f", {k}={v!r}" for k, v in values.items())
-        return "\n".join([f"loader = paddle.io.DataLoader(dataset{args})", *notes])
+        batch = values.pop("batch_size", None)
+        args = "".join(([f", batch_size={batch!r}"] if batch is not None else [])
+                       + [f", {a}" for a in written]
+                       + [f", {k}={v!r}" for k, v in values.items()])
+        return keep_note(named) + "\n".join([f"loader = paddle.io.DataLoader(dataset{args})",
+                                              *notes])
 
     def async_loader(self, feeds: Sequence[str], place: str, loss: str,
                      num_workers: int = 0) -> str:

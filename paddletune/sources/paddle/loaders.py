@@ -24,10 +24,11 @@ import weakref
 from collections import deque
 from typing import Callable, Optional
 
-from paddle.io import DataLoader
+from paddle.io import BatchSampler, DataLoader
+from paddle.io.dataloader import collate as collate_fns
 from paddle.io.dataloader import dataloader_iter, worker
 
-from ..eager.loaders import LoaderTracker, error_detail
+from ..eager.loaders import LoaderTracker, error_detail, script_arg
 
 _perf = time.perf_counter
 _cpu = time.thread_time
@@ -99,7 +100,26 @@ def config_of(it, st: _IterState) -> dict:
         "source": "sample" if getattr(sampler, "batch_size", None) else "batch",
         "producer": "workers" if workers else "thread",  # Paddle reads in a thread
         "dataset": _dataset_style(it),
+        "args": _script_args(it, sampler),
     }
+
+
+def _script_args(it, sampler) -> list:
+    """The arguments the script gave the DataLoader beyond those the config holds
+    (LoaderConfig.args): shuffle or its own batch sampler, collate_fn, worker_init_fn."""
+    args = []
+    if type(sampler) is BatchSampler:
+        if getattr(sampler, "shuffle", False):
+            args.append("shuffle=True")
+    elif sampler is not None:
+        args.append(script_arg("batch_sampler", sampler))
+    collate = getattr(it, "_collate_fn", None)
+    if collate is not None and collate not in (collate_fns.default_collate_fn,
+                                               collate_fns.default_convert_fn):
+        args.append(script_arg("collate_fn", collate))
+    if getattr(it, "_worker_init_fn", None) is not None:
+        args.append(script_arg("worker_init_fn", it._worker_init_fn))
+    return args
 
 
 def _dataset_style(it) -> Optional[str]:

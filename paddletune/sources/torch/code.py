@@ -2,7 +2,7 @@
 
 from typing import Mapping, Optional, Sequence
 
-from ..code import CodeWriter
+from ..code import CodeWriter, keep_note, script_args
 
 LOADER_ARGS = ("batch_size", "num_workers", "prefetch_factor", "pin_memory",
                "persistent_workers", "drop_last")
@@ -28,9 +28,13 @@ class TorchCode(CodeWriter):
                 f"# or in the script, before training: torch.set_num_threads({n})")
 
     def loader(self, config, **changes) -> str:
-        args = {"batch_size": config.batch_size} if config.batch_size else {}
-        if config.num_workers:
-            args["num_workers"] = config.num_workers
+        """The DataLoader call with `changes`, keeping the script's other arguments where
+        they can be written (config.args: shuffle=True, collate_fn=pad_batch; drop_last,
+        pin_memory) and naming those that cannot in a comment above it."""
+        written, named = script_args(config)
+        kept = [f"{key}=True" for key in ("drop_last", "pin_memory")
+                if getattr(config, key, None) and key not in changes]
+        args = {"num_workers": config.num_workers} if config.num_workers else {}
         args.update(changes)
         workers = args.get("num_workers") or 0
         if workers and "persistent_workers" not in args:
@@ -38,8 +42,10 @@ class TorchCode(CodeWriter):
         if not workers:
             for key in ("prefetch_factor", "persistent_workers"):
                 args.pop(key, None)
-        shown = ", ".join(f"{k}={v!r}" for k, v in args.items() if k in LOADER_ARGS)
-        return f"loader = torch.utils.data.DataLoader(dataset, {shown})".replace(", )", ")")
+        shown = ([f"batch_size={config.batch_size!r}"] if config.batch_size else []) + \
+            written + kept + [f"{k}={v!r}" for k, v in args.items() if k in LOADER_ARGS]
+        call = f"loader = torch.utils.data.DataLoader({', '.join(['dataset'] + shown)})"
+        return keep_note(named) + call
 
     def async_loader(self, feeds: Sequence[str], place: str, loss: str,
                      num_workers: int = 0) -> str:
@@ -181,3 +187,4 @@ class TorchCode(CodeWriter):
             "model = model.float()  # float32 parameters (the optimizer built after this)",
             "for x, y in loader:",
             "    x = x.float()  # a float64 batch (NumPy's default dtype) made float32"])
+

@@ -47,12 +47,14 @@ from typing import Callable, List, Optional, Tuple
 import torch
 from torch.optim.optimizer import (register_optimizer_step_post_hook,
                                    register_optimizer_step_pre_hook)
-from torch.utils.data import IterableDataset
+from torch.utils.data import IterableDataset, RandomSampler, SequentialSampler
+from torch.utils.data._utils.collate import default_collate, default_convert
+from torch.utils.data.dataloader import _InfiniteConstantSampler
 from torch.utils.data import dataloader as dl
 from torch.utils.data._utils import fetch as fetchers
 
 from ..device_memory import device_index
-from ..eager.loaders import error_detail
+from ..eager.loaders import error_detail, script_arg
 from ..eager.op_windows import OpWindows
 from ..eager.overrides import batch_size_fixed
 from ..eager.steps import iter_tensors
@@ -550,7 +552,28 @@ def _loader_config(loader, loader_id: int) -> dict:
             "use_shared_memory": bool(workers) or None,
             "producer": "workers" if workers else "loop",
             "dataset": "iterable" if isinstance(loader.dataset, IterableDataset) else "map",
-            "sharing_strategy": sharing_strategy() if workers else None}
+            "sharing_strategy": sharing_strategy() if workers else None,
+            "args": _script_args(loader)}
+
+
+def _script_args(loader) -> list:
+    """The arguments the script gave the DataLoader beyond those the config holds
+    (LoaderConfig.args): shuffle, its own sampler or batch sampler, collate_fn,
+    worker_init_fn."""
+    args = []
+    own_batches = loader.batch_size is not None  # (the loader batches its sampler's indices)
+    if own_batches and isinstance(loader.sampler, RandomSampler):
+        args.append("shuffle=True")
+    elif own_batches and not isinstance(loader.sampler, (SequentialSampler,
+                                                          _InfiniteConstantSampler)):
+        args.append(script_arg("sampler", loader.sampler))
+    if not own_batches and loader.batch_sampler is not None:
+        args.append(script_arg("batch_sampler", loader.batch_sampler))
+    if loader.collate_fn not in (default_collate, default_convert):
+        args.append(script_arg("collate_fn", loader.collate_fn))
+    if loader.worker_init_fn is not None:
+        args.append(script_arg("worker_init_fn", loader.worker_init_fn))
+    return args
 
 
 def _place_of(optimizer) -> str:
