@@ -867,10 +867,15 @@ def test_a_torch_loop_making_its_batches_pays_the_workers_transfer(tmp_path):
     assert plain.figures["transfer_s_per_batch"] == (0.0, 0.0)
     assert moved.figures["consumer_s_per_step"] == pytest.approx(
         plain.figures["consumer_s_per_step"] + taking)
-    # the evidence says what the step without data holds beside the step's own parts
-    assert f"(cycle - wait, and {taking * 1e3:.2f} ms per batch to take it from a worker)" \
-        in moved.evidence, moved.evidence
-    assert "(cycle - wait)" in plain.evidence, plain.evidence
+    # the evidence says what the step without data holds beside the step's own parts,
+    # and the ceiling that the step with workers gives is said to be with workers
+    own_ms, with_ms = (a.figures["consumer_s_per_step"] * 1e3 for a in (plain, moved))
+    assert (f"compute {own_ms:.2f} ms/step (cycle - wait), {with_ms:.2f} ms with workers "
+            f"({taking * 1e3:.2f} ms per batch to take it from one)") in moved.evidence, \
+        moved.evidence
+    assert f"compute {own_ms:.2f} ms/step (cycle - wait);" in plain.evidence, plain.evidence
+    assert "ceiling with workers (each batch taken from one)" in moved.expected_gain
+    assert "ceiling with workers" not in plain.expected_gain
     # the cores bound both: the CPU per step grows by what both sides pay
     assert moved.figures["predicted_cycle_s"] == pytest.approx(
         plain.figures["predicted_cycle_s"] + (taking + sending) / (4 * 0.85), rel=1e-6)

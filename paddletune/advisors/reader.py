@@ -127,12 +127,12 @@ def worker_plan(profile, f: LoaderFigures) -> dict:
     window = s.speed_test.ceiling if measured else None
     plan = _plan(profile, f, cost, free_s + hand_over_s, window, hand_over_s, source) | {
         "gil_bound_thread": gil, "producer_s_per_step": measured_s,
-        "producer_cpu_measured_s": cpu_s, "transfer_s_per_batch": (taking_s, sending_s)
-        } | _alone_figures(alone, per_step)
+        "producer_cpu_measured_s": cpu_s, "transfer_s_per_batch": (taking_s, sending_s),
+        "compute_taking_s": taking_s * per_step} | _alone_figures(alone, per_step)
     one = s.speed_test.one_thread if measured else None
     if one is not None and fewer_blas_threads(plan) == 1:
         plan |= _plan(profile, f, cost, one.cycle_s + hand_over_s, one, hand_over_s,
-                      ONE_THREAD)
+                      ONE_THREAD) | {"compute_taking_s": 0.0}
     plan |= _gil_bound_from_above(plan, gil and measured)
     plan["keep_in_loop"] = _hand_over_outweighs(plan)  # (then no worker count: tune)
     return plan
@@ -270,15 +270,30 @@ def _starved_evidence(f: LoaderFigures, plan: dict) -> str:
             f"{f.batches:,} pops{swings}; the loop waited {ms(plan['wait_per_step_s'] or 0)}"
             f" per step, {plan['wait_share']:.0%} of its {ms(plan['cycle_s'])} step; producer "
             f"{ms(plan['producer_s_per_step'])}/batch{_cpu_part(plan)} vs compute "
-            f"{ms(plan['consumer_s_per_step'])}/step ({plan['consumer_source']}"
-            f"{_taking_part(plan)}){cores}.")
+            f"{_compute_part(plan)}{cores}.")
 
 
-def _taking_part(plan: dict) -> str:
-    """The trainer's taking of a worker's batch, where the plan adds it to the step (a loop
-    that makes its own batches: workers would hand them over)."""
-    taking_s = plan.get("transfer_s_per_batch", (0.0, 0.0))[0]
-    return f", and {ms(taking_s)} per batch to take it from a worker" if taking_s else ""
+def _compute_part(plan: dict) -> str:
+    """The step without data, and with the trainer's taking of a worker's batch where the
+    plan adds it (a loop that makes its own batches: workers would hand them over)."""
+    added_s = plan.get("compute_taking_s") or 0.0
+    consumer_s, source = plan["consumer_s_per_step"], plan["consumer_source"]
+    if not added_s:
+        return f"{ms(consumer_s)}/step ({source})"
+    return (f"{ms(max(consumer_s - added_s, 0.0))}/step ({source}), {ms(consumer_s)} with "
+            f"workers ({ms(plan['transfer_s_per_batch'][0])} per batch to take it from one)")
+
+
+def _ceiling(plan: dict) -> str:
+    """The no-data ceiling the plan's step gives: with workers where it adds their
+    hand-over (then below the loop's own rate, possibly)."""
+    steps_per_s = plan["ceiling_steps_per_s"]
+    if not steps_per_s:
+        return "the no-data ceiling is unknown"
+    if plan.get("compute_taking_s"):
+        return (f"the no-data ceiling with workers (each batch taken from one) is "
+                f"{steps_per_s:,.0f} steps/s")
+    return f"the no-data ceiling is {steps_per_s:,.0f} steps/s"
 
 
 def _cpu_part(plan) -> str:
@@ -362,8 +377,7 @@ def _gil_upper_bound(plan, script_name: str) -> str:
 
 def _worker_gain(plan, script_name: str) -> str:
     n, needed = plan["workers"], plan["workers_needed"]
-    ceiling = (f"the no-data ceiling is {plan['ceiling_steps_per_s']:,.0f} steps/s"
-               if plan["ceiling_steps_per_s"] else "the no-data ceiling is unknown")
+    ceiling = _ceiling(plan)
     if n <= _producers_now(plan) < needed and not plan["gil_bound_thread"]:
         return (f"none from more workers on these cores; {ceiling}, which {needed} workers "
                 f"would reach")
