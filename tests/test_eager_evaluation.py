@@ -442,6 +442,9 @@ def test_the_summary_sums_the_passes_and_the_training_loader_stays_the_main_one(
     assert profile.summary.main_loader.loader == profile.summary.reader.main == 0
     assert f.loader == 1 and profile.summary.reader.of(1).evaluation
     assert not profile.summary.reader.of(0).evaluation
+    # the evaluation loader's figures hold all its passes, not the steady steps' window
+    evaluation = profile.summary.reader.of(1)
+    assert (evaluation.scope, evaluation.batches) == ("all", 360)
 
 
 def test_evaluation_waiting_for_its_batches_is_given_workers(tmp_path):

@@ -48,18 +48,20 @@ def reader_figures(profile, window, main_cycle=None) -> Optional[F.ReaderFigures
     intervals = profile.records("reader", r.ReaderInterval)
     ends = profile.records("reader", r.ReaderEnd)
     between = Counter(e.loader for e in ends if e.eval_s is not None)
-    loaders = tuple(
-        loader_figures(loader, config, passes[loader], window, main_cycle,
-                       [iv for iv in intervals if iv.loader == loader],
-                       process_figures(profile, loader),
-                       pass_starts([s for s in starts if s.loader == loader],
-                                   [e for e in ends if e.loader == loader]),
-                       evaluation=0 < passes[loader] <= between[loader])
-        for loader, config in configs.items())
+    loaders = []
+    for loader, config in configs.items():
+        evaluation = 0 < passes[loader] <= between[loader]
+        loaders.append(loader_figures(  # (an evaluation loader's batches are not the
+            # steady steps': all its passes count)
+            loader, config, passes[loader], None if evaluation else window, main_cycle,
+            [iv for iv in intervals if iv.loader == loader], process_figures(profile, loader),
+            pass_starts([s for s in starts if s.loader == loader],
+                        [e for e in ends if e.loader == loader]),
+            evaluation=evaluation))
     # the training loop's: an evaluation loader only where no other loader ran
     main = max([f for f in loaders if not f.evaluation] or loaders, key=lambda f: f.batches)
     errors = tuple(F.LoaderError(e.loader, e.detail) for e in ends if e.what == "error")
-    return F.ReaderFigures(loaders, main.loader, errors)
+    return F.ReaderFigures(tuple(loaders), main.loader, errors)
 
 
 def loader_figures(loader, config: r.LoaderConfig, passes, window, main_cycle, intervals,
