@@ -10,6 +10,7 @@ own traceback (printed as Python would print it) and one-line warnings.
 import builtins
 import importlib.machinery
 import os
+import re
 import runpy
 import signal
 import sys
@@ -444,7 +445,7 @@ class _Session:
                     if oom:
                         self._pool_at_oom(exc)
                     self.event(ErrorEvent, exception=type(exc).__name__,
-                               message=_first_line(exc), where=_where(exc.__traceback__),
+                               message=_first_line(exc), where=_where(exc),
                                oom=oom)
                 outcome = 1, "exception", f"{type(exc).__name__}: {_first_line(exc)}"
         if os.getpid() != owner:
@@ -801,13 +802,38 @@ def _print_script_traceback(etype, value, tb):
     sys.stderr.flush()
 
 
+_FRAME = re.compile(r'^\s*File "(.+)", line (\d+), in (.+)$')
+
+
 def _first_line(exc):
+    """The message's first line, and where the message carries the traceback of an error
+    raised elsewhere (a DataLoader worker's, which PyTorch raises again in the training
+    loop: "Caught ValueError in DataLoader worker process 1. Original Traceback ..."), that
+    error's own last line after it: the culprit."""
     text = str(exc).strip()
-    return text.splitlines()[0] if text else ""
+    lines = text.splitlines()
+    if not lines:
+        return ""
+    original = _original_error(lines)
+    return f"{lines[0]} {original}" if original and original not in lines[0] else lines[0]
 
 
-def _where(tb):
-    """'file:line in function' of the innermost frame."""
+def _original_error(lines) -> Optional[str]:
+    """The last line of a traceback carried in an exception's message (None: none)."""
+    if not any(line.rstrip().endswith("Traceback (most recent call last):") for line in lines):
+        return None
+    last = next((line.strip() for line in reversed(lines) if line.strip()), "")
+    return last if last and not _FRAME.match(last) else None
+
+
+def _where(exc):
+    """'file:line in function' of the innermost frame: of the traceback carried in the
+    message where there is one (the worker's __getitem__), else of the exception's own."""
+    frames = [m for m in map(_FRAME.match, str(exc).splitlines()) if m]
+    if frames and _original_error(str(exc).splitlines()):
+        file, line, function = frames[-1].groups()
+        return f"{file}:{line} in {function}"
+    tb = exc.__traceback__
     last = traceback.extract_tb(tb)[-1:] if tb is not None else []
     return f"{last[0].filename}:{last[0].lineno} in {last[0].name}" if last else None
 

@@ -116,6 +116,46 @@ def test_a_script_that_raises_keeps_its_profile(procs, tmp_path):
     assert "boom after 5 steps" in summary["exit"]["message"]
 
 
+WORKER_RAISES = """
+import torch
+
+class Records(torch.utils.data.Dataset):
+    def __len__(self):
+        return 64
+
+    def __getitem__(self, i):
+        if i == 40:
+            raise ValueError(f"corrupt record {i}: bad header")
+        return torch.full((4,), float(i))
+
+if __name__ == "__main__":
+    model = torch.nn.Linear(4, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    for x in torch.utils.data.DataLoader(Records(), batch_size=8, num_workers=2):
+        model(x).pow(2).mean().backward()
+        optimizer.step()
+"""
+
+
+def test_a_worker_error_keeps_its_culprit_in_the_profile(procs, tmp_path):
+    """A DataLoader worker's exception, raised again in the training loop by PyTorch
+    ("Caught ValueError in DataLoader worker process N."): the profile's error and exit
+    keep the worker's own error and its __getitem__ line, not only the re-raise's."""
+    script = tmp_path / "worker_raises.py"
+    script.write_text(WORKER_RAISES)
+    out = tmp_path / "w.jsonl"
+    result = cli(procs, "profile", "--out", out, script)
+    assert result.returncode == 1, result.stdout[-3000:] + result.stderr[-3000:]
+    (error,) = [r for r in records(out, "event") if r["kind"] == "error"]
+    assert error["message"].startswith("Caught ValueError in DataLoader worker process")
+    assert error["message"].endswith("ValueError: corrupt record 40: bad header"), error
+    assert error["where"].startswith(str(script)) and error["where"].endswith(
+        "in __getitem__"), error
+    summary = report_json(procs, out)
+    assert "corrupt record 40" in summary["exit"]["message"]
+    assert summary["n_steps"] == 5
+
+
 def test_framework_torch_on_a_script_without_torch(procs, tmp_path):
     script = tmp_path / "plain.py"
     script.write_text('print("no torch here")\n')
