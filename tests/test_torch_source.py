@@ -609,6 +609,38 @@ def test_check_nan_names_the_module(src):
     assert events[0]["n_nan"] == 6
 
 
+class LogsThenLinear(nn.Module):
+    """A forward that takes a log inline (no module of its own) before its Linear."""
+
+    def __init__(self):
+        super().__init__()
+        self.linear = nn.Linear(3, 2)
+
+    def forward(self, x):
+        return self.linear(torch.log(x))
+
+
+def test_check_nan_says_where_the_modules_nan_came_from(src):
+    """The first module whose output is not finite may only pass NaN on: its input held
+    them already (an inline torch.log of a negative), or its weights (a diverged update).
+    The event and the error say which (found_in); the module's own NaN has neither."""
+    model = LogsThenLinear()
+    with src.running(check_nan=True):
+        with pytest.raises(hooks.NanInfError, match="its input held them already"):
+            model(-torch.ones(2, 3))
+    assert [e["found_in"] for e in src.events["nan_inf"]] == ["inputs"]
+    diverged = nn.Linear(3, 2)
+    with torch.no_grad():
+        diverged.weight[0, 0] = float("inf")
+    with src.running(check_nan=True):
+        with pytest.raises(hooks.NanInfError, match="its parameters hold them"):
+            diverged(torch.ones(2, 3))
+    with src.running(check_nan=True):
+        with pytest.raises(hooks.NanInfError):
+            nn.Sequential(nn.Linear(3, 3), MakesNaN())(torch.ones(2, 3))
+    assert [e["found_in"] for e in src.events["nan_inf"]] == ["inputs", "parameters", None]
+
+
 def test_check_nan_continue_counts_every_bad_output(src):
     model = nn.Sequential(nn.Linear(3, 3), MakesNaN())
     with src.running(check_nan=True, nan_continue=True):

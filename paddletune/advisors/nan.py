@@ -13,6 +13,18 @@ EPSILON_WHY = {  # op type -> what its guarded call (the code writer's nan_guard
     "log": "never take log(0)", "elementwise_div": "never divide by 0",
     "sqrt": "never sqrt a negative", "pow": "keep the base positive",
     "cross_entropy": "stable log-softmax; replaces softmax + cross_entropy"}
+TITLES = {None: "NaN/Inf first produced by {op}",
+          "inputs": "NaN/Inf first seen entering {op}, made before it",
+          "parameters": "NaN/Inf in {op}'s parameters: training diverged"}
+FOUND_IN = {  # where a module's NaN/Inf already were as it ran (NanInfEvent.found_in)
+    None: "",
+    "inputs": ("; its input held them already: an op before it made them, outside any "
+               "module (a function the forward calls, such as a log of a non-positive "
+               "value or a division by zero)"),
+    "parameters": ("; its parameters hold them: an earlier update diverged (the learning "
+                   "rate, or gradients that exploded)")}
+INPUTS_BEFORE = ("# guard the functions the forward calls before this module:\n"
+                 "# x.clamp(min=1e-8).log() for log, x / (y + 1e-8) for a division")
 OPTIMIZER_OPS = ("sgd", "momentum", "adam", "adamax", "adagrad", "adadelta", "rmsprop",
                  "lamb", "lars_momentum", "ftrl", "decayed_adagrad")
 
@@ -34,14 +46,15 @@ def nan_inf(profile) -> Optional[Advice]:
     output = first.output
     where = f"op {op} (#{_or_unknown(first.op_index)})"
     counts = _counts(first)
+    found_in = getattr(first, "found_in", None)
     return Advice(
         id="nan-inf", source=23, severity="high", confidence="high", blocking=True,
-        title=f"NaN/Inf first produced by {op}",
+        title=TITLES[found_in].format(op=op),
         evidence=(f"{where} produced {counts}in {output or 'its output'!r} at step "
                   f"{_or_unknown(first.step)}; its inputs: {', '.join(inputs) or 'none'}"
-                  f"{_origin(profile, inputs)}. {n_found} NaN/Inf output(s) found"
-                  f"{_went_on(profile, found, events)}."),
-        change="\n".join(_changes(writer(profile), op)),
+                  f"{_origin(profile, inputs)}{FOUND_IN[found_in]}. {n_found} NaN/Inf "
+                  f"output(s) found{_went_on(profile, found, events)}."),
+        change="\n".join(_changes(writer(profile), op, found_in)),
         expected_gain="finite losses again: every step after the first NaN is wasted",
         figures={"op": op, "op_index": first.op_index, "step": first.step,
                  "inputs": inputs, "output": output, "n_nan": first.n_nan,
@@ -65,11 +78,15 @@ def _or_unknown(value) -> str:
     return "?" if value is None else str(value)
 
 
-def _changes(code: CodeWriter, op: str) -> List[str]:
+def _changes(code: CodeWriter, op: str, found_in: Optional[str] = None) -> List[str]:
     base = op[:-5] if op.endswith("_grad") else op
     clip = code.gradient_clip(1.0, "clip gradients")
     lower_lr = ("# lower the learning rate 10x (any optimizer):\n"
                 + code.optimizer("SGD", {"learning_rate": "learning_rate / 10"}))
+    if found_in == "parameters":  # (the weights diverged: the update, first)
+        return [lower_lr, clip, CHECK_DATA]
+    if found_in == "inputs":  # (made before this module: by the forward's own functions)
+        return [INPUTS_BEFORE, CHECK_DATA, clip]
     guard = code.nan_guard(base) if base in EPSILON_WHY else None
     if guard is not None and not op.endswith("_grad"):
         return [f"# {EPSILON_WHY[base]}:\n{guard}", CHECK_DATA, clip]

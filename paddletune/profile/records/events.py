@@ -100,6 +100,9 @@ class NanInfEvent:
                   MAX_NAN_EVENTS, counted only (0 on the others)
       steps_with  the training steps that had NaN/Inf (on that last record)
       last_step   the last of them (on that last record)
+      found_in    where the module's NaN/Inf already were as it ran (PyTorch): inputs (an
+                  op before it, outside any module, made them), parameters (its weights:
+                  an earlier update diverged); None: it made them, or not known
     """
 
     KIND: ClassVar[str] = "event"
@@ -116,6 +119,7 @@ class NanInfEvent:
     more: Count = 0
     steps_with: Count = 0
     last_step: Optional[Count] = None
+    found_in: Optional[Literal["inputs", "parameters"]] = None
 
 
 @dataclass(frozen=True)

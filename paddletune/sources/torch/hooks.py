@@ -479,15 +479,33 @@ class TorchHooks:
             n_nan = int(torch.isnan(t).sum())
             n_inf = int(torch.isinf(t).sum())
             name = f"{type(module).__name__}({module.extra_repr()})"
+            found_in = _found_in(module, inputs)
             details = {"op_type": type(module).__name__, "op_index": self._module_calls,
-                       "output": name, "inputs": _describe_inputs(inputs), "n_nan": n_nan, "n_inf": n_inf,
-                       "step": self.timer.steps}
+                       "output": name, "inputs": _describe_inputs(inputs), "n_nan": n_nan,
+                       "n_inf": n_inf, "step": self.timer.steps, "found_in": found_in}
             self.source.bus.emit("nan_inf", details)
             if not self.nan_continue:
                 raise NanInfError(f"{name} produced {n_nan} NaN and {n_inf} Inf in its output "
                                   f"at step {self.timer.steps} (--check-nan: the first module "
-                                  f"whose forward output is not finite)")
+                                  f"whose forward output is not finite{FOUND_IN[found_in]})")
             return
+
+
+FOUND_IN = {None: "", "inputs": "; its input held them already: an op before it made them",
+            "parameters": "; its parameters hold them: an earlier update diverged"}
+
+
+def _found_in(module, inputs) -> Optional[str]:
+    """Where a module's non-finite output came from, when not from its own computation:
+    its inputs (an op outside any module, before it), or its parameters (a diverged
+    update). Checked once, as the first NaN/Inf is found."""
+    for t in iter_tensors(inputs, _shape_or_none, limit=8):
+        if t.is_floating_point() and not bool(torch.isfinite(t).all()):
+            return "inputs"
+    for p in module.parameters(recurse=False):
+        if p.is_floating_point() and not bool(torch.isfinite(p).all()):
+            return "parameters"
+    return None
 
 
 LOADER_DEFAULTS = {"num_workers": 0, "batch_size": 1, "prefetch_factor": None,
