@@ -836,6 +836,16 @@ def test_trials_of_a_larger_batch_measure_the_calibrated_time(monkeypatch):
     assert per_step[16] < per_step[40] < per_step[64]
     assert tuner._per_step_s({"batch_size": 128}) is None  # beyond what was measured
     assert tuner.steps_for({"batch_size": 128}, 151) == 151
+    # a trial's expected time counts a slower step once: where steps_for shortens the
+    # trial by its steps' time it runs as long as the job's own (no batch allowance on
+    # top); a batch size not measured yet gets the batch ratio's allowance
+    assert tuner._scale({"batch_size": 64}) == 1.0
+    assert tuner._scale({"batch_size": 128}) == 8.0
+    # the calibration: a step its steady time, the rest of the trial's wall its start-up
+    base = tuner.trials[0]
+    assert tuner.per_step_s == pytest.approx(1.0 / base.steps_per_s)
+    assert tuner.overhead_s == pytest.approx(
+        max(base.wall_s - base.steps / base.steps_per_s, 0.2))
     given = simulated(FakeRunner(clock, rate), max_batch_size=64)
     given.trials, given.space = tuner.trials, tuner.space
     assert given.steps_for({"batch_size": 64}, 50) == 50  # --trial-steps: as given

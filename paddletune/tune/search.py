@@ -52,7 +52,7 @@ from . import advice_check, prune
 from . import space as sp
 from .batch import batch_ladder, unimodal_prune
 from .compare import Z, Comparisons, mean, speedup
-from .lengths import MIN_STEPS, TrialLengths
+from .lengths import MIN_STEPS, SLOWER, TrialLengths
 from .proposals import proposals
 from .trials import NO_COMPILED_PROGRAM, NOT_DATA_PARALLEL, Trial
 
@@ -188,9 +188,18 @@ class Tuner(Comparisons, TrialLengths):
         return t
 
     def _calibrate(self, baseline):
-        """Per-step time and start-up cost from the baseline; the rung-0 length."""
-        self.per_step_s = (baseline.run_s or baseline.wall_s) / max(baseline.steps, 1)
-        self.overhead_s = max(baseline.wall_s - (baseline.run_s or 0.0), 0.2)
+        """Per-step time and start-up cost from the baseline; the rung-0 length. A step
+        takes its steady time (1 / steps_per_s); the rest of the trial's wall time (the
+        interpreter and the framework starting, the script's setup, its warm-up steps, a
+        validation pass) is each trial's start-up. Without a steady rate, its whole run
+        over its steps."""
+        steps = max(baseline.steps, 1)
+        if baseline.steps_per_s:
+            self.per_step_s = 1.0 / baseline.steps_per_s
+            self.overhead_s = max(baseline.wall_s - steps * self.per_step_s, 0.2)
+        else:
+            self.per_step_s = (baseline.run_s or baseline.wall_s) / steps
+            self.overhead_s = max(baseline.wall_s - (baseline.run_s or 0.0), 0.2)
         if self.options.trial_steps is None:
             self.steps0 = max(baseline.steps, MIN_STEPS)
 
@@ -510,7 +519,15 @@ class Tuner(Comparisons, TrialLengths):
                    for n in setting if n in self.space.knobs)
 
     def _scale(self, setting) -> float:
-        """How much longer a step of `setting` may take than the job's own (batch size)."""
+        """How much longer the trial's steps of `setting` may take, all together, than as
+        many of the job's own: 1 where steps_for shortens the trial by their measured or
+        interpolated time already (it runs as long as the job's own steps would); else by
+        its batch size."""
+        base, per_step = self.first_baseline(), self._per_step_s(setting)
+        if per_step is not None and base is not None and base.steps_per_s:
+            slower = per_step * base.steps_per_s
+            shortened = self.options.trial_steps is None and slower > SLOWER
+            return 1.0 if shortened else max(1.0, slower)
         knob = self.space.knobs.get("batch_size") if self.space else None
         if knob is None or "batch_size" not in setting or not knob.current:
             return 1.0  # (the job's own batch size unknown: no allowance)
