@@ -49,9 +49,11 @@ def test_cpu_contended_stays_silent(tmp_path, why, kw):
                                              [threads.cpu_threads])), why
 
 
-def speed_tested(tmp_path, threads_wall_s, one_wall_s, wall_s=0.040, config=None):
+def speed_tested(tmp_path, threads_wall_s, one_wall_s, wall_s=0.040, config=None,
+                 cpu_s=0.004, produce_s=0.005):
     """contended()'s job with a DataLoader and a speed test: steps 20-29 without data at the
-    job's 2 threads (`threads_wall_s` + a 1 ms gap), steps 30-39 without data at 1."""
+    job's 2 threads (`threads_wall_s` + a 1 ms gap), steps 30-39 without data at 1; each
+    batch made in `produce_s`, `cpu_s` of it CPU."""
     from paddletune.profile.records import SpeedTestEvent
     from profiles import reader_records
     steps = step_records(n_steps=50, wall_s=wall_s, gap_s=0.010)
@@ -68,7 +70,7 @@ def speed_tested(tmp_path, threads_wall_s, one_wall_s, wall_s=0.040, config=None
                                        (31, "one_thread", 30), (41, "done", 40))]
     samples = system_samples(cpu_percent=50.0, cpu_total_percent=100.0, blas_threads=2,
                              ctx_involuntary_per_s=90.0)
-    records = reader_records(steps, cpu_s=0.004, produce_s=0.005, wait_s=0.008,
+    records = reader_records(steps, cpu_s=cpu_s, produce_s=produce_s, wait_s=0.008,
                              empty_ratio=0.9, fill=0, workers=(-1,), config=config)
     return load(make_profile(tmp_path / "p.jsonl", steps=steps, env=CORES_2,
                              options={"speed_test": 10}, source=source_info("torch"),
@@ -128,3 +130,24 @@ def test_batches_the_loop_makes_shrink_with_the_step(tmp_path):
     assert a.expected_speedup == pytest.approx(6.0)
     assert "the loop makes its batches with the same threads, so they shrink alike" in \
         a.expected_gain
+
+
+def test_the_data_cost_card_predicts_its_change_at_one_math_thread(tmp_path):
+    """reader-data-cost writes the worker plan's change, which sets one math thread beside a
+    busy worker: its gain is the speed test's ceiling with one thread (46 ms a step without
+    data), not the ceiling at the job's two (21 ms), which it still names."""
+    from paddletune.advisors import reader
+    from paddletune.advisors.producers import fewer_blas_threads
+    profile = speed_tested(tmp_path, threads_wall_s=0.020, one_wall_s=0.045, cpu_s=0.020,
+                           produce_s=0.022)  # (a worker busy on most of a core)
+    st = profile.summary.speed_test
+    f = profile.summary.main_loader
+    assert fewer_blas_threads(reader.worker_plan(profile, f)) == 1
+    a = only(advise(profile, [reader.speed_test_ceiling]), "reader-data-cost")
+    assert a.expected_speedup == pytest.approx(
+        st.one_thread.steps_per_s / st.baseline.steps_per_s)
+    assert a.expected_speedup < st.ratio
+    assert a.expected_gain.startswith(f"up to {a.expected_speedup:.2f}x (")
+    assert "the ceiling with one math thread, which the change sets; " \
+           f"{st.ratio:.2f}x with the job's own threads" in a.expected_gain
+    assert "OMP_NUM_THREADS=1" in a.change

@@ -599,17 +599,32 @@ def speed_test_ceiling(profile) -> Optional[Advice]:
     if ratio is None or ratio <= NOT_BOTTLENECK:
         return None
     base, ceil = st.baseline, st.ceiling
+    speedup, gain = ratio, f"up to {ratio:.2f}x ({_samples(ceil)}) if data were free"
+    one = _one_thread_ceiling(profile, f, st)
+    if one is not None and one.steps_per_s < ceil.steps_per_s:  # (the change's threads)
+        speedup = one.steps_per_s / base.steps_per_s
+        gain = (f"up to {speedup:.2f}x ({_samples(one)}): the ceiling with one math thread, "
+                f"which the change sets; {ratio:.2f}x with the job's own threads if data "
+                f"were free")
     return Advice(
         id="reader-data-cost", source=3, figures=_speed_figures(st),
         title=f"Data costs {st.data_share:.0%} of the throughput (speed test)",
-        severity="medium" if st.data_share >= HIGHLY_INPUT_BOUND else "low",
+        severity=gain_severity("medium" if st.data_share >= HIGHLY_INPUT_BOUND else "low",
+                               speedup),
         evidence=(f"with FLAGS_reader_queue_speed_test_mode on (the queue peeked, never popped) "
                   f"the job ran {_rate(ceil)} against {_rate(base)} in the baseline window: "
                   f"data costs {st.data_share:.0%} of your throughput; ceiling "
                   f"{_samples(ceil)}."),
-        change=_ceiling_change(profile, f), expected_speedup=ratio,
-        expected_gain=f"up to {ratio:.2f}x ({_samples(ceil)}) if data were free",
+        change=_ceiling_change(profile, f), expected_speedup=speedup, expected_gain=gain,
         confidence="high" if st.complete else "medium")
+
+
+def _one_thread_ceiling(profile, f: LoaderFigures, st) -> Optional[WindowRate]:
+    """The speed test's ceiling with one math thread where the card's change sets one (the
+    worker plan's fewer BLAS threads): the change's own ceiling; None otherwise."""
+    if st.one_thread is None or not st.baseline.steps_per_s or not _starved(f):
+        return None
+    return st.one_thread if fewer_blas_threads(worker_plan(profile, f)) == 1 else None
 
 
 def _predicted_from_alone(profile, f: LoaderFigures) -> bool:
