@@ -24,7 +24,7 @@ class FakeRecorder:
         if self.fail_stop:
             raise RuntimeError("the trace is corrupt")
         self.stopped.append(ends)
-        return [OpEnd(0, step, 0, "op", 0, t, t) for step, t in ends]
+        return [OpEnd(0, step, 0, "op", 0, t, t) for step, t, _ in ends]
 
 
 def _job(steps, recorder, place="CPUPlace"):
@@ -45,7 +45,7 @@ def test_the_first_window_opens_after_ten_steps_and_announces_ten():
     windows, got = _job(25, recorder, place="CUDAPlace(0)")
     assert recorder.started == [True]  # (the GPU's work too, on a CUDA place)
     [ends] = recorder.stopped
-    assert [step for step, _ in ends] == list(range(10, 20))  # 10-20 recorded, 10-19 read
+    assert [step for step, _, _ in ends] == list(range(10, 20))  # 10-20 recorded, 10-19 read
     assert [op.step for op in got["op_end"]] == list(range(10, 20))
     assert windows.steps_to_wait >= ow.WINDOW and not windows.recording
     paused = {e.step: e.paused_s for e in got["step_end"] if e.paused_s}
@@ -76,7 +76,7 @@ def test_a_scripts_own_profiler_closes_the_open_window_once_and_says_why():
     start("the script's")
     start("the script's again")
     assert calls == [("the script's",), ("the script's again",)]  # the script's go on
-    assert [[s for s, _ in ends] for ends in recorder.stopped] == [[10, 11, 12, 13, 14]]
+    assert [[s for s, _, _ in ends] for ends in recorder.stopped] == [[10, 11, 12, 13, 14]]
     [why] = got["scope"]
     assert "the script starts its own profiler, and Fake runs one at a time" in why.message
     windows.step_ended(99, 1.0, "CPUPlace")

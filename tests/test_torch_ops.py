@@ -47,10 +47,12 @@ def test_top_level_ops_look_through_the_scripts_ranges_and_skip_the_loader_and_o
     assert [op.thread for op in tops] == [1, 1, 9, 1, 1]  # (the engine's thread on a GPU)
 
 
-def _window(ends_ms, open_ms=0.0):
-    """A window whose profiler clock reads 0 ns at perf_counter 100 s."""
-    return ow.Window(100 + open_ms / 1e3, tuple((s, 100 + t / 1e3) for s, t in ends_ms), 0,
-                     100.0)
+def _window(ends_ms, open_ms=0.0, begins_ms=None):
+    """A window whose profiler clock reads 0 ns at perf_counter 100 s; each step begins at
+    the previous one's end (the window's opening for the first) unless `begins_ms` says."""
+    begins_ms = begins_ms or [open_ms] + [t for _, t in ends_ms[:-1]]
+    return ow.Window(100 + open_ms / 1e3, tuple(
+        (s, 100 + t / 1e3, 100 + b / 1e3) for (s, t), b in zip(ends_ms, begins_ms)), 0, 100.0)
 
 
 def test_each_op_goes_to_the_step_it_started_in_cut_at_that_steps_end():
@@ -68,6 +70,18 @@ def test_each_op_goes_to_the_step_it_started_in_cut_at_that_steps_end():
     assert ops[2].t_end == pytest.approx(100.005)  # cut at step 10's end
     assert all(o.timing == "host" for o in ops)
     assert slots == {("aten::linear", 0): 0, ("aten::linear", 1): 1, ("Adam.step", 0): 2}
+
+
+def test_ops_of_an_evaluation_left_out_of_a_step_are_not_its():
+    """Step 11 began at 8 ms, after an evaluation pass (5-8 ms) left out of it: the pass's
+    ops are not the step's, and the step's own ops keep their ranks."""
+    tops = [ow.TopOp("aten::linear", 0, 1, 1 * MS, 2 * MS),
+            ow.TopOp("aten::linear", 0, 1, 6 * MS, 7 * MS),  # the evaluation's
+            ow.TopOp("aten::linear", 0, 1, 9 * MS, 9.5 * MS)]
+    ops = ow.ops_of_window(tops, _window([(10, 5.0), (11, 10.0)], begins_ms=[0.0, 8.0]), {},
+                           device=False)
+    assert [(o.step, o.index, o.t_begin) for o in ops] == [
+        (10, 0, pytest.approx(100.001)), (11, 0, pytest.approx(100.009))]
 
 
 def test_ops_before_the_window_opened_are_not_a_steps():

@@ -71,11 +71,12 @@ class TopOp:
 @dataclass(frozen=True)
 class Window:
     """A window's steps on the job's clock: it opened at `t_open` (a step's end, perf_counter
-    seconds); `ends` is each step it recorded, (step, its end), in order. `anchor_ns` and
-    `anchor_t` are one moment on the profiler's clock and on perf_counter's."""
+    seconds); `ends` is each step it recorded, (step, its end, its begin: after the
+    evaluation passes left out of it), in order. `anchor_ns` and `anchor_t` are one moment on
+    the profiler's clock and on perf_counter's."""
 
     t_open: float
-    ends: Tuple[Tuple[int, float], ...]
+    ends: Tuple[Tuple[int, float, float], ...]
     anchor_ns: int
     anchor_t: float
 
@@ -99,13 +100,14 @@ def ops_of_window(tops: List[TopOp], window: Window, slots: Dict[Tuple[str, int]
                   device: bool) -> List[OpEnd]:
     """The OpEnd of each top-level op (by start) that started inside one of the window's
     steps, on the step's clock, ending by the step's end; with `device`, its kernels' time
-    (ops without any are left out)."""
-    t_ends = [t for _, t in window.ends]
+    (ops without any are left out). An op that started before its step began ran in an
+    evaluation pass left out of the step (StepEnd.eval_s): left out here too."""
+    t_ends = [end[1] for end in window.ends]
     out, ranks, current = [], {}, None
     for op in tops:
         t_start = window.anchor_t + (op.start_ns - window.anchor_ns) / 1e9
         k = bisect.bisect_left(t_ends, t_start)
-        if t_start <= window.t_open or k == len(t_ends):
+        if t_start <= window.t_open or k == len(t_ends) or t_start < window.ends[k][2]:
             continue
         step = window.ends[k][0]
         if step != current:
@@ -150,7 +152,7 @@ class OpWindows:
     recording: bool = False
     t_open: float = 0.0
     t_anchor: float = 0.0
-    ends: List[Tuple[int, float]] = field(default_factory=list)
+    ends: List[Tuple[int, float, float]] = field(default_factory=list)
     steps_to_wait: int = FIRST_STEP
     starting: bool = False  # our own profiler is starting (not the script's)
 
@@ -184,7 +186,7 @@ class OpWindows:
             if self.steps_to_wait <= 0:
                 self._paused(self._open, t_end, place.startswith("CUDA"))
             return
-        self.ends.append((step, t_end))
+        self.ends.append((step, t_end, self.timer.last_begin))
         if len(self.ends) > WINDOW:
             self._paused(self.close)
 

@@ -67,6 +67,7 @@ class StepTimer:
     def reset(self, t_start: Optional[float] = None):
         self.steps = 0
         self._t_prev_end = None  # the previous step's end
+        self.last_begin = None  # the latest step's begin (after the passes left out of it)
         self._t_first = None  # the first DataLoader request before the first step
         self._t_start = t_start  # the job's start (a first step without any read)
         self._read_s = self._feed_s = self._fetch_s = 0.0
@@ -254,7 +255,7 @@ class StepTimer:
                                 self._feed_bytes, self._fetch_bytes, 0, 0, None, (), (), False,
                                 self._paused_s, None, None, eval_s, self._samples or None))
         self.steps += 1
-        self._t_prev_end = t_end
+        self._t_prev_end, self.last_begin = t_end, t_begin
         self._read_s = self._feed_s = self._fetch_s = 0.0
         self._feed_bytes = self._fetch_bytes = 0
         self._paused_s = self._eval_s = 0.0

@@ -137,7 +137,7 @@ class PaddleRecorder:
         self._around = (t_before, t_anchor, t_after)
         return t_anchor
 
-    def stop(self, t_open: float, ends: Tuple[Tuple[int, float], ...], t_anchor: float,
+    def stop(self, t_open: float, ends: Tuple[Tuple[int, float, float], ...], t_anchor: float,
              slots: Dict[Tuple[str, int], int]) -> List[OpEnd]:
         profiler, self.profiler = self.profiler, None  # (Paddle makes a new one only once
         profiler.stop()  # this one is gone)
