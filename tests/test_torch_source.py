@@ -772,6 +772,9 @@ def test_a_loaders_other_arguments_are_recorded_and_kept_in_the_code(src):
                         "persistent_workers=True)")
     dataset = Sleepy(16)
     exec(shuffled, {"torch": torch, "dataset": dataset, "pad_batch": pad_batch})
+    resized = code.loader(LoaderConfig(batch_size=4, args=tuple(args[0])), batch_size=8)
+    assert resized == ("loader = torch.utils.data.DataLoader(dataset, batch_size=8, "
+                       "shuffle=True, collate_fn=pad_batch)")
     sampled = code.loader(LoaderConfig(batch_size=4, args=tuple(args[1])), num_workers=2)
     assert sampled.splitlines()[0] == "# keep your sampler= and collate_fn= as they are"
     compile(sampled, "x", "exec")

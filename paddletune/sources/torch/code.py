@@ -42,8 +42,9 @@ class TorchCode(CodeWriter):
         if not workers:
             for key in ("prefetch_factor", "persistent_workers"):
                 args.pop(key, None)
-        shown = ([f"batch_size={config.batch_size!r}"] if config.batch_size else []) + \
-            written + kept + [f"{k}={v!r}" for k, v in args.items() if k in LOADER_ARGS]
+        batch = args.pop("batch_size", config.batch_size)
+        shown = ([f"batch_size={batch!r}"] if batch else []) + written + kept + \
+            [f"{k}={v!r}" for k, v in args.items() if k in LOADER_ARGS]
         call = f"loader = torch.utils.data.DataLoader({', '.join(['dataset'] + shown)})"
         return keep_note(named) + call
 
