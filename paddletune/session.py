@@ -829,8 +829,9 @@ def _original_error(lines) -> Optional[str]:
 def _where(exc):
     """'file:line in function' of the innermost frame: of the traceback carried in the
     message where there is one (the worker's __getitem__), else of the exception's own."""
-    frames = [m for m in map(_FRAME.match, str(exc).splitlines()) if m]
-    if frames and _original_error(str(exc).splitlines()):
+    lines = str(exc).splitlines()
+    frames = [m for m in map(_FRAME.match, lines) if m]
+    if frames and _original_error(lines):
         file, line, function = frames[-1].groups()
         return f"{file}:{line} in {function}"
     tb = exc.__traceback__

@@ -599,8 +599,9 @@ def speed_test_ceiling(profile) -> Optional[Advice]:
     if ratio is None or ratio <= NOT_BOTTLENECK:
         return None
     base, ceil = st.baseline, st.ceiling
+    plan = worker_plan(profile, f) if _starved(f) else None  # (its change's, when starved)
     speedup, gain = ratio, f"up to {ratio:.2f}x ({_samples(ceil)}) if data were free"
-    one = _one_thread_ceiling(profile, f, st)
+    one = _one_thread_ceiling(plan, st)
     if one is not None and one.steps_per_s < ceil.steps_per_s:  # (the change's threads)
         speedup = one.steps_per_s / base.steps_per_s
         gain = (f"up to {speedup:.2f}x ({_samples(one)}): the ceiling with one math thread, "
@@ -615,16 +616,17 @@ def speed_test_ceiling(profile) -> Optional[Advice]:
                   f"the job ran {_rate(ceil)} against {_rate(base)} in the baseline window: "
                   f"data costs {st.data_share:.0%} of your throughput; ceiling "
                   f"{_samples(ceil)}."),
-        change=_ceiling_change(profile, f), expected_speedup=speedup, expected_gain=gain,
+        change=_ceiling_change(profile, f, plan), expected_speedup=speedup,
+        expected_gain=gain,
         confidence="high" if st.complete else "medium")
 
 
-def _one_thread_ceiling(profile, f: LoaderFigures, st) -> Optional[WindowRate]:
-    """The speed test's ceiling with one math thread where the card's change sets one (the
-    worker plan's fewer BLAS threads): the change's own ceiling; None otherwise."""
-    if st.one_thread is None or not st.baseline.steps_per_s or not _starved(f):
+def _one_thread_ceiling(plan: Optional[dict], st) -> Optional[WindowRate]:
+    """The speed test's ceiling with one math thread where the card's change (the worker
+    `plan`'s) sets one BLAS thread: the change's own ceiling; None otherwise."""
+    if plan is None or st.one_thread is None or not st.baseline.steps_per_s:
         return None
-    return st.one_thread if fewer_blas_threads(worker_plan(profile, f)) == 1 else None
+    return st.one_thread if fewer_blas_threads(plan) == 1 else None
 
 
 def _predicted_from_alone(profile, f: LoaderFigures) -> bool:
@@ -654,10 +656,12 @@ def _speed_figures(st) -> dict:
             "complete": st.complete}
 
 
-def _ceiling_change(profile, f: LoaderFigures) -> str:
+def _ceiling_change(profile, f: LoaderFigures, plan: Optional[dict]) -> str:
+    """The change: the worker `plan`'s where the queue starves (its plan), else a worker
+    process for a thread producer, or a note."""
     code = writer(profile)
-    if _starved(f):
-        return _worker_change(code, f, worker_plan(profile, f))
+    if plan is not None:
+        return _worker_change(code, f, plan)
     if not f.config.num_workers:
         return "\n".join([f"{code.loader(f.config, num_workers=1)}\n# a worker process: the "
                           f"producer stops competing with training for the GIL"]

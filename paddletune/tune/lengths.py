@@ -22,15 +22,21 @@ class TrialLengths:
         time of `steps` of the job's own, MIN_STEPS at least; never more than `steps`; as
         given with --trial-steps. (A trial's throughput leaves out the queue it starts with,
         so shorter trials do not favour larger queues: trials.py.)"""
-        base = self.first_baseline()
-        per_step = self._per_step_s(setting)
-        if self.options.trial_steps is not None or base is None or not base.steps_per_s \
-                or per_step is None:
+        slower = self.slower(setting)
+        if self.options.trial_steps is not None or slower is None:
             return steps
-        slower = per_step * base.steps_per_s
         if slower <= SLOWER:  # (the job's own steps, give or take their noise)
             return steps
         return max(MIN_STEPS, min(steps, round(steps / slower)))
+
+    def slower(self, setting) -> Optional[float]:
+        """How many times the job's own step a step of `setting` takes (_per_step_s against
+        the first baseline's); None when unknown."""
+        base = self.first_baseline()
+        per_step = self._per_step_s(setting)
+        if base is None or not base.steps_per_s or per_step is None:
+            return None
+        return per_step * base.steps_per_s
 
     def rung_s(self) -> Optional[float]:
         """Seconds the first rung's steps of the job's own take (the calibrated time); None

@@ -523,9 +523,8 @@ class Tuner(Comparisons, TrialLengths):
         many of the job's own: 1 where steps_for shortens the trial by their measured or
         interpolated time already (it runs as long as the job's own steps would); else by
         its batch size."""
-        base, per_step = self.first_baseline(), self._per_step_s(setting)
-        if per_step is not None and base is not None and base.steps_per_s:
-            slower = per_step * base.steps_per_s
+        slower = self.slower(setting)
+        if slower is not None:
             shortened = self.options.trial_steps is None and slower > SLOWER
             return 1.0 if shortened else max(1.0, slower)
         knob = self.space.knobs.get("batch_size") if self.space else None
