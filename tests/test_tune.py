@@ -655,6 +655,52 @@ def test_advice_is_tried_first(monkeypatch):
     assert tuner.trials[3].setting == {"num_workers": 2, "capacity": 16}
 
 
+def advised_tuner(monkeypatch, rate, figures):
+    """A Tuner of the simulated job whose only advice is reader-starved with `figures`."""
+    clock = Clock()
+    monkeypatch.setattr(search.time, "monotonic", clock.monotonic)
+    tuner = simulated(FakeRunner(clock, rate), specs=("only=num_workers,capacity,blas_threads",))
+    tuner.advise = lambda profile: [SimpleNamespace(id="reader-starved", figures=figures)]
+    return tuner
+
+
+STARVED = {"workers": 2, "blas_threads": 2, "cores": 2}  # advises 2 workers and 1 thread
+
+
+def test_a_member_of_the_advice_that_costs_leaves_the_winning_change(monkeypatch):
+    """The advice's {2 workers, 1 BLAS thread} wins over the job's own (1.5 x 0.82), but
+    the one thread costs 18% (the compute needed both): set back alone, the workers alone
+    win, and the search goes on from them."""
+    def rate(setting):
+        threads = 0.82 if setting.get("blas_threads") == 1 else 1.0
+        return 1000.0 * (1.5 if setting.get("num_workers") == 2 else 1.0) * threads
+
+    tuner = advised_tuner(monkeypatch, rate, STARVED).run()
+    assert tuner.trials[3].phase == "advice:reader-starved"
+    assert tuner.trials[3].setting == {"num_workers": 2, "blas_threads": 1}
+    assert {t.phase for t in tuner.trials} >= {"ablate:blas_threads", "ablate:num_workers"}
+    assert tuner.incumbent == {"num_workers": 2}
+    assert tuner.final["speedup"] == pytest.approx(1.5, rel=0.05)
+
+
+def test_members_that_all_count_keep_the_change_and_are_not_raced_again(monkeypatch):
+    """Both members of the advice gain (the workers 1.5x, the one thread 1.1x beside them):
+    the change stays whole, and the knob race of blas_threads that follows does not try the
+    job's own thread count again (it lost to the one thread just now)."""
+    def rate(setting):
+        threads = 1.1 if setting.get("blas_threads") == 1 else 1.0
+        return 1000.0 * (1.5 if setting.get("num_workers") == 2 else 1.0) * threads
+
+    tuner = advised_tuner(monkeypatch, rate, STARVED).run()
+    assert tuner.incumbent == {"num_workers": 2, "blas_threads": 1}
+    ablated = [t for t in tuner.trials if t.phase.startswith("ablate:")]
+    assert {t.phase for t in ablated} == {"ablate:blas_threads", "ablate:num_workers"}
+    assert not [t for t in tuner.trials if t.phase == "knob:blas_threads"
+                and t.setting.get("blas_threads", 2) == 2]
+    assert any(n.startswith("blas_threads 2 (") and "not tried again" in n
+               for n in tuner.notes)
+
+
 def test_advice_keeps_to_the_values_given_with_space(monkeypatch):
     """--space num_workers=0,1,2: the advisors' 5 workers is not tried (a note says so); the
     advised capacity, a knob whose values the user did not fix, still is."""

@@ -27,7 +27,9 @@ time, each choice a race by successive halving; a gain counts only outside the n
    nothing is "no effect", and so are the knobs its reason code covers (a strategy section
    without a CompiledProgram, no-compiled-program; without data parallelism,
    not-data-parallel, all but enable_inplace and memory_optimize).
-3. Order: the advisors' proposals (each, and all together); the batch size (the memory
+3. Order: the advisors' proposals (each, and all together), and where one that changed
+   several knobs won, each of them set back alone against it (a member the advice got
+   wrong leaves); the batch size (the memory
    model's largest safe batch, verified by a trial, then a ladder of sizes up to it);
    then each knob in turn, for up to `max_rounds` rounds, ending early when a round changes
    nothing (the remaining gains are inside the noise); a knob is raced again in a later
@@ -220,7 +222,35 @@ class Tuner(Comparisons, TrialLengths):
                 together.update(change)
             challengers.append((sp.merged(self.incumbent, together, self.space),
                                 "advice:all"))
-        self.race(challengers)
+        before = dict(self.incumbent)
+        if self.race(challengers):
+            self._ablate(before)
+
+    def _ablate(self, before: dict):
+        """Advice that changed several knobs at once won: each of them set back alone races
+        the whole change, so that a member the advice got wrong leaves (its OMP_NUM_THREADS=1
+        beside the workers it advises, where the compute needed the threads: 18% slower
+        than the workers alone on a helper's job). A member set back that lost stays out of
+        its knob's own race while no change since gained more (prune.Losses). Again, while
+        one left and two or more remain changed."""
+        while True:
+            changed = [n for n in {**before, **self.incumbent}
+                       if self.incumbent.get(n) != before.get(n)]
+            if len(changed) < 2:
+                return
+            kept = sp.key(self.incumbent)
+            back = {name: sp.merged(_set_back(self.incumbent, before, name), {}, self.space)
+                    for name in changed}  # (one that is `before` again lost already)
+            back = {name: s for name, s in back.items() if sp.key(s) != sp.key(before)}
+            if self.race([(setting, f"ablate:{name}") for name, setting in back.items()]):
+                continue
+            runs = self.race_runs
+            if kept in runs and self.options.objective == "throughput":
+                for name, setting in back.items():
+                    if sp.key(setting) in runs:
+                        self.losses.record(self, name, {k: runs[k] for k in
+                                                        (kept, sp.key(setting))}, kept)
+            return
 
     def _batch(self):
         """The ladder's race; the trials that verified batch sizes just now (and the
@@ -561,6 +591,16 @@ class Tuner(Comparisons, TrialLengths):
 
     def elapsed_s(self) -> float:
         return time.monotonic() - self.t0
+
+
+def _set_back(setting: dict, before: dict, name: str) -> dict:
+    """`setting` with knob `name` as it was in `before` (absent there: the job's own)."""
+    out = dict(setting)
+    if name in before:
+        out[name] = before[name]
+    else:
+        out.pop(name, None)
+    return out
 
 
 def _advise(profile):
