@@ -974,6 +974,52 @@ def test_step_time_prune_leaves_out_sizes_whose_bound_the_fastest_beats():
 
 
 # --- the record and its rendering -------------------------------------------------------------
+def ranked(trials, incumbent, stop_reason="converged", race=()):
+    """The record's ranking of `trials` [(setting, steps, samples/s)] with `incumbent` best;
+    `race`: the settings of the latest race."""
+    tuner = Tuner(None, TuneOptions(trial_steps=50))
+    for i, (setting, steps, rate) in enumerate(trials, 1):
+        t = Trial(i, dict(setting), sp.label(setting), "knob", steps, status="ok",
+                  samples_per_s=rate, steps_per_s=100.0 * 50 / steps, wall_s=2.0)
+        tuner.trials.append(t)
+    tuner.incumbent, tuner.stop_reason = incumbent, stop_reason
+    tuner.race_runs = {sp.key(s): [] for s in race}
+    return rec.ranking(tuner)
+
+
+def test_the_ranking_scores_a_setting_over_all_its_trials():
+    """The best setting measured three times (1,480 samples/s on average) stays first
+    against a setting's one lucky trial (1,500) inside the noise; the table's figures are
+    the means (the baseline's three: 1,000 against itself, not -2% against its first)."""
+    base = [({}, 50, 1020.0), ({}, 50, 980.0), ({}, 100, 1000.0)]
+    best = [({"num_workers": 2}, 50, 1520.0), ({"num_workers": 2}, 100, 1440.0),
+            ({"num_workers": 2}, 100, 1480.0)]
+    lucky = ({"capacity": 16}, 50, 1500.0)
+    rows = ranked([*base, best[0], lucky, *best[1:]], {"num_workers": 2})
+    assert [r["label"] for r in rows] == ["capacity=16", "num_workers=2", "baseline"]
+    assert rows[1]["best"] and rows[1]["trials"] == 3
+    assert rows[1]["samples_per_s"] == pytest.approx((1520 * 50 + 1440 * 100 + 1480 * 100) / 250)
+    assert rows[2]["vs_baseline"] == pytest.approx(0.0)
+    assert rows[0]["above_best"] == "1 trial against the best's 3: inside the noise"
+    assert rows[1]["above_best"] is None and rows[2]["above_best"] is None
+    assert 0 < rows[1]["ci"] < 0.1 * rows[1]["samples_per_s"]
+
+
+def test_a_row_above_the_best_says_why_it_was_not_taken():
+    """Far above the best (2,000 against 1,480): its race cut short by the budget, or else
+    measured better though never raced against the best setting as it stands."""
+    trials = [({}, 50, 1020.0), ({}, 50, 980.0), ({}, 50, 1000.0),
+              ({"num_workers": 2}, 50, 1500.0), ({"num_workers": 2}, 50, 1460.0),
+              ({"num_workers": 2, "capacity": 16}, 50, 2000.0)]
+    cut = ranked(trials, {"num_workers": 2}, "budget spent",
+                 race=[{"num_workers": 2, "capacity": 16}])
+    assert cut[0]["above_best"] == ("1 trial against the best's 2: its race did not finish "
+                                    "(budget spent)")
+    done = ranked(trials, {"num_workers": 2})
+    assert done[0]["above_best"] == ("1 trial against the best's 2: better outside the "
+                                     "noise, but not in a race with the best setting")
+
+
 def test_record_round_trip_and_report(monkeypatch, tmp_path):
     tuner = run_tuner(monkeypatch)
     path = rec.save(rec.build(tuner, {"script": "train.py", "args": ["--lr", "0.1"]},
@@ -988,6 +1034,7 @@ def test_record_round_trip_and_report(monkeypatch, tmp_path):
     out = result.output
     assert "paddletune tune train.py --lr 0.1" in out
     assert "Settings, best first" in out and "timeout" in out and "no effect" in out
+    assert re.search(r"samples/s ┃\s+± ┃ trials ┃ vs base", out), out
     # why a setting changed nothing, in the runtime's words (the code is the record's)
     assert re.search(r"no effect: .+: (exec|build)_strategy\.\w+: the job ran no "
                      r"CompiledProgram", out), out

@@ -89,6 +89,7 @@ def render_record(record: dict, console: Optional[Console] = None, rows: int = M
                   f"{duration(opts.get('budget_s'))}, objective {opts.get('objective')}); "
                   f"{record.get('stop_reason') or record.get('status')}", soft_wrap=True)
     print_table(console, ranking_table(record, rows))
+    _above_best(record, console)
     _no_effect(record, console)
     _best(record, console)
     _advice(record, console)
@@ -126,20 +127,30 @@ def ranking_table(record: dict, rows: int = MAX_ROWS) -> Table:
     table = Table(title="Settings, best first", title_justify="left", show_edge=False,
                   pad_edge=False)
     for name, justify in (("#", "right"), ("samples/s", "right"), ("±", "right"),
-                          ("vs base", "right"), ("peak mem", "right"), ("status", "left"),
-                          ("setting", "left")):
+                          ("trials", "right"), ("vs base", "right"), ("peak mem", "right"),
+                          ("status", "left"), ("setting", "left")):
         table.add_column(name, justify=justify, overflow="fold",
                          no_wrap=name != "setting")
     ranking = record.get("ranking") or []
     for rank, r in enumerate(ranking[:rows], 1):
         status = r.get("status") or "?"
         table.add_row(str(rank), num(r.get("samples_per_s")),
-                      _pm(r.get("samples_per_s"), r.get("ci")), _signed(r.get("vs_baseline")),
-                      nbytes(r.get("peak_bytes")), Text(status, style=STATUS_STYLE.get(status, "")),
+                      _pm(r.get("samples_per_s"), r.get("ci")),
+                      str(r["trials"]) if r.get("trials") else "",
+                      _signed(r.get("vs_baseline")), nbytes(r.get("peak_bytes")),
+                      Text(status, style=STATUS_STYLE.get(status, "")),
                       ("* " if r.get("best") else "") + (r.get("label") or ""))
     if len(ranking) > rows:
-        table.add_row("", "", "", "", "", "", f"... {len(ranking) - rows} more")
+        table.add_row("", "", "", "", "", "", "", f"... {len(ranking) - rows} more")
     return table
+
+
+def _above_best(record, console):
+    """Why each setting ranked above the best (*) was not taken (older records say not)."""
+    for rank, r in enumerate(record.get("ranking") or [], 1):
+        if r.get("above_best"):
+            console.print(Text(f"#{rank} above the best: {r.get('label')}: {r['above_best']}",
+                               style="dim"), soft_wrap=True)
 
 
 def _no_effect(record, console):

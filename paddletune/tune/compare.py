@@ -58,10 +58,11 @@ class Comparisons:
         """Relative standard error of mean(c)/mean(i) - 1. One trial's error is the spread
         between repeated trials of the same setting and length seen so far (pooled over
         settings: the machine's and the job's noise), else its batch-means interval."""
-        def var(runs):
-            per_trial = [self.trial_sd(t) ** 2 for t in runs]
-            return sum(per_trial) / len(per_trial) ** 2
-        return math.sqrt(var(c) + var(i))
+        return math.hypot(self.mean_sd(c), self.mean_sd(i))
+
+    def mean_sd(self, runs) -> float:
+        """Relative standard error of the mean over trials `runs` (each trial's, trial_sd)."""
+        return math.sqrt(sum(self.trial_sd(t) ** 2 for t in runs)) / len(runs)
 
     def trial_sd(self, t) -> float:
         """A trial's relative standard error: the spread between repeated trials (scaled to

@@ -6,20 +6,23 @@ measured. `paddletune report FILE.tune.json` renders it (render/tune.py).
 
 Schema 2: a trial's and a ranking row's `no_effect` lists the requested overrides that
 changed nothing as objects {section, key, code, why} (schema 1: "section.key: why" strings);
-a trial's `batch_model` is the profile's figures.ModelFigures as JSON.
+a trial's `batch_model` is the profile's figures.ModelFigures as JSON. A ranking row scores
+its setting over all its good trials (`trials` of them) and, above the best, says why the
+search did not take it (`above_best`); older records scored one trial and have neither.
 """
 
 import json
 import time
 from dataclasses import asdict
 from pathlib import Path
-from typing import List, Optional
+from typing import Dict, List, Optional
 
 from runtime.atomic import atomic_write
 
 from ..profile import RUNS_DIR, new_run_path
 from . import advice_check
 from . import space as sp
+from .compare import Z, mean
 
 KIND = "paddletune-tune"
 SCHEMA_VERSION = 2
@@ -55,32 +58,63 @@ def build(tuner, command: dict, options: dict) -> dict:
 
 
 def ranking(tuner) -> List[dict]:
-    """One row per setting tried: its longest successful measurement (or its failure), best
-    first; failures last."""
-    rows = {}
+    """One row per setting tried, best first, failures last. A setting that ran is scored
+    over all its good trials (the races' and the final pairs', step-weighted, as the search
+    compares settings), not over one of them: one lucky short trial does not outrank a
+    setting measured six times. `trials`: how many; `ci`: the 95% interval of that mean;
+    `vs_baseline`: against the baseline's good trials alike. A row above the best setting
+    says why the search did not take it (`above_best`)."""
+    trials: Dict[str, list] = {}
     for t in tuner.trials:
-        k = sp.key(t.setting)
-        row = rows.get(k)
-        if row is None or _prefer(t, row):
-            rows[k] = t
-    ordered = sorted(rows.values(), key=lambda t: (_status(tuner, t) != "ok",
-                                                  -(tuner.score(t) if t.ok else 0.0)))
+        trials.setdefault(sp.key(t.setting), []).append(t)
+    base = [t for t in trials.get(sp.key({}), []) if t.ok]
     best_key = sp.key(tuner.incumbent)
-    base = tuner.first_baseline()
-    return [{"setting": t.setting, "label": t.label, "status": _status(tuner, t),
-             "samples_per_s": t.samples_per_s, "peak_bytes": t.peak_bytes,
-             "ci": 1.96 * tuner.trial_sd(t) * t.samples_per_s if t.ok else None,
-             "steps": t.steps, "trial": t.index, "message": t.message,
-             "no_effect": [asdict(idle) for idle in t.no_effect],
-             "vs_baseline": (t.samples_per_s / base.samples_per_s - 1)
-             if t.ok and base is not None else None,
-             "best": sp.key(t.setting) == best_key} for t in ordered]
+    best = [t for t in trials.get(best_key, []) if t.ok]
+    rows = [_row(tuner, [t for t in runs if t.ok] or runs[-1:], base) for runs in
+            trials.values()]
+    rows.sort(key=lambda r: (r["status"] != "ok", -r["score"]))
+    for r in rows:
+        r["best"] = sp.key(r["setting"]) == best_key
+    for r in rows:
+        if r["best"]:
+            break
+        if best and r["status"] == "ok":
+            r["above_best"] = _above_best(tuner, trials[sp.key(r["setting"])], best)
+    for r in rows:
+        del r["score"]
+    return rows
 
 
-def _prefer(t, row) -> bool:
-    if t.ok != row.ok:
-        return t.ok
-    return (t.steps, t.index) >= (row.steps, row.index)
+def _row(tuner, runs, base) -> dict:
+    """The ranking's row of one setting: `runs` its good trials (else its last trial)."""
+    last = max(runs, key=lambda t: (t.steps, t.index))
+    row = {"setting": last.setting, "label": last.label, "status": _status(tuner, last),
+           "samples_per_s": None, "ci": None, "vs_baseline": None, "trials": len(runs),
+           "peak_bytes": last.peak_bytes, "steps": last.steps, "trial": last.index,
+           "message": last.message, "no_effect": [asdict(idle) for idle in last.no_effect],
+           "above_best": None, "score": 0.0}
+    if last.ok:
+        rate = mean(runs)
+        row.update(samples_per_s=rate, ci=Z * tuner.mean_sd(runs) * rate,
+                   vs_baseline=rate / mean(base) - 1 if base else None,
+                   peak_bytes=max((t.peak_bytes for t in runs if t.peak_bytes is not None),
+                                  default=None),
+                   score=tuner.score_of(runs))
+    return row
+
+
+def _above_best(tuner, runs, best) -> str:
+    """Why a setting measured above the best was not taken: its race was cut short, or its
+    trials do not beat the best's outside the noise, or (measured better, though never in
+    one race with the best setting as it stands) it was raced against another incumbent."""
+    runs = [t for t in runs if t.ok]
+    counts = f"{len(runs)} trial{'s' * (len(runs) != 1)} against the best's {len(best)}"
+    if tuner.stop_reason in ("budget spent",) or tuner.status == "interrupted":
+        if sp.key(runs[0].setting) in tuner.race_runs:
+            return f"{counts}: its race did not finish ({tuner.stop_reason})"
+    if not tuner.better(runs, best):
+        return f"{counts}: inside the noise"
+    return f"{counts}: better outside the noise, but not in a race with the best setting"
 
 
 def _status(tuner, t) -> str:
