@@ -8,6 +8,7 @@ from paddletune.profile import load
 from profiles import make_profile, reader_records, step_records, system_samples
 from test_advisors import ids, only
 from test_render_reader import speed_test_profile
+from test_summary_reader import two_datasets
 
 CORES_4 = {"cpu": {"model": "Test CPU", "logical_cores": 4, "physical_cores": 4,
                    "usable_cores": 4}}
@@ -937,3 +938,24 @@ def test_a_torch_loop_whose_batches_cost_less_than_a_hand_over_keeps_them(tmp_pa
     moved = only(advise(fluid, READER_RULES), "reader-starved")
     assert not moved.figures["keep_in_loop"] and "num_workers=1" in moved.change
     assert _change("reader-starved", moved.figures)["num_workers"] == 1
+
+
+def test_a_loader_that_fed_part_of_the_steps_is_advised_on_those_steps(tmp_path):
+    """An epoch on a slower dataset (DataLoader#1: 40 steps of 40 ms, 30 ms of each waiting)
+    after one on a fast one (40 of 10 ms): the advice is for DataLoader#1, its workers sized
+    on its own steps (10 ms without data), and the run's speedup is what that saves of the
+    whole: those steps are 80% of the training time."""
+    profile = two_datasets(tmp_path, env=CORES_4, extra=system_samples(
+        cpu_percent=100.0, cpu_total_percent=25.0))
+    advice = only(advise(profile), "reader-starved")
+    f = advice.figures
+    assert "DataLoader#1" in advice.evidence
+    assert f["cycle_s"] == pytest.approx(0.040)
+    assert f["consumer_s_per_step"] == pytest.approx(0.010, rel=0.1)
+    share = 40 * 0.040 / (39 * 0.010 + 40 * 0.040)
+    assert f["steps_share"] == pytest.approx(share)
+    own = f["loader_speedup"]
+    assert 2.5 < own <= 4.0 + 1e-9
+    assert f["speedup"] == pytest.approx(1 / ((1 - share) + share / own))
+    assert advice.expected_gain.startswith(f"up to {f['speedup']:.2f}x steps/s over the run: ")
+    assert "(80% of the training time)" in advice.expected_gain

@@ -107,6 +107,24 @@ def test_breakdown_splits_the_loaders_wait_from_the_rest_of_the_gap(tmp_path):
     assert r.pops == 40 and r.wait_per_pop_s == pytest.approx(0.004)
 
 
+def test_the_reader_shown_is_the_one_the_steps_read_now(tmp_path):
+    """An epoch of 60 steps on DataLoader#0, then 30 on DataLoader#1: during the second,
+    the reader panel shows DataLoader#1 (DataLoader#0 has more batches over the run)."""
+    fast = step_records(n_steps=60, wall_s=0.02, warmup=0, t_start=0.0)
+    t = fast[-1]["t"] + fast[-1]["wall_s"]
+    slow = step_records(n_steps=30, wall_s=0.1, warmup=0, t_start=t)[1:]
+    extra = reader_records(fast, intervals=2) + reader_records(
+        slow, config={**READER_CONFIG, "name": "DataLoader#1"}, loader=1, intervals=3,
+        wait_s=0.09, empty_ratio=1.0, fill=0)
+    model = model_of(make_profile(tmp_path / "p.jsonl", steps=fast + slow, extra=extra))
+    r = model.state(t + 3.0).reader
+    assert r.name == "DataLoader#1" and r.pops == 30
+    assert r.wait_per_pop_s == pytest.approx(0.09)
+    early = LiveModel()
+    early.add(typed([header(), *fast, *reader_records(fast, intervals=2)]))
+    assert early.state(t).reader.name == "DataLoader#0"
+
+
 def test_memory_figures_and_capacity_sources(tmp_path):
     steps = step_records()
     extra = memory_records(steps, capacity=64 << 20) + system_samples()

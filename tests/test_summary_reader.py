@@ -244,3 +244,42 @@ def test_a_speed_test_window_has_the_process_cpu_per_step(tmp_path):
     st = load(make_profile(tmp_path / "q.jsonl", steps=steps, options={"speed_test": 10},
                            extra=unmeasured + reader_records(steps))).summary.speed_test
     assert st.ceiling.cpu_s_per_step is None and st.ceiling.thread_cpu_s_per_step is None
+
+
+def two_datasets(tmp_path, env=None, extra=()):
+    """40 steps of 10 ms fed by DataLoader#0 (waiting 1 ms a batch), then 40 of 40 ms fed
+    by DataLoader#1 (waiting 30 ms a batch its thread takes 31 ms to make, 3 ms of it CPU):
+    an epoch on a slower dataset."""
+    fast = step_records(n_steps=40, wall_s=0.010)
+    t = fast[-1]["t"] + fast[-1]["wall_s"]
+    slow = step_records(n_steps=40, wall_s=0.040, warmup=0, t_start=t)[1:]
+    for i, s in enumerate(slow):
+        s["step"] = 40 + i
+    records = (reader_records(fast, wait_s=0.001, empty_ratio=1.0, fill=0)
+               + reader_records(slow, config={"name": "DataLoader#1"}, loader=1,
+                                wait_s=0.030, produce_s=0.031, cpu_s=0.003,
+                                empty_ratio=1.0, fill=0) + list(extra))
+    return load(make_profile(tmp_path / "p.jsonl", steps=fast + slow, env=env,
+                             extra=records))
+
+
+def test_a_loader_that_fed_some_steps_is_measured_against_those_steps(tmp_path):
+    """Each loader's wait share and consumer figures are of the steps it fed (10 and 40 ms),
+    not of the mean step over both (25 ms: the slow one's wait read 120% of it); the main
+    loader is the slow one, whose waits held the steps back (not the first, with as many
+    batches)."""
+    s = two_datasets(tmp_path).summary
+    fast, slow = s.reader.loaders
+    assert s.reader.main == 1
+    assert slow.cycle_s == pytest.approx(0.040) and fast.cycle_s == pytest.approx(0.010)
+    assert slow.wait.share == pytest.approx(0.030 / 0.040)
+    assert fast.wait.share == pytest.approx(0.001 / 0.010)
+    assert slow.consumer.s_per_batch == pytest.approx(0.010)
+    # their shares of the steady steps' time (the intervals the figures hold)
+    assert slow.steps_share == pytest.approx(40 * 0.040 / (39 * 0.010 + 40 * 0.040))
+    assert fast.steps_share < 0.25
+
+
+def test_one_training_loader_keeps_the_steps_mean_cycle(tmp_path):
+    f = starved(tmp_path).reader.loaders[0]
+    assert f.cycle_s is None and f.steps_share is None

@@ -117,7 +117,7 @@ def worker_plan(profile, f: LoaderFigures) -> dict:
                         cpu_share=cpu_share)
     taking_s, sending_s = worker_transfer(profile, f)
     cost = with_sending(cost, sending_s * per_step)
-    free_s, source = _consumer_step(s, f, s.cycle_s.mean)
+    free_s, source = _consumer_step(s, f, loader_cycle(s, f))
     free_s += taking_s * per_step
     measured = source == "speed test"
     alone = producer_alone(profile, f) if gil and measured else None
@@ -135,7 +135,25 @@ def worker_plan(profile, f: LoaderFigures) -> dict:
                       ONE_THREAD) | {"compute_taking_s": 0.0}
     plan |= _gil_bound_from_above(plan, gil and measured)
     plan["keep_in_loop"] = _hand_over_outweighs(plan)  # (then no worker count: tune)
-    return plan
+    return plan | _in_its_steps(plan, f)
+
+
+def loader_cycle(s: Summary, f: LoaderFigures) -> float:
+    """The cycle of the steps loader `f` fed: its own where another training loader fed
+    the others (LoaderFigures.cycle_s), else the steady steps' mean."""
+    return f.cycle_s or s.cycle_s.mean
+
+
+def _in_its_steps(plan: dict, f: LoaderFigures) -> dict:
+    """Where the loader fed only some of the steady steps (`steps_share` of their time; an
+    epoch on another dataset fed the rest), the plan's cycles are those steps' and so is
+    its speedup (`loader_speedup`); the job's (`speedup`) is what that saves of the whole:
+    1 / ((1 - share) + share / loader_speedup)."""
+    share, own = f.steps_share, plan.get("speedup")
+    if f.cycle_s is None or share is None or not own:
+        return {"steps_share": None, "loader_speedup": None}
+    return {"steps_share": share, "loader_speedup": own,
+            "speedup": 1.0 / ((1.0 - share) + share / own)}
 
 
 def worker_transfer(profile, f: LoaderFigures) -> Tuple[float, float]:
@@ -152,7 +170,7 @@ def _plan(profile, f: LoaderFigures, cost: ProducerCost, free_s: float,
     """The worker plan's figures for a step of `free_s` without data (`window`: the speed
     test's window that measured it, its CPU per step the trainer's)."""
     s = profile.summary
-    cycle_s = s.cycle_s.mean
+    cycle_s = loader_cycle(s, f)
     one_thread = source == ONE_THREAD or cpu_facts(profile).blas_threads == 1
     trainer_cpu_s = (_trainer_cpu(window, free_s, hand_over_s, one_thread)
                      if window is not None else trainer_cpu_from_steps(profile, free_s))
@@ -241,7 +259,7 @@ def _consumer_step(s: Summary, f: LoaderFigures, cycle_s: float):
     """The step's time if data were free: the speed test's ceiling cycle when measured, else
     the loop's cycle less its wait for batches."""
     ceiling = s.speed_test.ceiling if s.speed_test is not None else None
-    if ceiling is not None:
+    if ceiling is not None and f.cycle_s is None:  # (the ceiling is every step's)
         return ceiling.cycle_s, "speed test"
     rest_s = cycle_s - (f.wait.per_step_s or 0.0)
     b = s.breakdown_s
@@ -393,6 +411,11 @@ def _worker_gain(plan, script_name: str) -> str:
     bound = "at least" if _gil_lower_bound(plan) else "up to"
     text = (f"{bound} {plan['speedup']:.2f}x steps/s ({ms(plan['cycle_s'])} -> "
             f"{ms(plan['predicted_cycle_s'])} per step) with {how}; {ceiling}")
+    if plan.get("loader_speedup"):
+        text = (f"{bound} {plan['speedup']:.2f}x steps/s over the run: {how} make the "
+                f"steps it feeds ({plan['steps_share']:.0%} of the training time) "
+                f"{plan['loader_speedup']:.2f}x faster ({ms(plan['cycle_s'])} -> "
+                f"{ms(plan['predicted_cycle_s'])} per step); {ceiling}")
     if plan["gil_bound_thread"]:
         text += _gil_basis(plan, script_name)
     if plan.get("cpu_bound"):

@@ -305,6 +305,7 @@ def _no_device(model) -> Optional[DeviceNow]:
 
 
 # --- the reader ----------------------------------------------------------------------------------
+SAME_TIME_S = 1.0  # loaders whose newest intervals with steps ended this close: read together
 def reader(model) -> Optional[ReaderNow]:
     starts = [p for p in model.reader_passes if isinstance(p, r.ReaderStart)]
     if not starts:
@@ -312,7 +313,9 @@ def reader(model) -> Optional[ReaderNow]:
     pops = Counter()
     for iv in model.reader:
         pops[iv.loader] += iv.pops
-    loader = pops.most_common(1)[0][0] if pops else starts[-1].loader
+    loader = _training_loader(model, pops)
+    if loader is None:
+        loader = pops.most_common(1)[0][0] if pops else starts[-1].loader
     mine = [p for p in starts if p.loader == loader]
     config = mine[-1].config
     ended = [p for p in model.reader_passes if isinstance(p, r.ReaderEnd)
@@ -322,6 +325,20 @@ def reader(model) -> Optional[ReaderNow]:
                      workers=config.num_workers, passes=len(mine), made_in=config.made_in,
                      pass_ended=ended[-1].what if ended else None,
                      **_queue(rows, config.capacity))
+
+
+def _training_loader(model, pops: Counter) -> Optional[int]:
+    """The loader the training steps take their batches from now: of those whose newest
+    interval had a step in it and ended within SAME_TIME_S of the newest such (loaders
+    read together each step flush together), the one with the most batches. While an epoch
+    reads another dataset than the last, that is its loader, not the one with the most
+    batches over the run. None before the first such interval."""
+    fed = [iv for iv in model.last_interval.values() if iv.steps and not iv.speed_test]
+    if not fed:
+        return None
+    newest = max(iv.t_s for iv in fed)
+    now = [iv.loader for iv in fed if iv.t_s >= newest - SAME_TIME_S]
+    return max(now, key=lambda loader: pops[loader])
 
 
 def _queue(rows, capacity) -> dict:

@@ -31,13 +31,19 @@ LONG_WAIT_S = 0.001  # a pop that waited this long for its batch to be made (the
 MIN_POPS = 10  # fewer pops than this in the steady intervals: use every interval
 MIN_INSIDE_SHARE = 0.5  # the intervals begun inside the steady window stand for it alone
 # when they hold at least this share of the pops of those overlapping it
+MAIN_WAIT_RATIO = 2.0  # a training loader whose waits add up to this many times those of
+MAIN_WAIT_SHARE = 0.05  # the one with the most batches, and to this share of the steady
+# window, is the main loader (the input that holds the steps back)
 
 
 # --- reader ---------------------------------------------------------------------------------------
-def reader_figures(profile, window, main_cycle=None) -> Optional[F.ReaderFigures]:
-    """Every loader's figures, the main loader (most pops) and failed passes; None when no
-    DataLoader pass started. `window`: (t0, t1) of the steady steps, or None; `main_cycle`:
-    (main program id, its steady mean cycle in seconds), or None."""
+def reader_figures(profile, window, main_cycle=None, fed=None) -> Optional[F.ReaderFigures]:
+    """Every loader's figures, the main loader and failed passes; None when no DataLoader
+    pass started. `window`: (t0, t1) of the steady steps, or None; `main_cycle`: (main
+    program id, its steady mean cycle in seconds), or None; `fed(spans)`: (the mean cycle,
+    the share of the steady steps' time) of the steady steps inside `spans` [(t0, t1)],
+    for a training loader that fed only some of them (another loader fed the others: an
+    epoch on a slower dataset), or None."""
     starts = profile.records("reader", r.ReaderStart)
     if not starts:
         return None
@@ -48,28 +54,47 @@ def reader_figures(profile, window, main_cycle=None) -> Optional[F.ReaderFigures
     intervals = profile.records("reader", r.ReaderInterval)
     ends = profile.records("reader", r.ReaderEnd)
     between = Counter(e.loader for e in ends if e.eval_s is not None)
+    evaluation = {loader: 0 < passes[loader] <= between[loader] for loader in configs}
+    training = sum(not e for e in evaluation.values())
     loaders = []
     for loader, config in configs.items():
-        evaluation = 0 < passes[loader] <= between[loader]
         loaders.append(loader_figures(  # (an evaluation loader's batches are not the
             # steady steps': all its passes count)
-            loader, config, passes[loader], None if evaluation else window, main_cycle,
-            [iv for iv in intervals if iv.loader == loader], process_figures(profile, loader),
+            loader, config, passes[loader], None if evaluation[loader] else window,
+            main_cycle, [iv for iv in intervals if iv.loader == loader],
+            process_figures(profile, loader),
             pass_starts([s for s in starts if s.loader == loader],
                         [e for e in ends if e.loader == loader]),
-            evaluation=evaluation))
-    # the training loop's: an evaluation loader only where no other loader ran
-    main = max([f for f in loaders if not f.evaluation] or loaders, key=lambda f: f.batches)
+            evaluation=evaluation[loader], fed=fed if training > 1 else None))
     errors = tuple(F.LoaderError(e.loader, e.detail) for e in ends if e.what == "error")
-    return F.ReaderFigures(tuple(loaders), main.loader, errors)
+    return F.ReaderFigures(tuple(loaders), main_loader_of(loaders, window), errors)
+
+
+def main_loader_of(loaders: Sequence[F.LoaderFigures], window) -> int:
+    """The training loop's loader: of those not only evaluating (an evaluation loader only
+    where no other ran), the one that delivered the most batches; or another whose waits
+    held the steps back more (MAIN_WAIT_RATIO times its wait, and MAIN_WAIT_SHARE of the
+    steady window at least): the one whose input to fix."""
+    training = [f for f in loaders if not f.evaluation] or list(loaders)
+    most = max(training, key=lambda f: f.batches)
+    waited = max(training, key=lambda f: f.wait.total_s or 0.0)
+    span_s = window[1] - window[0] if window else None
+    if waited is not most and span_s and (waited.wait.total_s or 0.0) >= max(
+            MAIN_WAIT_RATIO * (most.wait.total_s or 0.0), MAIN_WAIT_SHARE * span_s):
+        return waited.loader
+    return most.loader
 
 
 def loader_figures(loader, config: r.LoaderConfig, passes, window, main_cycle, intervals,
-                   processes=None, starts=None, evaluation=False) -> F.LoaderFigures:
+                   processes=None, starts=None, evaluation=False, fed=None) -> F.LoaderFigures:
     picked, scope = _in_window(intervals, window)
     c = merge_intervals(picked) if picked else r.ReaderInterval(0.0, 0.0, loader, 0)
     span_s = sum(max(iv.t_s - iv.t0_s, 0.0) for iv in picked)
     pops = c.pops
+    cycle_s, steps_share = fed([(iv.t0_s, iv.t_s) for iv in picked]) if fed and picked and \
+        scope == "steady" else (None, None)
+    if cycle_s is not None and main_cycle:  # its own steps' cycle
+        main_cycle = (main_cycle[0], cycle_s)
     step = _per_step(c, main_cycle) if scope == "steady" else None  # same steps only
     producers = max(int(config.num_workers or 0), 1)
     return F.LoaderFigures(
@@ -83,7 +108,8 @@ def loader_figures(loader, config: r.LoaderConfig, passes, window, main_cycle, i
         copy_s_per_pop=c.copy_s / pops if pops else None,
         handover_s_per_pop=c.handover_s / pops if pops and c.handover_s else None,
         shapes=shape_figures(c.shapes), long_batches=long_batches(c.cost),
-        processes=processes, pass_starts=starts, evaluation=evaluation)
+        processes=processes, pass_starts=starts, evaluation=evaluation,
+        cycle_s=cycle_s, steps_share=steps_share)
 
 
 def pass_starts(starts: Sequence[r.ReaderStart],

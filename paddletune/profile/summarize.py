@@ -53,6 +53,23 @@ class Steady:
         ends = [s.end_s for s in self.steps[-1:]] + [w.t_s for w in self.windows[-1:]]
         return (min(begins), max(ends)) if begins else None
 
+    def fed(self, spans) -> Tuple[Optional[float], Optional[float]]:
+        """(mean cycle, share of the steady steps' time) of the steady steps whose middle
+        fell inside one of `spans` [(t0, t1)] (a window of steps by its own middle);
+        (None, None) where none did."""
+        def inside(t):
+            return any(t0 <= t <= t1 for t0, t1 in spans)
+        cycles = [s.cycle_s for s in self.steps if inside((s.t_s + s.end_s) / 2)]
+        n = len(cycles)
+        total = sum(cycles)
+        for w in self.windows:
+            if "cycle" in w.parts and inside((w.t0_s + w.t_s) / 2):
+                n, total = n + w.n, total + w.parts["cycle"].sum
+        whole = self.total("cycle", r.Step.cycle_s.fget)
+        if not n or whole <= 0:
+            return None, None
+        return total / n, total / whole
+
     def dist(self, part: str, value) -> Optional[F.Distribution]:
         """The distribution of one part (records.StepWindow.parts) over every steady step;
         `value(step)` reads it from a step recorded in full."""
@@ -89,7 +106,7 @@ def summarize(profile) -> F.Summary:
     cycle = step["cycle_s"].mean if step["cycle_s"] else None
     verdict = make_verdict(n_steps, steady.n, step, profile.source.terms)
     duration_s = _duration(profile)
-    reader = reader_figures(profile, steady.span(), (main, cycle))
+    reader = reader_figures(profile, steady.span(), (main, cycle), steady.fed)
     return F.Summary(
         n_steps=n_steps, main_program=main, warmup_steps=warmup, steady_steps=steady.n,
         aggregated_steps=steady.n_tail, speed_test_steps_excluded=ceiling_steps,

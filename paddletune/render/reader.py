@@ -8,7 +8,7 @@ from rich.console import Group
 from rich.text import Text
 
 from ..profile.figures import (LoaderFigures, Occupancy, ProcessFigures, ProducerAlone,
-                               ShapeFigures, SpeedTestFigures, Throughput, WaitFigures,
+                               ShapeFigures, SpeedTestFigures, Throughput,
                                WindowRate)
 from .fmt import NA, add_cells, add_rows, clean, finite, label_table, ms, nbytes, num, pct
 from .fmt import plain_table
@@ -32,7 +32,7 @@ def reader_sections(profile, s) -> list:
 def _loader(f: LoaderFigures) -> Group:
     table = label_table(_title(f), "queue fill", _fill(f.occupancy))
     rows = [("fill over time", _spark(f.timeline, f.config.capacity)),
-            ("empty pops", _empty(f)), ("wait per pop", _wait(f.wait)),
+            ("empty pops", _empty(f)), ("wait per pop", _wait(f)),
             ("hand-over", _handover(f)),
             ("producer", _producer(f)), ("consumer", _consumer(f)),
             ("balance", _balance(f)), ("pass start", _pass_start(f)),
@@ -87,11 +87,16 @@ def _empty(f: LoaderFigures) -> str:
             f"waited for the producer)")
 
 
-def _wait(w: WaitFigures) -> str:
+def _wait(f: LoaderFigures) -> str:
+    w = f.wait
     if w.mean_s is None:
         return ""
+    of = "the loop's time"
+    if f.cycle_s is not None and f.steps_share is not None:
+        of = (f"the time of the steps it fed ({ms(f.cycle_s)} ms each, "
+              f"{pct(f.steps_share, 0)} of the steady steps' time)")
     return (f"mean {ms(w.mean_s)} ms · p50 {ms(w.p50_s)} · p90 {ms(w.p90_s)} "
-            f"· max {ms(w.max_s)} · {pct(w.share)} of the loop's time")
+            f"· max {ms(w.max_s)} · {pct(w.share)} of {of}")
 
 
 def _handover(f: LoaderFigures) -> Optional[str]:

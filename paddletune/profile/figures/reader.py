@@ -280,6 +280,11 @@ class LoaderFigures:
       pass_starts     its passes' start-up: the loop's iter() before each first batch
       evaluation      every pass of it ran between training steps (records.ReaderEnd's
                       eval_s): an evaluation loop's, never the main loader while another ran
+      cycle_s         where another training loader fed some of the steady steps (an epoch
+                      on another dataset): the mean cycle of the steps inside its intervals,
+                      which its wait share and consumer figures are of; None: the main
+                      program's steady mean
+      steps_share     then, those steps' share of the steady steps' time
     """
 
     loader: Id
@@ -308,6 +313,8 @@ class LoaderFigures:
     processes: Optional[ProcessFigures] = None
     pass_starts: Optional[PassStarts] = None
     evaluation: bool = False
+    cycle_s: Optional[Seconds] = None
+    steps_share: Optional[Share] = None
 
     @property
     def producer_ratio(self) -> Optional[float]:
@@ -340,7 +347,8 @@ class ReaderFigures:
     Fields:
       loaders  each loader's figures
       main     the training loop's: the loader that delivered the most batches, of those
-               not only evaluating (LoaderFigures.evaluation) where any other ran
+               not only evaluating (LoaderFigures.evaluation) where any other ran; or
+               another whose waits held the steps back far more (reader_figures.py)
       errors   failed passes
     """
 
