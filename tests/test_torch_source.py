@@ -208,6 +208,60 @@ def test_batch_dim_takes_the_most_shared_first_dimension():
 
 
 # --- DataLoader passes --------------------------------------------------------------------------
+class Collecting(Sleepy):
+    """Sleepy whose sample `at` runs a full collection of the garbage collector (the
+    allocation of a fetch setting one off), timing it in `collect_s`."""
+
+    def __init__(self, n, at):
+        super().__init__(n)
+        self.at, self.collect_s = at, 0.0
+
+    def __getitem__(self, i):
+        if i == self.at:
+            t0 = time.perf_counter()
+            gc.collect()
+            self.collect_s += time.perf_counter() - t0
+        return super().__getitem__(i)
+
+
+def test_a_collection_inside_the_fetch_is_the_steps_time_not_the_datas(src):
+    """A full collection over a large heap runs inside the third batch's fetch (a
+    torch.compile job's heap: a 268 ms "DataLoader wait"): the step's read time leaves it
+    out, and the step still holds it."""
+    heap = [[i] for i in range(600_000)]  # long-lived objects the collection scans
+    model, optimizer = _model()
+    dataset = Collecting(16, at=9)
+    loader = torch.utils.data.DataLoader(dataset, batch_size=4)
+    with src.running():
+        _train(loader, model, optimizer)
+    del heap
+    third = src.events["step_end"][2]
+    assert dataset.collect_s > 0.02, dataset.collect_s
+    assert third.read_s < 0.25 * dataset.collect_s, (third, dataset.collect_s)
+    assert third.t_end - third.t_begin >= dataset.collect_s
+    pops = src.events["reader_pop"]
+    assert max(p.wait_s for p in pops) < 0.25 * dataset.collect_s
+
+
+def test_the_gc_clock_times_the_thread_it_watches_only():
+    from threading import Thread, get_ident
+    from paddletune.sources.eager.gc_clock import GcClock
+    clock = GcClock()
+    undo = clock.install()
+    try:
+        clock.watching = get_ident()
+        gc.collect()
+        mine = clock.total_s
+        other = Thread(target=gc.collect)
+        other.start()
+        other.join()
+        assert mine > 0 and clock.total_s == mine
+    finally:
+        for u in undo:
+            u()
+    assert clock._callback not in gc.callbacks
+
+
 def test_reader_state_pops_and_pushes_per_epoch(src):
     model, optimizer = _model()
     loader = torch.utils.data.DataLoader(Sleepy(16), batch_size=4)

@@ -54,6 +54,7 @@ from torch.utils.data import dataloader as dl
 from torch.utils.data._utils import fetch as fetchers
 
 from ..device_memory import device_index
+from ..eager.gc_clock import GcClock
 from ..eager.loaders import error_detail, script_arg
 from ..eager.op_windows import OpWindows
 from ..eager.overrides import batch_size_fixed
@@ -114,6 +115,7 @@ class TorchHooks:
         self._backends = None  # the `backends` overrides until the first training step ends
         self._ops: Optional[OpWindows] = None  # --ops: torch.profiler's windows
         self._handover = HandOverClock()  # workers' batches handed to the loop
+        self._gc = GcClock()  # Python's collections inside the loop's fetches
 
     # --- install / remove -----------------------------------------------------------------
     def install(self):
@@ -132,6 +134,7 @@ class TorchHooks:
         self._patch(dl._MultiProcessingDataLoaderIter, "__init__", self._multi_init)
         self._patch(dl._MultiProcessingDataLoaderIter, "_process_data", self._process_data)
         self._handover.install(self._patch_module)
+        self._undo.extend(self._gc.install())
         override_strategy(self.source.overrides_state, self._patch_module, self._undo)
         if self.source.overrides_state.wanted("reader"):
             self._patch(dl.DataLoader, "__init__", self._loader_init)
@@ -344,7 +347,7 @@ class TorchHooks:
 
     def _iter_next(self, original):
         tracker, draw = self.tracker, random.Random(CPU_SEED).random
-        clock = self._handover
+        clock, gc_clock = self._handover, self._gc
 
         def __next__(it):
             t_in = _perf()
@@ -367,6 +370,8 @@ class TorchHooks:
             if workers:  # (the batch's hand-over, timed on this thread)
                 clock.asking = _ident()
                 handed = clock.total_s
+            gc_clock.watching = _ident()
+            collected = gc_clock.total_s
             t0 = _perf()
             try:
                 if self._ops is not None and self._ops.recording:  # (read time, not ops)
@@ -380,10 +385,12 @@ class TorchHooks:
             except BaseException as exc:
                 tracker.end(handle, "error", error_detail(exc))
                 raise
-            t1 = _perf()
+            # (a collection the fetch set off is the step's own time, not the data's)
+            gc_s = gc_clock.total_s - collected
+            t1 = _perf() - gc_s
             if not workers:  # the loop made it: its push and pop at once
-                tracker.made(handle, t0, t1, t1 - t0, _cpu() - c0 if cpu_timed else None,
-                             batch, ready)
+                tracker.made(handle, t0, t1, t1 - t0,
+                             max(_cpu() - c0 - gc_s, 0.0) if cpu_timed else None, batch, ready)
             else:
                 shapes = None
                 if state.stats is not None and state.worker is not None:
@@ -392,7 +399,7 @@ class TorchHooks:
                             handover_s=clock.total_s - handed)
             if self._device_clock is not None:  # (_handed_over, inlined: every batch)
                 self._device_clock.mark_waiting()
-            self.own_s += _perf() - t_in - (t1 - t0)
+            self.own_s += _perf() - t_in - (t1 - t0) - gc_s
             return batch
         return __next__
 
