@@ -175,7 +175,7 @@ class PaddleHooks:
         self._loader_hooks = LoaderHooks(self.source.loaders, self.patch,
                                          self._batch_handed_over
                                          if self._device_clock is not None else None)
-        self._loader_hooks.install()
+        self._undo.extend(self._loader_hooks.install())
         self._threads()
         self._track_threads()
         if timing_ops:

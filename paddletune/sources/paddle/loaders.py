@@ -19,18 +19,21 @@ over in index order). Workers started with a method other than fork (no slot arr
 child) just run the original loop: no worker timing then."""
 
 import multiprocessing
+import threading
 import time
 import weakref
 from collections import deque
-from typing import Callable, Optional
+from typing import Callable, List, Optional
 
 from paddle.io import BatchSampler, DataLoader
 from paddle.io.dataloader import collate as collate_fns
 from paddle.io.dataloader import dataloader_iter, worker
 
+from ..eager.gc_clock import GcClock
 from ..eager.loaders import LoaderTracker, error_detail, script_arg
 
 _perf = time.perf_counter
+_ident = threading.get_ident
 _cpu = time.thread_time
 SINGLE = dataloader_iter._DataLoaderIterSingleProcess
 MULTI = dataloader_iter._DataLoaderIterMultiProcess
@@ -166,14 +169,17 @@ class LoaderHooks:
         self.patch = patch  # patch(owner, name, replacement)
         self.handed_over = handed_over
         self.own_s = 0.0  # __next__'s own time so far, beside paddle's (PaddleHooks.own_s)
+        self.gc = GcClock()  # Python's collections inside the loop's fetches
 
-    def install(self):
+    def install(self) -> List[Callable[[], None]]:
+        """Patch the DataLoader; returns the undo of what patch() does not undo."""
         self.patch(DataLoader, "__iter__", self._iter(DataLoader.__iter__))
         self.patch(SINGLE, "__next__", self._next(SINGLE.__next__, False))
         self.patch(MULTI, "__next__", self._next(MULTI.__next__, True))
         self.patch(SINGLE, "_init_thread", self._init_thread(SINGLE._init_thread))
         self.patch(MULTI, "_init_workers", self._init_workers(MULTI._init_workers))
         self.patch(dataloader_iter, "_worker_loop", _timed_worker_loop)
+        return self.gc.install()
 
     # --- the loader's iterators --------------------------------------------------------
     def _iter(self, original):
@@ -271,7 +277,7 @@ class LoaderHooks:
         """The iterator's __next__ with the pass tracked; its own time (beside paddle's read)
         added to own_s where paddle read the batch (a replayed or held one's: the speed
         test's and the solo timing's)."""
-        loaders, hooks = self.loaders, self
+        loaders, hooks, gc_clock = self.loaders, self, self.gc
 
         def __next__(it):
             t_in = _perf()
@@ -303,6 +309,8 @@ class LoaderHooks:
                                        SOLO_MAX_S)
             queue = it._blocking_queue
             ready = queue.size() if queue is not None else 0
+            gc_clock.watching = _ident()
+            collected = gc_clock.total_s
             t_request = _perf()
             try:
                 if handle.held or handle.held_end is not None:
@@ -318,7 +326,9 @@ class LoaderHooks:
                 loaders.end(handle, "error", error_detail(err) + (
                     f" (the dataset raised {cause})" if cause else ""))
                 raise
-            t_got = _perf()
+            # (a collection the fetch set off is the step's own time, not the data's)
+            gc_s = gc_clock.total_s - collected
+            t_got = _perf() - gc_s
             index = st.count
             st.count = index + 1
             shapes = None
@@ -331,7 +341,7 @@ class LoaderHooks:
                     _, produce_s, cpu_s = times.popleft()
                     shapes = loaders.produced(handle, -1, produce_s, cpu_s, batch, 0)
             loaders.got(handle, t_request, t_got, batch, ready, shapes)
-            hooks.own_s += _perf() - t_in - (t_got - t_request)
+            hooks.own_s += _perf() - t_in - (t_got - t_request) - gc_s
             return batch
 
         __next__.__wrapped__ = original
