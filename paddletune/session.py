@@ -28,7 +28,7 @@ from . import profile as prof
 from .env import collect_env
 from .probes.base import Clock
 from .profile.records import (SCOPE_EVENTS, DeviceTimeEvent, ErrorEvent, ExitEvent,
-                              ModelEvent, NanInfEvent, OverridesEvent, ProbeRecord,
+                              GcPauseEvent, ModelEvent, NanInfEvent, OverridesEvent, ProbeRecord,
                               ProbeUnavailableEvent, ProducerSoloEvent, SettingsEvent,
                               SpeedTestEvent, StepLimitEvent)
 from .oom import oom_cause
@@ -325,6 +325,7 @@ class _Session:
         subs.append(self.source.subscribe("scope", self._on_scope))
         subs.append(self.source.subscribe("model", self._on_model))
         subs.append(self.source.subscribe("device_time", self._on_device_time))
+        subs.append(self.source.subscribe("gc_pause", self._on_gc_pause))
         if self.speed_test is not None:
             subs.append(self.source.subscribe("step_end", self.speed_test.on_step))
             subs.append(self.source.subscribe("reader_solo", self.speed_test.on_solo))
@@ -380,6 +381,11 @@ class _Session:
         except SchemaError:
             return
         self.writer.submit(record)
+
+    def _on_gc_pause(self, pause):
+        """A pause of Python's garbage collector on the training thread (a GcPause)."""
+        self.writer.submit(GcPauseEvent(self.clock.rel(pause.t), pause.pause_s,
+                                        pause.generation, pause.collected))
 
     def _on_scope(self, record):
         """What limits what the profile covers (a compiled model, one rank of many, a probe

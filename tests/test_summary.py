@@ -130,3 +130,33 @@ def test_duration_of_a_killed_job_reaches_its_last_record(tmp_path):
     extra = [{"type": "sample", "probe": "system", "t": 9.5, "rss_bytes": 1}]
     p = load(make_profile(tmp_path / "p.jsonl", extra=extra, exit_reason=None, summary=False))
     assert p.summary.duration_s == 9.5
+
+
+def gc_pause(t, pause_s, generation=2):
+    return {"type": "event", "kind": "gc_pause", "t": t, "pause_s": pause_s,
+            "generation": generation, "collected": 0}
+
+
+def test_garbage_collection_pauses_in_the_steady_steps(tmp_path):
+    """Pauses of the training thread's collector (5 ms or more): those inside the steady
+    steps against their time; one during the warm-up step counts in the run's only. The
+    report says them below the throughput."""
+    steps = step_records(n_steps=40, wall_s=0.010)  # steps from 0.1 s, the first 5x slower
+    pauses = [gc_pause(0.11, 0.030), gc_pause(0.2, 0.008, generation=1), gc_pause(0.3, 0.02)]
+    profile = load(make_profile(tmp_path / "p.jsonl", steps=steps, extra=pauses))
+    g = profile.summary.gc
+    assert (g.pauses, g.full, g.run_pauses) == (2, 1, 3)
+    assert g.pause_s == pytest.approx(0.028) and g.run_pause_s == pytest.approx(0.058)
+    assert g.share == pytest.approx(0.028 / (39 * 0.010))
+    assert g.max_s == pytest.approx(0.02) and g.max_t_s == pytest.approx(0.3)
+    from io import StringIO
+    from rich.console import Console
+    from paddletune.render.report import render_report
+    console = Console(file=StringIO(), width=300)
+    render_report(profile, console)
+    out = console.file.getvalue()
+    assert ("Garbage collection: Python's collector paused the training thread 2 times for 5 "
+            "ms or more, 1 of them full: 28 ms, 7.2% of the steady steps' time, the longest "
+            "20.00 ms at 300 ms (counted in the steps' time).") in out
+    assert "gc_pause at" not in out  # (not listed again among the events)
+    assert load(make_profile(tmp_path / "q.jsonl", steps=steps)).summary.gc is None

@@ -22,7 +22,7 @@ from paddletune.sources.torch import hooks  # noqa: E402
 from paddletune.sources.torch.code import NAN_GUARDS, TorchCode  # noqa: E402
 from paddletune.sources.torch.source import TorchSource  # noqa: E402
 
-EVENTS = ("step_end", "reader_state", "reader_push", "reader_pop", "nan_inf")
+EVENTS = ("step_end", "reader_state", "reader_push", "reader_pop", "nan_inf", "gc_pause")
 
 
 class Sleepy(torch.utils.data.Dataset):
@@ -241,6 +241,27 @@ def test_a_collection_inside_the_fetch_is_the_steps_time_not_the_datas(src):
     assert third.t_end - third.t_begin >= dataset.collect_s
     pops = src.events["reader_pop"]
     assert max(p.wait_s for p in pops) < 0.25 * dataset.collect_s
+    # the pause itself, sent after the step it fell in
+    full = [p for p in src.events["gc_pause"] if p.generation == 2]
+    assert len(full) == 1 and full[0].pause_s == pytest.approx(dataset.collect_s, rel=0.2)
+    assert third.t_begin <= full[0].t <= third.t_end
+
+
+def test_the_gc_clock_keeps_long_pauses_up_to_its_cap(monkeypatch):
+    from paddletune.sources.eager import gc_clock as G
+    monkeypatch.setattr(G, "PAUSE_S", 0.0)
+    monkeypatch.setattr(G, "MAX_PAUSES", 2)
+    clock = G.GcClock()
+    undo = clock.install()
+    try:
+        for _ in range(3):
+            gc.collect()
+    finally:
+        for u in undo:
+            u()
+    pauses = clock.drain()
+    assert [p.generation for p in pauses] == [2, 2] and clock.dropped >= 1
+    assert clock.drain() == [] and all(p.pause_s > 0 for p in pauses)
 
 
 def test_the_gc_clock_times_the_thread_it_watches_only():

@@ -118,8 +118,26 @@ def summarize(profile) -> F.Summary:
         ops=op_figures(profile, main, steady), system=system_figures(profile),
         gpus=gpu_figures(profile), device=device_figures(profile, steady,
                                                          ceiling_span(profile)),
-        overhead=probe_overhead(profile, duration_s),
+        gc=gc_figures(profile, steady), overhead=probe_overhead(profile, duration_s),
         exit=exit_figures(profile))
+
+
+def gc_figures(profile, steady: Steady) -> Optional[F.GcFigures]:
+    """The garbage collector's pauses on the training thread (records.GcPauseEvent), those
+    that began inside the steady steps against their time; None without a pause."""
+    pauses = profile.events_of("gc_pause")
+    if not pauses:
+        return None
+    span = steady.span()
+    inside = [p for p in pauses if span and span[0] <= p.t_s <= span[1]]
+    total = sum(p.pause_s for p in inside)
+    cycles = steady.total("cycle", r.Step.cycle_s.fget)
+    longest = max(inside, key=lambda p: p.pause_s, default=None)
+    return F.GcFigures(
+        pauses=len(inside), full=sum(1 for p in inside if p.generation == 2), pause_s=total,
+        share=total / cycles if cycles > 0 else None,
+        max_s=longest.pause_s if longest else None, max_t_s=longest.t_s if longest else None,
+        run_pauses=len(pauses), run_pause_s=sum(p.pause_s for p in pauses))
 
 
 def main_program(profile) -> Tuple[Optional[int], Counter]:

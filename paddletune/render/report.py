@@ -16,8 +16,8 @@ from rich.table import Table
 from rich.text import Text
 
 from ..profile.codec import event_kind
-from ..profile.figures import (Breakdown, Distribution, EvalFigures, GpuFigures, SystemFigures,
-                               Throughput)
+from ..profile.figures import (Breakdown, Distribution, EvalFigures, GcFigures, GpuFigures,
+                               SystemFigures, Throughput)
 from ..profile.schema import encode
 from .fmt import NA, add_cells, add_rows, bar, clean, label_table as _table, pct0 as _pct0
 from .fmt import duration as _duration, finite as _finite, ms as _ms, nbytes as _bytes
@@ -34,7 +34,8 @@ OPTIONAL_PARTS = ("read",)  # rows shown only when non-zero
 QUANTILES = ("mean", "p50", "p90", "p99", "max")  # the step-time table's columns, then CV
 GPU_PEAKS = (("power_w", "W"), ("temperature_c", "°C"))
 SHOWN_ELSEWHERE = ("exit", "probe_unavailable", "speed_test", "producer_solo", "compiled",
-                   "distributed", "model", "device_time")  # header, rows, sections
+                   "distributed", "model", "device_time", "gc_pause")  # header, rows,
+# sections
 ALARMING = ("nan_inf", "error", "signal")
 KILLED = "the job was killed or the profiler crashed"
 
@@ -191,7 +192,21 @@ def _steps(s, head_steps: int, terms, programs: bool) -> Optional[Group]:
         lines.append(each)
     if s.evaluation is not None:
         lines.append(_evaluation(s.evaluation))
+    if s.gc is not None and s.gc.pauses:
+        lines.append(_gc(s.gc))
     return Group(*lines)
+
+
+def _gc(g: GcFigures) -> Text:
+    """The garbage collector's pauses inside the steady steps (counted in their time)."""
+    text = Text("Garbage collection: ", style="bold")
+    full = f", {g.full} of them full" if g.full else ""
+    share = f", {_pct(g.share)} of the steady steps' time" if g.share is not None else ""
+    text.append(f"Python's collector paused the training thread {g.pauses} "
+                f"time{'s' if g.pauses != 1 else ''} for 5 ms or more{full}: "
+                f"{g.pause_s * 1e3:,.0f} ms{share}, the longest {_ms(g.max_s)} ms at "
+                f"{_duration(g.max_t_s)} (counted in the steps' time).")
+    return text
 
 
 def _evaluation(e: EvalFigures) -> Text:

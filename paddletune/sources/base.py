@@ -52,6 +52,8 @@ runtime/events.py, are the reference; other sources build objects with the same 
                 of, seen in its first training step
   device_time   a dict of records.DeviceTimeEvent's fields (not t_s): the training steps
                 as the GPU ran them, timed with CUDA events, totals so far
+  gc_pause      t, pause_s, generation, collected: a collection of Python's garbage
+                collector on the training thread of 5 ms or more (sources/eager/gc_clock.py)
 """
 
 from contextlib import contextmanager
@@ -61,7 +63,8 @@ from ..profile.records import AppliedOverride, Knob, NoEffect, SourceInfo
 
 EVENTS = ("step_end", "op_end", "compile", "nan_inf", "reader_state", "reader_push",
           "reader_pop", "reader_batch", "reader_solo", "memory_step", "memory_trace",
-          "memory_oom", "sched_step", "drop_scope", "scope", "model", "device_time")
+          "memory_oom", "sched_step", "drop_scope", "scope", "model", "device_time",
+          "gc_pause")
 # A combined event -> the events it stands for, in order: a source may send it instead of
 # them only while every subscriber of theirs takes it too (a subscriber of the parts alone
 # gets the parts)

@@ -19,14 +19,14 @@ from .reader import (ConsumerFigures, DimFigures, Growth, LoaderError, LoaderFig
                      ProducerFigures, ReaderFigures, ShapeFigures, SpeedTestFigures,
                      WaitFigures, WindowRate, WorkerFigures, WorkerProcess)
 from .steps import (Breakdown, DeviceFigures, Distribution, EvalFigures, EvalLoader,
-                    OpFigures, OpTypeFigures, ProgramSteps, Shares, SingleOpFigures,
+                    GcFigures, OpFigures, OpTypeFigures, ProgramSteps, Shares, SingleOpFigures,
                     Throughput, Verdict, VerdictKind)
 from .summary import Summary
 from .system import (DropFigures, ExitFigures, GpuFigures, ParallelFigures, ProbeOverhead,
                      SampleStats, SystemFigures)
 
 __all__ = ["Breakdown", "ByCategory", "ConsumerFigures", "DeviceFigures", "DimFigures",
-           "Distribution", "EvalFigures", "EvalLoader",
+           "Distribution", "EvalFigures", "EvalLoader", "GcFigures",
            "DropFigures", "ExitFigures", "GpuFigures", "Growth", "LoaderError", "LoaderFigures",
            "LongBatches", "MemoryFigures", "ModelFigures", "Occupancy", "OpFigures",
            "OpTypeFigures", "ParallelFigures", "PassStarts", "PeakOp", "PhasePeaks",

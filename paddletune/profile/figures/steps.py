@@ -257,6 +257,32 @@ class EvalFigures:
 
 
 @dataclass(frozen=True)
+class GcFigures:
+    """Python's garbage collector on the training thread: its pauses of 5 ms or more
+    (records.GcPauseEvent; PyTorch and Paddle 3 jobs).
+
+    Fields:
+      pauses       pauses inside the steady steps
+      full         of them, full collections (generation 2)
+      pause_s      their total time
+      share        that over the steady steps' time
+      max_s        the longest
+      max_t_s      when it began
+      run_pauses   pauses in the whole run (the setup and evaluation too)
+      run_pause_s  their total time
+    """
+
+    pauses: Count
+    full: Count
+    pause_s: Seconds
+    share: Optional[Share]
+    max_s: Optional[Seconds]
+    max_t_s: Optional[Number]
+    run_pauses: Count
+    run_pause_s: Seconds
+
+
+@dataclass(frozen=True)
 class ProgramSteps:
     """How often one program ran.
 

@@ -6,7 +6,7 @@ from typing import ClassVar, Dict, Optional, Tuple
 from ..schema import EMPTY, Count, Id, Seconds, Share
 from .memory import MemoryFigures
 from .reader import LoaderFigures, ReaderFigures, SpeedTestFigures
-from .steps import (Breakdown, DeviceFigures, Distribution, EvalFigures, OpFigures,
+from .steps import (Breakdown, DeviceFigures, Distribution, EvalFigures, GcFigures, OpFigures,
                     ProgramSteps, Shares, Throughput, Verdict)
 from .system import ExitFigures, GpuFigures, ParallelFigures, ProbeOverhead, SystemFigures
 
@@ -42,6 +42,7 @@ class Summary:
       system                     the system probe's samples
       gpus                       each GPU's samples
       device                     the steady steps as the GPU ran them (CUDA events)
+      gc                         Python's garbage collector's pauses on the training thread
       overhead                   {probe: its cost}
       exit                       how the job ended
     """
@@ -71,6 +72,7 @@ class Summary:
     system: Optional[SystemFigures] = None
     gpus: Tuple[GpuFigures, ...] = ()
     device: Optional[DeviceFigures] = None
+    gc: Optional[GcFigures] = None
     overhead: Dict[str, ProbeOverhead] = EMPTY
     exit: ExitFigures = ExitFigures()
 

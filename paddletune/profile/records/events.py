@@ -401,6 +401,30 @@ class ModelEvent:
 
 
 @dataclass(frozen=True)
+class GcPauseEvent:
+    """Python's garbage collector paused the training thread (a PyTorch or Paddle 3 job): one
+    collection on that thread of at least 5 ms. A full collection (generation 2) scans every
+    object the interpreter tracks, some 400,000 after torch.compile: 200-480 ms on a 2-core
+    machine. Every thread waits for it (it holds the GIL).
+
+    Fields:
+      t_s         when it began
+      pause_s     how long it ran
+      generation  the generation it collected (2: a full collection)
+      collected   the objects it freed
+      message     None (the summary's gc figures and the gc-pauses advice say it)
+    """
+
+    KIND: ClassVar[str] = "event"
+    WHAT: ClassVar[str] = "gc_pause"
+    t_s: TimeS
+    pause_s: Seconds = 0.0
+    generation: Count = 0
+    collected: Count = 0
+    message: Optional[str] = None
+
+
+@dataclass(frozen=True)
 class DeviceTimeEvent:
     """The training steps as the GPU ran them, timed with CUDA events (PyTorch or Paddle 3 on
     a GPU): an event recorded on the device's stream where each step ended (the optimizer

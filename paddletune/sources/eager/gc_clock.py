@@ -1,4 +1,5 @@
-"""Python's garbage collector, timed on one thread: what a DataLoader fetch spent collecting.
+"""Python's garbage collector, timed on the training thread: the pauses it makes there, and
+what a DataLoader fetch spent collecting.
 
 A full collection scans every object the interpreter tracks. After `torch.compile` that is
 some 400,000 objects and 200-480 ms on a 2-core machine, and a collection runs on the thread
@@ -6,7 +7,8 @@ whose allocation set it off: most often the loop's batch fetch, its most allocat
 (building and collating the samples). Timed as the fetch's, the pause read as DataLoader
 wait (a helper's torch.compile job: one 268 ms "wait" at its third batch, 42% input share
 against 24% without it). The hooks subtract the collections inside a fetch from its wait, so
-the pause counts in the step's own time.
+the pause counts in the step's own time, and send each pause of PAUSE_S or more as a
+`gc_pause` event (records.GcPauseEvent) from the step hook, outside the collector.
 
 `GcClock.watching` is the thread to time (None: none); `total_s` only grows. One Python call
 per collection, which the interpreter runs every few hundred allocations.
@@ -15,22 +17,44 @@ per collection, which the interpreter runs every few hundred allocations.
 import gc
 import threading
 import time
-from typing import Callable, List, Optional
+from typing import Callable, List, NamedTuple, Optional
 
 _ident = threading.get_ident
 _perf = time.perf_counter
+
+PAUSE_S = 0.005  # a collection this long on the training thread is a pause worth a record
+MAX_PAUSES = 2000  # pauses recorded in one run at most (the rest are counted: `dropped`)
+
+
+class GcPause(NamedTuple):
+    """One collection of PAUSE_S or more on the watched thread (perf_counter seconds)."""
+
+    t: float
+    pause_s: float
+    generation: int
+    collected: int
 
 
 class GcClock:
     def __init__(self):
         self.watching: Optional[int] = None
         self.total_s = 0.0
+        self.pending: List[GcPause] = []  # pauses not sent yet
+        self.recorded = 0
+        self.dropped = 0  # pauses past MAX_PAUSES
         self._start: Optional[float] = None
 
     def install(self) -> List[Callable[[], None]]:
-        """Start timing; returns the undo."""
+        """Start timing the installing thread (the script's, until a fetch says otherwise);
+        returns the undo."""
+        self.watching = _ident()
         gc.callbacks.append(self._callback)
         return [self._remove]
+
+    def drain(self) -> List[GcPause]:
+        """The pauses not sent yet, now taken."""
+        out, self.pending = self.pending, []
+        return out
 
     def _remove(self):
         if self._callback in gc.callbacks:
@@ -41,6 +65,22 @@ class GcClock:
             return
         if phase == "start":
             self._start = _perf()
-        elif self._start is not None:
-            self.total_s += _perf() - self._start
-            self._start = None
+            return
+        if self._start is None:
+            return
+        pause_s = _perf() - self._start
+        self.total_s += pause_s
+        if pause_s >= PAUSE_S:
+            if self.recorded < MAX_PAUSES:
+                self.recorded += 1
+                self.pending.append(GcPause(self._start, pause_s, info.get("generation", -1),
+                                            info.get("collected", 0)))
+            else:
+                self.dropped += 1
+        self._start = None
+
+
+def send_pauses(clock: GcClock, bus) -> None:
+    """The clock's pending pauses, each as a `gc_pause` event on `bus` (a GcPause)."""
+    for pause in clock.drain():
+        bus.emit("gc_pause", pause)

@@ -43,6 +43,7 @@ from paddle.base import core
 
 from ..device_memory import device_index
 from ..eager.bus import StepEnd
+from ..eager.gc_clock import send_pauses
 from ..eager.op_windows import OpWindows
 from ..eager.overrides import batch_size_fixed
 from .loaders import LoaderHooks, place_name
@@ -176,6 +177,8 @@ class PaddleHooks:
                                          self._batch_handed_over
                                          if self._device_clock is not None else None)
         self._undo.extend(self._loader_hooks.install())
+        gc_clock = self._loader_hooks.gc
+        self._undo.append(lambda: send_pauses(gc_clock, self.source.bus))  # (the last ones)
         self._threads()
         self._track_threads()
         if timing_ops:
@@ -245,6 +248,8 @@ class PaddleHooks:
                 hooks._device_step(hooks._place, timer.steps)
                 hooks._memory_step(hooks._place, timer.steps, timer.batch_size)
                 timer.step_done(hooks._place)
+                if hooks._loader_hooks.gc.pending:
+                    send_pauses(hooks._loader_hooks.gc, hooks.source.bus)
                 hooks._own_s += _perf() - t_in  # (before --ops's window: the ops probe's)
                 if hooks._timing_ops:
                     hooks.op_windows.step_ended(timer.steps - 1, timer.last_end, hooks._place)

@@ -54,7 +54,7 @@ from torch.utils.data import dataloader as dl
 from torch.utils.data._utils import fetch as fetchers
 
 from ..device_memory import device_index
-from ..eager.gc_clock import GcClock
+from ..eager.gc_clock import GcClock, send_pauses
 from ..eager.loaders import error_detail, script_arg
 from ..eager.op_windows import OpWindows
 from ..eager.overrides import batch_size_fixed
@@ -135,6 +135,7 @@ class TorchHooks:
         self._patch(dl._MultiProcessingDataLoaderIter, "_process_data", self._process_data)
         self._handover.install(self._patch_module)
         self._undo.extend(self._gc.install())
+        self._undo.append(lambda: send_pauses(self._gc, self.source.bus))  # (the last ones)
         override_strategy(self.source.overrides_state, self._patch_module, self._undo)
         if self.source.overrides_state.wanted("reader"):
             self._patch(dl.DataLoader, "__init__", self._loader_init)
@@ -234,6 +235,8 @@ class TorchHooks:
             if self.source.bus.listening("memory_step"):
                 self._memory_step(place)
         timer.step_done(place)
+        if self._gc.pending:
+            send_pauses(self._gc, self.source.bus)
         self.own_s += _perf() - t_in  # (before --ops's windows: the ops probe's overhead)
         if self._ops is not None:
             self._ops.step_ended(timer.steps - 1, timer.last_end, place)
