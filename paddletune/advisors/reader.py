@@ -409,13 +409,14 @@ def _worker_gain(plan, script_name: str) -> str:
     elif plan["gil_bound_thread"]:
         how = f"{n} worker process(es), the training loop no longer waiting for the GIL"
     bound = "at least" if _gil_lower_bound(plan) else "up to"
-    text = (f"{bound} {plan['speedup']:.2f}x steps/s ({ms(plan['cycle_s'])} -> "
-            f"{ms(plan['predicted_cycle_s'])} per step) with {how}; {ceiling}")
-    if plan.get("loader_speedup"):
+    if plan.get("loader_speedup"):  # (it fed some of the steps: _in_its_steps)
         text = (f"{bound} {plan['speedup']:.2f}x steps/s over the run: {how} make the "
                 f"steps it feeds ({plan['steps_share']:.0%} of the training time) "
                 f"{plan['loader_speedup']:.2f}x faster ({ms(plan['cycle_s'])} -> "
                 f"{ms(plan['predicted_cycle_s'])} per step); {ceiling}")
+    else:
+        text = (f"{bound} {plan['speedup']:.2f}x steps/s ({ms(plan['cycle_s'])} -> "
+                f"{ms(plan['predicted_cycle_s'])} per step) with {how}; {ceiling}")
     if plan["gil_bound_thread"]:
         text += _gil_basis(plan, script_name)
     if plan.get("cpu_bound"):

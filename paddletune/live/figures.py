@@ -306,6 +306,8 @@ def _no_device(model) -> Optional[DeviceNow]:
 
 # --- the reader ----------------------------------------------------------------------------------
 SAME_TIME_S = 1.0  # loaders whose newest intervals with steps ended this close: read together
+
+
 def reader(model) -> Optional[ReaderNow]:
     starts = [p for p in model.reader_passes if isinstance(p, r.ReaderStart)]
     if not starts:

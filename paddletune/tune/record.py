@@ -109,7 +109,7 @@ def _above_best(tuner, runs, best) -> str:
     one race with the best setting as it stands) it was raced against another incumbent."""
     runs = [t for t in runs if t.ok]
     counts = f"{len(runs)} trial{'s' * (len(runs) != 1)} against the best's {len(best)}"
-    if tuner.stop_reason in ("budget spent",) or tuner.status == "interrupted":
+    if tuner.stop_reason == "budget spent" or tuner.status == "interrupted":
         if sp.key(runs[0].setting) in tuner.race_runs:
             return f"{counts}: its race did not finish ({tuner.stop_reason})"
     if not tuner.better(runs, best):
