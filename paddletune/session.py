@@ -385,7 +385,7 @@ class _Session:
     def _on_gc_pause(self, pause):
         """A pause of Python's garbage collector on the training thread (a GcPause)."""
         self.writer.submit(GcPauseEvent(self.clock.rel(pause.t), pause.pause_s,
-                                        pause.generation, pause.collected))
+                                        pause.generation, pause.collected, pause.more))
 
     def _on_scope(self, record):
         """What limits what the profile covers (a compiled model, one rank of many, a probe

@@ -139,14 +139,15 @@ def gc_pause(t, pause_s, generation=2):
 
 def test_garbage_collection_pauses_in_the_steady_steps(tmp_path):
     """Pauses of the training thread's collector (5 ms or more): those inside the steady
-    steps against their time; one during the warm-up step counts in the run's only. The
-    report says them below the throughput."""
+    steps' loop iterations against their time; one during the warm-up step and one after the
+    last step count in the run's only. The report says them below the throughput."""
     steps = step_records(n_steps=40, wall_s=0.010)  # steps from 0.1 s, the first 5x slower
-    pauses = [gc_pause(0.11, 0.030), gc_pause(0.2, 0.008, generation=1), gc_pause(0.3, 0.02)]
+    pauses = [gc_pause(0.11, 0.030), gc_pause(0.2, 0.008, generation=1), gc_pause(0.3, 0.02),
+              gc_pause(0.6, 0.1)]
     profile = load(make_profile(tmp_path / "p.jsonl", steps=steps, extra=pauses))
     g = profile.summary.gc
-    assert (g.pauses, g.full, g.run_pauses) == (2, 1, 3)
-    assert g.pause_s == pytest.approx(0.028) and g.run_pause_s == pytest.approx(0.058)
+    assert (g.pauses, g.full, g.run_pauses, g.more) == (2, 1, 4, 0)
+    assert g.pause_s == pytest.approx(0.028) and g.run_pause_s == pytest.approx(0.158)
     assert g.share == pytest.approx(0.028 / (39 * 0.010))
     assert g.max_s == pytest.approx(0.02) and g.max_t_s == pytest.approx(0.3)
     from io import StringIO
@@ -160,3 +161,12 @@ def test_garbage_collection_pauses_in_the_steady_steps(tmp_path):
             "20.00 ms at 300 ms (counted in the steps' time).") in out
     assert "gc_pause at" not in out  # (not listed again among the events)
     assert load(make_profile(tmp_path / "q.jsonl", steps=steps)).summary.gc is None
+
+
+def test_pauses_past_the_cap_are_counted_in_the_runs(tmp_path):
+    steps = step_records(n_steps=40, wall_s=0.010)
+    more = {**gc_pause(0.6, 2.5, generation=-1), "more": 300}
+    g = load(make_profile(tmp_path / "p.jsonl", steps=steps,
+                          extra=[gc_pause(0.3, 0.02), more])).summary.gc
+    assert (g.pauses, g.run_pauses, g.more) == (1, 301, 300)
+    assert g.run_pause_s == pytest.approx(2.52)

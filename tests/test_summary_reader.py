@@ -277,9 +277,35 @@ def test_a_loader_that_fed_some_steps_is_measured_against_those_steps(tmp_path):
     assert slow.consumer.s_per_batch == pytest.approx(0.010)
     # their shares of the steady steps' time (the intervals the figures hold)
     assert slow.steps_share == pytest.approx(40 * 0.040 / (39 * 0.010 + 40 * 0.040))
-    assert fast.steps_share < 0.25
+    assert fast.steps_share == pytest.approx(39 * 0.010 / (39 * 0.010 + 40 * 0.040))
 
 
 def test_one_training_loader_keeps_the_steps_mean_cycle(tmp_path):
     f = starved(tmp_path).reader.loaders[0]
     assert f.cycle_s is None and f.steps_share is None
+
+
+def test_loaders_read_together_each_step_keep_the_steps_cycle(tmp_path):
+    """Two loaders zipped (each step reads one batch of each): both fed every step, so their
+    figures are of the steps' mean cycle (no cycle_s of their own); the main one is the
+    second, whose waits (2 ms a batch against 1 ms) held the steps back more."""
+    steps = step_records(n_steps=40, wall_s=0.010)
+    records = (reader_records(steps, wait_s=0.001)
+               + reader_records(steps, config={"name": "DataLoader#1"}, loader=1,
+                                wait_s=0.002))
+    s = load(make_profile(tmp_path / "p.jsonl", steps=steps, extra=records)).summary
+    assert [(f.cycle_s, f.steps_share) for f in s.reader.loaders] == [(None, None)] * 2
+    assert s.reader.main == 1
+
+
+def test_a_loader_that_only_ran_in_the_warm_up_is_not_the_main_one(tmp_path):
+    """A two-batch pass during the warm-up that waited 0.5 s (a sanity check): its figures
+    are of the whole run, not the steady window's, and it does not become the main loader
+    however long it waited."""
+    steps = step_records(n_steps=40, wall_s=0.010, warmup_factor=60.0)
+    warm = [s for s in steps if s["step"] == 0]
+    records = (reader_records(steps, wait_s=0.001)
+               + reader_records(warm, config={"name": "DataLoader#1"}, loader=1,
+                                intervals=1, wait_s=0.5))
+    s = load(make_profile(tmp_path / "p.jsonl", steps=steps, extra=records)).summary
+    assert s.reader.of(1).scope == "all" and s.reader.main == 0

@@ -724,6 +724,10 @@ def test_budget_stops_the_search_with_the_best_so_far(monkeypatch):
     tuner = run_tuner(monkeypatch, budget_s=20)
     assert tuner.status == "complete" and tuner.stop_reason == "budget spent"
     assert sum(t.wall_s for t in tuner.trials) <= 20 + 2
+    # the race it stopped: who was still in it (a finished search leaves none)
+    last = tuner.trials[-1]
+    assert last.phase.startswith("knob:") and tuner.race_alive == {sp.key(last.setting)}
+    assert run_tuner(monkeypatch).race_alive == set()
 
 
 def test_ctrl_c_keeps_the_best_so_far(monkeypatch):
@@ -976,14 +980,14 @@ def test_step_time_prune_leaves_out_sizes_whose_bound_the_fastest_beats():
 # --- the record and its rendering -------------------------------------------------------------
 def ranked(trials, incumbent, stop_reason="converged", race=()):
     """The record's ranking of `trials` [(setting, steps, samples/s)] with `incumbent` best;
-    `race`: the settings of the latest race."""
+    `race`: the settings still in the race the budget stopped."""
     tuner = Tuner(None, TuneOptions(trial_steps=50))
     for i, (setting, steps, rate) in enumerate(trials, 1):
         t = Trial(i, dict(setting), sp.label(setting), "knob", steps, status="ok",
                   samples_per_s=rate, steps_per_s=100.0 * 50 / steps, wall_s=2.0)
         tuner.trials.append(t)
     tuner.incumbent, tuner.stop_reason = incumbent, stop_reason
-    tuner.race_runs = {sp.key(s): [] for s in race}
+    tuner.race_alive = {sp.key(s) for s in race}
     return rec.ranking(tuner)
 
 
@@ -1006,8 +1010,8 @@ def test_the_ranking_scores_a_setting_over_all_its_trials():
 
 
 def test_a_row_above_the_best_says_why_it_was_not_taken():
-    """Far above the best (2,000 against 1,480): its race cut short by the budget, or else
-    measured better though never raced against the best setting as it stands."""
+    """Far above the best (2,000 against 1,480): its race stopped by the budget while it
+    was still in it, or else measured better though it did not win its own race."""
     trials = [({}, 50, 1020.0), ({}, 50, 980.0), ({}, 50, 1000.0),
               ({"num_workers": 2}, 50, 1500.0), ({"num_workers": 2}, 50, 1460.0),
               ({"num_workers": 2, "capacity": 16}, 50, 2000.0)]
@@ -1016,8 +1020,9 @@ def test_a_row_above_the_best_says_why_it_was_not_taken():
     assert cut[0]["above_best"] == ("1 trial against the best's 2: its race did not finish "
                                     "(budget spent)")
     done = ranked(trials, {"num_workers": 2})
-    assert done[0]["above_best"] == ("1 trial against the best's 2: better outside the "
-                                     "noise, but not in a race with the best setting")
+    assert done[0]["above_best"] == ("1 trial against the best's 2: better than the best's "
+                                     "trials outside the noise, though it did not win its "
+                                     "own race; measure both longer before relying on either")
 
 
 def test_record_round_trip_and_report(monkeypatch, tmp_path):

@@ -101,7 +101,9 @@ def declares_knob(profile, knob_id: str) -> bool:
 
 
 def main_loader(profile) -> Optional[LoaderFigures]:
-    """The figures of the DataLoader that delivered the most batches (None without one)."""
+    """The figures of the training loop's DataLoader (ReaderFigures.main: the one that
+    delivered the most batches, or another whose waits held the steps back far more; None
+    without one)."""
     return profile.summary.main_loader
 
 

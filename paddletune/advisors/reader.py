@@ -50,6 +50,7 @@ def reader_starved(profile) -> Optional[Advice]:
             burst_plan(profile, f) is not None:  # workers idle while the queue ran dry: #27
         return None
     plan = worker_plan(profile, f)
+    plan |= _in_its_steps(plan, f)
     wait_s, share = f.wait.per_step_s or 0.0, f.wait.share
     tiny = wait_s < MIN_INPUT_S
     return Advice(
@@ -135,7 +136,7 @@ def worker_plan(profile, f: LoaderFigures) -> dict:
                       ONE_THREAD) | {"compute_taking_s": 0.0}
     plan |= _gil_bound_from_above(plan, gil and measured)
     plan["keep_in_loop"] = _hand_over_outweighs(plan)  # (then no worker count: tune)
-    return plan | _in_its_steps(plan, f)
+    return plan
 
 
 def loader_cycle(s: Summary, f: LoaderFigures) -> float:
@@ -148,7 +149,8 @@ def _in_its_steps(plan: dict, f: LoaderFigures) -> dict:
     """Where the loader fed only some of the steady steps (`steps_share` of their time; an
     epoch on another dataset fed the rest), the plan's cycles are those steps' and so is
     its speedup (`loader_speedup`); the job's (`speedup`) is what that saves of the whole:
-    1 / ((1 - share) + share / loader_speedup)."""
+    1 / ((1 - share) + share / loader_speedup). (reader-starved's: the other cards that
+    plan workers state their figures for the loader's steps.)"""
     share, own = f.steps_share, plan.get("speedup")
     if f.cycle_s is None or share is None or not own:
         return {"steps_share": None, "loader_speedup": None}
@@ -461,7 +463,7 @@ def reader_thread_gil(profile) -> Optional[Advice]:
     measured = s.speed_test is not None
     if measured and producer_alone(profile, f) is None:
         return None  # measured, the thread not timed alone: #3 judges the ceiling
-    cycle_s = s.cycle_s.mean
+    cycle_s = loader_cycle(s, f)  # (its steps': the card's figures are of those)
     cpu_s = (f.producer.cpu_s_per_batch or 0.0) * (f.consumer.batches_per_step or 1.0)
     share = cpu_s / cycle_s if cycle_s > 0 else 0.0
     if share < GIL_STEP_SHARE:

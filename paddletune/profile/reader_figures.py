@@ -31,6 +31,8 @@ LONG_WAIT_S = 0.001  # a pop that waited this long for its batch to be made (the
 MIN_POPS = 10  # fewer pops than this in the steady intervals: use every interval
 MIN_INSIDE_SHARE = 0.5  # the intervals begun inside the steady window stand for it alone
 # when they hold at least this share of the pops of those overlapping it
+ALL_STEPS = 0.95  # a training loader inside whose passes this share of the steady steps'
+# time fell fed them all (its figures are of the steps' mean cycle)
 MAIN_WAIT_RATIO = 2.0  # a training loader whose waits add up to this many times those of
 MAIN_WAIT_SHARE = 0.05  # the one with the most batches, and to this share of the steady
 # window, is the main loader (the input that holds the steps back)
@@ -77,10 +79,13 @@ def main_loader_of(loaders: Sequence[F.LoaderFigures], window) -> int:
     steady window at least): the one whose input to fix."""
     training = [f for f in loaders if not f.evaluation] or list(loaders)
     most = max(training, key=lambda f: f.batches)
-    waited = max(training, key=lambda f: f.wait.total_s or 0.0)
-    span_s = window[1] - window[0] if window else None
-    if waited is not most and span_s and (waited.wait.total_s or 0.0) >= max(
-            MAIN_WAIT_RATIO * (most.wait.total_s or 0.0), MAIN_WAIT_SHARE * span_s):
+    steady = [f for f in training if f.scope == "steady"]  # (waits over the same window)
+    if not steady or most.scope != "steady" or not window:
+        return most.loader
+    waited = max(steady, key=lambda f: f.wait.total_s or 0.0)
+    if waited is not most and (waited.wait.total_s or 0.0) >= max(
+            MAIN_WAIT_RATIO * (most.wait.total_s or 0.0),
+            MAIN_WAIT_SHARE * (window[1] - window[0])):
         return waited.loader
     return most.loader
 
@@ -91,8 +96,7 @@ def loader_figures(loader, config: r.LoaderConfig, passes, window, main_cycle, i
     c = merge_intervals(picked) if picked else r.ReaderInterval(0.0, 0.0, loader, 0)
     span_s = sum(max(iv.t_s - iv.t0_s, 0.0) for iv in picked)
     pops = c.pops
-    cycle_s, steps_share = fed([(iv.t0_s, iv.t_s) for iv in picked]) if fed and picked and \
-        scope == "steady" else (None, None)
+    cycle_s, steps_share = _fed(fed, intervals) if fed and scope == "steady" else (None, None)
     if cycle_s is not None and main_cycle:  # its own steps' cycle
         main_cycle = (main_cycle[0], cycle_s)
     step = _per_step(c, main_cycle) if scope == "steady" else None  # same steps only
@@ -110,6 +114,17 @@ def loader_figures(loader, config: r.LoaderConfig, passes, window, main_cycle, i
         shapes=shape_figures(c.shapes), long_batches=long_batches(c.cost),
         processes=processes, pass_starts=starts, evaluation=evaluation,
         cycle_s=cycle_s, steps_share=steps_share)
+
+
+def _fed(fed, intervals) -> Tuple[Optional[float], Optional[float]]:
+    """(the mean cycle, the share of the steady steps' time) of the steady steps inside the
+    loader's intervals (all but the speed test's: the steps a pass's first interval holds
+    too), where it fed fewer than ALL_STEPS of them; else (None, None): it fed every step
+    (a loader read beside another each step), whose mean cycle is the steps'."""
+    cycle_s, share = fed([(iv.t0_s, iv.t_s) for iv in intervals if not iv.speed_test])
+    if share is None or share >= ALL_STEPS:
+        return None, None
+    return cycle_s, share
 
 
 def pass_starts(starts: Sequence[r.ReaderStart],

@@ -9,6 +9,7 @@ steady state: `detect_warmup`; so are the steps of a --speed-test ceiling window
 definitions of each figure are in figures.py.
 """
 
+import bisect
 import math
 import statistics
 from collections import Counter
@@ -38,6 +39,8 @@ class Steady:
     def __init__(self, steps: Sequence[r.Step], windows: Sequence[r.StepWindow]):
         self.steps, self.windows = list(steps), list(windows)
         self.n_tail = sum(w.n for w in self.windows)
+        self._spans = None  # (begin, end) of each step and window, sorted (holds)
+        self._begins: List[float] = []
 
     @property
     def n(self) -> int:
@@ -52,6 +55,17 @@ class Steady:
         begins = [s.t_s for s in self.steps[:1]] + [w.t0_s for w in self.windows[:1]]
         ends = [s.end_s for s in self.steps[-1:]] + [w.t_s for w in self.windows[-1:]]
         return (min(begins), max(ends)) if begins else None
+
+    def holds(self, t: float) -> bool:
+        """Whether time `t` fell inside a steady step's loop iteration (its cycle: the time
+        outside the run before it, then the run; a window of steps: inside its span)."""
+        spans = self._spans
+        if spans is None:
+            spans = self._spans = sorted([(s.end_s - s.cycle_s, s.end_s) for s in self.steps]
+                                         + [(w.t0_s, w.t_s) for w in self.windows])
+            self._begins = [b for b, _ in spans]
+        i = bisect.bisect_right(self._begins, t) - 1
+        return i >= 0 and t <= spans[i][1]
 
     def fed(self, spans) -> Tuple[Optional[float], Optional[float]]:
         """(mean cycle, share of the steady steps' time) of the steady steps whose middle
@@ -123,13 +137,14 @@ def summarize(profile) -> F.Summary:
 
 
 def gc_figures(profile, steady: Steady) -> Optional[F.GcFigures]:
-    """The garbage collector's pauses on the training thread (records.GcPauseEvent), those
-    that began inside the steady steps against their time; None without a pause."""
+    """The garbage collector's pauses on the training thread (records.GcPauseEvent): those
+    that began inside a steady step (not in the speed test's window, nor in an evaluation
+    between steps) against the steps' time; None without a pause."""
     pauses = profile.events_of("gc_pause")
     if not pauses:
         return None
-    span = steady.span()
-    inside = [p for p in pauses if span and span[0] <= p.t_s <= span[1]]
+    placed = [p for p in pauses if not p.more]
+    inside = [p for p in placed if steady.holds(p.t_s)]
     total = sum(p.pause_s for p in inside)
     cycles = steady.total("cycle", r.Step.cycle_s.fget)
     longest = max(inside, key=lambda p: p.pause_s, default=None)
@@ -137,7 +152,8 @@ def gc_figures(profile, steady: Steady) -> Optional[F.GcFigures]:
         pauses=len(inside), full=sum(1 for p in inside if p.generation == 2), pause_s=total,
         share=total / cycles if cycles > 0 else None,
         max_s=longest.pause_s if longest else None, max_t_s=longest.t_s if longest else None,
-        run_pauses=len(pauses), run_pause_s=sum(p.pause_s for p in pauses))
+        run_pauses=len(placed) + sum(p.more for p in pauses),
+        run_pause_s=sum(p.pause_s for p in pauses), more=sum(p.more for p in pauses))
 
 
 def main_program(profile) -> Tuple[Optional[int], Counter]:

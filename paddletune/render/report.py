@@ -206,6 +206,9 @@ def _gc(g: GcFigures) -> Text:
                 f"time{'s' if g.pauses != 1 else ''} for 5 ms or more{full}: "
                 f"{g.pause_s * 1e3:,.0f} ms{share}, the longest {_ms(g.max_s)} ms at "
                 f"{_duration(g.max_t_s)} (counted in the steps' time).")
+    if g.more:
+        text.append(f" {g.more:,} more pauses after the first 2,000 of the run were counted "
+                    f"only, not placed in time.")
     return text
 
 

@@ -104,17 +104,17 @@ def _row(tuner, runs, base) -> dict:
 
 
 def _above_best(tuner, runs, best) -> str:
-    """Why a setting measured above the best was not taken: its race was cut short, or its
-    trials do not beat the best's outside the noise, or (measured better, though never in
-    one race with the best setting as it stands) it was raced against another incumbent."""
+    """Why a setting measured above the best was not taken: the budget or Ctrl-C stopped
+    its race while it was still in it; its trials do not beat the best's outside the noise;
+    or they do, though it did not win its own race (the trials since moved the figures)."""
     runs = [t for t in runs if t.ok]
     counts = f"{len(runs)} trial{'s' * (len(runs) != 1)} against the best's {len(best)}"
-    if tuner.stop_reason == "budget spent" or tuner.status == "interrupted":
-        if sp.key(runs[0].setting) in tuner.race_runs:
-            return f"{counts}: its race did not finish ({tuner.stop_reason})"
+    if sp.key(runs[0].setting) in getattr(tuner, "race_alive", ()):
+        return f"{counts}: its race did not finish ({tuner.stop_reason})"
     if not tuner.better(runs, best):
         return f"{counts}: inside the noise"
-    return f"{counts}: better outside the noise, but not in a race with the best setting"
+    return (f"{counts}: better than the best's trials outside the noise, though it did not "
+            f"win its own race; measure both longer before relying on either")
 
 
 def _status(tuner, t) -> str:

@@ -130,6 +130,7 @@ class Tuner(Comparisons, TrialLengths):
         self.t0 = time.monotonic()
         self.last_rung = set()  # indices of the trials of the latest rung of any race
         self.race_runs = {}  # the latest race's trials: setting key -> its trials
+        self.race_alive = set()  # the keys of the challengers still in the running race
         self.advice_checks = []  # advice_check.AdviceCheck per piece of advice raced
         self.losses = prune.Losses()  # values each knob's race found clearly slower
         self.steps0 = options.trial_steps or MIN_STEPS
@@ -371,7 +372,14 @@ class Tuner(Comparisons, TrialLengths):
     def race(self, challengers, measured=None) -> bool:
         """Successive halving of `challengers` [(setting, phase)] against the incumbent;
         True when one of them became the incumbent. `measured`: {setting key: trial} taken
-        moments ago at the first rung's length, used there instead of a new trial."""
+        moments ago at the first rung's length, used there instead of a new trial. While it
+        runs, `race_alive` holds the keys of the challengers still in it (the budget or
+        Ctrl-C stopping it leaves them there: the record says whose race did not finish)."""
+        won = self._race(challengers, measured)
+        self.race_alive = set()
+        return won
+
+    def _race(self, challengers, measured=None) -> bool:
         pool, seen = [], {sp.key(self.incumbent)}
         runs = self.race_runs = {}  # setting key -> its trials in this race (prune.Losses)
         for setting, phase in challengers:
@@ -384,6 +392,7 @@ class Tuner(Comparisons, TrialLengths):
         steps = self.steps0
         behind = False  # the incumbent far behind every challenger left: it sits out
         for rung in range(self.options.rungs):
+            self.race_alive = {sp.key(setting) for setting, _ in pool}
             last = rung == self.options.rungs - 1
             mine = runs.setdefault(sp.key(self.incumbent), [])
             rung_trials = set()

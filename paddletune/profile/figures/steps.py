@@ -270,6 +270,7 @@ class GcFigures:
       max_t_s      when it began
       run_pauses   pauses in the whole run (the setup and evaluation too)
       run_pause_s  their total time
+      more         of them, pauses past the 2,000 recorded (counted, not placed in time)
     """
 
     pauses: Count
@@ -280,6 +281,7 @@ class GcFigures:
     max_t_s: Optional[Number]
     run_pauses: Count
     run_pause_s: Seconds
+    more: Count = 0
 
 
 @dataclass(frozen=True)

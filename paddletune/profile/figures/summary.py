@@ -79,7 +79,7 @@ class Summary:
     @property
     def main_loader(self) -> Optional[LoaderFigures]:
         """The figures of the training loop's DataLoader (ReaderFigures.main: the one that
-        delivered the most batches, an evaluation loader only where no other ran), None
-        without one that delivered any."""
+        delivered the most batches, or another whose waits held the steps back far more; an
+        evaluation loader only where no other ran), None without one that delivered any."""
         f = self.reader.main_loader if self.reader else None
         return f if f is not None and f.batches else None

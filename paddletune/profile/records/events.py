@@ -410,17 +410,20 @@ class GcPauseEvent:
     Fields:
       t_s         when it began
       pause_s     how long it ran
-      generation  the generation it collected (2: a full collection)
+      generation  the generation it collected (2: a full collection; -1 below)
       collected   the objects it freed
-      message     None (the summary's gc figures and the gc-pauses advice say it)
+      more        0; in the last such record of a run that had more than 2,000 pauses, how
+                  many came after those (pause_s their total time, t_s the run's end)
+      message     None (the summary's gc figures and the report say it)
     """
 
     KIND: ClassVar[str] = "event"
     WHAT: ClassVar[str] = "gc_pause"
     t_s: TimeS
     pause_s: Seconds = 0.0
-    generation: Count = 0
+    generation: int = 0
     collected: Count = 0
+    more: Count = 0
     message: Optional[str] = None
 
 

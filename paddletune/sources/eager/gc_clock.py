@@ -10,8 +10,10 @@ against 24% without it). The hooks subtract the collections inside a fetch from 
 the pause counts in the step's own time, and send each pause of PAUSE_S or more as a
 `gc_pause` event (records.GcPauseEvent) from the step hook, outside the collector.
 
-`GcClock.watching` is the thread to time (None: none); `total_s` only grows. One Python call
-per collection, which the interpreter runs every few hundred allocations.
+`GcClock.watching` is the thread to time: the one that installed the clock, then the one that
+steps the optimizer (the step hooks say so after each step; a DataLoader read on a prefetch
+thread is not the training thread). `total_s` only grows. One Python call per collection,
+which the interpreter runs every few hundred allocations.
 """
 
 import gc
@@ -33,6 +35,7 @@ class GcPause(NamedTuple):
     pause_s: float
     generation: int
     collected: int
+    more: int = 0  # the last one sent: pauses past MAX_PAUSES, pause_s their total time
 
 
 class GcClock:
@@ -42,6 +45,7 @@ class GcClock:
         self.pending: List[GcPause] = []  # pauses not sent yet
         self.recorded = 0
         self.dropped = 0  # pauses past MAX_PAUSES
+        self.dropped_s = 0.0  # their time
         self._start: Optional[float] = None
 
     def install(self) -> List[Callable[[], None]]:
@@ -77,6 +81,7 @@ class GcClock:
                                             info.get("collected", 0)))
             else:
                 self.dropped += 1
+                self.dropped_s += pause_s
         self._start = None
 
 
@@ -84,3 +89,12 @@ def send_pauses(clock: GcClock, bus) -> None:
     """The clock's pending pauses, each as a `gc_pause` event on `bus` (a GcPause)."""
     for pause in clock.drain():
         bus.emit("gc_pause", pause)
+
+
+def send_last_pauses(clock: GcClock, bus) -> None:
+    """As the hooks are removed: the pending pauses, then those past MAX_PAUSES as one
+    GcPause that counts them (`more`)."""
+    send_pauses(clock, bus)
+    if clock.dropped:
+        bus.emit("gc_pause", GcPause(_perf(), clock.dropped_s, -1, 0, more=clock.dropped))
+        clock.dropped, clock.dropped_s = 0, 0.0

@@ -35,6 +35,7 @@ thread's solo timing not: each is accounted for on its own): the profile's "hook
 """
 
 import inspect
+import threading
 import time
 from typing import Callable, Dict, List, Optional, Tuple
 
@@ -43,7 +44,7 @@ from paddle.base import core
 
 from ..device_memory import device_index
 from ..eager.bus import StepEnd
-from ..eager.gc_clock import send_pauses
+from ..eager.gc_clock import send_last_pauses, send_pauses
 from ..eager.op_windows import OpWindows
 from ..eager.overrides import batch_size_fixed
 from .loaders import LoaderHooks, place_name
@@ -51,6 +52,7 @@ from .profiler_ops import PaddleRecorder
 from .static_ops import StaticOps
 
 _perf = time.perf_counter
+_ident = threading.get_ident
 _MISSING = object()
 FETCH_NAMES_MAX = 256  # fetched variables whose names are kept (_fetch_name)
 LOADER_OVERRIDABLE = ("num_workers", "batch_size", "prefetch_factor", "use_shared_memory",
@@ -178,7 +180,7 @@ class PaddleHooks:
                                          if self._device_clock is not None else None)
         self._undo.extend(self._loader_hooks.install())
         gc_clock = self._loader_hooks.gc
-        self._undo.append(lambda: send_pauses(gc_clock, self.source.bus))  # (the last ones)
+        self._undo.append(lambda: send_last_pauses(gc_clock, self.source.bus))
         self._threads()
         self._track_threads()
         if timing_ops:
@@ -248,8 +250,10 @@ class PaddleHooks:
                 hooks._device_step(hooks._place, timer.steps)
                 hooks._memory_step(hooks._place, timer.steps, timer.batch_size)
                 timer.step_done(hooks._place)
-                if hooks._loader_hooks.gc.pending:
-                    send_pauses(hooks._loader_hooks.gc, hooks.source.bus)
+                gc_clock = hooks._loader_hooks.gc
+                gc_clock.watching = _ident()  # (the thread that steps: the training thread)
+                if gc_clock.pending:
+                    send_pauses(gc_clock, hooks.source.bus)
                 hooks._own_s += _perf() - t_in  # (before --ops's window: the ops probe's)
                 if hooks._timing_ops:
                     hooks.op_windows.step_ended(timer.steps - 1, timer.last_end, hooks._place)

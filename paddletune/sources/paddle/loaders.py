@@ -309,8 +309,7 @@ class LoaderHooks:
                                        SOLO_MAX_S)
             queue = it._blocking_queue
             ready = queue.size() if queue is not None else 0
-            gc_clock.watching = _ident()
-            collected = gc_clock.total_s
+            collected = gc_clock.total_s  # (the training thread's: the step hook's)
             t_request = _perf()
             try:
                 if handle.held or handle.held_end is not None:
@@ -327,7 +326,7 @@ class LoaderHooks:
                     f" (the dataset raised {cause})" if cause else ""))
                 raise
             # (a collection the fetch set off is the step's own time, not the data's)
-            gc_s = gc_clock.total_s - collected
+            gc_s = gc_clock.total_s - collected if gc_clock.watching == _ident() else 0.0
             t_got = _perf() - gc_s
             index = st.count
             st.count = index + 1

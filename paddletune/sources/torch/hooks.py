@@ -54,7 +54,7 @@ from torch.utils.data import dataloader as dl
 from torch.utils.data._utils import fetch as fetchers
 
 from ..device_memory import device_index
-from ..eager.gc_clock import GcClock, send_pauses
+from ..eager.gc_clock import GcClock, send_last_pauses, send_pauses
 from ..eager.loaders import error_detail, script_arg
 from ..eager.op_windows import OpWindows
 from ..eager.overrides import batch_size_fixed
@@ -135,7 +135,7 @@ class TorchHooks:
         self._patch(dl._MultiProcessingDataLoaderIter, "_process_data", self._process_data)
         self._handover.install(self._patch_module)
         self._undo.extend(self._gc.install())
-        self._undo.append(lambda: send_pauses(self._gc, self.source.bus))  # (the last ones)
+        self._undo.append(lambda: send_last_pauses(self._gc, self.source.bus))
         override_strategy(self.source.overrides_state, self._patch_module, self._undo)
         if self.source.overrides_state.wanted("reader"):
             self._patch(dl.DataLoader, "__init__", self._loader_init)
@@ -235,6 +235,7 @@ class TorchHooks:
             if self.source.bus.listening("memory_step"):
                 self._memory_step(place)
         timer.step_done(place)
+        self._gc.watching = _ident()  # (the thread that steps: the training thread)
         if self._gc.pending:
             send_pauses(self._gc, self.source.bus)
         self.own_s += _perf() - t_in  # (before --ops's windows: the ops probe's overhead)
@@ -373,8 +374,7 @@ class TorchHooks:
             if workers:  # (the batch's hand-over, timed on this thread)
                 clock.asking = _ident()
                 handed = clock.total_s
-            gc_clock.watching = _ident()
-            collected = gc_clock.total_s
+            collected = gc_clock.total_s  # (the training thread's: the step hook's)
             t0 = _perf()
             try:
                 if self._ops is not None and self._ops.recording:  # (read time, not ops)
@@ -389,7 +389,7 @@ class TorchHooks:
                 tracker.end(handle, "error", error_detail(exc))
                 raise
             # (a collection the fetch set off is the step's own time, not the data's)
-            gc_s = gc_clock.total_s - collected
+            gc_s = gc_clock.total_s - collected if gc_clock.watching == _ident() else 0.0
             t1 = _perf() - gc_s
             if not workers:  # the loop made it: its push and pop at once
                 tracker.made(handle, t0, t1, t1 - t0,
@@ -398,8 +398,8 @@ class TorchHooks:
                 shapes = None
                 if state.stats is not None and state.worker is not None:
                     shapes = self._worker_batch(handle, state, batch, ready)
-                tracker.got(handle, t0, t1, batch, ready, shapes,
-                            handover_s=clock.total_s - handed)
+                tracker.got(handle, t0, t1, batch, ready, shapes,  # (a collection in it
+                            handover_s=min(clock.total_s - handed, t1 - t0))  # is gc_s)
             if self._device_clock is not None:  # (_handed_over, inlined: every batch)
                 self._device_clock.mark_waiting()
             self.own_s += _perf() - t_in - (t1 - t0) - gc_s
