@@ -352,6 +352,49 @@ def test_runs_that_are_not_a_left_evaluation_stay_in_the_step(graded):
     assert steps[1].read_s == pytest.approx(0.031) and steps[-1].read_s == pytest.approx(0.031)
 
 
+def test_an_evaluation_in_eval_mode_whose_no_grad_wraps_only_its_forward_is_left_out(graded):
+    """`model.eval(); for i, b in enumerate(val_loader): if i == 3: break; with no_grad():
+    model(b)`: the batches are asked for with gradients on, but the model is in eval mode
+    (the framework's hooks on its train/eval say so), and the loader is not the training
+    one: the run is an evaluation, left out as the loop turns back."""
+    clock, tracker, timer, steps, states, grad = graded
+    evaluating = [False]
+    timer.eval_mode = lambda: evaluating[0]
+    train = tracker.start(0, {}, 0, lambda: 0)
+    batch(clock, tracker, train, 0.001, 0.004, size=32)
+    timer.step_done("cpu")
+    evaluating[0] = True
+    evaluation = tracker.start(1, {}, 0, lambda: 0)
+    for _ in range(3):
+        batch(clock, tracker, evaluation, 0.020, 0.002, size=256)
+    evaluating[0] = False
+    batch(clock, tracker, train, 0.001, 0.004, size=32)
+    timer.step_done("cpu")
+    (left,) = [s for s in states if s.what == "left"]
+    assert (left.loader_id, left.batches) == (1, 3)
+    assert steps[-1].eval_s == pytest.approx(3 * 0.022)
+    assert steps[-1].batch_size == 32 and steps[-1].read_s == pytest.approx(0.001)
+
+
+def test_the_training_loader_in_eval_mode_stays_training(graded):
+    """A backbone frozen in eval mode beside a training head (the model's mode reads eval
+    all along): two batches of the training loader accumulated, then a teacher's batch of
+    another loader, then the step: the training batches are the step's."""
+    clock, tracker, timer, steps, states, grad = graded
+    timer.eval_mode = lambda: True
+    train = tracker.start(0, {}, 0, lambda: 0)
+    teacher = tracker.start(1, {}, 0, lambda: 0)
+    batch(clock, tracker, train, 0.001, 0.004, size=32)
+    timer.step_done("cpu")
+    for _ in range(3):
+        batch(clock, tracker, train, 0.001, 0.004, size=32)
+        batch(clock, tracker, train, 0.001, 0.004, size=32)
+        batch(clock, tracker, teacher, 0.002, 0.001, size=32)
+        timer.step_done("cpu")
+    assert not [s for s in states if s.what == "left"]
+    assert all(s.eval_s == 0.0 and s.samples == 64 for s in steps[1:])
+
+
 def test_a_left_evaluation_then_a_whole_one(graded):
     """A few batches of the validation loader (left at the test loader's iter()), then the
     whole test loader: each is left out once."""

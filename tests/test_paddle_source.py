@@ -579,6 +579,33 @@ def test_an_evaluation_loop_left_by_a_break_is_left_out_of_the_steps(monkeypatch
     assert steps[4].read_s >= 24 * 0.01  # (read with gradients on: in the step)
 
 
+def test_an_evaluation_in_eval_mode_with_no_grad_only_around_its_forward_is_left_out(
+        monkeypatch):
+    """`model.eval()`, then two batches of the evaluation loader, each forward under
+    no_grad (the batches asked for with gradients on), then `model.train()`: the model's
+    mode says it is an evaluation, left out of the step it fell in."""
+    source, events = started(monkeypatch)
+    train_loader = paddle.io.DataLoader(Samples(16), batch_size=8)
+    eval_loader = paddle.io.DataLoader(Samples(48, sleep=0.01), batch_size=8)
+    model = paddle.nn.Linear(4, 2)
+    optimizer = paddle.optimizer.SGD(0.1, parameters=model.parameters())
+    with source.running():
+        train(train_loader, model=model, optimizer=optimizer)
+        model.eval()
+        for i, (x, _) in enumerate(eval_loader):
+            if i == 2:
+                break
+            with paddle.no_grad():
+                model(x)
+        model.train()
+        train(train_loader, model=model, optimizer=optimizer)
+    (left,) = [e for e in events["reader_state"] if e.what == "left"]
+    assert (left.loader_id, left.batches) == (1, 3)
+    steps = events["step_end"]
+    assert steps[2].eval_s == left.eval_s and steps[2].read_s < 0.01
+    assert paddle.nn.Layer.train.__name__ == "train"  # (the hooks are off again)
+
+
 def test_a_new_optimizer_each_fold_and_an_lbfgs_closure_are_training(monkeypatch):
     """K-fold training (a model, an optimizer and a DataLoader per fold): each fold's
     optimizer takes the steps over at its second step, so its passes are training. An

@@ -294,6 +294,29 @@ def test_the_gc_clock_times_the_thread_it_watches_only():
     assert clock._callback not in gc.callbacks
 
 
+def test_an_evaluation_in_eval_mode_with_no_grad_only_around_its_forward_is_left_out(src):
+    """`model.eval()`, three batches of the validation loader (a `break`), each forward
+    under no_grad, then `model.train()`: an evaluation left out of the step it fell in."""
+    model, optimizer = _model()
+    train_loader = torch.utils.data.DataLoader(Sleepy(8), batch_size=4)
+    val_loader = torch.utils.data.DataLoader(Sleepy(40, sleep=0.005), batch_size=4)
+    with src.running():
+        _train(train_loader, model, optimizer)
+        model.eval()
+        for i, (x, _) in enumerate(val_loader):
+            if i == 3:
+                break
+            with torch.no_grad():
+                model(x)
+        model.train()
+        _train(train_loader, model, optimizer)
+    left = [s for s in src.events["reader_state"] if s.what == "left"]
+    assert [(s.loader_id, s.batches) for s in left] == [(1, 4)]
+    steps = src.events["step_end"]
+    assert steps[2].eval_s == pytest.approx(left[0].eval_s) and steps[2].read_s < 0.01
+    assert nn.Module.train.__qualname__ == "Module.train"  # (the hooks are off again)
+
+
 def test_reader_state_pops_and_pushes_per_epoch(src):
     model, optimizer = _model()
     loader = torch.utils.data.DataLoader(Sleepy(16), batch_size=4)

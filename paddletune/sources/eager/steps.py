@@ -21,7 +21,11 @@ batch) is an evaluation pass left there (`left`, the loader tracker's callback, 
 what it took is left out as above. Training never reads with gradients off, while
 `torch.no_grad()` or `inference_mode()` around the evaluation loop is the idiom; a loader
 read once a step without gradients beside the training one (a teacher's batch) makes runs of
-one batch."""
+one batch. An evaluation that turns gradients off only around its forward reads its batches
+with gradients on; the model's mode says it then (`eval_mode`: the script's model.eval(),
+the last Module.train/eval call, not undone): its batches count as without gradients, but
+never those of the loader the latest step trained on (a backbone frozen in eval mode beside
+a training head)."""
 
 import time
 from typing import Callable, Dict, NamedTuple, Optional
@@ -57,10 +61,23 @@ class _PassMark(NamedTuple):
     batch_size: Optional[int]
 
 
+class ModelMode:
+    """The mode the script last put a model in: `training` False after its eval() (or
+    train(False)), True again after train(). The sources' hooks on the framework's module
+    class set it; StepTimer.eval_mode reads it."""
+
+    def __init__(self):
+        self.training = True
+
+    def eval_mode(self) -> bool:
+        return not self.training
+
+
 class StepTimer:
     def __init__(self, bus: Bus, grad_on: Optional[Callable[[], bool]] = None):
         self.bus = bus
         self.grad_on = grad_on  # whether the framework computes gradients now (None: unknown)
+        self.eval_mode: Optional[Callable[[], bool]] = None  # the model in eval mode now
         self.left: Optional[Callable[[int, float, EvalPass], None]] = None  # a pass left
         self.reset()
 
@@ -76,6 +93,7 @@ class StepTimer:
         self._eval_s = 0.0  # passes between two steps, left out of this one
         self._samples = 0  # the samples of the step's batches (of the first loader read)
         self._samples_of = None  # that loader
+        self._trained_of = None  # the loader whose batches the latest step counted
         self._batch_size = None
         self._owner = None  # the optimizer whose steps are the training steps (its id)
         self._other = None  # another optimizer that stepped since the owner's last step
@@ -98,10 +116,10 @@ class StepTimer:
         if loader_id != self._run_of:
             self._turn(loader_id, t_request)
         if self._run_mark is not None:  # (a run without gradients so far: still?)
-            if self.grad_on():
-                self._run_mark = None
-            else:
+            if self._no_training(loader_id):
                 self._run_batches += 1
+            else:
+                self._run_mark = None
         if self._t_prev_end is None and self._t_first is None:
             self._t_first = t_request
         self._read_s += wait_s
@@ -160,9 +178,17 @@ class StepTimer:
             if self.left is not None:
                 self.left(left_of, t, taken)
         self._run_of, self._run_batches, self._run_asked = loader_id, 0, asked
-        grad_on = self.grad_on
-        self._run_mark = (self._mark(t) if grad_on is not None and loader_id is not None
-                          and not grad_on() else None)
+        self._run_mark = (self._mark(t) if self.grad_on is not None and loader_id is not None
+                          and self._no_training(loader_id) else None)
+
+    def _no_training(self, loader_id: Optional[int]) -> bool:
+        """Whether a batch of `loader_id` asked for now is no training step's: gradients
+        off, or the model in eval mode and the loader not the one the latest step trained
+        on."""
+        if not self.grad_on():
+            return True
+        eval_mode = self.eval_mode
+        return eval_mode is not None and loader_id != self._trained_of and eval_mode()
 
     def pass_ended(self, loader_id: int, t: float,
                    ran_out: bool = True) -> Optional[EvalPass]:
@@ -259,6 +285,7 @@ class StepTimer:
         self._read_s = self._feed_s = self._fetch_s = 0.0
         self._feed_bytes = self._fetch_bytes = 0
         self._paused_s = self._eval_s = 0.0
+        self._trained_of = self._samples_of
         self._samples, self._samples_of = 0, None
         if record is not None:  # last: a subscriber may end the job here (the step limit)
             self.bus.emit("step_end", record)

@@ -46,6 +46,7 @@ from ..device_memory import device_index
 from ..eager.bus import StepEnd
 from ..eager.gc_clock import send_last_pauses, send_pauses
 from ..eager.op_windows import OpWindows
+from ..eager.steps import ModelMode
 from ..eager.overrides import batch_size_fixed
 from .loaders import LoaderHooks, place_name
 from .profiler_ops import PaddleRecorder
@@ -169,6 +170,13 @@ class PaddleHooks:
         timer = self.source.timer
         timer.grad_on = paddle.is_grad_enabled
         self._undo.append(lambda: setattr(timer, "grad_on", None))
+        # (and its model.eval(), where no_grad() wraps only its forward)
+        mode = ModelMode()
+        layer = paddle.nn.Layer
+        self.patch(layer, "train", _mode_watched(layer.train, mode, True))
+        self.patch(layer, "eval", _mode_watched(layer.eval, mode, False))
+        timer.eval_mode = mode.eval_mode
+        self._undo.append(lambda: setattr(timer, "eval_mode", None))
         self.patch(paddle.io.DataLoader, "__init__",
                    self._loader_init(paddle.io.DataLoader.__init__))
         from . import gpu
@@ -583,3 +591,12 @@ def _all_startup(program) -> bool:
         if str(name).rpartition(".")[2] not in STARTUP_OPS:
             return False
     return True
+
+
+def _mode_watched(original, mode: ModelMode, training: bool):
+    """paddle.nn.Layer.train or .eval, noting the mode the script puts its model in."""
+    def set_mode(layer, *args, **kwargs):
+        mode.training = training
+        return original(layer, *args, **kwargs)
+    set_mode.__wrapped__ = original
+    return set_mode

@@ -58,7 +58,7 @@ from ..eager.gc_clock import GcClock, send_last_pauses, send_pauses
 from ..eager.loaders import error_detail, script_arg
 from ..eager.op_windows import OpWindows
 from ..eager.overrides import batch_size_fixed
-from ..eager.steps import iter_tensors
+from ..eager.steps import ModelMode, iter_tensors
 from .backends import BackendOverrides
 from .handover import HandOverClock, override_strategy, sharing_strategy
 from .profiler_ops import STARTS_A_PROFILER, TorchRecorder, unrecorded
@@ -127,6 +127,11 @@ class TorchHooks:
         timer = self.timer
         timer.grad_on = torch.is_grad_enabled
         self._undo.append(lambda: setattr(timer, "grad_on", None))
+        # (and its model.eval(), where no_grad() wraps only its forward)
+        mode = ModelMode()
+        self._patch(torch.nn.Module, "train", lambda original: _train_watched(original, mode))
+        timer.eval_mode = mode.eval_mode
+        self._undo.append(lambda: setattr(timer, "eval_mode", None))
         self._patch(dl.DataLoader, "__iter__", self._loader_iter)
         self._patch(dl._BaseDataLoaderIter, "__init__", self._iter_init)
         self._patch(dl._BaseDataLoaderIter, "_reset", self._iter_reset)
@@ -624,3 +629,11 @@ def _describe_inputs(inputs) -> tuple:
     """'float32[8, 4]' for each input tensor of a module call (at most 8)."""
     return tuple(f"{str(t.dtype).replace('torch.', '')}{list(t.shape)}"
                  for t in iter_tensors(inputs, _shape_or_none, limit=8))
+
+
+def _train_watched(original, watched: ModelMode):
+    """nn.Module.train, noting the mode the script puts its model in (eval() calls it)."""
+    def train(module, mode=True):
+        watched.training = bool(mode)
+        return original(module, mode)
+    return train
