@@ -417,3 +417,20 @@ def test_profiler_events_map_onto_their_runs_by_each_runs_own_event():
     assert [o.index for o in again] == [0, 1, 2]
     # a run without its own event: nothing is announced rather than a guess
     assert ops_of_runs({1: main, 2: worker}, runs + [_Run(3, 5, 53.0, 54.0)], {}) == []
+
+
+def test_the_tightest_of_the_anchors_links_the_clocks():
+    """Of the anchors a window records as it opens, the one read between the closest
+    perf_counter readings links the profiler's clock to perf_counter (a thread taken off
+    its core around one would move the window's ops by the delay)."""
+    from paddletune.sources.eager.op_windows import ANCHOR_TRIES, tightest
+    widths = iter([0.004, 0.0001, 0.002])
+    names = []
+
+    def anchored(name):
+        names.append(name)
+        width = next(widths)
+        return 1.0, 1.0 + width / 2, 1.0 + width
+
+    assert tightest(anchored, "a") == ("a#1", (1.0, 1.00005, 1.0001))
+    assert names == [f"a#{i}" for i in range(ANCHOR_TRIES)] == ["a#0", "a#1", "a#2"]

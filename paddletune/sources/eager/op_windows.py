@@ -96,6 +96,24 @@ def clock_offset(start_ns: int, end_ns: int, t_before: float, t_inside: float,
         return (start_s + end_s) / 2 - t_inside
     return (low + high) / 2
 
+ANCHOR_TRIES = 3  # anchors recorded as a window opens; the tightest is the clocks' link
+
+
+def tightest(anchored: Callable[[str], Tuple[float, float, float]],
+             base: str) -> Tuple[str, Tuple[float, float, float]]:
+    """(name, (t_before, t_inside, t_after)) of the anchor, of ANCHOR_TRIES recorded by
+    `anchored(name)` (named `base#i`), read between the closest perf_counter readings: a thread taken off
+    its core at both ends of one would move a window's ops by the delay (a step's last ops
+    into the next step, on a loaded machine)."""
+    best = None
+    for i in range(ANCHOR_TRIES):
+        name = f"{base}#{i}"
+        around = anchored(name)
+        if best is None or around[2] - around[0] < best[1][2] - best[1][0]:
+            best = (name, around)
+    return best
+
+
 def ops_of_window(tops: List[TopOp], window: Window, slots: Dict[Tuple[str, int], int],
                   device: bool) -> List[OpEnd]:
     """The OpEnd of each top-level op (by start) that started inside one of the window's

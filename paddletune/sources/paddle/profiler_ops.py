@@ -21,7 +21,7 @@ from typing import Dict, List, Optional, Tuple
 
 from ..eager.bus import OpEnd
 from ..eager.op_windows import (BACKWARD, FORWARD, OPTIMIZE, TopOp, Window, clock_offset,
-                                ops_of_window)
+                                ops_of_window, tightest)
 from .static_ops import op_type as static_op_type, write_nothing
 
 ANCHOR = "paddletune::ops_window"  # our range: its start on both clocks
@@ -56,11 +56,13 @@ def _snake(camel: str) -> str:
     return _CAMEL.sub("_", camel).lower()
 
 
-def top_level(nodes: Dict[int, object]) -> Tuple[List[Tuple[TopOp, object]], Optional[object]]:
-    """The top-level ops of the training thread (the one that ran ANCHOR), by start, each
-    with its event node, and the anchor's node (None: not found, nothing to read)."""
+def top_level(nodes: Dict[int, object], anchor_name: str = ANCHOR
+              ) -> Tuple[List[Tuple[TopOp, object]], Optional[object]]:
+    """The top-level ops of the training thread (the one that ran the anchor `anchor_name`),
+    by start, each with its event node, and the anchor's node (None: not found, nothing to
+    read)."""
     for thread, root in nodes.items():
-        anchor = _find(root, ANCHOR)
+        anchor = _find(root, anchor_name)
         if anchor is not None:
             out: List[Tuple[TopOp, object]] = []
             _collect(root, thread, out)
@@ -115,6 +117,7 @@ class PaddleRecorder:
         self.profiler = None
         self.device = False
         self._around = (0.0, 0.0, 0.0)  # perf_counter before, inside and after the anchor
+        self._anchor = ANCHOR  # its name (the tightest of a few: op_windows.tightest)
 
     def start(self, device: bool) -> float:
         import paddle.profiler as profiler
@@ -124,25 +127,30 @@ class PaddleRecorder:
         prof = profiler.Profiler(targets=targets, on_trace_ready=write_nothing)
         prof.start()
         try:
-            anchor = profiler.RecordEvent(ANCHOR)
-            t_before = _perf()
-            anchor.begin()
-            t_anchor = _perf()
-            anchor.end()
-            t_after = _perf()
+            self._anchor, self._around = tightest(self._anchored, ANCHOR)
         except Exception:
             prof.stop()  # (no window without its anchor; the profiler not left on)
             raise
         self.profiler, self.device = prof, device
-        self._around = (t_before, t_anchor, t_after)
-        return t_anchor
+        return self._around[1]
+
+    @staticmethod
+    def _anchored(name: str) -> Tuple[float, float, float]:
+        import paddle.profiler as profiler
+        anchor = profiler.RecordEvent(name)
+        t_before = _perf()
+        anchor.begin()
+        t_anchor = _perf()
+        anchor.end()
+        return t_before, t_anchor, _perf()
 
     def stop(self, t_open: float, ends: Tuple[Tuple[int, float, float], ...], t_anchor: float,
              slots: Dict[Tuple[str, int], int]) -> List[OpEnd]:
         profiler, self.profiler = self.profiler, None  # (Paddle makes a new one only once
         profiler.stop()  # this one is gone)
         result = profiler.profiler_result
-        pairs, anchor = top_level(result.get_data() if result is not None else {})
+        pairs, anchor = top_level(result.get_data() if result is not None else {},
+                                  self._anchor)
         if anchor is None or not ends:
             return []
         if self.device:

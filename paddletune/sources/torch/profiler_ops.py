@@ -26,7 +26,7 @@ import torch
 
 from ..eager.bus import OpEnd
 from ..eager.op_windows import (BACKWARD, FORWARD, OPTIMIZE, TopOp, Window, clock_offset,
-                                ops_of_window)
+                                ops_of_window, tightest)
 
 ANCHOR = "paddletune::ops_window"  # our range, its start on both clocks
 AUTOGRAD = "autograd::engine::evaluate_function: "
@@ -92,7 +92,7 @@ def top_level(host: List[HostEvent], training_thread: int) -> List[TopOp]:
     for thread, events in _by_thread(host).items():
         covered_until = -1  # the end of the op or left-out range holding what comes next
         for e in events:
-            if e.start_ns < covered_until or e.name == ANCHOR:
+            if e.start_ns < covered_until or e.name.startswith(ANCHOR):
                 continue
             if e.range and e.name.startswith(LOADER):
                 covered_until = e.end_ns
@@ -149,6 +149,7 @@ class TorchRecorder:
         self.profiler = None
         self.device = False
         self._around = (0.0, 0.0, 0.0)  # perf_counter before, inside and after the anchor
+        self._anchor = ANCHOR  # its name (the tightest of a few: op_windows.tightest)
 
     def start(self, device: bool) -> float:
         activities = [torch.profiler.ProfilerActivity.CPU]
@@ -158,23 +159,26 @@ class TorchRecorder:
             profiler = torch.profiler.profile(activities=activities)
             profiler.start()
         try:
-            t_before = _perf()
-            with torch.profiler.record_function(ANCHOR):
-                t_anchor = _perf()
-            t_after = _perf()
+            self._anchor, self._around = tightest(self._anchored, ANCHOR)
         except Exception:
             profiler.stop()  # (no window without its anchor; the profiler not left on)
             raise
         self.profiler, self.device = profiler, device
-        self._around = (t_before, t_anchor, t_after)
-        return t_anchor
+        return self._around[1]
+
+    @staticmethod
+    def _anchored(name: str) -> Tuple[float, float, float]:
+        t_before = _perf()
+        with torch.profiler.record_function(name):
+            t_anchor = _perf()
+        return t_before, t_anchor, _perf()
 
     def stop(self, t_open: float, ends: Tuple[Tuple[int, float, float], ...], t_anchor: float,
              slots: Dict[Tuple[str, int], int]) -> List[OpEnd]:
         profiler, self.profiler = self.profiler, None
         profiler.stop()
         host, device = read_events(profiler.profiler.kineto_results.events(), self.device)
-        anchor = next((e for e in host if e.name == ANCHOR), None)
+        anchor = next((e for e in host if e.name == self._anchor), None)
         if anchor is None or not ends:
             return []
         tops = top_level(host, anchor.thread)
