@@ -978,9 +978,10 @@ def test_step_time_prune_leaves_out_sizes_whose_bound_the_fastest_beats():
 
 
 # --- the record and its rendering -------------------------------------------------------------
-def ranked(trials, incumbent, stop_reason="converged", race=()):
+def ranked(trials, incumbent, stop_reason="converged", race=(), measured_in_race=True):
     """The record's ranking of `trials` [(setting, steps, samples/s)] with `incumbent` best;
-    `race`: the settings still in the race the budget stopped."""
+    `race`: the settings still in the race the budget stopped (their trials its, unless
+    not `measured_in_race`: the race stopped before its first trial)."""
     tuner = Tuner(None, TuneOptions(trial_steps=50))
     for i, (setting, steps, rate) in enumerate(trials, 1):
         t = Trial(i, dict(setting), sp.label(setting), "knob", steps, status="ok",
@@ -988,6 +989,8 @@ def ranked(trials, incumbent, stop_reason="converged", race=()):
         tuner.trials.append(t)
     tuner.incumbent, tuner.stop_reason = incumbent, stop_reason
     tuner.race_alive = {sp.key(s) for s in race}
+    tuner.race_runs = {k: [t for t in tuner.trials if sp.key(t.setting) == k
+                           and measured_in_race] for k in tuner.race_alive}
     return rec.ranking(tuner)
 
 
@@ -1019,8 +1022,11 @@ def test_a_row_above_the_best_says_why_it_was_not_taken():
                  race=[{"num_workers": 2, "capacity": 16}])
     assert cut[0]["above_best"] == ("1 trial against the best's 2: its race did not finish "
                                     "(budget spent)")
+    # (a race stopped before it measured the setting: its trials are an earlier race's)
+    unmeasured = ranked(trials, {"num_workers": 2}, "budget spent",
+                        race=[{"num_workers": 2, "capacity": 16}], measured_in_race=False)
     done = ranked(trials, {"num_workers": 2})
-    assert done[0]["above_best"] == ("1 trial against the best's 2: better than the best's "
+    assert unmeasured[0]["above_best"] == done[0]["above_best"] == ("1 trial against the best's 2: better than the best's "
                                      "trials outside the noise, though it did not win its "
                                      "own race; measure both longer before relying on either")
 

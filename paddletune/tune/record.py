@@ -105,11 +105,13 @@ def _row(tuner, runs, base) -> dict:
 
 def _above_best(tuner, runs, best) -> str:
     """Why a setting measured above the best was not taken: the budget or Ctrl-C stopped
-    its race while it was still in it; its trials do not beat the best's outside the noise;
-    or they do, though it did not win its own race (the trials since moved the figures)."""
+    its race while it was still in it, measured in it; its trials do not beat the best's
+    outside the noise; or they do, though it did not win its own race (the trials since
+    moved the figures)."""
     runs = [t for t in runs if t.ok]
     counts = f"{len(runs)} trial{'s' * (len(runs) != 1)} against the best's {len(best)}"
-    if sp.key(runs[0].setting) in getattr(tuner, "race_alive", ()):
+    key = sp.key(runs[0].setting)
+    if key in getattr(tuner, "race_alive", ()) and tuner.race_runs.get(key):
         return f"{counts}: its race did not finish ({tuner.stop_reason})"
     if not tuner.better(runs, best):
         return f"{counts}: inside the noise"
