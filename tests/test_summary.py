@@ -160,6 +160,12 @@ def test_garbage_collection_pauses_in_the_steady_steps(tmp_path):
             "ms or more, 1 of them full: 28 ms, 7.2% of the steady steps' time, the longest "
             "20.00 ms at 300 ms (counted in the steps' time).") in out
     assert "gc_pause at" not in out  # (not listed again among the events)
+    # one 7 ms pause in a long run: 0.1% of the steps, no line
+    quiet = load(make_profile(tmp_path / "r.jsonl", steps=step_records(n_steps=600),
+                              extra=[gc_pause(0.3, 0.007)]))
+    console = Console(file=StringIO(), width=300)
+    render_report(quiet, console)
+    assert quiet.summary.gc.pauses == 1 and "Garbage collection" not in console.file.getvalue()
     assert load(make_profile(tmp_path / "q.jsonl", steps=steps)).summary.gc is None
 
 

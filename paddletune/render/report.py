@@ -37,6 +37,8 @@ SHOWN_ELSEWHERE = ("exit", "probe_unavailable", "speed_test", "producer_solo", "
                    "distributed", "model", "device_time", "gc_pause")  # header, rows,
 # sections
 ALARMING = ("nan_inf", "error", "signal")
+GC_SHOWN_SHARE, GC_SHOWN_S = 0.005, 0.050  # the collector's pauses worth a line: this share
+# of the steady steps' time, or one this long (a step it made an outlier)
 KILLED = "the job was killed or the profiler crashed"
 
 
@@ -192,7 +194,8 @@ def _steps(s, head_steps: int, terms, programs: bool) -> Optional[Group]:
         lines.append(each)
     if s.evaluation is not None:
         lines.append(_evaluation(s.evaluation))
-    if s.gc is not None and s.gc.pauses:
+    if s.gc is not None and s.gc.pauses and (
+            (s.gc.share or 0.0) >= GC_SHOWN_SHARE or (s.gc.max_s or 0.0) >= GC_SHOWN_S):
         lines.append(_gc(s.gc))
     return Group(*lines)
 
