@@ -33,14 +33,26 @@ WARMUP_FACTOR = 1.5  # a step slower than this x the steady median is still warm
 TOP_OPS = 10
 
 
+class Spans:
+    """Time spans [(t0, t1)] that do not overlap, asked whether they hold a moment
+    (bisect over their starts: a long job's thousands of reader intervals)."""
+
+    def __init__(self, spans):
+        self.spans = sorted(spans)
+        self.starts = [t0 for t0, _ in self.spans]
+
+    def hold(self, t: float) -> bool:
+        i = bisect.bisect_right(self.starts, t) - 1
+        return i >= 0 and t <= self.spans[i][1]
+
+
 class Steady:
     """The main program's steady steps: those recorded in full, and the windows after them."""
 
     def __init__(self, steps: Sequence[r.Step], windows: Sequence[r.StepWindow]):
         self.steps, self.windows = list(steps), list(windows)
         self.n_tail = sum(w.n for w in self.windows)
-        self._spans = None  # (begin, end) of each step and window, sorted (holds)
-        self._begins: List[float] = []
+        self._spans: Optional[Spans] = None  # each step's and window's (holds)
 
     @property
     def n(self) -> int:
@@ -59,20 +71,16 @@ class Steady:
     def holds(self, t: float) -> bool:
         """Whether time `t` fell inside a steady step's loop iteration (its cycle: the time
         outside the run before it, then the run; a window of steps: inside its span)."""
-        spans = self._spans
-        if spans is None:
-            spans = self._spans = sorted([(s.end_s - s.cycle_s, s.end_s) for s in self.steps]
-                                         + [(w.t0_s, w.t_s) for w in self.windows])
-            self._begins = [b for b, _ in spans]
-        i = bisect.bisect_right(self._begins, t) - 1
-        return i >= 0 and t <= spans[i][1]
+        if self._spans is None:
+            self._spans = Spans([(s.end_s - s.cycle_s, s.end_s) for s in self.steps]
+                                + [(w.t0_s, w.t_s) for w in self.windows])
+        return self._spans.hold(t)
 
     def fed(self, spans) -> Tuple[Optional[float], Optional[float]]:
         """(mean cycle, share of the steady steps' time) of the steady steps whose middle
         fell inside one of `spans` [(t0, t1)] (a window of steps by its own middle);
         (None, None) where none did."""
-        def inside(t):
-            return any(t0 <= t <= t1 for t0, t1 in spans)
+        inside = Spans(spans).hold
         cycles = [s.cycle_s for s in self.steps if inside((s.t_s + s.end_s) / 2)]
         n = len(cycles)
         total = sum(cycles)
@@ -144,6 +152,7 @@ def gc_figures(profile, steady: Steady) -> Optional[F.GcFigures]:
     if not pauses:
         return None
     placed = [p for p in pauses if not p.more]
+    more = sum(p.more for p in pauses)
     inside = [p for p in placed if steady.holds(p.t_s)]
     total = sum(p.pause_s for p in inside)
     cycles = steady.total("cycle", r.Step.cycle_s.fget)
@@ -152,8 +161,7 @@ def gc_figures(profile, steady: Steady) -> Optional[F.GcFigures]:
         pauses=len(inside), full=sum(1 for p in inside if p.generation == 2), pause_s=total,
         share=total / cycles if cycles > 0 else None,
         max_s=longest.pause_s if longest else None, max_t_s=longest.t_s if longest else None,
-        run_pauses=len(placed) + sum(p.more for p in pauses),
-        run_pause_s=sum(p.pause_s for p in pauses), more=sum(p.more for p in pauses))
+        run_pauses=len(placed) + more, run_pause_s=sum(p.pause_s for p in pauses), more=more)
 
 
 def main_program(profile) -> Tuple[Optional[int], Counter]:

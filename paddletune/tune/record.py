@@ -15,7 +15,7 @@ import json
 import time
 from dataclasses import asdict
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 from runtime.atomic import atomic_write
 
@@ -70,37 +70,35 @@ def ranking(tuner) -> List[dict]:
     base = [t for t in trials.get(sp.key({}), []) if t.ok]
     best_key = sp.key(tuner.incumbent)
     best = [t for t in trials.get(best_key, []) if t.ok]
-    rows = [_row(tuner, [t for t in runs if t.ok] or runs[-1:], base) for runs in
-            trials.values()]
-    rows.sort(key=lambda r: (r["status"] != "ok", -r["score"]))
+    scored = [_row(tuner, [t for t in runs if t.ok] or runs[-1:], base, best_key)
+              for runs in trials.values()]
+    scored.sort(key=lambda pair: (pair[0]["status"] != "ok", -pair[1]))
+    rows = [row for row, _ in scored]
+    above = bool(best)  # (rows before the best's)
     for r in rows:
-        r["best"] = sp.key(r["setting"]) == best_key
-    for r in rows:
-        if r["best"]:
-            break
-        if best and r["status"] == "ok":
+        above = above and not r["best"]
+        if above and r["status"] == "ok":
             r["above_best"] = _above_best(tuner, trials[sp.key(r["setting"])], best)
-    for r in rows:
-        del r["score"]
     return rows
 
 
-def _row(tuner, runs, base) -> dict:
-    """The ranking's row of one setting: `runs` its good trials (else its last trial)."""
+def _row(tuner, runs, base, best_key) -> Tuple[dict, float]:
+    """The ranking's row of one setting, and its score: `runs` its good trials (else its
+    last trial)."""
     last = max(runs, key=lambda t: (t.steps, t.index))
     row = {"setting": last.setting, "label": last.label, "status": _status(tuner, last),
            "samples_per_s": None, "ci": None, "vs_baseline": None, "trials": len(runs),
            "peak_bytes": last.peak_bytes, "steps": last.steps, "trial": last.index,
            "message": last.message, "no_effect": [asdict(idle) for idle in last.no_effect],
-           "above_best": None, "score": 0.0}
-    if last.ok:
-        rate = mean(runs)
-        row.update(samples_per_s=rate, ci=Z * tuner.mean_sd(runs) * rate,
-                   vs_baseline=rate / mean(base) - 1 if base else None,
-                   peak_bytes=max((t.peak_bytes for t in runs if t.peak_bytes is not None),
-                                  default=None),
-                   score=tuner.score_of(runs))
-    return row
+           "best": sp.key(last.setting) == best_key, "above_best": None}
+    if not last.ok:
+        return row, 0.0
+    rate = mean(runs)
+    row.update(samples_per_s=rate, ci=Z * tuner.mean_sd(runs) * rate,
+               vs_baseline=rate / mean(base) - 1 if base else None,
+               peak_bytes=max((t.peak_bytes for t in runs if t.peak_bytes is not None),
+                              default=None))
+    return row, tuner.score_of(runs)
 
 
 def _above_best(tuner, runs, best) -> str:
@@ -111,7 +109,7 @@ def _above_best(tuner, runs, best) -> str:
     runs = [t for t in runs if t.ok]
     counts = f"{len(runs)} trial{'s' * (len(runs) != 1)} against the best's {len(best)}"
     key = sp.key(runs[0].setting)
-    if key in getattr(tuner, "race_alive", ()) and tuner.race_runs.get(key):
+    if key in tuner.race_alive and tuner.race_runs.get(key):
         return f"{counts}: its race did not finish ({tuner.stop_reason})"
     if not tuner.better(runs, best):
         return f"{counts}: inside the noise"

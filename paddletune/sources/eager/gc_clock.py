@@ -49,11 +49,18 @@ class GcClock:
         self._start: Optional[float] = None
 
     def install(self) -> List[Callable[[], None]]:
-        """Start timing the installing thread (the script's, until a fetch says otherwise);
-        returns the undo."""
+        """Start timing the installing thread (the script's, until a step says otherwise:
+        `stepped`); returns the undo."""
         self.watching = _ident()
         gc.callbacks.append(self._callback)
         return [self._remove]
+
+    def stepped(self, bus) -> None:
+        """A training step ended on this thread (the step hooks): it is the one to time, and
+        the pauses so far go out as `gc_pause` events, outside the collector."""
+        self.watching = _ident()
+        if self.pending:
+            send_pauses(self, bus)
 
     def drain(self) -> List[GcPause]:
         """The pauses not sent yet, now taken."""

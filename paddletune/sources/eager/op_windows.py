@@ -96,15 +96,16 @@ def clock_offset(start_ns: int, end_ns: int, t_before: float, t_inside: float,
         return (start_s + end_s) / 2 - t_inside
     return (low + high) / 2
 
+
 ANCHOR_TRIES = 3  # anchors recorded as a window opens; the tightest is the clocks' link
 
 
 def tightest(anchored: Callable[[str], Tuple[float, float, float]],
              base: str) -> Tuple[str, Tuple[float, float, float]]:
     """(name, (t_before, t_inside, t_after)) of the anchor, of ANCHOR_TRIES recorded by
-    `anchored(name)` (named `base#i`), read between the closest perf_counter readings: a thread taken off
-    its core at both ends of one would move a window's ops by the delay (a step's last ops
-    into the next step, on a loaded machine)."""
+    `anchored(name)` (named `base#i`), read between the closest perf_counter readings: a
+    thread taken off its core at both ends of one would move a window's ops by the delay (a
+    step's last ops into the next step, on a loaded machine)."""
     best = None
     for i in range(ANCHOR_TRIES):
         name = f"{base}#{i}"

@@ -35,7 +35,6 @@ thread's solo timing not: each is accounted for on its own): the profile's "hook
 """
 
 import inspect
-import threading
 import time
 from typing import Callable, Dict, List, Optional, Tuple
 
@@ -44,16 +43,15 @@ from paddle.base import core
 
 from ..device_memory import device_index
 from ..eager.bus import StepEnd
-from ..eager.gc_clock import send_last_pauses, send_pauses
+from ..eager.gc_clock import send_last_pauses
 from ..eager.op_windows import OpWindows
-from ..eager.steps import ModelMode
 from ..eager.overrides import batch_size_fixed
+from ..eager.steps import ModelMode
 from .loaders import LoaderHooks, place_name
 from .profiler_ops import PaddleRecorder
 from .static_ops import StaticOps
 
 _perf = time.perf_counter
-_ident = threading.get_ident
 _MISSING = object()
 FETCH_NAMES_MAX = 256  # fetched variables whose names are kept (_fetch_name)
 LOADER_OVERRIDABLE = ("num_workers", "batch_size", "prefetch_factor", "use_shared_memory",
@@ -258,10 +256,7 @@ class PaddleHooks:
                 hooks._device_step(hooks._place, timer.steps)
                 hooks._memory_step(hooks._place, timer.steps, timer.batch_size)
                 timer.step_done(hooks._place)
-                gc_clock = hooks._loader_hooks.gc
-                gc_clock.watching = _ident()  # (the thread that steps: the training thread)
-                if gc_clock.pending:
-                    send_pauses(gc_clock, hooks.source.bus)
+                hooks._loader_hooks.gc.stepped(hooks.source.bus)
                 hooks._own_s += _perf() - t_in  # (before --ops's window: the ops probe's)
                 if hooks._timing_ops:
                     hooks.op_windows.step_ended(timer.steps - 1, timer.last_end, hooks._place)

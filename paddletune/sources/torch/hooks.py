@@ -54,7 +54,7 @@ from torch.utils.data import dataloader as dl
 from torch.utils.data._utils import fetch as fetchers
 
 from ..device_memory import device_index
-from ..eager.gc_clock import GcClock, send_last_pauses, send_pauses
+from ..eager.gc_clock import GcClock, send_last_pauses
 from ..eager.loaders import error_detail, script_arg
 from ..eager.op_windows import OpWindows
 from ..eager.overrides import batch_size_fixed
@@ -240,9 +240,7 @@ class TorchHooks:
             if self.source.bus.listening("memory_step"):
                 self._memory_step(place)
         timer.step_done(place)
-        self._gc.watching = _ident()  # (the thread that steps: the training thread)
-        if self._gc.pending:
-            send_pauses(self._gc, self.source.bus)
+        self._gc.stepped(self.source.bus)
         self.own_s += _perf() - t_in  # (before --ops's windows: the ops probe's overhead)
         if self._ops is not None:
             self._ops.step_ended(timer.steps - 1, timer.last_end, place)
