@@ -1123,14 +1123,34 @@ def test_the_record_checks_each_advice_against_what_the_search_measured(monkeypa
     console = Console(width=200, record=True)
     render_record(rec.build(tuner, {"script": "train.py"}, {}), console)
     text = console.export_text()
+    assert row["verdict"] == "within" and 0 < row["measured_ci"] < 0.5
     assert (f"  reader-starved (num_workers=2): predicted 1.40x (1.08x-2.00x), measured "
-            f"{row['measured']:.2f}x: within its range") in text
+            f"{row['measured']:.2f}x ± {row['measured_ci']:.2f}: within its range") in text
+
+
+@pytest.mark.parametrize("expected_range, got, ci, said", [
+    ((1.2, 2.0), 1.5, 0.1, "within"),
+    ((1.89, None), 1.79, 0.40, "noise"),  # a lower bound the trials' interval reaches
+    ((1.89, None), 1.79, 0.05, "outside"),
+    ((1.2, 1.6), 1.7, 0.11, "noise"),  # above the range, the interval reaching down to it
+    ((1.2, 1.6), 1.7, 0.09, "outside"),
+    ((1.2, 1.6), 1.0, None, "outside"),  # no interval: the point alone
+    ((None, None), 1.5, 0.1, None),
+    ((1.2, 1.6), None, None, None),
+])
+def test_an_advice_check_is_outside_its_range_only_where_its_interval_is(expected_range, got,
+                                                                         ci, said):
+    from paddletune.tune.advice_check import verdict
+    assert verdict(expected_range, got, ci) == said
 
 
 def test_the_report_words_a_lower_bound_and_a_miss():
     from paddletune.render.tune import _advice_figures
     bound = {"predicted": 1.63, "range": [1.63, None], "measured": 1.54, "within_range": False}
     assert _advice_figures(bound) == "predicted at least 1.63x, measured 1.54x: outside its range"
+    noisy = {**bound, "measured_ci": 0.12, "verdict": "noise"}
+    assert _advice_figures(noisy) == ("predicted at least 1.63x, measured 1.54x ± 0.12: outside "
+                                      "its range, though inside these trials' noise")
     unmeasured = {"predicted": None, "range": [None, None], "measured": None}
     assert _advice_figures(unmeasured) == ("no figure predicted; not measured against the "
                                            "baseline")

@@ -224,9 +224,20 @@ def _advice_figures(row) -> str:
         said = f"predicted {predicted:.2f}x" + (f" ({low:.2f}x-{high:.2f}x)" if low else "")
     if got is None:
         return f"{said}; not measured against the baseline"
-    verdict = {True: ": within its range", False: ": outside its range", None: ""}[
-        row.get("within_range")]
-    return f"{said}, measured {got:.2f}x{verdict}"
+    ci = row.get("measured_ci")
+    measured = f"measured {got:.2f}x" + (f" ± {ci:.2f}" if ci else "")
+    return f"{said}, {measured}{_VERDICTS[_verdict(row)]}"
+
+
+_VERDICTS = {"within": ": within its range", "outside": ": outside its range",
+             "noise": ": outside its range, though inside these trials' noise", None: ""}
+
+
+def _verdict(row) -> Optional[str]:
+    """The row's verdict (records before "verdict" said only within_range)."""
+    if "verdict" in row:
+        return row["verdict"]
+    return {True: "within", False: "outside", None: None}[row.get("within_range")]
 
 
 def _isatty(file) -> bool:
