@@ -351,3 +351,24 @@ def test_a_step_of_several_batches_says_how_many_and_counts_their_samples(tmp_pa
     (line,) = [x for x in lines if x.startswith("Throughput:")]
     assert line == ("Throughput: 100.0 steps/s · 25,600 samples/s (batch size 64 · 4.0 batches "
                     "a step)")
+
+
+def test_the_throughput_says_whose_samples_where_the_training_loaders_differ(tmp_path):
+    """Two loaders read every step, 16 labeled and 64 unlabeled samples a batch (FixMatch):
+    the samples are the first loader's, and the main loader (the one that held the steps back)
+    is named with its own batch size; one batch size says nothing more."""
+    steps = step_records(n_steps=40, wall_s=0.010, batch_size=16)
+    labeled = reader_records(steps, config={"batch_size": 16}, wait_s=0.001)
+    unlabeled = reader_records(steps, config={"name": "DataLoader#1", "batch_size": 64},
+                               loader=1, wait_s=0.004)
+    lines = render(make_profile(tmp_path / "p.jsonl", steps=steps,
+                                extra=labeled + unlabeled), width=300)
+    [text] = [line for line in lines if line.startswith("Throughput")]
+    assert text.endswith("samples/s (batch size 16); samples are those of the first loader each step "
+            "reads, while the main loader, DataLoader#1, reads 64 a batch")
+    same = reader_records(steps, config={"name": "DataLoader#1", "batch_size": 16}, loader=1,
+                          wait_s=0.004)
+    lines = render(make_profile(tmp_path / "q.jsonl", steps=steps, extra=labeled + same),
+                   width=300)
+    [text] = [line for line in lines if line.startswith("Throughput")]
+    assert text.endswith("samples/s (batch size 16)")

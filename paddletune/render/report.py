@@ -184,7 +184,7 @@ def _steps(s, head_steps: int, terms, programs: bool) -> Optional[Group]:
     for label, d in ((terms.step, s.step_s), ("loop iteration", s.cycle_s)):
         table.add_row(label, *_distribution_cells(d))
     tp = Text("Throughput: ", style="bold")
-    tp.append(_throughput(s.throughput))
+    tp.append(_throughput(s.throughput) + _samples_loader(s))
     lines = [head, table, tp]
     step_time = s.throughput.step_time_s if s.throughput is not None else None
     if _finite(step_time):
@@ -257,6 +257,21 @@ def _throughput(tp: Optional[Throughput]) -> str:
                    and batches >= SEVERAL_BATCHES else "")
         return text + f" (batch size {tp.batch_size}{several})"
     return text + " (batch size unknown)"
+
+
+def _samples_loader(s) -> str:
+    """Where the steps read batches of more than one size from their training loaders (a
+    FixMatch's labeled and unlabeled batches), whose the samples are: the first each step
+    reads (steps.StepTimer.read), and the main loader's own size where it differs."""
+    tp, main = s.throughput, s.main_loader
+    if tp is None or not tp.batch_size or s.reader is None or main is None:
+        return ""
+    sizes = {f.config.batch_size for f in s.reader.loaders
+             if not f.evaluation and f.scope == "steady" and f.config.batch_size}
+    if len(sizes) < 2 or main.config.batch_size in (None, tp.batch_size):
+        return ""
+    return (f"; samples are those of the first loader each step reads, while the main "
+            f"loader, {main.name}, reads {main.config.batch_size} a batch")
 
 
 def _breakdown(s, terms) -> Optional[Table]:
