@@ -547,3 +547,23 @@ def test_the_report_states_the_passes_under_the_steps(tmp_path):
             f"3 × 0.51 s (8 batches each), 93.8% of it waiting for its batches.") in text
     assert ("Reader: DataLoader#1 · evaluation (its passes ran between training steps) · "
             "made in the training loop (num_workers=0)") in text
+
+
+def test_a_validation_run_read_first_in_a_step_does_not_give_it_its_samples(graded):
+    """An evaluation nothing leaves out (gradients on, the model in train mode, a `break`
+    after 6 batches of 256) read after a step: the next step reads it first, then its
+    training batch of 64. The step's batch size and samples are the training loader's, as
+    the latest step's were (helper-34's s03: 3,537 samples/s and 1.5 batches a step read
+    against the script's 2,330 and 1). A loader read first in the first step still counts."""
+    clock, tracker, timer, steps, states, grad = graded
+    train = tracker.start(0, {}, 0, lambda: 0)
+    val = tracker.start(1, {}, 0, lambda: 0)
+    batch(clock, tracker, train, 0.001, 0.004, size=64)
+    timer.step_done("cpu")
+    for _ in range(6):
+        batch(clock, tracker, val, 0.002, 0.001, size=256)
+    batch(clock, tracker, train, 0.001, 0.004, size=64)
+    timer.step_done("cpu")
+    assert not [s for s in states if s.what == "left"]
+    assert [(s.batch_size, s.samples) for s in steps] == [(64, 64), (64, 64)]
+    assert steps[-1].read_s == pytest.approx(6 * 0.002 + 0.001)  # (its time stays the step's)

@@ -110,8 +110,10 @@ class StepTimer:
     def read(self, t_request: float, wait_s: float, batch_size: Optional[int],
              loader_id: Optional[int] = None):
         """A DataLoader batch was asked for at `t_request` and came `wait_s` later. The
-        step's batch size and samples are those of the first loader it read (several
-        batches a step: gradient accumulation; a second loader's, a GAN's noise, not).
+        step's batch size and samples are those of the loader the latest step trained on
+        where the step reads it, else of the first loader it read (several batches a step:
+        gradient accumulation; a second loader's, a GAN's noise, not; nor those of a
+        validation run the loop read first, with gradients on, that nothing left out).
         A batch of another loader than the latest run's begins a run (`_turn`)."""
         if loader_id != self._run_of:
             self._turn(loader_id, t_request)
@@ -126,6 +128,8 @@ class StepTimer:
         if batch_size is not None:
             if self._samples_of is None:
                 self._samples_of = loader_id
+            elif loader_id == self._trained_of and loader_id != self._samples_of:
+                self._samples_of, self._samples = loader_id, 0  # (the training loader's)
             if loader_id == self._samples_of:
                 self._batch_size = batch_size
                 self._samples += batch_size
