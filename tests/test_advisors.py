@@ -475,8 +475,24 @@ def test_idle_cores_low_advice_when_compute_bound_and_blas_heavy(tmp_path):
     assert 1 < a.expected_speedup < 8
 
 
+def test_idle_cores_counts_only_the_cores_other_processes_leave(tmp_path):
+    """8 cores, the job on one, the machine half busy: 3 cores busy with other processes
+    leave 5, and the advice is 5 threads, saying who kept the others busy."""
+    profile = load_profile(tmp_path, steps=tuned_steps(), env=env_with(1, cores=8),
+                           extra=[*op_times(mul_s=0.008, other_s=0.001),
+                                  *system_rows(cpu_percent=100.0, cpu_total_percent=50.0)])
+    a = only(advise(profile, [threads.cpu_threads]), "cpu-underused")
+    assert a.change.startswith("export OPENBLAS_NUM_THREADS=5")
+    assert "of 800% available (3.0 core(s) busy with other processes)" in a.evidence
+    assert a.figures["other_processes_cores"] == pytest.approx(3.0)
+
+
 @pytest.mark.parametrize("kw", [
     {"cpu_percent": 700.0},  # cores busy already
+    # the job's one core, the machine's eight all busy: other processes leave no idle core
+    # (helper-34: "Cores idle ... export OMP_NUM_THREADS=2" on a 2-core machine at load 4.7,
+    # where 2 threads ran 15x slower and cpu-contended then said 1)
+    {"cpu_total_percent": 100.0},
     {"steps": step_records(gap_s=0.005)},  # input-bound: more BLAS threads won't help
     {"mul_s": 0.0005},  # little BLAS work
 ])
@@ -484,7 +500,10 @@ def test_idle_cores_is_conservative(tmp_path, kw):
     steps = kw.get("steps") or tuned_steps()
     profile = load_profile(tmp_path, steps=steps, env=env_with(1, cores=8),
                            extra=[*op_times(mul_s=kw.get("mul_s", 0.008), other_s=0.001),
-                                  *system_rows(cpu_percent=kw.get("cpu_percent", 100.0))])
+                                  *system_rows(cpu_percent=kw.get("cpu_percent", 100.0),
+                                               **({"cpu_total_percent": kw[
+                                                   "cpu_total_percent"]}
+                                                  if "cpu_total_percent" in kw else {}))])
     assert advise(profile, [threads.cpu_threads]) == []
 
 

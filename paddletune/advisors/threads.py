@@ -269,7 +269,9 @@ def _steal_change(profile, cpu: CpuFacts, n: int) -> str:
 
 
 def _underused(profile, cpu: CpuFacts) -> Optional[Advice]:
-    """Conservative: compute-bound, BLAS-heavy (or unknown), process far below the cores."""
+    """Conservative: compute-bound, BLAS-heavy (or unknown), process far below the cores,
+    and the cores other processes leave fitting at least twice the math threads (a machine
+    other jobs keep busy has no idle cores to give: more threads would be preempted)."""
     blas, rt, cores = cpu.blas_threads, cpu.runtime_threads, cpu.cores
     busy = system_mean(profile, "cpu_percent")
     verdict = profile.summary.verdict.kind
@@ -279,7 +281,12 @@ def _underused(profile, cpu: CpuFacts) -> Optional[Advice]:
     share = op_types_share(profile, BLAS_OPS)
     if share is not None and share < MIN_BLAS_SHARE:
         return None
-    n = _per_runtime_thread(cpu, cores)
+    free = free_cores(profile)
+    others = free.others if free is not None else 0.0
+    left = cores - others  # (the cores other processes leave the job)
+    if blas * rt * 2 > left:
+        return None
+    n = _per_runtime_thread(cpu, left)
     factor = n / blas
     speedup = _amdahl(profile, share, factor)
     return Advice(
@@ -287,7 +294,9 @@ def _underused(profile, cpu: CpuFacts) -> Optional[Advice]:
         confidence="medium" if share is not None else "low",
         title=f"Cores idle: {blas} BLAS thread(s) on {cores} cores",
         evidence=(f"the job is compute-bound, yet the process used {busy:.0f}% CPU on "
-                  f"average (100% = one core) of {cores * 100}% available; "
+                  f"average (100% = one core) of {cores * 100}% available"
+                  + (f" ({others:.1f} core(s) busy with other processes)" if others >= 0.05
+                     else "") + "; "
                   f"{cpu.blas_label} runs {blas} thread(s) per runtime thread ({rt})"
                   + (f"; BLAS ops take {share:.1%} of the op time" if share is not None
                      else "") + "."),
@@ -297,7 +306,7 @@ def _underused(profile, cpu: CpuFacts) -> Optional[Advice]:
                        f"only (profile with --ops to size the gain)"),
         figures={"usable_cores": cores, "blas_threads": blas, "runtime_threads": rt,
                  "cpu_percent_mean": busy, "blas_op_share": share,
-                 "suggested_blas_threads": n})
+                 "other_processes_cores": others, "suggested_blas_threads": n})
 
 
 def _amdahl(profile, share, factor) -> Optional[float]:
