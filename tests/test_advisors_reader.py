@@ -841,11 +841,11 @@ def test_a_worker_beyond_the_cores_is_proposed_only_for_a_gain():
     assert narrow.workers == 1 and narrow.predicted_s == pytest.approx(0.030)
 
 
-def loop_profile(tmp_path, steps, per_batch, framework):
+def loop_profile(tmp_path, steps, per_batch, framework, machine_percent=25.0):
     """`steps` fed by one loader (reader_records(**per_batch)) in a job of `framework`, on 4
-    cores the process keeps one of busy."""
+    cores the process keeps one of busy (the machine `machine_percent` busy)."""
     from profiles import source_info
-    samples = system_samples(cpu_percent=100.0, cpu_total_percent=25.0)
+    samples = system_samples(cpu_percent=100.0, cpu_total_percent=machine_percent)
     return load(make_profile(tmp_path / f"{framework}.jsonl", steps=steps, env=CORES_4,
                              extra=reader_records(steps, **per_batch) + samples,
                              source=source_info(framework)))
@@ -938,6 +938,27 @@ def test_a_torch_loop_whose_batches_cost_less_than_a_hand_over_keeps_them(tmp_pa
     moved = only(advise(fluid, READER_RULES), "reader-starved")
     assert not moved.figures["keep_in_loop"] and "num_workers=1" in moved.change
     assert _change("reader-starved", moved.figures)["num_workers"] == 1
+
+
+def test_a_hand_over_dearer_than_the_wait_keeps_the_batches_in_a_busy_machines_loop(tmp_path):
+    """The same cheap batches on a machine other processes keep busy (all 4 cores): the
+    cores bound the workers, and taking each batch from one (0.75 ms) would also cost the
+    loop more than the 0.5 ms it waits: keep them in the loop (helper-34's s06 was told to
+    add a worker its own figures said would make the step slower)."""
+    steps = step_records(wall_s=0.0027, gap_s=0.0)
+    per_batch = {"wait_s": 0.0005, "empty_ratio": 1.0, "produce_s": 0.0005, "cpu_s": 0.0005,
+                 "fill": 0, "workers": (-1,),
+                 "config": {"num_workers": 0, "producer": "loop", "capacity": 0}}
+    busy = loop_profile(tmp_path, steps, per_batch, "torch", machine_percent=100.0)
+    kept = only(advise(busy, READER_RULES), "reader-starved")
+    assert kept.figures["cpu_bound"] and kept.figures["keep_in_loop"], kept.figures
+    assert kept.change.startswith("# keep making the batches in the loop (num_workers=0)")
+    # a batch dearer than its hand-over, on the same busy machine: the cores bound it
+    per_batch |= {"wait_s": 0.002, "produce_s": 0.002, "cpu_s": 0.002}
+    dear = loop_profile(tmp_path, step_records(wall_s=0.0042, gap_s=0.0), per_batch, "torch",
+                        machine_percent=100.0)
+    bound = only(advise(dear, READER_RULES), "reader-starved")
+    assert bound.figures["cpu_bound"] and not bound.figures["keep_in_loop"], bound.figures
 
 
 def test_a_loader_that_fed_part_of_the_steps_is_advised_on_those_steps(tmp_path):

@@ -339,9 +339,14 @@ def _producers_now(plan) -> int:
 def _hand_over_outweighs(plan: dict) -> bool:
     """A loop making its own batches, where workers would gain nothing because taking each
     batch from one costs the loop about what making it there does (PyTorch's hand-over
-    through shared memory: WORKER_TRANSFER_S), the cores not being what bounds it."""
+    through shared memory: WORKER_TRANSFER_S): the cores not being what bounds it, or
+    taking the step's batches costing the loop at least what it waits for them now (then
+    free cores would not help either: helper-34's s06, 0.75 ms to take a batch against
+    0.33 ms waited, on a machine other jobs kept busy, was told to add a worker)."""
     taking_s = plan.get("transfer_s_per_batch", (0.0, 0.0))[0]
-    return (plan.get("made_in") == "loop" and bool(taking_s) and not plan.get("cpu_bound")
+    outweighs = not plan.get("cpu_bound") or (
+        plan.get("compute_taking_s", 0.0) >= (plan.get("wait_per_step_s") or 0.0))
+    return (plan.get("made_in") == "loop" and bool(taking_s) and outweighs
             and (plan["speedup"] or 1.0) < NO_GAIN)
 
 
