@@ -660,7 +660,9 @@ def test_a_loaders_other_arguments_are_recorded_and_kept_in_the_code(monkeypatch
     assert line == ("loader = paddle.io.DataLoader(dataset, batch_size=4, shuffle=True, "
                     "collate_fn=pad_batch, num_workers=2)")
     named = code.loader(LoaderConfig(args=tuple(args[1])), num_workers=2)
-    assert named.splitlines()[0] == "# keep your batch_sampler= as they are"
+    assert named.splitlines() == [
+        "# batch_sampler: the script's own object, passed as the script passes it",
+        "loader = paddle.io.DataLoader(dataset, batch_sampler=batch_sampler, num_workers=2)"]
 
 
 def test_a_loader_feeding_static_graph_runs_is_training(monkeypatch):

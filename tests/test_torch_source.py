@@ -885,8 +885,20 @@ def test_a_loaders_other_arguments_are_recorded_and_kept_in_the_code(src):
     assert resized == ("loader = torch.utils.data.DataLoader(dataset, batch_size=8, "
                        "shuffle=True, collate_fn=pad_batch)")
     sampled = code.loader(LoaderConfig(batch_size=4, args=tuple(args[1])), num_workers=2)
-    assert sampled.splitlines()[0] == "# keep your sampler= and collate_fn= as they are"
+    assert sampled.splitlines() == [
+        "# sampler and collate_fn: the script's own objects, passed as the script passes them",
+        "loader = torch.utils.data.DataLoader(dataset, batch_size=4, sampler=sampler, "
+        "collate_fn=collate_fn, num_workers=2, persistent_workers=True)"]
     compile(sampled, "x", "exec")
+    # a batch_sampler of the script's (batch_size None) stays in the call: without it the
+    # pasted loader would make batches of one (helper-34's s05b)
+    batches = code.loader(LoaderConfig(batch_size=None, args=tuple(args[2])), num_workers=2)
+    assert batches.splitlines()[0] == ("# batch_sampler: the script's own object, passed as "
+                                       "the script passes it")
+    scope = {"torch": torch, "dataset": dataset,
+             "batch_sampler": torch.utils.data.BatchSampler(range(16), 5, drop_last=False)}
+    exec(batches, scope)
+    assert [len(b) for b in scope["loader"].batch_sampler] == [5, 5, 5, 1]
 
 
 def test_every_python_line_of_torch_code_compiles():

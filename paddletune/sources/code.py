@@ -179,16 +179,25 @@ def code_for(framework: str) -> CodeWriter:
 
 def script_args(config) -> tuple:
     """The script's other DataLoader arguments (LoaderConfig.args): (those written as
-    `name=value`, the names of those that cannot be)."""
+    `name=value`, the names of those that cannot be). A name that cannot be written (a
+    sampler object, a lambda) is written `name=name` (`kept_args`) under `keep_note`: a call
+    pasted without it would drop it (a batch_sampler's batches for batches of one)."""
     args = tuple(getattr(config, "args", ()) or ())
     return [a for a in args if "=" in a], [a for a in args if "=" not in a]
 
 
+def kept_args(names) -> list:
+    """The call's `name=name` for each argument the script passes an object of its own."""
+    return [f"{name}={name}" for name in names]
+
+
 def keep_note(names) -> str:
-    """A comment line above a DataLoader call naming the script's arguments it leaves to the
-    script (its sampler object, a lambda), or nothing."""
+    """A comment line above a DataLoader call whose `name=name` arguments stand for the
+    script's own objects (its sampler, a lambda), or nothing."""
     if not names:
         return ""
-    kept = " and ".join(f"{name}=" for name in names)
-    return f"# keep your {kept} as they are\n"
+    kept = " and ".join(names)
+    one = len(names) == 1
+    return (f"# {kept}: the script's own {'object' if one else 'objects'}, passed as the "
+            f"script passes {'it' if one else 'them'}\n")
 

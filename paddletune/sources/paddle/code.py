@@ -3,7 +3,7 @@ change only exists in the static graph). Pure text: imports nothing of paddle.""
 
 from typing import Mapping, Optional, Sequence
 
-from ..code import CodeWriter, keep_note, script_args
+from ..code import CodeWriter, keep_note, kept_args, script_args
 
 SET_FLAG = "paddle.set_flags({{'{flag}': {value!r}}})  # in the script, before training"
 # LoaderConfig fields -> paddle.io.DataLoader's arguments (None: not an argument of it)
@@ -72,7 +72,7 @@ class PaddleCode(CodeWriter):
                 notes.append(f"# {field}={value!r}: paddle.io.DataLoader has no such argument")
         batch = values.pop("batch_size", None)
         args = "".join(([f", batch_size={batch!r}"] if batch is not None else [])
-                       + [f", {a}" for a in written]
+                       + [f", {a}" for a in written + kept_args(named)]
                        + [f", {k}={v!r}" for k, v in values.items()])
         return keep_note(named) + "\n".join([f"loader = paddle.io.DataLoader(dataset{args})",
                                               *notes])

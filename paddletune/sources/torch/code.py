@@ -2,7 +2,7 @@
 
 from typing import Mapping, Optional, Sequence
 
-from ..code import CodeWriter, keep_note, script_args
+from ..code import CodeWriter, keep_note, kept_args, script_args
 
 LOADER_ARGS = ("batch_size", "num_workers", "prefetch_factor", "pin_memory",
                "persistent_workers", "drop_last")
@@ -43,8 +43,8 @@ class TorchCode(CodeWriter):
             for key in ("prefetch_factor", "persistent_workers"):
                 args.pop(key, None)
         batch = args.pop("batch_size", config.batch_size)
-        shown = ([f"batch_size={batch!r}"] if batch else []) + written + kept + \
-            [f"{k}={v!r}" for k, v in args.items() if k in LOADER_ARGS]
+        shown = ([f"batch_size={batch!r}"] if batch else []) + written + kept_args(named) + \
+            kept + [f"{k}={v!r}" for k, v in args.items() if k in LOADER_ARGS]
         call = f"loader = torch.utils.data.DataLoader({', '.join(['dataset'] + shown)})"
         return keep_note(named) + call
 
