@@ -28,9 +28,9 @@ from . import profile as prof
 from .env import collect_env
 from .probes.base import Clock
 from .profile.records import (SCOPE_EVENTS, DeviceTimeEvent, ErrorEvent, ExitEvent,
-                              GcPauseEvent, ModelEvent, NanInfEvent, OverridesEvent, ProbeRecord,
-                              ProbeUnavailableEvent, ProducerSoloEvent, SettingsEvent,
-                              SpeedTestEvent, StepLimitEvent)
+                              GcHeapEvent, GcPauseEvent, ModelEvent, NanInfEvent,
+                              OverridesEvent, ProbeRecord, ProbeUnavailableEvent,
+                              ProducerSoloEvent, SettingsEvent, SpeedTestEvent, StepLimitEvent)
 from .oom import oom_cause
 from .profile.paths import output_problem
 from .profile.schema import SchemaError, decode
@@ -326,6 +326,7 @@ class _Session:
         subs.append(self.source.subscribe("model", self._on_model))
         subs.append(self.source.subscribe("device_time", self._on_device_time))
         subs.append(self.source.subscribe("gc_pause", self._on_gc_pause))
+        subs.append(self.source.subscribe("gc_heap", self._on_gc_heap))
         if self.speed_test is not None:
             subs.append(self.source.subscribe("step_end", self.speed_test.on_step))
             subs.append(self.source.subscribe("reader_solo", self.speed_test.on_solo))
@@ -386,6 +387,12 @@ class _Session:
         """A pause of Python's garbage collector on the training thread (a GcPause)."""
         self.writer.submit(GcPauseEvent(self.clock.rel(pause.t), pause.pause_s,
                                         pause.generation, pause.collected, pause.more))
+
+    def _on_gc_heap(self, heap):
+        """The objects Python's garbage collector tracked, counted on the training thread (a
+        GcHeap)."""
+        self.writer.submit(GcHeapEvent(self.clock.rel(heap.t), heap.objects, heap.read_s,
+                                       heap.full))
 
     def _on_scope(self, record):
         """What limits what the profile covers (a compiled model, one rank of many, a probe

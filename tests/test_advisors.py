@@ -166,7 +166,8 @@ def test_every_rule_is_registered_in_advice_row_order():
                                  "the GPU's fast paths for the model (#28)",
                                  "a float64 model (#28)", "the workers' hand-over (#29)",
                                  "evaluation passes waiting for their batches (#30)",
-                                 "the workers' start at every pass (#31)"]
+                                 "the workers' start at every pass (#31)",
+                                 "full garbage collections in the loop (#32)"]
 
 
 def test_a_failing_rule_yields_advisor_error_and_others_still_run(tmp_path):

@@ -169,6 +169,26 @@ def test_garbage_collection_pauses_in_the_steady_steps(tmp_path):
     assert load(make_profile(tmp_path / "q.jsonl", steps=steps)).summary.gc is None
 
 
+def gc_heap(t, objects, full):
+    return {"type": "event", "kind": "gc_heap", "t": t, "objects": objects, "read_s": 0.05,
+            "full": full}
+
+
+def test_the_heap_the_loop_starts_with_and_the_latest_count(tmp_path):
+    """The first step's count is the loop's heap, whatever collections ran before it (an
+    L-BFGS step's closures: its `full` 1); the latest count after a full collection is the
+    last; the full collections' time apart."""
+    steps = step_records(n_steps=40, wall_s=0.010)
+    extra = [gc_pause(0.2, 0.008, generation=1), gc_pause(0.3, 0.02), gc_pause(0.4, 0.03),
+             gc_heap(0.12, 400_000, 1), gc_heap(0.31, 450_000, 2), gc_heap(0.41, 500_000, 4)]
+    g = load(make_profile(tmp_path / "p.jsonl", steps=steps, extra=extra)).summary.gc
+    assert (g.full, g.heap_loop, g.heap_last) == (2, 400_000, 500_000)
+    assert g.full_s == pytest.approx(0.05) and g.pause_s == pytest.approx(0.058)
+    alone = load(make_profile(tmp_path / "q.jsonl", steps=steps,
+                              extra=extra[:3] + extra[3:4])).summary.gc
+    assert (alone.heap_loop, alone.heap_last) == (400_000, None)
+
+
 def test_pauses_past_the_cap_are_counted_in_the_runs(tmp_path):
     steps = step_records(n_steps=40, wall_s=0.010)
     more = {**gc_pause(0.6, 2.5, generation=-1), "more": 300}

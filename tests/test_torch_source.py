@@ -22,7 +22,8 @@ from paddletune.sources.torch import hooks  # noqa: E402
 from paddletune.sources.torch.code import NAN_GUARDS, TorchCode  # noqa: E402
 from paddletune.sources.torch.source import TorchSource  # noqa: E402
 
-EVENTS = ("step_end", "reader_state", "reader_push", "reader_pop", "nan_inf", "gc_pause")
+EVENTS = ("step_end", "reader_state", "reader_push", "reader_pop", "nan_inf", "gc_pause",
+          "gc_heap")
 
 
 class Sleepy(torch.utils.data.Dataset):
@@ -114,8 +115,9 @@ def test_one_step_end_per_step_of_the_first_optimizer(src):
         assert e.compute_s >= 0.0
         assert e.t_end >= e.t_begin
         assert e.place == "CPUPlace"
-    for a, b in zip(ends, ends[1:]):
-        assert b.t_begin == a.t_end
+    for a, b in zip(ends, ends[1:]):  # (the heap counted after the first: its pause)
+        assert b.t_begin == pytest.approx(a.t_end + b.paused_s, abs=1e-9)
+    assert ends[1].paused_s > 0 and [e.paused_s for e in ends[2:]] == [0.0, 0.0]
 
 
 def test_a_new_optimizer_each_fold_takes_the_steps_over(src):
@@ -245,6 +247,14 @@ def test_a_collection_inside_the_fetch_is_the_steps_time_not_the_datas(src):
     full = [p for p in src.events["gc_pause"] if p.generation == 2]
     assert len(full) == 1 and full[0].pause_s == pytest.approx(dataset.collect_s, rel=0.2)
     assert third.t_begin <= full[0].t <= third.t_end
+    # the heap counted at the first step's end and after the full collection (at the
+    # third's), each count's time left out of the step after it
+    loop, after = src.events["gc_heap"]
+    assert (loop.full, after.full) == (0, 1)
+    assert loop.objects > 600_000 and after.objects > 600_000
+    steps = src.events["step_end"]
+    for count, following in ((loop, steps[1]), (after, steps[3])):
+        assert following.t_begin >= count.t + count.read_s
 
 
 def test_the_gc_clock_keeps_long_pauses_up_to_its_cap(monkeypatch):
@@ -273,6 +283,43 @@ def test_the_gc_clock_keeps_long_pauses_up_to_its_cap(monkeypatch):
     assert {name for name, _ in Bus.sent} == {"gc_pause"}
     assert [(p.generation, p.more) for p in pauses] == [(2, 0), (2, 0), (-1, dropped)]
     assert all(p.pause_s > 0 for p in pauses) and clock.drain() == [] and not clock.dropped
+
+
+def test_the_gc_clock_counts_the_heap_at_the_first_step_and_after_full_collections(
+        monkeypatch):
+    """The first step's end, then the step ends after the 1st, 2nd and 4th full collection
+    (not the 3rd), at most MAX_HEAP_READS counts; each count's time is the timer's pause."""
+    from paddletune.sources.eager import gc_clock as G
+    monkeypatch.setattr(G, "MAX_HEAP_READS", 4)
+
+    class Bus:
+        def __init__(self):
+            self.heaps = []
+
+        def emit(self, name, payload):
+            if name == "gc_heap":
+                self.heaps.append(payload)
+
+    class Timer:
+        paused = []
+
+        def pause(self, seconds):
+            self.paused.append(seconds)
+
+    bus, timer, clock = Bus(), Timer(), G.GcClock()
+    undo = clock.install()
+    try:
+        clock.stepped(bus, timer)
+        for _ in range(9):  # full collections 1..9: counts after 1, 2 and 4, then the cap
+            gc.collect()
+            clock.stepped(bus, timer)
+    finally:
+        for u in undo:
+            u()
+    assert [h.full for h in bus.heaps] == [0, 1, 2, 4]
+    assert all(h.objects > 1000 and h.read_s > 0 for h in bus.heaps)
+    assert len(timer.paused) == 4 and all(p >= h.read_s for p, h in zip(timer.paused,
+                                                                        bus.heaps))
 
 
 def test_the_gc_clock_times_the_thread_it_watches_only():

@@ -21,6 +21,7 @@ from . import gpu_model  # noqa: F401  (#28)
 from . import handover  # noqa: F401  (#29)
 from . import evaluation  # noqa: F401  (#30)
 from . import pass_start  # noqa: F401  (#31)
+from . import collector  # noqa: F401  (#32)
 from .base import Advice, advise, checks, rank, rule, rules
 
 __all__ = ["Advice", "advise", "checks", "rank", "rule", "rules"]

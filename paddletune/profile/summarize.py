@@ -157,11 +157,18 @@ def gc_figures(profile, steady: Steady) -> Optional[F.GcFigures]:
     total = sum(p.pause_s for p in inside)
     cycles = steady.total("cycle", r.Step.cycle_s.fget)
     longest = max(inside, key=lambda p: p.pause_s, default=None)
+    full = [p for p in inside if p.generation == 2]
+    heaps = sorted(profile.events_of("gc_heap"), key=lambda h: h.t_s)
+    loop = heaps[0].objects if heaps else None  # (the first step's end: its `full` may be
+    # more than 0, collections that ran inside that step: an L-BFGS step's closures)
+    last = heaps[-1] if len(heaps) > 1 else None
     return F.GcFigures(
-        pauses=len(inside), full=sum(1 for p in inside if p.generation == 2), pause_s=total,
+        pauses=len(inside), full=len(full), pause_s=total,
         share=total / cycles if cycles > 0 else None,
         max_s=longest.pause_s if longest else None, max_t_s=longest.t_s if longest else None,
-        run_pauses=len(placed) + more, run_pause_s=sum(p.pause_s for p in pauses), more=more)
+        run_pauses=len(placed) + more, run_pause_s=sum(p.pause_s for p in pauses), more=more,
+        full_s=sum(p.pause_s for p in full), heap_loop=loop,
+        heap_last=last.objects if last is not None else None)
 
 
 def main_program(profile) -> Tuple[Optional[int], Counter]:

@@ -35,7 +35,7 @@ QUANTILES = ("mean", "p50", "p90", "p99", "max")  # the step-time table's column
 GPU_PEAKS = (("power_w", "W"), ("temperature_c", "°C"))
 SHOWN_ELSEWHERE = ("exit", "probe_unavailable", "speed_test", "producer_solo", "compiled",
                    "distributed", "model", "device_time",
-                   "gc_pause")  # header, rows, sections
+                   "gc_pause", "gc_heap")  # header, rows, sections
 ALARMING = ("nan_inf", "error", "signal")
 GC_SHOWN_SHARE, GC_SHOWN_S = 0.005, 0.050  # the collector's pauses worth a line: this share
 # of the steady steps' time, or one this long (a step it made an outlier)

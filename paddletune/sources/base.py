@@ -54,6 +54,8 @@ runtime/events.py, are the reference; other sources build objects with the same 
                 as the GPU ran them, timed with CUDA events, totals so far
   gc_pause      t, pause_s, generation, collected: a collection of Python's garbage
                 collector on the training thread of 5 ms or more (sources/eager/gc_clock.py)
+  gc_heap       t, objects, read_s, full: the objects the collector tracks, counted on the
+                training thread at the first step's end and after full collections
 """
 
 from contextlib import contextmanager
@@ -64,7 +66,7 @@ from ..profile.records import AppliedOverride, Knob, NoEffect, SourceInfo
 EVENTS = ("step_end", "op_end", "compile", "nan_inf", "reader_state", "reader_push",
           "reader_pop", "reader_batch", "reader_solo", "memory_step", "memory_trace",
           "memory_oom", "sched_step", "drop_scope", "scope", "model", "device_time",
-          "gc_pause")
+          "gc_pause", "gc_heap")
 # A combined event -> the events it stands for, in order: a source may send it instead of
 # them only while every subscriber of theirs takes it too (a subscriber of the parts alone
 # gets the parts)

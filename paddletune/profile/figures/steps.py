@@ -271,6 +271,11 @@ class GcFigures:
       run_pauses   pauses in the whole run (the setup and evaluation too)
       run_pause_s  their total time
       more         of them, pauses past the 2,000 recorded (counted, not placed in time)
+      full_s       the full collections' time (of pause_s)
+      heap_loop    the objects the collector tracked at the first step's end (the run's
+                   first count): the heap the loop starts with (records.GcHeapEvent; None:
+                   not counted)
+      heap_last    at the latest count after it, after a full collection (None: none)
     """
 
     pauses: Count
@@ -282,6 +287,9 @@ class GcFigures:
     run_pauses: Count
     run_pause_s: Seconds
     more: Count = 0
+    full_s: Seconds = 0.0
+    heap_loop: Optional[Count] = None
+    heap_last: Optional[Count] = None
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,8 @@ samples, events, reader, memory, sched (and every probe's own record).
 
 from ..schema import Names
 from .events import (AppliedOverride, CompiledEvent, CudaGraphEvent, DeviceTimeEvent,
-                     DistributedEvent, ErrorEvent, Event, ExitEvent, GcPauseEvent, ModelEvent,
+                     DistributedEvent, ErrorEvent, Event, ExitEvent, GcHeapEvent, GcPauseEvent,
+                     ModelEvent,
                      NanInfEvent, NoEffect,
                      OverridesEvent,
                      ProbeUnavailableEvent, ProducerSoloEvent, SettingsEvent, SpeedTestEvent,
@@ -40,17 +41,18 @@ RECORDS = (Header, Step, Program, OpsRecord, StepWindow, SystemSample, GpuSample
            ReaderEnd, ReaderInterval, MemoryStep, MemoryPeak, MemoryTrace, MemoryOom,
            MemoryPool, SchedStep, SchedDrop, ProbeRecord, CompiledEvent, DistributedEvent,
            CudaGraphEvent, ProducerSoloEvent, ModelEvent, SettingsEvent, DeviceTimeEvent,
-           GcPauseEvent)
+           GcPauseEvent, GcHeapEvent)
 EVENTS = (Event, ExitEvent, ErrorEvent, StepLimitEvent, NanInfEvent, ProbeUnavailableEvent,
           SpeedTestEvent, OverridesEvent, CompiledEvent, DistributedEvent, CudaGraphEvent,
-          ProducerSoloEvent, ModelEvent, SettingsEvent, DeviceTimeEvent, GcPauseEvent)
+          ProducerSoloEvent, ModelEvent, SettingsEvent, DeviceTimeEvent, GcPauseEvent,
+          GcHeapEvent)
 SCOPE_EVENTS = (CompiledEvent, DistributedEvent)  # what limits what a profile covers
 SAMPLES = (SystemSample, GpuSample, WorkerSample)
 
 __all__ = ["AppliedOverride", "Command", "CompiledEvent", "CpuInfo", "CudaGraphEvent", "CupyInfo",
            "DISCRIMINATORS", "DeviceTimeEvent",
            "Dist", "DistributedEvent", "EVENTS", "Env", "ErrorEvent", "Event", "ExitEvent",
-           "GcPauseEvent", "GpuDevice", "GpuInfo", "GpuSample", "Header", "Knob", "LoaderConfig",
+           "GcHeapEvent", "GcPauseEvent", "GpuDevice", "GpuInfo", "GpuSample", "Header", "Knob", "LoaderConfig",
            "MemoryInfo",
            "MemoryOom", "MemoryPeak", "MemoryPool", "MemoryStep", "MemoryTrace", "MemoryTraceOp",
            "MemoryWindow", "ModelEvent", "Names", "NanInfEvent", "NoEffect", "NumpyInfo",

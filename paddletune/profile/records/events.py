@@ -428,6 +428,34 @@ class GcPauseEvent:
 
 
 @dataclass(frozen=True)
+class GcHeapEvent:
+    """The objects Python's garbage collector tracks, counted on the training thread (a
+    PyTorch or Paddle 3 job) at the first training step's end (the heap the loop starts
+    with) and at the step ends after the 1st, 2nd, 4th, 8th... full collection (at most 12
+    counts a run): what a full collection scans, and how much of it was there before the
+    loop (what `gc.freeze()` there would take out of every later scan). A count walks the
+    whole heap (20-130 ms for 0.3-1.2 million objects on a 2-core VM); its time is left out
+    of the step after it.
+
+    Fields:
+      t_s       when it was counted
+      objects   the objects tracked then (len(gc.get_objects()))
+      read_s    how long counting them took
+      full      the full collections on the training thread before it (the run's first
+                count is the first step's end's, whatever collections ran before it)
+      message   None
+    """
+
+    KIND: ClassVar[str] = "event"
+    WHAT: ClassVar[str] = "gc_heap"
+    t_s: TimeS
+    objects: Count = 0
+    read_s: Seconds = 0.0
+    full: Count = 0
+    message: Optional[str] = None
+
+
+@dataclass(frozen=True)
 class DeviceTimeEvent:
     """The training steps as the GPU ran them, timed with CUDA events (PyTorch or Paddle 3 on
     a GPU): an event recorded on the device's stream where each step ended (the optimizer

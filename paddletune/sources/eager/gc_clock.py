@@ -10,6 +10,13 @@ against 24% without it). The hooks subtract the collections inside a fetch from 
 the pause counts in the step's own time, and send each pause of PAUSE_S or more as a
 `gc_pause` event (records.GcPauseEvent) from the step hook, outside the collector.
 
+The clock also counts the objects the collector tracks (`len(gc.get_objects())`, a
+`gc_heap` event: records.GcHeapEvent) at the first training step's end and at the step ends
+after the 1st, 2nd, 4th... full collection, at most MAX_HEAP_READS times: how much of what a
+full collection scans existed before the loop, which `gc.freeze()` there takes out of every
+scan (advisors/collector.py). A count walks the heap (20-130 ms for 0.3-1.2 million
+objects): its time is left out of the next step (StepTimer.pause).
+
 `GcClock.watching` is the thread to time: the one that installed the clock, then the one that
 steps the optimizer (the step hooks say so after each step; a DataLoader read on a prefetch
 thread is not the training thread). `total_s` only grows. One Python call per collection,
@@ -26,6 +33,8 @@ _perf = time.perf_counter
 
 PAUSE_S = 0.005  # a collection this long on the training thread is a pause worth a record
 MAX_PAUSES = 2000  # pauses recorded in one run at most (the rest are counted: `dropped`)
+MAX_HEAP_READS = 12  # heap counts a run at most: the first step's, then after full
+# collections 1, 2, 4, ... 1,024
 
 
 class GcPause(NamedTuple):
@@ -38,6 +47,16 @@ class GcPause(NamedTuple):
     more: int = 0  # the last one sent: pauses past MAX_PAUSES, pause_s their total time
 
 
+class GcHeap(NamedTuple):
+    """The tracked objects counted at `t` (perf_counter), in `read_s`, after `full` full
+    collections on the watched thread."""
+
+    t: float
+    objects: int
+    read_s: float
+    full: int
+
+
 class GcClock:
     def __init__(self):
         self.watching: Optional[int] = None
@@ -47,6 +66,9 @@ class GcClock:
         self.dropped = 0  # pauses past MAX_PAUSES
         self.dropped_s = 0.0  # their time
         self._start: Optional[float] = None
+        self.full = 0  # full collections on the watched thread
+        self.heap_reads = 0
+        self._count_heap = True  # at the next step's end (the first: the loop's heap)
 
     def install(self) -> List[Callable[[], None]]:
         """Start timing the installing thread (the script's, until a step says otherwise:
@@ -55,12 +77,25 @@ class GcClock:
         gc.callbacks.append(self._callback)
         return [self._remove]
 
-    def stepped(self, bus) -> None:
+    def stepped(self, bus, timer=None) -> None:
         """A training step ended on this thread (the step hooks): it is the one to time, and
-        the pauses so far go out as `gc_pause` events, outside the collector."""
+        the pauses so far go out as `gc_pause` events, outside the collector; the heap is
+        counted where due, its time left out of the next step (`timer`'s pause)."""
         self.watching = _ident()
         if self.pending:
             send_pauses(self, bus)
+        if self._count_heap:
+            self._send_heap(bus, timer)
+
+    def _send_heap(self, bus, timer) -> None:
+        self._count_heap = False
+        self.heap_reads += 1
+        t0 = _perf()
+        objects = len(gc.get_objects())
+        read_s = _perf() - t0
+        bus.emit("gc_heap", GcHeap(t0, objects, read_s, self.full))
+        if timer is not None:
+            timer.pause(_perf() - t0)
 
     def drain(self) -> List[GcPause]:
         """The pauses not sent yet, now taken."""
@@ -81,6 +116,11 @@ class GcClock:
             return
         pause_s = _perf() - self._start
         self.total_s += pause_s
+        if info.get("generation") == 2:
+            self.full += 1
+            full = self.full
+            if full & (full - 1) == 0 and self.heap_reads < MAX_HEAP_READS:
+                self._count_heap = True  # (after the 1st, 2nd, 4th... full collection)
         if pause_s >= PAUSE_S:
             if self.recorded < MAX_PAUSES:
                 self.recorded += 1

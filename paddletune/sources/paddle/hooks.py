@@ -256,7 +256,7 @@ class PaddleHooks:
                 hooks._device_step(hooks._place, timer.steps)
                 hooks._memory_step(hooks._place, timer.steps, timer.batch_size)
                 timer.step_done(hooks._place)
-                hooks._loader_hooks.gc.stepped(hooks.source.bus)
+                hooks._loader_hooks.gc.stepped(hooks.source.bus, timer)
                 hooks._own_s += _perf() - t_in  # (before --ops's window: the ops probe's)
                 if hooks._timing_ops:
                     hooks.op_windows.step_ended(timer.steps - 1, timer.last_end, hooks._place)

@@ -240,7 +240,7 @@ class TorchHooks:
             if self.source.bus.listening("memory_step"):
                 self._memory_step(place)
         timer.step_done(place)
-        self._gc.stepped(self.source.bus)
+        self._gc.stepped(self.source.bus, timer)
         self.own_s += _perf() - t_in  # (before --ops's windows: the ops probe's overhead)
         if self._ops is not None:
             self._ops.step_ended(timer.steps - 1, timer.last_end, place)
