@@ -980,3 +980,30 @@ def test_a_loader_that_fed_part_of_the_steps_is_advised_on_those_steps(tmp_path)
     assert f["speedup"] == pytest.approx(1 / ((1 - share) + share / own))
     assert advice.expected_gain.startswith(f"up to {f['speedup']:.2f}x steps/s over the run: ")
     assert "(80% of the training time)" in advice.expected_gain
+
+
+def test_a_pass_inside_the_optimizers_step_counts_its_batches_per_step(tmp_path):
+    """An L-BFGS job's closure reads the whole DataLoader inside step(): the intervals have
+    no steps of their own, so the loader's batches and waits a step are its steady batches
+    and waits over the steady steps, not one batch (helper-33's s03: "waited 0.00 ms per
+    step, 51% of its 994.84 ms step; producer 5.08 ms/batch vs compute 994.84 ms/step")."""
+    steps = step_records(n_steps=40, wall_s=0.100)
+    batches = step_records(n_steps=400, wall_s=0.010, warmup_factor=1.0)
+    per_batch = {"wait_s": 0.005, "empty_ratio": 1.0, "produce_s": 0.005, "cpu_s": 0.004,
+                 "fill": 0, "workers": (-1,), "config": {"num_workers": 0, "capacity": 0}}
+    records = reader_records(batches, **per_batch)
+    for row in records:
+        if row["what"] == "interval":
+            row.update(steps=0, step_wait_s=0.0, programs={})
+    profile = load(make_profile(tmp_path / "p.jsonl", steps=steps, env=CORES_4,
+                                extra=records + system_samples(cpu_percent=100.0,
+                                                               cpu_total_percent=25.0)))
+    s, f = profile.summary, profile.summary.main_loader
+    assert f.consumer.batches_per_step is None and f.wait.per_step_s is None
+    a = only(advise(profile, READER_RULES), "reader-starved")
+    per_step = f.batches / s.steady_steps
+    assert 5 < per_step < 12  # (the batches over the steady window, about 10 a step)
+    assert a.figures["batches_per_step"] == pytest.approx(per_step)
+    assert a.figures["wait_per_step_s"] == pytest.approx(f.wait.total_s / s.steady_steps)
+    assert a.figures["producer_s_per_step"] == pytest.approx(0.005 * per_step)
+    assert f"for a step's {per_step:.3g} batches" in a.evidence

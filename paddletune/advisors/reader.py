@@ -32,6 +32,7 @@ WORKER_BATCH_S = 0.00015  # the trainer's side of taking a batch from a worker p
 # docs/benchmarks.md)
 ONE_THREAD = "speed test, 1 math thread"  # a plan made on the one-thread ceiling window
 NO_GAIN = 1.02  # a predicted speedup below this is none
+SEVERAL_BATCHES = 1.5  # batches a step from which the producer's time is said a step's
 MIN_REST = 0.05  # the cycle less the wait below this share of it: take the step's run
 
 
@@ -106,7 +107,7 @@ def worker_plan(profile, f: LoaderFigures) -> dict:
     trainer one BLAS thread and the speed test measured its ceiling with one, the plan is
     made again on that step."""
     s = profile.summary
-    per_step = f.consumer.batches_per_step or 1.0
+    per_step = _batches_per_step(s, f)
     cpu_share = f.producer.cpu_share
     cpu_s = (f.producer.cpu_s_per_batch or 0.0) * per_step
     gil = f.config.made_in == "thread" and cpu_share is not None and \
@@ -129,7 +130,8 @@ def worker_plan(profile, f: LoaderFigures) -> dict:
     plan = _plan(profile, f, cost, free_s + hand_over_s, window, hand_over_s, source) | {
         "gil_bound_thread": gil, "producer_s_per_step": measured_s,
         "producer_cpu_measured_s": cpu_s, "transfer_s_per_batch": (taking_s, sending_s),
-        "compute_taking_s": taking_s * per_step} | _alone_figures(alone, per_step)
+        "compute_taking_s": taking_s * per_step,
+        "batches_per_step": per_step} | _alone_figures(alone, per_step)
     one = s.speed_test.one_thread if measured else None
     if one is not None and fewer_blas_threads(plan) == 1:
         plan |= _plan(profile, f, cost, one.cycle_s + hand_over_s, one, hand_over_s,
@@ -137,6 +139,26 @@ def worker_plan(profile, f: LoaderFigures) -> dict:
     plan |= _gil_bound_from_above(plan, gil and measured)
     plan["keep_in_loop"] = _hand_over_outweighs(plan)  # (then no worker count: tune)
     return plan
+
+
+def _batches_per_step(s: Summary, f: LoaderFigures) -> float:
+    """The loader's batches a training step: as the steps took them, else (passes inside an
+    optimizer's step(): an L-BFGS closure's, its steps not attributed) its batches over the
+    steady steps it was measured over, else one."""
+    if f.consumer.batches_per_step:
+        return f.consumer.batches_per_step
+    if f.scope == "steady" and s.steady_steps and f.batches:
+        return f.batches / s.steady_steps
+    return 1.0
+
+
+def _wait_per_step(s: Summary, f: LoaderFigures) -> Optional[float]:
+    """The loop's wait for the loader's batches a training step (as _batches_per_step)."""
+    if f.wait.per_step_s is not None:
+        return f.wait.per_step_s
+    if f.scope == "steady" and s.steady_steps and f.wait.total_s:
+        return f.wait.total_s / s.steady_steps
+    return None
 
 
 def loader_cycle(s: Summary, f: LoaderFigures) -> float:
@@ -184,7 +206,7 @@ def _plan(profile, f: LoaderFigures, cost: ProducerCost, free_s: float,
     return plan_figures(profile, sizing, cores, cost, cycle_s, free_s, source) | {
         "current_workers": f.config.num_workers or 0, "made_in": f.config.made_in,
         "trainer_cpu_s_per_step": trainer_cpu_s, "empty_ratio": f.empty_ratio,
-        "wait_per_step_s": f.wait.per_step_s, "wait_share": f.wait.share,
+        "wait_per_step_s": _wait_per_step(profile.summary, f), "wait_share": f.wait.share,
         "capacity": f.config.capacity, "suggested_capacity": _capacity(f, sizing.workers)}
 
 
@@ -263,7 +285,7 @@ def _consumer_step(s: Summary, f: LoaderFigures, cycle_s: float):
     ceiling = s.speed_test.ceiling if s.speed_test is not None else None
     if ceiling is not None and f.cycle_s is None:  # (the ceiling is every step's)
         return ceiling.cycle_s, "speed test"
-    rest_s = cycle_s - (f.wait.per_step_s or 0.0)
+    rest_s = cycle_s - (_wait_per_step(s, f) or 0.0)
     b = s.breakdown_s
     if rest_s < MIN_REST * cycle_s and b is not None:  # the wait is timed by the loader and
         # the cycle by the steps: when waits fill the step, the run's own parts are surer
@@ -289,8 +311,14 @@ def _starved_evidence(f: LoaderFigures, plan: dict) -> str:
             f"{_producers(plan['current_workers'], plan['made_in'])}) was empty in {_empty_ratio(f):.0%} of "
             f"{f.batches:,} pops{swings}; the loop waited {ms(plan['wait_per_step_s'] or 0)}"
             f" per step, {plan['wait_share']:.0%} of its {ms(plan['cycle_s'])} step; producer "
-            f"{ms(plan['producer_s_per_step'])}/batch{_cpu_part(plan)} vs compute "
+            f"{ms(plan['producer_s_per_step'])}{_per(plan)}{_cpu_part(plan)} vs compute "
             f"{_compute_part(plan)}{cores}.")
+
+
+def _per(plan: dict) -> str:
+    """What the producer's time is of: a batch, or a step's batches where it takes several."""
+    n = plan.get("batches_per_step") or 1.0
+    return "/batch" if n < SEVERAL_BATCHES else f" for a step's {n:.3g} batches"
 
 
 def _compute_part(plan: dict) -> str:
