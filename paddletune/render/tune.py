@@ -3,6 +3,7 @@ or a progress line per trial (pipes, logs, --plain); then (and for
 `paddletune report FILE.tune.json`) the ranked table, the winning setting as exports and
 code, and the speedup over the baseline."""
 
+import shlex
 from typing import Optional
 
 from rich.console import Console
@@ -186,20 +187,110 @@ def _best(record, console):
         for line in best.get("code") or []:
             console.print(f"    {line}", soft_wrap=True, highlight=False, markup=False)
     if final:
+        _speedup(record, final, console)
+
+
+def _speedup(record, final, console):
+    """The speedup, and what it rests on: the final's interleaved pairs, or (no pair ran)
+    the search's own trials, said as such with their counts, lengths and times, and not
+    confirmed (older records called those "interleaved pairs", confirmed: their trials'
+    phase tells)."""
+    trials = {t.get("index"): t for t in record.get("trials") or []}
+    base = [trials[i] for i in final.get("baseline_trials") or [] if i in trials]
+    best = [trials[i] for i in final.get("best_trials") or [] if i in trials]
+    basis = final.get("basis")
+    if basis is None:  # (older records: the phase of the trials it is over)
+        basis = "final pairs" if all(t.get("phase") == "final" for t in base + best) \
+            else "search trials"
+    paired = basis == "final pairs"
+    if paired:
         drift = final.get("drift")
-        drift_text = f"; the baseline drifted {drift:+.1%} since the start" if drift is not None \
-            else ""
+        how = (f"{final['pairs']} interleaved pair(s) with the baseline re-measured"
+               + (f"; the baseline drifted {drift:+.1%} since the start"
+                  if drift is not None else ""))
+    else:
+        how = f"from the search's trials, none re-measured in a final pair: {_sides(base, best)}"
+    console.print(Text(
+        f"Speedup: {final['speedup']:.2f}x ± {final['ci']:.2f} "
+        f"({num(final['baseline_samples_per_s'])} -> {num(final['best_samples_per_s'])} "
+        f"samples/s, {how}); peak memory {nbytes(final.get('baseline_peak_bytes'))} -> "
+        f"{nbytes(final.get('peak_bytes'))}", style="bold"), soft_wrap=True)
+    if not paired:
+        console.print(Text(f"  Not confirmed: {_unpaired(record, final)}", style="yellow"),
+                      soft_wrap=True, highlight=False, markup=False)
+    elif final.get("confirmed") is False:
         console.print(Text(
-            f"Speedup: {final['speedup']:.2f}x ± {final['ci']:.2f} "
-            f"({num(final['baseline_samples_per_s'])} -> {num(final['best_samples_per_s'])} "
-            f"samples/s, {final['pairs']} interleaved pair(s) with the baseline re-measured"
-            f"{drift_text}); peak memory {nbytes(final.get('baseline_peak_bytes'))} -> "
-            f"{nbytes(final.get('peak_bytes'))}", style="bold"), soft_wrap=True)
-        if final.get("confirmed") is False:
-            console.print(Text(
-                "  Not confirmed: these trials leave the gain inside the noise (the search's "
-                "trials measured more); tune again with a larger --budget, or measure both "
-                "settings longer, before relying on it.", style="yellow"), soft_wrap=True)
+            "  Not confirmed: these trials leave the gain inside the noise (the search's "
+            "trials measured more); tune again with a larger --budget, or measure both "
+            "settings longer, before relying on it.", style="yellow"), soft_wrap=True)
+
+
+def _sides(base, best) -> str:
+    """The baseline's and the best's trials under a speedup: how many, of which lengths,
+    when (and how long after the baseline's last the best's first ended)."""
+    text = f"the baseline's {_side(base)} against the best's {_side(best)}"
+    ends = [t.get("end_s") for t in base + best]
+    if base and best and None not in ends:
+        gap = min(t["end_s"] for t in best) - max(t["end_s"] for t in base)
+        if gap > 0:
+            text += f", {duration(gap)} later"
+    return text
+
+
+def _side(trials) -> str:
+    steps = sorted({t.get("steps") for t in trials if t.get("steps")})
+    lengths = (f"{steps[0]}" if len(steps) == 1 else f"{steps[0]}-{steps[-1]}") + " steps" \
+        if steps else "? steps"
+    text = f"{len(trials)} trial{'s' * (len(trials) != 1)} of {lengths}"
+    ends = sorted(t["end_s"] for t in trials if t.get("end_s") is not None)
+    if ends and len(ends) == len(trials):
+        text += f" at {_at(ends[0])}" + (f"-{_at(ends[-1])}" if len(ends) > 1 else "")
+    return text
+
+
+def _unpaired(record, final) -> str:
+    """Why a speedup from the search's trials is not confirmed, and what to run instead."""
+    why = final.get("no_pairs")
+    if why is None:  # (older records: interrupted, a final trial failed, else the budget)
+        why = "interrupted" if record.get("status") == "interrupted" else \
+            "failed" if any(t.get("phase") == "final" and t.get("status") != "ok"
+                            for t in record.get("trials") or []) else "budget"
+    outside = final.get("outside_noise", final.get("confirmed"))
+    noise = {True: " (the search's trials put the gain outside their noise, but they were "
+                   "not taken alternately, and a race's winner reads high in the trials that "
+                   "chose it)",
+             False: " (and the search's trials leave the gain inside their noise)"}.get(
+        outside, "")
+    budget = duration((record.get("options") or {}).get("budget_s"))
+    said, again = _UNPAIRED.get(why, _UNPAIRED["failed"])
+    return (f"{said}{noise}; {again.format(budget=budget)}, or measure both settings "
+            f"alternately, a few runs each: `{_profile_command(record)}` with and without the "
+            f"exports above, before relying on it.")
+
+
+_UNPAIRED = {  # a final without a pair: why, and what to run instead of trusting it
+    "budget": ("the budget ended before the final interleaved pairs",
+               "run `paddletune tune` with a larger --budget (this one: {budget})"),
+    "interrupted": ("the tuning was stopped before the final interleaved pairs",
+                    "run `paddletune tune` again and let it finish"),
+    "failed": ("the final interleaved pairs' trials failed (the record's trials say how)",
+               "run `paddletune tune` again")}
+
+
+def _profile_command(record) -> str:
+    """`paddletune profile` of the tuned job for 30 s of steps, as the record ran it."""
+    command = record.get("command") or {}
+    target = command.get("script") or "SCRIPT"
+    args = command.get("args") or []
+    return " ".join(["paddletune profile --duration 30s",
+                     *(["-m"] if command.get("module") else []), shlex.quote(target),
+                     *(["--", *map(shlex.quote, args)] if args else [])])
+
+
+def _at(seconds) -> str:
+    """A time since the tuning started, as the progress lines show it (m:ss)."""
+    s = int(seconds)
+    return f"{s // 60}:{s % 60:02d}"
 
 
 def _advice(record, console):

@@ -4,7 +4,7 @@ spread between a setting's repeated trials, shrunk towards the spread pooled ove
 else a trial's batch-means interval), and the speedup stated at the end."""
 
 import math
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
 from ..profile.memory_model import HEADROOM
 from . import space as sp
@@ -15,6 +15,8 @@ MIN_DOF = 2  # repeats needed before their spread is the noise
 PRIOR_DOF = 2  # a setting's own spread is shrunk towards the pooled one as if by this many
 MIN_SD = 0.005  # a trial's relative error is never taken below 0.5%
 Z = 2.0  # standard errors a gain must clear (about 95%)
+FINAL_PAIRS = "final pairs"  # a speedup measured by the final's interleaved pairs
+SEARCH_TRIALS = "search trials"  # ... by the search's own trials (no final pair ran)
 NOISIER = 2.0  # the best setting's repeats varying this many times more than the others' get a note
 
 
@@ -102,8 +104,8 @@ class Comparisons:
         for t in self.trials:
             if t.ok and not t.no_effect:  # one group per rung: trials of about one time
                 span = _span(t, base, self.steps0)
-                rung = round(math.log2(max(span, 1e-9)))
-                groups.setdefault((sp.key(t.setting), rung), []).append((t.samples_per_s, span))
+                groups.setdefault((sp.key(t.setting), _rung(span)), []).append(
+                    (t.samples_per_s, span))
         out = {}
         for (setting, _), runs in groups.items():
             if len(runs) > 1:
@@ -114,6 +116,25 @@ class Comparisons:
                 out[setting] = (ss + sum((v / mean - 1) ** 2 for v in values) * span,
                                 dof + len(values) - 1)
         return out
+
+    def of_one_length(self, a, b) -> Tuple[List[Trial], List[Trial]]:
+        """Trials `a` and `b` (two settings' good trials) of the longest length both ran: the
+        rung of their measured time, as _replicates groups repeats (a trial's start-up, its
+        warm-up and a job's bursts weigh differently at different lengths, so a rung's
+        trials are compared with its own). Where they share no rung, all of them: a trial
+        sized by an estimated step time can measure well off its rung's time (a larger
+        batch's 23 steps in 1.0 s where the job's own 54 took 1.5 s), and each trial's error
+        is scaled by the time it measured (trial_sd) either way."""
+        base = self.first_baseline()
+
+        def rung(t):
+            return _rung(_span(t, base, self.steps0))
+
+        shared = {rung(t) for t in a} & {rung(t) for t in b}
+        if not shared:
+            return list(a), list(b)
+        longest = max(shared)
+        return [t for t in a if rung(t) == longest], [t for t in b if rung(t) == longest]
 
     def noise_note(self) -> Optional[str]:
         """A note when the best setting's repeated trials varied NOISIER times more than the
@@ -166,6 +187,12 @@ def _span(t, base, steps0) -> float:
     return t.steps / steps0
 
 
+def _rung(span) -> int:
+    """The rung of a trial that measured `span` (in first rungs' time): 0 for the first
+    rung's length, 1 for twice it, ... (the nearest in log2)."""
+    return round(math.log2(max(span, 1e-9)))
+
+
 def _pooled_sd(groups) -> Optional[float]:
     """sqrt(sum ss / sum dof) over (ss, dof) groups; None below MIN_DOF."""
     groups = list(groups)
@@ -183,14 +210,21 @@ def mean(runs) -> float:
     return sum(t.samples_per_s * t.steps for t in runs) / steps
 
 
-def speedup(tuner, base: List[Trial], best: List[Trial]) -> dict:
-    """best / baseline samples/s over the (interleaved) trials, its 95% interval, and the
-    baseline's drift since its first measurement."""
+def speedup(tuner, base: List[Trial], best: List[Trial], basis: str = FINAL_PAIRS) -> dict:
+    """best / baseline samples/s over their trials `best` and `base`, and its 95% interval:
+    Z standard errors of the noise model over those trials (noise: each trial's error from
+    the spread between repeated trials, scaled by the time it measured). `basis`:
+    FINAL_PAIRS, trials taken alternately at the end (`pairs` of them; `drift`, the
+    baseline's since its first measurement), or SEARCH_TRIALS, the search's own trials when
+    no final pair ran (no pairs, no drift: the baseline's trials are mostly the first ones)."""
     b, w = mean(base), mean(best)
     first = tuner.first_baseline()
     ratio = w / b
+    paired = basis == FINAL_PAIRS
     return {"baseline_samples_per_s": b, "best_samples_per_s": w, "speedup": ratio,
-            "ci": ratio * Z * tuner.noise(best, base), "pairs": min(len(base), len(best)),
+            "ci": ratio * Z * tuner.noise(best, base), "basis": basis,
+            "pairs": min(len(base), len(best)) if paired else 0,
             "baseline_trials": [t.index for t in base], "best_trials": [t.index for t in best],
             "peak_bytes": best[-1].peak_bytes, "baseline_peak_bytes": base[-1].peak_bytes,
-            "drift": (b / first.samples_per_s - 1) if first and first.samples_per_s else None}
+            "drift": (b / first.samples_per_s - 1) if paired and first and first.samples_per_s
+            else None}

@@ -9,6 +9,14 @@ changed nothing as objects {section, key, code, why} (schema 1: "section.key: wh
 a trial's `batch_model` is the profile's figures.ModelFigures as JSON. A ranking row scores
 its setting over all its good trials (`trials` of them) and, above the best, says why the
 search did not take it (`above_best`); older records scored one trial and have neither.
+A trial's `end_s` is when it ended, seconds since the tuning started. `final` (the speedup,
+compare.speedup) says what it rests on: `basis` "final pairs" (interleaved, `pairs` of them)
+or "search trials" (no final pair ran; `no_pairs` says why: "budget", "interrupted",
+"failed"), `baseline_trials` and `best_trials` the indices of the trials it is over;
+`confirmed` is true only where final pairs put the gain outside the noise, and
+`outside_noise` says whether these trials do. Older records have none of these but the
+indices (their trials' phase tells the basis: render/tune.py) and called a speedup from the
+search's trials confirmed when it was outside their noise.
 """
 
 import json

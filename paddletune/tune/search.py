@@ -38,7 +38,10 @@ time, each choice a race by successive halving; a gain counts only outside the n
 4. Final: baseline and best alternate, first at the first rung's length when the gain seen
    so far is plain from one such pair (else at the longest), then at the longest (up to
    `final_pairs` pairs) only while the pairs so far leave the gain inside the noise; their
-   ratio is the speedup reported (and the baseline's drift since the start).
+   ratio is the speedup reported (and the baseline's drift since the start), confirmed
+   when they put the gain outside the noise. Where no pair ran (the budget ended, Ctrl-C,
+   their trials failed), the speedup is stated from the search's own trials, as such, and
+   not confirmed.
 The budget is wall-clock: a trial that would not finish in what is left is not started.
 """
 
@@ -53,7 +56,7 @@ from ..profile import load
 from . import advice_check, prune
 from . import space as sp
 from .batch import batch_ladder, unimodal_prune
-from .compare import Z, Comparisons, mean, speedup
+from .compare import FINAL_PAIRS, SEARCH_TRIALS, Z, Comparisons, mean, speedup
 from .lengths import MIN_STEPS, SLOWER, TrialLengths
 from .proposals import proposals
 from .trials import NO_COMPILED_PROGRAM, NOT_DATA_PARALLEL, Trial
@@ -126,7 +129,8 @@ class Tuner(Comparisons, TrialLengths):
         self.dead_knobs = set()  # knobs that change nothing in this job
         self.status = "running"
         self.stop_reason = None
-        self.final = None  # {"baseline": [...], "best": [...], "speedup", "ci", "drift"}
+        self.final = None  # compare.speedup's, with "confirmed" (_state_speedup)
+        self.final_pairs = {"baseline": [], "best": []}  # the final's good trials so far
         self.t0 = time.monotonic()
         self.last_rung = set()  # indices of the trials of the latest rung of any race
         self.race_runs = {}  # the latest race's trials: setting key -> its trials
@@ -142,24 +146,7 @@ class Tuner(Comparisons, TrialLengths):
     # --- the whole search --------------------------------------------------------------------
     def run(self):
         try:
-            sp.check_specs(self.options.specs)  # before the first trial
-            baseline = self._first_baseline()
-            if not baseline.ok:
-                raise TuneError(_baseline_failed(baseline))
-            self._calibrate(baseline)
-            # the baseline's spread at the calibrated length: the noise, from the start
-            repeats = BASELINE_REPEATS - (baseline.steps == self.steps0)
-            for _ in range(repeats):
-                self.trial({}, self.steps0, "baseline")
-            profile = self.load_profile(baseline.profile)
-            self.space = sp.build_space(profile, self.options.keep_batch_size,
-                                        self.options.max_batch_size, self.options.specs)
-            self.notes += self.space.notes
-            self.progress.space(self)
-            self._advice(profile)
-            if "batch_size" in self.space.knobs:
-                self._batch()
-            self._coordinates()
+            self._search()
             self.stop_reason = self.stop_reason or "converged"
             self._final()
             self.status = "complete"
@@ -168,15 +155,40 @@ class Tuner(Comparisons, TrialLengths):
                 self.notes.append(note)
         except BudgetSpent:
             self.status, self.stop_reason = "complete", "budget spent"
-            self._final_from_history()
+            self._final_from_history("budget")
         except (TuneError, sp.SpaceError) as err:  # the record says why, then the CLI does
             self.status, self.stop_reason = "failed", str(err)
             raise
         except KeyboardInterrupt as err:
             self.status = "interrupted"
             self.stop_reason = f"interrupted ({str(err) or 'Ctrl-C'})"
-            self._final_from_history()
+            if self.final_pairs["baseline"] and self.final_pairs["best"]:
+                self._state_speedup(self.final_pairs["baseline"], self.final_pairs["best"])
+            else:
+                self._final_from_history("interrupted")
         return self
+
+    def _search(self):
+        """The baseline and its repeats, the space, then the races (advice, the batch size,
+        the knobs); BudgetSpent when the next trial would not finish in the budget."""
+        sp.check_specs(self.options.specs)  # before the first trial
+        baseline = self._first_baseline()
+        if not baseline.ok:
+            raise TuneError(_baseline_failed(baseline))
+        self._calibrate(baseline)
+        # the baseline's spread at the calibrated length: the noise, from the start
+        repeats = BASELINE_REPEATS - (baseline.steps == self.steps0)
+        for _ in range(repeats):
+            self.trial({}, self.steps0, "baseline")
+        profile = self.load_profile(baseline.profile)
+        self.space = sp.build_space(profile, self.options.keep_batch_size,
+                                    self.options.max_batch_size, self.options.specs)
+        self.notes += self.space.notes
+        self.progress.space(self)
+        self._advice(profile)
+        if "batch_size" in self.space.knobs:
+            self._batch()
+        self._coordinates()
 
     def _first_baseline(self) -> Trial:
         """The job as it is, first: CALIBRATION_S of steps after the first one (without
@@ -306,13 +318,15 @@ class Tuner(Comparisons, TrialLengths):
     def _final(self):
         """Baseline and best, alternating: the speedup. The first pair at the first rung's
         length when the gain so far is plain from it (_short_final), any more at the longest
-        length, only while the pairs so far leave the gain inside the noise."""
+        length, only while the pairs so far leave the gain inside the noise. Without a
+        pair (the budget ended first, or their trials failed), the speedup is stated from
+        the search's own trials, not confirmed."""
         if not self.incumbent:
-            self._final_from_history()
             return
         longest = self.steps0 * 2 ** (self.options.rungs - 1)
         first = self.steps0 if self._short_final() or not self._pair_fits(longest) else longest
-        pairs = {"baseline": [], "best": []}
+        pairs = self.final_pairs = {"baseline": [], "best": []}
+        why = "failed"  # no pair: the final's trials failed, unless the budget ended first
         try:
             for n in range(self.options.final_pairs):
                 steps = first if n == 0 else longest
@@ -323,11 +337,11 @@ class Tuner(Comparisons, TrialLengths):
                 if self._settled(pairs["best"], pairs["baseline"]):
                     break
         except BudgetSpent:
-            pass
+            why = "budget"
         if pairs["baseline"] and pairs["best"]:
             self._state_speedup(pairs["baseline"], pairs["best"])
         else:
-            self._final_from_history()
+            self._final_from_history(why)
 
     def _short_final(self) -> bool:
         """Whether the final's first pair runs at the first rung's length: the gain seen so
@@ -354,19 +368,39 @@ class Tuner(Comparisons, TrialLengths):
         """Two trials of `steps` would finish within the budget (else a shorter pair may)."""
         return 2 * self._expected_s(steps) <= self.remaining_s()
 
-    def _final_from_history(self):
-        base, best = self.latest({}), self.latest(self.incumbent)
+    def _final_from_history(self, why: str):
+        """No final pair ran (`why`: "budget", the budget ended first; "interrupted";
+        "failed", their trials failed): the speedup from the search's own trials, stated as
+        such and never confirmed: they were not taken alternately (the baseline's mostly at
+        the start, the best's later), and a setting's trials in the race it won read high,
+        chosen as that race's highest. Over all the good trials of the baseline and of the
+        best of the longest length both ran (of_one_length), rather than the latest one of
+        each: the noise model's interval over them (noise: each trial's error from the
+        spread between repeated trials, scaled by the time it measured) is what the search
+        measured, where the latest pair stated one trial's noise each and left out the
+        other trials' values."""
         if not self.incumbent:  # nothing beat the job's own settings: no speedup to state
             return
-        if base is not None and best is not None and base.ok and best.ok:
-            self._state_speedup([base], [best])
+        base = [t for t in self.trials if t.ok and not t.setting]
+        best = [t for t in self.trials if t.ok and sp.key(t.setting) == sp.key(self.incumbent)]
+        if base and best:
+            self._state_speedup(*self.of_one_length(base, best), basis=SEARCH_TRIALS,
+                                no_pairs=why)
 
-    def _state_speedup(self, base, best):
-        """The speedup, and whether these trials confirm the gain outside the noise (the
-        throughput objective: the memory objective's gain is the peak, not the speed)."""
-        self.final = speedup(self, base, best)
-        self.final["confirmed"] = (self.better(best, base)
-                                   if self.options.objective == "throughput" else None)
+    def _state_speedup(self, base, best, basis=FINAL_PAIRS, no_pairs=None):
+        """The speedup, and whether it is confirmed: only by final pairs that put the gain
+        outside the noise (the throughput objective: the memory objective's gain is the
+        peak, not the speed). `outside_noise`: whether these trials put it outside the
+        noise (Z standard errors, as the races decide); from the search's trials that does
+        not confirm it (`no_pairs` says why no pair ran)."""
+        self.final = speedup(self, base, best, basis)
+        throughput = self.options.objective == "throughput"
+        outside = self.better(best, base) if throughput else None
+        self.final["outside_noise"] = outside
+        self.final["confirmed"] = (outside if basis == FINAL_PAIRS else False) if throughput \
+            else None
+        if basis != FINAL_PAIRS:
+            self.final["no_pairs"] = no_pairs
 
     # --- a race --------------------------------------------------------------------------------
     def race(self, challengers, measured=None) -> bool:
@@ -585,6 +619,7 @@ class Tuner(Comparisons, TrialLengths):
         env = sp.to_env(setting, self.space) if setting else {}
         limit = {"duration_s": duration_s} if duration_s is not None else {}
         t = self.runner.run(setting, env, steps, timeout, phase, label, **limit)
+        t.end_s = self.elapsed_s()
         self.trials.append(t)
         self.progress.trial_done(self, t)
         self.on_trial(self)

@@ -92,6 +92,7 @@ class Trial:
     passes: Optional[int] = None  # the main loader's passes in the trial (from 1)
     wall_s: Optional[float] = None  # the whole subprocess, start-up included
     run_s: Optional[float] = None  # the job's own duration (profile)
+    end_s: Optional[float] = None  # when it ended, seconds since the tuning started (tune's)
     no_effect: List[IdleOverride] = field(default_factory=list)  # requested, changed nothing
     applied: List[dict] = field(default_factory=list)
     message: Optional[str] = None
