@@ -721,12 +721,18 @@ def test_advice_keeps_to_the_values_given_with_space(monkeypatch):
 
 
 def test_budget_stops_the_search_with_the_best_so_far(monkeypatch):
-    tuner = run_tuner(monkeypatch, budget_s=20)
+    # trials of 1.5 s: 13 of the search (a race's first trial the last), then the final
+    # pair in the 3 s it held back
+    tuner = run_tuner(monkeypatch, budget_s=23)
     assert tuner.status == "complete" and tuner.stop_reason == "budget spent"
-    assert sum(t.wall_s for t in tuner.trials) <= 20 + 2
+    assert sum(t.wall_s for t in tuner.trials) <= 23
     # the race it stopped: who was still in it (a finished search leaves none)
-    last = tuner.trials[-1]
+    last = [t for t in tuner.trials if t.phase != "final"][-1]
     assert last.phase.startswith("knob:") and tuner.race_alive == {sp.key(last.setting)}
+    # the time it held back: the final pair ran after it, and measured the speedup
+    assert [t.label for t in tuner.trials if t.phase == "final"] == [
+        "baseline", sp.label(tuner.incumbent)]
+    assert tuner.final["basis"] == "final pairs" and tuner.final["pairs"] == 1
     assert run_tuner(monkeypatch).race_alive == set()
 
 

@@ -14,7 +14,7 @@ from paddletune.tune import search
 from paddletune.tune.compare import Z
 from paddletune.tune.search import TuneOptions, Tuner
 from paddletune.tune.trials import Trial
-from test_tune import NOISY_BASELINE, Clock, Scripted, job_rate, simulated
+from test_tune import NOISY_BASELINE, Clock, Scripted, job_rate, run_tuner, simulated
 
 COMMAND = {"script": "train.py", "args": ["--steps", "100000"], "module": False}
 
@@ -163,3 +163,13 @@ def test_the_search_trials_compared_are_of_the_longest_length_both_ran():
     got = tuner.of_one_length(tuner.trials[:3], tuner.trials[3:])
     assert [[t.index for t in side] for side in got] == [[1, 2, 3], [4]]
 
+
+@pytest.mark.parametrize("budget_s", [12, 14, 16, 18, 20, 22, 24, 26])
+def test_the_search_leaves_the_time_of_a_final_pair(monkeypatch, budget_s):
+    """Whenever the budget stops the search (trials of 1.5 s), one final pair still runs
+    in the time it held back: the speedup is measured by it, within the budget."""
+    tuner = run_tuner(monkeypatch, budget_s=budget_s)
+    assert tuner.stop_reason == "budget spent"
+    assert sum(t.wall_s for t in tuner.trials) <= budget_s
+    if tuner.incumbent:
+        assert tuner.final["basis"] == "final pairs" and tuner.final["pairs"] >= 1

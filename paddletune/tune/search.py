@@ -42,7 +42,9 @@ time, each choice a race by successive halving; a gain counts only outside the n
    when they put the gain outside the noise. Where no pair ran (the budget ended, Ctrl-C,
    their trials failed), the speedup is stated from the search's own trials, as such, and
    not confirmed.
-The budget is wall-clock: a trial that would not finish in what is left is not started.
+The budget is wall-clock: a trial that would not finish in what is left is not started, and
+the search leaves the time of one final pair at the first rung's length (a search stopped
+by the budget had nothing left for the pairs, and stated its speedup from its own trials).
 """
 
 import math
@@ -89,7 +91,8 @@ def _baseline_failed(baseline) -> str:
 
 
 class BudgetSpent(Exception):
-    """The next trial would not finish within the budget."""
+    """The next trial would not finish within the budget (the search's: less the final's
+    time)."""
 
 
 @dataclass
@@ -146,16 +149,16 @@ class Tuner(Comparisons, TrialLengths):
     # --- the whole search --------------------------------------------------------------------
     def run(self):
         try:
-            self._search()
-            self.stop_reason = self.stop_reason or "converged"
+            try:
+                self._search()
+                self.stop_reason = self.stop_reason or "converged"
+            except BudgetSpent:  # the final's time is left: _final_reserve_s
+                self.stop_reason = "budget spent"
             self._final()
             self.status = "complete"
             note = self.noise_note()
             if note:
                 self.notes.append(note)
-        except BudgetSpent:
-            self.status, self.stop_reason = "complete", "budget spent"
-            self._final_from_history("budget")
         except (TuneError, sp.SpaceError) as err:  # the record says why, then the CLI does
             self.status, self.stop_reason = "failed", str(err)
             raise
@@ -170,7 +173,7 @@ class Tuner(Comparisons, TrialLengths):
 
     def _search(self):
         """The baseline and its repeats, the space, then the races (advice, the batch size,
-        the knobs); BudgetSpent when the next trial would not finish in the budget."""
+        the knobs); BudgetSpent when the next trial would not leave the final's time."""
         sp.check_specs(self.options.specs)  # before the first trial
         baseline = self._first_baseline()
         if not baseline.ok:
@@ -318,9 +321,10 @@ class Tuner(Comparisons, TrialLengths):
     def _final(self):
         """Baseline and best, alternating: the speedup. The first pair at the first rung's
         length when the gain so far is plain from it (_short_final), any more at the longest
-        length, only while the pairs so far leave the gain inside the noise. Without a
-        pair (the budget ended first, or their trials failed), the speedup is stated from
-        the search's own trials, not confirmed."""
+        length, only while the pairs so far leave the gain inside the noise. The search left
+        the time of one pair at the first rung's length (_final_reserve_s). Without a pair
+        (a trial took longer than expected and the budget ended first, or their trials
+        failed), the speedup is stated from the search's own trials, not confirmed."""
         if not self.incumbent:
             return
         longest = self.steps0 * 2 ** (self.options.rungs - 1)
@@ -609,7 +613,8 @@ class Tuner(Comparisons, TrialLengths):
     def trial(self, setting, steps, phase, scale=1.0, check_budget=True,
               duration_s=None) -> Trial:
         expected = self._expected_s(steps, scale)
-        if check_budget and expected > self.remaining_s():
+        held = self._final_reserve_s() if phase != "final" else 0.0
+        if check_budget and expected > self.remaining_s() - held:
             raise BudgetSpent()
         timeout = self.options.trial_timeout_s or (
             max(30.0, 5 * expected) if self.per_step_s is not None  # calibrated
@@ -624,6 +629,13 @@ class Tuner(Comparisons, TrialLengths):
         self.progress.trial_done(self, t)
         self.on_trial(self)
         return t
+
+    def _final_reserve_s(self) -> float:
+        """The time the search leaves for the final: one pair (baseline, best) at the first
+        rung's length, the least that measures the speedup by interleaved trials (_final
+        runs a short pair when a long one does not fit). Held back from the first trial on:
+        any race may end with a new best."""
+        return 2 * self._expected_s(self.steps0)
 
     def _expected_s(self, steps, scale=1.0) -> float:
         """How long a trial of `steps` is expected to take, start-up included (`scale`: how
