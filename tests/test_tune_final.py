@@ -14,7 +14,8 @@ from paddletune.tune import search
 from paddletune.tune.compare import Z
 from paddletune.tune.search import TuneOptions, Tuner
 from paddletune.tune.trials import Trial
-from test_tune import NOISY_BASELINE, Clock, Scripted, job_rate, run_tuner, simulated
+from test_tune import (NOISY_BASELINE, Clock, FakeRunner, Scripted, job_rate, run_tuner,
+                       simulated)
 
 COMMAND = {"script": "train.py", "args": ["--steps", "100000"], "module": False}
 
@@ -173,3 +174,28 @@ def test_the_search_leaves_the_time_of_a_final_pair(monkeypatch, budget_s):
     assert sum(t.wall_s for t in tuner.trials) <= budget_s
     if tuner.incumbent:
         assert tuner.final["basis"] == "final pairs" and tuner.final["pairs"] >= 1
+
+
+def test_the_first_trials_cold_start_does_not_plan_the_budget(monkeypatch):
+    """The first trial starts cold (11 s where the others start in 1 s: a new bytecode
+    cache, the framework read from disk): the trials after it set the start-up the budget
+    is planned with. Taken from the first, every trial looked 11.5 s long and the final's
+    time 23 s: a 40 s budget ran no race at all."""
+    clock = Clock()
+    monkeypatch.setattr(search.time, "monotonic", clock.monotonic)
+
+    class Cold(FakeRunner):
+        def run(self, setting, env, steps, timeout_s, phase, label, duration_s=None):
+            t = super().run(setting, env, steps, timeout_s, phase, label, duration_s)
+            if self.count == 1:
+                t.wall_s += 10.0
+                self.clock.now += 10.0
+            return t
+
+    tuner = simulated(Cold(clock, job_rate), budget_s=40).run()
+    assert tuner.trials[0].wall_s == pytest.approx(11.5)
+    assert tuner.overhead_s == pytest.approx(1.0)
+    assert tuner.incumbent.get("num_workers") == 2
+    assert tuner.final["basis"] == "final pairs"
+    spent = sum(t.wall_s for t in tuner.trials)
+    assert 40 - (1.5 + 3.0) < spent <= 40  # stopped where the next trial and the pair don't fit

@@ -142,7 +142,8 @@ class Tuner(Comparisons, TrialLengths):
         self.losses = prune.Losses()  # values each knob's race found clearly slower
         self.steps0 = options.trial_steps or MIN_STEPS
         self.per_step_s = None
-        self.overhead_s = 2.0
+        self.overhead_s = 2.0  # a trial's start-up (_calibrate, then _warm_startup)
+        self.warm_startup_s = None  # the longest of the trials' after the first
         self.load_profile = load  # seams for tests: the baseline's profile and its advice
         self.advise = _advise
 
@@ -210,7 +211,9 @@ class Tuner(Comparisons, TrialLengths):
         takes its steady time (1 / steps_per_s); the rest of the trial's wall time (the
         interpreter and the framework starting, the script's setup, its warm-up steps, a
         validation pass) is each trial's start-up. Without a steady rate, its whole run
-        over its steps."""
+        over its steps. The first trial starts cold (a new bytecode cache, the framework's
+        files read from disk for the first time: 15 s against 5 s for the next ones of a
+        PyTorch job), so its start-up stands only until a later trial's: _warm_startup."""
         steps = max(baseline.steps, 1)
         if baseline.steps_per_s:
             self.per_step_s = 1.0 / baseline.steps_per_s
@@ -613,7 +616,8 @@ class Tuner(Comparisons, TrialLengths):
     def trial(self, setting, steps, phase, scale=1.0, check_budget=True,
               duration_s=None) -> Trial:
         expected = self._expected_s(steps, scale)
-        held = self._final_reserve_s() if phase != "final" else 0.0
+        racing = self.space is not None and phase != "final"
+        held = self._final_reserve_s() if racing else 0.0
         if check_budget and expected > self.remaining_s() - held:
             raise BudgetSpent()
         timeout = self.options.trial_timeout_s or (
@@ -626,15 +630,30 @@ class Tuner(Comparisons, TrialLengths):
         t = self.runner.run(setting, env, steps, timeout, phase, label, **limit)
         t.end_s = self.elapsed_s()
         self.trials.append(t)
+        self._warm_startup(t)
         self.progress.trial_done(self, t)
         self.on_trial(self)
         return t
 
+    def _warm_startup(self, t):
+        """Each trial's start-up, once calibrated, as the trials after the first measure it:
+        the longest of theirs (a setting with more worker processes starts slower), not the
+        first trial's cold start, which made every trial look three times as long as it
+        was, left the end of the budget unused and the final's time held back too long."""
+        if self.per_step_s is None or t is self.trials[0] or not t.ok or \
+                not t.steps_per_s or t.wall_s is None:
+            return
+        startup = max(t.wall_s - t.steps / t.steps_per_s, 0.2)
+        self.warm_startup_s = max(self.warm_startup_s or 0.0, startup)
+        self.overhead_s = self.warm_startup_s
+
     def _final_reserve_s(self) -> float:
         """The time the search leaves for the final: one pair (baseline, best) at the first
         rung's length, the least that measures the speedup by interleaved trials (_final
-        runs a short pair when a long one does not fit). Held back from the first trial on:
-        any race may end with a new best."""
+        runs a short pair when a long one does not fit). Held back from the first race on
+        (any race may end with a new best); not from the baseline's repeats before it, which
+        choose nothing and, after a cold first trial, measure the start-up it is planned
+        with (_warm_startup)."""
         return 2 * self._expected_s(self.steps0)
 
     def _expected_s(self, steps, scale=1.0) -> float:
