@@ -1160,3 +1160,17 @@ def test_the_report_words_a_lower_bound_and_a_miss():
     unmeasured = {"predicted": None, "range": [None, None], "measured": None}
     assert _advice_figures(unmeasured) == ("no figure predicted; not measured against the "
                                            "baseline")
+
+
+def test_the_space_line_says_the_batch_ladder_and_the_advices_own_values():
+    """The knob races' candidates, the batch size searched on a ladder from the job's own
+    and the advice's values raced first: what the trials then try is what it said."""
+    from paddletune.render.tune import space_text
+    knobs = {"num_workers": sp.Knob("num_workers", "reader", "num_workers", (0, 1, 2), 0),
+             "persistent_workers": sp.Knob("persistent_workers", "reader",
+                                           "persistent_workers", (False, True), False),
+             "batch_size": sp.Knob("batch_size", "reader", "batch_size", (32,), 32)}
+    assert space_text(sp.Space(knobs)) == (
+        "num_workers {0,1,2}, persistent_workers {false,true}, batch_size on a ladder from "
+        "{32} (the advice's own values are raced first)")
+    assert space_text(sp.Space({})) == "nothing to tune"

@@ -66,14 +66,29 @@ class TuneProgress:
         self.console.print(line, soft_wrap=True)
 
     def space(self, tuner):
-        knobs = ", ".join(f"{k.name} {_values(k.values)}" for k in tuner.space.knobs.values())
-        self.console.print(Text(f"  space: {knobs or 'nothing to tune'}", style="dim"),
+        self.console.print(Text(f"  space: {space_text(tuner.space)}", style="dim"),
                            soft_wrap=True)
 
     def accepted(self, tuner, best, incumbent):
         self.console.print(Text(f"  → new best: {best.label} ({num(best.samples_per_s)} vs "
                                 f"{num(incumbent.samples_per_s)} samples/s)", style="bold"),
                            soft_wrap=True)
+
+
+def space_text(space) -> str:
+    """The knobs and their candidate values, as the knob races try them: the batch size
+    searched on a ladder from the job's own (tune/batch.py), and the advice's settings
+    raced first, whatever their values (helper-34: 'num_workers {0,1,2}, batch_size {32}'
+    printed, then num_workers=3 and batch sizes 16-256 tried)."""
+    knobs = []
+    for k in space.knobs.values():
+        if k.name == "batch_size":
+            knobs.append(f"batch_size on a ladder from {_values(k.values)}")
+        else:
+            knobs.append(f"{k.name} {_values(k.values)}")
+    if not knobs:
+        return "nothing to tune"
+    return ", ".join(knobs) + " (the advice's own values are raced first)"
 
 
 def render_record(record: dict, console: Optional[Console] = None, rows: int = MAX_ROWS):
