@@ -428,12 +428,13 @@ def test_no_outliers_or_steps_that_do_not_follow_give_nothing(tmp_path):
 
 
 # --- #7 worker memory: copy-on-read ---------------------------------------------------------------
-def workers_profile(tmp_path, growth, workers=4, available=8 * 2 ** 30):
+def workers_profile(tmp_path, growth, workers=4, available=8 * 2 ** 30, start_method=None):
     from profiles import worker_samples
     steps = step_records(gap_s=0.001)
     # 5 intervals of 8 batches: whole batches per worker (schema 2 counts them as integers)
     records = reader_records(steps, fill=8, workers=tuple(range(workers)), intervals=5,
-                             config={"num_workers": workers}) + \
+                             config={"num_workers": workers,
+                                     "start_method": start_method}) + \
         worker_samples(workers=workers, growth=growth) + \
         system_samples(mem_available_bytes=available)
     return load(make_profile(tmp_path / "p.jsonl", steps=steps, env=CORES_4, extra=records))
@@ -458,6 +459,18 @@ def test_small_growth_or_no_workers_gives_no_copy_on_read_advice(tmp_path):
     assert rule(full_queue(tmp_path)) is None
     low = rule(workers_profile(tmp_path, 80 * 2 ** 20, workers=2))
     assert low.severity == "low"  # 160 MiB of 8 GiB
+
+
+@pytest.mark.parametrize("method", ["spawn", "forkserver"])
+def test_workers_that_were_not_forked_copy_nothing_on_read(tmp_path, method):
+    """A spawned worker's growth is its new interpreter's imports (145 MiB with torch),
+    not the trainer's pages: no copy-on-read advice; a forked one's still gets it."""
+    from paddletune.advisors import worker_memory
+    rule = worker_memory.worker_copy_on_read
+    assert rule(workers_profile(tmp_path, 145 * 2 ** 20, workers=2, start_method=method)) \
+        is None
+    forked = rule(workers_profile(tmp_path, 145 * 2 ** 20, workers=2, start_method="fork"))
+    assert forked.id == "worker-copy-on-read"
 
 
 def test_the_workers_own_cpu_is_not_taken_for_other_processes(tmp_path):

@@ -4,6 +4,7 @@ hooks' removal, TorchCode's lines and the framework detection."""
 
 import gc
 import json
+import multiprocessing
 import time
 
 import pytest
@@ -524,6 +525,8 @@ def test_persistent_workers_start_a_second_pass(src):
     assert [s.pass_no for s in starts] == [1, 2]
     assert src.states() == [("start", 1), ("end", 1), ("start", 2), ("end", 2)]
     assert starts[0].config["persistent_workers"] is True
+    # (the start method the workers were started with: the job's default context's)
+    assert starts[0].config["start_method"] == multiprocessing.get_start_method()
     assert len(src.events["reader_pop"]) == 4
     assert len(src.events["step_end"]) == 4
 

@@ -48,7 +48,9 @@ def _loader(f: LoaderFigures) -> Group:
 def _title(f: LoaderFigures) -> str:
     c = f.config
     workers = c.num_workers or 0
-    producer = (f"{workers} worker process{'es' * (workers > 1)}" if workers
+    started = (f" ({c.start_method})" if workers and c.start_method
+               and c.start_method != "fork" else "")  # (spawn, forkserver: said)
+    producer = (f"{workers} worker process{'es' * (workers > 1)}{started}" if workers
                 else "made in the training loop (num_workers=0)" if c.made_in == "loop"
                 else "thread producer")
     capacity = c.capacity if c.capacity is not None else NA

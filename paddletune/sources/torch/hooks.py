@@ -546,13 +546,22 @@ def _timed_fetch(original):
 def _new_stats(loader):
     """A shared array for the workers about to be forked (None when they are not forked:
     they would not inherit it)."""
-    context = loader.multiprocessing_context
-    method = (context.get_start_method() if context is not None
-              else multiprocessing.get_start_method(allow_none=True) or "fork")
-    if method != "fork" or loader.num_workers < 1:
+    if loader.num_workers < 1 or start_method(loader) != "fork":
         return None
     from multiprocessing.sharedctypes import RawArray
     return RawArray("d", STATS * loader.num_workers)
+
+
+def start_method(loader) -> str:
+    """How the loader's worker processes start: its multiprocessing_context's method, else
+    the one multiprocessing has set (torch.multiprocessing's is the same), else the
+    platform's default (get_all_start_methods' first; asking get_start_method for it would
+    fix the default context, and the script's own set_start_method would then fail)."""
+    context = loader.multiprocessing_context
+    if context is not None:
+        return context.get_start_method()
+    return (multiprocessing.get_start_method(allow_none=True)
+            or multiprocessing.get_all_start_methods()[0])
 
 
 def _ready(it) -> int:
@@ -584,6 +593,7 @@ def _loader_config(loader, loader_id: int) -> dict:
             "producer": "workers" if workers else "loop",
             "dataset": "iterable" if isinstance(loader.dataset, IterableDataset) else "map",
             "sharing_strategy": sharing_strategy() if workers else None,
+            "start_method": start_method(loader) if workers else None,
             "args": _script_args(loader)}
 
 
