@@ -39,6 +39,31 @@ for step, (x,) in enumerate(torch.utils.data.DataLoader(data, batch_size=4)):
     optimizer.step()
 """
 
+SPAWNED_EACH_EPOCH = """
+import torch
+import torch.multiprocessing as mp
+from torch import nn
+
+
+def main():
+    torch.manual_seed(0)
+    data = torch.utils.data.TensorDataset(torch.randn(1024, 16), torch.randn(1024, 1))
+    loader = torch.utils.data.DataLoader(data, batch_size=32, shuffle=True, num_workers=2)
+    model = nn.Linear(16, 1)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    for epoch in range(2):
+        for x, y in loader:  # (its workers spawned again each epoch)
+            loss = (model(x) - y).pow(2).mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+
+
+if __name__ == "__main__":
+    mp.set_start_method("spawn", force=True)
+    main()
+"""
+
 
 def cli(procs, *args, timeout=120, env=None):
     return procs.run([sys.executable, "-m", "paddletune", *map(str, args)], timeout,
@@ -231,6 +256,36 @@ def test_a_workers_hand_over_is_measured_and_the_override_changes_the_strategy(p
         assert f.config.num_workers == 1 and f.config.sharing_strategy == strategy
         assert 0 < f.handover_s_per_pop < f.wait.mean_s, f
         assert "hand-over" in result.stdout + result.stderr
+
+
+def test_spawned_workers_started_every_epoch_are_advised_to_be_kept(procs, tmp_path):
+    """multiprocessing's spawn start method, the DataLoader's workers not kept: each epoch's
+    iter() returns at once and the loop waits seconds in its first next() while two new
+    interpreters import torch. That wait is the pass's start-up (iter() alone took
+    milliseconds), advised away with persistent_workers=True; the workers' memory growth
+    (the interpreter's) is not taken for the dataset's copy-on-read."""
+    script = tmp_path / "spawned.py"
+    script.write_text(SPAWNED_EACH_EPOCH)
+    out = tmp_path / "p.jsonl"
+    result = cli(procs, "profile", "--out", out, script, timeout=300)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    starts = [r for r in records(out, "reader") if r["what"] == "start"]
+    assert [r["pass_no"] for r in starts] == [1, 2]
+    for r in starts:
+        assert r["config"]["start_method"] == "spawn"
+        assert r["first_wait_s"] > 0.3 > r["startup_s"], r
+    advice = cli(procs, "advise", "--json", out)
+    assert advice.returncode == 0, advice.stderr
+    cards = json.loads(advice.stdout)
+    (card,) = [a for a in cards if a["id"] == "worker-start-per-pass"]
+    fig = card["figures"]
+    assert fig["in_first_batch"] and fig["suggested_persistent_workers"], fig
+    assert fig["later_s"] > 0.3 and fig["saved_share"] > 0.05, fig
+    assert "num_workers=2, persistent_workers=True" in card["change"], card
+    assert card["expected_speedup"] > 1.0
+    assert not [a for a in cards if a["id"] == "worker-copy-on-read"], cards
+    report = " ".join(cli(procs, "report", out).stdout.split())
+    assert "2 worker processes (spawn)" in report and "first batch's wait" in report, report
 
 
 def test_an_evaluation_loop_is_left_out_of_the_steps_and_advised(procs, tmp_path):

@@ -561,6 +561,67 @@ def test_each_pass_times_its_iter_where_the_workers_start(src, persistent):
     assert [e.eval_s for e in ends] == [None] * 3  # (steps ran in each: training passes)
 
 
+def test_spawned_workers_start_in_the_first_batch_and_their_pass_start_holds_its_wait(src):
+    """Workers started with spawn are new interpreters: iter() returns once they are
+    launched, and the loop waits for their imports in the first next(). The pass's start is
+    sent once its first batch came, with that wait (first_wait_s: seconds where a batch
+    the worker had ready takes milliseconds), and names the start method; forked workers'
+    do not wait so, and their start is sent at the first request, as before."""
+    from multiprocessing import resource_tracker
+    tracker = resource_tracker._resource_tracker
+    tracking = tracker._pid is not None  # (spawn starts multiprocessing's tracker process)
+    model, optimizer = _model()
+    data = torch.utils.data.TensorDataset(torch.randn(16, 3), torch.arange(16))
+    spawned = torch.utils.data.DataLoader(data, batch_size=4, num_workers=1,  # (a class
+                                          multiprocessing_context="spawn")  # of torch's: the
+    # worker imports no more than torch; one: seconds already)
+    forked = torch.utils.data.DataLoader(Sleepy(8), batch_size=4, num_workers=2,
+                                         multiprocessing_context="fork")
+    try:
+        with src.running():
+            assert _train(spawned, model, optimizer) == 4
+            assert _train(forked, model, optimizer) == 2
+        del spawned, forked
+        gc.collect()
+    finally:
+        if not tracking:  # (the test started it: not left running)
+            tracker._stop()
+    assert src.states() == [("start", 1), ("end", 1), ("start", 1), ("end", 1)]
+    spawn, fork = [s for s in src.events["reader_state"] if s.what == "start"]
+    assert (spawn.config["start_method"], fork.config["start_method"]) == ("spawn", "fork")
+    pops = [p for p in src.events["reader_pop"] if p.loader_id == spawn.loader_id]
+    assert [p.index for p in pops] == [0, 1, 2, 3]
+    assert spawn.first_wait_s == pytest.approx(pops[0].wait_s)
+    assert spawn.first_wait_s > 0.3 and spawn.first_wait_s > 10 * max(p.wait_s for p in
+                                                                     pops[1:]), \
+        (spawn.first_wait_s, [p.wait_s for p in pops])
+    assert spawn.startup_s < spawn.first_wait_s  # (iter() returned long before)
+    assert fork.first_wait_s is None and fork.startup_s is not None
+
+
+def test_a_held_start_is_sent_before_its_pass_ends_without_a_batch():
+    """The tracker: a start held for the first batch (in_first_batch) is sent with its wait
+    once; a pass that ends before any batch came sends it first, without one."""
+    from paddletune.sources.eager.bus import Bus
+    from paddletune.sources.eager.loaders import LoaderTracker
+    from paddletune.sources.eager.steps import StepTimer
+    bus, sent = Bus(), []
+    bus.subscribe("reader_state", sent.append)
+    tracker = LoaderTracker(bus, StepTimer(bus), lambda item: None, lambda item, shape: 0)
+    tracker.asked(0)
+    handle = tracker.start(0, {"name": "DataLoader#0"}, 4, lambda: 0, in_first_batch=True)
+    assert sent == []
+    tracker.first_batch(handle, 1.5)
+    tracker.first_batch(handle, 2.5)  # (sent once)
+    assert [(s.what, s.first_wait_s) for s in sent] == [("start", 1.5)]
+    assert sent[0].startup_s is not None
+    tracker.end(handle, "end")
+    empty = tracker.start(0, {}, 4, lambda: 0, in_first_batch=True)
+    tracker.end(empty, "error", "ValueError: bad sample")
+    assert [(s.what, s.pass_no, s.first_wait_s) for s in sent] == [
+        ("start", 1, 1.5), ("end", 1, None), ("start", 2, None), ("error", 2, None)]
+
+
 def test_a_step_over_several_batches_counts_their_samples(src):
     """Gradient accumulation: an optimizer step every 2 batches of 4 trains on 8 samples;
     batch_size stays the batch's (what the DataLoader and the memory see). A second

@@ -1,9 +1,14 @@
 """docs/advice.md #31: a DataLoader's workers started, or woken, at every pass.
 
-What is measured (sources/eager/loaders.py, `asked` and `start`): each pass's start-up, the
-loop's iter() before its first batch request (records.ReaderStart.startup_s): the framework
-forking the pass's worker processes, or waking persistent ones. The first pass always forks
-them, so its start-up is what a pass costs without persistent workers.
+What is measured (sources/eager/loaders.py, `asked`, `start` and `first_batch`): each
+pass's start-up, the loop's iter() before its first batch request
+(records.ReaderStart.startup_s): the framework forking the pass's worker processes, or waking
+persistent ones. PyTorch's spawn and forkserver workers start a new interpreter each, whose
+imports and unpickling of the dataset the loop waits through in its first next(), after
+iter() returned: their pass's start-up adds the first batch's wait beyond the mean wait of
+the pass's other batches (ReaderStart.first_wait_s, profile/reader_figures.pass_starts;
+seconds a pass where forked workers take milliseconds). The first pass always starts them,
+so its start-up is what a pass costs without persistent workers.
 
 - Workers not kept (persistent_workers=False) whose later passes each start them again: the
   change keeps them (PyTorch's workers then wait for the next pass's indices; the predicted
@@ -65,7 +70,9 @@ def _figures(profile, f) -> Optional[dict]:
     saved_s = starts.later_s - predicted_s
     evaluation = f.evaluation
     figures = {"loader": f.loader, "persistent_workers": bool(f.config.persistent_workers),
-               "suggested_persistent_workers": change, "first_s": starts.first_s,
+               "suggested_persistent_workers": change,
+               "start_method": f.config.start_method,
+               "in_first_batch": starts.in_first_batch, "first_s": starts.first_s,
                "later_s": starts.later_s, "later_passes": starts.later,
                "pass_s": starts.pass_s, "predicted_start_s": predicted_s,
                "saved_s_per_pass": saved_s, "saved_share": saved_s / starts.pass_s,
@@ -94,7 +101,13 @@ def _advice(profile, f, figures: dict) -> Advice:
 def _evidence(name: str, f, figures: dict, doing: str) -> str:
     kept = ("its persistent workers" if figures["persistent_workers"]
             else f"its {f.config.num_workers} worker process(es), not kept between passes")
-    return (f"the loop's iter() of {name} took {ms(figures['first_s'])} on the first pass "
+    what = f"the loop's iter() of {name}"
+    if figures["in_first_batch"]:
+        what = (f"the start of {name}'s passes (its iter(), and the wait for the first batch "
+                f"beyond the pass's other batches' mean: its "
+                f"{figures['start_method'] or 'spawn'} workers start a new interpreter "
+                f"each inside the first next())")
+    return (f"{what} took {ms(figures['first_s'])} on the first pass "
             f"and {ms(figures['later_s'])} on each of the {figures['later_passes']} later "
             f"ones, {doing} {kept}: {figures['saved_share']:.0%} of such a pass's "
             f"{ms(figures['pass_s'])}.")

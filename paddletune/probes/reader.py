@@ -613,7 +613,8 @@ class ReaderProbe(Probe):
         self._passes[r.loader_id] = st
         records = [self._flush(old, self.clock.rel(r.t))] if old is not None else []
         records.append(ReaderStart(self.clock.rel(r.t), r.loader_id, r.pass_no,
-                                   loader_config(r.config), getattr(r, "startup_s", None)))
+                                   loader_config(r.config), getattr(r, "startup_s", None),
+                                   getattr(r, "first_wait_s", None)))
         totals = self.totals.setdefault(r.loader_id, _new_totals())
         totals["name"], totals["passes"] = (r.config or {}).get("name"), r.pass_no
         return records

@@ -7,7 +7,9 @@ USS, climbs towards the size of the dataset; pytorch#13246) and how busy each wo
 
 Records: one WorkerSample per live worker per interval (loader, pass_no, worker, pid,
 uss_bytes, rss_bytes, cpu_s: cumulative user+system seconds). A worker's first sample is
-taken as its pass starts (the baseline before it touched much: the sampler is woken for it);
+taken as its pass starts (the baseline before it touched much: the sampler is woken for it;
+PyTorch's spawn and forkserver workers' pass starts once its first batch came, after their
+interpreter's start and imports, which are not the dataset's copying);
 its last, at the final interval before it exits. The interval stretches past interval_s where
 the workers' samples would take more than the budget's share of a core (BUDGET by default; a
 session gives none where --interval was asked for).

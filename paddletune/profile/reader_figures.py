@@ -66,7 +66,8 @@ def reader_figures(profile, window, main_cycle=None, fed=None) -> Optional[F.Rea
             main_cycle, [iv for iv in intervals if iv.loader == loader],
             process_figures(profile, loader),
             pass_starts([s for s in starts if s.loader == loader],
-                        [e for e in ends if e.loader == loader]),
+                        [e for e in ends if e.loader == loader],
+                        [iv for iv in intervals if iv.loader == loader]),
             evaluation=evaluation[loader], fed=fed if training > 1 else None))
     errors = tuple(F.LoaderError(e.loader, e.detail) for e in ends if e.what == "error")
     return F.ReaderFigures(tuple(loaders), main_loader_of(loaders, window), errors)
@@ -127,20 +128,51 @@ def _fed(fed, intervals) -> Tuple[Optional[float], Optional[float]]:
     return cycle_s, share
 
 
-def pass_starts(starts: Sequence[r.ReaderStart],
-                ends: Sequence[r.ReaderEnd]) -> Optional[F.PassStarts]:
-    """The loader's passes' start-up (F.PassStarts) from their starts and ends; None where
-    none was measured."""
+def pass_starts(starts: Sequence[r.ReaderStart], ends: Sequence[r.ReaderEnd],
+                intervals: Sequence[r.ReaderInterval] = ()) -> Optional[F.PassStarts]:
+    """The loader's passes' start-up (F.PassStarts) from their starts, ends and intervals;
+    None where none was measured. Each pass's is its iter() before the first batch request
+    (ReaderStart.startup_s), plus, where the workers start inside that request (its
+    first_wait_s: PyTorch's spawn and forkserver workers), the wait for that first batch
+    beyond a batch's usual wait: the mean of the pass's other batches' waits (its
+    intervals')."""
     timed = sorted((s for s in starts if s.startup_s is not None), key=lambda s: s.pass_no)
     if not timed:
         return None
+    in_first_batch = any(s.first_wait_s is not None for s in timed)
+    waits = _pass_waits(intervals) if in_first_batch else {}
+    costs = [s.startup_s + _first_batch_excess(s, waits.get(s.pass_no)) for s in timed]
     end_of = {e.pass_no: e.t_s for e in ends if e.what in ("end", "left")}
-    later = timed[1:] if timed[0].pass_no == 1 else timed
+    first = timed[0].pass_no == 1
+    later, later_costs = (timed[1:], costs[1:]) if first else (timed, costs)
     spans = [end_of[s.pass_no] - s.t_s + s.startup_s for s in later if s.pass_no in end_of]
     return F.PassStarts(
-        timed[0].startup_s if timed[0].pass_no == 1 else None,
-        sum(s.startup_s for s in later) / len(later) if later else None, len(later),
-        sum(spans) / len(spans) if spans else None)
+        costs[0] if first else None,
+        sum(later_costs) / len(later_costs) if later_costs else None, len(later),
+        sum(spans) / len(spans) if spans else None, in_first_batch)
+
+
+def _pass_waits(intervals: Sequence[r.ReaderInterval]) -> Dict[int, Tuple[float, int]]:
+    """{pass: (the loop's waits for its batches, summed; its pops)}, the speed test's
+    intervals left out."""
+    out: Dict[int, Tuple[float, int]] = {}
+    for iv in intervals:
+        if not iv.speed_test:
+            wait_s, pops = out.get(iv.pass_no, (0.0, 0))
+            out[iv.pass_no] = (wait_s + iv.wait_s, pops + iv.pops)
+    return out
+
+
+def _first_batch_excess(start: r.ReaderStart, waits: Optional[Tuple[float, int]]) -> float:
+    """The wait for a pass's first batch beyond the mean wait of its other batches (all of
+    it where it had no other), where its workers started inside it; else 0."""
+    first = start.first_wait_s
+    if first is None:
+        return 0.0
+    usual = 0.0
+    if waits is not None and waits[1] >= 2:
+        usual = max(waits[0] - first, 0.0) / (waits[1] - 1)
+    return max(first - usual, 0.0)
 
 
 def _in_window(intervals, window):

@@ -148,7 +148,8 @@ def _balance(f: LoaderFigures) -> str:
 
 
 def _pass_start(f: LoaderFigures) -> str:
-    """The loop's iter() before each pass's first batch, where the workers start (or wake)."""
+    """The loop's iter() before each pass's first batch, where the workers start (or wake);
+    with the first batch's wait beyond the others' where they start inside it (spawn)."""
     p = f.pass_starts
     if p is None or not f.config.num_workers:
         return ""
@@ -157,7 +158,11 @@ def _pass_start(f: LoaderFigures) -> str:
              if p.later_s is not None else "")
     how = ("its persistent workers woken" if f.config.persistent_workers
            else "its workers started")
-    return f"iter() took {', '.join(x for x in (first, later) if x)} ({how})"
+    took = ', '.join(x for x in (first, later) if x)
+    if p.in_first_batch:
+        return (f"iter() and the first batch's wait beyond the others' took {took} ({how}: "
+                f"{f.config.start_method or 'spawn'} workers start in the first next())")
+    return f"iter() took {took} ({how})"
 
 
 def _oscillation(f: LoaderFigures) -> str:

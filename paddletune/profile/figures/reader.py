@@ -230,21 +230,27 @@ class ProcessFigures:
 
 @dataclass(frozen=True)
 class PassStarts:
-    """How long the loop's iter() took before each pass's first batch request
-    (records.ReaderStart.startup_s): the framework starting the pass's worker processes, or
-    waking persistent ones. The first pass always starts them.
+    """Each pass's start-up: how long the loop's iter() took before the pass's first batch
+    request (records.ReaderStart.startup_s), the framework starting the pass's worker
+    processes or waking persistent ones; where the workers start inside that first request
+    (PyTorch's spawn and forkserver workers: records.ReaderStart.first_wait_s), also the
+    wait for the first batch beyond the mean wait of the pass's other batches. The first
+    pass always starts them.
 
     Fields:
       first_s  the first pass's
       later_s  the later passes' mean (None: one pass measured)
       later    the later passes measured
       pass_s   the later passes' mean time from iter() to their end (None: none ended)
+      in_first_batch  the start-up holds the first batch's wait beyond the others' (the
+               workers started inside the first request)
     """
 
     first_s: Optional[Seconds]
     later_s: Optional[Seconds] = None
     later: Count = 0
     pass_s: Optional[Seconds] = None
+    in_first_batch: bool = False
 
 
 @dataclass(frozen=True)
@@ -277,7 +283,8 @@ class LoaderFigures:
       shapes          {feed variable: its shapes}
       long_batches    steps on the largest batches against the rest
       processes       its worker processes' memory and CPU
-      pass_starts     its passes' start-up: the loop's iter() before each first batch
+      pass_starts     its passes' start-up: the loop's iter() before each first batch (and
+                      the first batch's wait where the workers start in it)
       evaluation      every pass of it ran between training steps (records.ReaderEnd's
                       eval_s): an evaluation loop's, never the main loader while another ran
       cycle_s         where another training loader fed some of the steady steps (an epoch

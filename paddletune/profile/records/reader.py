@@ -92,6 +92,11 @@ class ReaderStart:
       startup_s  from the loop's iter() to that first request: the framework starting the
                  pass's worker processes, or waking persistent ones; None: not measured
                  (the embedded runtime, profiles before 2026-12)
+      first_wait_s  the loop's wait for that first batch, where the workers start inside
+                 it (PyTorch's spawn and forkserver workers: their interpreter's start,
+                 imports and the dataset's unpickling come before the batch is made; the
+                 record is sent once it came); None: not measured (workers started in
+                 iter(), as forked ones are; profiles before 2026-12)
     """
 
     KIND: ClassVar[str] = "reader"
@@ -101,6 +106,7 @@ class ReaderStart:
     pass_no: Count
     config: LoaderConfig = LoaderConfig()
     startup_s: Optional[Seconds] = None
+    first_wait_s: Optional[Seconds] = None
 
 
 @dataclass(frozen=True)

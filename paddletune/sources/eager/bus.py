@@ -138,6 +138,9 @@ class ReaderState:
     eval_read_s: Optional[float] = None
     # a start's: from the loop's iter() to its first batch request (None: not seen)
     startup_s: Optional[float] = None
+    # a start's: the loop's wait for the pass's first batch, where its workers start inside
+    # that request (the start is sent once the batch came); None: not measured
+    first_wait_s: Optional[float] = None
 
 
 class ReaderPush(NamedTuple):

@@ -1,11 +1,12 @@
 """DataLoader passes of an eager framework, as the reader probe reads them: the framework's
-hooks call `asked` as the loop asks a loader for a pass (its iter()), `start` when an
-iterator yields its first batch of a pass (its workers are running then, so their pids are
-known), `got` for each batch the training loop received (with how long
-it waited and how many batches were ready as it asked), `produced` for each batch a worker
-made (when the worker's own timing is known), `made` instead of both for a batch the training
-loop made itself (one reader_batch event where the subscribers take it), and `end` when the
-pass stops.
+hooks call `asked` as the loop asks a loader for a pass (its iter()), `start` when the loop
+asks an iterator for its first batch of a pass (its workers are running then, so their pids
+are known; where they start inside that request, PyTorch's spawn and forkserver workers, the
+start is sent once the batch came, with the wait for it: `first_batch`), `got` for each
+batch the training loop received (with how long it waited and how many batches were ready as
+it asked), `produced` for each batch a worker made (when the worker's own timing is known),
+`made` instead of both for a batch the training loop made itself (one reader_batch event
+where the subscribers take it), and `end` when the pass stops.
 
 With the speed-test mode on, `replay` hands the training loop the pass's last batch again
 instead of a new one: the no-data ceiling (what the step costs when reading costs nothing).
@@ -51,6 +52,7 @@ class Pass:
     held: deque = field(default_factory=deque)  # (batch, shapes) taken ahead by it
     held_end: Optional[BaseException] = None  # how the pass ended while they were taken
     solo_report: Optional[ReaderSolo] = None  # sent once the held batches are handed over
+    held_start: Optional[ReaderState] = None  # its start, sent once its first batch came
 
 
 class LoaderTracker:
@@ -79,7 +81,11 @@ class LoaderTracker:
         self.timer.pass_began(loader_id, t, asked=True)
 
     def start(self, loader_id: int, config: dict, capacity: int,
-              ready: Callable[[], int]) -> Pass:
+              ready: Callable[[], int], in_first_batch: bool = False) -> Pass:
+        """The loop asks for the pass's first batch: the pass starts. `in_first_batch`: its
+        workers start inside this first request (PyTorch's spawn and forkserver workers),
+        so its start is sent once the batch came, with the wait for it (`first_batch`), or
+        as the pass ends without one."""
         with self._lock:
             old = self._live.pop(loader_id, None)
             number = self._passes_of[loader_id] = self._passes_of.get(loader_id, 0) + 1
@@ -91,10 +97,31 @@ class LoaderTracker:
         t = _perf()
         self.timer.pass_began(loader_id, t)
         t_asked = self._asked.pop(loader_id, None)
-        self.bus.emit("reader_state", ReaderState(
-            loader_id, number, t, "start", config,
-            startup_s=t - t_asked if t_asked is not None else None))
+        state = ReaderState(loader_id, number, t, "start", config,
+                            startup_s=t - t_asked if t_asked is not None else None)
+        if in_first_batch:
+            handle.held_start = state
+        else:
+            self.bus.emit("reader_state", state)
         return handle
+
+    def first_batch(self, handle: Pass, wait_s: float):
+        """The pass's first batch came after the loop waited `wait_s` for it: a start held
+        for it (`start`'s in_first_batch) is sent now, with that wait, before the batch's
+        events."""
+        state = self._held_start(handle)
+        if state is not None:
+            state.first_wait_s = wait_s
+            self.bus.emit("reader_state", state)
+
+    def _held_start(self, handle: Pass) -> Optional[ReaderState]:
+        """The pass's start held for its first batch, taken (sent once: the loop's first
+        batch and the job's end_all may race), or None."""
+        if handle.held_start is None:
+            return None
+        with self._lock:
+            state, handle.held_start = handle.held_start, None
+        return state
 
     def _left(self, loader_id: int, t: float, taken: EvalPass):
         """The step timer saw the loop leave the loader's pass between two steps, at `t`
@@ -114,6 +141,9 @@ class LoaderTracker:
         if handle.ended:
             return
         handle.ended = True
+        held = self._held_start(handle)  # (no batch came: sent without a wait)
+        if held is not None:
+            self.bus.emit("reader_state", held)
         handle.last = None
         self._report_solo(handle)
         with self._lock:

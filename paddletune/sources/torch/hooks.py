@@ -7,6 +7,9 @@
   waited, how many batches were ready, the speed test's replay; with no workers, the loop's
   CPU time making a random eighth of the batches: CPU_SHARE), and
   `_MultiProcessingDataLoaderIter.__init__` / `_process_data` (the worker each batch came from);
+  a pass's start is announced at its first `__next__`, or, for workers started with the spawn
+  or forkserver method (STARTED_IN_FIRST_BATCH: their start is waited through in that first
+  `__next__`), once its first batch came, with the wait for it (LoaderTracker.first_batch);
 * worker timing: the dataset fetchers' `fetch`, which the forked workers run, adds each batch's
   time and CPU time to a shared array the trainer reads as the batch arrives (workers started
   with the spawn or forkserver method do not inherit it: their batches have no producer time);
@@ -83,6 +86,12 @@ FETCHERS = (fetchers._MapDatasetFetcher, fetchers._IterableDatasetFetcher)
 # prefetch_factor batches ahead of the loop, so the loop finds each batch's own figures.
 RING = 256
 STATS = 1 + 2 * RING
+# Workers started with these methods start a new interpreter (spawn), or fork one from a
+# server process that has not imported the job's modules (forkserver): their Process.start()
+# in the iterator's __init__ returns at once, and the imports and the dataset's unpickling
+# are waited through in the pass's first next(). Their pass's start is sent once its first
+# batch came, with that wait (LoaderTracker.first_batch; records.ReaderStart.first_wait_s).
+STARTED_IN_FIRST_BATCH = ("spawn", "forkserver")
 
 
 class NanInfError(FloatingPointError):
@@ -362,8 +371,10 @@ class TorchHooks:
             if state is None:  # an iterator made before the hooks
                 return original(it)
             handle = state.handle
+            first = None  # (the pass started here: its start sent once its first batch came)
             if handle is None or handle.ended or state.stale:
                 handle = self._start_pass(it, state)
+                first = handle
             if tracker.speed_test:
                 replayed = tracker.replay(handle)
                 if replayed is not None:
@@ -394,6 +405,8 @@ class TorchHooks:
             # (a collection the fetch set off is the step's own time, not the data's)
             gc_s = gc_clock.total_s - collected if gc_clock.watching == _ident() else 0.0
             t1 = _perf() - gc_s
+            if first is not None:  # (a pass's first batch only; before its push and pop)
+                tracker.first_batch(first, t1 - t0)
             if not workers:  # the loop made it: its push and pop at once
                 tracker.made(handle, t0, t1, t1 - t0,
                              max(_cpu() - c0 - gc_s, 0.0) if cpu_timed else None, batch, ready)
@@ -423,9 +436,10 @@ class TorchHooks:
         config["worker_pids"] = [w.pid for w in getattr(it, "_workers", ()) if w.pid]
         ref = weakref.ref(it)
         state.stale = False
-        state.handle = self.tracker.start(state.loader_id, config,
-                                          config.get("capacity") or 0,
-                                          lambda: _ready(ref()) if ref() is not None else 0)
+        state.handle = self.tracker.start(
+            state.loader_id, config, config.get("capacity") or 0,
+            lambda: _ready(ref()) if ref() is not None else 0,
+            in_first_batch=config.get("start_method") in STARTED_IN_FIRST_BATCH)
         return state.handle
 
     def _worker_batch(self, handle, state, batch, ready):
