@@ -1014,9 +1014,9 @@ def test_a_pass_inside_the_optimizers_step_counts_its_batches_per_step(tmp_path)
     s, f = profile.summary, profile.summary.main_loader
     assert f.consumer.batches_per_step is None and f.wait.per_step_s is None
     a = only(advise(profile, READER_RULES), "reader-starved")
-    per_step = f.batches / s.steady_steps
-    assert 5 < per_step < 12  # (the batches over the steady window, about 10 a step)
-    assert a.figures["batches_per_step"] == pytest.approx(per_step)
-    assert a.figures["wait_per_step_s"] == pytest.approx(f.wait.total_s / s.steady_steps)
+    per_step = a.figures["batches_per_step"]
+    assert per_step == pytest.approx(10, rel=0.05)  # (10 batches of 10 ms a 100 ms step)
+    assert a.figures["wait_per_step_s"] == pytest.approx(0.005 * per_step)
     assert a.figures["producer_s_per_step"] == pytest.approx(0.005 * per_step)
     assert f"for a step's {per_step:.3g} batches" in a.evidence
+    assert f.batches / s.steady_steps < 0.8 * per_step  # (its intervals miss some steps)

@@ -554,7 +554,7 @@ def test_a_validation_run_read_first_in_a_step_does_not_give_it_its_samples(grad
     after 6 batches of 256) read after a step: the next step reads it first, then its
     training batch of 64. The step's batch size and samples are the training loader's, as
     the latest step's were (helper-34's s03: 3,537 samples/s and 1.5 batches a step read
-    against the script's 2,330 and 1). A loader read first in the first step still counts."""
+    against the script's 2,330 and 1)."""
     clock, tracker, timer, steps, states, grad = graded
     train = tracker.start(0, {}, 0, lambda: 0)
     val = tracker.start(1, {}, 0, lambda: 0)

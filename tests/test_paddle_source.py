@@ -663,6 +663,16 @@ def test_a_loaders_other_arguments_are_recorded_and_kept_in_the_code(monkeypatch
     assert named.splitlines() == [
         "# batch_sampler: the script's own object, passed as the script passes it",
         "loader = paddle.io.DataLoader(dataset, batch_sampler=batch_sampler, num_workers=2)"]
+    # the batch size the source reads from the sampler is left out of the call (paddle
+    # asserts batch_size/shuffle/drop_last are not set with a batch_sampler)
+    sampled = code.loader(LoaderConfig(batch_size=4, drop_last=True, args=tuple(args[1])),
+                          num_workers=2)
+    assert "batch_size" not in sampled and "drop_last" not in sampled
+    dataset = Samples(8)
+    scope = {"paddle": paddle, "dataset": dataset,
+             "batch_sampler": paddle.io.BatchSampler(dataset, batch_size=4)}
+    exec(sampled, scope)
+    assert len(list(scope["loader"].batch_sampler)) == 2
 
 
 def test_a_loader_feeding_static_graph_runs_is_training(monkeypatch):

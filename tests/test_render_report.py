@@ -364,8 +364,9 @@ def test_the_throughput_says_whose_samples_where_the_training_loaders_differ(tmp
     lines = render(make_profile(tmp_path / "p.jsonl", steps=steps,
                                 extra=labeled + unlabeled), width=300)
     [text] = [line for line in lines if line.startswith("Throughput")]
-    assert text.endswith("samples/s (batch size 16); samples are those of the first loader each step "
-            "reads, while the main loader, DataLoader#1, reads 64 a batch")
+    assert text.endswith("samples/s (batch size 16); samples are those of the first loader "
+                         "each step reads, while the main loader, DataLoader#1, reads 64 a "
+                         "batch")
     same = reader_records(steps, config={"name": "DataLoader#1", "batch_size": 16}, loader=1,
                           wait_s=0.004)
     lines = render(make_profile(tmp_path / "q.jsonl", steps=steps, extra=labeled + same),

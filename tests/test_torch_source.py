@@ -301,6 +301,9 @@ def test_the_gc_clock_counts_the_heap_at_the_first_step_and_after_full_collectio
             if name == "gc_heap":
                 self.heaps.append(payload)
 
+        def listening(self, name):
+            return name == "gc_heap"
+
     class Timer:
         paused = []
 
@@ -310,10 +313,10 @@ def test_the_gc_clock_counts_the_heap_at_the_first_step_and_after_full_collectio
     bus, timer, clock = Bus(), Timer(), G.GcClock()
     undo = clock.install()
     try:
-        clock.stepped(bus, timer)
+        counted = [clock.stepped(bus, timer)]
         for _ in range(9):  # full collections 1..9: counts after 1, 2 and 4, then the cap
             gc.collect()
-            clock.stepped(bus, timer)
+            counted.append(clock.stepped(bus, timer))
     finally:
         for u in undo:
             u()
@@ -321,6 +324,36 @@ def test_the_gc_clock_counts_the_heap_at_the_first_step_and_after_full_collectio
     assert all(h.objects > 1000 and h.read_s > 0 for h in bus.heaps)
     assert len(timer.paused) == 4 and all(p >= h.read_s for p, h in zip(timer.paused,
                                                                         bus.heaps))
+    assert [c > 0 for c in counted] == [True, True, True, False, True] + [False] * 5
+    assert sum(counted) == pytest.approx(sum(timer.paused)) == pytest.approx(
+        clock.heap_read_s)
+
+
+def test_the_gc_clock_counts_no_heap_in_an_ops_window_a_speed_test_or_past_its_time(
+        monkeypatch):
+    """A count due while --ops or the speed test runs waits for a step without them; none
+    once the counts took MAX_HEAP_READ_S, nor where nobody listens."""
+    from paddletune.sources.eager import gc_clock as G
+
+    class Bus:
+        heaps = []
+        listened = True
+
+        def emit(self, name, payload):
+            self.heaps.append(payload)
+
+        def listening(self, name):
+            return self.listened
+
+    bus, clock = Bus(), G.GcClock()
+    assert clock.stepped(bus, may_count=False) == 0.0 and bus.heaps == []
+    assert clock.stepped(bus) > 0 and len(bus.heaps) == 1  # (the count was still due)
+    clock._count_heap = True
+    monkeypatch.setattr(G, "MAX_HEAP_READ_S", clock.heap_read_s)
+    assert clock.stepped(bus) == 0.0 and len(bus.heaps) == 1
+    monkeypatch.setattr(G, "MAX_HEAP_READ_S", 10.0)
+    bus.listened = False
+    assert clock.stepped(bus) == 0.0 and len(bus.heaps) == 1
 
 
 def test_the_gc_clock_times_the_thread_it_watches_only():
@@ -526,7 +559,9 @@ def test_persistent_workers_start_a_second_pass(src):
     assert src.states() == [("start", 1), ("end", 1), ("start", 2), ("end", 2)]
     assert starts[0].config["persistent_workers"] is True
     # (the start method the workers were started with: the job's default context's)
-    assert starts[0].config["start_method"] == multiprocessing.get_start_method()
+    assert starts[0].config["start_method"] == (  # (not fixing the default context)
+        multiprocessing.get_start_method(allow_none=True)
+        or multiprocessing.get_all_start_methods()[0])
     assert len(src.events["reader_pop"]) == 4
     assert len(src.events["step_end"]) == 4
 
@@ -1010,6 +1045,15 @@ def test_a_loaders_other_arguments_are_recorded_and_kept_in_the_code(src):
              "batch_sampler": torch.utils.data.BatchSampler(range(16), 5, drop_last=False)}
     exec(batches, scope)
     assert [len(b) for b in scope["loader"].batch_sampler] == [5, 5, 5, 1]
+    # with it, a DataLoader takes no batch_size, shuffle, sampler or drop_last: a batch size
+    # known, or changed (tune's), is left out of the call, the change said to the sampler
+    config = LoaderConfig(batch_size=5, drop_last=True, args=tuple(args[2]) + ("shuffle=True",))
+    for changes in ({"num_workers": 2}, {"batch_size": 8}):
+        line = code.loader(config, **changes)
+        exec(line, scope)  # (torch raised ValueError where they were written)
+        assert ("batch_size=8" in line) == ("batch_size" in changes)
+    assert line.splitlines()[1] == ("# batch_size=8: your batch_sampler makes the batches: "
+                                    "give it 8 a batch")
 
 
 def test_every_python_line_of_torch_code_compiles():

@@ -1172,5 +1172,5 @@ def test_the_space_line_says_the_batch_ladder_and_the_advices_own_values():
              "batch_size": sp.Knob("batch_size", "reader", "batch_size", (32,), 32)}
     assert space_text(sp.Space(knobs)) == (
         "num_workers {0,1,2}, persistent_workers {false,true}, batch_size on a ladder from "
-        "{32} (the advice's own values are raced first)")
+        "{32} (a setting the advice names races first, at its own values)")
     assert space_text(sp.Space({})) == "nothing to tune"

@@ -143,22 +143,27 @@ def worker_plan(profile, f: LoaderFigures) -> dict:
 
 def _batches_per_step(s: Summary, f: LoaderFigures) -> float:
     """The loader's batches a training step: as the steps took them, else (passes inside an
-    optimizer's step(): an L-BFGS closure's, its steps not attributed) its batches over the
-    steady steps it was measured over, else one."""
+    optimizer's step(): an L-BFGS closure's, its steps not attributed) its rate over the
+    intervals it was measured in times the step's cycle (`_per_cycle`), else one."""
     if f.consumer.batches_per_step:
         return f.consumer.batches_per_step
-    if f.scope == "steady" and s.steady_steps and f.batches:
-        return f.batches / s.steady_steps
-    return 1.0
+    return _per_cycle(s, f, f.batches) or 1.0
 
 
 def _wait_per_step(s: Summary, f: LoaderFigures) -> Optional[float]:
     """The loop's wait for the loader's batches a training step (as _batches_per_step)."""
     if f.wait.per_step_s is not None:
         return f.wait.per_step_s
-    if f.scope == "steady" and s.steady_steps and f.wait.total_s:
-        return f.wait.total_s / s.steady_steps
-    return None
+    return _per_cycle(s, f, f.wait.total_s)
+
+
+def _per_cycle(s: Summary, f: LoaderFigures, total) -> Optional[float]:
+    """`total` (of the loader's steady intervals) a step: over their time, times the step's
+    cycle (the intervals need not cover every steady step: the steady steps' count would
+    read low)."""
+    if f.scope != "steady" or not f.span_s or not total:
+        return None
+    return total / f.span_s * loader_cycle(s, f)
 
 
 def loader_cycle(s: Summary, f: LoaderFigures) -> float:

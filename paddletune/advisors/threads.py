@@ -281,7 +281,7 @@ def _underused(profile, cpu: CpuFacts) -> Optional[Advice]:
     share = op_types_share(profile, BLAS_OPS)
     if share is not None and share < MIN_BLAS_SHARE:
         return None
-    free = free_cores(profile)
+    free = free_cores(profile, main_loader(profile))  # (its workers are the job's own)
     others = free.others if free is not None else 0.0
     left = cores - others  # (the cores other processes leave the job)
     if blas * rt * 2 > left:

@@ -260,11 +260,14 @@ def _throughput(tp: Optional[Throughput]) -> str:
 
 
 def _samples_loader(s) -> str:
-    """Where the steps read batches of more than one size from their training loaders (a
-    FixMatch's labeled and unlabeled batches), whose the samples are: the first each step
-    reads (steps.StepTimer.read), and the main loader's own size where it differs."""
+    """Where each step reads batches of more than one size from its training loaders (a
+    FixMatch's labeled and unlabeled batches), whose samples are counted: the first loader
+    each step reads (steps.StepTimer.read), and the main loader's own size where it differs.
+    Not where the loaders fed different steps (an epoch each: the main one has a cycle of
+    its own, LoaderFigures.cycle_s)."""
     tp, main = s.throughput, s.main_loader
-    if tp is None or not tp.batch_size or s.reader is None or main is None:
+    if tp is None or not tp.batch_size or s.reader is None or main is None or \
+            main.cycle_s is not None:
         return ""
     sizes = {f.config.batch_size for f in s.reader.loaders
              if not f.evaluation and f.scope == "steady" and f.config.batch_size}

@@ -77,9 +77,9 @@ class TuneProgress:
 
 def space_text(space) -> str:
     """The knobs and their candidate values, as the knob races try them: the batch size
-    searched on a ladder from the job's own (tune/batch.py), and the advice's settings
-    raced first, whatever their values (helper-34: 'num_workers {0,1,2}, batch_size {32}'
-    printed, then num_workers=3 and batch sizes 16-256 tried)."""
+    searched on a ladder from the job's own (tune/batch.py); said before the advice is
+    known, that a setting it names races first, whatever its values (helper-34: 'num_workers
+    {0,1,2}, batch_size {32}' printed, then num_workers=3 and batch sizes 16-256 tried)."""
     knobs = []
     for k in space.knobs.values():
         if k.name == "batch_size":
@@ -88,7 +88,7 @@ def space_text(space) -> str:
             knobs.append(f"{k.name} {_values(k.values)}")
     if not knobs:
         return "nothing to tune"
-    return ", ".join(knobs) + " (the advice's own values are raced first)"
+    return ", ".join(knobs) + " (a setting the advice names races first, at its own values)"
 
 
 def render_record(record: dict, console: Optional[Console] = None, rows: int = MAX_ROWS):

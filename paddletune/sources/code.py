@@ -186,6 +186,22 @@ def script_args(config) -> tuple:
     return [a for a in args if "=" in a], [a for a in args if "=" not in a]
 
 
+SAMPLER_EXCLUSIVE = ("batch_size", "shuffle", "sampler", "drop_last")  # a DataLoader with a
+# batch_sampler takes none of these (torch raises ValueError, paddle AssertionError)
+
+
+def batches_own(named) -> bool:
+    """Whether the script's batch_sampler makes the batches (`named`: script_args' second):
+    then the call leaves out SAMPLER_EXCLUSIVE."""
+    return "batch_sampler" in named
+
+
+def sampler_note(batch) -> str:
+    """A changed batch size where the script's batch_sampler makes the batches."""
+    return (f"# batch_size={batch!r}: your batch_sampler makes the batches: give it "
+            f"{batch!r} a batch")
+
+
 def kept_args(names) -> list:
     """The call's `name=name` for each argument the script passes an object of its own."""
     return [f"{name}={name}" for name in names]

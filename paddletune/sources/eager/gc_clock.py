@@ -15,7 +15,10 @@ The clock also counts the objects the collector tracks (`len(gc.get_objects())`,
 after the 1st, 2nd, 4th... full collection, at most MAX_HEAP_READS times: how much of what a
 full collection scans existed before the loop, which `gc.freeze()` there takes out of every
 scan (advisors/collector.py). A count walks the heap (20-130 ms for 0.3-1.2 million
-objects): its time is left out of the next step (StepTimer.pause).
+objects, and a list of that many pointers for the while): its time is left out of the
+next step (StepTimer.pause) and of the hooks' own time. No count is taken while --ops times
+a window (its pauses are the ops probe's overhead) or the speed test runs (its window's CPU
+per step sizes the workers), nor once the counts took MAX_HEAP_READ_S.
 
 `GcClock.watching` is the thread to time: the one that installed the clock, then the one that
 steps the optimizer (the step hooks say so after each step; a DataLoader read on a prefetch
@@ -35,6 +38,8 @@ PAUSE_S = 0.005  # a collection this long on the training thread is a pause wort
 MAX_PAUSES = 2000  # pauses recorded in one run at most (the rest are counted: `dropped`)
 MAX_HEAP_READS = 12  # heap counts a run at most: the first step's, then after full
 # collections 1, 2, 4, ... 1,024
+MAX_HEAP_READ_S = 1.0  # and no more once they took this long in all (a count walks the
+# heap and lists it: about 20 ms and 8 MiB a million objects, 2-core VM)
 
 
 class GcPause(NamedTuple):
@@ -69,6 +74,7 @@ class GcClock:
         self.full = 0  # full collections on the watched thread
         self.heap_reads = 0
         self._count_heap = True  # at the next step's end (the first: the loop's heap)
+        self.heap_read_s = 0.0  # the counts' time so far
 
     def install(self) -> List[Callable[[], None]]:
         """Start timing the installing thread (the script's, until a step says otherwise:
@@ -77,25 +83,31 @@ class GcClock:
         gc.callbacks.append(self._callback)
         return [self._remove]
 
-    def stepped(self, bus, timer=None) -> None:
+    def stepped(self, bus, timer=None, may_count: bool = True) -> float:
         """A training step ended on this thread (the step hooks): it is the one to time, and
         the pauses so far go out as `gc_pause` events, outside the collector; the heap is
-        counted where due, its time left out of the next step (`timer`'s pause)."""
+        counted where due and `may_count` (no --ops window, no speed test), its time left
+        out of the next step (`timer`'s pause). Returns that time (0.0: none counted)."""
         self.watching = _ident()
         if self.pending:
             send_pauses(self, bus)
-        if self._count_heap:
-            self._send_heap(bus, timer)
+        if self._count_heap and may_count and self.heap_read_s < MAX_HEAP_READ_S and \
+                bus.listening("gc_heap"):
+            return self._send_heap(bus, timer)
+        return 0.0
 
-    def _send_heap(self, bus, timer) -> None:
+    def _send_heap(self, bus, timer) -> float:
         self._count_heap = False
         self.heap_reads += 1
         t0 = _perf()
         objects = len(gc.get_objects())
         read_s = _perf() - t0
         bus.emit("gc_heap", GcHeap(t0, objects, read_s, self.full))
+        taken_s = _perf() - t0
+        self.heap_read_s += taken_s
         if timer is not None:
-            timer.pause(_perf() - t0)
+            timer.pause(taken_s)
+        return taken_s
 
     def drain(self) -> List[GcPause]:
         """The pauses not sent yet, now taken."""

@@ -3,7 +3,8 @@ change only exists in the static graph). Pure text: imports nothing of paddle.""
 
 from typing import Mapping, Optional, Sequence
 
-from ..code import CodeWriter, keep_note, kept_args, script_args
+from ..code import (SAMPLER_EXCLUSIVE, CodeWriter, batches_own, keep_note, kept_args,
+                    sampler_note, script_args)
 
 SET_FLAG = "paddle.set_flags({{'{flag}': {value!r}}})  # in the script, before training"
 # LoaderConfig fields -> paddle.io.DataLoader's arguments (None: not an argument of it)
@@ -71,9 +72,13 @@ class PaddleCode(CodeWriter):
             else:
                 notes.append(f"# {field}={value!r}: paddle.io.DataLoader has no such argument")
         batch = values.pop("batch_size", None)
-        args = "".join(([f", batch_size={batch!r}"] if batch is not None else [])
-                       + [f", {a}" for a in written + kept_args(named)]
-                       + [f", {k}={v!r}" for k, v in values.items()])
+        shown = (([f"batch_size={batch!r}"] if batch is not None else []) + written
+                 + kept_args(named) + [f"{k}={v!r}" for k, v in values.items()])
+        if batches_own(named):  # (its batch_sampler makes the batches)
+            shown = [a for a in shown if a.split("=")[0] not in SAMPLER_EXCLUSIVE]
+            if "batch_size" in changes:
+                notes.append(sampler_note(changes["batch_size"]))
+        args = "".join(f", {a}" for a in shown)
         return keep_note(named) + "\n".join([f"loader = paddle.io.DataLoader(dataset{args})",
                                               *notes])
 

@@ -256,10 +256,15 @@ class PaddleHooks:
                 hooks._device_step(hooks._place, timer.steps)
                 hooks._memory_step(hooks._place, timer.steps, timer.batch_size)
                 timer.step_done(hooks._place)
-                hooks._loader_hooks.gc.stepped(hooks.source.bus, timer)
-                hooks._own_s += _perf() - t_in  # (before --ops's window: the ops probe's)
+                t_end = timer.last_end  # (before a heap count moves the next step's start)
+                loader_hooks = hooks._loader_hooks
+                counted_s = loader_hooks.gc.stepped(
+                    hooks.source.bus, timer, may_count=not hooks._timing_ops
+                    and not loader_hooks.loaders.speed_test)
+                hooks._own_s += _perf() - t_in - counted_s  # (before --ops's window: the
+                # ops probe's; the heap count is left out of the steps, its records say it)
                 if hooks._timing_ops:
-                    hooks.op_windows.step_ended(timer.steps - 1, timer.last_end, hooks._place)
+                    hooks.op_windows.step_ended(timer.steps - 1, t_end, hooks._place)
             return out
 
         stepping.__wrapped__ = original

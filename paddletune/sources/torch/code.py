@@ -2,7 +2,8 @@
 
 from typing import Mapping, Optional, Sequence
 
-from ..code import CodeWriter, keep_note, kept_args, script_args
+from ..code import (SAMPLER_EXCLUSIVE, CodeWriter, batches_own, keep_note, kept_args,
+                    sampler_note, script_args)
 
 LOADER_ARGS = ("batch_size", "num_workers", "prefetch_factor", "pin_memory",
                "persistent_workers", "drop_last")
@@ -45,8 +46,13 @@ class TorchCode(CodeWriter):
         batch = args.pop("batch_size", config.batch_size)
         shown = ([f"batch_size={batch!r}"] if batch else []) + written + kept_args(named) + \
             kept + [f"{k}={v!r}" for k, v in args.items() if k in LOADER_ARGS]
+        note = ""
+        if batches_own(named):  # (its batch_sampler makes the batches)
+            shown = [a for a in shown if a.split("=")[0] not in SAMPLER_EXCLUSIVE]
+            note = sampler_note(changes["batch_size"]) + "\n" if "batch_size" in changes \
+                else ""
         call = f"loader = torch.utils.data.DataLoader({', '.join(['dataset'] + shown)})"
-        return keep_note(named) + call
+        return keep_note(named) + note + call
 
     def async_loader(self, feeds: Sequence[str], place: str, loss: str,
                      num_workers: int = 0) -> str:

@@ -249,10 +249,13 @@ class TorchHooks:
             if self.source.bus.listening("memory_step"):
                 self._memory_step(place)
         timer.step_done(place)
-        self._gc.stepped(self.source.bus, timer)
-        self.own_s += _perf() - t_in  # (before --ops's windows: the ops probe's overhead)
+        t_end = timer.last_end  # (before a heap count moves the next step's start)
+        counted_s = self._gc.stepped(self.source.bus, timer, may_count=self._ops is None
+                                     and not self.tracker.speed_test)
+        self.own_s += _perf() - t_in - counted_s  # (before --ops's windows: the ops probe's
+        # overhead; the heap count is left out of the steps, and said by its own records)
         if self._ops is not None:
-            self._ops.step_ended(timer.steps - 1, timer.last_end, place)
+            self._ops.step_ended(timer.steps - 1, t_end, place)
 
     def _memory_step(self, place: str):
         """The caching allocator's figures, sent just before the step's step_end."""
