@@ -427,13 +427,13 @@ EVAL_CONFIG = {"name": "DataLoader#1", "num_workers": 0, "producer": "loop", "ca
 
 
 def with_eval_passes(steps, passes=3, batches=8, make_s=0.060, eval_s=0.004, cpu_s=0.015,
-                     workers=0):
+                     workers=0, start_method=None):
     """The training `steps` (step records) with `passes` passes of loader 1 between them,
     evenly spaced (the later steps moved later by the passes before them), and the passes'
     reader records: each batch made in `make_s` (`cpu_s` of it CPU) and evaluated in
     `eval_s`."""
     config = {**EVAL_CONFIG, "num_workers": workers,
-              "producer": "workers" if workers else "loop"}
+              "producer": "workers" if workers else "loop", "start_method": start_method}
     per_pass = batches * (make_s + eval_s)
     out, shift, every = [], 0.0, len(steps) // (passes + 1)
     for i, step in enumerate(steps):
@@ -465,10 +465,11 @@ def eval_records(p, t0, per_pass, batches, make_s, cpu_s, config):
              "eval_read_s": make_s * batches}]
 
 
-def job(tmp_path, name="p", n_steps=60, **kwargs):
+def job(tmp_path, name="p", n_steps=60, train_config=None, **kwargs):
     steps = step_records(n_steps=n_steps, wall_s=0.004, gap_s=0.0)
     passes = with_eval_passes(steps[1:], **kwargs)
-    config = {"name": "DataLoader#0", "num_workers": 0, "producer": "loop", "capacity": 0}
+    config = {"name": "DataLoader#0", "num_workers": 0, "producer": "loop", "capacity": 0,
+              **(train_config or {})}
     extra = reader_records(steps, config=config, produce_s=0.0005, wait_s=0.0005) + passes
     return load(make_profile(tmp_path / f"{name}.jsonl", steps=steps, env=CORES_2,
                              extra=extra, source=source_info("torch")))
@@ -509,6 +510,41 @@ def test_evaluation_waiting_for_its_batches_is_given_workers(tmp_path):
         "eval_loader = torch.utils.data.DataLoader(dataset, batch_size=256, num_workers=4, "
         "persistent_workers=True)")
     assert "left out of the steps" in a.evidence
+
+
+def test_spawned_workers_start_a_new_interpreter_each(tmp_path):
+    """The same job with the spawn start method: each worker's start is 0.7 s
+    (SPAWN_S_PER_WORKER), not a fork's 15 ms, where no loader measured its own. Its 4
+    workers' 2.8 s outweigh the 1.2 s they would save over 3 passes of 8 batches: nothing
+    is advised; over passes of 120 batches they still pay, saving 2.74 s less than forked
+    ones."""
+    from paddletune.advisors.evaluation import SPAWN_S_PER_WORKER
+    assert evaluation_input(job(tmp_path, "f")) is not None
+    assert evaluation_input(job(tmp_path, "s", start_method="spawn")) is None
+    fork = evaluation_input(job(tmp_path, "fl", batches=120)).figures
+    spawn = evaluation_input(job(tmp_path, "sl", batches=120, start_method="spawn")).figures
+    assert fork["start_s_per_worker"] == FORK_S_PER_WORKER
+    assert spawn["start_s_per_worker"] == SPAWN_S_PER_WORKER == 0.7
+    assert spawn["predicted_passes_s"] == pytest.approx(
+        fork["predicted_passes_s"] + 4 * (SPAWN_S_PER_WORKER - FORK_S_PER_WORKER))
+
+
+def test_a_spawned_workers_start_is_the_jobs_own_where_a_loader_measured_it():
+    """A loader of the job whose 2 spawned workers took 3 s to start its first pass: 1.5 s
+    a worker; a forked loader's, or one without a measured start, does not count."""
+    from types import SimpleNamespace as NS
+    from paddletune.advisors.evaluation import _start_s_per_worker
+
+    def loader(workers, method, first_s):
+        return NS(config=NS(num_workers=workers, start_method=method),
+                  pass_starts=NS(first_s=first_s) if first_s is not None else None)
+
+    loaders = [loader(2, "spawn", 3.0), loader(4, "fork", 0.06), loader(2, "spawn", None),
+               loader(0, "spawn", None)]
+    profile = NS(summary=NS(reader=NS(loaders=loaders)))
+    assert _start_s_per_worker(profile, loader(0, "spawn", None)) == 1.5
+    assert _start_s_per_worker(profile, loader(0, "fork", None)) == FORK_S_PER_WORKER
+    assert _start_s_per_worker(profile, None) == FORK_S_PER_WORKER
 
 
 def test_evaluation_with_too_few_workers_is_given_more(tmp_path):

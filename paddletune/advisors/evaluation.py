@@ -15,7 +15,8 @@ cores the workers get beside the loop (all but one). N is the workers that would
 of a core. Each pass still waits for its first batch as long as now (the workers begin it
 as the pass begins). A loader with workers already gains, on the batches after each pass's
 first, its pace with N workers against its pace with those it has (the same model). The
-workers' fork (FORK_S_PER_WORKER each) is added once where they are kept, at every pass
+workers' start (a fork, FORK_S_PER_WORKER each; PyTorch's spawn or forkserver, a new
+interpreter: _start_s_per_worker) is added once where they are kept, at every pass
 where not: PyTorch's change keeps them (persistent_workers), Paddle's does not
 (KEEPS_WORKERS). The gain is the run's, not the steps': the steps' figures do not change,
 and `tune` (which measures steps) cannot show it."""
@@ -38,6 +39,10 @@ MEDIUM_SAVED, HIGH_SAVED = 0.1, 0.25  # the run's share saved for medium / high 
 KEEPS_WORKERS = ("torch",)
 FORK_S_PER_WORKER = 0.015  # forking a worker process as a pass starts (pass start: 45-55 ms
 # for PyTorch's 3, 52-60 ms for Paddle's 4, 2-core VM, 2026-11-30)
+SPAWN_S_PER_WORKER = 0.7  # starting one by spawn or forkserver: a new interpreter importing
+# torch (a pass's start-up 1.4-5.5 s for PyTorch's 2, the same VM under load, 2026-11-30),
+# where no loader of the job measured its own (_start_s_per_worker)
+NOT_FORKED = ("spawn", "forkserver")
 
 
 @rule
@@ -69,6 +74,22 @@ def evaluation_input(profile) -> Optional[Advice]:
         severity=severity, confidence="medium", evidence=_evidence(f, name, figures),
         change=_change(profile, f, name, figures), expected_gain=_gain(figures),
         figures=figures)
+
+
+def _start_s_per_worker(profile, loader) -> float:
+    """What starting one worker costs a pass: forking it, or (spawn, forkserver: the
+    loader's start method, which PyTorch records without workers too) the most a loader of
+    the job with workers started that way measured a worker (its first pass's start-up over
+    its workers), else SPAWN_S_PER_WORKER."""
+    method = loader.config.start_method if loader is not None else None
+    if method not in NOT_FORKED:
+        return FORK_S_PER_WORKER
+    reader = profile.summary.reader
+    measured = [f.pass_starts.first_s / f.config.num_workers
+                for f in (reader.loaders if reader is not None else ())
+                if f.config.num_workers and f.config.start_method == method
+                and f.pass_starts is not None and f.pass_starts.first_s]
+    return max(measured, default=SPAWN_S_PER_WORKER)
 
 
 def _figures(profile, f: EvalLoader) -> Optional[dict]:
@@ -111,7 +132,8 @@ def _figures(profile, f: EvalLoader) -> Optional[dict]:
         passes_s = f.total_s - rest * (now_s - batch_s)
     else:
         passes_s = f.passes * (make_s + take_s) + rest * batch_s
-    passes_s += forks * FORK_S_PER_WORKER
+    start_s = _start_s_per_worker(profile, loader)
+    passes_s += forks * start_s
     saved_s = f.total_s - passes_s
     if saved_s <= 0:
         return None
@@ -122,6 +144,7 @@ def _figures(profile, f: EvalLoader) -> Optional[dict]:
             "workers_wanted": wanted, "workers_cap": cap, "suggested_workers": workers,
             "predicted_batch_s": batch_s, "predicted_passes_s": passes_s,
             "cpu_bound": cpu_bound_s >= batch_s - 1e-12, "run_s": duration_s,
+            "start_s_per_worker": start_s,
             "saved_s": saved_s, "saved_share": saved_s / duration_s,
             "run_speedup": duration_s / (duration_s - saved_s)}
 

@@ -39,11 +39,11 @@ class LoaderConfig:
       sharing_strategy   how PyTorch's workers hand tensors over (torch.multiprocessing's
                          file_descriptor or file_system) as the pass started; None: not
                          PyTorch's workers
-      start_method       how PyTorch's workers start (multiprocessing's fork, spawn or
-                         forkserver: the loader's multiprocessing_context, else the
-                         job's); spawn and forkserver workers start a new interpreter
-                         each, inside the pass's first next(); None: not PyTorch's
-                         workers, or a profile from before 2026-12
+      start_method       how PyTorch's workers start, or would with num_workers=0
+                         (multiprocessing's fork, spawn or forkserver: the loader's
+                         multiprocessing_context, else the job's); spawn and forkserver
+                         workers start a new interpreter each, inside the pass's first
+                         next(); None: not PyTorch's loader, or an older profile
       args               the loader's other arguments the script set, for the advice's
                          code to keep: `name=value` where the value can be written
                          (shuffle=True, collate_fn=pad_batch: a function's own name), the

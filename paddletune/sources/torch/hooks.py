@@ -442,7 +442,8 @@ class TorchHooks:
         state.handle = self.tracker.start(
             state.loader_id, config, config.get("capacity") or 0,
             lambda: _ready(ref()) if ref() is not None else 0,
-            in_first_batch=config.get("start_method") in STARTED_IN_FIRST_BATCH)
+            in_first_batch=bool(config.get("num_workers"))
+            and config.get("start_method") in STARTED_IN_FIRST_BATCH)
         return state.handle
 
     def _worker_batch(self, handle, state, batch, ready):
@@ -610,7 +611,7 @@ def _loader_config(loader, loader_id: int) -> dict:
             "producer": "workers" if workers else "loop",
             "dataset": "iterable" if isinstance(loader.dataset, IterableDataset) else "map",
             "sharing_strategy": sharing_strategy() if workers else None,
-            "start_method": start_method(loader) if workers else None,
+            "start_method": start_method(loader),  # (without workers: how they would)
             "args": _script_args(loader)}
 
 
