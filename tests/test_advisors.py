@@ -486,6 +486,13 @@ def test_idle_cores_counts_only_the_cores_other_processes_leave(tmp_path):
     assert a.change.startswith("export OPENBLAS_NUM_THREADS=5")
     assert "of 800% available (3.0 core(s) busy with other processes)" in a.evidence
     assert a.figures["other_processes_cores"] == pytest.approx(3.0)
+    # a daemon's 0.04 of a core on an idle 2-core machine leaves both cores (helper-39's s01:
+    # 2 threads ran 1.13-1.19x faster there)
+    idle = load_profile(tmp_path, "i.jsonl", steps=tuned_steps(), env=env_with(1, cores=2),
+                        extra=[*op_times(mul_s=0.008, other_s=0.001),
+                               *system_rows(cpu_percent=96.0, cpu_total_percent=50.0)])
+    assert only(advise(idle, [threads.cpu_threads]), "cpu-underused").change.startswith(
+        "export OPENBLAS_NUM_THREADS=2")
 
 
 @pytest.mark.parametrize("kw", [

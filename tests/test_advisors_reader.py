@@ -966,6 +966,12 @@ def test_a_hand_over_dearer_than_the_wait_keeps_the_batches_in_a_busy_machines_l
     kept = only(advise(busy, READER_RULES), "reader-starved")
     assert kept.figures["cpu_bound"] and kept.figures["keep_in_loop"], kept.figures
     assert kept.change.startswith("# keep making the batches in the loop (num_workers=0)")
+    # a wait the busy machine inflated past the hand-over, for batches of less CPU than it
+    # (helper-39's s09b: 0.78 ms waited for 0.47 ms of CPU against a 0.75 ms hand-over)
+    inflated = per_batch | {"wait_s": 0.0009, "produce_s": 0.0009, "cpu_s": 0.0005}
+    busy = loop_profile(tmp_path, step_records(wall_s=0.0031, gap_s=0.0), inflated, "torch",
+                        machine_percent=100.0)
+    assert only(advise(busy, READER_RULES), "reader-starved").figures["keep_in_loop"]
     # a batch dearer than its hand-over, on the same busy machine: the cores bound it
     per_batch |= {"wait_s": 0.002, "produce_s": 0.002, "cpu_s": 0.002}
     dear = loop_profile(tmp_path, step_records(wall_s=0.0042, gap_s=0.0), per_batch, "torch",

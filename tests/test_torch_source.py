@@ -1012,13 +1012,24 @@ def test_a_loaders_other_arguments_are_recorded_and_kept_in_the_code(src):
         "batched": torch.utils.data.DataLoader(
             Sleepy(16), batch_sampler=torch.utils.data.BatchSampler(range(16), 4, False)),
         "plain": torch.utils.data.DataLoader(Sleepy(16), batch_size=4),
+        # a seeded shuffle and a timeout (helper-39's s10: a call without its generator
+        # changed the shuffle's order)
+        "seeded": torch.utils.data.DataLoader(Sleepy(16), batch_size=4, shuffle=True,
+                                              generator=torch.Generator().manual_seed(0),
+                                              num_workers=1, timeout=60),
     }
     with src.running():
         for loader in loaders.values():
             next(iter(loader))
     args = [s.config["args"] for s in src.events["reader_state"] if s.what == "start"]
     assert args == [["shuffle=True", "collate_fn=pad_batch"], ["sampler", "collate_fn"],
-                    ["batch_sampler"], []]
+                    ["batch_sampler"], [], ["shuffle=True", "generator", "timeout=60"]]
+    seeded = TorchCode().loader(LoaderConfig(batch_size=4, num_workers=1,
+                                             args=tuple(args[4])))
+    assert seeded.splitlines() == [
+        "# generator: the script's own object, passed as the script passes it",
+        "loader = torch.utils.data.DataLoader(dataset, batch_size=4, shuffle=True, "
+        "timeout=60, generator=generator, num_workers=1, persistent_workers=True)"]
     code = TorchCode()
     shuffled = code.loader(LoaderConfig(batch_size=4, drop_last=True, args=tuple(args[0])),
                            num_workers=2)

@@ -88,7 +88,7 @@ def _advice(profile, f, figures: dict) -> Advice:
     doing = "waking" if figures["persistent_workers"] else "starting"
     return Advice(
         id="worker-start-per-pass", source=31,
-        title=(f"{doing.capitalize()} {name}'s workers takes {figures['later_s'] * 1e3:.0f} "
+        title=(f"{doing.capitalize()} {name}'s workers takes {figures['later_s'] * 1e3:,.0f} "
                f"ms a pass ({share:.0%} of it)"),
         severity="high" if share >= HIGH_SHARE else "medium" if share >= MEDIUM_SHARE
         else "low",
@@ -108,9 +108,13 @@ def _evidence(name: str, f, figures: dict, doing: str) -> str:
                 f"{figures['start_method'] or 'spawn'} workers start a new interpreter "
                 f"each inside the first next())")
     return (f"{what} took {ms(figures['first_s'])} on the first pass "
-            f"and {ms(figures['later_s'])} on each of the {figures['later_passes']} later "
-            f"ones, {doing} {kept}: {figures['saved_share']:.0%} of such a pass's "
+            f"and {ms(figures['later_s'])} on {_later(figures['later_passes'])}, "
+            f"{doing} {kept}: {figures['saved_share']:.0%} of such a pass's "
             f"{ms(figures['pass_s'])}.")
+
+
+def _later(n: int) -> str:
+    return "the later one" if n == 1 else f"each of the {n} later ones"
 
 
 def _change(profile, f, figures: dict) -> str:

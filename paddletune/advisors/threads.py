@@ -268,6 +268,9 @@ def _steal_change(profile, cpu: CpuFacts, n: int) -> str:
     return f"{move}; until then use fewer threads:\n{blas_setting(profile, cpu, n)}"
 
 
+OTHERS_SLACK = 0.25  # cores other processes keep busy that still leave a core whole
+
+
 def _underused(profile, cpu: CpuFacts) -> Optional[Advice]:
     """Conservative: compute-bound, BLAS-heavy (or unknown), process far below the cores,
     and the cores other processes leave fitting at least twice the math threads (a machine
@@ -283,7 +286,8 @@ def _underused(profile, cpu: CpuFacts) -> Optional[Advice]:
         return None
     free = free_cores(profile, main_loader(profile))  # (its workers are the job's own)
     others = free.others if free is not None else 0.0
-    left = cores - others  # (the cores other processes leave the job)
+    left = int(cores - others + OTHERS_SLACK)  # (the whole cores other processes leave the
+    # job: a daemon's 0.04 of one on an idle 2-core machine leaves both)
     if blas * rt * 2 > left:
         return None
     n = _per_runtime_thread(cpu, left)

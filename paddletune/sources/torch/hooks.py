@@ -618,7 +618,8 @@ def _loader_config(loader, loader_id: int) -> dict:
 def _script_args(loader) -> list:
     """The arguments the script gave the DataLoader beyond those the config holds
     (LoaderConfig.args): shuffle, its own sampler or batch sampler, collate_fn,
-    worker_init_fn."""
+    worker_init_fn, generator, timeout, multiprocessing_context (helper-39: a call without
+    the script's generator=g changed its seeded shuffle's order)."""
     args = []
     own_batches = loader.batch_size is not None  # (the loader batches its sampler's indices)
     if own_batches and isinstance(loader.sampler, RandomSampler):
@@ -632,6 +633,12 @@ def _script_args(loader) -> list:
         args.append(script_arg("collate_fn", loader.collate_fn))
     if loader.worker_init_fn is not None:
         args.append(script_arg("worker_init_fn", loader.worker_init_fn))
+    if getattr(loader, "generator", None) is not None:  # (a seeded shuffle's order)
+        args.append(script_arg("generator", loader.generator))
+    if loader.timeout:
+        args.append(f"timeout={loader.timeout!r}")
+    if loader.multiprocessing_context is not None:
+        args.append(script_arg("multiprocessing_context", loader.multiprocessing_context))
     return args
 
 
