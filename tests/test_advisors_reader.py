@@ -1018,7 +1018,9 @@ def test_a_pass_inside_the_optimizers_step_counts_its_batches_per_step(tmp_path)
                                 extra=records + system_samples(cpu_percent=100.0,
                                                                cpu_total_percent=25.0)))
     s, f = profile.summary, profile.summary.main_loader
-    assert f.consumer.batches_per_step is None and f.wait.per_step_s is None
+    # (the summary's, from the intervals' rates times the cycle: every rule reads them)
+    assert f.consumer.batches_per_step == pytest.approx(10, rel=0.05)
+    assert f.wait.per_step_s == pytest.approx(0.005 * f.consumer.batches_per_step)
     a = only(advise(profile, READER_RULES), "reader-starved")
     per_step = a.figures["batches_per_step"]
     assert per_step == pytest.approx(10, rel=0.05)  # (10 batches of 10 ms a 100 ms step)

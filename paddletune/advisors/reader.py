@@ -107,7 +107,7 @@ def worker_plan(profile, f: LoaderFigures) -> dict:
     trainer one BLAS thread and the speed test measured its ceiling with one, the plan is
     made again on that step."""
     s = profile.summary
-    per_step = _batches_per_step(s, f)
+    per_step = f.consumer.batches_per_step or 1.0
     cpu_share = f.producer.cpu_share
     cpu_s = (f.producer.cpu_s_per_batch or 0.0) * per_step
     gil = f.config.made_in == "thread" and cpu_share is not None and \
@@ -139,31 +139,6 @@ def worker_plan(profile, f: LoaderFigures) -> dict:
     plan |= _gil_bound_from_above(plan, gil and measured)
     plan["keep_in_loop"] = _hand_over_outweighs(plan)  # (then no worker count: tune)
     return plan
-
-
-def _batches_per_step(s: Summary, f: LoaderFigures) -> float:
-    """The loader's batches a training step: as the steps took them, else (passes inside an
-    optimizer's step(): an L-BFGS closure's, its steps not attributed) its rate over the
-    intervals it was measured in times the step's cycle (`_per_cycle`), else one."""
-    if f.consumer.batches_per_step:
-        return f.consumer.batches_per_step
-    return _per_cycle(s, f, f.batches) or 1.0
-
-
-def _wait_per_step(s: Summary, f: LoaderFigures) -> Optional[float]:
-    """The loop's wait for the loader's batches a training step (as _batches_per_step)."""
-    if f.wait.per_step_s is not None:
-        return f.wait.per_step_s
-    return _per_cycle(s, f, f.wait.total_s)
-
-
-def _per_cycle(s: Summary, f: LoaderFigures, total) -> Optional[float]:
-    """`total` (of the loader's steady intervals) a step: over their time, times the step's
-    cycle (the intervals need not cover every steady step: the steady steps' count would
-    read low)."""
-    if f.scope != "steady" or not f.span_s or not total:
-        return None
-    return total / f.span_s * loader_cycle(s, f)
 
 
 def loader_cycle(s: Summary, f: LoaderFigures) -> float:
@@ -211,7 +186,7 @@ def _plan(profile, f: LoaderFigures, cost: ProducerCost, free_s: float,
     return plan_figures(profile, sizing, cores, cost, cycle_s, free_s, source) | {
         "current_workers": f.config.num_workers or 0, "made_in": f.config.made_in,
         "trainer_cpu_s_per_step": trainer_cpu_s, "empty_ratio": f.empty_ratio,
-        "wait_per_step_s": _wait_per_step(profile.summary, f), "wait_share": f.wait.share,
+        "wait_per_step_s": f.wait.per_step_s, "wait_share": f.wait.share,
         "capacity": f.config.capacity, "suggested_capacity": _capacity(f, sizing.workers)}
 
 
@@ -290,7 +265,7 @@ def _consumer_step(s: Summary, f: LoaderFigures, cycle_s: float):
     ceiling = s.speed_test.ceiling if s.speed_test is not None else None
     if ceiling is not None and f.cycle_s is None:  # (the ceiling is every step's)
         return ceiling.cycle_s, "speed test"
-    rest_s = cycle_s - (_wait_per_step(s, f) or 0.0)
+    rest_s = cycle_s - (f.wait.per_step_s or 0.0)
     b = s.breakdown_s
     if rest_s < MIN_REST * cycle_s and b is not None:  # the wait is timed by the loader and
         # the cycle by the steps: when waits fill the step, the run's own parts are surer

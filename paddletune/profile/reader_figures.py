@@ -7,7 +7,9 @@ none overlaps (a very short job), from all of them (`scope` says which). Rates a
   producer.s_per_batch    time one producer (the loader's thread or one worker) spends
                           making a batch; producer.rate_per_s = producers / s_per_batch
   wait.per_step_s         the loop's wait for batches per training step (the pops paired
-                          with each step by the probe); wait.share = per_step_s / cycle
+                          with each step by the probe; none paired, passes inside step():
+                          the wait's rate over the intervals times the cycle);
+                          wait.share = per_step_s / cycle
   consumer.s_per_batch    the loop's time per batch when not waiting for one: what a batch
                           would cost if data were free, (cycle - wait per step) / batches per
                           step; consumer.rate_per_s its inverse
@@ -100,7 +102,7 @@ def loader_figures(loader, config: r.LoaderConfig, passes, window, main_cycle, i
     cycle_s, steps_share = _fed(fed, intervals) if fed and scope == "steady" else (None, None)
     if cycle_s is not None and main_cycle:  # its own steps' cycle
         main_cycle = (main_cycle[0], cycle_s)
-    step = _per_step(c, main_cycle) if scope == "steady" else None  # same steps only
+    step = _per_step(c, main_cycle, span_s) if scope == "steady" else None  # same steps
     producers = max(int(config.num_workers or 0), 1)
     return F.LoaderFigures(
         loader=loader, name=config.name, config=config, passes=passes, scope=scope,
@@ -245,11 +247,20 @@ def _live(life, t0, t1, uss_first, uss_last, uss_max, cpu_first, cpu_last):
     life["uss_max"] = max(life["uss_max"], uss_max)
 
 
-def _per_step(c: r.ReaderInterval, main_cycle) -> Optional[dict]:
+def _per_step(c: r.ReaderInterval, main_cycle, span_s: float = 0.0) -> Optional[dict]:
     """Wait and batches per training step, and the cycle they belong to, when the loader's
-    steps are the main program's (the cycle is then measured by the step records)."""
+    steps are the main program's (the cycle is then measured by the step records). Where
+    no pop was paired with a step (passes inside an optimizer's step(): an L-BFGS closure
+    reads the DataLoader before the step ends), their rates over the intervals' time `span_s`
+    times the cycle (helper-33's s03: 100 batches a step, read as one)."""
     programs, steps = c.programs, c.steps
-    if not main_cycle or not steps or not programs or not main_cycle[1]:
+    if not main_cycle or not main_cycle[1]:
+        return None
+    if not steps and not programs and c.pops and span_s > 0:
+        cycle_s = main_cycle[1]
+        return {"wait_s": c.wait_s / span_s * cycle_s, "batches": c.pops / span_s * cycle_s,
+                "cycle_s": cycle_s}
+    if not steps or not programs:
         return None
     if max(programs, key=programs.get) != main_cycle[0]:
         return None
