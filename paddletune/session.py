@@ -32,6 +32,7 @@ from .profile.records import (SCOPE_EVENTS, DeviceTimeEvent, ErrorEvent, ExitEve
                               OverridesEvent, ProbeRecord, ProbeUnavailableEvent,
                               ProducerSoloEvent, SettingsEvent, SpeedTestEvent, StepLimitEvent)
 from .oom import oom_cause
+from .open_files import flush_at_exit
 from .profile.paths import output_problem
 from .profile.schema import SchemaError, decode
 from .probes.memory import MemoryProbe
@@ -432,6 +433,7 @@ class _Session:
         script forked that comes back here (its sys.exit, an exception) ends as Python would
         end it, without touching the profile: the job's own process writes it."""
         owner = os.getpid()
+        flush_at_exit()  # (before the script's exit handlers register: it runs after them)
         with _as_main(self.options), _stop_signals_raise(self.source, self.seal):
             try:
                 _run_target(self.options)
