@@ -16,7 +16,8 @@ import typer
 
 from . import __version__
 from .cli_help import (TUNE_KNOBS, TUNE_KNOBS_GPU, TUNE_KNOBS_TORCH, TUNE_KNOBS_TORCH_WORKERS,
-                       TUNE_SECTIONS, HelpCommand, HelpGroup, reflow, summary)
+                       TUNE_KNOBS_TORCH_CPU_AUTOCAST, TUNE_SECTIONS, HelpCommand, HelpGroup,
+                       reflow, summary)
 from .cli_run import (after_profile, is_tune_record, print_record, report_tune, run_live,
                       run_tune_search, seconds, tune_options)
 from .cli_support import (EXIT_NOT_FOUND, console, fail, import_runtime, load_or_fail,
@@ -272,6 +273,7 @@ def watch(
                                               "torch_worker_knobs": ", ".join(
                                                   TUNE_KNOBS_TORCH_WORKERS),
                                               "gpu_knobs": ", ".join(TUNE_KNOBS_GPU),
+                                              "cpu_autocast": TUNE_KNOBS_TORCH_CPU_AUTOCAST,
                                               "sections": ", ".join(TUNE_SECTIONS)})
 def tune(
     ctx: typer.Context,
@@ -326,8 +328,9 @@ def tune(
     SECTION.KEY for a field of PADDLETUNE_OVERRIDES. Sections: {sections}.
 
     PyTorch and Paddle 3 jobs: {torch_knobs} (the intra-op threads), with Paddle's memory
-    FLAGS, and PyTorch's {torch_worker_knobs} where its DataLoader has workers; on a GPU,
-    where the model was found with them off: {gpu_knobs}.
+    FLAGS, and PyTorch's {torch_worker_knobs} where its DataLoader has workers, and
+    {cpu_autocast} where the model ran under the CPU's autocast to a dtype the CPU has no
+    kernels for; on a GPU, where the model was found with them off: {gpu_knobs}.
 
     Examples:
       paddletune tune --budget 10m train.py -- --epochs 1

@@ -33,6 +33,8 @@ TUNE_KNOBS_TORCH = ("num_workers", "prefetch_factor", "persistent_workers", "bat
                     "blas_threads")
 TUNE_KNOBS_TORCH_WORKERS = ("sharing_strategy",)  # a PyTorch job's where its DataLoader has
 # workers (tune/space.py _add_sharing_strategy)
+TUNE_KNOBS_TORCH_CPU_AUTOCAST = "cpu_autocast"  # a PyTorch job's whose census found the
+# CPU's autocast to a dtype this CPU has no kernels for (tune/space.py _add_cpu_autocast)
 TUNE_KNOBS_GPU = ("cudnn_benchmark", "FLAGS_cudnn_exhaustive_search", "matmul_allow_tf32",
                   "PYTORCH_CUDA_ALLOC_CONF")
 # the sections of PADDLETUNE_OVERRIDES (runtime/overrides.py) and the other knob sections

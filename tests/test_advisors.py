@@ -164,7 +164,9 @@ def test_every_rule_is_registered_in_advice_row_order():
                                  "GPU utilisation (#24)", "what the profile covers (#25)",
                                  "pinned host memory (#26)", "prefetch depth (#27)",
                                  "the GPU's fast paths for the model (#28)",
-                                 "a float64 model (#28)", "the workers' hand-over (#29)",
+                                 "a float64 model (#28)",
+                                 "the CPU's autocast without kernels for its dtype (#28)",
+                                 "the workers' hand-over (#29)",
                                  "evaluation passes waiting for their batches (#30)",
                                  "the workers' start at every pass (#31)",
                                  "full garbage collections in the loop (#32)"]

@@ -78,6 +78,7 @@ def test_no_advice_is_one_line_naming_the_checks():
         "(#21), Reduce vs AllReduce on CPU (#21), fetch cost (#22), NaN/Inf (#23), GPU "
         "utilisation (#24), what the profile covers (#25), pinned host memory (#26), prefetch "
             "depth (#27), the GPU's fast paths for the model (#28), a float64 model (#28), "
+            "the CPU's autocast without kernels for its dtype (#28), "
             "the workers' hand-over (#29), evaluation passes waiting for their batches "
             "(#30), the workers' start at every pass (#31), full garbage collections in the "
             "loop (#32)).\n")

@@ -377,3 +377,47 @@ def test_a_lightning_trainer_is_profiled_with_its_validation_left_out(procs, tmp
     assert summary["evaluation"]["passes"] == 3
     assert summary["throughput"]["batch_size"] == 64
     assert summary["reader"]["main"] != validation[0]["loader"]
+
+
+CPU_AUTOCAST = """
+import torch
+from torch import nn
+
+torch.manual_seed(0)
+model = nn.Sequential(nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 4))
+optimizer = torch.optim.SGD(model.parameters(), lr=0.05)
+data = torch.utils.data.TensorDataset(torch.randn(2048, 64), torch.randint(0, 4, (2048,)))
+for epoch in range(2):
+    for x, y in torch.utils.data.DataLoader(data, batch_size=32, shuffle=True):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            loss = nn.functional.cross_entropy(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+"""
+
+
+def test_cpu_autocast_without_its_kernels_is_advised_off_and_the_override_does_it(procs,
+                                                                                 tmp_path):
+    import torch
+    if torch.ops.mkldnn._is_mkldnn_bf16_supported():
+        pytest.skip("this CPU has oneDNN's bfloat16 kernels: the autocast is not slow here")
+    script = tmp_path / "train.py"
+    script.write_text(CPU_AUTOCAST)
+    out = tmp_path / "p.jsonl"
+    result = cli(procs, "profile", "-q", "--out", out, "--steps", 40, script)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    (census,) = [e for e in records(out, "event") if e.get("kind") == "model"]
+    assert census["cpu_autocast"] == "bfloat16" and census["cpu_kernels"] is False
+    advice = cli(procs, "advise", "--json", out)
+    assert advice.returncode == 0, advice.stderr
+    (card,) = [a for a in json.loads(advice.stdout) if a["id"] == "cpu-autocast-slow"]
+    assert "enabled=cpu_bf16" in card["change"] and card["expected_speedup"] > 1.0
+    env = {**ENV, "PADDLETUNE_OVERRIDES": '{"backends": {"cpu_autocast": false}}'}
+    off = tmp_path / "off.jsonl"
+    result = cli(procs, "profile", "-q", "--out", off, "--steps", 40, script, env=env)
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    (census,) = [e for e in records(off, "event") if e.get("kind") == "model"]
+    assert not census.get("autocast") and not census.get("cpu_autocast")
+    (overrides,) = [e for e in records(off, "event") if e.get("kind") == "overrides"]
+    assert [(a["key"], a["value"]) for a in overrides["applied"]] == [("cpu_autocast", False)]

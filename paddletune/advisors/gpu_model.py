@@ -9,7 +9,9 @@ settings then in force; the PyTorch and Paddle 3 sources record it):
   capability 7.0 and newer) without autocast;
 - channels-last: convolutions under autocast on NCHW inputs;
 - float64-model (on the CPU too): most parameters float64, often by accident (NumPy's default
-  dtype carried into the model).
+  dtype carried into the model);
+- cpu-autocast-slow: the model under torch.autocast("cpu") to a dtype this CPU has no oneDNN
+  kernels for (bfloat16 without AVX-512 or AMX): 2.8-8.7x slower steps than float32.
 
 The profile holds no device time per layer, so none of these predicts its gain: each says what
 bounds it and how to measure it. Each is silent where the framework's code writer cannot write
@@ -248,15 +250,69 @@ FLOAT64_COST = 2.0  # a float64 layer's time over float32's on the CPU: 2.06-2.0
 # on the reference MLP (benchmarks/bench_float64.py, 1 and 2 threads)
 
 
-def _float64_bound(profile) -> str:
-    """The most the step can gain: its compute at float32's rate (none of the rest)."""
+def _compute_faster(profile, factor: float) -> Optional[float]:
+    """Steps/s factor if the step's compute ran `factor` x faster and the rest (the wait for
+    data) did not change; None where the step's compute time is not measured."""
     s = profile.summary
     compute, cycle = s.breakdown_s.compute_s, s.cycle_s.mean
     if not compute or not cycle or compute > cycle:
+        return None
+    return cycle / (cycle - compute * (1 - 1 / factor))
+
+
+def _float64_bound(profile) -> str:
+    """The most the step can gain: its compute at float32's rate (none of the rest)."""
+    bound = _compute_faster(profile, FLOAT64_COST)
+    if bound is None:
         return "not predicted (the step's compute time is not measured)"
-    bound = cycle / (cycle - compute * (1 - 1 / FLOAT64_COST))
+    compute = profile.summary.breakdown_s.compute_s
     return (f"up to {bound:.2f}x steps/s if the step's {ms(compute)} of compute were all "
             f"float64 layers, run at float32's rate (on the CPU {FLOAT64_COST:.0f}x faster: an "
             f"MLP's float64 step took 2.06x its float32 step, benchmarks/bench_float64.py; on "
             f"a GPU more); "
             f"not predicted beyond that bound (the profile has no time per layer)")
+
+
+AUTOCAST_COST = (2.78, 8.73)  # a step under the CPU's autocast to bfloat16 over the same
+# step in float32, on a CPU without oneDNN's bfloat16 kernels (AVX2): a small CNN's and an
+# MLP's (benchmarks/bench_cpu_autocast.py, 1 thread; the products are 10-60x slower alone)
+
+
+@rule
+def cpu_autocast_slow(profile) -> Optional[Advice]:
+    """the CPU's autocast without kernels for its dtype (#28)
+
+    The model ran under torch.autocast("cpu") on a CPU where oneDNN has no kernels for the
+    dtype: the products and convolutions run on reference kernels, slower than float32.
+    """
+    census = profile.last_event("model")
+    if census is None or not census.cpu_autocast or census.cpu_kernels is not False \
+            or gpu_place(profile) is not None or not enough_steps(profile):
+        return None
+    dtype = census.cpu_autocast
+    change = writer(profile).cpu_autocast_off(dtype)
+    low, high = (_compute_faster(profile, cost) for cost in AUTOCAST_COST)
+    if change is None:
+        return None
+    compute = profile.summary.breakdown_s.compute_s
+    return Advice(
+        id="cpu-autocast-slow", source=28, severity=_severity(profile, "high"),
+        confidence="medium",
+        title=f"Autocast to {dtype} on a CPU without {dtype} kernels",
+        evidence=(f"{census.message}. The model's first training step ran under "
+                  f"torch.autocast('cpu') to {dtype}, and oneDNN has no {dtype} kernels on "
+                  f"this CPU (they need AVX-512 or AMX): PyTorch runs the matrix products and "
+                  f"convolutions in {dtype} on reference kernels, slower than in float32, and "
+                  f"adds the casts around them."),
+        change=change,
+        expected_speedup=low, expected_range=(low, high) if low is not None else None,
+        expected_gain=(f"{low:.2f}x to {high:.2f}x steps/s if the step's {ms(compute)} of "
+                       f"compute ran at float32's rate: a step under this autocast took "
+                       f"{AUTOCAST_COST[0]:.2f}x (a small CNN) to {AUTOCAST_COST[1]:.2f}x (an "
+                       f"MLP) the float32 step on such a CPU "
+                       f"(benchmarks/bench_cpu_autocast.py); measure it: profile the job "
+                       f"again with the change (paddletune profile {script(profile)}) and "
+                       f"compare the two reports' samples/s"
+                       if low is not None else _measure(profile, "autocast")),
+        figures={"cpu_autocast": dtype, "cpu_kernels": False, "compute_s": compute,
+                 "speedup_low": low, "speedup_high": high})

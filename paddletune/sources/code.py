@@ -161,6 +161,11 @@ class CodeWriter:
         """The model's parameters and its batches made float32 (from float64)."""
         return None
 
+    def cpu_autocast_off(self, dtype: str) -> Optional[str]:
+        """The CPU's autocast to `dtype` ("bfloat16") on only where the CPU has kernels for
+        it."""
+        return None
+
     def sharing_strategy(self, strategy: str) -> Optional[str]:
         """Worker processes hand tensors to the loop by `strategy` (PyTorch's
         torch.multiprocessing sharing strategies); None where the framework has none."""

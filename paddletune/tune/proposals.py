@@ -85,6 +85,8 @@ def _change(advice_id, f) -> dict:
         return {"cudnn_benchmark": True, "FLAGS_cudnn_exhaustive_search": True}
     if advice_id == "tf32-matmul":
         return {"matmul_allow_tf32": True}
+    if advice_id == "cpu-autocast-slow":
+        return {"cpu_autocast": False}
     if advice_id == "cuda-allocator-config":
         return {"PYTORCH_CUDA_ALLOC_CONF": f.get("suggested_conf")}
     return {}

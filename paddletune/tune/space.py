@@ -83,6 +83,7 @@ def build_space(profile, keep_batch_size=False, max_batch_size=None, specs=()) -
     if framework == "torch":
         _add_alloc_conf(space, profile)
         _add_sharing_strategy(space, loader)
+        _add_cpu_autocast(space, profile)
     blas, env_var, what = _math_threads(profile)
     _put(space, Knob("blas_threads", "env", env_var, _uniq([blas] + list(range(1, cores + 1))),
                      blas, f"{what} ({env_var})"))
@@ -108,6 +109,17 @@ CUDNN_SEARCH = {"torch": ("cudnn_benchmark", "backends", "cudnn_benchmark"),
                 "paddle": ("FLAGS_cudnn_exhaustive_search", "flag",
                            "FLAGS_cudnn_exhaustive_search")}
 TF32 = {"torch": ("matmul_allow_tf32", "backends", "matmul_allow_tf32")}
+
+
+def _add_cpu_autocast(space, profile):
+    """The script's CPU autocast on and off, where its dtype has no kernels on this CPU (what
+    advice #28's cpu-autocast-slow proposes, to be measured)."""
+    census = profile.last_event("model")
+    if census is not None and census.cpu_autocast and census.cpu_kernels is False \
+            and gpu_place(profile) is None:
+        _put(space, Knob("cpu_autocast", "backends", "cpu_autocast", (True, False), True,
+                         f"the model's census: autocast to {census.cpu_autocast} on a CPU "
+                         f"without its kernels"))
 
 
 def _add_gpu_math(space, profile, framework):
@@ -470,6 +482,9 @@ def _eager_code_lines(setting: dict, space: Space) -> List[str]:
             reader[knob.key] = value
         elif knob.section == "flag":
             lines.append(f"paddle.set_flags({{{knob.key!r}: {value!r}}})  # before training")
+        elif knob.key == "cpu_autocast":
+            lines.append(f"with torch.autocast('cpu', ..., enabled={value!r}):  # the "
+                         f"script's own autocast, {'on' if value else 'off'}")
         elif knob.section == "backends":
             lines.append(f"{BACKENDS[knob.key]} = {value!r}  # before training")
         elif knob.section == "multiprocessing":

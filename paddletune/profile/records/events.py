@@ -384,6 +384,12 @@ class ModelEvent:
                           ("Softmax>CrossEntropyLoss": 1; at most 64 distinct pairs; Paddle's
                           CrossEntropyLoss(use_softmax=False) named so): the fused-loss
                           advice reads them
+      cpu_autocast        the dtype a leaf module computed in under the CPU's autocast
+                          (PyTorch: torch.autocast("cpu"); "bfloat16"); None: none ran
+                          under it (or not recorded: Paddle)
+      cpu_kernels         whether this CPU has oneDNN's kernels for that dtype (PyTorch:
+                          torch.ops.mkldnn._is_mkldnn_bf16_supported, AVX-512 or AMX; without
+                          them the products run on slow reference kernels); None: unknown
     """
 
     KIND: ClassVar[str] = "event"
@@ -398,6 +404,8 @@ class ModelEvent:
     message: Optional[str] = None
     graph: Optional[Literal["static"]] = None
     pairs: Dict[str, Count] = EMPTY
+    cpu_autocast: Optional[str] = None
+    cpu_kernels: Optional[bool] = None
 
 
 @dataclass(frozen=True)

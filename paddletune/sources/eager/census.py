@@ -34,6 +34,8 @@ class Counted:
     convs: Tuple[int, int]  # convolutions seen, and of them in the fast layout
     conv_words: Tuple[str, str, str]  # ("convolution inputs", "channels_last", "NCHW")
     pairs: Mapping[str, int] = field(default_factory=dict)  # LeafPairs.counts
+    cpu_autocast: Optional[str] = None  # the dtype of the CPU's autocast a leaf ran under
+    cpu_kernels: Optional[bool] = None  # whether the CPU has kernels for that dtype
 
 
 class LeafPairs:
@@ -91,7 +93,8 @@ def model_event(counted: Counted, params: Dict[str, int], capability: Optional[s
     seen, fast = counted.convs
     return ModelEvent(0.0, dict(counted.modules), params, counted.autocast,
                       (fast == seen) if seen else None, capability, settings,
-                      message(counted, params, capability), pairs=dict(counted.pairs))
+                      message(counted, params, capability), pairs=dict(counted.pairs),
+                      cpu_autocast=counted.cpu_autocast, cpu_kernels=counted.cpu_kernels)
 
 
 def message(counted: Counted, params: Dict[str, int], capability: Optional[str]) -> str:
@@ -99,6 +102,10 @@ def message(counted: Counted, params: Dict[str, int], capability: Optional[str])
     parts.append("parameters: " + (", ".join(f"{n:,} {dtype}" for dtype, n in params.items())
                                    or "none"))
     parts.append(counted.autocast_words[counted.autocast])
+    if counted.cpu_autocast:
+        parts.append(f"the CPU's autocast in {counted.cpu_autocast}"
+                     + {True: "", False: " (no oneDNN kernels for it on this CPU)",
+                        None: ""}[counted.cpu_kernels])
     seen, fast = counted.convs
     if seen:
         what, fast_layout, other_layout = counted.conv_words

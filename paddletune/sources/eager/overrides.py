@@ -5,9 +5,9 @@ counts a tuner (or a person) imposes without editing the script, e.g.
                                       "prefetch_factor": 4},
                            "threads": {"intra_op": 1}}'
 
-and, for a PyTorch job, cuDNN's algorithm search and TF32 (`backends`, torch/backends.py)
-and how worker processes hand tensors over (`multiprocessing`: sharing_strategy,
-torch/handover.py).
+and, for a PyTorch job, cuDNN's algorithm search, TF32 and the CPU's autocast (`backends`,
+torch/backends.py) and how worker processes hand tensors over (`multiprocessing`:
+sharing_strategy, torch/handover.py).
 
 The framework's hooks call `loader_arguments` as each DataLoader is built, with the arguments
 the script gave (bound to their names) and the framework's defaults; what was changed is
@@ -45,7 +45,8 @@ SCHEMA: Dict[str, Dict[str, Tuple[Callable, str]]] = {
 SHARING_STRATEGIES = ("file_descriptor", "file_system")  # torch.multiprocessing's, the
 # default (Linux's) first
 FRAMEWORK_SECTIONS = {  # the sections only one framework's jobs take
-    "torch": {"backends": {"cudnn_benchmark": _bool(), "matmul_allow_tf32": _bool()},
+    "torch": {"backends": {"cudnn_benchmark": _bool(), "matmul_allow_tf32": _bool(),
+                           "cpu_autocast": _bool()},
               "multiprocessing": {"sharing_strategy": _one_of(*SHARING_STRATEGIES)}},
 }
 

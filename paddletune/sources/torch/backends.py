@@ -8,7 +8,12 @@ Each is set as the job starts. A script usually sets these itself before its tra
 after that: so as the first training step ends, a value the script changed is put back to the
 override's (the first step ran with the script's, and is warm-up), and the script's value is
 what the override changed (`was`). A script that changes them again later is not followed. On
-a machine without CUDA neither setting does anything: each is skipped, saying so."""
+a machine without CUDA neither setting does anything: each is skipped, saying so.
+
+`cpu_autocast: false` enters the script's torch.autocast("cpu") contexts disabled (its
+float32 math where the CPU has no kernels for the autocast's dtype: advice #28,
+cpu-autocast-slow); `true` is the script's own autocast, changed in nothing. Where no CPU
+autocast was made by the end of the first training step, it is skipped, saying so."""
 
 from typing import Callable, Dict, List, Tuple
 
@@ -31,6 +36,9 @@ def has_cuda() -> bool:
     return torch.cuda.is_available()
 
 
+CPU_AUTOCAST = "cpu_autocast"
+
+
 class BackendOverrides:
     """The `backends` overrides of one run (`state`: eager.overrides.Overrides)."""
 
@@ -38,18 +46,20 @@ class BackendOverrides:
         self.state = state
         self.wanted = {key: value for key, value in state.wanted(SECTION).items()
                        if key in SETTINGS}
+        self.cpu_autocast = state.wanted(SECTION).get(CPU_AUTOCAST)  # (None: not asked)
+        self._cpu_autocast_made = False
 
     def install(self) -> List[Callable[[], None]]:
         """Apply them; the undo actions that restore the job's values."""
+        undo = self._install_cpu_autocast()
         if not self.wanted:
-            return []
+            return undo
         if not has_cuda():
             for key, value in self.wanted.items():
                 self.state.skip(SECTION, key, value, "not-supported",
                                 "no CUDA device: cuDNN and cuBLAS do not run")
             self.wanted = {}
-            return []
-        undo = []
+            return undo
         for key, value in self.wanted.items():
             read, write = SETTINGS[key]
             was = read()
@@ -61,8 +71,34 @@ class BackendOverrides:
                 self.state.apply(SECTION, key, value, was)
         return undo
 
+    def _install_cpu_autocast(self) -> List[Callable[[], None]]:
+        """`cpu_autocast: false`: each torch.autocast("cpu") the script makes is made
+        disabled (torch.cpu.amp.autocast and the decorator form included); the undo."""
+        if self.cpu_autocast is None:
+            return []
+        if self.cpu_autocast:
+            self.state.skip(SECTION, CPU_AUTOCAST, True, "same-value",
+                            "the script's own autocast")
+            return []
+        autocast = torch.amp.autocast_mode.autocast
+        made = autocast.__init__
+
+        def disabled_on_the_cpu(ctx, *args, **kwargs):
+            made(ctx, *args, **kwargs)
+            if getattr(ctx, "device", None) == "cpu" and getattr(ctx, "_enabled", False):
+                ctx._enabled = False
+                self._cpu_autocast_made = True
+                self.state.apply(SECTION, CPU_AUTOCAST, False, True)
+
+        autocast.__init__ = disabled_on_the_cpu
+        return [lambda: setattr(autocast, "__init__", made)]
+
     def first_step_done(self):
         """Put back what the script changed before its first step ended."""
+        if self.cpu_autocast is False and not self._cpu_autocast_made:
+            self.state.skip(SECTION, CPU_AUTOCAST, False, "no-autocast",
+                            "the job made no torch.autocast('cpu') before its first training "
+                            "step ended")
         for key, value in self.wanted.items():
             read, write = SETTINGS[key]
             now = read()

@@ -31,6 +31,7 @@ class Census(StepCensus):
         self.emit = emit
         self.modules: Dict[str, int] = {}
         self.autocast = False
+        self.cpu_autocast: Optional[str] = None  # the dtype of the CPU's autocast, if on
         self.convs = [0, 0]  # convolutions' 4-D inputs seen, and of them channels_last
         self.compiled = False
         self.calls = 0  # leaf module calls seen
@@ -54,6 +55,8 @@ class Census(StepCensus):
             self.unhook()
         if not self.autocast and autocast_on():
             self.autocast = True
+        if self.autocast and self.cpu_autocast is None:
+            self.cpu_autocast = cpu_autocast_dtype()
         if isinstance(module, _ConvNd) and inputs and isinstance(inputs[0], torch.Tensor):
             layout = channels_last(inputs[0])
             if layout is not None:
@@ -80,7 +83,7 @@ class Census(StepCensus):
                 if self.modules else None
         return Counted(lead, self.modules, self.autocast, ("autocast off", "autocast on"),
                        tuple(self.convs), ("convolution inputs", "channels_last", "NCHW"),
-                       self.pairs.counts)
+                       self.pairs.counts, self.cpu_autocast, cpu_kernels(self.cpu_autocast))
 
 
 def autocast_on() -> bool:
@@ -89,6 +92,36 @@ def autocast_on() -> bool:
         return torch.is_autocast_enabled("cuda") or torch.is_autocast_enabled("cpu")
     except TypeError:  # torch before 2.4: no device argument
         return torch.is_autocast_enabled() or torch.is_autocast_cpu_enabled()
+
+
+def cpu_autocast_dtype() -> Optional[str]:
+    """The dtype torch.autocast("cpu") computes in now ("bfloat16"); None while it is off."""
+    try:
+        if not torch.is_autocast_enabled("cpu"):
+            return None
+        dtype = torch.get_autocast_dtype("cpu")
+    except (TypeError, AttributeError):  # torch before 2.4: no device argument
+        if not torch.is_autocast_cpu_enabled():
+            return None
+        dtype = torch.get_autocast_cpu_dtype()
+    return str(dtype).replace("torch.", "")
+
+
+ONEDNN_KERNELS = {"bfloat16": "_is_mkldnn_bf16_supported",
+                  "float16": "_is_mkldnn_fp16_supported"}  # (torch.ops.mkldnn's queries)
+
+
+def cpu_kernels(dtype: Optional[str]) -> Optional[bool]:
+    """Whether oneDNN has kernels for `dtype` on this CPU (bfloat16: AVX-512 or AMX; without
+    them PyTorch's products and convolutions in it run on reference kernels, several times
+    slower than float32's); None: no dtype, or not known."""
+    query = ONEDNN_KERNELS.get(dtype or "")
+    if query is None:
+        return None
+    try:
+        return bool(getattr(torch.ops.mkldnn, query)())
+    except (AttributeError, RuntimeError):
+        return None
 
 
 def channels_last(x: torch.Tensor) -> Optional[bool]:

@@ -189,6 +189,18 @@ class TorchCode(CodeWriter):
             "for x, y in loader:",
             f"    x = x.to('{device}', memory_format=torch.channels_last)  # 4-D image batches"])
 
+    def cpu_autocast_off(self, dtype: str) -> Optional[str]:
+        query = {"bfloat16": "bf16", "float16": "fp16"}.get(dtype)
+        if query is None:
+            return None
+        return "\n".join([
+            f"# autocast to {dtype} only on a CPU with oneDNN's {dtype} kernels "
+            "(AVX-512 or AMX)",
+            f"cpu_{query} = torch.ops.mkldnn._is_mkldnn_{query}_supported()",
+            "for x, y in loader:",
+            f"    with torch.autocast('cpu', dtype=torch.{dtype}, enabled=cpu_{query}):",
+            "        loss = loss_fn(model(x), y)"])
+
     def float32_model(self) -> Optional[str]:
         return "\n".join([
             "model = model.float()  # float32 parameters (the optimizer built after this)",

@@ -192,7 +192,7 @@ class TorchHooks:
     def _install_backends(self):
         backends = BackendOverrides(self.source.overrides_state)
         self._undo.extend(backends.install())
-        if backends.wanted:
+        if backends.wanted or backends.cpu_autocast is not None:
             self._backends = backends
 
     def _hidden(self) -> tuple:
