@@ -309,3 +309,42 @@ def test_a_loader_that_only_ran_in_the_warm_up_is_not_the_main_one(tmp_path):
                                 intervals=1, wait_s=0.5))
     s = load(make_profile(tmp_path / "p.jsonl", steps=steps, extra=records)).summary
     assert s.reader.of(1).scope == "all" and s.reader.main == 0
+
+
+def test_the_wait_share_is_of_the_steps_its_intervals_hold(tmp_path):
+    """helper-34's s10 (spawn workers, two passes): the first pass's first interval holds the
+    warm-up step's 0.99 s start and is left out; the second pass's first interval, its
+    workers' 0.49 s start in it, is in. The per-step wait of the intervals used was divided
+    by the mean cycle of every steady step (70% of the loop, where the steps said 55%): it is
+    now of the cycle of the steps those intervals hold, and so is the consumer's time."""
+    from profiles import EAGER_SOURCE, eager_step_records, reader_interval, READER_BATCH
+    steps = eager_step_records(n_steps=80, read_s=0.002)
+    for i, wait in ((0, 0.990), (40, 0.490)):  # each pass's first batch: its workers' start
+        steps[i].update(wall_s=0.008 + wait, read_s=wait)
+    t = steps[0]["t"]
+    for s in steps:
+        s["t"], t = t, t + s["wall_s"]
+    rows = []
+    for k in range(4):  # two passes of two intervals, 20 steps each
+        chunk = steps[20 * k:20 * (k + 1)]
+        row = reader_interval(chunk[0]["t"], chunk[-1]["t"] + chunk[-1]["wall_s"], 20,
+                              {**READER_BATCH, "wait_s": 0.002, "shapes": {}})
+        waited = sum(s["read_s"] for s in chunk)
+        row.update({"pass": k // 2 + 1, "wait_s": waited, "step_wait_s": waited,
+                    "programs": {"0": 20}})
+        rows.append(row)
+    config = {"name": "DataLoader#0", "capacity": 4, "iterable": True, "num_workers": 2}
+    starts = [{"type": "reader", "what": "start", "t": steps[20 * k]["t"], "loader": 0,
+               "pass": k // 2 + 1, "config": config} for k in (0, 2)]
+    ends = [{"type": "reader", "what": "end", "t": rows[k]["t"], "loader": 0,
+             "pass": k // 2 + 1, "batches": 40, "detail": ""} for k in (1, 3)]
+    s = load(make_profile(tmp_path / "p.jsonl", steps=steps, extra=starts + rows + ends,
+                          source=EAGER_SOURCE)).summary
+    f = s.reader.loaders[0]
+    assert s.warmup_steps == 1 and f.batches == 60  # (the first interval left out)
+    held = steps[20:]
+    cycle = sum(x["wall_s"] for x in held) / len(held)
+    waited = sum(x["read_s"] for x in held) / len(held)
+    assert f.wait.per_step_s == pytest.approx(waited)
+    assert f.wait.share == pytest.approx(waited / cycle)  # 56%; the steps' mean: 63%
+    assert f.consumer.s_per_batch == pytest.approx(cycle - waited)

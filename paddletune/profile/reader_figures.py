@@ -13,8 +13,10 @@ none overlaps (a very short job), from all of them (`scope` says which). Rates a
   consumer.s_per_batch    the loop's time per batch when not waiting for one: what a batch
                           would cost if data were free, (cycle - wait per step) / batches per
                           step; consumer.rate_per_s its inverse
-The cycle is the main program's steady mean when the loader feeds the main program; else the
-figures fall back to the intervals' own span (time the pass ran).
+The cycle is the main program's steady mean when the loader feeds the main program (the mean
+of the steady steps inside the intervals used, where those hold only some of them: a pass's
+first interval left out with the warm-up); else the figures fall back to the intervals' own
+span (time the pass ran).
 """
 
 from collections import Counter, defaultdict
@@ -41,13 +43,16 @@ MAIN_WAIT_SHARE = 0.05  # the one with the most batches, and to this share of th
 
 
 # --- reader ---------------------------------------------------------------------------------------
-def reader_figures(profile, window, main_cycle=None, fed=None) -> Optional[F.ReaderFigures]:
+def reader_figures(profile, window, main_cycle=None, fed=None,
+                   cycle_of=None) -> Optional[F.ReaderFigures]:
     """Every loader's figures, the main loader and failed passes; None when no DataLoader
     pass started. `window`: (t0, t1) of the steady steps, or None; `main_cycle`: (main
     program id, its steady mean cycle in seconds), or None; `fed(spans)`: (the mean cycle,
     the share of the steady steps' time) of the steady steps inside `spans` [(t0, t1)],
     for a training loader that fed only some of them (another loader fed the others: an
-    epoch on a slower dataset), or None."""
+    epoch on a slower dataset), or None; `cycle_of(spans)` the same for any loader, or None:
+    the per-step figures of intervals that hold only some of the steady steps are of those
+    steps' cycle."""
     starts = profile.records("reader", r.ReaderStart)
     if not starts:
         return None
@@ -70,7 +75,8 @@ def reader_figures(profile, window, main_cycle=None, fed=None) -> Optional[F.Rea
             pass_starts([s for s in starts if s.loader == loader],
                         [e for e in ends if e.loader == loader],
                         [iv for iv in intervals if iv.loader == loader]),
-            evaluation=evaluation[loader], fed=fed if training > 1 else None))
+            evaluation=evaluation[loader], fed=fed if training > 1 else None,
+            cycle_of=cycle_of))
     errors = tuple(F.LoaderError(e.loader, e.detail) for e in ends if e.what == "error")
     return F.ReaderFigures(tuple(loaders), main_loader_of(loaders, window), errors)
 
@@ -94,7 +100,8 @@ def main_loader_of(loaders: Sequence[F.LoaderFigures], window) -> int:
 
 
 def loader_figures(loader, config: r.LoaderConfig, passes, window, main_cycle, intervals,
-                   processes=None, starts=None, evaluation=False, fed=None) -> F.LoaderFigures:
+                   processes=None, starts=None, evaluation=False, fed=None,
+                   cycle_of=None) -> F.LoaderFigures:
     picked, scope = _in_window(intervals, window)
     c = merge_intervals(picked) if picked else r.ReaderInterval(0.0, 0.0, loader, 0)
     span_s = sum(max(iv.t_s - iv.t0_s, 0.0) for iv in picked)
@@ -102,6 +109,8 @@ def loader_figures(loader, config: r.LoaderConfig, passes, window, main_cycle, i
     cycle_s, steps_share = _fed(fed, intervals) if fed and scope == "steady" else (None, None)
     if cycle_s is not None and main_cycle:  # its own steps' cycle
         main_cycle = (main_cycle[0], cycle_s)
+    if cycle_of is not None and scope == "steady" and main_cycle:
+        main_cycle = _picked_cycle(cycle_of, picked, main_cycle)
     step = _per_step(c, main_cycle, span_s) if scope == "steady" else None  # same steps
     producers = max(int(config.num_workers or 0), 1)
     return F.LoaderFigures(
@@ -117,6 +126,18 @@ def loader_figures(loader, config: r.LoaderConfig, passes, window, main_cycle, i
         shapes=shape_figures(c.shapes), long_batches=long_batches(c.cost),
         processes=processes, pass_starts=starts, evaluation=evaluation,
         cycle_s=cycle_s, steps_share=steps_share)
+
+
+def _picked_cycle(cycle_of, picked, main_cycle):
+    """The main cycle for the per-step figures of the `picked` intervals: the mean cycle of
+    the steady steps inside them where they hold fewer than ALL_STEPS of the steady steps'
+    time (a pass's first interval left out with the warm-up steps it held, where a later
+    pass's first interval, its workers' start included, is in: helper-34's s10, whose wait
+    read 70% of the loop against the steps' 55%); else `main_cycle` as it is."""
+    cycle_s, share = cycle_of([(iv.t0_s, iv.t_s) for iv in picked])
+    if cycle_s is None or share is None or share >= ALL_STEPS:
+        return main_cycle
+    return main_cycle[0], cycle_s
 
 
 def _fed(fed, intervals) -> Tuple[Optional[float], Optional[float]]:

@@ -128,7 +128,7 @@ def summarize(profile) -> F.Summary:
     cycle = step["cycle_s"].mean if step["cycle_s"] else None
     verdict = make_verdict(n_steps, steady.n, step, profile.source.terms)
     duration_s = _duration(profile)
-    reader = reader_figures(profile, steady.span(), (main, cycle), steady.fed)
+    reader = reader_figures(profile, steady.span(), (main, cycle), steady.fed, steady.fed)
     return F.Summary(
         n_steps=n_steps, main_program=main, warmup_steps=warmup, steady_steps=steady.n,
         aggregated_steps=steady.n_tail, speed_test_steps_excluded=ceiling_steps,
