@@ -199,7 +199,8 @@ class TorchCode(CodeWriter):
             f"cpu_{query} = torch.ops.mkldnn._is_mkldnn_{query}_supported()",
             "for x, y in loader:",
             f"    with torch.autocast('cpu', dtype=torch.{dtype}, enabled=cpu_{query}):",
-            "        loss = loss_fn(model(x), y)"])
+            "        loss = loss_fn(model(x), y)",
+            "# (PyTorch Lightning: Trainer(precision='32-true') where it is False)"])
 
     def float32_model(self) -> Optional[str]:
         return "\n".join([
