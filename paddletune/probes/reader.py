@@ -703,10 +703,12 @@ class ReaderProbe(Probe):
 
     def _flush(self, st, t, speed_test=None):
         """The open interval's record (None when nothing happened); counting goes on in
-        fresh counters from `t`."""
+        fresh counters from `t`. A step alone is something: the interval cut between a pop
+        and the step that consumed it holds that step (else the pass would lose it)."""
         self._tally(st)
         produced, consumed, occupancy, t0 = st.cut(t, speed_test)
-        if not (produced.pushes or consumed.pops or consumed.peeks or occupancy):
+        if not (produced.pushes or consumed.pops or consumed.peeks or consumed.steps
+                or occupancy):
             return None
         _add_totals(self.totals.setdefault(st.loader, _new_totals()), produced, consumed)
         return ReaderInterval(t0_s=t0, t_s=t, loader=st.loader, pass_no=st.number,
