@@ -1,6 +1,7 @@
 """The reader probe: interval records from fake reader events (empty pops, drains, shapes,
 step costs, speed-test intervals) and from real thread-producer DataLoaders."""
 
+import threading
 import time
 
 import numpy as np
@@ -239,9 +240,14 @@ def loader_over(gen, capacity):
     return main, total, loader.set_batch_generator(gen)
 
 
-def run_loader(gen, capacity=4, step_sleep_s=0.0, interval_s=0.02):
-    """Train on `gen` through a thread-producer DataLoader with the probe on; its records."""
+def run_loader(gen, capacity=4, step_sleep_s=0.0, interval_s=0.02, loaders=None,
+               after_step=None):
+    """Train on `gen` through a thread-producer DataLoader with the probe on; its records.
+    The loader is appended to `loaders` (for a generator that watches its queue), and
+    `after_step(loader)` runs after each step's sleep, before the next pop."""
     main, total, loader = loader_over(gen, capacity)
+    if loaders is not None:
+        loaders.append(loader)
     sink = []
     probe = ReaderProbe(sink.append, Clock(), interval_s=interval_s, sample_s=0.002,
                         source=SOURCE).start()
@@ -250,6 +256,8 @@ def run_loader(gen, capacity=4, step_sleep_s=0.0, interval_s=0.02):
         for data in loader():
             exe.run(main, feed=data, fetch_list=[total])
             time.sleep(step_sleep_s)
+            if after_step is not None:
+                after_step(loader)
     probe.stop()
     rows = intervals(sink)
     return rows, {k: sum(getattr(r, k) for r in rows) for k in ("pushes", "pops",
@@ -266,31 +274,74 @@ def queue_samples(rows):
     return occupancy
 
 
-def batches(n, sleep_s=0.0, rows=4):
+def batches(n, sleep_s=0.0, rows=4, before=None, done=None):
+    """A batch generator; `before()` runs before each batch is made, `done` is set once the
+    last one was pushed."""
     def gen():
         for i in range(n):
+            if before is not None:
+                before()
             time.sleep(sleep_s)
             yield [np.full((rows, 3), i, "float32")]
+        if done is not None:
+            done.set()
     return gen
 
 
+WAIT_S = 10.0  # the most a test below waits for the other side of the queue (never reached)
+
+
+def _consumer_waiting(loaders):
+    """Wait until the consumer is blocked in pop on the loader's (empty) queue: the one
+    waiter on its condition, as the producer never waits on a queue that is not full."""
+    deadline = time.monotonic() + WAIT_S
+    while time.monotonic() < deadline:
+        if loaders and loaders[0].queue._cond._waiters:
+            return
+        time.sleep(0.0002)
+
+
 def test_slow_producer_starves_the_queue():
-    rows, total = run_loader(batches(30, sleep_s=0.003))
+    # each batch is made once the consumer waits for it, and takes 3 ms more: every pop
+    # finds the queue empty, however the threads are scheduled (a sleep alone did not
+    # ensure it on a loaded machine: a consumer held off its core let batches queue)
+    loaders = []
+    rows, total = run_loader(batches(30, sleep_s=0.003,
+                                     before=lambda: _consumer_waiting(loaders)),
+                             loaders=loaders)
     assert total["pushes"] == total["pops"] == total["steps"] == 30
-    assert total["empty_pops"] >= 20  # loose: a noisy machine
+    assert total["empty_pops"] == 30
     assert len(rows) >= 2  # the sampler cut intervals every 20 ms
     occupancy = queue_samples(rows)
     assert occupancy and min(occupancy) == 0
 
 
+def _queue_full(done):
+    """after_step: wait until the producer has filled the queue (or made its last batch)."""
+    def wait(loader):
+        deadline = time.monotonic() + WAIT_S
+        while time.monotonic() < deadline and not done.is_set() and \
+                loader.queue.size() < loader.queue.capacity():
+            time.sleep(0.0002)
+    return wait
+
+
 def test_fast_producer_keeps_the_queue_full():
-    rows, total = run_loader(batches(30), step_sleep_s=0.003)
-    assert total["pops"] == 30 and total["empty_pops"] <= 3
+    # after each step the consumer lets the producer fill the queue (a producer held off
+    # its core on a loaded machine could fall behind a consumer that only slept 3 ms)
+    done = threading.Event()
+    rows, total = run_loader(batches(30, done=done), step_sleep_s=0.003,
+                             after_step=_queue_full(done))
+    assert total["pops"] == 30 and total["empty_pops"] <= 1  # (the first pop may wait)
     occupancy = queue_samples(rows)
     assert max(occupancy) == 4
     full = sum(n for size, n in occupancy.items() if size >= 3)
     assert full >= 0.5 * sum(occupancy.values())
-    assert rows[0].shapes == {"x": {"4x3": rows[0].pushes}}
+    # each interval's shapes count its pushes (the first interval may hold only queue
+    # samples, from before the producer's first push)
+    assert [r.shapes for r in rows] == [{"x": {"4x3": r.pushes}} if r.pushes else {}
+                                        for r in rows]
+    assert sum(r.pushes for r in rows) == 30
 
 
 def test_a_pops_hand_over_is_summed_and_left_out_of_its_wait_in_the_histogram():
