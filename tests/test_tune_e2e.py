@@ -56,13 +56,18 @@ def test_out_of_memory_and_a_hang_do_not_stop_the_batch_search(tmp_path):
     too much): the model's first guess (~189) runs out of memory; the next guesses bisect it
     (~102, which fits) and fit a line to the peaks (~165), and batches of 150 or more hang
     (killed at --trial-timeout; as a batch too large for its workers' shared memory would):
-    the largest batch verified to run, below the one that hung, wins: with 15 ms of waits per
-    batch and per step, a batch of 102 runs ~1.35x the samples/s of 64. (Without --pairs the
+    the largest batch verified to run, below the one that hung, wins: with 50 ms of waits per
+    batch and per step, a batch of 102 runs ~1.5x the samples/s of 64 (with 15 ms, the pairs'
+    matmul, 2.6x a batch of 64's, weighed enough on a loaded machine for 64 to win once in
+    4 runs). (Without --pairs the
     model's first guess fits: the job's memory is linear in the batch and the model knows it.)"""
-    run = tune(tmp_path, "--budget", "30s", "--trial-steps", "20", "--trial-timeout", "5",
+    # --trial-timeout is the hang's deadline, and every trial's: a batch that runs must end
+    # within it (start-up included) however loaded the machine (5 s killed the baseline as
+    # hung in 4 of 6 runs at a load of ~10 on 2 cores); the budget is only an upper bound
+    run = tune(tmp_path, "--budget", "90s", "--trial-steps", "20", "--trial-timeout", "20",
                "--max-batch-size", "1024", "--space", "only=batch_size", JOB, "--",
                "--hidden", "4096", "--in-dim", "8", "--burst-every", "0", "--pairs", "4",
-               "--batch-ms", "15", "--step-ms", "15", "--hang-when", "batch_size>=150",
+               "--batch-ms", "50", "--step-ms", "50", "--hang-when", "batch_size>=150",
                env={"FLAGS_cpu_memory_limit_mb": "15"})
     assert run.returncode == 0, run.stderr
     record = json.loads((tmp_path / "t.tune.json").read_text())
