@@ -33,6 +33,7 @@ from .profile.records import (SCOPE_EVENTS, DeviceTimeEvent, ErrorEvent, ExitEve
                               ProducerSoloEvent, SettingsEvent, SpeedTestEvent, StepLimitEvent)
 from .oom import oom_cause
 from .open_files import flush_at_exit
+from .warn_frames import script_frames
 from .profile.paths import output_problem
 from .profile.schema import SchemaError, decode
 from .probes.memory import MemoryProbe
@@ -434,7 +435,8 @@ class _Session:
         end it, without touching the profile: the job's own process writes it."""
         owner = os.getpid()
         flush_at_exit()  # (before the script's exit handlers register: it runs after them)
-        with _as_main(self.options), _stop_signals_raise(self.source, self.seal):
+        with _as_main(self.options), _stop_signals_raise(self.source, self.seal), \
+                script_frames():
             try:
                 _run_target(self.options)
                 outcome = 0, "returned", None

@@ -421,3 +421,40 @@ def test_cpu_autocast_without_its_kernels_is_advised_off_and_the_override_does_i
     assert not census.get("autocast") and not census.get("cpu_autocast")
     (overrides,) = [e for e in records(off, "event") if e.get("kind") == "overrides"]
     assert [(a["key"], a["value"]) for a in overrides["applied"]] == [("cpu_autocast", False)]
+
+
+PIN_MEMORY_FILTERED = """
+import warnings
+import torch
+warnings.filterwarnings("ignore", category=UserWarning,
+                        module=r"torch\\.utils\\.data\\.dataloader")
+loader = torch.utils.data.DataLoader(torch.arange(40.).view(20, 2), batch_size=2,
+                                     pin_memory=True)
+w = torch.zeros(2, requires_grad=True)
+optimizer = torch.optim.SGD([w], lr=0.1)
+for b in loader:
+    loss = ((b @ w) - 1).pow(2).mean()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+"""
+
+
+def test_a_frameworks_warning_names_its_own_module_as_under_python(procs, tmp_path):
+    """PyTorch warns of pin_memory without a GPU from inside its DataLoader iterator's
+    __init__, which the source wraps: the warning names torch's module (the script's filter
+    on it silences it) and, unfiltered, the same file and line as under `python`."""
+    import torch
+    if torch.accelerator.is_available():
+        pytest.skip("an accelerator is found: PyTorch does not warn")
+    script = tmp_path / "train.py"
+    script.write_text(PIN_MEMORY_FILTERED)
+    result = cli(procs, "profile", "-q", "--out", tmp_path / "p.jsonl", script)
+    assert result.returncode == 0 and "pin_memory" not in result.stderr, result.stderr
+    script.write_text(PIN_MEMORY_FILTERED.replace('"ignore", category', '"default", category'))
+    plain = procs.run([sys.executable, str(script)], 120, cwd=tmp_path, env=ENV,
+                      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    result = cli(procs, "profile", "-q", "--out", tmp_path / "p.jsonl", script)
+    assert result.returncode == 0, result.stderr
+    (said,) = [line for line in plain.stderr.splitlines() if "pin_memory" in line]
+    assert "dataloader.py" in said and said in result.stderr.splitlines(), result.stderr
