@@ -306,6 +306,8 @@ def test_the_gc_clock_counts_the_heap_at_the_first_step_and_after_full_collectio
 
     class Timer:
         paused = []
+        last_end = None  # (no step ended: a count's pause is its own time; from a step's
+        # end, the hooks' work before it too: test_a_collection_inside_the_fetch_...)
 
         def pause(self, seconds):
             self.paused.append(seconds)
@@ -1147,3 +1149,29 @@ def test_the_memory_probe_listens_to_step_ends_only_where_cuda_figures_can_come(
             listeners, 1)
         probe.stop()
         assert source.subscribers("step_end") == 0
+
+
+TRAIN_SET = Sleepy(8)  # (a module-level dataset: the script's global)
+
+
+def test_the_scripts_name_for_its_dataset_is_recorded_and_used_in_the_code(src):
+    """The advice's DataLoader line passes the dataset under the script's own name (the
+    sweep's `ds`, `train`: a pasted `DataLoader(dataset, ...)` raised NameError), found from
+    the loop's frame: a local, a module global, a caller's local (the loop inside a helper
+    function); None where the loop's frames hold none (the line keeps `dataset`)."""
+    model, optimizer = _model()
+    train_ds = Sleepy(8)
+    loaders = [torch.utils.data.DataLoader(train_ds, batch_size=4),
+               torch.utils.data.DataLoader(TRAIN_SET, batch_size=4),
+               torch.utils.data.DataLoader(Sleepy(8), batch_size=4)]
+    with src.running():
+        for loader in loaders:
+            _train(loader, model, optimizer)  # (the loop in a helper: its caller's names)
+    names = [s.config.get("dataset_name") for s in src.events["reader_state"]
+             if s.what == "start"]
+    assert names == ["train_ds", "TRAIN_SET", None]
+    config = LoaderConfig(batch_size=4, dataset_name=names[0])
+    assert TorchCode().loader(config, num_workers=2).startswith(
+        "loader = torch.utils.data.DataLoader(train_ds, batch_size=4, num_workers=2")
+    assert "DataLoader(dataset, " in TorchCode().loader(LoaderConfig(batch_size=4),
+                                                         num_workers=2)

@@ -103,10 +103,13 @@ class GcClock:
         objects = len(gc.get_objects())
         read_s = _perf() - t0
         bus.emit("gc_heap", GcHeap(t0, objects, read_s, self.full))
-        taken_s = _perf() - t0
+        now = _perf()
+        taken_s = now - t0
         self.heap_read_s += taken_s
-        if timer is not None:
-            timer.pause(taken_s)
+        if timer is not None:  # the next step starts once the count is done: from the last
+            # step's end, the hooks' work before the count too (StepTimer.pause's contract)
+            last_end = timer.last_end
+            timer.pause(max(now - last_end, taken_s) if last_end is not None else taken_s)
         return taken_s
 
     def drain(self) -> List[GcPause]:
