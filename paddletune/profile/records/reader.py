@@ -48,6 +48,9 @@ class LoaderConfig:
                          code to keep: `name=value` where the value can be written
                          (shuffle=True, collate_fn=pad_batch: a function's own name), the
                          bare name where not (sampler: an object of the script's)
+      dataset_name       the name the script holds the loader's dataset under where the loop
+                         runs (PyTorch: looked up from the frame that began the pass; None:
+                         not found), for the advice's code to pass it
     """
 
     name: Optional[str] = None
@@ -71,6 +74,7 @@ class LoaderConfig:
     sharing_strategy: Optional[str] = None
     start_method: Optional[str] = None
     args: Names = ()
+    dataset_name: Optional[str] = None
 
     @property
     def made_in(self) -> str:

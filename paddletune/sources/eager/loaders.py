@@ -19,6 +19,7 @@ batches are handed over in order by `serve_held` (their pops marked as the speed
 ends."""
 
 import itertools
+import os
 import threading
 import time
 from collections import deque
@@ -340,6 +341,39 @@ def script_arg(name: str, value) -> str:
     collate function), else the bare `name` (a lambda, a partial, a sampler object)."""
     own = getattr(value, "__name__", "")
     return f"{name}={own}" if isinstance(own, str) and own.isidentifier() else name
+
+
+NAME_FRAMES = 6  # script frames above the loop's call looked in for the dataset's name
+LIBRARY_DIRS = (os.path.dirname(os.__file__) + os.sep,  # the standard library's, and
+                os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+                + os.sep)  # paddletune's (an installed package under site-packages is one)
+
+
+def script_name_of(value, frame) -> Optional[str]:
+    """The name the script's own code holds `value` under, looked up from `frame` upwards in
+    the first NAME_FRAMES frames of the script's files (the standard library's, installed
+    packages' and paddletune's skipped): the frame's locals, then its module's globals; the
+    first identifier bound to that very object, not a private one. None where none is: the
+    advice's code then says `dataset`."""
+    for _ in range(NAME_FRAMES):
+        if frame is None:
+            return None
+        name = frame.f_code.co_filename
+        if not (name.startswith(LIBRARY_DIRS) or "site-packages" in name
+                or "dist-packages" in name or name.startswith("<")):
+            found = _bound_name(value, frame.f_locals) or _bound_name(value, frame.f_globals)
+            if found:
+                return found
+        frame = frame.f_back
+    return None
+
+
+def _bound_name(value, namespace) -> Optional[str]:
+    for key, bound in list(namespace.items()):
+        if bound is value and isinstance(key, str) and key.isidentifier() \
+                and not key.startswith("_"):
+            return key
+    return None
 
 
 def _safe_ready(handle: Pass) -> int:

@@ -51,7 +51,8 @@ class TorchCode(CodeWriter):
             shown = [a for a in shown if a.split("=")[0] not in SAMPLER_EXCLUSIVE]
             note = sampler_note(changes["batch_size"]) + "\n" if "batch_size" in changes \
                 else ""
-        call = f"loader = torch.utils.data.DataLoader({', '.join(['dataset'] + shown)})"
+        dataset = getattr(config, "dataset_name", None) or "dataset"
+        call = f"loader = torch.utils.data.DataLoader({', '.join([dataset] + shown)})"
         return keep_note(named) + note + call
 
     def async_loader(self, feeds: Sequence[str], place: str, loss: str,

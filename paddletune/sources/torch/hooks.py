@@ -42,6 +42,7 @@ overhead.
 import inspect
 import multiprocessing
 import random
+import sys
 import threading
 import time
 import weakref
@@ -58,7 +59,7 @@ from torch.utils.data._utils import fetch as fetchers
 
 from ..device_memory import device_index
 from ..eager.gc_clock import GcClock, send_last_pauses
-from ..eager.loaders import error_detail, script_arg
+from ..eager.loaders import error_detail, script_arg, script_name_of
 from ..eager.op_windows import OpWindows
 from ..eager.overrides import batch_size_fixed
 from ..eager.steps import ModelMode, iter_tensors
@@ -115,6 +116,7 @@ class TorchHooks:
         self.own_s = 0.0  # the step hook's and __next__'s own time so far
         self._undo: List[Callable[[], None]] = []
         self._loader_ids = weakref.WeakKeyDictionary()
+        self._dataset_names = {}  # loader id -> the script's name for its dataset (or None)
         self._places = {}
         self._threads_override: Optional[int] = None
         self._module_calls = 0
@@ -304,7 +306,12 @@ class TorchHooks:
 
         def __iter__(loader):
             t_in = _perf()
-            tracker.asked(self._loader_id(loader))
+            loader_id = self._loader_id(loader)
+            tracker.asked(loader_id)
+            if loader_id not in self._dataset_names:  # (the script's name for its dataset,
+                # for the advice's code: looked up from the loop's frame, once a loader)
+                self._dataset_names[loader_id] = script_name_of(loader.dataset,
+                                                                sys._getframe(1))
             self.own_s += _perf() - t_in
             return original(loader)
         return __iter__
@@ -319,7 +326,8 @@ class TorchHooks:
         def __init__(it, loader, *args, **kwargs):
             original(it, loader, *args, **kwargs)
             loader_id = self._loader_id(loader)
-            it._paddletune = _IterState(loader_id, _loader_config(loader, loader_id))
+            it._paddletune = _IterState(loader_id, _loader_config(
+                loader, loader_id, self._dataset_names.get(loader_id)))
         return __init__
 
     def _multi_init(self, original):
@@ -595,7 +603,7 @@ def _ready(it) -> int:
     return held + queued
 
 
-def _loader_config(loader, loader_id: int) -> dict:
+def _loader_config(loader, loader_id: int, dataset_name: Optional[str] = None) -> dict:
     workers = loader.num_workers
     prefetch = loader.prefetch_factor if workers else None
     if workers and prefetch is None:
@@ -612,7 +620,7 @@ def _loader_config(loader, loader_id: int) -> dict:
             "dataset": "iterable" if isinstance(loader.dataset, IterableDataset) else "map",
             "sharing_strategy": sharing_strategy() if workers else None,
             "start_method": start_method(loader),  # (without workers: how they would)
-            "args": _script_args(loader)}
+            "args": _script_args(loader), "dataset_name": dataset_name}
 
 
 def _script_args(loader) -> list:
