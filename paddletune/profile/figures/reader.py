@@ -22,9 +22,11 @@ class WaitFigures:
       total_s     all of them
       per_step_s  per training step (the pops paired with each step)
       share       of the loop's time (per step / cycle, else total / span)
-      waited_pops  pops that waited at least 1 ms (reader_figures.LONG_WAIT_S): no batch the
-                   loop could take was ready, even where the queue held later ones (PyTorch
-                   delivers batches in order)
+      waited_pops  pops that waited at least 1 ms (reader_figures.LONG_WAIT_S), the
+                   measured hand-over left out: for the batch due (PyTorch delivers batches
+                   in order, so even where the queue held later ones), or for the rest of
+                   its transfer (with the batch due queued: its unpickling, the loop's thread
+                   off its core)
     """
 
     mean_s: Optional[Seconds] = None

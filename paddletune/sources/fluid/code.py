@@ -37,7 +37,7 @@ class FluidCode(CodeWriter):
         args = {"capacity": config.capacity}
         if config.iterable is False:
             args["iterable"] = False
-        args.update(changes)
+        args.update({k: v for k, v in changes.items() if v is not None})  # (None: not written)
         return (f"loader = fluid.io.DataLoader.from_generator(feed_list=[{names}], "
                 + ", ".join(f"{k}={v}" for k, v in args.items()) + ")")
 

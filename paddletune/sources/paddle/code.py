@@ -59,6 +59,8 @@ class PaddleCode(CodeWriter):
                 values[field] = value
         notes = []
         for field, value in changes.items():
+            if value is None:  # (not written)
+                continue
             arg = LOADER_ARGS.get(field)
             if arg is not None:
                 values[arg] = value

@@ -31,7 +31,8 @@ class TorchCode(CodeWriter):
     def loader(self, config, **changes) -> str:
         """The DataLoader call with `changes`, keeping the script's other arguments where
         they can be written (config.args: shuffle=True, collate_fn=pad_batch; drop_last,
-        pin_memory) and naming those that cannot in a comment above it."""
+        pin_memory) and naming those that cannot in a comment above it. With workers it
+        writes persistent_workers=True unless a change sets it (None: not written)."""
         written, named = script_args(config)
         kept = [f"{key}=True" for key in ("drop_last", "pin_memory")
                 if getattr(config, key, None) and key not in changes]
@@ -40,6 +41,7 @@ class TorchCode(CodeWriter):
         workers = args.get("num_workers") or 0
         if workers and "persistent_workers" not in args:
             args["persistent_workers"] = True
+        args = {k: v for k, v in args.items() if v is not None}  # (None: not written)
         if not workers:
             for key in ("prefetch_factor", "persistent_workers"):
                 args.pop(key, None)
