@@ -363,6 +363,42 @@ def test_a_speed_test_is_suggested_only_for_a_suspicious_reader(tmp_path):
     assert reader.speed_test_ceiling(full_queue(tmp_path)) is None
 
 
+LOOP_MADE = {"num_workers": 0, "producer": "loop", "capacity": 0}
+
+
+def test_no_speed_test_for_a_loop_that_makes_its_own_batches_and_hardly_waits(tmp_path):
+    """num_workers=0: the loop makes each batch as it asks, so every pop "finds the queue
+    empty"; a 1% wait is no data cost in question (s27's s04: a 243 ms step waiting 1.9 ms,
+    the card quoting "empty in 100% of the pops")."""
+    steps = step_records(wall_s=0.099, gap_s=0.001)
+    p = profile_with(tmp_path, steps, config=LOOP_MADE, wait_s=0.001, empty_ratio=1.0,
+                     fill=0)
+    f = p.summary.main_loader
+    assert f.config.made_in == "loop" and f.empty_ratio == 1.0 and f.wait.share < 0.02
+    assert reader.speed_test_ceiling(p) is None
+
+
+def test_a_loop_made_wait_gets_a_speed_test_without_the_empty_queue(tmp_path):
+    steps = step_records(wall_s=0.009, gap_s=0.001)
+    p = profile_with(tmp_path, steps, config=LOOP_MADE, wait_s=0.001, empty_ratio=1.0,
+                     fill=0)
+    a = reader.speed_test_ceiling(p)
+    assert (a.id, a.severity) == ("reader-speed-test", "info")
+    assert a.evidence == ("the loop makes its own batches (num_workers=0) and waited 10% of "
+                          "its step for them; a speed test measures what data costs.")
+    assert a.figures["empty_ratio"] is None
+
+
+def test_an_often_empty_queue_with_a_negligible_wait_gets_no_speed_test(tmp_path):
+    """A queue empty at half the pops whose waits add up to 0.5% of the step: nothing to
+    measure."""
+    steps = step_records(wall_s=0.0199, gap_s=0.0001)
+    p = profile_with(tmp_path, steps, wait_s=0.0001, empty_ratio=0.5, fill=0)
+    f = p.summary.main_loader
+    assert f.empty_ratio >= 0.5 and f.wait.share < 0.01
+    assert reader.speed_test_ceiling(p) is None
+
+
 # --- #4 the double buffer -------------------------------------------------------------------------
 def test_double_buffer_off_with_a_visible_copy(tmp_path):
     p = full_queue(tmp_path, copy_s=0.001, config={"use_double_buffer": False})

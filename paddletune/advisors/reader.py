@@ -21,6 +21,7 @@ SLOW_PRODUCER = 1.1  # ... the producer this many times slower than the consumer
 # while the loop waited MODERATELY_INPUT_BOUND (medium) / HIGHLY_INPUT_BOUND (high) of its step
 NOT_BOTTLENECK = 1.1  # speed-test ceiling / actual at or below this: the reader is not the issue
 SUSPICIOUS_EMPTY_RATIO = 0.1  # reader figures that make a speed test worth running
+MEASURABLE_WAIT_SHARE = 0.02  # ... with the loop waiting at least this share of its step
 COPY_SHARE_LOW, COPY_SHARE_MEDIUM = 0.02, 0.05  # host->device copy share of the step
 GIL_BOUND_CPU_SHARE = 0.5  # a reader thread computing this share of its time holds the GIL
 GIL_STEP_SHARE = 0.10  # a reader thread computing this share of each step takes the GIL from
@@ -719,18 +720,29 @@ def _ceiling_change(profile, f: LoaderFigures, plan: Optional[dict]) -> str:
 
 
 def _suggest_speed_test(profile, f: LoaderFigures) -> Optional[Advice]:
+    """The speed test suggested where the data's cost is in question: the loop waited a
+    measurable share of its step (MEASURABLE_WAIT_SHARE), and either MODERATELY_INPUT_BOUND
+    of it, or a queue was empty at SUSPICIOUS_EMPTY_RATIO of the pops or swung between full
+    and empty. A loop that makes its own batches (num_workers=0) has no queue: every pop
+    "finds it empty", which says nothing (helper s27's s04: 100% empty, a 0.8% wait)."""
     share = f.wait.share or 0.0
-    if _empty_ratio(f) < SUSPICIOUS_EMPTY_RATIO and \
-            share < MODERATELY_INPUT_BOUND and not f.oscillating:
+    queued = f.config.made_in != "loop"
+    empty = _empty_ratio(f) if queued else None
+    if share < MEASURABLE_WAIT_SHARE or (
+            share < MODERATELY_INPUT_BOUND and not (
+                queued and (empty >= SUSPICIOUS_EMPTY_RATIO or f.oscillating))):
         return None
+    seen = (f"the queue was empty in {empty:.0%} of the pops and the loop waited "
+            f"{share:.0%} of its step" if queued else
+            f"the loop makes its own batches (num_workers=0) and waited {share:.0%} of its "
+            f"step for them")
     return Advice(
         id="reader-speed-test", source=3, severity="info", confidence="high",
         title="Measure the no-data ceiling with --speed-test",
-        evidence=(f"the queue was empty in {_empty_ratio(f):.0%} of the pops and the loop "
-                  f"waited {share:.0%} of its step; a speed test measures what data costs."),
+        evidence=f"{seen}; a speed test measures what data costs.",
         change=f"paddletune profile --speed-test --steps 60 {script(profile)}",
         expected_gain="none by itself: it measures how fast training runs without data",
-        figures={"empty_ratio": f.empty_ratio, "wait_share": share})
+        figures={"empty_ratio": f.empty_ratio if queued else None, "wait_share": share})
 
 
 @rule
