@@ -583,8 +583,13 @@ class Tuner(Comparisons, TrialLengths):
         """Skip the knobs that a no-effect reason covers beyond the setting itself, by its
         code (trials.IdleOverride; never its words): a whole strategy section when the job
         runs no CompiledProgram; without data parallelism, every field but those a
-        single-place program uses (runtime/overrides.py)."""
+        single-place program uses (runtime/overrides.py); an environment variable the
+        script undoes (trials._env_threads), all its values."""
         for idle in no_effect:
+            if idle.section == "env":  # (a variable the script undoes: every value of it)
+                self.dead_knobs.update(k.name for k in self.space.knobs.values()
+                                       if k.section == "env" and k.key == idle.key)
+                continue
             if idle.section not in STRATEGY_SECTIONS:
                 continue
             if idle.code == NO_COMPILED_PROGRAM:

@@ -84,9 +84,10 @@ def build_space(profile, keep_batch_size=False, max_batch_size=None, specs=()) -
         _add_alloc_conf(space, profile)
         _add_sharing_strategy(space, loader)
         _add_cpu_autocast(space, profile)
-    blas, env_var, what = _math_threads(profile)
-    _put(space, Knob("blas_threads", "env", env_var, _uniq([blas] + list(range(1, cores + 1))),
-                     blas, f"{what} ({env_var})"))
+    blas, section, key, what = _math_threads(profile)
+    shown = key if section == "env" else f"PADDLETUNE_OVERRIDES {section}.{key}"
+    _put(space, Knob("blas_threads", section, key, _uniq([blas] + list(range(1, cores + 1))),
+                     blas, f"{what} ({shown})"))
     if framework == "fluid":
         _add_strategies(space, profile.summary.parallel, cores)
     for spec in specs:
@@ -178,12 +179,32 @@ def _add_strategies(space, parallel, cores):
 
 
 def _math_threads(profile):
-    """(the job's math threads, the variable that sets them, what they are): NumPy's BLAS
-    for the embedded runtime, the framework's own pool (OMP_NUM_THREADS) otherwise."""
-    if profile.source.framework == "fluid":
-        return profile.env.numpy.blas_threads, _blas_env(profile), "NumPy's BLAS threads"
+    """(the job's math threads, the knob's section and key, what they are): NumPy's BLAS for
+    the embedded runtime (its variable), the framework's own pool otherwise: OMP_NUM_THREADS,
+    which sets the pool's size as the job starts. A PyTorch script that sets its threads
+    itself (torch.set_num_threads before its first step ended: the profile's settings event,
+    in env.flags once loaded) undoes that variable, so the knob is then the threads.intra_op
+    override, which a script's own later call does not undo, and the job's own value is the
+    script's, not the one the header read before the script ran."""
+    framework = profile.source.framework
+    if framework == "fluid":
+        return profile.env.numpy.blas_threads, "env", _blas_env(profile), "NumPy's BLAS threads"
     own = {k.id: k.value for k in profile.source.knobs}.get("threads.intra_op")
-    return own, "OMP_NUM_THREADS", f"{profile.source.framework}'s CPU math threads"
+    what = f"{framework}'s CPU math threads"
+    flag = FRAMEWORK_THREADS.get(framework)
+    if flag is not None and _script_set(profile, flag):
+        return (profile.env.flags or {}).get(flag, own), "threads", "intra_op", \
+            f"{what}, as the script sets them itself"
+    return own, "env", "OMP_NUM_THREADS", what
+
+
+FRAMEWORK_THREADS = {"torch": "torch.get_num_threads"}  # the env.flags entry of the CPU
+# math threads (the framework's source: flags())
+
+
+def _script_set(profile, flag) -> bool:
+    """The job changed `flag` before its first training step ended (a settings event)."""
+    return any(flag in (e.flags or {}) for e in profile.events_of("settings"))
 
 
 PREFETCH_FACTORS = (2, 4, 8)
@@ -316,7 +337,9 @@ def apply_spec(space: Space, spec: str):
     spec = spec.strip()
     if spec.startswith("-"):
         name = spec[1:]
-        hits = [k for k in space.knobs.values() if name in (k.name, k.section)]
+        hits = [k for k in space.knobs.values() if name in (k.name, k.section)
+                or (name == "env" and k.name == "blas_threads")]  # (its section: threads
+        # where the script sets them itself)
         if not hits:
             raise SpaceError(f"--space {spec}: no knob or section {name!r}; knobs: "
                              f"{', '.join(space.knobs) or 'none'}")
@@ -422,7 +445,7 @@ def to_env(setting: dict, space: Space) -> Dict[str, str]:
     env, sections = {}, {}
     for name, value in setting.items():
         knob = space.knobs[name]
-        if knob.section in OVERRIDE_SECTIONS:
+        if knob.section in OVERRIDE_SECTIONS or knob.section == "threads":
             sections.setdefault(knob.section, {})[knob.key] = value
         else:
             env[knob.key] = str(value).lower() if isinstance(value, bool) else str(value)
@@ -493,6 +516,10 @@ def _eager_code_lines(setting: dict, space: Space) -> List[str]:
         elif knob.key == "OMP_NUM_THREADS":
             call = EAGER_THREADS[space.framework].format(value=value)
             lines.append(f"{call}  # before training (or export OMP_NUM_THREADS={value})")
+        elif knob.section == "threads":
+            call = EAGER_THREADS[space.framework].format(value=value)
+            lines.append(f"{call}  # in place of the script's own "
+                         f"{EAGER_THREADS[space.framework].format(value=knob.current)}")
         else:
             lines.append(f"export {knob.key}={value}")
     if reader:

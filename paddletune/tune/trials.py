@@ -31,6 +31,7 @@ from typing import List, Optional
 from ..profile import ProfileError, load
 from ..profile.schema import encode
 from ..profile.summarize import training_steps
+from .space import EAGER_THREADS, FRAMEWORK_THREADS
 
 BLOCKS = 8  # batch means for the confidence interval
 MIN_BLOCK = 3  # steps per block at least
@@ -248,6 +249,7 @@ def measure(trial: Trial, profile_path, returncode, timed_out, timeout_s, env,
         trial.steps = s.n_steps
     _memory(trial, s.memory)
     _overrides(trial, profile, env)
+    _env_threads(trial, profile, env)
     if not _failed(trial, profile, returncode, timed_out, timeout_s):
         _throughput(trial, profile)
 
@@ -390,6 +392,26 @@ def _overrides(trial, profile, env):
             idle = skipped.get((section, key))
             code, why = (idle.code, idle.why) if idle is not None else _UNREACHED[section]
             trial.no_effect.append(IdleOverride(section, key, code, why))
+
+
+def _env_threads(trial, profile, env):
+    """OMP_NUM_THREADS that changed nothing: the framework reads it as the job starts, and a
+    script that sets its threads itself (the profile's settings event: torch.set_num_threads
+    before its first training step ended) runs with its own count whatever the variable
+    says. The trial is then the job's own setting again ("same-value"), not a setting of
+    its own (space.py tunes such a job's threads through the threads.intra_op override)."""
+    asked = env.get("OMP_NUM_THREADS")
+    flag = FRAMEWORK_THREADS.get(profile.source.framework)
+    if asked is None or flag is None:
+        return
+    if not any(flag in (e.flags or {}) for e in profile.events_of("settings")):
+        return
+    ran = (profile.env.flags or {}).get(flag)
+    call = EAGER_THREADS.get(profile.source.framework, "{value}").format(value=ran)
+    trial.no_effect.append(IdleOverride(
+        "env", "OMP_NUM_THREADS", "same-value",
+        f"the script calls {call} itself, after the variable is read: the job ran with its "
+        f"own {ran} threads"))
 
 
 def _oom_message(mem, errors) -> str:

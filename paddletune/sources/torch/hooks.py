@@ -41,6 +41,7 @@ overhead.
 
 import inspect
 import multiprocessing
+import os
 import random
 import sys
 import threading
@@ -498,10 +499,17 @@ class TorchHooks:
 
     def _keep_threads(self, original):
         overrides, n = self.source.overrides_state, self._threads_override
+        owner = os.getpid()
 
         def set_num_threads(count):
             """The script's own call: the override's count stays; the first such call's
-            value is what the script wanted (`was`), unless the override changed that."""
+            value is what the script wanted (`was`), unless the override changed that. In a
+            process forked from the job's (a DataLoader worker: torch's worker loop sets one
+            thread) the call goes through: the override sizes the training process's pool,
+            not the workers'."""
+            if os.getpid() != owner:
+                original(count)
+                return
             if count != n and not any(a.section == "threads" and a.key == "intra_op"
                                       for a in overrides.applied):
                 overrides.apply("threads", "intra_op", n, count)
