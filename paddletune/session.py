@@ -89,6 +89,8 @@ class Options:
     framework: str = "auto"  # the source the job is measured through (auto: the script's
     # imports tell: sources/detect.py)
     check_nan_continue: bool = False  # --check-nan-continue: record each NaN/Inf, go on
+    min_steps: Optional[int] = None  # --duration ends the job only after this many steps
+    # (a tuning trial's: trialrun --min-steps)
 
 
 @dataclass
@@ -271,11 +273,13 @@ class StepCounter:
     steps (`n`), calls `first_step` as the first one ends, ends the job at the step limit
     (StepLimitReached: --steps, --duration from the first step's end), and every 64 steps
     lets the profile writer catch up from here (`keep_up`: the probes queue the steps through
-    its tap, so only this sees each step on the training thread)."""
+    its tap, so only this sees each step on the training thread). With `min_steps`, the
+    duration ends the job only once that many steps ran (a slow job's tuning trial)."""
 
     def __init__(self, limit: Optional[int], duration_s: Optional[float],
-                 keep_up: Callable[[], None], first_step: Callable[[], None]):
-        self.limit, self.duration_s = limit, duration_s
+                 keep_up: Callable[[], None], first_step: Callable[[], None],
+                 min_steps: Optional[int] = None):
+        self.limit, self.duration_s, self.min_steps = limit, duration_s, min_steps or 0
         self.keep_up, self.first_step = keep_up, first_step
         self.n = 0
         self.first_step_end: Optional[float] = None  # time.monotonic() at its end
@@ -296,7 +300,7 @@ class StepCounter:
             now = time.monotonic()
             if self.first_step_end is None:
                 self.first_step_end = now
-            elif now - self.first_step_end >= duration:
+            elif now - self.first_step_end >= duration and n >= self.min_steps:
                 raise StepLimitReached(n, f"--duration {duration:g}s")
 
 
@@ -307,7 +311,7 @@ class _Session:
         self.probes = session_probes(writer.submit, clock, source, options.interval_s,
                                      options.ops)
         self.step_counter = StepCounter(options.steps, options.duration_s, writer.keep_up,
-                                        self._settings_changed)
+                                        self._settings_changed, options.min_steps)
         self.nan = _NanCount()
         self.flags_at_start = source_flags(source)  # (what the header lists)
         self.speed_test = _SpeedTest(self, options) if options.speed_test else None

@@ -1,4 +1,5 @@
-"""`python -m paddletune.trialrun --steps N --out PROFILE [--duration S] [-m] TARGET -- ARGS`:
+"""`python -m paddletune.trialrun --steps N --out PROFILE [--duration S [--min-steps N]] [-m]
+TARGET -- ARGS`:
 `paddletune profile --quiet` as the tuner's trials run it, without the command line's parser.
 
 Each tuning trial is a new process, and typer (with pydantic) and rich cost about 0.1 s of its
@@ -16,7 +17,7 @@ the aggregated windows of a long job's tail would not give.
 import sys
 
 USAGE = ("usage: python -m paddletune.trialrun --steps N --out PROFILE [--duration SECONDS] "
-         "[--speed-test STEPS] [-m] TARGET [-- ARGS]")
+         "[--min-steps N] [--speed-test STEPS] [-m] TARGET [-- ARGS]")
 EXIT_USAGE = 2
 HEAD_STEPS = 10 ** 6  # steps per program recorded in full: all of a trial's
 
@@ -24,7 +25,14 @@ HEAD_STEPS = 10 ** 6  # steps per program recorded in full: all of a trial's
 def parse(argv):
     """(target, script args, module, out, steps, duration_s, speed_test) from `argv`;
     ValueError if malformed."""
-    opts = {"--steps": None, "--out": None, "--duration": None, "--speed-test": None}
+    return parse_all(argv)[:7]
+
+
+def parse_all(argv):
+    """parse's, then min_steps: --min-steps, after which --duration may end the job (a slow
+    job's trial still measures enough steps); None without it."""
+    opts = {"--steps": None, "--out": None, "--duration": None, "--speed-test": None,
+            "--min-steps": None}
     module, i = False, 0
     while i < len(argv) and argv[i].startswith("-"):
         if argv[i] == "-m":
@@ -44,12 +52,15 @@ def parse(argv):
         raise ValueError("--speed-test must be positive")
     if steps < 1 or (duration is not None and duration <= 0):
         raise ValueError("--steps and --duration must be positive")
-    return target, args, module, opts["--out"], steps, duration, speed_test
+    min_steps = int(opts["--min-steps"]) if opts["--min-steps"] is not None else None
+    if min_steps is not None and min_steps < 1:
+        raise ValueError("--min-steps must be positive")
+    return target, args, module, opts["--out"], steps, duration, speed_test, min_steps
 
 
 def main(argv=None) -> int:
     try:
-        target, args, module, out, steps, duration_s, speed_test = parse(
+        target, args, module, out, steps, duration_s, speed_test, min_steps = parse_all(
             sys.argv[1:] if argv is None else argv)
     except ValueError as err:
         return _fail(f"{err}\n{USAGE}")
@@ -67,7 +78,7 @@ def main(argv=None) -> int:
     from . import session
     options = session.Options(target, args, module, out, steps, duration_s=duration_s,
                               head_steps=HEAD_STEPS, framework=framework,
-                              speed_test=speed_test)
+                              speed_test=speed_test, min_steps=min_steps)
     try:
         outcome = session.run(options)
     except session.SessionError as err:

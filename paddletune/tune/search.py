@@ -196,14 +196,17 @@ class Tuner(Comparisons, TrialLengths):
 
     def _first_baseline(self) -> Trial:
         """The job as it is, first: CALIBRATION_S of steps after the first one (without
-        --trial-steps), whose step count becomes the first rung's length, so that it is the
-        first of the baseline's repeats too; MIN_STEPS steps when that is too few."""
+        --trial-steps), and MIN_STEPS steps at least (a slow job's 1.5 s holds a handful of
+        steps: too few to measure), whose step count becomes the first rung's length, so
+        that it is the first of the baseline's repeats too. Where tune's cut still left too
+        few steady steps (a long warm-up), twice as many steps again."""
         if self.options.trial_steps is not None:
             return self.trial({}, self.steps0, "baseline", check_budget=False)
         t = self.trial({}, MAX_STEPS, "baseline", check_budget=False,
                        duration_s=CALIBRATION_S)
-        if t.status == "no-steps":  # slow steps: too few in that time to measure
-            t = self.trial({}, MIN_STEPS, "baseline", check_budget=False)
+        if t.status == "no-steps":  # too few steady steps to measure
+            longer = 2 * t.steps if t.exit_reason == "step_limit" else 0
+            t = self.trial({}, max(MIN_STEPS, longer), "baseline", check_budget=False)
         return t
 
     def _calibrate(self, baseline):

@@ -31,6 +31,7 @@ from typing import List, Optional
 from ..profile import ProfileError, load
 from ..profile.schema import encode
 from ..profile.summarize import training_steps
+from .lengths import MIN_STEPS
 from .space import EAGER_THREADS, FRAMEWORK_THREADS
 
 BLOCKS = 8  # batch means for the confidence interval
@@ -97,6 +98,8 @@ class Trial:
     no_effect: List[IdleOverride] = field(default_factory=list)  # requested, changed nothing
     applied: List[dict] = field(default_factory=list)
     message: Optional[str] = None
+    exit_reason: Optional[str] = None  # the profile's exit event's: step_limit when the
+    # trial's --steps / --duration ended it (tune's cut), returned, exit, ... (the job's own)
     profile: Optional[str] = None
     log: Optional[str] = None
 
@@ -141,7 +144,8 @@ class TrialRunner:
         paddletune.trialrun runs it (without the command line's parser: faster to start),
         through `launcher()`: nothing is imported from the working directory."""
         target = ["-m", self.script] if self.module else [self.script]
-        limit = ["--duration", str(duration_s)] if duration_s is not None else []
+        limit = (["--duration", str(duration_s), "--min-steps", str(min(MIN_STEPS, steps))]
+                 if duration_s is not None else [])  # (a slow job's: MIN_STEPS at least)
         if self.speed_test is not None:
             limit += ["--speed-test", str(self.speed_test)]
         return [self.python, "-c", launcher(), "--steps", str(steps), *limit,
@@ -149,7 +153,8 @@ class TrialRunner:
 
     def run(self, setting, env, steps, timeout_s, phase, label, duration_s=None) -> Trial:
         """A trial of `steps` steps; with `duration_s`, of at most that many seconds of
-        steps after the first (its `steps` then says how many it ran)."""
+        steps after the first, but MIN_STEPS steps at least (its `steps` then says how many
+        it ran: a job whose steps are slow still gives enough steady steps to measure)."""
         self.count += 1
         trial = Trial(self.count, dict(setting), label, phase, steps)
         stem = self.workdir / f"trial-{self.count:03d}"
@@ -245,6 +250,8 @@ def measure(trial: Trial, profile_path, returncode, timed_out, timeout_s, env,
         return
     s = profile.summary
     trial.run_s = s.duration_s
+    ended = profile.last_event("exit")
+    trial.exit_reason = ended.reason if ended is not None else None
     if counted and s.n_steps:
         trial.steps = s.n_steps
     _memory(trial, s.memory)
@@ -291,7 +298,7 @@ def _throughput(trial, profile):
     tp = s.throughput
     if len(steady) < 2 * MIN_BLOCK or tp is None or not tp.steps_per_s:
         trial.status = "no-steps"
-        trial.message = f"only {len(steady)} steady steps: the job ended too soon to measure"
+        trial.message = _too_few(trial, s.n_steps, len(steady))
         return
     trial.status = "ok"
     trial.steady_steps = len(steady)
@@ -305,6 +312,16 @@ def _throughput(trial, profile):
         trial.producer_ratio = loader.producer_ratio
         trial.passes = loader.passes
     trial.se = throughput_se(steady)
+
+
+def _too_few(trial, n_steps, steady) -> str:
+    """Why a trial measured nothing: tune stopped it (its --steps or --duration: the profile
+    ends by step_limit) before enough steady steps, or the job itself ended."""
+    need = f"too few to measure ({2 * MIN_BLOCK} at least)"
+    after = f"{n_steps} steps: only {steady} steady steps after the warm-up, {need}"
+    if trial.exit_reason == "step_limit":
+        return f"tune stopped the trial at {after}"
+    return f"the job ended after {after}"
 
 
 def steady_steps(profile) -> list:
