@@ -240,9 +240,21 @@ def _speed_test(st: Optional[SpeedTestFigures],
     rows += [("alone", _alone(a, len(st.producers_alone) > 1)) for a in st.producers_alone]
     if st.one_thread is not None:
         rows.append(("1 thread", _rate(st.one_thread, "no data, 1 math thread")))
+    rows.append(("training", _replayed(ceil, st.one_thread)))
     rows += _whole_run(base, whole)
     add_rows(table, rows)
     return table
+
+
+def _replayed(ceil: WindowRate, one_thread: Optional[WindowRate]) -> str:
+    """What the no-data windows did to the training: each of their steps trained on a
+    re-read batch (helper-40's sweep: 83 optimizer steps where the script alone took 63, and
+    another final loss)."""
+    steps = ceil.steps + (one_thread.steps if one_thread is not None else 0)
+    windows = "the no-data windows'" if one_thread is not None else "the ceiling's"
+    return (f"{windows} {steps} steps trained on re-read batches, not new ones (a loop to "
+            f"the end of its data takes {steps} steps more than without --speed-test): the "
+            f"model this run leaves is not the script's usual result")
 
 
 def _whole_run(base: WindowRate, whole: Optional[Throughput]) -> list:
