@@ -373,3 +373,20 @@ def test_the_throughput_says_whose_samples_where_the_training_loaders_differ(tmp
                    width=300)
     [text] = [line for line in lines if line.startswith("Throughput")]
     assert text.endswith("samples/s (batch size 16)")
+
+
+def test_the_throughput_names_a_loader_read_beside_the_main_one_whose_samples_it_leaves_out(
+        tmp_path):
+    """helper-40's s05: a labeled loader (32 a batch) is the main one, and each step also
+    reads an unlabeled batch of 192: the samples are the main loader's, and the line says
+    the other's were read too, not counted (it said nothing)."""
+    steps = step_records(n_steps=40, wall_s=0.010, batch_size=32)
+    labeled = reader_records(steps, config={"batch_size": 32}, wait_s=0.004)
+    unlabeled = reader_records(steps, config={"name": "DataLoader#1", "batch_size": 192},
+                               loader=1, wait_s=0.001)
+    lines = render(make_profile(tmp_path / "p.jsonl", steps=steps,
+                                extra=labeled + unlabeled), width=300)
+    [text] = [line for line in lines if line.startswith("Throughput")]
+    assert text.endswith("samples/s (batch size 32); samples are those of DataLoader#0, the "
+                         "main loader; each step also read DataLoader#1 192 a batch, not "
+                         "counted")

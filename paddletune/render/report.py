@@ -269,12 +269,19 @@ def _samples_loader(s) -> str:
     if tp is None or not tp.batch_size or s.reader is None or main is None or \
             main.cycle_s is not None:
         return ""
-    sizes = {f.config.batch_size for f in s.reader.loaders
-             if not f.evaluation and f.scope == "steady" and f.config.batch_size}
-    if len(sizes) < 2 or main.config.batch_size in (None, tp.batch_size):
+    feeding = [f for f in s.reader.loaders
+               if not f.evaluation and f.scope == "steady" and f.config.batch_size]
+    if len({f.config.batch_size for f in feeding}) < 2 or main.config.batch_size is None:
         return ""
-    return (f"; samples are those of the first loader each step reads, while the main "
-            f"loader, {main.name}, reads {main.config.batch_size} a batch")
+    if main.config.batch_size != tp.batch_size:
+        return (f"; samples are those of the first loader each step reads, while the main "
+                f"loader, {main.name}, reads {main.config.batch_size} a batch")
+    others = [f for f in feeding if f.cycle_s is None and f.config.batch_size != tp.batch_size]
+    if not others:
+        return ""
+    read = ", ".join(f"{f.name} {f.config.batch_size}" for f in others)
+    return (f"; samples are those of {main.name}, the main loader; each step also read "
+            f"{read} a batch, not counted")
 
 
 def _breakdown(s, terms) -> Optional[Table]:
