@@ -124,7 +124,7 @@ def _contended(profile, cpu: CpuFacts) -> Optional[Advice]:
     measured = one_thread_gain(profile, n, threads)
     return Advice(
         id="cpu-contended", source=21, confidence="medium",
-        severity="low" if measured is not None and measured.speedup < NO_GAIN else "medium",
+        severity=_contended_severity(per_step, measured),
         title=f"CPU contended: {threads} math threads on the {left:.1f} core(s) other "
               f"processes leave",
         evidence=(f"{cpu.blas_label} runs {cpu.blas_threads} thread(s) per runtime thread "
@@ -148,6 +148,21 @@ def _contended(profile, cpu: CpuFacts) -> Optional[Advice]:
                  "cores_left": left, "ctx_involuntary_per_s": invol,
                  "preempted_per_step": per_step, "suggested_blas_threads": n,
                  **_measured_figures(measured)})
+
+
+SEVERE_PREEMPTED_PER_STEP = 4.0  # preemptions of the training thread per step from which one
+# math thread was measured several times faster: 4-5 a step on the reference MLP (12-15x at
+# 1 thread), and on helper-40's sweep (2-core VM, load 5-10) 12-85 a step: 3.2-9.6x (s01,
+# s11) and 46x (s07, a GRU) with OMP_NUM_THREADS=1
+
+
+def _contended_severity(per_step: float, measured) -> str:
+    """high where the training thread was preempted SEVERE_PREEMPTED_PER_STEP times a step
+    or more (unless the speed test measured one thread no faster), medium below, low where
+    the speed test measured no gain."""
+    if measured is not None and measured.speedup < NO_GAIN:
+        return "low"
+    return "high" if per_step >= SEVERE_PREEMPTED_PER_STEP else "medium"
 
 
 class ThreadGain(NamedTuple):
