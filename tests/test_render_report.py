@@ -38,7 +38,7 @@ def test_compute_bound_report(tmp_path):
                           "(0.00 ms outside the runtime +",
                           "0.10 ms feeding), 97.0% computes."]
     assert lines[6:11] == [
-        "Steps: 40 measured · 1 warm-up excluded · 39 steady (program 1)",
+        "Steps: 40 measured · 1 warm-up excluded (50 ms) · 39 steady (program 1)",
         "step time (ms)    mean     p50     p90     p99     max   CV",
         "───────────────────────────────────────────────────────────",
         "Executor.run     10.00   10.00   10.00   10.00   10.00   0%",
@@ -96,7 +96,7 @@ def test_killed_profile_is_flagged(tmp_path):
     assert lines[1] == f"{when(path)} · ran 540 ms · no exit record"
     assert lines[2] == ("Incomplete profile: the job was killed or the profiler crashed (no "
                         "exit record; no summary record);")
-    assert "Steps: 40 measured · 1 warm-up excluded · 39 steady (program 1)" in lines
+    assert "Steps: 40 measured · 1 warm-up excluded (50 ms) · 39 steady (program 1)" in lines
 
 
 def test_truncated_last_line_is_flagged(tmp_path):
@@ -235,7 +235,7 @@ def test_an_old_summary_that_does_not_fit_is_recomputed(tmp_path):
     assert profile.complete and len(profile.warnings) == 1
     assert "skipped 1 record of kind 'summary'" in profile.warnings[0]
     text = "\n".join(render(path))
-    assert "Steps: 40 measured · 1 warm-up excluded · 39 steady (program 1)" in text
+    assert "Steps: 40 measured · 1 warm-up excluded (50 ms) · 39 steady (program 1)" in text
     assert "Verdict: Moderately input-bound" in text and "Op types" not in text
 
 
@@ -265,7 +265,7 @@ def test_aggregated_steps_are_said_in_the_steps_line(tmp_path):
     profile = load(path)
     assert profile.windows and profile.summary.aggregated_steps == 30
     text = " ".join(render(path, width=200))
-    assert ("Steps: 40 measured · 1 warm-up excluded · 39 steady (program 1) · 30 of them "
+    assert ("Steps: 40 measured · 1 warm-up excluded (50 ms) · 39 steady (program 1) · 30 of them "
             "from aggregated windows (after each program's first 10 steps)") in text
     assert "Executor.run     10.00   10.00   10.00   10.00   10.00   0%" in text
     assert "from aggregated windows" not in " ".join(render(make_profile(tmp_path / "q.jsonl")))
@@ -335,7 +335,7 @@ def test_an_eager_jobs_steps_name_no_program_and_its_wait_by_the_loader(tmp_path
     lines = render(make_profile(tmp_path / "t.jsonl", steps=eager_step_records(),
                                 source=EAGER_SOURCE))
     head = next(line for line in lines if line.startswith("Steps: "))
-    assert head == "Steps: 40 measured · 1 warm-up excluded · 39 steady", head  # no program
+    assert head == "Steps: 40 measured · 1 warm-up excluded (10 ms) · 39 steady", head  # no program
     (wait,) = [line for line in lines if line.startswith("DataLoader wait ")]
     assert wait.split()[2:4] == ["6.00", "60.0%"], wait
     assert not [line for line in lines if line.startswith("reader wait")]

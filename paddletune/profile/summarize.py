@@ -130,7 +130,9 @@ def summarize(profile) -> F.Summary:
     duration_s = _duration(profile)
     reader = reader_figures(profile, steady.span(), (main, cycle), steady.fed, steady.fed)
     return F.Summary(
-        n_steps=n_steps, main_program=main, warmup_steps=warmup, steady_steps=steady.n,
+        n_steps=n_steps, main_program=main, warmup_steps=warmup,
+        warmup_s=sum(s.cycle_s for s in usable[:warmup]) if warmup else None,
+        steady_steps=steady.n,
         aggregated_steps=steady.n_tail, speed_test_steps_excluded=ceiling_steps,
         programs=_programs(profile, counts), duration_s=duration_s, **step,
         verdict=verdict, evaluation=evaluation_figures(profile, duration_s), reader=reader,

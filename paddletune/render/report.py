@@ -168,7 +168,8 @@ def _steps(s, head_steps: int, terms, programs: bool) -> Optional[Group]:
     if not s.n_steps:
         return None
     head = Text("Steps: ", style="bold")
-    head.append(f"{s.n_steps} measured · {s.warmup_steps} warm-up excluded · "
+    warm = f" ({_duration(s.warmup_s)})" if s.warmup_steps and _finite(s.warmup_s) else ""
+    head.append(f"{s.n_steps} measured · {s.warmup_steps} warm-up excluded{warm} · "
                 f"{s.steady_steps} steady")
     if programs and s.main_program is not None:
         head.append(f" (program {s.main_program})")

@@ -19,6 +19,9 @@ class Summary:
       n_steps                    training steps of the main program
       main_program               the main program's id
       warmup_steps               warm-up steps excluded
+      warmup_s                   their time, from the first one's start to the last one's
+                                 end (a compile in the first step: torch.compile's, a
+                                 static graph's), None without warm-up steps
       steady_steps               steady steps the figures cover
       aggregated_steps           of the steady steps, those recorded in windows
       speed_test_steps_excluded  steps of the speed test excluded: its windows, and the steps
@@ -51,6 +54,7 @@ class Summary:
     n_steps: Count = 0
     main_program: Optional[Id] = None
     warmup_steps: Count = 0
+    warmup_s: Optional[Seconds] = None
     steady_steps: Count = 0
     aggregated_steps: Count = 0
     speed_test_steps_excluded: Count = 0
