@@ -1154,24 +1154,51 @@ def test_the_memory_probe_listens_to_step_ends_only_where_cuda_figures_can_come(
 TRAIN_SET = Sleepy(8)  # (a module-level dataset: the script's global)
 
 
+def _make_loader(data):
+    return torch.utils.data.DataLoader(data, batch_size=4)
+
+
 def test_the_scripts_name_for_its_dataset_is_recorded_and_used_in_the_code(src):
-    """The advice's DataLoader line passes the dataset under the script's own name (the
-    sweep's `ds`, `train`: a pasted `DataLoader(dataset, ...)` raised NameError), found from
-    the loop's frame: a local, a module global, a caller's local (the loop inside a helper
-    function); None where the loop's frames hold none (the line keeps `dataset`)."""
+    """The advice's DataLoader line passes the dataset as the script's DataLoader(...) call
+    does (the sweep's `ds`, `train`: a pasted `DataLoader(dataset, ...)` raised NameError):
+    a local, a module global, a dotted name, `dataset=`, the parameter of the helper that
+    builds it (where the line is pasted); None for an expression (the line keeps
+    `dataset`)."""
     model, optimizer = _model()
     train_ds = Sleepy(8)
-    loaders = [torch.utils.data.DataLoader(train_ds, batch_size=4),
-               torch.utils.data.DataLoader(TRAIN_SET, batch_size=4),
-               torch.utils.data.DataLoader(Sleepy(8), batch_size=4)]
+
+    class Holder:
+        train_set = Sleepy(8)
     with src.running():
+        loaders = [torch.utils.data.DataLoader(train_ds, batch_size=4),
+                   torch.utils.data.DataLoader(
+                       TRAIN_SET,
+                       batch_size=4),
+                   torch.utils.data.DataLoader(Holder.train_set, batch_size=4),
+                   torch.utils.data.DataLoader(batch_size=4, dataset=train_ds),
+                   _make_loader(train_ds),
+                   torch.utils.data.DataLoader(Sleepy(8), batch_size=4)]
         for loader in loaders:
-            _train(loader, model, optimizer)  # (the loop in a helper: its caller's names)
+            _train(loader, model, optimizer)
     names = [s.config.get("dataset_name") for s in src.events["reader_state"]
              if s.what == "start"]
-    assert names == ["train_ds", "TRAIN_SET", None]
+    assert names == ["train_ds", "TRAIN_SET", "Holder.train_set", "train_ds", "data", None]
     config = LoaderConfig(batch_size=4, dataset_name=names[0])
     assert TorchCode().loader(config, num_workers=2).startswith(
         "loader = torch.utils.data.DataLoader(train_ds, batch_size=4, num_workers=2")
     assert "DataLoader(dataset, " in TorchCode().loader(LoaderConfig(batch_size=4),
                                                          num_workers=2)
+
+
+def test_looking_up_the_datasets_name_keeps_no_local_alive(src):
+    """The name is read from the call's source, not the frame's locals (on Python 3.11,
+    reading a function frame's f_locals keeps a snapshot of every local alive until it
+    returns: the reviewer's weakref to a deleted batch stayed alive)."""
+    import weakref
+    with src.running():
+        big = torch.zeros(4)
+        gone = weakref.ref(big)
+        loader = torch.utils.data.DataLoader(Sleepy(8), batch_size=4)
+        next(iter(loader))  # (the name looked up, and the pass begun, while `big` lives)
+        del big
+        assert gone() is None

@@ -48,9 +48,10 @@ class LoaderConfig:
                          code to keep: `name=value` where the value can be written
                          (shuffle=True, collate_fn=pad_batch: a function's own name), the
                          bare name where not (sampler: an object of the script's)
-      dataset_name       the name the script holds the loader's dataset under where the loop
-                         runs (PyTorch: looked up from the frame that began the pass; None:
-                         not found), for the advice's code to pass it
+      dataset_name       the script's own expression for the loader's dataset where it is a
+                         name or a dotted name (PyTorch: read from the source of the
+                         DataLoader(...) call that built it; None: another expression, a
+                         library's call), for the advice's code to pass it
     """
 
     name: Optional[str] = None

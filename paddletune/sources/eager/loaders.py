@@ -18,7 +18,9 @@ batches are handed over in order by `serve_held` (their pops marked as the speed
 `reader_solo` reports the cost of those made alone once the last is handed over or the pass
 ends."""
 
+import ast
 import itertools
+import linecache
 import os
 import threading
 import time
@@ -343,37 +345,58 @@ def script_arg(name: str, value) -> str:
     return f"{name}={own}" if isinstance(own, str) and own.isidentifier() else name
 
 
-NAME_FRAMES = 6  # script frames above the loop's call looked in for the dataset's name
 LIBRARY_DIRS = (os.path.dirname(os.__file__) + os.sep,  # the standard library's, and
                 os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
                 + os.sep)  # paddletune's (an installed package under site-packages is one)
 
 
-def script_name_of(value, frame) -> Optional[str]:
-    """The name the script's own code holds `value` under, looked up from `frame` upwards in
-    the first NAME_FRAMES frames of the script's files (the standard library's, installed
-    packages' and paddletune's skipped): the frame's locals, then its module's globals; the
-    first identifier bound to that very object, not a private one. None where none is: the
-    advice's code then says `dataset`."""
-    for _ in range(NAME_FRAMES):
-        if frame is None:
+def call_argument(frame, keyword: str = "dataset") -> Optional[str]:
+    """The script's own expression for the first argument (or `keyword=`) of the call
+    `frame` is making, where it is a name or a dotted name (`train_ds`, `self.train_set`):
+    read from the call's source (its position in the code, Python 3.11+), so it names the
+    object as the code that built it does. None where it is something else (a call, a
+    subscript), the frame is a library's (the standard library, installed packages,
+    paddletune), or the source cannot be read. Nothing of the frame's locals is touched
+    (before Python 3.13 reading them keeps a snapshot of every local alive)."""
+    try:
+        code = frame.f_code
+        if code.co_filename.startswith(LIBRARY_DIRS) or "-packages" in code.co_filename:
             return None
-        name = frame.f_code.co_filename
-        if not (name.startswith(LIBRARY_DIRS) or "site-packages" in name
-                or "dist-packages" in name or name.startswith("<")):
-            found = _bound_name(value, frame.f_locals) or _bound_name(value, frame.f_globals)
-            if found:
-                return found
-        frame = frame.f_back
-    return None
+        positions = list(code.co_positions())[frame.f_lasti // 2]
+        call = _call_at(code.co_filename, *positions)
+    except (AttributeError, IndexError, TypeError, ValueError, SyntaxError,
+            RecursionError, MemoryError):
+        return None
+    if not isinstance(call, ast.Call):
+        return None
+    given = call.args[0] if call.args and not isinstance(call.args[0], ast.Starred) else next(
+        (k.value for k in call.keywords if k.arg == keyword), None)
+    return _dotted(given)
 
 
-def _bound_name(value, namespace) -> Optional[str]:
-    for key, bound in list(namespace.items()):
-        if bound is value and isinstance(key, str) and key.isidentifier() \
-                and not key.startswith("_"):
-            return key
-    return None
+def _call_at(filename, line, end_line, col, end_col):
+    """The expression at that span of `filename`'s source (columns in UTF-8 bytes), parsed."""
+    if None in (line, end_line, col, end_col):
+        return None
+    lines = linecache.getlines(filename)[line - 1:end_line]
+    if not lines:
+        return None
+    encoded = [text.encode("utf-8") for text in lines]
+    if len(encoded) == 1:
+        encoded[0] = encoded[0][col:end_col]
+    else:
+        encoded[0], encoded[-1] = encoded[0][col:], encoded[-1][:end_col]
+    return ast.parse(b"".join(encoded).decode("utf-8").strip(), mode="eval").body
+
+
+def _dotted(node) -> Optional[str]:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    return ".".join([node.id] + parts[::-1])
 
 
 def _safe_ready(handle: Pass) -> int:

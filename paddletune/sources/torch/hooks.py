@@ -60,7 +60,7 @@ from torch.utils.data._utils import fetch as fetchers
 
 from ..device_memory import device_index
 from ..eager.gc_clock import GcClock, send_last_pauses
-from ..eager.loaders import error_detail, script_arg, script_name_of
+from ..eager.loaders import call_argument, error_detail, script_arg
 from ..eager.op_windows import OpWindows
 from ..eager.overrides import batch_size_fixed
 from ..eager.steps import ModelMode, iter_tensors
@@ -117,7 +117,8 @@ class TorchHooks:
         self.own_s = 0.0  # the step hook's and __next__'s own time so far
         self._undo: List[Callable[[], None]] = []
         self._loader_ids = weakref.WeakKeyDictionary()
-        self._dataset_names = {}  # loader id -> the script's name for its dataset (or None)
+        self._dataset_names = weakref.WeakKeyDictionary()  # loader -> the script's name for
+        # its dataset, read from the DataLoader(...) call that built it (None: not a name)
         self._places = {}
         self._threads_override: Optional[int] = None
         self._module_calls = 0
@@ -154,8 +155,7 @@ class TorchHooks:
         self._undo.extend(self._gc.install())
         self._undo.append(lambda: send_last_pauses(self._gc, self.source.bus))
         override_strategy(self.source.overrides_state, self._patch_module, self._undo)
-        if self.source.overrides_state.wanted("reader"):
-            self._patch(dl.DataLoader, "__init__", self._loader_init)
+        self._patch(dl.DataLoader, "__init__", self._loader_init)
         self._threads()
         self._install_backends()
         if self.check_nan:
@@ -285,10 +285,19 @@ class TorchHooks:
 
     # --- DataLoader -----------------------------------------------------------------------
     def _loader_init(self, original):
+        """The DataLoader's construction: the script's name for its dataset (for the
+        advice's code), and the reader overrides where there are any."""
         signature = inspect.signature(original)
         overrides = self.source.overrides_state
+        wanted = bool(overrides.wanted("reader"))
+        names = self._dataset_names
 
         def __init__(loader, *args, **kwargs):
+            t_in = _perf()
+            names[loader] = call_argument(sys._getframe(1))
+            self.own_s += _perf() - t_in
+            if not wanted:
+                return original(loader, *args, **kwargs)
             bound = signature.bind(loader, *args, **kwargs)
             given = dict(bound.arguments)
             given.pop("self", None)
@@ -307,12 +316,7 @@ class TorchHooks:
 
         def __iter__(loader):
             t_in = _perf()
-            loader_id = self._loader_id(loader)
-            tracker.asked(loader_id)
-            if loader_id not in self._dataset_names:  # (the script's name for its dataset,
-                # for the advice's code: looked up from the loop's frame, once a loader)
-                self._dataset_names[loader_id] = script_name_of(loader.dataset,
-                                                                sys._getframe(1))
+            tracker.asked(self._loader_id(loader))
             self.own_s += _perf() - t_in
             return original(loader)
         return __iter__
@@ -328,7 +332,7 @@ class TorchHooks:
             original(it, loader, *args, **kwargs)
             loader_id = self._loader_id(loader)
             it._paddletune = _IterState(loader_id, _loader_config(
-                loader, loader_id, self._dataset_names.get(loader_id)))
+                loader, loader_id, self._dataset_names.get(loader)))
         return __init__
 
     def _multi_init(self, original):
