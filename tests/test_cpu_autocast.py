@@ -174,3 +174,42 @@ def test_tune_measures_the_autocast_off_through_its_knob(tmp_path):
     tried, _ = proposals.proposals(_advice(profile), space)
     assert tried == [("cpu-autocast-slow", {"cpu_autocast": False})]
     assert "cpu_autocast" not in sp.build_space(_profile(tmp_path, _census(cpu_kernels=True)))
+
+
+def test_an_evaluation_under_autocast_before_training_is_not_the_training_steps():
+    """helper-44: a no_grad evaluation under the CPU's autocast before a float32 training
+    step had the census record bfloat16, and the card called the training slow."""
+    source = TorchSource()
+    source.begin()
+    seen = []
+    source.subscribe("model", seen.append)
+    model = _model()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    with source.running():
+        with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+            model(torch.randn(4, 8))
+        for _ in range(2):
+            loss = model(torch.randn(4, 8)).square().mean()
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+    (census,) = seen
+    assert census.autocast is True  # (the GPU advice's flag: any leaf under autocast)
+    assert census.cpu_autocast is None
+
+
+def test_the_override_keeps_autocast_usable_inside_torch_compile(monkeypatch):
+    """Dynamo binds autocast's arguments by its __init__'s signature: the override's
+    __init__ keeps it (without it: InternalTorchDynamoError: KeyError 'device_type')."""
+    state = Overrides("torch", {ENV: json.dumps(OFF)})
+    undo = backends.BackendOverrides(state).install()
+    try:
+        @torch.compile(backend="eager")
+        def f(x):
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                return x @ x
+        assert f(torch.randn(4, 4)).shape == (4, 4)
+    finally:
+        for action in undo:
+            action()
+        torch._dynamo.reset()

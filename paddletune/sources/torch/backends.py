@@ -13,8 +13,11 @@ a machine without CUDA neither setting does anything: each is skipped, saying so
 `cpu_autocast: false` enters the script's torch.autocast("cpu") contexts disabled (its
 float32 math where the CPU has no kernels for the autocast's dtype: advice #28,
 cpu-autocast-slow); `true` is the script's own autocast, changed in nothing. Where no CPU
-autocast was made by the end of the first training step, it is skipped, saying so."""
+autocast was made by the end of the first training step, it is skipped, saying so. An
+autocast inside a torch.compile'd function is Dynamo's own, which it makes without calling
+the class: the override does not reach it."""
 
+import functools
 from typing import Callable, Dict, List, Tuple
 
 import torch
@@ -83,6 +86,7 @@ class BackendOverrides:
         autocast = torch.amp.autocast_mode.autocast
         made = autocast.__init__
 
+        @functools.wraps(made)  # (torch.compile binds the arguments by its signature)
         def disabled_on_the_cpu(ctx, *args, **kwargs):
             made(ctx, *args, **kwargs)
             if getattr(ctx, "device", None) == "cpu" and getattr(ctx, "_enabled", False):
