@@ -109,6 +109,12 @@ def test_a_training_thread_preempted_four_times_a_step_or_more_makes_the_card_hi
              "cpu-contended")
     assert a.figures["preempted_per_step"] == pytest.approx(4.5)
     assert a.severity == "high"
+    # a 1 s step preempted 5 times (5 a second, a mildly loaded machine): medium
+    (tmp_path / "slow").mkdir()
+    slow = only(advise(contended(tmp_path / "slow", wall_s=1.0, involuntary=5.0),
+                       [threads.cpu_threads]), "cpu-contended")
+    assert slow.figures["preempted_per_step"] == pytest.approx(5.0)
+    assert slow.severity == "medium"
 
 
 def test_one_thread_measured_no_faster_leaves_the_card_low(tmp_path):

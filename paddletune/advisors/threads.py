@@ -124,7 +124,7 @@ def _contended(profile, cpu: CpuFacts) -> Optional[Advice]:
     measured = one_thread_gain(profile, n, threads)
     return Advice(
         id="cpu-contended", source=21, confidence="medium",
-        severity=_contended_severity(per_step, measured),
+        severity=_contended_severity(per_step, invol, measured),
         title=f"CPU contended: {threads} math threads on the {left:.1f} core(s) other "
               f"processes leave",
         evidence=(f"{cpu.blas_label} runs {cpu.blas_threads} thread(s) per runtime thread "
@@ -150,19 +150,22 @@ def _contended(profile, cpu: CpuFacts) -> Optional[Advice]:
                  **_measured_figures(measured)})
 
 
-SEVERE_PREEMPTED_PER_STEP = 4.0  # preemptions of the training thread per step from which one
-# math thread was measured several times faster: 4-5 a step on the reference MLP (12-15x at
-# 1 thread), and on helper-40's sweep (2-core VM, load 5-10) 12-85 a step: 3.2-9.6x (s01,
-# s11) and 46x (s07, a GRU) with OMP_NUM_THREADS=1
+SEVERE_PREEMPTED_PER_STEP = 4.0  # preemptions of the training thread per step, and per
+SEVERE_PREEMPTED_PER_S = 50.0  # second, from which one math thread was measured several
+# times faster: 4-5 a step (80-100 a second) on the reference MLP (12-15x at 1 thread), and
+# on helper-40's sweep (2-core VM, load 5-10) 12-85 a step, 73-262 a second: 3.2-9.6x (s01,
+# s11) and 46x (s07, a GRU) with OMP_NUM_THREADS=1. (A long step reaches 4 a step at a rate
+# a mildly loaded machine gives: the rate keeps it medium.)
 
 
-def _contended_severity(per_step: float, measured) -> str:
+def _contended_severity(per_step: float, per_s: float, measured) -> str:
     """high where the training thread was preempted SEVERE_PREEMPTED_PER_STEP times a step
-    or more (unless the speed test measured one thread no faster), medium below, low where
-    the speed test measured no gain."""
+    and SEVERE_PREEMPTED_PER_S a second or more (unless the speed test measured one thread
+    no faster), medium below, low where the speed test measured no gain."""
     if measured is not None and measured.speedup < NO_GAIN:
         return "low"
-    return "high" if per_step >= SEVERE_PREEMPTED_PER_STEP else "medium"
+    return "high" if per_step >= SEVERE_PREEMPTED_PER_STEP and \
+        per_s >= SEVERE_PREEMPTED_PER_S else "medium"
 
 
 class ThreadGain(NamedTuple):
