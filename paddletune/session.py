@@ -33,7 +33,7 @@ from .profile.records import (SCOPE_EVENTS, DeviceTimeEvent, ErrorEvent, ExitEve
                               ProducerSoloEvent, SettingsEvent, SpeedTestEvent, StepLimitEvent)
 from .oom import oom_cause
 from .open_files import flush_at_exit
-from .warn_frames import script_frames
+from .warn_frames import __file__ as WARN_FRAMES, script_frames
 from .profile.paths import output_problem
 from .profile.schema import SchemaError, decode
 from .probes.memory import MemoryProbe
@@ -810,8 +810,13 @@ def _exit_status(exc: SystemExit):
     return 1, "exit", str(code)
 
 
+PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
 def _print_script_traceback(etype, value, tb):
-    """The traceback Python would print: without runpy's and paddletune's own frames."""
+    """The traceback Python would print: without runpy's and paddletune's own frames (the
+    session's around the script; inside it, the wrappers around the framework's functions,
+    unless the error was raised in paddletune's own code: then they stay, to show it)."""
     internal = {os.path.abspath(runpy.__file__), os.path.abspath(__file__)}
 
     def ours(filename):
@@ -819,8 +824,26 @@ def _print_script_traceback(etype, value, tb):
 
     while tb is not None and ours(tb.tb_frame.f_code.co_filename):
         tb = tb.tb_next
-    traceback.print_exception(etype, value, tb)
+    traceback.print_exception(etype, value, _without_wrappers(tb))
     sys.stderr.flush()
+
+
+def _without_wrappers(tb):
+    """`tb` without paddletune's frames (warn_frames' always: it passes warnings on), where
+    the innermost frame left is not paddletune's."""
+    frames = []
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename != WARN_FRAMES:
+            frames.append(tb)
+        tb = tb.tb_next
+    if not frames or frames[-1].tb_frame.f_code.co_filename.startswith(PACKAGE_DIR):
+        kept = frames
+    else:
+        kept = [t for t in frames if not t.tb_frame.f_code.co_filename.startswith(PACKAGE_DIR)]
+    out = None
+    for t in reversed(kept):
+        out = types.TracebackType(out, t.tb_frame, t.tb_lasti, t.tb_lineno)
+    return out
 
 
 _FRAME = re.compile(r'^\s*File "(.+)", line (\d+), in (.+)$')

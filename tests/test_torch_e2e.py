@@ -458,3 +458,29 @@ def test_a_frameworks_warning_names_its_own_module_as_under_python(procs, tmp_pa
     assert result.returncode == 0, result.stderr
     (said,) = [line for line in plain.stderr.splitlines() if "pin_memory" in line]
     assert "dataloader.py" in said and said in result.stderr.splitlines(), result.stderr
+
+
+def test_a_warning_made_an_error_has_pythons_traceback(procs, tmp_path):
+    """`python -W error`: PyTorch's pin_memory warning raises inside its DataLoader
+    iterator's __init__, which the source wraps; the traceback printed is Python's, without
+    paddletune's wrapper frames (helper-44: it ended in paddletune/warn_frames.py)."""
+    import torch
+    if torch.accelerator.is_available():
+        pytest.skip("an accelerator is found: PyTorch does not warn")
+    script = tmp_path / "train.py"
+    script.write_text("import torch\n"
+                      "loader = torch.utils.data.DataLoader(torch.arange(4.).view(2, 2), "
+                      "pin_memory=True)\n"
+                      "for b in loader:\n"
+                      "    pass\n")
+    plain = procs.run([sys.executable, "-W", "error", str(script)], 120, cwd=tmp_path,
+                      env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    result = procs.run([sys.executable, "-W", "error", "-m", "paddletune", "profile", "-q",
+                        "--out", str(tmp_path / "p.jsonl"), str(script)], 120, cwd=REPO,
+                       env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert plain.returncode == result.returncode == 1, result.stderr
+    traceback_of = [line for line in plain.stderr.splitlines() if line.strip()]
+    assert traceback_of[-1].startswith("UserWarning: 'pin_memory'")
+    assert traceback_of == [line for line in result.stderr.splitlines() if line.strip()][
+        -len(traceback_of):]
+    assert "paddletune" not in "".join(result.stderr.splitlines()[-len(traceback_of):])

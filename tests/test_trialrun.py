@@ -252,3 +252,27 @@ def test_flushing_the_files_left_open_skips_what_it_cannot_flush(tmp_path):
     assert flush_files_left_open() >= 1
     assert (tmp_path / "a.txt").read_text() == "kept"
     pending.close()
+
+
+def test_a_scripts_traceback_leaves_out_paddletunes_frames_unless_it_raised_there(tmp_path):
+    """An error the script (or its framework) raised through paddletune's wrappers is shown
+    as Python shows it, without their frames; an error raised in paddletune's own code keeps
+    every frame, to show where."""
+    import traceback as tb_module
+
+    from paddletune import session
+    from paddletune.sources.eager.overrides import parse
+    script = tmp_path / "boom.py"
+    script.write_text("def boom():\n    raise ValueError('the script')\nboom()\n")
+    try:
+        session.run_script(str(script))  # (paddletune's frame between the test and the script)
+    except ValueError as err:
+        files = [f.filename for f in tb_module.extract_tb(
+            session._without_wrappers(err.__traceback__))]
+    assert files == [__file__, str(script), str(script)]
+    try:
+        parse("{not json", "torch")
+    except ValueError as err:
+        files = [f.filename for f in tb_module.extract_tb(
+            session._without_wrappers(err.__traceback__))]
+    assert files[0] == __file__ and files[-1].endswith("overrides.py")
