@@ -1202,3 +1202,30 @@ def test_looking_up_the_datasets_name_keeps_no_local_alive(src):
         next(iter(loader))  # (the name looked up, and the pass begun, while `big` lives)
         del big
         assert gone() is None
+
+
+class _Unhashable(torch.utils.data.DataLoader):
+    def __eq__(self, other):  # (and so no __hash__)
+        return self is other
+
+
+def test_an_unhashable_dataloader_subclass_trains_and_is_recorded(src):
+    """A DataLoader subclass defining __eq__ is unhashable: the hooks' maps keyed by the
+    loader raised TypeError in the script's loop (a WeakKeyDictionary); they key by identity
+    now, and forget a loader once it is gone."""
+    import gc
+    import weakref
+    from paddletune.sources.eager.loaders import ByIdentity
+    model, optimizer = _model()
+    with src.running():
+        loader = _Unhashable(Sleepy(8), batch_size=4)
+        assert _train(loader, model, optimizer) == 2
+    (start,) = [s for s in src.events["reader_state"] if s.what == "start"]
+    assert start.config["batch_size"] == 4
+    names = ByIdentity()
+    names[loader] = "loader"
+    assert names.get(loader) == "loader" and names.get(object()) is None
+    gone = weakref.ref(loader)
+    del loader
+    gc.collect()
+    assert gone() is None and names._items == {}

@@ -23,6 +23,7 @@ import itertools
 import linecache
 import os
 import threading
+import weakref
 import time
 from collections import deque
 from dataclasses import dataclass, field
@@ -348,6 +349,26 @@ def script_arg(name: str, value) -> str:
 LIBRARY_DIRS = (os.path.dirname(os.__file__) + os.sep,  # the standard library's, and
                 os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
                 + os.sep)  # paddletune's (an installed package under site-packages is one)
+
+
+class ByIdentity:
+    """A map keyed by objects' identity that holds them weakly, for keys that need not be
+    hashable: a DataLoader subclass defining __eq__ without __hash__ is unhashable, and a
+    WeakKeyDictionary keyed by it raised TypeError in the script's loop."""
+
+    def __init__(self):
+        self._items: Dict[int, tuple] = {}
+
+    def get(self, obj, default=None):
+        entry = self._items.get(id(obj))
+        return entry[1] if entry is not None and entry[0]() is obj else default
+
+    def __setitem__(self, obj, value):
+        key, items = id(obj), self._items
+
+        def gone(_ref, key=key):
+            items.pop(key, None)
+        items[key] = (weakref.ref(obj, gone), value)
 
 
 def call_argument(frame, keyword: str = "dataset") -> Optional[str]:

@@ -60,7 +60,7 @@ from torch.utils.data._utils import fetch as fetchers
 
 from ..device_memory import device_index
 from ..eager.gc_clock import GcClock, send_last_pauses
-from ..eager.loaders import call_argument, error_detail, script_arg
+from ..eager.loaders import ByIdentity, call_argument, error_detail, script_arg
 from ..eager.op_windows import OpWindows
 from ..eager.overrides import batch_size_fixed
 from ..eager.steps import ModelMode, iter_tensors
@@ -116,8 +116,8 @@ class TorchHooks:
         self.check_nan, self.nan_continue = check_nan, nan_continue
         self.own_s = 0.0  # the step hook's and __next__'s own time so far
         self._undo: List[Callable[[], None]] = []
-        self._loader_ids = weakref.WeakKeyDictionary()
-        self._dataset_names = weakref.WeakKeyDictionary()  # loader -> the script's name for
+        self._loader_ids = ByIdentity()  # (a DataLoader subclass may be unhashable)
+        self._dataset_names = ByIdentity()  # loader -> the script's name for
         # its dataset, read from the DataLoader(...) call that built it (None: not a name)
         self._places = {}
         self._threads_override: Optional[int] = None
