@@ -29,8 +29,9 @@ def _model():
     return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.ReLU(), torch.nn.Linear(16, 2))
 
 
-def _train(autocast=True, dtype=torch.bfloat16, steps=3):
-    """(the census, the dtype of the last output, the overrides' report) of a short job."""
+def _train(autocast=True, dtype=torch.bfloat16, steps=3, evaluate_first=False):
+    """(the census, the dtype of the last output, the overrides' report) of a short job;
+    `evaluate_first`: a no_grad forward pass under the CPU's autocast before it trains."""
     source = TorchSource()
     source.begin()
     seen = []
@@ -38,6 +39,9 @@ def _train(autocast=True, dtype=torch.bfloat16, steps=3):
     model = _model()
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     with source.running():
+        if evaluate_first:
+            with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
+                model(torch.randn(4, 8))
         for _ in range(steps):
             with torch.autocast("cpu", dtype=dtype, enabled=autocast):
                 out = model(torch.randn(4, 8))
@@ -179,21 +183,8 @@ def test_tune_measures_the_autocast_off_through_its_knob(tmp_path):
 def test_an_evaluation_under_autocast_before_training_is_not_the_training_steps():
     """helper-44: a no_grad evaluation under the CPU's autocast before a float32 training
     step had the census record bfloat16, and the card called the training slow."""
-    source = TorchSource()
-    source.begin()
-    seen = []
-    source.subscribe("model", seen.append)
-    model = _model()
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
-    with source.running():
-        with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
-            model(torch.randn(4, 8))
-        for _ in range(2):
-            loss = model(torch.randn(4, 8)).square().mean()
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-    (census,) = seen
+    census, out_dtype, _ = _train(autocast=False, evaluate_first=True)
+    assert out_dtype == torch.float32
     assert census.autocast is True  # (the GPU advice's flag: any leaf under autocast)
     assert census.cpu_autocast is None
 
