@@ -383,9 +383,9 @@ def call_argument(frame, keyword: str = "dataset") -> Optional[str]:
         code = frame.f_code
         if code.co_filename.startswith(LIBRARY_DIRS) or "-packages" in code.co_filename:
             return None
-        positions = list(code.co_positions())[frame.f_lasti // 2]
+        positions = next(itertools.islice(code.co_positions(), frame.f_lasti // 2, None))
         call = _call_at(code.co_filename, *positions)
-    except (AttributeError, IndexError, TypeError, ValueError, SyntaxError,
+    except (AttributeError, StopIteration, TypeError, ValueError, SyntaxError,
             RecursionError, MemoryError):
         return None
     if not isinstance(call, ast.Call):

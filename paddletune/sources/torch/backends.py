@@ -91,8 +91,9 @@ class BackendOverrides:
             made(ctx, *args, **kwargs)
             if getattr(ctx, "device", None) == "cpu" and getattr(ctx, "_enabled", False):
                 ctx._enabled = False
-                self._cpu_autocast_made = True
-                self.state.apply(SECTION, CPU_AUTOCAST, False, True)
+                if not self._cpu_autocast_made:  # (said once: an autocast is made each step)
+                    self._cpu_autocast_made = True
+                    self.state.apply(SECTION, CPU_AUTOCAST, False, True)
 
         autocast.__init__ = disabled_on_the_cpu
         return [lambda: setattr(autocast, "__init__", made)]

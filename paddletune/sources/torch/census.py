@@ -55,9 +55,9 @@ class Census(StepCensus):
             self.unhook()
         if not self.autocast and autocast_on():
             self.autocast = True
-        if self.cpu_autocast is None and module.training and torch.is_grad_enabled():
-            self.cpu_autocast = cpu_autocast_dtype()  # (training's, not an evaluation's
-            # under no_grad or eval() before the first step)
+        if self.autocast and self.cpu_autocast is None and module.training and \
+                torch.is_grad_enabled():  # (training's, not an evaluation's under no_grad
+            self.cpu_autocast = cpu_autocast_dtype()  # or eval() before the first step)
         if isinstance(module, _ConvNd) and inputs and isinstance(inputs[0], torch.Tensor):
             layout = channels_last(inputs[0])
             if layout is not None:
